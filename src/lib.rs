@@ -1,0 +1,23 @@
+//! gpuledger: what a Kubernetes GPU fleet on AWS costs, who used it, how much of it sat idle
+//! and what was saved — read from the bill itself (CUR 2.0 with EKS split cost allocation
+//! data) and joined with what the GPUs did (DCGM and inference metrics).
+//!
+//! Data flows one way: sources → ingest → [`store`] → engine → [`web`] and exports.
+//! Today the crate holds the foundation:
+//!
+//! - [`cli`]: the command line, one typed configuration, every option also an env variable;
+//! - [`store`]: the storage trait with its SQLite (embedded default) and Postgres backends;
+//! - [`synth`]: the generator of realistic CUR 2.0 exports, DCGM/inference metrics and
+//!   `truth.json`, for the demo, tests and benchmarks;
+//! - [`split`]: AWS's split cost allocation arithmetic; [`catalog`]: EC2 instance types;
+//! - [`web`]: the axum router (home page, health check);
+//! - [`money`], [`period`]: exact money and billing periods.
+
+pub mod catalog;
+pub mod cli;
+pub mod money;
+pub mod period;
+pub mod split;
+pub mod store;
+pub mod synth;
+pub mod web;

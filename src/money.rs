@@ -1,0 +1,48 @@
+//! Exact money: integer micro-dollars, and how people and scripts see them.
+
+/// Micro-dollars in one US dollar.
+pub const MICROS_PER_USD: i64 = 1_000_000;
+
+/// Rounds a dollar amount (as CUR's doubles carry it) to the nearest micro-dollar.
+pub fn micros_from_usd(usd: f64) -> i64 {
+    (usd * MICROS_PER_USD as f64).round() as i64
+}
+
+/// Dollars as a decimal number for JSON and CSV (`12340.501234`), exact.
+pub fn usd_decimal(micros: i64) -> String {
+    let sign = if micros < 0 { "-" } else { "" };
+    let abs = micros.unsigned_abs();
+    format!("{sign}{}.{:06}", abs / 1_000_000, abs % 1_000_000)
+}
+
+/// Dollars for people: `$12,340.50`, rounded half away from zero to the cent.
+pub fn format_usd(micros: i64) -> String {
+    let cents = (micros.unsigned_abs() + 5_000) / 10_000;
+    let dollars = (cents / 100).to_string();
+    let mut grouped = String::with_capacity(dollars.len() + dollars.len() / 3);
+    for (i, digit) in dollars.chars().enumerate() {
+        if i > 0 && (dollars.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(digit);
+    }
+    let sign = if micros < 0 && cents > 0 { "-" } else { "" };
+    format!("{sign}${grouped}.{:02}", cents % 100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_for_people_and_scripts() {
+        assert_eq!(format_usd(12_340_504_999), "$12,340.50");
+        assert_eq!(format_usd(12_340_505_000), "$12,340.51");
+        assert_eq!(format_usd(-1_500_000), "-$1.50");
+        assert_eq!(format_usd(999), "$0.00");
+        assert_eq!(format_usd(1_000_000_000_000), "$1,000,000.00");
+        assert_eq!(usd_decimal(-1_234_567), "-1.234567");
+        assert_eq!(usd_decimal(42), "0.000042");
+        assert_eq!(micros_from_usd(32.7726), 32_772_600);
+    }
+}

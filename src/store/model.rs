@@ -1,0 +1,188 @@
+//! Rows the store reads and writes. Plain data: no SQL here, no polars.
+//!
+//! Money is integer micro-dollars (`i64`, 1 USD = 1,000,000); time is UTC epoch seconds
+//! of the start of a half-open hour `[hour, hour + 3600)`.
+
+use serde::Serialize;
+
+/// One ingest attempt of one source and period, kept whether it succeeded or not.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IngestRun {
+    pub id: i64,
+    /// `cur`, `prometheus`, `cost-explorer`.
+    pub kind: String,
+    /// Where the data came from: a folder, an `s3://` URI, a Prometheus URL.
+    pub source: String,
+    /// Billing period `YYYY-MM`, or the metrics window for Prometheus.
+    pub period: String,
+    /// The manifest's executionId (else ETag/size) that identifies the delivery.
+    pub data_version: String,
+    /// `running`, `succeeded`, `failed`, `skipped`.
+    pub status: String,
+    pub rows_read: i64,
+    pub rows_written: i64,
+    pub started_at: i64,
+    pub finished_at: Option<i64>,
+    pub error: Option<String>,
+    /// Reconciliation results as JSON text (bill totals, split vs parent).
+    pub reconciliation: Option<String>,
+}
+
+/// What a new run records when it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewIngestRun {
+    pub kind: String,
+    pub source: String,
+    pub period: String,
+    pub data_version: String,
+    pub started_at: i64,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IngestOutcome {
+    pub status: String,
+    pub rows_read: i64,
+    pub rows_written: i64,
+    pub finished_at: i64,
+    pub error: Option<String>,
+    pub reconciliation: Option<String>,
+}
+
+/// A pod's share of one resource of one parent instance for one hour: the grain at which a
+/// pod-hour's GPU cost joins that pod's GPU metrics.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CostFact {
+    pub hour: i64,
+    pub cluster: String,
+    pub namespace: String,
+    /// Workload name, empty for bare pods.
+    pub workload: String,
+    /// `ReplicaSet`, `StatefulSet`, `Job`, `DaemonSet`, ... or empty.
+    pub workload_type: String,
+    pub pod: String,
+    pub node: String,
+    pub instance_id: String,
+    pub instance_type: String,
+    /// e.g. `A100`, empty on CPU-only instances.
+    pub gpu_model: String,
+    /// `On-Demand`, `Spot`, `Savings Plans`, `Reserved`.
+    pub purchase_option: String,
+    /// `vcpu`, `memory` or `gpu`.
+    pub resource: String,
+    pub reserved_usage: f64,
+    pub actual_usage: f64,
+    pub split_usage: f64,
+    pub split_usage_ratio: f64,
+    pub split_cost_micros: i64,
+    pub unused_cost_micros: i64,
+    pub net_split_cost_micros: i64,
+    pub net_unused_cost_micros: i64,
+    pub public_on_demand_split_cost_micros: i64,
+    pub public_on_demand_unused_cost_micros: i64,
+    /// Imported Kubernetes labels (`user_*` resource tags) as a JSON object.
+    pub labels: String,
+}
+
+/// One EC2 instance for one hour, from the parent (non-split) rows of the bill.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InstanceHour {
+    pub hour: i64,
+    pub cluster: String,
+    pub instance_id: String,
+    pub instance_type: String,
+    pub gpu_model: String,
+    pub gpu_count: i64,
+    pub vcpu: i64,
+    pub memory_gib: i64,
+    pub purchase_option: String,
+    /// Fraction of the hour the instance ran (CUR `line_item_usage_amount`).
+    pub usage_hours: f64,
+    pub unblended_cost_micros: i64,
+    pub amortized_cost_micros: i64,
+    pub net_amortized_cost_micros: i64,
+    pub public_on_demand_cost_micros: i64,
+}
+
+/// A non-Kubernetes cost (S3, data transfer, control plane, tax, credits, fees) per day.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OtherCost {
+    /// UTC epoch seconds of the day's midnight.
+    pub day: i64,
+    /// `line_item_product_code`, e.g. `AmazonS3`.
+    pub service: String,
+    pub line_item_type: String,
+    pub usage_type: String,
+    pub unblended_cost_micros: i64,
+    pub amortized_cost_micros: i64,
+}
+
+/// Everything one billing period of the bill holds, as written and read back whole.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct CostPeriod {
+    /// `YYYY-MM`.
+    pub period: String,
+    pub data_version: String,
+    pub bill_unblended_micros: i64,
+    pub bill_amortized_micros: i64,
+    pub cost_facts: Vec<CostFact>,
+    pub instance_hours: Vec<InstanceHour>,
+    pub other_costs: Vec<OtherCost>,
+}
+
+/// A short line per stored period, for the home page.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PeriodSummary {
+    pub period: String,
+    pub data_version: String,
+    pub bill_unblended_micros: i64,
+    pub bill_amortized_micros: i64,
+    pub cost_fact_rows: i64,
+    pub ingested_at: i64,
+}
+
+/// What one GPU (or MIG instance) did for one pod in one hour.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuUsage {
+    pub hour: i64,
+    pub hostname: String,
+    pub gpu_uuid: String,
+    /// MIG GPU instance id, empty for a whole GPU.
+    pub gpu_instance: String,
+    pub gpu_model: String,
+    /// Empty when the GPU had no pod (unattributed).
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+    /// Mean utilization over the hour, 0..1.
+    pub mean_utilization: f64,
+    pub peak_fb_used_mib: f64,
+    pub samples: i64,
+}
+
+/// Inference requests and tokens for one workload and model in one hour.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InferenceUsage {
+    pub hour: i64,
+    pub namespace: String,
+    pub pod: String,
+    pub workload: String,
+    pub model: String,
+    pub requests: f64,
+    pub prompt_tokens: f64,
+    pub generation_tokens: f64,
+}
+
+/// How a namespace or label maps to a client.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClientRule {
+    pub client: String,
+    /// `namespace` (exact), `prefix`, `regex` or `label`.
+    pub match_kind: String,
+    /// The namespace, prefix or regex; for `label`, the label value.
+    pub pattern: String,
+    /// For `label` rules, the resource-tag key (`user_client` by default); else empty.
+    pub label_key: String,
+    /// Lower numbers are tried first.
+    pub priority: i64,
+}

@@ -1,0 +1,615 @@
+//! The SQL both backends run, and the code that turns rows into model types and model types
+//! into bind parameters.
+//!
+//! Statements use `$1, $2` placeholders and no backend-specific syntax, so SQLite and Postgres
+//! run the same text against the same table and column names (`migrations/<backend>/`).
+//! Reads order by every key column, so both backends return rows in the same order.
+//! [`ReadRow`] and [`PushRow`] hide which backend a row comes from or goes to, so each
+//! mapping below is written once.
+
+use sqlx::query_builder::Separated;
+use sqlx::{ColumnIndex, Database, Decode, Encode, Row, Type};
+
+use super::model::{
+    ClientRule, CostFact, CostPeriod, GpuUsage, InferenceUsage, IngestRun, InstanceHour, OtherCost,
+    PeriodSummary,
+};
+
+// ---- Ingest runs ----
+
+pub(crate) const INSERT_INGEST_RUN: &str = "INSERT INTO ingest_runs \
+     (kind, source, period, data_version, status, started_at) \
+     VALUES ($1, $2, $3, $4, 'running', $5) RETURNING id";
+
+pub(crate) const FINISH_INGEST_RUN: &str = "UPDATE ingest_runs \
+     SET status = $1, rows_read = $2, rows_written = $3, finished_at = $4, error = $5, \
+     reconciliation = $6 WHERE id = $7";
+
+pub(crate) const SELECT_INGEST_RUNS: &str = "SELECT id, kind, source, period, data_version, \
+     status, rows_read, rows_written, started_at, finished_at, error, reconciliation \
+     FROM ingest_runs ORDER BY id DESC LIMIT $1";
+
+pub(crate) const SELECT_LAST_DATA_VERSION: &str = "SELECT data_version FROM ingest_runs \
+     WHERE kind = $1 AND period = $2 AND status = 'succeeded' ORDER BY id DESC LIMIT 1";
+
+// ---- Cost periods ----
+
+/// Clears one period; children first, so a foreign key added later would still hold.
+pub(crate) const DELETE_PERIOD: [&str; 4] = [
+    "DELETE FROM cost_facts WHERE period = $1",
+    "DELETE FROM instance_hours WHERE period = $1",
+    "DELETE FROM other_costs WHERE period = $1",
+    "DELETE FROM cost_periods WHERE period = $1",
+];
+
+pub(crate) const INSERT_COST_PERIOD: &str = "INSERT INTO cost_periods \
+     (period, data_version, bill_unblended_micros, bill_amortized_micros, ingested_at) \
+     VALUES ($1, $2, $3, $4, $5)";
+
+pub(crate) const SELECT_COST_PERIOD: &str = "SELECT period, data_version, \
+     bill_unblended_micros, bill_amortized_micros FROM cost_periods WHERE period = $1";
+
+pub(crate) const SELECT_PERIODS: &str = "SELECT p.period, p.data_version, \
+     p.bill_unblended_micros, p.bill_amortized_micros, p.ingested_at, \
+     (SELECT COUNT(*) FROM cost_facts f WHERE f.period = p.period) AS cost_fact_rows \
+     FROM cost_periods p ORDER BY p.period DESC";
+
+pub(crate) const INSERT_COST_FACTS: BulkInsert = BulkInsert {
+    head: "INSERT INTO cost_facts (period, hour, cluster, namespace, workload, workload_type, \
+           pod, node, instance_id, instance_type, gpu_model, purchase_option, resource, \
+           reserved_usage, actual_usage, split_usage, split_usage_ratio, split_cost_micros, \
+           unused_cost_micros, net_split_cost_micros, net_unused_cost_micros, \
+           public_on_demand_split_cost_micros, public_on_demand_unused_cost_micros, labels) ",
+    columns: 24,
+};
+
+pub(crate) const SELECT_COST_FACTS: &str = "SELECT hour, cluster, namespace, workload, \
+     workload_type, pod, node, instance_id, instance_type, gpu_model, purchase_option, \
+     resource, reserved_usage, actual_usage, split_usage, split_usage_ratio, \
+     split_cost_micros, unused_cost_micros, net_split_cost_micros, net_unused_cost_micros, \
+     public_on_demand_split_cost_micros, public_on_demand_unused_cost_micros, labels \
+     FROM cost_facts WHERE period = $1 \
+     ORDER BY hour, instance_id, namespace, pod, resource";
+
+pub(crate) const INSERT_INSTANCE_HOURS: BulkInsert = BulkInsert {
+    head: "INSERT INTO instance_hours (period, hour, cluster, instance_id, instance_type, \
+           gpu_model, gpu_count, vcpu, memory_gib, purchase_option, usage_hours, \
+           unblended_cost_micros, amortized_cost_micros, net_amortized_cost_micros, \
+           public_on_demand_cost_micros) ",
+    columns: 15,
+};
+
+pub(crate) const SELECT_INSTANCE_HOURS: &str = "SELECT hour, cluster, instance_id, \
+     instance_type, gpu_model, gpu_count, vcpu, memory_gib, purchase_option, usage_hours, \
+     unblended_cost_micros, amortized_cost_micros, net_amortized_cost_micros, \
+     public_on_demand_cost_micros \
+     FROM instance_hours WHERE period = $1 ORDER BY hour, instance_id";
+
+pub(crate) const INSERT_OTHER_COSTS: BulkInsert = BulkInsert {
+    head: "INSERT INTO other_costs (period, day, service, line_item_type, usage_type, \
+           unblended_cost_micros, amortized_cost_micros) ",
+    columns: 7,
+};
+
+pub(crate) const SELECT_OTHER_COSTS: &str = "SELECT day, service, line_item_type, \
+     usage_type, unblended_cost_micros, amortized_cost_micros \
+     FROM other_costs WHERE period = $1 \
+     ORDER BY day, service, line_item_type, usage_type";
+
+// ---- Usage ----
+
+pub(crate) const DELETE_GPU_USAGE_WINDOW: &str = "DELETE FROM gpu_usage WHERE hour >= $1 AND hour < $2";
+
+pub(crate) const DELETE_INFERENCE_USAGE_WINDOW: &str =
+    "DELETE FROM inference_usage WHERE hour >= $1 AND hour < $2";
+
+pub(crate) const INSERT_GPU_USAGE: BulkInsert = BulkInsert {
+    head: "INSERT INTO gpu_usage (hour, hostname, gpu_uuid, gpu_instance, gpu_model, \
+           namespace, pod, container, mean_utilization, peak_fb_used_mib, samples) ",
+    columns: 11,
+};
+
+pub(crate) const SELECT_GPU_USAGE: &str = "SELECT hour, hostname, gpu_uuid, gpu_instance, \
+     gpu_model, namespace, pod, container, mean_utilization, peak_fb_used_mib, samples \
+     FROM gpu_usage WHERE hour >= $1 AND hour < $2 \
+     ORDER BY hour, hostname, gpu_uuid, gpu_instance, namespace, pod, container";
+
+pub(crate) const INSERT_INFERENCE_USAGE: BulkInsert = BulkInsert {
+    head: "INSERT INTO inference_usage (hour, namespace, pod, workload, model, requests, \
+           prompt_tokens, generation_tokens) ",
+    columns: 8,
+};
+
+pub(crate) const SELECT_INFERENCE_USAGE: &str = "SELECT hour, namespace, pod, workload, \
+     model, requests, prompt_tokens, generation_tokens \
+     FROM inference_usage WHERE hour >= $1 AND hour < $2 \
+     ORDER BY hour, namespace, pod, workload, model";
+
+// ---- Client rules ----
+
+pub(crate) const DELETE_CLIENT_RULES: &str = "DELETE FROM client_rules";
+
+pub(crate) const INSERT_CLIENT_RULES: BulkInsert = BulkInsert {
+    head: "INSERT INTO client_rules (client, match_kind, pattern, label_key, priority) ",
+    columns: 5,
+};
+
+pub(crate) const SELECT_CLIENT_RULES: &str = "SELECT client, match_kind, pattern, label_key, \
+     priority FROM client_rules ORDER BY priority, client, match_kind, pattern, label_key";
+
+/// The head of a multi-row `INSERT` (up to `VALUES`) and how many values each row binds.
+pub(crate) struct BulkInsert {
+    pub(crate) head: &'static str,
+    pub(crate) columns: usize,
+}
+
+impl BulkInsert {
+    /// How many rows fit in one statement without passing the backend's bind-parameter limit.
+    pub(crate) fn rows_per_statement(&self, max_binds: usize) -> usize {
+        (max_binds / self.columns).max(1)
+    }
+}
+
+/// Reads a column by name from a row of either backend.
+pub(crate) trait ReadRow {
+    fn int(&self, column: &str) -> Result<i64, sqlx::Error>;
+    fn float(&self, column: &str) -> Result<f64, sqlx::Error>;
+    fn text(&self, column: &str) -> Result<String, sqlx::Error>;
+    fn nullable_int(&self, column: &str) -> Result<Option<i64>, sqlx::Error>;
+    fn nullable_text(&self, column: &str) -> Result<Option<String>, sqlx::Error>;
+}
+
+impl<R> ReadRow for R
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    i64: Type<R::Database> + for<'r> Decode<'r, R::Database>,
+    f64: Type<R::Database> + for<'r> Decode<'r, R::Database>,
+    String: Type<R::Database> + for<'r> Decode<'r, R::Database>,
+{
+    fn int(&self, column: &str) -> Result<i64, sqlx::Error> {
+        self.try_get(column)
+    }
+
+    fn float(&self, column: &str) -> Result<f64, sqlx::Error> {
+        self.try_get(column)
+    }
+
+    fn text(&self, column: &str) -> Result<String, sqlx::Error> {
+        self.try_get(column)
+    }
+
+    fn nullable_int(&self, column: &str) -> Result<Option<i64>, sqlx::Error> {
+        self.try_get(column)
+    }
+
+    fn nullable_text(&self, column: &str) -> Result<Option<String>, sqlx::Error> {
+        self.try_get(column)
+    }
+}
+
+/// Binds the next value of one `VALUES (...)` tuple, for either backend.
+pub(crate) trait PushRow<'args> {
+    fn int(&mut self, value: i64) -> &mut Self;
+    fn float(&mut self, value: f64) -> &mut Self;
+    fn text(&mut self, value: &'args str) -> &mut Self;
+}
+
+impl<'args, DB> PushRow<'args> for Separated<'_, 'args, DB, &'static str>
+where
+    DB: Database,
+    i64: Encode<'args, DB> + Type<DB>,
+    f64: Encode<'args, DB> + Type<DB>,
+    &'args str: Encode<'args, DB> + Type<DB>,
+{
+    fn int(&mut self, value: i64) -> &mut Self {
+        self.push_bind(value)
+    }
+
+    fn float(&mut self, value: f64) -> &mut Self {
+        self.push_bind(value)
+    }
+
+    fn text(&mut self, value: &'args str) -> &mut Self {
+        self.push_bind(value)
+    }
+}
+
+pub(crate) fn ingest_run(row: &impl ReadRow) -> Result<IngestRun, sqlx::Error> {
+    Ok(IngestRun {
+        id: row.int("id")?,
+        kind: row.text("kind")?,
+        source: row.text("source")?,
+        period: row.text("period")?,
+        data_version: row.text("data_version")?,
+        status: row.text("status")?,
+        rows_read: row.int("rows_read")?,
+        rows_written: row.int("rows_written")?,
+        started_at: row.int("started_at")?,
+        finished_at: row.nullable_int("finished_at")?,
+        error: row.nullable_text("error")?,
+        reconciliation: row.nullable_text("reconciliation")?,
+    })
+}
+
+pub(crate) fn period_summary(row: &impl ReadRow) -> Result<PeriodSummary, sqlx::Error> {
+    Ok(PeriodSummary {
+        period: row.text("period")?,
+        data_version: row.text("data_version")?,
+        bill_unblended_micros: row.int("bill_unblended_micros")?,
+        bill_amortized_micros: row.int("bill_amortized_micros")?,
+        cost_fact_rows: row.int("cost_fact_rows")?,
+        ingested_at: row.int("ingested_at")?,
+    })
+}
+
+/// Assembles a period from its `cost_periods` row and its rows in the three fact tables.
+pub(crate) fn cost_period<R: ReadRow>(
+    head: &R,
+    cost_facts: &[R],
+    instance_hours: &[R],
+    other_costs: &[R],
+) -> Result<CostPeriod, sqlx::Error> {
+    Ok(CostPeriod {
+        period: head.text("period")?,
+        data_version: head.text("data_version")?,
+        bill_unblended_micros: head.int("bill_unblended_micros")?,
+        bill_amortized_micros: head.int("bill_amortized_micros")?,
+        cost_facts: cost_facts.iter().map(cost_fact).collect::<Result<Vec<_>, _>>()?,
+        instance_hours: instance_hours.iter().map(instance_hour).collect::<Result<Vec<_>, _>>()?,
+        other_costs: other_costs.iter().map(other_cost).collect::<Result<Vec<_>, _>>()?,
+    })
+}
+
+pub(crate) fn cost_fact(row: &impl ReadRow) -> Result<CostFact, sqlx::Error> {
+    Ok(CostFact {
+        hour: row.int("hour")?,
+        cluster: row.text("cluster")?,
+        namespace: row.text("namespace")?,
+        workload: row.text("workload")?,
+        workload_type: row.text("workload_type")?,
+        pod: row.text("pod")?,
+        node: row.text("node")?,
+        instance_id: row.text("instance_id")?,
+        instance_type: row.text("instance_type")?,
+        gpu_model: row.text("gpu_model")?,
+        purchase_option: row.text("purchase_option")?,
+        resource: row.text("resource")?,
+        reserved_usage: row.float("reserved_usage")?,
+        actual_usage: row.float("actual_usage")?,
+        split_usage: row.float("split_usage")?,
+        split_usage_ratio: row.float("split_usage_ratio")?,
+        split_cost_micros: row.int("split_cost_micros")?,
+        unused_cost_micros: row.int("unused_cost_micros")?,
+        net_split_cost_micros: row.int("net_split_cost_micros")?,
+        net_unused_cost_micros: row.int("net_unused_cost_micros")?,
+        public_on_demand_split_cost_micros: row.int("public_on_demand_split_cost_micros")?,
+        public_on_demand_unused_cost_micros: row.int("public_on_demand_unused_cost_micros")?,
+        labels: row.text("labels")?,
+    })
+}
+
+/// Binds one cost fact in [`INSERT_COST_FACTS`] column order.
+pub(crate) fn push_cost_fact<'args>(
+    row: &mut impl PushRow<'args>,
+    period: &'args str,
+    fact: &'args CostFact,
+) {
+    row.text(period)
+        .int(fact.hour)
+        .text(&fact.cluster)
+        .text(&fact.namespace)
+        .text(&fact.workload)
+        .text(&fact.workload_type)
+        .text(&fact.pod)
+        .text(&fact.node)
+        .text(&fact.instance_id)
+        .text(&fact.instance_type)
+        .text(&fact.gpu_model)
+        .text(&fact.purchase_option)
+        .text(&fact.resource)
+        .float(fact.reserved_usage)
+        .float(fact.actual_usage)
+        .float(fact.split_usage)
+        .float(fact.split_usage_ratio)
+        .int(fact.split_cost_micros)
+        .int(fact.unused_cost_micros)
+        .int(fact.net_split_cost_micros)
+        .int(fact.net_unused_cost_micros)
+        .int(fact.public_on_demand_split_cost_micros)
+        .int(fact.public_on_demand_unused_cost_micros)
+        .text(&fact.labels);
+}
+
+pub(crate) fn instance_hour(row: &impl ReadRow) -> Result<InstanceHour, sqlx::Error> {
+    Ok(InstanceHour {
+        hour: row.int("hour")?,
+        cluster: row.text("cluster")?,
+        instance_id: row.text("instance_id")?,
+        instance_type: row.text("instance_type")?,
+        gpu_model: row.text("gpu_model")?,
+        gpu_count: row.int("gpu_count")?,
+        vcpu: row.int("vcpu")?,
+        memory_gib: row.int("memory_gib")?,
+        purchase_option: row.text("purchase_option")?,
+        usage_hours: row.float("usage_hours")?,
+        unblended_cost_micros: row.int("unblended_cost_micros")?,
+        amortized_cost_micros: row.int("amortized_cost_micros")?,
+        net_amortized_cost_micros: row.int("net_amortized_cost_micros")?,
+        public_on_demand_cost_micros: row.int("public_on_demand_cost_micros")?,
+    })
+}
+
+/// Binds one instance hour in [`INSERT_INSTANCE_HOURS`] column order.
+pub(crate) fn push_instance_hour<'args>(
+    row: &mut impl PushRow<'args>,
+    period: &'args str,
+    instance: &'args InstanceHour,
+) {
+    row.text(period)
+        .int(instance.hour)
+        .text(&instance.cluster)
+        .text(&instance.instance_id)
+        .text(&instance.instance_type)
+        .text(&instance.gpu_model)
+        .int(instance.gpu_count)
+        .int(instance.vcpu)
+        .int(instance.memory_gib)
+        .text(&instance.purchase_option)
+        .float(instance.usage_hours)
+        .int(instance.unblended_cost_micros)
+        .int(instance.amortized_cost_micros)
+        .int(instance.net_amortized_cost_micros)
+        .int(instance.public_on_demand_cost_micros);
+}
+
+pub(crate) fn other_cost(row: &impl ReadRow) -> Result<OtherCost, sqlx::Error> {
+    Ok(OtherCost {
+        day: row.int("day")?,
+        service: row.text("service")?,
+        line_item_type: row.text("line_item_type")?,
+        usage_type: row.text("usage_type")?,
+        unblended_cost_micros: row.int("unblended_cost_micros")?,
+        amortized_cost_micros: row.int("amortized_cost_micros")?,
+    })
+}
+
+/// Binds one other cost in [`INSERT_OTHER_COSTS`] column order.
+pub(crate) fn push_other_cost<'args>(
+    row: &mut impl PushRow<'args>,
+    period: &'args str,
+    cost: &'args OtherCost,
+) {
+    row.text(period)
+        .int(cost.day)
+        .text(&cost.service)
+        .text(&cost.line_item_type)
+        .text(&cost.usage_type)
+        .int(cost.unblended_cost_micros)
+        .int(cost.amortized_cost_micros);
+}
+
+pub(crate) fn gpu_usage(row: &impl ReadRow) -> Result<GpuUsage, sqlx::Error> {
+    Ok(GpuUsage {
+        hour: row.int("hour")?,
+        hostname: row.text("hostname")?,
+        gpu_uuid: row.text("gpu_uuid")?,
+        gpu_instance: row.text("gpu_instance")?,
+        gpu_model: row.text("gpu_model")?,
+        namespace: row.text("namespace")?,
+        pod: row.text("pod")?,
+        container: row.text("container")?,
+        mean_utilization: row.float("mean_utilization")?,
+        peak_fb_used_mib: row.float("peak_fb_used_mib")?,
+        samples: row.int("samples")?,
+    })
+}
+
+/// Binds one GPU usage row in [`INSERT_GPU_USAGE`] column order.
+pub(crate) fn push_gpu_usage<'args>(row: &mut impl PushRow<'args>, usage: &'args GpuUsage) {
+    row.int(usage.hour)
+        .text(&usage.hostname)
+        .text(&usage.gpu_uuid)
+        .text(&usage.gpu_instance)
+        .text(&usage.gpu_model)
+        .text(&usage.namespace)
+        .text(&usage.pod)
+        .text(&usage.container)
+        .float(usage.mean_utilization)
+        .float(usage.peak_fb_used_mib)
+        .int(usage.samples);
+}
+
+pub(crate) fn inference_usage(row: &impl ReadRow) -> Result<InferenceUsage, sqlx::Error> {
+    Ok(InferenceUsage {
+        hour: row.int("hour")?,
+        namespace: row.text("namespace")?,
+        pod: row.text("pod")?,
+        workload: row.text("workload")?,
+        model: row.text("model")?,
+        requests: row.float("requests")?,
+        prompt_tokens: row.float("prompt_tokens")?,
+        generation_tokens: row.float("generation_tokens")?,
+    })
+}
+
+/// Binds one inference row in [`INSERT_INFERENCE_USAGE`] column order.
+pub(crate) fn push_inference_usage<'args>(row: &mut impl PushRow<'args>, usage: &'args InferenceUsage) {
+    row.int(usage.hour)
+        .text(&usage.namespace)
+        .text(&usage.pod)
+        .text(&usage.workload)
+        .text(&usage.model)
+        .float(usage.requests)
+        .float(usage.prompt_tokens)
+        .float(usage.generation_tokens);
+}
+
+pub(crate) fn client_rule(row: &impl ReadRow) -> Result<ClientRule, sqlx::Error> {
+    Ok(ClientRule {
+        client: row.text("client")?,
+        match_kind: row.text("match_kind")?,
+        pattern: row.text("pattern")?,
+        label_key: row.text("label_key")?,
+        priority: row.int("priority")?,
+    })
+}
+
+/// Binds one client rule in [`INSERT_CLIENT_RULES`] column order.
+pub(crate) fn push_client_rule<'args>(row: &mut impl PushRow<'args>, rule: &'args ClientRule) {
+    row.text(&rule.client)
+        .text(&rule.match_kind)
+        .text(&rule.pattern)
+        .text(&rule.label_key)
+        .int(rule.priority);
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::{QueryBuilder, Sqlite};
+
+    use super::*;
+
+    /// Builds a one-row insert and returns (columns named in the head, values bound).
+    fn columns_and_binds<'a, T>(
+        insert: &BulkInsert,
+        row: &'a T,
+        push: impl Fn(&mut Separated<'_, 'a, Sqlite, &'static str>, &'a T),
+    ) -> (usize, usize) {
+        let mut builder: QueryBuilder<'a, Sqlite> = QueryBuilder::new(insert.head);
+        builder.push_values([row], |mut tuple, item| push(&mut tuple, item));
+        let named = insert.head.matches(',').count() + 1;
+        // SQLite's QueryBuilder writes one `?` per bound value.
+        let bound = builder.sql().matches('?').count();
+        (named, bound)
+    }
+
+    #[test]
+    fn every_bulk_insert_binds_one_value_per_named_column() {
+        let fact = CostFact {
+            hour: 0,
+            cluster: String::new(),
+            namespace: String::new(),
+            workload: String::new(),
+            workload_type: String::new(),
+            pod: String::new(),
+            node: String::new(),
+            instance_id: String::new(),
+            instance_type: String::new(),
+            gpu_model: String::new(),
+            purchase_option: String::new(),
+            resource: String::new(),
+            reserved_usage: 0.0,
+            actual_usage: 0.0,
+            split_usage: 0.0,
+            split_usage_ratio: 0.0,
+            split_cost_micros: 0,
+            unused_cost_micros: 0,
+            net_split_cost_micros: 0,
+            net_unused_cost_micros: 0,
+            public_on_demand_split_cost_micros: 0,
+            public_on_demand_unused_cost_micros: 0,
+            labels: String::new(),
+        };
+        let instance = InstanceHour {
+            hour: 0,
+            cluster: String::new(),
+            instance_id: String::new(),
+            instance_type: String::new(),
+            gpu_model: String::new(),
+            gpu_count: 0,
+            vcpu: 0,
+            memory_gib: 0,
+            purchase_option: String::new(),
+            usage_hours: 0.0,
+            unblended_cost_micros: 0,
+            amortized_cost_micros: 0,
+            net_amortized_cost_micros: 0,
+            public_on_demand_cost_micros: 0,
+        };
+        let other = OtherCost {
+            day: 0,
+            service: String::new(),
+            line_item_type: String::new(),
+            usage_type: String::new(),
+            unblended_cost_micros: 0,
+            amortized_cost_micros: 0,
+        };
+        let gpu = GpuUsage {
+            hour: 0,
+            hostname: String::new(),
+            gpu_uuid: String::new(),
+            gpu_instance: String::new(),
+            gpu_model: String::new(),
+            namespace: String::new(),
+            pod: String::new(),
+            container: String::new(),
+            mean_utilization: 0.0,
+            peak_fb_used_mib: 0.0,
+            samples: 0,
+        };
+        let inference = InferenceUsage {
+            hour: 0,
+            namespace: String::new(),
+            pod: String::new(),
+            workload: String::new(),
+            model: String::new(),
+            requests: 0.0,
+            prompt_tokens: 0.0,
+            generation_tokens: 0.0,
+        };
+        let rule = ClientRule {
+            client: String::new(),
+            match_kind: String::new(),
+            pattern: String::new(),
+            label_key: String::new(),
+            priority: 0,
+        };
+
+        let checks = [
+            (
+                &INSERT_COST_FACTS,
+                columns_and_binds(&INSERT_COST_FACTS, &fact, |row, fact| {
+                    push_cost_fact(row, "2025-05", fact)
+                }),
+            ),
+            (
+                &INSERT_INSTANCE_HOURS,
+                columns_and_binds(&INSERT_INSTANCE_HOURS, &instance, |row, instance| {
+                    push_instance_hour(row, "2025-05", instance)
+                }),
+            ),
+            (
+                &INSERT_OTHER_COSTS,
+                columns_and_binds(&INSERT_OTHER_COSTS, &other, |row, cost| {
+                    push_other_cost(row, "2025-05", cost)
+                }),
+            ),
+            (
+                &INSERT_GPU_USAGE,
+                columns_and_binds(&INSERT_GPU_USAGE, &gpu, |row, usage| push_gpu_usage(row, usage)),
+            ),
+            (
+                &INSERT_INFERENCE_USAGE,
+                columns_and_binds(&INSERT_INFERENCE_USAGE, &inference, |row, usage| {
+                    push_inference_usage(row, usage)
+                }),
+            ),
+            (
+                &INSERT_CLIENT_RULES,
+                columns_and_binds(&INSERT_CLIENT_RULES, &rule, |row, rule| push_client_rule(row, rule)),
+            ),
+        ];
+        for (insert, (named, bound)) in checks {
+            assert_eq!((named, bound), (insert.columns, insert.columns), "{}", insert.head);
+        }
+    }
+
+    #[test]
+    fn rows_per_statement_stays_under_the_bind_limit() {
+        // 32_766 / 24 = 1_365 rows, binding 32_760 values.
+        assert_eq!(INSERT_COST_FACTS.rows_per_statement(32_766), 1_365);
+        // 65_535 / 24 = 2_730 rows, binding 65_520 values.
+        assert_eq!(INSERT_COST_FACTS.rows_per_statement(65_535), 2_730);
+    }
+}

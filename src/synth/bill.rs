@@ -1,0 +1,710 @@
+//! One month of the bill: every CUR 2.0 line item the world produces, computed with AWS's
+//! own rules (parent EC2 rows per purchase option, split rows by §3.3, other services,
+//! commitment fees, tax, credit, discount), streamed into a [`CurWriter`] day by day while
+//! the [`Truth`] is accumulated from the same numbers.
+
+use chrono::{TimeZone, Utc};
+use polars::prelude::PolarsResult;
+
+use crate::split::{self, Capacity, PodUsage, Resource};
+
+use super::ChunkedSink;
+use super::cur_file::{CurBatch, CurFormat, CurRow};
+use super::fleet::{CLUSTERS, Class, Purchase, WORKLOADS, World};
+use super::rng::{self, Rng};
+use super::truth::{PodHour, Truth};
+
+pub const PAYER_ACCOUNT: &str = "111111111111";
+pub const USAGE_ACCOUNT: &str = "222222222222";
+/// Enterprise discount in the months that have one.
+pub const EDP_RATE: f64 = 0.03;
+
+/// Prices of one instance for the month, fixed per node.
+struct NodePricing {
+    on_demand: f64,
+    /// What the hour costs amortized: spot price, Savings Plan or RI effective rate.
+    effective: f64,
+    usage_type: String,
+    description: String,
+    on_demand_rate: String,
+    effective_rate: String,
+    product: Vec<(String, String)>,
+    tags: Vec<(String, String)>,
+    commitment_arn: String,
+}
+
+fn round4(value: f64) -> f64 {
+    (value * 1e4).round() / 1e4
+}
+
+fn pricing(world: &World, node_index: usize) -> NodePricing {
+    let node = &world.nodes[node_index];
+    let cluster = &CLUSTERS[node.cluster];
+    let itype = node.instance_type;
+    let on_demand = itype.on_demand_hourly;
+    // Spot discounts drift a little from month to month and differ by type.
+    let spot_factor =
+        0.30 + 0.12 * rng::unit(world.seed, &[20, itype.name.len() as u64, u64::from(itype.vcpu)]);
+    let effective = match node.purchase {
+        Purchase::OnDemand => on_demand,
+        Purchase::Spot => round4(on_demand * spot_factor),
+        Purchase::SavingsPlan => round4(on_demand * 0.71),
+        Purchase::Reserved => round4(on_demand * 0.62),
+    };
+    let box_usage = if node.purchase == Purchase::Spot { "SpotUsage" } else { "BoxUsage" };
+    let description = match node.purchase {
+        Purchase::Spot => format!(
+            "{} Linux/UNIX Spot Instance-hour in {} in {}",
+            itype.name, cluster.region_name, node.availability_zone
+        ),
+        Purchase::SavingsPlan => format!(
+            "ComputeSP: {effective} per hour for Linux {} Instance Hour in {}",
+            itype.name, cluster.region
+        ),
+        Purchase::Reserved => {
+            format!("USD 0.0 per Linux/UNIX (Amazon VPC), {} reserved instance applied", itype.name)
+        }
+        Purchase::OnDemand => format!("${on_demand} per On Demand Linux {} Instance Hour", itype.name),
+    };
+    let mut arn_rng = Rng::derive(world.seed, &[21, node.purchase as u64, itype.vcpu.into()]);
+    let commitment_arn = match node.purchase {
+        Purchase::SavingsPlan => {
+            format!("arn:aws:savingsplans::{PAYER_ACCOUNT}:savingsplan/{}", arn_rng.uuid())
+        }
+        Purchase::Reserved => {
+            format!("arn:aws:ec2:{}:{USAGE_ACCOUNT}:reserved-instances/{}", cluster.region, arn_rng.uuid())
+        }
+        _ => String::new(),
+    };
+    let pair = |k: &str, v: String| (k.to_string(), v);
+    NodePricing {
+        on_demand,
+        effective,
+        usage_type: format!("{}{box_usage}:{}", cluster.usage_prefix, itype.name),
+        description,
+        on_demand_rate: on_demand.to_string(),
+        effective_rate: effective.to_string(),
+        product: vec![
+            pair("gpu", itype.gpus.to_string()),
+            pair("instance_type_family", itype.family.to_string()),
+            pair("memory", format!("{} GiB", itype.memory_gib)),
+            pair("operating_system", "Linux".into()),
+            pair("physical_processor", itype.physical_processor.into()),
+            pair("product_name", "Amazon Elastic Compute Cloud".into()),
+            pair("region", cluster.region.into()),
+            pair("tenancy", "Shared".into()),
+            pair("vcpu", itype.vcpu.to_string()),
+        ],
+        tags: vec![
+            pair("aws_eks_cluster_name", cluster.name.into()),
+            pair("user_eks_amazonaws_com_nodegroup", node.pool.into()),
+        ],
+        commitment_arn,
+    }
+}
+
+/// Resource tags EKS sets on a pod's split rows, plus imported labels.
+fn pod_tags(world: &World, pod_index: usize) -> Vec<(String, String)> {
+    let pod = &world.pods[pod_index];
+    let workload = &WORKLOADS[pod.workload];
+    let node = &world.nodes[pod.node];
+    let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+    let mut tags = vec![
+        pair("aws_eks_cluster_name", CLUSTERS[node.cluster].name),
+        pair("aws_eks_namespace", workload.namespace),
+        pair("aws_eks_node", &node.node_name),
+        pair("aws_eks_workload_name", &pod.controller),
+        pair("aws_eks_workload_type", workload.kind),
+    ];
+    if workload.kind == "ReplicaSet" {
+        tags.push(pair("aws_eks_deployment", workload.name));
+    }
+    tags.push(pair("user_app_kubernetes_io_name", workload.name));
+    if let Some(client) = workload.client {
+        tags.push(pair("user_client", client));
+    }
+    tags.push(pair("user_team", workload.team));
+    if let Some(model) = workload.model {
+        tags.push(pair("user_model", &model.replace('/', "_")));
+    }
+    tags
+}
+
+/// Running sums the bill needs for its monthly rows and totals.
+#[derive(Default)]
+struct BillTotals {
+    unblended: f64,
+    amortized: f64,
+    /// Σ unblended of usage rows, the base of the enterprise discount.
+    discountable: f64,
+    savings_plan_used: f64,
+    /// Reserved-instance hours used, per pool, with the pool's rate and ARN.
+    reserved: Vec<(&'static str, &'static str, f64, f64, String, u32)>,
+}
+
+/// Writes the month's line items and fills `truth`; returns the number of rows written.
+pub fn write_month(
+    world: &World,
+    format: CurFormat,
+    writer: &mut ChunkedSink<'_>,
+    truth: &mut Truth,
+    progress: &indicatif::ProgressBar,
+) -> PolarsResult<u64> {
+    let period = world.period;
+    let start = period.start();
+    let end = period.end();
+    let hours = period.hours();
+    let pricing: Vec<NodePricing> = (0..world.nodes.len()).map(|n| pricing(world, n)).collect();
+    let tags: Vec<Vec<(String, String)>> = (0..world.pods.len()).map(|p| pod_tags(world, p)).collect();
+    let resource_ids: Vec<String> = world
+        .pods
+        .iter()
+        .map(|pod| {
+            let node = &world.nodes[pod.node];
+            let cluster = &CLUSTERS[node.cluster];
+            let namespace = WORKLOADS[pod.workload].namespace;
+            format!(
+                "arn:aws:eks:{}:{USAGE_ACCOUNT}:pod/{}/{namespace}/{}/{}",
+                cluster.region, cluster.name, pod.name, pod.uid
+            )
+        })
+        .collect();
+    // Which clusters exist at this scale (a cluster with no nodes is not billed).
+    let clusters: Vec<usize> =
+        (0..CLUSTERS.len()).filter(|&c| world.nodes.iter().any(|n| n.cluster == c)).collect();
+    let edp = if world.has_discount { EDP_RATE } else { 0.0 };
+    let net = |value: f64| world.has_discount.then_some(value * (1.0 - edp));
+    let invoice_id = format!("{}", 100_000_000 + u64::from(period.month()) * 1000 + period.year() as u64);
+    let base = CurRow {
+        bill_bill_type: "Anniversary",
+        bill_billing_entity: "AWS",
+        bill_billing_period_start_date: start,
+        bill_billing_period_end_date: end,
+        bill_invoice_id: &invoice_id,
+        bill_invoicing_entity: "Amazon Web Services, Inc.",
+        bill_payer_account_id: PAYER_ACCOUNT,
+        bill_payer_account_name: "Example Corp",
+        line_item_currency_code: "USD",
+        line_item_legal_entity: "Amazon Web Services, Inc.",
+        line_item_usage_account_id: USAGE_ACCOUNT,
+        line_item_usage_account_name: "ml-platform",
+        ..CurRow::default()
+    };
+    let mut totals = BillTotals::default();
+    let mut row_id = String::new();
+    let mut rows_written = 0u64;
+    let mut counter = 0u64;
+    let mut next_id = |buffer: &mut String| {
+        counter += 1;
+        buffer.clear();
+        use std::fmt::Write;
+        let _ = write!(buffer, "{:016x}{:010x}", rng::hash(world.seed, &[30, counter]), counter);
+    };
+
+    for day in 0..hours / 24 {
+        let mut batch = CurBatch::new(format);
+        for hour in day * 24..day * 24 + 24 {
+            let hour_start = start + i64::from(hour) * 3600;
+            let interval = time_interval(hour_start, hour_start + 3600);
+            let hour_row = CurRow {
+                identity_time_interval: &interval,
+                line_item_usage_start_date: hour_start,
+                line_item_usage_end_date: hour_start + 3600,
+                ..base
+            };
+            for (node_index, node) in world.nodes.iter().enumerate() {
+                if !node.running[hour as usize] {
+                    continue;
+                }
+                let price = &pricing[node_index];
+                let cluster = &CLUSTERS[node.cluster];
+                let itype = node.instance_type;
+                let parent = CurRow {
+                    line_item_availability_zone: &node.availability_zone,
+                    line_item_line_item_description: &price.description,
+                    line_item_operation: "RunInstances",
+                    line_item_product_code: "AmazonEC2",
+                    line_item_resource_id: &node.instance_id,
+                    line_item_usage_amount: Some(1.0),
+                    line_item_usage_type: &price.usage_type,
+                    pricing_public_on_demand_cost: Some(price.on_demand),
+                    pricing_public_on_demand_rate: &price.on_demand_rate,
+                    pricing_term: "OnDemand",
+                    pricing_unit: "Hrs",
+                    product: &price.product,
+                    product_instance_family: itype.family,
+                    product_instance_type: itype.name,
+                    product_product_family: "Compute Instance",
+                    product_region_code: cluster.region,
+                    product_servicecode: "AmazonEC2",
+                    resource_tags: &price.tags,
+                    ..hour_row
+                };
+                next_id(&mut row_id);
+                let parent_row = match node.purchase {
+                    Purchase::OnDemand | Purchase::Spot => CurRow {
+                        identity_line_item_id: &row_id,
+                        line_item_line_item_type: "Usage",
+                        line_item_unblended_cost: Some(price.effective),
+                        line_item_unblended_rate: &price.effective_rate,
+                        line_item_blended_cost: Some(price.effective),
+                        line_item_blended_rate: &price.effective_rate,
+                        line_item_net_unblended_cost: net(price.effective),
+                        product_instance_type: if node.purchase == Purchase::Spot { "" } else { itype.name },
+                        pricing_term: if node.purchase == Purchase::Spot { "" } else { "OnDemand" },
+                        ..parent
+                    },
+                    Purchase::SavingsPlan => CurRow {
+                        identity_line_item_id: &row_id,
+                        line_item_line_item_type: "SavingsPlanCoveredUsage",
+                        line_item_unblended_cost: Some(price.on_demand),
+                        line_item_unblended_rate: &price.on_demand_rate,
+                        line_item_blended_cost: Some(price.on_demand),
+                        line_item_blended_rate: &price.on_demand_rate,
+                        line_item_net_unblended_cost: net(price.on_demand),
+                        savings_plan_savings_plan_a_r_n: &price.commitment_arn,
+                        savings_plan_savings_plan_effective_cost: Some(price.effective),
+                        savings_plan_net_savings_plan_effective_cost: net(price.effective),
+                        savings_plan_savings_plan_rate: Some(price.effective),
+                        ..parent
+                    },
+                    Purchase::Reserved => CurRow {
+                        identity_line_item_id: &row_id,
+                        line_item_line_item_type: "DiscountedUsage",
+                        line_item_unblended_cost: Some(0.0),
+                        line_item_unblended_rate: "0",
+                        line_item_blended_cost: Some(0.0),
+                        line_item_blended_rate: "0",
+                        line_item_net_unblended_cost: net(0.0),
+                        pricing_term: "Reserved",
+                        reservation_reservation_a_r_n: &price.commitment_arn,
+                        reservation_effective_cost: Some(price.effective),
+                        reservation_net_effective_cost: net(price.effective),
+                        ..parent
+                    },
+                };
+                batch.push(&parent_row);
+                let unblended = parent_row.line_item_unblended_cost.unwrap_or(0.0);
+                totals.unblended += unblended;
+                totals.discountable += unblended;
+                totals.amortized += price.effective;
+                match node.purchase {
+                    Purchase::SavingsPlan => {
+                        totals.savings_plan_used += price.effective;
+                        next_id(&mut row_id);
+                        batch.push(&CurRow {
+                            identity_line_item_id: &row_id,
+                            line_item_line_item_type: "SavingsPlanNegation",
+                            line_item_line_item_description: "Savings Plan Negation",
+                            line_item_unblended_cost: Some(-price.on_demand),
+                            line_item_blended_cost: Some(-price.on_demand),
+                            line_item_net_unblended_cost: net(-price.on_demand),
+                            line_item_unblended_rate: &price.on_demand_rate,
+                            savings_plan_savings_plan_a_r_n: &price.commitment_arn,
+                            pricing_public_on_demand_cost: Some(0.0),
+                            ..parent
+                        });
+                        totals.unblended -= price.on_demand;
+                        totals.discountable -= price.on_demand;
+                    }
+                    Purchase::Reserved => match totals.reserved.iter_mut().find(|r| r.0 == node.pool) {
+                        Some(entry) => entry.3 += 1.0,
+                        None => totals.reserved.push((
+                            node.pool,
+                            itype.name,
+                            price.effective,
+                            1.0,
+                            price.commitment_arn.clone(),
+                            world.nodes.iter().filter(|n| n.pool == node.pool).count() as u32,
+                        )),
+                    },
+                    Purchase::OnDemand | Purchase::Spot => {}
+                }
+                let split_rows =
+                    split_node_hour(world, node_index, hour, price.effective, price.on_demand, edp);
+                for split_row in &split_rows {
+                    let pod = &world.pods[split_row.pod];
+                    next_id(&mut row_id);
+                    batch.push(&CurRow {
+                        identity_line_item_id: &row_id,
+                        line_item_line_item_type: "Usage",
+                        line_item_operation: "EKSPod-EC2",
+                        line_item_product_code: "AmazonEKS",
+                        line_item_resource_id: &resource_ids[split_row.pod],
+                        line_item_usage_type: split_row.usage_type(cluster.usage_prefix),
+                        line_item_usage_amount: Some(split_row.split.split_usage),
+                        line_item_unblended_cost: Some(0.0),
+                        line_item_blended_cost: Some(0.0),
+                        line_item_availability_zone: &node.availability_zone,
+                        product_region_code: cluster.region,
+                        product_servicecode: "AmazonEKS",
+                        pricing_unit: "Hrs",
+                        resource_tags: &tags[split_row.pod],
+                        split_line_item_parent_resource_id: &node.instance_id,
+                        split_line_item_reserved_usage: Some(split_row.usage.reserved),
+                        split_line_item_actual_usage: Some(split_row.usage.actual),
+                        split_line_item_split_usage: Some(split_row.split.split_usage),
+                        split_line_item_split_usage_ratio: Some(split_row.split.ratio),
+                        split_line_item_split_cost: Some(split_row.split.split_cost),
+                        split_line_item_unused_cost: Some(split_row.split.unused_cost),
+                        split_line_item_net_split_cost: net(split_row.split.split_cost),
+                        split_line_item_net_unused_cost: net(split_row.split.unused_cost),
+                        split_line_item_public_on_demand_split_cost: Some(split_row.public_split),
+                        split_line_item_public_on_demand_unused_cost: Some(split_row.public_unused),
+                        ..hour_row
+                    });
+                    let _ = pod;
+                }
+                truth.add_node_hour(world, node_index, hour, price.effective, price.on_demand, &split_rows);
+            }
+            for &cluster_index in &clusters {
+                let cluster = &CLUSTERS[cluster_index];
+                let resource =
+                    format!("arn:aws:eks:{}:{USAGE_ACCOUNT}:cluster/{}", cluster.region, cluster.name);
+                let usage_type = format!("{}AmazonEKS-Hours:perCluster", cluster.usage_prefix);
+                next_id(&mut row_id);
+                let cost = 0.10;
+                batch.push(&CurRow {
+                    identity_line_item_id: &row_id,
+                    line_item_line_item_type: "Usage",
+                    line_item_line_item_description: "Amazon EKS cluster usage",
+                    line_item_operation: "CreateOperation",
+                    line_item_product_code: "AmazonEKS",
+                    line_item_resource_id: &resource,
+                    line_item_usage_type: &usage_type,
+                    line_item_usage_amount: Some(1.0),
+                    line_item_unblended_cost: Some(cost),
+                    line_item_unblended_rate: "0.1",
+                    line_item_blended_cost: Some(cost),
+                    line_item_net_unblended_cost: net(cost),
+                    pricing_public_on_demand_cost: Some(cost),
+                    pricing_public_on_demand_rate: "0.1",
+                    pricing_unit: "Hours",
+                    product_region_code: cluster.region,
+                    product_servicecode: "AmazonEKS",
+                    ..hour_row
+                });
+                totals.add_other(truth, "AmazonEKS", cost);
+            }
+        }
+        let day_start = start + i64::from(day) * 86_400;
+        let day_interval = time_interval(day_start, day_start + 86_400);
+        let day_row = CurRow {
+            identity_time_interval: &day_interval,
+            line_item_usage_start_date: day_start,
+            line_item_usage_end_date: day_start + 86_400,
+            line_item_line_item_type: "Usage",
+            ..base
+        };
+        for (service, usage_type, operation, amount, rate, unit) in daily_services(world, day) {
+            let cost = round_micro(amount * rate);
+            let rate_text = rate.to_string();
+            next_id(&mut row_id);
+            batch.push(&CurRow {
+                identity_line_item_id: &row_id,
+                line_item_product_code: service,
+                line_item_usage_type: usage_type,
+                line_item_operation: operation,
+                line_item_usage_amount: Some(amount),
+                line_item_unblended_cost: Some(cost),
+                line_item_unblended_rate: &rate_text,
+                line_item_blended_cost: Some(cost),
+                line_item_net_unblended_cost: net(cost),
+                pricing_public_on_demand_cost: Some(cost),
+                pricing_public_on_demand_rate: &rate_text,
+                pricing_unit: unit,
+                product_servicecode: service,
+                ..day_row
+            });
+            totals.discountable += cost;
+            totals.add_other(truth, service, cost);
+        }
+        if day + 1 == hours / 24 {
+            monthly_rows(world, &base, &mut batch, &mut totals, truth, &mut next_id, &mut row_id, edp);
+        }
+        rows_written += batch.len() as u64;
+        progress.inc(batch.len() as u64);
+        let mut frame = batch.into_frame(world.has_discount)?;
+        writer.write(&mut frame)?;
+    }
+    truth.bill_unblended += totals.unblended;
+    truth.bill_amortized += totals.amortized;
+    Ok(rows_written)
+}
+
+impl BillTotals {
+    /// A non-Kubernetes cost whose unblended and amortized cost are the same.
+    fn add_other(&mut self, truth: &mut Truth, service: &str, cost: f64) {
+        self.unblended += cost;
+        self.amortized += cost;
+        truth.add_other(service, cost);
+    }
+}
+
+fn round_micro(value: f64) -> f64 {
+    (value * 1e6).round() / 1e6
+}
+
+/// Daily non-Kubernetes usage: storage, transfer, monitoring, volumes.
+/// (service, usage type, operation, amount, rate, unit)
+fn daily_services(
+    world: &World,
+    day: u32,
+) -> Vec<(&'static str, &'static str, &'static str, f64, f64, &'static str)> {
+    let noise = |k: u64| 0.9 + 0.2 * rng::unit(world.seed, &[40, u64::from(day), k]);
+    let nodes = world.nodes.len() as f64;
+    let days = f64::from(world.period.days());
+    vec![
+        // 0.023 USD per GB-month of S3 Standard, charged daily.
+        (
+            "AmazonS3",
+            "TimedStorage-ByteHrs",
+            "StandardStorage",
+            (nodes * 4000.0 * noise(1)).round() / days,
+            0.023,
+            "GB-Mo",
+        ),
+        (
+            "AmazonS3",
+            "Requests-Tier1",
+            "PutObject",
+            (nodes * 9000.0 * noise(2)).round(),
+            0.000005,
+            "Requests",
+        ),
+        ("AWSDataTransfer", "DataTransfer-Out-Bytes", "", (nodes * 35.0 * noise(3)).round(), 0.09, "GB"),
+        (
+            "AmazonEC2",
+            "EBS:VolumeUsage.gp3",
+            "CreateVolume-Gp3",
+            (nodes * 250.0).round() / days,
+            0.08,
+            "GB-Mo",
+        ),
+        (
+            "AmazonCloudWatch",
+            "CW:MetricMonitorUsage",
+            "MetricStorage",
+            (nodes * 40.0 / days * 100.0).round() / 100.0,
+            0.30,
+            "Metrics",
+        ),
+    ]
+}
+
+/// Commitment fees, tax, credit and discount, once a month.
+#[allow(clippy::too_many_arguments)]
+fn monthly_rows(
+    world: &World,
+    base: &CurRow<'_>,
+    batch: &mut CurBatch,
+    totals: &mut BillTotals,
+    truth: &mut Truth,
+    next_id: &mut impl FnMut(&mut String),
+    row_id: &mut String,
+    edp: f64,
+) {
+    let start = world.period.start();
+    let end = world.period.end();
+    let interval = time_interval(start, end);
+    let month = CurRow {
+        identity_time_interval: &interval,
+        line_item_usage_start_date: start,
+        line_item_usage_end_date: end,
+        ..*base
+    };
+    let net = |value: f64| world.has_discount.then_some(value * (1.0 - edp));
+    if totals.savings_plan_used > 0.0 {
+        // The commitment is sized a little above use, so some of it goes unused.
+        let used = round_micro(totals.savings_plan_used);
+        let commitment = round_micro(used / 0.96);
+        let arn = world
+            .nodes
+            .iter()
+            .position(|n| n.purchase == Purchase::SavingsPlan)
+            .map(|n| pricing(world, n).commitment_arn)
+            .unwrap_or_default();
+        next_id(row_id);
+        batch.push(&CurRow {
+            identity_line_item_id: row_id,
+            line_item_line_item_type: "SavingsPlanRecurringFee",
+            line_item_line_item_description: "1 year No Upfront Compute Savings Plan",
+            line_item_product_code: "ComputeSavingsPlans",
+            line_item_usage_type: "ComputeSP:1yrNoUpfront",
+            line_item_unblended_cost: Some(commitment),
+            line_item_blended_cost: Some(commitment),
+            line_item_net_unblended_cost: net(commitment),
+            savings_plan_savings_plan_a_r_n: &arn,
+            savings_plan_total_commitment_to_date: Some(commitment),
+            savings_plan_used_commitment: Some(totals.savings_plan_used),
+            ..month
+        });
+        totals.unblended += commitment;
+        totals.amortized += commitment - totals.savings_plan_used;
+        truth.add_other("ComputeSavingsPlans", commitment - totals.savings_plan_used);
+    }
+    let reserved = std::mem::take(&mut totals.reserved);
+    for (_pool, instance_type, rate, used_hours, arn, count) in &reserved {
+        let reserved_hours = f64::from(*count) * f64::from(world.period.hours());
+        let fee = round_micro(rate * reserved_hours);
+        let unused = round_micro(rate * (reserved_hours - used_hours));
+        let usage_type = format!("HeavyUsage:{instance_type}");
+        next_id(row_id);
+        batch.push(&CurRow {
+            identity_line_item_id: row_id,
+            line_item_line_item_type: "RIFee",
+            line_item_line_item_description: "Reserved instance fee, 1 year No Upfront",
+            line_item_product_code: "AmazonEC2",
+            line_item_usage_type: &usage_type,
+            line_item_usage_amount: Some(reserved_hours),
+            line_item_unblended_cost: Some(fee),
+            line_item_blended_cost: Some(fee),
+            line_item_net_unblended_cost: net(fee),
+            reservation_reservation_a_r_n: arn,
+            reservation_unused_recurring_fee: Some(unused),
+            reservation_unused_amortized_upfront_fee_for_billing_period: Some(0.0),
+            reservation_amortized_upfront_fee_for_billing_period: Some(0.0),
+            ..month
+        });
+        totals.unblended += fee;
+        totals.amortized += unused;
+        truth.add_other("AmazonEC2 (unused reservations)", unused);
+    }
+    let scale = world.nodes.len() as f64;
+    let tax = round_micro(totals.discountable * 0.0);
+    let _ = tax;
+    let simple_rows: [(&str, &str, &str, f64); 2] = [
+        ("Tax", "AWSDataTransfer", "Sales tax", round_micro(scale * 3.75)),
+        ("Credit", "AmazonEC2", "AWS Activate credit", round_micro(-scale * 12.5)),
+    ];
+    for (line_type, service, description, cost) in simple_rows {
+        next_id(row_id);
+        batch.push(&CurRow {
+            identity_line_item_id: row_id,
+            line_item_line_item_type: line_type,
+            line_item_line_item_description: description,
+            line_item_product_code: service,
+            line_item_tax_type: if line_type == "Tax" { "SalesTax" } else { "" },
+            line_item_unblended_cost: Some(cost),
+            line_item_blended_cost: Some(cost),
+            line_item_net_unblended_cost: net(cost),
+            ..month
+        });
+        totals.add_other(truth, line_type, cost);
+    }
+    if world.has_discount {
+        let discount = round_micro(-edp * totals.discountable);
+        next_id(row_id);
+        batch.push(&CurRow {
+            identity_line_item_id: row_id,
+            line_item_line_item_type: "EdpDiscount",
+            line_item_line_item_description: "Enterprise Discount Program",
+            line_item_product_code: "AmazonEC2",
+            line_item_unblended_cost: Some(discount),
+            line_item_blended_cost: Some(discount),
+            line_item_net_unblended_cost: Some(0.0),
+            ..month
+        });
+        totals.add_other(truth, "EdpDiscount", discount);
+    }
+}
+
+/// `identity_time_interval`: `2026-10-01T00:00:00Z/2026-10-01T01:00:00Z`.
+fn time_interval(start: i64, end: i64) -> String {
+    let format = |t: i64| {
+        Utc.timestamp_opt(t, 0)
+            .single()
+            .map(|d| d.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+            .unwrap_or_default()
+    };
+    format!("{}/{}", format(start), format(end))
+}
+
+/// One split row: a pod's share of one resource of its node for one hour.
+pub struct SplitRow {
+    pub pod: usize,
+    pub resource: Resource,
+    pub usage: PodUsage,
+    pub split: split::PodSplit,
+    pub public_split: f64,
+    pub public_unused: f64,
+}
+
+impl SplitRow {
+    fn usage_type(&self, prefix: &str) -> &'static str {
+        // Usage types are a closed set; intern them rather than allocate per row.
+        match (prefix.is_empty(), self.resource) {
+            (true, Resource::Accelerator) => "EKS-EC2-Accelerator-Hours",
+            (true, Resource::Vcpu) => "EKS-EC2-vCPU-Hours",
+            (true, Resource::Memory) => "EKS-EC2-GB-Hours",
+            (false, Resource::Accelerator) => "USW2-EKS-EC2-Accelerator-Hours",
+            (false, Resource::Vcpu) => "USW2-EKS-EC2-vCPU-Hours",
+            (false, Resource::Memory) => "USW2-EKS-EC2-GB-Hours",
+        }
+    }
+
+    pub fn pod_hour(&self) -> PodHour {
+        PodHour { pod: self.pod, resource: self.resource, split: self.split }
+    }
+}
+
+/// Splits one node-hour's amortized and public on-demand cost between its pods (§3.3).
+pub fn split_node_hour(
+    world: &World,
+    node_index: usize,
+    hour: u32,
+    amortized: f64,
+    public_on_demand: f64,
+    _edp: f64,
+) -> Vec<SplitRow> {
+    let node = &world.nodes[node_index];
+    let itype = node.instance_type;
+    let capacity = Capacity {
+        accelerators: f64::from(itype.gpus),
+        vcpu: f64::from(itype.vcpu),
+        memory_gib: f64::from(itype.memory_gib),
+    };
+    let active: Vec<(usize, f64)> = node
+        .pods
+        .iter()
+        .map(|&pod| (pod, world.pod_fraction(pod, hour)))
+        .filter(|&(_, fraction)| fraction > 0.0)
+        .collect();
+    let mut rows = Vec::with_capacity(active.len() * 3);
+    for &resource in capacity.resources() {
+        let usages: Vec<PodUsage> = active
+            .iter()
+            .map(|&(pod, fraction)| {
+                let p = &world.pods[pod];
+                let (cpu_actual, memory_actual) = world.actual_usage(pod, hour, fraction);
+                let reserved = |request: f64| super::fleet::round6(request * fraction);
+                match resource {
+                    Resource::Accelerator => {
+                        let gpus = reserved(f64::from(p.gpus));
+                        PodUsage { reserved: gpus, actual: gpus }
+                    }
+                    Resource::Vcpu => PodUsage { reserved: reserved(p.vcpu_request), actual: cpu_actual },
+                    Resource::Memory => {
+                        PodUsage { reserved: reserved(p.memory_request_gib), actual: memory_actual }
+                    }
+                }
+            })
+            .collect();
+        let rate = capacity.rate(resource, amortized);
+        let public_scale = public_on_demand / amortized;
+        for (&(pod, _), (usage, split)) in
+            active.iter().zip(usages.iter().zip(split::split_resource(capacity.of(resource), rate, &usages)))
+        {
+            rows.push(SplitRow {
+                pod,
+                resource,
+                usage: *usage,
+                split,
+                public_split: split.split_cost * public_scale,
+                public_unused: split.unused_cost * public_scale,
+            });
+        }
+    }
+    let _ = Class::Training;
+    rows
+}

@@ -1,0 +1,761 @@
+//! The synthetic world for one month: clusters, node pools, nodes, workloads and pods, and
+//! the hourly values (utilization, CPU and memory use, requests) every later pass recomputes
+//! from ids alone.
+//!
+//! The shape follows a real AI platform: training Jobs on 8-GPU nodes mostly on Spot or
+//! Savings Plans, inference Deployments with a diurnal request curve, notebooks that hold a
+//! GPU and mostly idle, batch Jobs, platform DaemonSets on every node, CPU-only services.
+
+use crate::catalog::{self, InstanceType};
+use crate::period::Period;
+
+use super::rng::{self, Rng};
+
+/// How big a world to generate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scale {
+    /// About 11 GPU nodes and 6 CPU nodes: the dashboard demo.
+    Demo,
+    /// About 25 GPU nodes and 13 CPU nodes: integration tests.
+    Small,
+    /// About 200 GPU nodes and 300 CPU nodes, ~10 million CUR rows a month: benchmarks.
+    Large,
+}
+
+impl Scale {
+    fn index(self) -> usize {
+        match self {
+            Scale::Demo => 0,
+            Scale::Small => 1,
+            Scale::Large => 2,
+        }
+    }
+
+    /// Seconds between metric samples; divides an hour so samples land on hour starts.
+    pub fn sample_interval(self) -> i64 {
+        match self {
+            Scale::Demo | Scale::Small => 1800,
+            Scale::Large => 3600,
+        }
+    }
+}
+
+/// How an instance is paid for, as CID derives it from the bill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Purchase {
+    OnDemand,
+    Spot,
+    SavingsPlan,
+    Reserved,
+}
+
+impl Purchase {
+    /// The label CID and gpuledger show.
+    pub fn label(self) -> &'static str {
+        match self {
+            Purchase::OnDemand => "On-Demand",
+            Purchase::Spot => "Spot",
+            Purchase::SavingsPlan => "Savings Plans",
+            Purchase::Reserved => "Reserved",
+        }
+    }
+}
+
+/// What a workload does, which shapes its GPU use and schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    Training,
+    Inference,
+    Notebook,
+    Batch,
+    Service,
+    Platform,
+}
+
+/// Which inference server exposes request counters for a workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Server {
+    None,
+    Vllm,
+    Triton,
+}
+
+pub struct Cluster {
+    pub name: &'static str,
+    pub region: &'static str,
+    pub region_name: &'static str,
+    /// Usage-type prefix: none in us-east-1, `USW2-` in us-west-2.
+    pub usage_prefix: &'static str,
+}
+
+pub const CLUSTERS: &[Cluster] = &[
+    Cluster { name: "ml-prod", region: "us-east-1", region_name: "US East (N. Virginia)", usage_prefix: "" },
+    Cluster { name: "ml-west", region: "us-west-2", region_name: "US West (Oregon)", usage_prefix: "USW2-" },
+];
+
+/// A workload as Kubernetes (and so the bill) names it.
+pub struct Workload {
+    pub namespace: &'static str,
+    /// Deployment, Job or StatefulSet name (Jobs get a run suffix per pod).
+    pub name: &'static str,
+    /// `aws_eks_workload_type`: `ReplicaSet`, `Job`, `StatefulSet`, `DaemonSet`.
+    pub kind: &'static str,
+    pub class: Class,
+    pub client: Option<&'static str>,
+    pub team: &'static str,
+    pub model: Option<&'static str>,
+    pub server: Server,
+    /// Peak requests per hour per replica (inference only).
+    pub peak_requests_per_hour: u64,
+}
+
+macro_rules! workload {
+    ($ns:literal, $name:literal, $kind:literal, $class:ident, $client:expr, $team:literal) => {
+        Workload {
+            namespace: $ns,
+            name: $name,
+            kind: $kind,
+            class: Class::$class,
+            client: $client,
+            team: $team,
+            model: None,
+            server: Server::None,
+            peak_requests_per_hour: 0,
+        }
+    };
+    ($ns:literal, $name:literal, $client:expr, $team:literal, $model:literal, $server:ident, $peak:literal) => {
+        Workload {
+            namespace: $ns,
+            name: $name,
+            kind: "ReplicaSet",
+            class: Class::Inference,
+            client: $client,
+            team: $team,
+            model: Some($model),
+            server: Server::$server,
+            peak_requests_per_hour: $peak,
+        }
+    };
+}
+
+/// Every workload of the world. Pools below refer to them by index.
+pub const WORKLOADS: &[Workload] = &[
+    /* 0 */ workload!("acme-train", "llm-pretrain", "Job", Training, Some("acme"), "research"),
+    /* 1 */ workload!("acme-train", "llm-finetune", "Job", Training, Some("acme"), "research"),
+    /* 2 */ workload!("globex-vision", "detector-train", "Job", Training, Some("globex"), "vision"),
+    /* 3 */ workload!("initech-research", "finetune", "Job", Training, Some("initech"), "research"),
+    /* 4 */ workload!("umbrella-rag", "embedder-train", "Job", Training, Some("umbrella"), "search"),
+    /* 5 */
+    workload!(
+        "acme-llm",
+        "chat-vllm",
+        Some("acme"),
+        "serving",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        Vllm,
+        5200
+    ),
+    /* 6 */
+    workload!(
+        "umbrella-rag",
+        "rag-vllm",
+        Some("umbrella"),
+        "search",
+        "mistralai/Mistral-7B-Instruct-v0.3",
+        Vllm,
+        3100
+    ),
+    /* 7 */
+    workload!("globex-vision", "detector-triton", Some("globex"), "vision", "yolo-detector", Triton, 42000),
+    /* 8 */
+    workload!("acme-llm", "summarize-vllm", Some("acme"), "serving", "Qwen/Qwen2.5-7B-Instruct", Vllm, 1800),
+    /* 9 */
+    workload!(
+        "umbrella-rag",
+        "rerank-vllm",
+        Some("umbrella"),
+        "search",
+        "BAAI/bge-reranker-v2-m3",
+        Vllm,
+        900
+    ),
+    /* 10 */
+    workload!("initech-research", "jupyter", "StatefulSet", Notebook, Some("initech"), "research"),
+    /* 11 */ workload!("acme-train", "notebook", "StatefulSet", Notebook, Some("acme"), "research"),
+    /* 12 */ workload!("internal-ml", "jupyter", "StatefulSet", Notebook, None, "platform"),
+    /* 13 */ workload!("globex-vision", "video-batch", "Job", Batch, Some("globex"), "vision"),
+    /* 14 */ workload!("internal-ml", "eval-batch", "Job", Batch, None, "platform"),
+    /* 15 */ workload!("web", "frontend", "ReplicaSet", Service, None, "product"),
+    /* 16 */ workload!("api", "gateway", "ReplicaSet", Service, None, "product"),
+    /* 17 */ workload!("acme-llm", "chat-api", "ReplicaSet", Service, Some("acme"), "serving"),
+    /* 18 */ workload!("monitoring", "prometheus", "StatefulSet", Service, None, "platform"),
+    /* 19 */ workload!("internal-ml", "etl", "Job", Batch, None, "platform"),
+    /* 20 */ workload!("globex-vision", "preprocess", "Job", Batch, Some("globex"), "vision"),
+    /* 21 */ workload!("kube-system", "aws-node", "DaemonSet", Platform, None, "platform"),
+    /* 22 */ workload!("kube-system", "kube-proxy", "DaemonSet", Platform, None, "platform"),
+    /* 23 */ workload!("monitoring", "node-exporter", "DaemonSet", Platform, None, "platform"),
+    /* 24 */
+    workload!("gpu-operator", "nvidia-dcgm-exporter", "DaemonSet", Platform, None, "platform"),
+    /* 25 */
+    workload!("gpu-operator", "nvidia-device-plugin-daemonset", "DaemonSet", Platform, None, "platform"),
+];
+
+/// DaemonSets on every node: (workload index, vCPU request, GiB request).
+const NODE_DAEMONSETS: &[(usize, f64, f64)] = &[(21, 0.25, 0.25), (22, 0.1, 0.125), (23, 0.1, 0.1875)];
+/// DaemonSets on GPU nodes only.
+const GPU_DAEMONSETS: &[(usize, f64, f64)] = &[(24, 0.25, 0.5), (25, 0.1, 0.125)];
+
+/// A node pool: one instance type bought one way, hosting some workloads.
+struct PoolSpec {
+    name: &'static str,
+    cluster: usize,
+    instance_type: &'static str,
+    purchase: Purchase,
+    /// Node count at demo, small and large scale.
+    nodes: [u32; 3],
+    /// GPUs per pod (CPU pools: pods per node).
+    per_pod: u32,
+    workloads: &'static [usize],
+}
+
+const POOLS: &[PoolSpec] = &[
+    PoolSpec {
+        name: "train-h100",
+        cluster: 0,
+        instance_type: "p5.48xlarge",
+        purchase: Purchase::SavingsPlan,
+        nodes: [1, 2, 14],
+        per_pod: 8,
+        workloads: &[0, 3],
+    },
+    PoolSpec {
+        name: "train-a100-spot",
+        cluster: 0,
+        instance_type: "p4d.24xlarge",
+        purchase: Purchase::Spot,
+        nodes: [1, 2, 28],
+        per_pod: 8,
+        workloads: &[1, 2],
+    },
+    PoolSpec {
+        name: "train-a100-ondemand",
+        cluster: 0,
+        instance_type: "p4d.24xlarge",
+        purchase: Purchase::OnDemand,
+        nodes: [1, 1, 12],
+        per_pod: 8,
+        workloads: &[3, 4],
+    },
+    PoolSpec {
+        name: "infer-a10g",
+        cluster: 0,
+        instance_type: "g5.12xlarge",
+        purchase: Purchase::Reserved,
+        nodes: [2, 3, 30],
+        per_pod: 1,
+        workloads: &[5, 6],
+    },
+    PoolSpec {
+        name: "infer-l4",
+        cluster: 0,
+        instance_type: "g6.12xlarge",
+        purchase: Purchase::OnDemand,
+        nodes: [1, 2, 26],
+        per_pod: 1,
+        workloads: &[7, 8],
+    },
+    PoolSpec {
+        name: "infer-a100",
+        cluster: 0,
+        instance_type: "p4d.24xlarge",
+        purchase: Purchase::OnDemand,
+        nodes: [1, 1, 6],
+        per_pod: 1,
+        workloads: &[9],
+    },
+    PoolSpec {
+        name: "notebooks",
+        cluster: 0,
+        instance_type: "g5.xlarge",
+        purchase: Purchase::OnDemand,
+        nodes: [2, 4, 34],
+        per_pod: 1,
+        workloads: &[10, 11, 12],
+    },
+    PoolSpec {
+        name: "batch-l4-spot",
+        cluster: 0,
+        instance_type: "g6.xlarge",
+        purchase: Purchase::Spot,
+        nodes: [1, 3, 22],
+        per_pod: 1,
+        workloads: &[13, 14],
+    },
+    PoolSpec {
+        name: "west-infer-l40s",
+        cluster: 1,
+        instance_type: "g6e.12xlarge",
+        purchase: Purchase::OnDemand,
+        nodes: [0, 2, 16],
+        per_pod: 1,
+        workloads: &[6, 8],
+    },
+    PoolSpec {
+        name: "west-train-a10g-spot",
+        cluster: 1,
+        instance_type: "g5.48xlarge",
+        purchase: Purchase::Spot,
+        nodes: [0, 2, 12],
+        per_pod: 8,
+        workloads: &[2, 4],
+    },
+    PoolSpec {
+        name: "general",
+        cluster: 0,
+        instance_type: "m5.4xlarge",
+        purchase: Purchase::SavingsPlan,
+        nodes: [3, 5, 130],
+        per_pod: 4,
+        workloads: &[15, 16, 17, 18],
+    },
+    PoolSpec {
+        name: "general-ondemand",
+        cluster: 0,
+        instance_type: "m6i.8xlarge",
+        purchase: Purchase::OnDemand,
+        nodes: [1, 2, 60],
+        per_pod: 4,
+        workloads: &[15, 16, 17],
+    },
+    PoolSpec {
+        name: "cpu-spot",
+        cluster: 0,
+        instance_type: "c5.2xlarge",
+        purchase: Purchase::Spot,
+        nodes: [2, 4, 70],
+        per_pod: 4,
+        workloads: &[19, 20],
+    },
+    PoolSpec {
+        name: "west-general",
+        cluster: 1,
+        instance_type: "m5.xlarge",
+        purchase: Purchase::OnDemand,
+        nodes: [0, 2, 40],
+        per_pod: 4,
+        workloads: &[15, 16],
+    },
+];
+
+/// One EC2 instance in the month.
+pub struct Node {
+    pub cluster: usize,
+    pub pool: &'static str,
+    pub instance_type: &'static InstanceType,
+    pub purchase: Purchase,
+    pub instance_id: String,
+    /// Kubernetes node name, `ip-10-…ec2.internal`.
+    pub node_name: String,
+    pub availability_zone: String,
+    pub gpu_uuids: Vec<String>,
+    /// Hours of the month (0-based) in which the instance ran; whole hours.
+    pub running: Vec<bool>,
+    /// Pods ever placed on the node (indices into [`World::pods`]).
+    pub pods: Vec<usize>,
+}
+
+/// One pod: where and when it ran and what it asked for.
+pub struct Pod {
+    pub workload: usize,
+    /// Name of the Kubernetes controller that owns it (`aws_eks_workload_name`).
+    pub controller: String,
+    pub name: String,
+    pub uid: String,
+    pub node: usize,
+    /// First GPU index on the node, and GPU count (0 for CPU pods).
+    pub first_gpu: u32,
+    pub gpus: u32,
+    pub vcpu_request: f64,
+    pub memory_request_gib: f64,
+    /// Seconds from the month start, half-open `[start, end)`; DaemonSets run whenever the
+    /// node runs and have `start = 0, end = month length`.
+    pub start: i64,
+    pub end: i64,
+    pub daemonset: bool,
+    /// Peak framebuffer use this pod settles at, MiB per GPU.
+    pub framebuffer_mib: u32,
+}
+
+/// The whole month.
+pub struct World {
+    pub seed: u64,
+    pub period: Period,
+    pub scale: Scale,
+    pub nodes: Vec<Node>,
+    pub pods: Vec<Pod>,
+    /// The month has an enterprise discount, so the export carries `net_*` columns.
+    pub has_discount: bool,
+}
+
+/// How long pods of a class run and how long slots stay empty between them, in hours.
+fn tenancy_hours(class: Class, rng: &mut Rng) -> (i64, i64) {
+    match class {
+        Class::Training => (rng.int(20, 96), rng.int(1, 30)),
+        Class::Inference => (rng.int(150, 700), rng.int(0, 4)),
+        Class::Notebook => (rng.int(3, 10), rng.int(8, 40)),
+        Class::Batch => (rng.int(1, 8), rng.int(1, 14)),
+        Class::Service | Class::Platform => (rng.int(200, 800), 0),
+    }
+}
+
+impl World {
+    /// Builds the month deterministically from the seed, period and scale.
+    pub fn build(seed: u64, period: Period, scale: Scale) -> World {
+        let month_seconds = i64::from(period.hours()) * 3600;
+        let interval = scale.sample_interval();
+        let month_seed = rng::hash(seed, &[period.year() as u64, u64::from(period.month())]);
+        let mut world = World {
+            seed: month_seed,
+            period,
+            scale,
+            nodes: Vec::new(),
+            pods: Vec::new(),
+            has_discount: period.month() % 2 == 0,
+        };
+        // Node identities are stable across months (seeded without the period) so that a
+        // fleet looks the same from one bill to the next.
+        for (pool_index, pool) in POOLS.iter().enumerate() {
+            let instance_type = catalog::instance_type(pool.instance_type)
+                .unwrap_or_else(|| panic!("pool {} uses unknown type", pool.name));
+            for node_number in 0..pool.nodes[scale.index()] {
+                let mut id_rng = Rng::derive(seed, &[1, pool_index as u64, u64::from(node_number)]);
+                let cluster = &CLUSTERS[pool.cluster];
+                let node_index = world.nodes.len();
+                let mut node = Node {
+                    cluster: pool.cluster,
+                    pool: pool.name,
+                    instance_type,
+                    purchase: pool.purchase,
+                    instance_id: format!("i-0{:016x}", id_rng.next_u64() >> 4),
+                    node_name: format!(
+                        "ip-10-{}-{}-{}.{}",
+                        id_rng.int(0, 255),
+                        id_rng.int(0, 255),
+                        id_rng.int(1, 254),
+                        if cluster.region == "us-east-1" {
+                            "ec2.internal".to_string()
+                        } else {
+                            format!("{}.compute.internal", cluster.region)
+                        }
+                    ),
+                    availability_zone: format!(
+                        "{}{}",
+                        cluster.region,
+                        ['a', 'b', 'c'][(node_number % 3) as usize]
+                    ),
+                    gpu_uuids: (0..instance_type.gpus).map(|_| format!("GPU-{}", id_rng.uuid())).collect(),
+                    running: vec![instance_type.gpus == 0; period.hours() as usize],
+                    pods: Vec::new(),
+                };
+                let mut schedule_rng =
+                    Rng::derive(month_seed, &[2, pool_index as u64, u64::from(node_number)]);
+                let slots =
+                    if instance_type.gpus > 0 { instance_type.gpus / pool.per_pod } else { pool.per_pod };
+                for slot in 0..slots {
+                    world.schedule_slot(
+                        node_index,
+                        &mut node,
+                        pool,
+                        slot,
+                        &mut schedule_rng,
+                        month_seconds,
+                        interval,
+                    );
+                }
+                world.nodes.push(node);
+                world.add_daemonsets(node_index, month_seconds);
+            }
+        }
+        world
+    }
+
+    /// Fills one slot of a node with a sequence of pods separated by idle gaps.
+    #[allow(clippy::too_many_arguments)]
+    fn schedule_slot(
+        &mut self,
+        node_index: usize,
+        node: &mut Node,
+        pool: &PoolSpec,
+        slot: u32,
+        rng: &mut Rng,
+        month_seconds: i64,
+        interval: i64,
+    ) {
+        let instance_type = node.instance_type;
+        let gpu_node = instance_type.gpus > 0;
+        let share = if gpu_node {
+            f64::from(pool.per_pod) / f64::from(instance_type.gpus)
+        } else {
+            1.0 / f64::from(pool.per_pod)
+        };
+        // Start some slots part-way into the month so the fleet is not in lock-step.
+        let mut cursor = rng.int(0, 36) * 3600 + rng.int(0, 3600 / interval - 1) * interval;
+        while cursor < month_seconds {
+            let workload_index = pool.workloads[rng.int(0, pool.workloads.len() as i64 - 1) as usize];
+            let workload = &WORKLOADS[workload_index];
+            let (run_hours, gap_hours) = tenancy_hours(workload.class, rng);
+            let end_offset = rng.int(0, 3600 / interval - 1) * interval;
+            let end = (cursor + run_hours * 3600 + end_offset).min(month_seconds);
+            let pod_index = self.pods.len();
+            let mut name_rng = Rng::derive(self.seed, &[3, pod_index as u64]);
+            let (controller, name) = match workload.kind {
+                "ReplicaSet" => {
+                    let replica_set = format!("{}-{}", workload.name, name_rng.suffix(9));
+                    let name = format!("{replica_set}-{}", name_rng.suffix(5));
+                    (replica_set, name)
+                }
+                "StatefulSet" => {
+                    (workload.name.to_string(), format!("{}-{}", workload.name, slot + node_index as u32 * 8))
+                }
+                _ => {
+                    let job = format!("{}-{}", workload.name, 29_000_000 + cursor / 60 + i64::from(slot));
+                    let name = format!("{job}-{}", name_rng.suffix(5));
+                    (job, name)
+                }
+            };
+            let cpu_factor = if matches!(workload.class, Class::Notebook) { 0.5 } else { 0.8 };
+            self.pods.push(Pod {
+                workload: workload_index,
+                controller,
+                name,
+                uid: name_rng.uuid(),
+                node: node_index,
+                first_gpu: if gpu_node { slot * pool.per_pod } else { 0 },
+                gpus: if gpu_node { pool.per_pod } else { 0 },
+                vcpu_request: (f64::from(instance_type.vcpu) * share * cpu_factor).floor().max(1.0),
+                memory_request_gib: (f64::from(instance_type.memory_gib) * share * 0.7).floor().max(1.0),
+                start: cursor,
+                end,
+                daemonset: false,
+                framebuffer_mib: framebuffer_for(workload.class, instance_type, &mut name_rng),
+            });
+            node.pods.push(pod_index);
+            if gpu_node {
+                let first_hour = cursor / 3600;
+                let last_hour = (end - 1) / 3600;
+                for hour in first_hour..=last_hour {
+                    node.running[hour as usize] = true;
+                }
+            }
+            cursor = end + gap_hours * 3600 + rng.int(0, 3600 / interval - 1) * interval;
+        }
+    }
+
+    fn add_daemonsets(&mut self, node_index: usize, month_seconds: i64) {
+        let gpu_node = self.nodes[node_index].instance_type.gpus > 0;
+        let daemonsets = NODE_DAEMONSETS.iter().chain(if gpu_node { GPU_DAEMONSETS } else { &[] });
+        for &(workload_index, vcpu, memory) in daemonsets {
+            let pod_index = self.pods.len();
+            let mut name_rng = Rng::derive(self.seed, &[4, node_index as u64, workload_index as u64]);
+            let workload = &WORKLOADS[workload_index];
+            self.pods.push(Pod {
+                workload: workload_index,
+                controller: workload.name.to_string(),
+                name: format!("{}-{}", workload.name, name_rng.suffix(5)),
+                uid: name_rng.uuid(),
+                node: node_index,
+                first_gpu: 0,
+                gpus: 0,
+                vcpu_request: vcpu,
+                memory_request_gib: memory,
+                start: 0,
+                end: month_seconds,
+                daemonset: true,
+                framebuffer_mib: 0,
+            });
+            self.nodes[node_index].pods.push(pod_index);
+        }
+    }
+
+    /// Hours in which the node ran, as month-relative hour numbers.
+    pub fn node_hours(&self, node: usize) -> impl Iterator<Item = u32> + '_ {
+        self.nodes[node]
+            .running
+            .iter()
+            .enumerate()
+            .filter(|(_, running)| **running)
+            .map(|(hour, _)| hour as u32)
+    }
+
+    /// The fraction of `hour` a pod ran on its node (0 when it did not).
+    pub fn pod_fraction(&self, pod: usize, hour: u32) -> f64 {
+        let pod = &self.pods[pod];
+        if pod.daemonset {
+            return if self.nodes[pod.node].running[hour as usize] { 1.0 } else { 0.0 };
+        }
+        let hour_start = i64::from(hour) * 3600;
+        let overlap = pod.end.min(hour_start + 3600) - pod.start.max(hour_start);
+        overlap.max(0) as f64 / 3600.0
+    }
+
+    /// GPU utilization of a pod in an hour, a whole percent as a fraction (0.37), so that
+    /// DCGM's percent and ratio metrics agree exactly.
+    pub fn gpu_utilization(&self, pod: usize, hour: u32) -> f64 {
+        let workload = &WORKLOADS[self.pods[pod].workload];
+        let noise = rng::unit(self.seed, &[5, pod as u64, u64::from(hour)]);
+        let percent = match workload.class {
+            Class::Training => 80.0 + 18.0 * noise,
+            Class::Inference => 12.0 + 60.0 * self.load(hour) + 6.0 * noise,
+            // Notebooks hold a GPU and mostly sit idle, with the odd busy hour.
+            Class::Notebook if noise < 0.12 => 25.0 + 300.0 * noise,
+            Class::Notebook => 4.0 * noise / 0.88,
+            Class::Batch => 45.0 + 45.0 * noise,
+            Class::Service | Class::Platform => 0.0,
+        };
+        percent.floor().clamp(0.0, 100.0) / 100.0
+    }
+
+    /// The diurnal request curve, 0..1, peaking mid-afternoon UTC, lower at weekends.
+    pub fn load(&self, hour: u32) -> f64 {
+        let epoch_hour = self.period.start() / 3600 + i64::from(hour);
+        let hour_of_day = (epoch_hour % 24) as f64;
+        let day_of_week = (epoch_hour / 24 + 4) % 7; // 1970-01-01 was a Thursday (4)
+        let daily = (std::f64::consts::PI * (hour_of_day - 6.0) / 18.0).sin().max(0.0);
+        let weekend = if day_of_week == 0 || day_of_week == 6 { 0.55 } else { 1.0 };
+        (0.15 + 0.85 * daily) * weekend
+    }
+
+    /// (vCPU, GiB) the pod actually used in the hour, in resource-hours. Some hours burst
+    /// above the request so that split usage = actual, as AWS computes it.
+    pub fn actual_usage(&self, pod: usize, hour: u32, fraction: f64) -> (f64, f64) {
+        let p = &self.pods[pod];
+        let cpu = rng::unit(self.seed, &[6, pod as u64, u64::from(hour)]);
+        let memory = rng::unit(self.seed, &[7, pod as u64, u64::from(hour)]);
+        let cpu_factor = 0.2 + 1.15 * cpu;
+        let memory_factor = 0.45 + 0.7 * memory;
+        (
+            round6(p.vcpu_request * cpu_factor * fraction),
+            round6(p.memory_request_gib * memory_factor * fraction),
+        )
+    }
+
+    /// Framebuffer in use by the pod's GPUs in the hour, MiB.
+    pub fn framebuffer_used(&self, pod: usize, hour: u32) -> u32 {
+        let p = &self.pods[pod];
+        let wobble = rng::unit(self.seed, &[8, pod as u64, u64::from(hour)]);
+        (f64::from(p.framebuffer_mib) * (0.97 + 0.03 * wobble)) as u32
+    }
+
+    /// Successful requests a serving pod handled in the hour's share `fraction`.
+    pub fn requests(&self, pod: usize, hour: u32, fraction: f64) -> u64 {
+        let workload = &WORKLOADS[self.pods[pod].workload];
+        if workload.server == Server::None {
+            return 0;
+        }
+        let noise = rng::unit(self.seed, &[9, pod as u64, u64::from(hour)]);
+        (workload.peak_requests_per_hour as f64 * self.load(hour) * (0.9 + 0.2 * noise) * fraction) as u64
+    }
+}
+
+impl World {
+    /// Metric sample times (seconds from the month start) at which a serving pod's counters
+    /// step for `hour`: every sample after the pod's first with `hour < t <= hour + 1h`.
+    /// The increase between consecutive samples belongs to the hour its interval lies in.
+    pub fn increment_samples(&self, pod: usize, hour: u32) -> Vec<i64> {
+        let p = &self.pods[pod];
+        let interval = self.scale.sample_interval();
+        let after = (i64::from(hour) * 3600).max(p.start);
+        let last = (i64::from(hour + 1) * 3600).min(p.end - 1);
+        let mut t = (after / interval + 1) * interval;
+        let mut samples = Vec::new();
+        while t <= last {
+            samples.push(t);
+            t += interval;
+        }
+        samples
+    }
+
+    /// (successful requests, prompt tokens, generation tokens) a pod's counters gained in
+    /// `hour`; zero for pods that serve nothing or have no counter step in the hour.
+    pub fn served(&self, pod: usize, hour: u32) -> (u64, u64, u64) {
+        let workload = &WORKLOADS[self.pods[pod].workload];
+        if workload.server == Server::None || self.increment_samples(pod, hour).is_empty() {
+            return (0, 0, 0);
+        }
+        let requests = self.requests(pod, hour, self.pod_fraction(pod, hour));
+        if workload.server == Server::Triton {
+            return (requests, 0, 0);
+        }
+        let prompt_per_request = 300 + workload.peak_requests_per_hour % 1700;
+        let generation_per_request = 120 + workload.peak_requests_per_hour % 200;
+        (requests, requests * prompt_per_request, requests * generation_per_request)
+    }
+}
+
+fn framebuffer_for(class: Class, instance_type: &InstanceType, rng: &mut Rng) -> u32 {
+    let total = f64::from(instance_type.gpu_memory_mib);
+    let share = match class {
+        Class::Training => rng.range(0.78, 0.95),
+        Class::Inference => rng.range(0.30, 0.90),
+        Class::Notebook => rng.range(0.05, 0.35),
+        Class::Batch => rng.range(0.40, 0.70),
+        Class::Service | Class::Platform => 0.0,
+    };
+    (total * share) as u32
+}
+
+/// Rounds to six decimals, as CUR usage amounts print.
+pub fn round6(value: f64) -> f64 {
+    (value * 1e6).round() / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn world() -> World {
+        World::build(42, "2026-10".parse().unwrap(), Scale::Demo)
+    }
+
+    #[test]
+    fn gpus_are_never_oversubscribed() {
+        let world = world();
+        for (node_index, node) in world.nodes.iter().enumerate() {
+            for hour in world.node_hours(node_index) {
+                let mut per_gpu = vec![0.0; node.instance_type.gpus as usize];
+                for &pod in &node.pods {
+                    let fraction = world.pod_fraction(pod, hour);
+                    let p = &world.pods[pod];
+                    for gpu in p.first_gpu..p.first_gpu + p.gpus {
+                        per_gpu[gpu as usize] += fraction;
+                    }
+                }
+                assert!(per_gpu.iter().all(|&used| used <= 1.0 + 1e-12), "node {node_index} hour {hour}");
+            }
+        }
+    }
+
+    #[test]
+    fn gpu_nodes_run_only_while_a_gpu_pod_does() {
+        let world = world();
+        for (node_index, node) in world.nodes.iter().enumerate().filter(|(_, n)| n.instance_type.gpus > 0) {
+            for hour in world.node_hours(node_index) {
+                let gpu_pods = node
+                    .pods
+                    .iter()
+                    .filter(|&&p| world.pods[p].gpus > 0 && world.pod_fraction(p, hour) > 0.0);
+                assert!(gpu_pods.count() > 0, "node {node_index} runs idle in hour {hour}");
+            }
+        }
+    }
+
+    #[test]
+    fn utilization_is_whole_percent_and_in_range() {
+        let world = world();
+        for pod in 0..world.pods.len().min(50) {
+            let u = world.gpu_utilization(pod, 10);
+            assert!((0.0..=1.0).contains(&u));
+            assert_eq!((u * 100.0).round() / 100.0, u);
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! Realistic synthetic data: a CUR 2.0 export with EKS split cost allocation rows, DCGM and
+//! inference metrics, and `truth.json` with the answers — the world the demo, the tests and
+//! the benchmarks stand on.
+//!
+//! Layout written under `--out` (CUR reference §1):
+//!
+//! ```text
+//! <out>/<prefix>/<export>/data/BILLING_PERIOD=YYYY-MM/<export>-00001.snappy.parquet
+//! <out>/<prefix>/<export>/metadata/BILLING_PERIOD=YYYY-MM/<export>-Manifest.json
+//! <out>/metrics/YYYY-MM.om
+//! <out>/truth.json
+//! ```
+
+pub mod bill;
+pub mod cur_file;
+pub mod fleet;
+pub mod metrics;
+pub mod rng;
+pub mod truth;
+
+use std::fs::{self, File};
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde_json::json;
+
+use crate::period::Period;
+
+pub use cur_file::CurFormat;
+pub use fleet::Scale;
+
+/// What to generate.
+#[derive(Debug, Clone)]
+pub struct GenerateOptions {
+    pub out: PathBuf,
+    pub seed: u64,
+    pub months: u32,
+    pub end: Period,
+    pub scale: Scale,
+    pub format: CurFormat,
+    pub bucket: String,
+    pub prefix: String,
+    pub export_name: String,
+    /// Write the metrics files too (they dominate the size at large scale).
+    pub metrics: bool,
+}
+
+/// What was generated, for the command's summary.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct GenerateSummary {
+    pub periods: Vec<String>,
+    pub cur_rows: u64,
+    pub cur_bytes: u64,
+    pub metric_samples: u64,
+    pub metric_bytes: u64,
+    pub seconds: f64,
+}
+
+/// Errors while generating: the file that could not be written and why.
+#[derive(Debug, thiserror::Error)]
+pub enum GenerateError {
+    #[error("could not write {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("could not encode {path}: {source}")]
+    Encode {
+        path: PathBuf,
+        #[source]
+        source: polars::prelude::PolarsError,
+    },
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> GenerateError + '_ {
+    move |source| GenerateError::Io { path: path.to_path_buf(), source }
+}
+
+/// Rows per data file before the export starts a new chunk, as AWS splits large months.
+const ROWS_PER_FILE: usize = 4_000_000;
+
+/// Generates the months ending at `options.end`, oldest first.
+pub fn generate(
+    options: &GenerateOptions,
+    progress: &indicatif::MultiProgress,
+) -> Result<GenerateSummary, GenerateError> {
+    let started = Instant::now();
+    let mut periods = vec![options.end];
+    for _ in 1..options.months.max(1) {
+        periods.push(periods[periods.len() - 1].previous());
+    }
+    periods.reverse();
+    let mut summary = GenerateSummary {
+        periods: periods.iter().map(Period::to_string).collect(),
+        cur_rows: 0,
+        cur_bytes: 0,
+        metric_samples: 0,
+        metric_bytes: 0,
+        seconds: 0.0,
+    };
+    let mut truths = serde_json::Map::new();
+    for period in periods {
+        let world = fleet::World::build(options.seed, period, options.scale);
+        let bar = progress.add(indicatif::ProgressBar::new_spinner());
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {msg} {human_pos} CUR rows ({per_sec})")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        bar.set_message(format!("{period}"));
+        let mut truth = truth::Truth::new(period.to_string());
+        let (rows, files, bytes) = write_cur(options, &world, &mut truth, &bar)?;
+        truth.cur_rows = rows;
+        truth.finish();
+        write_manifest(options, &world, &files)?;
+        summary.cur_rows += rows;
+        summary.cur_bytes += bytes;
+        if options.metrics {
+            let path = options.out.join("metrics").join(format!("{period}.om"));
+            fs::create_dir_all(path.parent().unwrap_or(&options.out)).map_err(io_error(&path))?;
+            let file = File::create(&path).map_err(io_error(&path))?;
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            bar.set_message(format!("{period} metrics"));
+            summary.metric_samples += metrics::write_month(&world, &mut out).map_err(io_error(&path))?;
+            std::io::Write::flush(&mut out).map_err(io_error(&path))?;
+            summary.metric_bytes += fs::metadata(&path).map_err(io_error(&path))?.len();
+        }
+        bar.finish_with_message(format!("{period} done"));
+        truths.insert(period.to_string(), serde_json::to_value(&truth).unwrap_or_default());
+    }
+    let truth_path = options.out.join("truth.json");
+    let document = json!({
+        "generator": {
+            "seed": options.seed,
+            "scale": format!("{:?}", options.scale).to_lowercase(),
+            "format": format!("{:?}", options.format).to_lowercase(),
+            "sample_interval_seconds": options.scale.sample_interval(),
+        },
+        "conventions": {
+            "money": "USD at full double precision, summed from the same values written to the CUR",
+            "gpu_hours_allocated": "sum of split_line_item_split_usage on ...EKS-EC2-Accelerator-Hours rows",
+            "gpu_hours_used": "sum over GPU-hours of hourly mean utilization (0..1) x allocated hours",
+            "gpu_hours_idle": "allocated GPU-hours whose hourly mean utilization is below idle_threshold",
+            "requests": "counter increase between consecutive samples, attributed to the hour the interval lies in: a sample at t counts for hour floor((t-1)/3600)",
+            "other_cost": "bill_amortized - kubernetes_allocated_cost",
+        },
+        "periods": truths,
+    });
+    let text = serde_json::to_string_pretty(&document).unwrap_or_default();
+    fs::write(&truth_path, text).map_err(io_error(&truth_path))?;
+    summary.seconds = started.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+fn export_root(options: &GenerateOptions) -> PathBuf {
+    options.out.join(&options.prefix).join(&options.export_name)
+}
+
+fn partition(period: Period) -> String {
+    format!("BILLING_PERIOD={period}")
+}
+
+/// Writes the month's data files; returns (rows, file names, bytes).
+fn write_cur(
+    options: &GenerateOptions,
+    world: &fleet::World,
+    truth: &mut truth::Truth,
+    bar: &indicatif::ProgressBar,
+) -> Result<(u64, Vec<String>, u64), GenerateError> {
+    let dir = export_root(options).join("data").join(partition(world.period));
+    // A re-generation replaces the period whole, like an OVERWRITE delivery.
+    if dir.exists() {
+        fs::remove_dir_all(&dir).map_err(io_error(&dir))?;
+    }
+    fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+    let mut files = Vec::new();
+    let mut sink =
+        ChunkedSink { options, dir: dir.clone(), files: &mut files, writer: None, rows_in_file: 0 };
+    let rows = bill::write_month(world, options.format, &mut sink, truth, bar)
+        .map_err(|source| GenerateError::Encode { path: dir.clone(), source })?;
+    sink.close().map_err(|source| GenerateError::Encode { path: dir.clone(), source })?;
+    let mut bytes = 0;
+    for name in &files {
+        let path = dir.join(name);
+        bytes += fs::metadata(&path).map_err(io_error(&path))?.len();
+    }
+    Ok((rows, files, bytes))
+}
+
+/// Starts a new numbered chunk once a file holds [`ROWS_PER_FILE`] rows.
+pub struct ChunkedSink<'a> {
+    options: &'a GenerateOptions,
+    dir: PathBuf,
+    files: &'a mut Vec<String>,
+    writer: Option<cur_file::CurWriter>,
+    rows_in_file: usize,
+}
+
+impl ChunkedSink<'_> {
+    pub fn write(&mut self, frame: &mut polars::prelude::DataFrame) -> polars::prelude::PolarsResult<()> {
+        if self.writer.is_none() || self.rows_in_file >= ROWS_PER_FILE {
+            self.close()?;
+            let name = format!(
+                "{}-{:05}.{}",
+                self.options.export_name,
+                self.files.len() + 1,
+                self.options.format.extension()
+            );
+            self.writer = Some(cur_file::CurWriter::create(&self.dir.join(&name), self.options.format));
+            self.files.push(name);
+        }
+        self.rows_in_file += frame.height();
+        match &mut self.writer {
+            Some(writer) => writer.write(frame),
+            None => Ok(()),
+        }
+    }
+
+    fn close(&mut self) -> polars::prelude::PolarsResult<()> {
+        self.rows_in_file = 0;
+        match self.writer.take() {
+            Some(writer) => writer.finish(),
+            None => Ok(()),
+        }
+    }
+}
+
+fn write_manifest(
+    options: &GenerateOptions,
+    world: &fleet::World,
+    files: &[String],
+) -> Result<(), GenerateError> {
+    let period = world.period;
+    let mut id_rng = rng::Rng::derive(world.seed, &[50]);
+    let key_prefix = format!("{}/{}", options.prefix, options.export_name);
+    let data_files: Vec<String> = files
+        .iter()
+        .map(|name| format!("s3://{}/{key_prefix}/data/{}/{name}", options.bucket, partition(period)))
+        .collect();
+    let columns: Vec<serde_json::Value> = cur_file::manifest_columns(world.has_discount)
+        .into_iter()
+        .map(|(name, kind)| json!({ "name": name, "type": kind }))
+        .collect();
+    let manifest = json!({
+        "executionId": id_rng.uuid(),
+        "exportArn": format!(
+            "arn:aws:bcm-data-exports:us-east-1:{}:export/{}-{}",
+            bill::PAYER_ACCOUNT, options.export_name, id_rng.uuid()
+        ),
+        "billingPeriod": period.to_string(),
+        "columns": columns,
+        "dataFiles": data_files,
+        "additionalOutputFiles": [],
+    });
+    let dir = export_root(options).join("metadata").join(partition(period));
+    fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+    let path = dir.join(format!("{}-Manifest.json", options.export_name));
+    let text = serde_json::to_string_pretty(&manifest).unwrap_or_default();
+    fs::write(&path, text).map_err(io_error(&path))
+}

@@ -1,0 +1,6 @@
+//! One integration-test binary for gpuledger, so the crate and its dependencies link once;
+//! each module below is one area of the crate, tested through its public API.
+
+mod generate;
+mod helpers;
+mod store_story;
