@@ -10,9 +10,9 @@ use crate::split::{self, Capacity, PodUsage, Resource};
 
 use super::ChunkedSink;
 use super::cur_file::{CurBatch, CurFormat, CurRow};
-use super::fleet::{CLUSTERS, Class, Purchase, WORKLOADS, World};
+use super::fleet::{CLUSTERS, Purchase, WORKLOADS, World};
 use super::rng::{self, Rng};
-use super::truth::{PodHour, Truth};
+use super::truth::Truth;
 
 pub const PAYER_ACCOUNT: &str = "111111111111";
 pub const USAGE_ACCOUNT: &str = "222222222222";
@@ -320,10 +320,8 @@ pub fn write_month(
                     },
                     Purchase::OnDemand | Purchase::Spot => {}
                 }
-                let split_rows =
-                    split_node_hour(world, node_index, hour, price.effective, price.on_demand, edp);
+                let split_rows = split_node_hour(world, node_index, hour, price.effective, price.on_demand);
                 for split_row in &split_rows {
-                    let pod = &world.pods[split_row.pod];
                     next_id(&mut row_id);
                     batch.push(&CurRow {
                         identity_line_item_id: &row_id,
@@ -353,9 +351,8 @@ pub fn write_month(
                         split_line_item_public_on_demand_unused_cost: Some(split_row.public_unused),
                         ..hour_row
                     });
-                    let _ = pod;
                 }
-                truth.add_node_hour(world, node_index, hour, price.effective, price.on_demand, &split_rows);
+                truth.add_node_hour(world, node_index, hour, price.effective, &split_rows);
             }
             for &cluster_index in &clusters {
                 let cluster = &CLUSTERS[cluster_index];
@@ -571,8 +568,6 @@ fn monthly_rows(
         truth.add_other("AmazonEC2 (unused reservations)", unused);
     }
     let scale = world.nodes.len() as f64;
-    let tax = round_micro(totals.discountable * 0.0);
-    let _ = tax;
     let simple_rows: [(&str, &str, &str, f64); 2] = [
         ("Tax", "AWSDataTransfer", "Sales tax", round_micro(scale * 3.75)),
         ("Credit", "AmazonEC2", "AWS Activate credit", round_micro(-scale * 12.5)),
@@ -642,10 +637,6 @@ impl SplitRow {
             (false, Resource::Memory) => "USW2-EKS-EC2-GB-Hours",
         }
     }
-
-    pub fn pod_hour(&self) -> PodHour {
-        PodHour { pod: self.pod, resource: self.resource, split: self.split }
-    }
 }
 
 /// Splits one node-hour's amortized and public on-demand cost between its pods (§3.3).
@@ -655,7 +646,6 @@ pub fn split_node_hour(
     hour: u32,
     amortized: f64,
     public_on_demand: f64,
-    _edp: f64,
 ) -> Vec<SplitRow> {
     let node = &world.nodes[node_index];
     let itype = node.instance_type;
@@ -705,6 +695,5 @@ pub fn split_node_hour(
             });
         }
     }
-    let _ = Class::Training;
     rows
 }

@@ -198,10 +198,25 @@ pub const WORKLOADS: &[Workload] = &[
     workload!("gpu-operator", "nvidia-dcgm-exporter", "DaemonSet", Platform, None, "platform"),
     /* 25 */
     workload!("gpu-operator", "nvidia-device-plugin-daemonset", "DaemonSet", Platform, None, "platform"),
+    /* 26 */
+    workload!("kube-system", "ebs-csi-node", "DaemonSet", Platform, None, "platform"),
+    /* 27 */
+    workload!("logging", "fluent-bit", "DaemonSet", Platform, None, "platform"),
+    /* 28 */
+    workload!("kube-system", "eks-pod-identity-agent", "DaemonSet", Platform, None, "platform"),
+    /* 29 */ workload!("security", "falco", "DaemonSet", Platform, None, "security"),
 ];
 
 /// DaemonSets on every node: (workload index, vCPU request, GiB request).
-const NODE_DAEMONSETS: &[(usize, f64, f64)] = &[(21, 0.25, 0.25), (22, 0.1, 0.125), (23, 0.1, 0.1875)];
+const NODE_DAEMONSETS: &[(usize, f64, f64)] = &[
+    (21, 0.25, 0.25),
+    (22, 0.1, 0.125),
+    (23, 0.1, 0.1875),
+    (26, 0.01, 0.04),
+    (27, 0.1, 0.25),
+    (28, 0.025, 0.125),
+    (29, 0.1, 0.5),
+];
 /// DaemonSets on GPU nodes only.
 const GPU_DAEMONSETS: &[(usize, f64, f64)] = &[(24, 0.25, 0.5), (25, 0.1, 0.125)];
 
@@ -315,7 +330,7 @@ const POOLS: &[PoolSpec] = &[
         instance_type: "m5.4xlarge",
         purchase: Purchase::SavingsPlan,
         nodes: [3, 5, 130],
-        per_pod: 4,
+        per_pod: 8,
         workloads: &[15, 16, 17, 18],
     },
     PoolSpec {
@@ -324,7 +339,7 @@ const POOLS: &[PoolSpec] = &[
         instance_type: "m6i.8xlarge",
         purchase: Purchase::OnDemand,
         nodes: [1, 2, 60],
-        per_pod: 4,
+        per_pod: 8,
         workloads: &[15, 16, 17],
     },
     PoolSpec {

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use super::fleet::{CLUSTERS, Class, Server, WORKLOADS, World};
+use super::fleet::{Class, Server, WORKLOADS, World};
 
 struct Family {
     name: &'static str,
@@ -218,6 +218,5 @@ fn write_counters(world: &World, out: &mut impl Write) -> io::Result<u64> {
             }
         }
     }
-    let _ = CLUSTERS;
     Ok(lines)
 }

@@ -6,17 +6,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::split::{PodSplit, Resource};
+use crate::split::Resource;
 
 use super::bill::SplitRow;
 use super::fleet::{Purchase, WORKLOADS, World};
-
-/// One pod's split of one resource in one hour, as truth sees it.
-pub struct PodHour {
-    pub pod: usize,
-    pub resource: Resource,
-    pub split: PodSplit,
-}
 
 /// Sums for one namespace, workload or client. Costs in USD at full precision.
 #[derive(Debug, Default, Clone, Serialize)]
@@ -87,7 +80,6 @@ impl Truth {
         node_index: usize,
         hour: u32,
         amortized: f64,
-        _public_on_demand: f64,
         rows: &[SplitRow],
     ) {
         let node = &world.nodes[node_index];
