@@ -7,7 +7,10 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
+use crate::ingest::{self, CurIngestOptions};
 use crate::period::Period;
+use crate::report::{NamespaceReport, OutputFormat};
+use crate::sources::objects::S3Options;
 use crate::store;
 use crate::synth::{self, CurFormat, GenerateOptions, Scale};
 use crate::web;
@@ -42,9 +45,59 @@ pub enum Command {
     Generate(GenerateArgs),
     /// Serve the dashboard.
     Serve(ServeArgs),
-    /// Generate demo data (first run only), prepare the embedded database and serve the
-    /// dashboard on http://127.0.0.1:8080.
+    /// Ingest data into the database.
+    #[command(subcommand)]
+    Ingest(IngestCommand),
+    /// Print a report from the database (table for people, CSV or JSON for scripts).
+    #[command(subcommand)]
+    Report(ReportCommand),
+    /// Generate demo data (first run only), ingest it into the embedded database and serve
+    /// the dashboard on http://127.0.0.1:8080.
     Demo(DemoArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum IngestCommand {
+    /// Ingest a CUR 2.0 data export (Parquet or gzip CSV) found through its manifests.
+    Cur(CurArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CurArgs {
+    /// An export root (holding metadata/ and data/), one BILLING_PERIOD=YYYY-MM folder, or
+    /// s3://bucket/prefix/export-name.
+    #[arg(env = "GPULEDGER_CUR_SOURCE")]
+    pub source: String,
+    /// Only this billing period.
+    #[arg(long, env = "GPULEDGER_CUR_PERIOD")]
+    pub period: Option<Period>,
+    /// Ingest even when the manifest's data version has not changed.
+    #[arg(long, env = "GPULEDGER_CUR_FORCE")]
+    pub force: bool,
+    /// An S3-compatible endpoint (switches to path-style addressing).
+    #[arg(long, env = "GPULEDGER_S3_ENDPOINT_URL")]
+    pub endpoint_url: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReportCommand {
+    /// Kubernetes cost per namespace with other AWS cost and the bill total.
+    Namespaces(NamespacesArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NamespacesArgs {
+    /// Billing period, YYYY-MM.
+    #[arg(long, env = "GPULEDGER_REPORT_PERIOD")]
+    pub period: Period,
+    /// Only this cluster.
+    #[arg(long, env = "GPULEDGER_REPORT_CLUSTER")]
+    pub cluster: Option<String>,
+    /// One row per cluster and namespace.
+    #[arg(long, env = "GPULEDGER_REPORT_BY_CLUSTER")]
+    pub by_cluster: bool,
+    #[arg(long, env = "GPULEDGER_REPORT_FORMAT", value_enum, default_value = "table")]
+    pub format: OutputFormat,
 }
 
 #[derive(Debug, Args)]
@@ -141,6 +194,24 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let store = store::connect(&cli.database_url).await?;
             web::serve(web::AppState::new(store), args.listen).await
         }
+        Command::Ingest(IngestCommand::Cur(args)) => {
+            let store = store::connect(&cli.database_url).await?;
+            let options = CurIngestOptions {
+                source: args.source,
+                period: args.period,
+                force: args.force,
+                s3: S3Options { endpoint_url: args.endpoint_url },
+            };
+            run_cur_ingest(store.as_ref(), &options).await
+        }
+        Command::Report(ReportCommand::Namespaces(args)) => {
+            let store = store::connect(&cli.database_url).await?;
+            let report =
+                NamespaceReport::load(store.as_ref(), args.period, args.cluster.as_deref(), args.by_cluster)
+                    .await?;
+            print!("{}", report.render(args.format));
+            Ok(())
+        }
         Command::Demo(args) => {
             if !args.data.join("truth.json").exists() {
                 let options = GenerateOptions {
@@ -164,9 +235,52 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 );
             }
             let store = store::connect(&cli.database_url).await?;
+            let options = CurIngestOptions {
+                source: args.data.join("cur").join("gpuledger-cur2").display().to_string(),
+                period: None,
+                force: false,
+                s3: S3Options::default(),
+            };
+            run_cur_ingest(store.as_ref(), &options).await?;
             web::serve(web::AppState::new(store), args.listen).await
         }
     }
+}
+
+/// Runs a CUR ingest and prints each period's outcome and reconciliation.
+async fn run_cur_ingest(store: &dyn store::Store, options: &CurIngestOptions) -> anyhow::Result<()> {
+    let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
+    let results = ingest::ingest_cur(store, options, &progress).await?;
+    for result in &results {
+        match &result.reconciliation {
+            None => {
+                println!("{}: skipped, data version {} already ingested", result.period, result.data_version)
+            }
+            Some(r) => {
+                println!(
+                    "{}: ingested {} rows in {:.1} s (data version {})",
+                    result.period, r.rows_read, result.seconds, result.data_version
+                );
+                println!(
+                    "  bill: unblended {} USD, amortized {} USD; Kubernetes (split + unused) {} USD + other {} USD",
+                    r.bill_unblended_total, r.bill_amortized_total, r.kubernetes_allocated_cost, r.other_cost
+                );
+                println!(
+                    "  split vs parent instances: {} of {} instance-hours disagree by more than 0.01 %{}",
+                    r.instance_hours_disagreeing,
+                    r.instance_hours_checked,
+                    if r.split_matches_parents { "" } else { " (see the ingest run for which)" }
+                );
+                for d in r.disagreements.iter().take(5) {
+                    println!(
+                        "    {} at {}: instance {:.6} USD, pods {:.6} USD",
+                        d.instance_id, d.hour, d.instance_amortized, d.pods_split_plus_unused
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Generation is CPU-bound: run it off the async runtime, with progress on stderr.

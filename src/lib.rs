@@ -3,20 +3,26 @@
 //! data) and joined with what the GPUs did (DCGM and inference metrics).
 //!
 //! Data flows one way: sources → ingest → [`store`] → engine → [`web`] and exports.
-//! Today the crate holds the foundation:
+//! What is here today:
 //!
 //! - [`cli`]: the command line, one typed configuration, every option also an env variable;
 //! - [`store`]: the storage trait with its SQLite (embedded default) and Postgres backends;
 //! - [`synth`]: the generator of realistic CUR 2.0 exports, DCGM/inference metrics and
 //!   `truth.json`, for the demo, tests and benchmarks;
 //! - [`split`]: AWS's split cost allocation arithmetic; [`catalog`]: EC2 instance types;
+//! - [`sources`]: CUR 2.0 exports from a folder or S3, found through their manifests;
+//! - [`ingest`]: classification, reconciliation and the atomic per-period replace;
+//! - [`report`]: command-line reports (table, CSV, JSON);
 //! - [`web`]: the axum router (home page, health check);
 //! - [`money`], [`period`]: exact money and billing periods.
 
 pub mod catalog;
 pub mod cli;
+pub mod ingest;
 pub mod money;
 pub mod period;
+pub mod report;
+pub mod sources;
 pub mod split;
 pub mod store;
 pub mod synth;

@@ -49,12 +49,12 @@ CREATE TABLE cost_facts (
     actual_usage DOUBLE PRECISION NOT NULL DEFAULT 0,
     split_usage DOUBLE PRECISION NOT NULL DEFAULT 0,
     split_usage_ratio DOUBLE PRECISION NOT NULL DEFAULT 0,
-    split_cost_micros BIGINT NOT NULL DEFAULT 0,
-    unused_cost_micros BIGINT NOT NULL DEFAULT 0,
-    net_split_cost_micros BIGINT NOT NULL DEFAULT 0,
-    net_unused_cost_micros BIGINT NOT NULL DEFAULT 0,
-    public_on_demand_split_cost_micros BIGINT NOT NULL DEFAULT 0,
-    public_on_demand_unused_cost_micros BIGINT NOT NULL DEFAULT 0,
+    split_cost_nanos BIGINT NOT NULL DEFAULT 0,
+    unused_cost_nanos BIGINT NOT NULL DEFAULT 0,
+    net_split_cost_nanos BIGINT NOT NULL DEFAULT 0,
+    net_unused_cost_nanos BIGINT NOT NULL DEFAULT 0,
+    public_on_demand_split_cost_nanos BIGINT NOT NULL DEFAULT 0,
+    public_on_demand_unused_cost_nanos BIGINT NOT NULL DEFAULT 0,
     labels TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX cost_facts_period_idx ON cost_facts (period);

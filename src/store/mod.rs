@@ -80,6 +80,15 @@ pub trait Store: Send + Sync {
     /// Reads a billing period back, rows in a stable order (hour, then keys).
     async fn cost_period(&self, period: &str) -> StoreResult<Option<CostPeriod>>;
 
+    /// Cost per namespace (per cluster and namespace when `by_cluster`) for a period,
+    /// optionally limited to one cluster; ordered by cluster, then namespace.
+    async fn namespace_costs(
+        &self,
+        period: &str,
+        cluster: Option<&str>,
+        by_cluster: bool,
+    ) -> StoreResult<Vec<NamespaceCost>>;
+
     /// Stored billing periods, newest first.
     async fn periods(&self) -> StoreResult<Vec<PeriodSummary>>;
 

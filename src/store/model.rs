@@ -74,12 +74,12 @@ pub struct CostFact {
     pub actual_usage: f64,
     pub split_usage: f64,
     pub split_usage_ratio: f64,
-    pub split_cost_micros: i64,
-    pub unused_cost_micros: i64,
-    pub net_split_cost_micros: i64,
-    pub net_unused_cost_micros: i64,
-    pub public_on_demand_split_cost_micros: i64,
-    pub public_on_demand_unused_cost_micros: i64,
+    pub split_cost_nanos: i64,
+    pub unused_cost_nanos: i64,
+    pub net_split_cost_nanos: i64,
+    pub net_unused_cost_nanos: i64,
+    pub public_on_demand_split_cost_nanos: i64,
+    pub public_on_demand_unused_cost_nanos: i64,
     /// Imported Kubernetes labels (`user_*` resource tags) as a JSON object.
     pub labels: String,
 }
@@ -185,4 +185,18 @@ pub struct ClientRule {
     pub label_key: String,
     /// Lower numbers are tried first.
     pub priority: i64,
+}
+
+/// Kubernetes cost of one namespace (or cluster and namespace) in a period.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NamespaceCost {
+    /// Empty unless grouped by cluster.
+    pub cluster: String,
+    pub namespace: String,
+    pub split_cost_nanos: i64,
+    pub unused_cost_nanos: i64,
+    pub net_split_cost_nanos: i64,
+    pub net_unused_cost_nanos: i64,
+    pub public_on_demand_split_cost_nanos: i64,
+    pub public_on_demand_unused_cost_nanos: i64,
 }

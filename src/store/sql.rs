@@ -11,9 +11,23 @@ use sqlx::query_builder::Separated;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Row, Type};
 
 use super::model::{
-    ClientRule, CostFact, CostPeriod, GpuUsage, InferenceUsage, IngestRun, InstanceHour, OtherCost,
-    PeriodSummary,
+    ClientRule, CostFact, CostPeriod, GpuUsage, InferenceUsage, IngestRun, InstanceHour, NamespaceCost,
+    OtherCost, PeriodSummary,
 };
+
+// ---- Reports ----
+
+/// Per-namespace sums (CAST: Postgres sums BIGINT as NUMERIC); `$2` is a cluster name or '' for every cluster, `$3` is 1 to keep the
+/// cluster in the grouping (else it reads as '').
+pub(crate) const SELECT_NAMESPACE_COSTS: &str = "SELECT \
+     CASE WHEN $3 = 1 THEN cluster ELSE '' END AS grouped_cluster, namespace, \
+     CAST(SUM(split_cost_nanos) AS BIGINT) AS split_cost_nanos, CAST(SUM(unused_cost_nanos) AS BIGINT) AS unused_cost_nanos, \
+     CAST(SUM(net_split_cost_nanos) AS BIGINT) AS net_split_cost_nanos, \
+     CAST(SUM(net_unused_cost_nanos) AS BIGINT) AS net_unused_cost_nanos, \
+     CAST(SUM(public_on_demand_split_cost_nanos) AS BIGINT) AS public_on_demand_split_cost_nanos, \
+     CAST(SUM(public_on_demand_unused_cost_nanos) AS BIGINT) AS public_on_demand_unused_cost_nanos \
+     FROM cost_facts WHERE period = $1 AND ($2 = '' OR cluster = $2) \
+     GROUP BY grouped_cluster, namespace ORDER BY grouped_cluster, namespace";
 
 // ---- Ingest runs ----
 
@@ -57,17 +71,17 @@ pub(crate) const SELECT_PERIODS: &str = "SELECT p.period, p.data_version, \
 pub(crate) const INSERT_COST_FACTS: BulkInsert = BulkInsert {
     head: "INSERT INTO cost_facts (period, hour, cluster, namespace, workload, workload_type, \
            pod, node, instance_id, instance_type, gpu_model, purchase_option, resource, \
-           reserved_usage, actual_usage, split_usage, split_usage_ratio, split_cost_micros, \
-           unused_cost_micros, net_split_cost_micros, net_unused_cost_micros, \
-           public_on_demand_split_cost_micros, public_on_demand_unused_cost_micros, labels) ",
+           reserved_usage, actual_usage, split_usage, split_usage_ratio, split_cost_nanos, \
+           unused_cost_nanos, net_split_cost_nanos, net_unused_cost_nanos, \
+           public_on_demand_split_cost_nanos, public_on_demand_unused_cost_nanos, labels) ",
     columns: 24,
 };
 
 pub(crate) const SELECT_COST_FACTS: &str = "SELECT hour, cluster, namespace, workload, \
      workload_type, pod, node, instance_id, instance_type, gpu_model, purchase_option, \
      resource, reserved_usage, actual_usage, split_usage, split_usage_ratio, \
-     split_cost_micros, unused_cost_micros, net_split_cost_micros, net_unused_cost_micros, \
-     public_on_demand_split_cost_micros, public_on_demand_unused_cost_micros, labels \
+     split_cost_nanos, unused_cost_nanos, net_split_cost_nanos, net_unused_cost_nanos, \
+     public_on_demand_split_cost_nanos, public_on_demand_unused_cost_nanos, labels \
      FROM cost_facts WHERE period = $1 \
      ORDER BY hour, instance_id, namespace, pod, resource";
 
@@ -215,6 +229,19 @@ where
     }
 }
 
+pub(crate) fn namespace_cost(row: &impl ReadRow) -> Result<NamespaceCost, sqlx::Error> {
+    Ok(NamespaceCost {
+        cluster: row.text("grouped_cluster")?,
+        namespace: row.text("namespace")?,
+        split_cost_nanos: row.int("split_cost_nanos")?,
+        unused_cost_nanos: row.int("unused_cost_nanos")?,
+        net_split_cost_nanos: row.int("net_split_cost_nanos")?,
+        net_unused_cost_nanos: row.int("net_unused_cost_nanos")?,
+        public_on_demand_split_cost_nanos: row.int("public_on_demand_split_cost_nanos")?,
+        public_on_demand_unused_cost_nanos: row.int("public_on_demand_unused_cost_nanos")?,
+    })
+}
+
 pub(crate) fn ingest_run(row: &impl ReadRow) -> Result<IngestRun, sqlx::Error> {
     Ok(IngestRun {
         id: row.int("id")?,
@@ -279,12 +306,12 @@ pub(crate) fn cost_fact(row: &impl ReadRow) -> Result<CostFact, sqlx::Error> {
         actual_usage: row.float("actual_usage")?,
         split_usage: row.float("split_usage")?,
         split_usage_ratio: row.float("split_usage_ratio")?,
-        split_cost_micros: row.int("split_cost_micros")?,
-        unused_cost_micros: row.int("unused_cost_micros")?,
-        net_split_cost_micros: row.int("net_split_cost_micros")?,
-        net_unused_cost_micros: row.int("net_unused_cost_micros")?,
-        public_on_demand_split_cost_micros: row.int("public_on_demand_split_cost_micros")?,
-        public_on_demand_unused_cost_micros: row.int("public_on_demand_unused_cost_micros")?,
+        split_cost_nanos: row.int("split_cost_nanos")?,
+        unused_cost_nanos: row.int("unused_cost_nanos")?,
+        net_split_cost_nanos: row.int("net_split_cost_nanos")?,
+        net_unused_cost_nanos: row.int("net_unused_cost_nanos")?,
+        public_on_demand_split_cost_nanos: row.int("public_on_demand_split_cost_nanos")?,
+        public_on_demand_unused_cost_nanos: row.int("public_on_demand_unused_cost_nanos")?,
         labels: row.text("labels")?,
     })
 }
@@ -312,12 +339,12 @@ pub(crate) fn push_cost_fact<'args>(
         .float(fact.actual_usage)
         .float(fact.split_usage)
         .float(fact.split_usage_ratio)
-        .int(fact.split_cost_micros)
-        .int(fact.unused_cost_micros)
-        .int(fact.net_split_cost_micros)
-        .int(fact.net_unused_cost_micros)
-        .int(fact.public_on_demand_split_cost_micros)
-        .int(fact.public_on_demand_unused_cost_micros)
+        .int(fact.split_cost_nanos)
+        .int(fact.unused_cost_nanos)
+        .int(fact.net_split_cost_nanos)
+        .int(fact.net_unused_cost_nanos)
+        .int(fact.public_on_demand_split_cost_nanos)
+        .int(fact.public_on_demand_unused_cost_nanos)
         .text(&fact.labels);
 }
 
@@ -503,12 +530,12 @@ mod tests {
             actual_usage: 0.0,
             split_usage: 0.0,
             split_usage_ratio: 0.0,
-            split_cost_micros: 0,
-            unused_cost_micros: 0,
-            net_split_cost_micros: 0,
-            net_unused_cost_micros: 0,
-            public_on_demand_split_cost_micros: 0,
-            public_on_demand_unused_cost_micros: 0,
+            split_cost_nanos: 0,
+            unused_cost_nanos: 0,
+            net_split_cost_nanos: 0,
+            net_unused_cost_nanos: 0,
+            public_on_demand_split_cost_nanos: 0,
+            public_on_demand_unused_cost_nanos: 0,
             labels: String::new(),
         };
         let instance = InstanceHour {

@@ -17,8 +17,8 @@ use sqlx::{QueryBuilder, Sqlite};
 
 use super::sql::{self, BulkInsert, ReadRow};
 use super::{
-    ClientRule, CostPeriod, GpuUsage, InferenceUsage, IngestOutcome, IngestRun, NewIngestRun, PeriodSummary,
-    SqlContext, Store, StoreError, StoreResult, migrations,
+    ClientRule, CostPeriod, GpuUsage, InferenceUsage, IngestOutcome, IngestRun, NamespaceCost, NewIngestRun,
+    PeriodSummary, SqlContext, Store, StoreError, StoreResult, migrations,
 };
 
 /// SQLite limits one statement to 32,766 bound values.
@@ -176,6 +176,23 @@ impl Store for SqliteStore {
             sqlx::query(sql::SELECT_OTHER_COSTS).bind(period).fetch_all(&mut *tx).await.context(CONTEXT)?;
         tx.commit().await.context(CONTEXT)?;
         sql::cost_period(&head, &cost_facts, &instance_hours, &other_costs).map(Some).context(CONTEXT)
+    }
+
+    async fn namespace_costs(
+        &self,
+        period: &str,
+        cluster: Option<&str>,
+        by_cluster: bool,
+    ) -> StoreResult<Vec<NamespaceCost>> {
+        const CONTEXT: &str = "summing cost per namespace";
+        let rows = sqlx::query(sql::SELECT_NAMESPACE_COSTS)
+            .bind(period)
+            .bind(cluster.unwrap_or(""))
+            .bind(i64::from(by_cluster))
+            .fetch_all(&self.pool)
+            .await
+            .context(CONTEXT)?;
+        rows.iter().map(sql::namespace_cost).collect::<Result<Vec<_>, _>>().context(CONTEXT)
     }
 
     async fn periods(&self) -> StoreResult<Vec<PeriodSummary>> {

@@ -36,8 +36,8 @@ fn fact(
     resource: &str,
     usage: f64,
     ratio: f64,
-    split_cost_micros: i64,
-    unused_cost_micros: i64,
+    split_cost_nanos: i64,
+    unused_cost_nanos: i64,
 ) -> CostFact {
     let (namespace, workload, workload_type, pod) = pod;
     CostFact {
@@ -57,12 +57,12 @@ fn fact(
         actual_usage: usage,
         split_usage: usage,
         split_usage_ratio: ratio,
-        split_cost_micros,
-        unused_cost_micros,
-        net_split_cost_micros: split_cost_micros,
-        net_unused_cost_micros: unused_cost_micros,
-        public_on_demand_split_cost_micros: split_cost_micros,
-        public_on_demand_unused_cost_micros: unused_cost_micros,
+        split_cost_nanos,
+        unused_cost_nanos,
+        net_split_cost_nanos: split_cost_nanos,
+        net_unused_cost_nanos: unused_cost_nanos,
+        public_on_demand_split_cost_nanos: split_cost_nanos,
+        public_on_demand_unused_cost_nanos: unused_cost_nanos,
         labels: format!(r#"{{"user_team":"{namespace}"}}"#),
     }
 }
@@ -344,7 +344,7 @@ pub async fn story(store: &dyn Store) {
     assert_eq!(read, first);
     // Every split and unused cost of the first hour adds up to what the instance cost.
     let hour_total: i64 =
-        read.cost_facts.iter().map(|fact| fact.split_cost_micros + fact.unused_cost_micros).sum();
+        read.cost_facts.iter().map(|fact| fact.split_cost_nanos + fact.unused_cost_nanos).sum();
     assert_eq!(hour_total, INSTANCE_HOUR_MICROS);
 
     // (d) Replacing the period leaves none of the old rows.

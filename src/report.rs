@@ -1,0 +1,250 @@
+//! Command-line reports: the same numbers as the pages, as a table for people or CSV/JSON
+//! for scripts (stdout).
+//!
+//! `report namespaces` JSON contract (stable; fields may be added, never renamed):
+//!
+//! ```json
+//! {"period": "2026-10",
+//!  "rows": [{"cluster": "ml-prod", "namespace": "acme-llm", "split_cost": 1.5, "unused_cost": 0.25,
+//!            "total_cost": 1.75, "net_total_cost": 1.7, "public_on_demand_total_cost": 2.4}],
+//!  "kubernetes_total": 1.75, "other_cost": 10.0,
+//!  "bill_unblended_total": 12.0, "bill_amortized_total": 11.75}
+//! ```
+//!
+//! Amounts are USD as JSON numbers with at most six decimals; `cluster` appears only with
+//! `--by-cluster`. `other_cost` = `bill_amortized_total` − `kubernetes_total`, so the rows
+//! plus other cost add up to the amortized bill exactly.
+
+use serde_json::{Value, json};
+
+use crate::money::{format_usd, micros_from_nanos, usd_decimal};
+use crate::period::Period;
+use crate::store::{NamespaceCost, Store, StoreError};
+
+/// How a report is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    Table,
+    Csv,
+    Json,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("no cost data for {0}: run `gpuledger ingest cur SOURCE` first")]
+    NoData(Period),
+}
+
+/// Per-namespace Kubernetes cost for a period, with other cost and the bill.
+#[derive(Debug, Clone)]
+pub struct NamespaceReport {
+    pub period: Period,
+    pub by_cluster: bool,
+    pub rows: Vec<NamespaceCost>,
+    pub bill_unblended_micros: i64,
+    pub bill_amortized_micros: i64,
+}
+
+impl NamespaceReport {
+    pub async fn load(
+        store: &dyn Store,
+        period: Period,
+        cluster: Option<&str>,
+        by_cluster: bool,
+    ) -> Result<NamespaceReport, ReportError> {
+        let summary = store
+            .periods()
+            .await?
+            .into_iter()
+            .find(|p| p.period == period.to_string())
+            .ok_or(ReportError::NoData(period))?;
+        let rows = store.namespace_costs(&period.to_string(), cluster, by_cluster).await?;
+        Ok(NamespaceReport {
+            period,
+            by_cluster,
+            rows,
+            bill_unblended_micros: summary.bill_unblended_micros,
+            bill_amortized_micros: summary.bill_amortized_micros,
+        })
+    }
+
+    pub fn kubernetes_total_micros(&self) -> i64 {
+        micros_from_nanos(self.rows.iter().map(|r| r.split_cost_nanos + r.unused_cost_nanos).sum())
+    }
+
+    pub fn other_cost_micros(&self) -> i64 {
+        self.bill_amortized_micros - self.kubernetes_total_micros()
+    }
+
+    pub fn render(&self, format: OutputFormat) -> String {
+        match format {
+            OutputFormat::Json => serde_json::to_string_pretty(&self.to_json()).unwrap_or_default() + "\n",
+            OutputFormat::Csv => self.to_csv(),
+            OutputFormat::Table => self.to_table(),
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        let rows: Vec<Value> = self
+            .rows
+            .iter()
+            .map(|r| {
+                let mut row = json!({
+                    "namespace": r.namespace,
+                    "split_cost": usd(micros_from_nanos(r.split_cost_nanos)),
+                    "unused_cost": usd(micros_from_nanos(r.unused_cost_nanos)),
+                    "total_cost": usd(micros_from_nanos(r.split_cost_nanos + r.unused_cost_nanos)),
+                    "net_total_cost": usd(micros_from_nanos(r.net_split_cost_nanos + r.net_unused_cost_nanos)),
+                    "public_on_demand_total_cost":
+                        usd(micros_from_nanos(r.public_on_demand_split_cost_nanos + r.public_on_demand_unused_cost_nanos)),
+                });
+                if self.by_cluster {
+                    row["cluster"] = json!(r.cluster);
+                }
+                row
+            })
+            .collect();
+        json!({
+            "period": self.period.to_string(),
+            "rows": rows,
+            "kubernetes_total": usd(self.kubernetes_total_micros()),
+            "other_cost": usd(self.other_cost_micros()),
+            "bill_unblended_total": usd(self.bill_unblended_micros),
+            "bill_amortized_total": usd(self.bill_amortized_micros),
+        })
+    }
+
+    fn to_csv(&self) -> String {
+        let mut out = String::new();
+        let cluster_head = if self.by_cluster { "cluster," } else { "" };
+        out.push_str(&format!(
+            "{cluster_head}namespace,split_cost,unused_cost,total_cost,net_total_cost,public_on_demand_total_cost\n"
+        ));
+        for r in &self.rows {
+            let cluster = if self.by_cluster { format!("{},", csv_cell(&r.cluster)) } else { String::new() };
+            out.push_str(&format!(
+                "{cluster}{},{},{},{},{},{}\n",
+                csv_cell(&r.namespace),
+                usd_decimal(micros_from_nanos(r.split_cost_nanos)),
+                usd_decimal(micros_from_nanos(r.unused_cost_nanos)),
+                usd_decimal(micros_from_nanos(r.split_cost_nanos + r.unused_cost_nanos)),
+                usd_decimal(micros_from_nanos(r.net_split_cost_nanos + r.net_unused_cost_nanos)),
+                usd_decimal(micros_from_nanos(
+                    r.public_on_demand_split_cost_nanos + r.public_on_demand_unused_cost_nanos
+                )),
+            ));
+        }
+        let blank = if self.by_cluster { "," } else { "" };
+        out.push_str(&format!("{blank}(other AWS cost),,,{},,\n", usd_decimal(self.other_cost_micros())));
+        out.push_str(&format!(
+            "{blank}(bill total amortized),,,{},,\n",
+            usd_decimal(self.bill_amortized_micros)
+        ));
+        out
+    }
+
+    fn to_table(&self) -> String {
+        let heading = if self.by_cluster { "cluster / namespace" } else { "namespace" };
+        let mut lines: Vec<[String; 6]> =
+            vec![[heading, "split", "unused", "total", "net total", "on-demand total"].map(String::from)];
+        for r in &self.rows {
+            let name = if self.by_cluster {
+                format!("{} / {}", r.cluster, r.namespace)
+            } else {
+                r.namespace.clone()
+            };
+            lines.push([
+                name,
+                format_usd(micros_from_nanos(r.split_cost_nanos)),
+                format_usd(micros_from_nanos(r.unused_cost_nanos)),
+                format_usd(micros_from_nanos(r.split_cost_nanos + r.unused_cost_nanos)),
+                format_usd(micros_from_nanos(r.net_split_cost_nanos + r.net_unused_cost_nanos)),
+                format_usd(micros_from_nanos(
+                    r.public_on_demand_split_cost_nanos + r.public_on_demand_unused_cost_nanos,
+                )),
+            ]);
+        }
+        for (label, micros) in [
+            ("Kubernetes total", self.kubernetes_total_micros()),
+            ("Other AWS cost", self.other_cost_micros()),
+            ("Bill (amortized)", self.bill_amortized_micros),
+            ("Bill (unblended)", self.bill_unblended_micros),
+        ] {
+            lines.push([
+                label.into(),
+                String::new(),
+                String::new(),
+                format_usd(micros),
+                String::new(),
+                String::new(),
+            ]);
+        }
+        let widths: Vec<usize> =
+            (0..6).map(|i| lines.iter().map(|l| l[i].chars().count()).max().unwrap_or(0)).collect();
+        let mut out = format!("Kubernetes cost by namespace, {}\n", self.period);
+        for line in &lines {
+            let cells: Vec<String> = line
+                .iter()
+                .zip(&widths)
+                .enumerate()
+                .map(|(i, (cell, &w))| if i == 0 { format!("{cell:<w$}") } else { format!("{cell:>w$}") })
+                .collect();
+            out.push_str(cells.join("  ").trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Dollars as a JSON number with at most six decimals.
+fn usd(micros: i64) -> Value {
+    json!(micros as f64 / 1e6)
+}
+
+/// Quotes a CSV cell when needed and neutralizes text a spreadsheet would run as a formula.
+pub fn csv_cell(text: &str) -> String {
+    let text = if text.starts_with(['=', '+', '-', '@']) { format!("'{text}") } else { text.to_string() };
+    if text.contains([',', '"', '\n']) { format!("\"{}\"", text.replace('"', "\"\"")) } else { text }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_cells_are_neutralized_and_quoted() {
+        assert_eq!(csv_cell("acme-llm"), "acme-llm");
+        assert_eq!(csv_cell("=HYPERLINK(1)"), "'=HYPERLINK(1)");
+        assert_eq!(csv_cell("a,b"), "\"a,b\"");
+    }
+
+    #[test]
+    fn other_cost_closes_the_bill() {
+        let row = |ns: &str, split: i64, unused: i64| NamespaceCost {
+            cluster: String::new(),
+            namespace: ns.into(),
+            split_cost_nanos: split,
+            unused_cost_nanos: unused,
+            net_split_cost_nanos: split,
+            net_unused_cost_nanos: unused,
+            public_on_demand_split_cost_nanos: split,
+            public_on_demand_unused_cost_nanos: unused,
+        };
+        let report = NamespaceReport {
+            period: "2026-10".parse().unwrap(),
+            by_cluster: false,
+            rows: vec![row("a", 1_500_000_000, 250_000_000), row("b", 2_000_000_000, 0)],
+            bill_unblended_micros: 10_000_000,
+            bill_amortized_micros: 9_000_000,
+        };
+        // 9.00 − (1.50 + 0.25 + 2.00) = 5.25
+        assert_eq!(report.other_cost_micros(), 5_250_000);
+        let json = report.to_json();
+        assert_eq!(json["rows"][0]["total_cost"], 1.75);
+        assert_eq!(json["other_cost"], 5.25);
+        assert!(json["rows"][0].get("cluster").is_none());
+        assert!(report.render(OutputFormat::Csv).ends_with("(bill total amortized),,,9.000000,,\n"));
+    }
+}

@@ -1,0 +1,373 @@
+//! Reading CUR 2.0 data files with polars, in chunks, into typed column views that accept
+//! both encodings: Parquet (numbers, timestamps, maps as `list<struct<key,value>>`) and gzip
+//! CSV (everything text, maps as JSON objects). Rates and the ratio column may be text in
+//! either; every bad value is reported with its file, row and column.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Cursor, Read};
+use std::path::Path;
+
+use polars::prelude::*;
+use polars_arrow::array::{Array, ListArray, PrimitiveArray, StructArray, Utf8ViewArray};
+
+use super::{CurError, invalid};
+
+/// Columns without which a file cannot be ingested.
+pub const REQUIRED_COLUMNS: &[&str] = &[
+    "line_item_line_item_type",
+    "line_item_operation",
+    "line_item_product_code",
+    "line_item_resource_id",
+    "line_item_unblended_cost",
+    "line_item_usage_amount",
+    "line_item_usage_start_date",
+    "line_item_usage_type",
+];
+
+/// Columns read when present: split, commitment, net and product details.
+pub const OPTIONAL_COLUMNS: &[&str] = &[
+    "line_item_line_item_description",
+    "line_item_net_unblended_cost",
+    "pricing_public_on_demand_cost",
+    "product",
+    "product_instance_type",
+    "product_product_family",
+    "reservation_effective_cost",
+    "reservation_net_effective_cost",
+    "reservation_reservation_a_r_n",
+    "reservation_unused_amortized_upfront_fee_for_billing_period",
+    "reservation_unused_recurring_fee",
+    "resource_tags",
+    "savings_plan_net_savings_plan_effective_cost",
+    "savings_plan_savings_plan_a_r_n",
+    "savings_plan_savings_plan_effective_cost",
+    "savings_plan_total_commitment_to_date",
+    "savings_plan_used_commitment",
+    "split_line_item_actual_usage",
+    "split_line_item_net_split_cost",
+    "split_line_item_net_unused_cost",
+    "split_line_item_parent_resource_id",
+    "split_line_item_public_on_demand_split_cost",
+    "split_line_item_public_on_demand_unused_cost",
+    "split_line_item_reserved_usage",
+    "split_line_item_split_cost",
+    "split_line_item_split_usage",
+    "split_line_item_split_usage_ratio",
+    "split_line_item_unused_cost",
+];
+
+/// Rows per chunk: bounds memory whatever the file size.
+pub const CHUNK_ROWS: usize = 250_000;
+
+/// Reads a data file chunk by chunk; returns the rows read.
+pub fn read_file(
+    path: &Path,
+    location: &str,
+    mut visit: impl FnMut(&Columns<'_>) -> Result<(), CurError>,
+) -> Result<usize, CurError> {
+    let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+    if name.ends_with(".parquet") {
+        read_parquet(path, location, &mut visit)
+    } else if name.ends_with(".csv.gz") || name.ends_with(".csv") {
+        read_csv(path, location, name.ends_with(".gz"), &mut visit)
+    } else {
+        Err(invalid(location, "unknown data file type (expected .parquet, .csv.gz or .csv)"))
+    }
+}
+
+fn read_parquet(
+    path: &Path,
+    location: &str,
+    visit: &mut dyn FnMut(&Columns<'_>) -> Result<(), CurError>,
+) -> Result<usize, CurError> {
+    let open = || File::open(path).map_err(|e| invalid(location, e));
+    let not_parquet =
+        |e: PolarsError| invalid(location, format!("not a readable Parquet file (truncated?): {e}"));
+    if std::fs::metadata(path).map(|m| m.len()).unwrap_or(0) == 0 {
+        // OVERWRITE deliveries blank out chunks they no longer need.
+        return Ok(0);
+    }
+    let mut reader = ParquetReader::new(open()?);
+    let schema = reader.schema().map_err(not_parquet)?;
+    let rows = reader.num_rows().map_err(not_parquet)?;
+    let present: Vec<String> = schema.iter_names().map(|n| n.to_string()).collect();
+    check_required(&present, location)?;
+    let wanted: Vec<String> = REQUIRED_COLUMNS
+        .iter()
+        .chain(OPTIONAL_COLUMNS)
+        .filter(|c| present.iter().any(|p| p == *c))
+        .map(|c| c.to_string())
+        .collect();
+    let mut offset = 0;
+    while offset < rows {
+        let length = CHUNK_ROWS.min(rows - offset);
+        let mut frame = ParquetReader::new(open()?)
+            .with_columns(Some(wanted.clone()))
+            .with_slice(Some((offset, length)))
+            .finish()
+            .map_err(not_parquet)?;
+        frame.rechunk_mut();
+        visit(&Columns::new(&frame, location, offset)?)?;
+        offset += length;
+    }
+    Ok(rows)
+}
+
+fn check_required(present: &[String], location: &str) -> Result<(), CurError> {
+    let missing: Vec<&str> =
+        REQUIRED_COLUMNS.iter().copied().filter(|c| !present.iter().any(|p| p == c)).collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid(location, format!("required column(s) missing: {}", missing.join(", "))))
+    }
+}
+
+fn read_csv(
+    path: &Path,
+    location: &str,
+    gzip: bool,
+    visit: &mut dyn FnMut(&Columns<'_>) -> Result<(), CurError>,
+) -> Result<usize, CurError> {
+    let file = File::open(path).map_err(|e| invalid(location, e))?;
+    let raw: Box<dyn Read> =
+        if gzip { Box::new(flate2::read::MultiGzDecoder::new(file)) } else { Box::new(file) };
+    let mut lines = BufReader::with_capacity(1 << 20, raw);
+    let mut header = Vec::new();
+    let broken = |row: usize, e: std::io::Error| {
+        invalid(location, format!("the file is cut short or corrupt after data row {row}: {e}"))
+    };
+    if lines.read_until(b'\n', &mut header).map_err(|e| broken(0, e))? == 0 {
+        return Ok(0);
+    }
+    let names: Vec<String> = String::from_utf8_lossy(&header)
+        .trim_end()
+        .split(',')
+        .map(|n| n.trim_matches('"').to_string())
+        .collect();
+    check_required(&names, location)?;
+    let mut rows = 0;
+    loop {
+        // A chunk is the header plus up to CHUNK_ROWS lines, parsed by polars as text.
+        let mut buffer = header.clone();
+        let mut in_chunk = 0;
+        while in_chunk < CHUNK_ROWS {
+            let read = lines.read_until(b'\n', &mut buffer).map_err(|e| broken(rows + in_chunk, e))?;
+            if read == 0 {
+                break;
+            }
+            in_chunk += 1;
+        }
+        if in_chunk == 0 {
+            break;
+        }
+        let mut frame = CsvReadOptions::default()
+            .with_has_header(true)
+            .with_infer_schema_length(Some(0))
+            .into_reader_with_file_handle(Cursor::new(buffer))
+            .finish()
+            .map_err(|e| invalid(location, format!("rows {}..{}: {e}", rows + 1, rows + in_chunk)))?;
+        frame.rechunk_mut();
+        visit(&Columns::new(&frame, location, rows)?)?;
+        rows += in_chunk;
+    }
+    Ok(rows)
+}
+
+/// The key/value pairs of a map cell, borrowed from Parquet or owned from CSV JSON.
+pub type Pairs<'a> = Vec<(Cow<'a, str>, Cow<'a, str>)>;
+
+/// One column of a chunk, in whichever physical type the file used.
+enum View<'a> {
+    Missing,
+    Text(&'a Utf8ViewArray),
+    Float(&'a PrimitiveArray<f64>),
+    Int(&'a PrimitiveArray<i64>),
+    /// Timestamps in some unit, with units per second.
+    Time(&'a PrimitiveArray<i64>, i64),
+    Map {
+        list: &'a ListArray<i64>,
+        keys: &'a Utf8ViewArray,
+        values: &'a Utf8ViewArray,
+    },
+}
+
+/// A chunk's columns by name, with row accessors that name the file, row and column of any
+/// bad value.
+pub struct Columns<'a> {
+    views: HashMap<&'static str, View<'a>>,
+    location: &'a str,
+    first_row: usize,
+    pub rows: usize,
+}
+
+impl<'a> Columns<'a> {
+    fn new(frame: &'a DataFrame, location: &'a str, first_row: usize) -> Result<Columns<'a>, CurError> {
+        let mut views = HashMap::new();
+        for &name in REQUIRED_COLUMNS.iter().chain(OPTIONAL_COLUMNS) {
+            let view = match frame.column(name) {
+                Ok(column) => view_of(column.as_materialized_series())
+                    .map_err(|e| invalid(location, format!("column {name}: {e}")))?,
+                Err(_) => View::Missing,
+            };
+            views.insert(name, view);
+        }
+        Ok(Columns { views, location, first_row, rows: frame.height() })
+    }
+
+    /// The file these columns come from, as the messages name it.
+    pub fn location(&self) -> &'a str {
+        self.location
+    }
+
+    fn bad(&self, row: usize, column: &str, message: impl std::fmt::Display) -> CurError {
+        invalid(self.location, format!("data row {}, column {column}: {message}", self.first_row + row + 1))
+    }
+
+    /// Text of a cell; empty for nulls and absent columns.
+    pub fn text(&self, column: &'static str, row: usize) -> &'a str {
+        match self.views.get(column) {
+            Some(View::Text(array)) if array.is_valid(row) => array.value(row),
+            _ => "",
+        }
+    }
+
+    /// A number; `None` for nulls, empty text and absent columns.
+    pub fn number(&self, column: &'static str, row: usize) -> Result<Option<f64>, CurError> {
+        match self.views.get(column) {
+            Some(View::Float(array)) => Ok(array.is_valid(row).then(|| array.value(row))),
+            Some(View::Int(array)) => Ok(array.is_valid(row).then(|| array.value(row) as f64)),
+            Some(View::Text(array)) if array.is_valid(row) => {
+                let text = array.value(row).trim();
+                if text.is_empty() {
+                    return Ok(None);
+                }
+                text.parse::<f64>()
+                    .map(Some)
+                    .map_err(|_| self.bad(row, column, format!("{text:?} is not a number")))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// A number, 0 when absent.
+    pub fn amount(&self, column: &'static str, row: usize) -> Result<f64, CurError> {
+        Ok(self.number(column, row)?.unwrap_or(0.0))
+    }
+
+    /// A timestamp as UTC epoch seconds.
+    pub fn epoch_seconds(&self, column: &'static str, row: usize) -> Result<i64, CurError> {
+        match self.views.get(column) {
+            Some(View::Time(array, per_second)) if array.is_valid(row) => {
+                Ok(array.value(row).div_euclid(*per_second))
+            }
+            // A bare INT64 is epoch milliseconds (CUR reference §2.2).
+            Some(View::Int(array)) if array.is_valid(row) => Ok(array.value(row).div_euclid(1000)),
+            Some(View::Text(array)) if array.is_valid(row) => parse_timestamp(array.value(row))
+                .ok_or_else(|| self.bad(row, column, format!("{:?} is not a timestamp", array.value(row)))),
+            _ => Err(self.bad(row, column, "missing timestamp")),
+        }
+    }
+
+    /// The pairs of a map cell (Parquet struct list or CSV JSON object).
+    pub fn map(&self, column: &'static str, row: usize) -> Result<Pairs<'a>, CurError> {
+        match self.views.get(column) {
+            Some(View::Map { list, keys, values }) if list.is_valid(row) => {
+                let (start, end) = list.offsets().start_end(row);
+                Ok((start..end)
+                    .map(|i| {
+                        let value = if values.is_valid(i) { values.value(i) } else { "" };
+                        (Cow::Borrowed(keys.value(i)), Cow::Borrowed(value))
+                    })
+                    .collect())
+            }
+            Some(View::Text(array)) if array.is_valid(row) => {
+                let text = array.value(row).trim();
+                if text.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let parsed: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text)
+                    .map_err(|e| self.bad(row, column, format!("not a JSON object of tags: {e}")))?;
+                parsed
+                    .into_iter()
+                    .map(|(key, value)| match value {
+                        serde_json::Value::String(text) => Ok((Cow::Owned(key), Cow::Owned(text))),
+                        other => {
+                            Err(self.bad(row, column, format!("tag {key:?} has a non-text value {other}")))
+                        }
+                    })
+                    .collect()
+            }
+            _ => Ok(Vec::new()),
+        }
+    }
+}
+
+fn view_of(series: &Series) -> PolarsResult<View<'_>> {
+    Ok(match series.dtype() {
+        DataType::String => series.str()?.downcast_iter().next().map_or(View::Missing, View::Text),
+        DataType::Float64 => series.f64()?.downcast_iter().next().map_or(View::Missing, View::Float),
+        DataType::Int64 => series.i64()?.downcast_iter().next().map_or(View::Missing, View::Int),
+        DataType::Datetime(unit, _) => {
+            let per_second = match unit {
+                TimeUnit::Milliseconds => 1_000,
+                TimeUnit::Microseconds => 1_000_000,
+                TimeUnit::Nanoseconds => 1_000_000_000,
+            };
+            series
+                .datetime()?
+                .physical()
+                .downcast_iter()
+                .next()
+                .map_or(View::Missing, |a| View::Time(a, per_second))
+        }
+        DataType::List(_) => {
+            let Some(list) = series.list()?.downcast_iter().next() else { return Ok(View::Missing) };
+            let entries = list.values().as_any().downcast_ref::<StructArray>();
+            let field = |i: usize| {
+                entries
+                    .and_then(|s| s.values().get(i))
+                    .and_then(|a| a.as_any().downcast_ref::<Utf8ViewArray>())
+            };
+            match (field(0), field(1)) {
+                (Some(keys), Some(values)) => View::Map { list, keys, values },
+                _ => polars_bail!(ComputeError: "map column is not a list of key/value text structs"),
+            }
+        }
+        DataType::Null => View::Missing,
+        other => polars_bail!(ComputeError: "unsupported column type {other}"),
+    })
+}
+
+/// Parses the textual timestamp formats seen in CUR exports (all UTC).
+pub fn parse_timestamp(text: &str) -> Option<i64> {
+    let text = text.trim();
+    let trimmed = text.trim_end_matches('Z');
+    for format in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%d %H:%M:%S"] {
+        if let Ok(t) = chrono::NaiveDateTime::parse_from_str(trimmed, format) {
+            return Some(t.and_utc().timestamp());
+        }
+    }
+    chrono::DateTime::parse_from_rfc3339(text).ok().map(|t| t.timestamp())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_in_every_observed_format() {
+        // 2023-11-01T00:00:00Z = 1698796800
+        for text in [
+            "2023-11-01T00:00:00.000Z",
+            "2023-11-01T00:00:00Z",
+            "2023-11-01 00:00:00.000",
+            "2023-11-01 00:00:00",
+        ] {
+            assert_eq!(parse_timestamp(text), Some(1_698_796_800), "{text}");
+        }
+        assert_eq!(parse_timestamp("yesterday"), None);
+    }
+}

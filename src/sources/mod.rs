@@ -1,0 +1,5 @@
+//! Sources: the outside world gpuledger reads — CUR 2.0 exports in a folder or in S3.
+//! Nothing here writes to the store.
+
+pub mod cur;
+pub mod objects;
