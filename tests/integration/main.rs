@@ -3,4 +3,5 @@
 
 mod generate;
 mod helpers;
+mod ingest_cur;
 mod store_story;

@@ -1,0 +1,372 @@
+//! CUR ingest end to end: generated exports go in through the real readers and come out of
+//! the store matching `truth.json`; re-deliveries replace, repeats change nothing, and every
+//! kind of bad input fails with a message naming the file and leaves the database as it was.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use gpuledger::ingest::{self, CurIngestOptions};
+use gpuledger::period::Period;
+use gpuledger::report::NamespaceReport;
+use gpuledger::store::{self, Store};
+use gpuledger::synth::{self, CurFormat, GenerateOptions, Scale};
+use serde_json::Value;
+
+use crate::helpers;
+
+pub const EXPORT: &str = "test-export";
+
+/// Generates `months` months ending 2026-10 into `out`.
+pub fn generate(out: &Path, scale: Scale, format: CurFormat, months: u32, seed: u64) {
+    let options = GenerateOptions {
+        out: out.to_path_buf(),
+        seed,
+        months,
+        end: "2026-10".parse::<Period>().unwrap(),
+        scale,
+        format,
+        bucket: "test-bucket".into(),
+        prefix: "cur".into(),
+        export_name: EXPORT.into(),
+        metrics: false,
+    };
+    let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
+    synth::generate(&options, &progress).expect("generate");
+}
+
+pub fn export_root(out: &Path) -> PathBuf {
+    out.join("cur").join(EXPORT)
+}
+
+pub fn truth(out: &Path, period: &str) -> Value {
+    let text = std::fs::read_to_string(out.join("truth.json")).unwrap();
+    serde_json::from_str::<Value>(&text).unwrap()["periods"][period].clone()
+}
+
+pub async fn ingest(store: &dyn Store, source: &str, force: bool) -> Vec<ingest::PeriodResult> {
+    let options = CurIngestOptions { source: source.into(), period: None, force, s3: Default::default() };
+    let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
+    ingest::ingest_cur(store, &options, &progress).await.expect("ingest")
+}
+
+/// Checks a stored period against truth: every namespace within a cent, the bill to the
+/// micro-dollar, and Kubernetes + other = bill exactly.
+pub async fn assert_matches_truth(store: &dyn Store, truth: &Value, period: &str) {
+    let report = NamespaceReport::load(store, period.parse().unwrap(), None, false).await.unwrap();
+    let json = report.to_json();
+    let namespaces = truth["namespaces"].as_object().unwrap();
+    assert_eq!(json["rows"].as_array().unwrap().len(), namespaces.len(), "{period}: same namespaces");
+    for row in json["rows"].as_array().unwrap() {
+        let expected = &namespaces[row["namespace"].as_str().unwrap()];
+        for field in
+            ["split_cost", "unused_cost", "total_cost", "net_total_cost", "public_on_demand_total_cost"]
+        {
+            let got = row[field].as_f64().unwrap();
+            let want = expected[field].as_f64().unwrap();
+            assert!(
+                (got - want).abs() < 0.01,
+                "{period} {} {field}: {got} vs truth {want}",
+                row["namespace"]
+            );
+        }
+    }
+    for (field, truth_field) in
+        [("bill_unblended_total", "bill_unblended"), ("bill_amortized_total", "bill_amortized")]
+    {
+        let got = json[field].as_f64().unwrap();
+        let want = truth[truth_field].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-6, "{period} {field}: {got} vs truth {want}");
+    }
+    let kubernetes = json["kubernetes_total"].as_f64().unwrap();
+    assert!((kubernetes - truth["kubernetes_allocated_cost"].as_f64().unwrap()).abs() < 0.01);
+    // Allocated Kubernetes cost + other cost = the bill, to the micro-dollar.
+    assert_eq!(
+        report.kubernetes_total_micros() + report.other_cost_micros(),
+        report.bill_amortized_micros,
+        "{period}: allocated + other = bill"
+    );
+}
+
+/// Everything the store holds, for "nothing changed" checks.
+pub async fn snapshot(store: &dyn Store) -> String {
+    let mut text =
+        format!("{:?}\n{:?}\n", store.periods().await.unwrap(), store.ingest_runs(1000).await.unwrap());
+    for period in store.periods().await.unwrap() {
+        text.push_str(&format!("{:?}\n", store.cost_period(&period.period).await.unwrap()));
+    }
+    text
+}
+
+async fn sqlite(dir: &Path) -> Box<dyn Store> {
+    store::connect(&format!("sqlite:{}", dir.join("ledger.db").display())).await.unwrap()
+}
+
+#[tokio::test]
+async fn demo_parquet_matches_truth_on_sqlite_and_postgres() {
+    let dir = tempfile::tempdir().unwrap();
+    // September has no discount (no net_* columns), October has one.
+    generate(dir.path(), Scale::Demo, CurFormat::Parquet, 2, 11);
+    let source = export_root(dir.path()).display().to_string();
+    let mut stores: Vec<Box<dyn Store>> = vec![sqlite(dir.path()).await];
+    let postgres = helpers::fresh_postgres().await;
+    if let Some(database) = &postgres {
+        stores.push(store::connect(&database.url).await.unwrap());
+    }
+    for store in &stores {
+        let results = ingest(store.as_ref(), &source, false).await;
+        assert_eq!(results.len(), 2);
+        for result in &results {
+            let reconciliation = result.reconciliation.as_ref().unwrap();
+            assert!(reconciliation.split_matches_parents, "{}: {reconciliation:?}", result.period);
+            assert_eq!(
+                reconciliation.rows_read,
+                truth(dir.path(), &result.period)["cur_rows"].as_u64().unwrap(),
+                "every row of the files was read"
+            );
+            assert_matches_truth(store.as_ref(), &truth(dir.path(), &result.period), &result.period).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn demo_csv_matches_truth() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path(), Scale::Demo, CurFormat::Csv, 1, 12);
+    let store = sqlite(dir.path()).await;
+    ingest(store.as_ref(), &export_root(dir.path()).display().to_string(), false).await;
+    assert_matches_truth(store.as_ref(), &truth(dir.path(), "2026-10"), "2026-10").await;
+}
+
+#[tokio::test]
+async fn small_parquet_matches_truth() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path(), Scale::Small, CurFormat::Parquet, 1, 13);
+    let store = sqlite(dir.path()).await;
+    // A billing-period folder as SOURCE limits the ingest to that period.
+    let period_folder = export_root(dir.path()).join("data").join("BILLING_PERIOD=2026-10");
+    let results = ingest(store.as_ref(), &period_folder.display().to_string(), false).await;
+    assert_eq!(results.len(), 1);
+    assert_matches_truth(store.as_ref(), &truth(dir.path(), "2026-10"), "2026-10").await;
+}
+
+#[tokio::test]
+async fn repeats_change_nothing_and_unchanged_versions_are_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path(), Scale::Demo, CurFormat::Parquet, 1, 14);
+    let store = sqlite(dir.path()).await;
+    let source = export_root(dir.path()).display().to_string();
+    ingest(store.as_ref(), &source, false).await;
+    let first = store.cost_period("2026-10").await.unwrap().unwrap();
+    let again = ingest(store.as_ref(), &source, false).await;
+    assert_eq!(again[0].status, "skipped");
+    assert_eq!(store.ingest_runs(10).await.unwrap().len(), 1, "a skipped period records no run");
+    let forced = ingest(store.as_ref(), &source, true).await;
+    assert_eq!(forced[0].status, "ingested");
+    let second = store.cost_period("2026-10").await.unwrap().unwrap();
+    assert_eq!(first, second, "ingesting the same export twice leaves identical data");
+    assert_eq!(store.periods().await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_redelivery_with_different_numbers_replaces_the_period() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path(), Scale::Demo, CurFormat::Parquet, 1, 15);
+    let store = sqlite(dir.path()).await;
+    let source = export_root(dir.path()).display().to_string();
+    ingest(store.as_ref(), &source, false).await;
+    let before = truth(dir.path(), "2026-10");
+    // AWS re-delivers the month: a new execution with different numbers.
+    generate(dir.path(), Scale::Demo, CurFormat::Parquet, 1, 16);
+    let after = truth(dir.path(), "2026-10");
+    assert_ne!(before["bill_amortized"], after["bill_amortized"]);
+    let results = ingest(store.as_ref(), &source, false).await;
+    assert_eq!(results[0].status, "ingested", "a new executionId is a new data version");
+    assert_matches_truth(store.as_ref(), &after, "2026-10").await;
+    assert_eq!(store.periods().await.unwrap().len(), 1);
+}
+
+// ---- Bad input: through the binary, as a user meets it ----
+
+/// A database holding one good period (2026-09), and the export of 2026-10 to break.
+struct BadInputCase {
+    dir: tempfile::TempDir,
+    database_url: String,
+}
+
+impl BadInputCase {
+    async fn new(format: CurFormat) -> BadInputCase {
+        let dir = tempfile::tempdir().unwrap();
+        generate(dir.path(), Scale::Demo, format, 2, 21);
+        let database_url = format!("sqlite:{}", dir.path().join("ledger.db").display());
+        let store = store::connect(&database_url).await.unwrap();
+        let options = CurIngestOptions {
+            source: export_root(dir.path()).display().to_string(),
+            period: Some("2026-09".parse().unwrap()),
+            force: false,
+            s3: Default::default(),
+        };
+        let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
+        ingest::ingest_cur(store.as_ref(), &options, &progress).await.unwrap();
+        BadInputCase { dir, database_url }
+    }
+
+    fn export(&self) -> PathBuf {
+        export_root(self.dir.path())
+    }
+
+    fn data_file(&self, extension: &str) -> PathBuf {
+        self.export().join(format!("data/BILLING_PERIOD=2026-10/{EXPORT}-00001.{extension}"))
+    }
+
+    fn manifest(&self) -> PathBuf {
+        self.export().join(format!("metadata/BILLING_PERIOD=2026-10/{EXPORT}-Manifest.json"))
+    }
+
+    /// Runs `gpuledger ingest cur SOURCE` and checks it fails, says `expected`, and leaves
+    /// the database exactly as it was.
+    async fn assert_fails(&self, source: &Path, expected: &[&str]) {
+        let store = store::connect(&self.database_url).await.unwrap();
+        let before = snapshot(store.as_ref()).await;
+        let output =
+            run(&["--database-url", &self.database_url, "ingest", "cur", &source.display().to_string()]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "the ingest must fail; stderr: {stderr}");
+        for text in expected {
+            assert!(stderr.contains(text), "stderr should mention {text:?}: {stderr}");
+        }
+        assert_eq!(before, snapshot(store.as_ref()).await, "the database must be left as it was");
+    }
+}
+
+pub fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpuledger")).args(args).env("RUST_LOG", "warn").output().unwrap()
+}
+
+fn gunzip(path: &Path) -> String {
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap()),
+        &mut text,
+    )
+    .unwrap();
+    text
+}
+
+fn gzip(path: &Path, text: &str) {
+    let mut encoder = flate2::write::GzEncoder::new(std::fs::File::create(path).unwrap(), Default::default());
+    std::io::Write::write_all(&mut encoder, text.as_bytes()).unwrap();
+    encoder.finish().unwrap();
+}
+
+/// Splits a CSV line at commas outside quotes, keeping each field's raw text.
+fn raw_csv_fields(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut quoted = false;
+    for ch in line.chars() {
+        match ch {
+            '"' => {
+                quoted = !quoted;
+                fields.last_mut().unwrap().push(ch);
+            }
+            ',' if !quoted => fields.push(String::new()),
+            _ => fields.last_mut().unwrap().push(ch),
+        }
+    }
+    fields
+}
+
+#[tokio::test]
+async fn truncated_parquet_is_refused() {
+    let case = BadInputCase::new(CurFormat::Parquet).await;
+    let file = case.data_file("snappy.parquet");
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+    case.assert_fails(&case.export(), &[&format!("{EXPORT}-00001.snappy.parquet"), "Parquet"]).await;
+}
+
+#[tokio::test]
+async fn gzip_csv_cut_mid_stream_is_refused() {
+    let case = BadInputCase::new(CurFormat::Csv).await;
+    let file = case.data_file("csv.gz");
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    case.assert_fails(&case.export(), &[&format!("{EXPORT}-00001.csv.gz"), "cut short or corrupt"]).await;
+}
+
+#[tokio::test]
+async fn csv_missing_a_required_column_is_refused() {
+    let case = BadInputCase::new(CurFormat::Csv).await;
+    let file = case.data_file("csv.gz");
+    let text = gunzip(&file);
+    let (header, body) = text.split_once('\n').unwrap();
+    gzip(
+        &file,
+        &format!("{}\n{body}", header.replace("line_item_unblended_cost", "line_item_unblended_kost")),
+    );
+    case.assert_fails(
+        &case.export(),
+        &["00001.csv.gz", "required column(s) missing: line_item_unblended_cost"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_manifest_listing_a_missing_file_is_refused() {
+    let case = BadInputCase::new(CurFormat::Parquet).await;
+    let mut manifest: Value = serde_json::from_slice(&std::fs::read(case.manifest()).unwrap()).unwrap();
+    let first = manifest["dataFiles"][0].as_str().unwrap().to_string();
+    manifest["dataFiles"].as_array_mut().unwrap().push(Value::String(first.replace("00001", "00002")));
+    std::fs::write(case.manifest(), manifest.to_string()).unwrap();
+    case.assert_fails(&case.export(), &[&format!("{EXPORT}-00002.snappy.parquet"), "does not exist"]).await;
+}
+
+#[tokio::test]
+async fn a_manifest_that_is_not_json_is_refused() {
+    let case = BadInputCase::new(CurFormat::Parquet).await;
+    std::fs::write(case.manifest(), "{\"executionId\": \"x\", dataFiles: [").unwrap();
+    case.assert_fails(&case.export(), &[&format!("{EXPORT}-Manifest.json"), "not valid JSON"]).await;
+}
+
+#[tokio::test]
+async fn a_period_folder_without_a_manifest_is_refused() {
+    let case = BadInputCase::new(CurFormat::Parquet).await;
+    std::fs::remove_file(case.manifest()).unwrap();
+    let period_folder = case.export().join("data/BILLING_PERIOD=2026-10");
+    case.assert_fails(&period_folder, &["BILLING_PERIOD=2026-10", "no manifest"]).await;
+}
+
+#[tokio::test]
+async fn a_malformed_tags_map_is_refused() {
+    let case = BadInputCase::new(CurFormat::Csv).await;
+    let file = case.data_file("csv.gz");
+    // In CSV the map is a JSON object in a quoted field; drop a value's opening quote.
+    let broken = gunzip(&file).replacen("\"\"aws_eks_namespace\"\":\"\"", "\"\"aws_eks_namespace\"\":", 1);
+    gzip(&file, &broken);
+    case.assert_fails(&case.export(), &["00001.csv.gz", "column resource_tags", "not a JSON object"]).await;
+}
+
+#[tokio::test]
+async fn a_cost_that_is_not_a_number_is_refused() {
+    let case = BadInputCase::new(CurFormat::Csv).await;
+    let file = case.data_file("csv.gz");
+    let text = gunzip(&file);
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    let column = lines[0].split(',').position(|c| c == "line_item_unblended_cost").unwrap();
+    // The EKS control-plane hour: a line with no map cells that hold commas.
+    let index = lines.iter().position(|l| l.contains("perCluster")).unwrap();
+    let mut fields = raw_csv_fields(&lines[index]);
+    assert_eq!(fields[column], "0.1", "the control plane costs $0.10 an hour");
+    fields[column] = "0.1O".into();
+    lines[index] = fields.join(",");
+    gzip(&file, &(lines.join("\n") + "\n"));
+    case.assert_fails(
+        &case.export(),
+        &[
+            "00001.csv.gz",
+            &format!("data row {index}"),
+            "line_item_unblended_cost",
+            "\"0.1O\" is not a number",
+        ],
+    )
+    .await;
+}
