@@ -77,6 +77,9 @@ pub struct CurArgs {
     /// An S3-compatible endpoint (switches to path-style addressing).
     #[arg(long, env = "GPULEDGER_S3_ENDPOINT_URL")]
     pub endpoint_url: Option<String>,
+    /// Seconds to wait for S3 to connect, answer, or send the next bytes of a file.
+    #[arg(long, env = "GPULEDGER_S3_TIMEOUT_SECONDS", default_value_t = 30)]
+    pub s3_timeout: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -200,7 +203,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 source: args.source,
                 period: args.period,
                 force: args.force,
-                s3: S3Options { endpoint_url: args.endpoint_url },
+                s3: S3Options {
+                    endpoint_url: args.endpoint_url,
+                    timeout: std::time::Duration::from_secs(args.s3_timeout.max(1)),
+                },
             };
             run_cur_ingest(store.as_ref(), &options).await
         }

@@ -128,16 +128,25 @@ impl LocalFolder {
 /// An export root in S3: `s3://bucket/prefix/export-name`.
 pub struct S3Store {
     client: aws_sdk_s3::Client,
+    timeout: Duration,
     bucket: String,
     /// Key prefix of the export root, ending with `/` (or empty).
     root: String,
 }
 
 /// How to reach S3: the default credential chain and region, optionally another endpoint.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct S3Options {
     /// An S3-compatible endpoint (moto, MinIO); switches to path-style addressing.
     pub endpoint_url: Option<String>,
+    /// Longest wait for a connection, a response, or the next bytes of a download.
+    pub timeout: Duration,
+}
+
+impl Default for S3Options {
+    fn default() -> S3Options {
+        S3Options { endpoint_url: None, timeout: Duration::from_secs(30) }
+    }
 }
 
 impl S3Store {
@@ -153,8 +162,9 @@ impl S3Store {
             .with_max_attempts(5)
             .with_initial_backoff(Duration::from_millis(200));
         let timeouts = aws_config::timeout::TimeoutConfig::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .read_timeout(Duration::from_secs(30))
+            .connect_timeout(options.timeout)
+            .read_timeout(options.timeout)
+            .operation_attempt_timeout(options.timeout * 2)
             .build();
         let shared = aws_config::defaults(aws_config::BehaviorVersion::latest())
             .retry_config(retry)
@@ -170,6 +180,7 @@ impl S3Store {
         }
         Ok(S3Store {
             client: aws_sdk_s3::Client::from_conf(builder.build()),
+            timeout: options.timeout,
             bucket: bucket.to_string(),
             root: if prefix.is_empty() { String::new() } else { format!("{prefix}/") },
         })
@@ -268,8 +279,19 @@ impl ObjectStore for S3Store {
         let mut file =
             tokio::fs::File::create(&path).await.map_err(|e| failed(path.display().to_string(), e))?;
         let mut body: ByteStream = response.body;
-        // Stream to disk chunk by chunk: a large export is never held whole in memory.
-        while let Some(chunk) = body.try_next().await.map_err(|e| failed(self.locate(key), e))? {
+        // Stream to disk chunk by chunk: a large export is never held whole in memory. A body
+        // that stops mid-way is given up on after the timeout rather than waited on forever.
+        loop {
+            let next = tokio::time::timeout(self.timeout, body.try_next()).await.map_err(|_| {
+                failed(
+                    self.locate(key),
+                    format!(
+                        "the endpoint stopped sending data for {} s mid-download",
+                        self.timeout.as_secs()
+                    ),
+                )
+            })?;
+            let Some(chunk) = next.map_err(|e| failed(self.locate(key), e))? else { break };
             file.write_all(&chunk).await.map_err(|e| failed(path.display().to_string(), e))?;
         }
         file.flush().await.map_err(|e| failed(path.display().to_string(), e))?;

@@ -4,4 +4,5 @@
 mod generate;
 mod helpers;
 mod ingest_cur;
+mod s3;
 mod store_story;

@@ -1,0 +1,225 @@
+//! CUR ingest from S3 with the real AWS SDK against a local moto server: a generated export
+//! uploaded to a bucket comes out matching truth; a missing bucket and an endpoint that stops
+//! answering half-way fail clearly and change nothing.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use gpuledger::store;
+use gpuledger::synth::{CurFormat, Scale};
+
+use crate::ingest_cur::{EXPORT, assert_matches_truth, export_root, generate, snapshot, truth};
+
+const BUCKET: &str = "test-bucket";
+
+/// A moto server on a free loopback port, stopped by its process id when dropped.
+struct Moto {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn moto_binary() -> Option<PathBuf> {
+    let candidates = [
+        std::env::var("GPULEDGER_MOTO_SERVER").ok().map(PathBuf::from),
+        std::env::var("HOME").ok().map(|home| Path::new(&home).join(".cache/gpuledger-venv/bin/moto_server")),
+    ];
+    candidates.into_iter().flatten().find(|path| path.is_file())
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Starts moto, or returns `None` (test skipped) when it is not installed.
+fn start_moto() -> Option<Moto> {
+    let Some(binary) = moto_binary() else {
+        eprintln!("moto_server not installed: S3 test skipped (scripts/test installs it)");
+        return None;
+    };
+    let port = free_port();
+    let child = Command::new(binary)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let moto = Moto { child, url: format!("http://127.0.0.1:{port}") };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "moto did not start on port {port}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Some(moto)
+}
+
+async fn client(endpoint: &str) -> aws_sdk_s3::Client {
+    let credentials = aws_sdk_s3::config::Credentials::new("testing", "testing", None, None, "test");
+    let config = aws_sdk_s3::config::Builder::new()
+        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+        .region(aws_sdk_s3::config::Region::new("us-east-1"))
+        .credentials_provider(credentials)
+        .endpoint_url(endpoint)
+        .force_path_style(true)
+        .build();
+    aws_sdk_s3::Client::from_conf(config)
+}
+
+/// Uploads a generated export under `cur/test-export/`, as the manifest's URIs name it.
+async fn upload(endpoint: &str, out: &Path) {
+    let s3 = client(endpoint).await;
+    s3.create_bucket().bucket(BUCKET).send().await.unwrap();
+    let root = export_root(out);
+    let mut pending = vec![root.clone()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+                continue;
+            }
+            let relative = path.strip_prefix(&root).unwrap().display().to_string();
+            let body = aws_sdk_s3::primitives::ByteStream::from_path(&path).await.unwrap();
+            s3.put_object()
+                .bucket(BUCKET)
+                .key(format!("cur/{EXPORT}/{relative}"))
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// Runs the binary with test credentials for the local endpoint.
+fn ingest_from(endpoint: &str, database_url: &str, source: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpuledger"))
+        .args([
+            "--database-url",
+            database_url,
+            "ingest",
+            "cur",
+            source,
+            "--endpoint-url",
+            endpoint,
+            "--s3-timeout",
+            "3",
+        ])
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_export_in_s3_matches_truth() {
+    let Some(moto) = start_moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path(), Scale::Demo, CurFormat::Parquet, 1, 31);
+    upload(&moto.url, dir.path()).await;
+    let database_url = format!("sqlite:{}", dir.path().join("ledger.db").display());
+    let output = ingest_from(&moto.url, &database_url, &format!("s3://{BUCKET}/cur/{EXPORT}"));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("2026-10: ingested"), "{stdout}");
+    assert!(stdout.contains("0 of"), "split rows reconcile: {stdout}");
+    let store = store::connect(&database_url).await.unwrap();
+    assert_matches_truth(store.as_ref(), &truth(dir.path(), "2026-10"), "2026-10").await;
+    let runs = store.ingest_runs(5).await.unwrap();
+    assert!(runs[0].source.starts_with(&format!("s3://{BUCKET}/cur/{EXPORT}/metadata/")), "{:?}", runs[0]);
+}
+
+#[tokio::test]
+async fn a_bucket_that_does_not_exist_is_refused() {
+    let Some(moto) = start_moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let database_url = format!("sqlite:{}", dir.path().join("ledger.db").display());
+    let store = store::connect(&database_url).await.unwrap();
+    let before = snapshot(store.as_ref()).await;
+    let output = ingest_from(&moto.url, &database_url, "s3://no-such-bucket/cur/x");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("s3://no-such-bucket/cur/x/metadata/"), "{stderr}");
+    assert!(stderr.contains("NoSuchBucket"), "{stderr}");
+    assert_eq!(before, snapshot(store.as_ref()).await);
+}
+
+/// Forwards to `upstream` until `limit` response bytes have passed, then stops answering:
+/// open connections go silent and new ones are accepted and never served.
+fn stalling_proxy(upstream: String, limit: usize) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    let forwarded = Arc::new(AtomicUsize::new(0));
+    let stalled = Arc::new(AtomicBool::new(false));
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for client in listener.incoming().flatten() {
+            if stalled.load(Ordering::SeqCst) {
+                held.push(client); // accepted, never answered
+                continue;
+            }
+            let Ok(server) = TcpStream::connect(upstream.trim_start_matches("http://")) else { continue };
+            let (mut client_read, mut server_write) =
+                (client.try_clone().unwrap(), server.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut client_read, &mut server_write);
+            });
+            let (forwarded, stalled) = (forwarded.clone(), stalled.clone());
+            std::thread::spawn(move || {
+                let (mut server_read, mut client_write) = (server, client);
+                let mut buffer = [0u8; 16 * 1024];
+                loop {
+                    let Ok(read) = server_read.read(&mut buffer) else { break };
+                    if read == 0 || stalled.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    if forwarded.fetch_add(read, Ordering::SeqCst) + read > limit {
+                        stalled.store(true, Ordering::SeqCst);
+                        // Keep the client socket open and silent until the test ends.
+                        std::thread::sleep(Duration::from_secs(60));
+                        break;
+                    }
+                    if client_write.write_all(&buffer[..read]).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    address
+}
+
+#[tokio::test]
+async fn an_endpoint_that_stops_answering_half_way_is_refused() {
+    let Some(moto) = start_moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path(), Scale::Demo, CurFormat::Parquet, 1, 32);
+    upload(&moto.url, dir.path()).await;
+    let database_url = format!("sqlite:{}", dir.path().join("ledger.db").display());
+    let store = store::connect(&database_url).await.unwrap();
+    let before = snapshot(store.as_ref()).await;
+    // Listing and the manifest take a few kB; the data file is megabytes: stop inside it.
+    let proxy = stalling_proxy(moto.url.clone(), 256 * 1024);
+    let started = Instant::now();
+    let output = ingest_from(&proxy, &database_url, &format!("s3://{BUCKET}/cur/{EXPORT}"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("{EXPORT}-00001.snappy.parquet")), "names the file: {stderr}");
+    assert!(stderr.contains("stopped sending data"), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(60), "gives up after the timeout, not never");
+    assert_eq!(before, snapshot(store.as_ref()).await);
+}
