@@ -182,8 +182,7 @@ fn stalling_proxy(upstream: String, limit: usize) -> String {
             std::thread::spawn(move || {
                 let (mut server_read, mut client_write) = (server, client);
                 let mut buffer = [0u8; 16 * 1024];
-                loop {
-                    let Ok(read) = server_read.read(&mut buffer) else { break };
+                while let Ok(read) = server_read.read(&mut buffer) {
                     if read == 0 || stalled.load(Ordering::SeqCst) {
                         break;
                     }
