@@ -264,8 +264,13 @@ async fn run_cur_ingest(store: &dyn store::Store, options: &CurIngestOptions) ->
             }
             Some(r) => {
                 println!(
-                    "{}: ingested {} rows in {:.1} s (data version {})",
-                    result.period, r.rows_read, result.seconds, result.data_version
+                    "{}: ingested {} rows in {:.1} s (read {:.1} s, write {:.1} s; data version {})",
+                    result.period,
+                    r.rows_read,
+                    result.seconds,
+                    result.read_seconds,
+                    result.write_seconds,
+                    result.data_version
                 );
                 println!(
                     "  bill: unblended {} USD, amortized {} USD; Kubernetes (split + unused) {} USD + other {} USD",

@@ -17,10 +17,10 @@ use serde::Serialize;
 use crate::catalog;
 use crate::money::{micros_from_nanos, micros_from_usd, nanos_from_usd, usd_decimal};
 use crate::period::Period;
-use crate::sources::cur::reader::{self, Columns};
+use crate::sources::cur::reader::{self, Col, Columns};
 use crate::sources::cur::{CurError, invalid};
 use crate::split::Resource;
-use crate::store::{CostFact, CostPeriod, InstanceHour, OtherCost};
+use crate::store::{CostFact, CostPeriod, FactBatches, InstanceHour, OtherCost};
 
 /// Σ(split + unused) may differ from the parent's amortized cost by this fraction.
 pub const SPLIT_TOLERANCE: f64 = 1e-4;
@@ -72,11 +72,15 @@ struct InstanceBuilder {
 pub struct PeriodBuilder {
     period: Period,
     data_version: String,
-    facts: Vec<CostFact>,
-    /// Parent instance and hour of each fact, to fill its instance attributes at the end.
-    fact_parents: Vec<(String, i64)>,
-    instances: HashMap<(String, i64), InstanceBuilder>,
-    pod_sums: HashMap<(String, i64), f64>,
+    strings: Interner,
+    /// Pod dimensions (cluster, namespace, workload, workload type, pod, node, labels) as
+    /// interned ids; facts point at them by index.
+    pods: HashMap<[u32; 7], u32>,
+    pod_dimensions: Vec<[u32; 7]>,
+    facts: Vec<CompactFact>,
+    /// Keyed by (interned instance id, hour).
+    instances: HashMap<(u32, i64), InstanceBuilder>,
+    pod_sums: HashMap<(u32, i64), f64>,
     other: BTreeMap<(i64, String, String, String), (i64, i64)>,
     unblended_micros: i64,
     amortized_micros: i64,
@@ -90,8 +94,10 @@ impl PeriodBuilder {
         PeriodBuilder {
             period,
             data_version: data_version.to_string(),
+            strings: Interner::default(),
+            pods: HashMap::new(),
+            pod_dimensions: Vec::new(),
             facts: Vec::new(),
-            fact_parents: Vec::new(),
             instances: HashMap::new(),
             pod_sums: HashMap::new(),
             other: BTreeMap::new(),
@@ -122,28 +128,28 @@ impl PeriodBuilder {
 
     fn add_row(&mut self, c: &Columns<'_>, row: usize) -> Result<(), CurError> {
         self.rows += 1;
-        let operation = c.text("line_item_operation", row);
+        let operation = c.text(Col::LineItemOperation, row);
         if operation == "EKSPod-EC2" || operation == "ECSTask-EC2" {
             self.split_rows += 1;
             return self.add_split_row(c, row, operation == "ECSTask-EC2");
         }
-        let line_type = c.text("line_item_line_item_type", row);
-        let unblended = c.amount("line_item_unblended_cost", row)?;
+        let line_type = c.text(Col::LineItemLineItemType, row);
+        let unblended = c.amount(Col::LineItemUnblendedCost, row)?;
         let amortized = amortized_cost(c, row, line_type, unblended)?;
         self.unblended_micros += micros_from_usd(unblended);
         self.amortized_micros += micros_from_usd(amortized);
-        let start = c.epoch_seconds("line_item_usage_start_date", row)?;
+        let start = c.epoch_seconds(Col::LineItemUsageStartDate, row)?;
         let is_instance = operation.contains("RunInstances")
-            && c.text("product_product_family", row).contains("Compute Instance")
+            && c.text(Col::ProductProductFamily, row).contains("Compute Instance")
             && matches!(line_type, "Usage" | "SavingsPlanCoveredUsage" | "DiscountedUsage");
         if is_instance {
             return self.add_instance_line(c, row, start, line_type, unblended, amortized);
         }
         let key = (
             start - start.rem_euclid(86_400),
-            c.text("line_item_product_code", row).to_string(),
+            c.text(Col::LineItemProductCode, row).to_string(),
             line_type.to_string(),
-            c.text("line_item_usage_type", row).to_string(),
+            c.text(Col::LineItemUsageType, row).to_string(),
         );
         let entry = self.other.entry(key).or_default();
         entry.0 += micros_from_usd(unblended);
@@ -161,11 +167,11 @@ impl PeriodBuilder {
         amortized: f64,
     ) -> Result<(), CurError> {
         let hour = start - start.rem_euclid(3600);
-        let instance_id = c.text("line_item_resource_id", row).to_string();
+        let instance_id = c.text(Col::LineItemResourceId, row);
         let net_amortized = net_amortized_cost(c, row, line_type, amortized)?;
-        let public_on_demand = c.amount("pricing_public_on_demand_cost", row)?;
-        let usage = c.amount("line_item_usage_amount", row)?;
-        let key = (instance_id.clone(), hour);
+        let public_on_demand = c.amount(Col::PricingPublicOnDemandCost, row)?;
+        let usage = c.amount(Col::LineItemUsageAmount, row)?;
+        let key = (self.strings.id(instance_id), hour);
         if let Some(existing) = self.instances.get_mut(&key) {
             // Several lines for one instance-hour (part Savings Plan, part On-Demand): add up.
             existing.amortized += amortized;
@@ -175,14 +181,14 @@ impl PeriodBuilder {
             existing.hour.usage_hours += usage;
             return Ok(());
         }
-        let product = c.map("product", row)?;
-        let tags = c.map("resource_tags", row)?;
+        let product = c.map(Col::Product, row)?;
+        let tags = c.map(Col::ResourceTags, row)?;
         let product_value = |name: &str| product.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_ref());
-        let usage_type = c.text("line_item_usage_type", row);
-        let mut instance_type = c.text("product_instance_type", row).to_string();
+        let usage_type = c.text(Col::LineItemUsageType, row);
+        let mut instance_type = c.text(Col::ProductInstanceType, row).to_string();
         if instance_type.is_empty() {
             // Spot lines may omit the type; CID reads it from the description.
-            let described = c.text("line_item_line_item_description", row).split(' ').next().unwrap_or("");
+            let described = c.text(Col::LineItemLineItemDescription, row).split(' ').next().unwrap_or("");
             instance_type = if described.contains('.') {
                 described.to_string()
             } else {
@@ -193,9 +199,9 @@ impl PeriodBuilder {
         let number = |text: Option<&str>| {
             text.and_then(|t| t.split(' ').next()).and_then(|t| t.parse::<f64>().ok()).map(|v| v as i64)
         };
-        let purchase_option = if !c.text("savings_plan_savings_plan_a_r_n", row).is_empty() {
+        let purchase_option = if !c.text(Col::SavingsPlanSavingsPlanARN, row).is_empty() {
             "Savings Plans"
-        } else if !c.text("reservation_reservation_a_r_n", row).is_empty() {
+        } else if !c.text(Col::ReservationReservationARN, row).is_empty() {
             "Reserved"
         } else if usage_type.contains("Spot") {
             "Spot"
@@ -213,7 +219,7 @@ impl PeriodBuilder {
                 hour: InstanceHour {
                     hour,
                     cluster,
-                    instance_id,
+                    instance_id: instance_id.to_string(),
                     gpu_model: known.map(|t| t.gpu_model.to_string()).unwrap_or_default(),
                     gpu_count: number(product_value("gpu")).or(known.map(|t| i64::from(t.gpus))).unwrap_or(0),
                     vcpu: number(product_value("vcpu")).or(known.map(|t| i64::from(t.vcpu))).unwrap_or(0),
@@ -238,36 +244,34 @@ impl PeriodBuilder {
     }
 
     fn add_split_row(&mut self, c: &Columns<'_>, row: usize, ecs: bool) -> Result<(), CurError> {
-        let parent = c.text("split_line_item_parent_resource_id", row);
-        let split_cost = c.amount("split_line_item_split_cost", row)?;
-        let unused_cost = c.amount("split_line_item_unused_cost", row)?;
-        let resource = Resource::from_usage_type(c.text("line_item_usage_type", row));
+        let parent = c.text(Col::SplitLineItemParentResourceId, row);
+        let split_cost = c.amount(Col::SplitLineItemSplitCost, row)?;
+        let unused_cost = c.amount(Col::SplitLineItemUnusedCost, row)?;
+        let resource = Resource::from_usage_type(c.text(Col::LineItemUsageType, row));
         // CID drops split rows with no parent and no cost: they are noise.
         if ecs || resource.is_none() || (parent.is_empty() && split_cost == 0.0) {
             self.split_rows_skipped += 1;
             return Ok(());
         }
-        let start = c.epoch_seconds("line_item_usage_start_date", row)?;
+        let start = c.epoch_seconds(Col::LineItemUsageStartDate, row)?;
         let hour = start - start.rem_euclid(3600);
-        let tags = c.map("resource_tags", row)?;
-        let tag =
-            |name: &str| tags.iter().find(|(k, _)| k == name).map(|(_, v)| v.to_string()).unwrap_or_default();
+        let tags = c.map(Col::ResourceTags, row)?;
+        let tag = |name: &str| tags.iter().find(|(k, _)| k == name).map_or("", |(_, v)| v.as_ref());
         // arn:aws:eks:<region>:<account>:pod/<cluster>/<namespace>/<pod>/<uid>
-        let arn = c.text("line_item_resource_id", row);
-        let parts: Vec<&str> = arn.split('/').collect();
-        let (cluster, namespace, pod) = match parts.as_slice() {
-            [_, cluster, namespace, pod, ..] => (cluster.to_string(), namespace.to_string(), pod.to_string()),
+        let arn = c.text(Col::LineItemResourceId, row);
+        let mut parts = arn.split('/');
+        let (cluster, namespace, pod) = match (parts.next(), parts.next(), parts.next(), parts.next()) {
+            (Some(_), Some(cluster), Some(namespace), Some(pod)) => (cluster, namespace, pod),
+            _ if !tag("aws_eks_namespace").is_empty() => {
+                (tag("aws_eks_cluster_name"), tag("aws_eks_namespace"), "")
+            }
             _ => {
-                let namespace = tag("aws_eks_namespace");
-                if namespace.is_empty() {
-                    return Err(invalid(
-                        c.location(),
-                        format!(
-                            "split row with resource id {arn:?}: neither a pod ARN nor an aws_eks_namespace tag"
-                        ),
-                    ));
-                }
-                (tag("aws_eks_cluster_name"), namespace, String::new())
+                return Err(invalid(
+                    c.location(),
+                    format!(
+                        "split row with resource id {arn:?}: neither a pod ARN nor an aws_eks_namespace tag"
+                    ),
+                ));
             }
         };
         let deployment = tag("aws_eks_deployment");
@@ -277,55 +281,53 @@ impl PeriodBuilder {
             .filter(|(k, _)| k.starts_with("user_"))
             .map(|(k, v)| (k.as_ref(), v.as_ref()))
             .collect();
+        let labels = serde_json::to_string(&labels).unwrap_or_else(|_| "{}".into());
+        let dimensions = [
+            self.strings.id(cluster),
+            self.strings.id(namespace),
+            self.strings.id(workload),
+            self.strings.id(tag("aws_eks_workload_type")),
+            self.strings.id(pod),
+            self.strings.id(tag("aws_eks_node")),
+            self.strings.id(&labels),
+        ];
+        let next_pod = self.pod_dimensions.len() as u32;
+        let pod_index = *self.pods.entry(dimensions).or_insert(next_pod);
+        if pod_index == next_pod {
+            self.pod_dimensions.push(dimensions);
+        }
         // Net costs only when present and positive, else gross (CID rule).
-        let net = |column: &'static str, gross: f64| -> Result<f64, CurError> {
+        let net = |column: Col, gross: f64| -> Result<f64, CurError> {
             Ok(c.number(column, row)?.filter(|v| *v > 0.0).unwrap_or(gross))
         };
-        let net_split = net("split_line_item_net_split_cost", split_cost)?;
-        let net_unused = net("split_line_item_net_unused_cost", unused_cost)?;
-        *self.pod_sums.entry((parent.to_string(), hour)).or_default() += split_cost + unused_cost;
-        self.facts.push(CostFact {
+        let instance = self.strings.id(parent);
+        *self.pod_sums.entry((instance, hour)).or_default() += split_cost + unused_cost;
+        self.facts.push(CompactFact {
             hour,
-            cluster,
-            namespace,
-            workload,
-            workload_type: tag("aws_eks_workload_type"),
-            pod,
-            node: tag("aws_eks_node"),
-            instance_id: parent.to_string(),
-            instance_type: String::new(),
-            gpu_model: String::new(),
-            purchase_option: String::new(),
-            resource: resource.map(Resource::as_str).unwrap_or_default().to_string(),
-            reserved_usage: c.amount("split_line_item_reserved_usage", row)?,
-            actual_usage: c.amount("split_line_item_actual_usage", row)?,
-            split_usage: c.amount("split_line_item_split_usage", row)?,
-            split_usage_ratio: c.amount("split_line_item_split_usage_ratio", row)?,
-            split_cost_nanos: nanos_from_usd(split_cost),
-            unused_cost_nanos: nanos_from_usd(unused_cost),
-            net_split_cost_nanos: nanos_from_usd(net_split),
-            net_unused_cost_nanos: nanos_from_usd(net_unused),
-            public_on_demand_split_cost_nanos: nanos_from_usd(
-                c.amount("split_line_item_public_on_demand_split_cost", row)?,
-            ),
-            public_on_demand_unused_cost_nanos: nanos_from_usd(
-                c.amount("split_line_item_public_on_demand_unused_cost", row)?,
-            ),
-            labels: serde_json::to_string(&labels).unwrap_or_else(|_| "{}".into()),
+            pod: pod_index,
+            instance,
+            resource: resource.unwrap_or(Resource::Vcpu),
+            usage: [
+                c.amount(Col::SplitLineItemReservedUsage, row)?,
+                c.amount(Col::SplitLineItemActualUsage, row)?,
+                c.amount(Col::SplitLineItemSplitUsage, row)?,
+                c.amount(Col::SplitLineItemSplitUsageRatio, row)?,
+            ],
+            nanos: [
+                nanos_from_usd(split_cost),
+                nanos_from_usd(unused_cost),
+                nanos_from_usd(net(Col::SplitLineItemNetSplitCost, split_cost)?),
+                nanos_from_usd(net(Col::SplitLineItemNetUnusedCost, unused_cost)?),
+                nanos_from_usd(c.amount(Col::SplitLineItemPublicOnDemandSplitCost, row)?),
+                nanos_from_usd(c.amount(Col::SplitLineItemPublicOnDemandUnusedCost, row)?),
+            ],
         });
-        self.fact_parents.push((parent.to_string(), hour));
         Ok(())
     }
 
-    /// The finished period and how it reconciles.
-    pub fn finish(mut self) -> (CostPeriod, Reconciliation) {
-        for (fact, parent) in self.facts.iter_mut().zip(&self.fact_parents) {
-            if let Some(instance) = self.instances.get(parent) {
-                fact.instance_type.clone_from(&instance.hour.instance_type);
-                fact.gpu_model.clone_from(&instance.hour.gpu_model);
-                fact.purchase_option.clone_from(&instance.hour.purchase_option);
-            }
-        }
+    /// The finished period (its facts to be streamed from the returned [`PeriodFacts`]) and
+    /// how it reconciles.
+    pub fn finish(mut self) -> (CostPeriod, Reconciliation, PeriodFacts) {
         let mut disagreements = Vec::new();
         let mut disagreeing = 0;
         let mut note = |instance_id: &str, hour: i64, instance_amortized: f64, pods: f64| {
@@ -342,12 +344,13 @@ impl PeriodBuilder {
         // Split rows whose parent line is not in the bill: their cost has no source.
         for (key, pods) in &self.pod_sums {
             if !self.instances.contains_key(key) {
-                note(&key.0, key.1, 0.0, *pods);
+                note(self.strings.get(key.0), key.1, 0.0, *pods);
             }
         }
         let mut with_pods = 0i64;
         let mut without_pods = 0i64;
         let mut instance_hours = Vec::with_capacity(self.instances.len());
+        let mut parents = HashMap::with_capacity(self.instances.len());
         for (key, builder) in self.instances.drain() {
             let mut hour = builder.hour;
             hour.amortized_cost_micros = micros_from_usd(builder.amortized);
@@ -359,17 +362,19 @@ impl PeriodBuilder {
                     with_pods += hour.amortized_cost_micros;
                     if (pods - builder.amortized).abs() > SPLIT_TOLERANCE * builder.amortized.abs().max(1e-6)
                     {
-                        note(&key.0, key.1, builder.amortized, pods);
+                        note(&hour.instance_id, key.1, builder.amortized, pods);
                     }
                 }
                 None => without_pods += hour.amortized_cost_micros,
             }
+            let attributes =
+                [&hour.instance_type, &hour.gpu_model, &hour.purchase_option].map(|t| self.strings.id(t));
+            parents.insert(key, attributes);
             instance_hours.push(hour);
         }
         instance_hours.sort_by(|a, b| (a.hour, &a.instance_id).cmp(&(b.hour, &b.instance_id)));
         let checked = self.pod_sums.len() as u64;
-        let allocated =
-            micros_from_nanos(self.facts.iter().map(|f| f.split_cost_nanos + f.unused_cost_nanos).sum());
+        let allocated = micros_from_nanos(self.facts.iter().map(|f| f.nanos[0] + f.nanos[1]).sum());
         let other_costs: Vec<OtherCost> = self
             .other
             .into_iter()
@@ -403,32 +408,147 @@ impl PeriodBuilder {
             data_version: self.data_version,
             bill_unblended_micros: self.unblended_micros,
             bill_amortized_micros: self.amortized_micros,
-            cost_facts: self.facts,
+            cost_facts: Vec::new(),
             instance_hours,
             other_costs,
         };
-        (period, reconciliation)
+        let facts = PeriodFacts {
+            strings: self.strings,
+            pod_dimensions: self.pod_dimensions,
+            parents,
+            facts: self.facts,
+            next: 0,
+        };
+        (period, reconciliation, facts)
+    }
+}
+
+/// Strings seen in a period, each stored once and named by a small id.
+#[derive(Default)]
+struct Interner {
+    ids: HashMap<Box<str>, u32>,
+    texts: Vec<Box<str>>,
+}
+
+impl Interner {
+    fn id(&mut self, text: &str) -> u32 {
+        if let Some(&id) = self.ids.get(text) {
+            return id;
+        }
+        let id = self.texts.len() as u32;
+        self.texts.push(text.into());
+        self.ids.insert(text.into(), id);
+        id
+    }
+
+    fn get(&self, id: u32) -> &str {
+        &self.texts[id as usize]
+    }
+}
+
+/// A split row with its strings interned: about 100 bytes, so a 10-million-row month fits
+/// in memory where `CostFact`s with owned strings would not.
+struct CompactFact {
+    hour: i64,
+    pod: u32,
+    instance: u32,
+    resource: Resource,
+    /// reserved, actual, split usage, split usage ratio
+    usage: [f64; 4],
+    /// split, unused, net split, net unused, public on-demand split, public on-demand unused
+    nanos: [i64; 6],
+}
+
+/// A period's facts, turned back into [`CostFact`] rows a batch at a time as the store
+/// writes them.
+pub struct PeriodFacts {
+    strings: Interner,
+    pod_dimensions: Vec<[u32; 7]>,
+    /// (instance type, GPU model, purchase option) ids per (instance id, hour).
+    parents: HashMap<(u32, i64), [u32; 3]>,
+    facts: Vec<CompactFact>,
+    next: usize,
+}
+
+/// Rows per batch handed to the store.
+const FACT_BATCH: usize = 20_000;
+
+impl PeriodFacts {
+    pub fn len(&self) -> usize {
+        self.facts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.facts.is_empty()
+    }
+}
+
+impl FactBatches for PeriodFacts {
+    fn next_batch(&mut self) -> Option<Vec<CostFact>> {
+        let end = (self.next + FACT_BATCH).min(self.facts.len());
+        if self.next == end {
+            return None;
+        }
+        let text = |id: u32| self.strings.get(id).to_string();
+        let batch = self.facts[self.next..end]
+            .iter()
+            .map(|fact| {
+                let [cluster, namespace, workload, workload_type, pod, node, labels] =
+                    self.pod_dimensions[fact.pod as usize];
+                let [instance_type, gpu_model, purchase_option] = self
+                    .parents
+                    .get(&(fact.instance, fact.hour))
+                    .map_or([String::new(), String::new(), String::new()], |ids| ids.map(text));
+                CostFact {
+                    hour: fact.hour,
+                    cluster: text(cluster),
+                    namespace: text(namespace),
+                    workload: text(workload),
+                    workload_type: text(workload_type),
+                    pod: text(pod),
+                    node: text(node),
+                    instance_id: text(fact.instance),
+                    instance_type,
+                    gpu_model,
+                    purchase_option,
+                    resource: fact.resource.as_str().to_string(),
+                    reserved_usage: fact.usage[0],
+                    actual_usage: fact.usage[1],
+                    split_usage: fact.usage[2],
+                    split_usage_ratio: fact.usage[3],
+                    split_cost_nanos: fact.nanos[0],
+                    unused_cost_nanos: fact.nanos[1],
+                    net_split_cost_nanos: fact.nanos[2],
+                    net_unused_cost_nanos: fact.nanos[3],
+                    public_on_demand_split_cost_nanos: fact.nanos[4],
+                    public_on_demand_unused_cost_nanos: fact.nanos[5],
+                    labels: text(labels),
+                }
+            })
+            .collect();
+        self.next = end;
+        Some(batch)
     }
 }
 
 /// AWS's amortized ("effective") cost of a line (CID summary view, reference §2.3).
 fn amortized_cost(c: &Columns<'_>, row: usize, line_type: &str, unblended: f64) -> Result<f64, CurError> {
     Ok(match line_type {
-        "SavingsPlanCoveredUsage" => c.amount("savings_plan_savings_plan_effective_cost", row)?,
+        "SavingsPlanCoveredUsage" => c.amount(Col::SavingsPlanSavingsPlanEffectiveCost, row)?,
         "SavingsPlanRecurringFee" => {
-            c.amount("savings_plan_total_commitment_to_date", row)?
-                - c.amount("savings_plan_used_commitment", row)?
+            c.amount(Col::SavingsPlanTotalCommitmentToDate, row)?
+                - c.amount(Col::SavingsPlanUsedCommitment, row)?
         }
         "SavingsPlanNegation" | "SavingsPlanUpfrontFee" => 0.0,
-        "DiscountedUsage" => c.amount("reservation_effective_cost", row)?,
+        "DiscountedUsage" => c.amount(Col::ReservationEffectiveCost, row)?,
         "RIFee" => {
-            c.amount("reservation_unused_amortized_upfront_fee_for_billing_period", row)?
-                + c.amount("reservation_unused_recurring_fee", row)?
+            c.amount(Col::ReservationUnusedAmortizedUpfrontFeeForBillingPeriod, row)?
+                + c.amount(Col::ReservationUnusedRecurringFee, row)?
         }
-        "Fee" if !c.text("reservation_reservation_a_r_n", row).is_empty() => 0.0,
+        "Fee" if !c.text(Col::ReservationReservationARN, row).is_empty() => 0.0,
         "Refund"
-            if c.text("line_item_product_code", row) == "ComputeSavingsPlans"
-                && c.text("line_item_line_item_description", row)
+            if c.text(Col::LineItemProductCode, row) == "ComputeSavingsPlans"
+                && c.text(Col::LineItemLineItemDescription, row)
                     .starts_with("Refund for one-time fee for Savings Plan ID") =>
         {
             0.0
@@ -440,9 +560,9 @@ fn amortized_cost(c: &Columns<'_>, row: usize, line_type: &str, unblended: f64) 
 /// The net variant of an instance line's amortized cost, when the export has one.
 fn net_amortized_cost(c: &Columns<'_>, row: usize, line_type: &str, amortized: f64) -> Result<f64, CurError> {
     let column = match line_type {
-        "SavingsPlanCoveredUsage" => "savings_plan_net_savings_plan_effective_cost",
-        "DiscountedUsage" => "reservation_net_effective_cost",
-        _ => "line_item_net_unblended_cost",
+        "SavingsPlanCoveredUsage" => Col::SavingsPlanNetSavingsPlanEffectiveCost,
+        "DiscountedUsage" => Col::ReservationNetEffectiveCost,
+        _ => Col::LineItemNetUnblendedCost,
     };
     Ok(c.number(column, row)?.filter(|v| *v > 0.0).unwrap_or(amortized))
 }

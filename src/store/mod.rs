@@ -52,6 +52,22 @@ impl<T> SqlContext<T> for Result<T, sqlx::Error> {
     }
 }
 
+/// Supplies cost facts batch by batch, so a large month is written without ever being
+/// materialized as rows.
+pub trait FactBatches {
+    /// The next batch, or `None` when done.
+    fn next_batch(&mut self) -> Option<Vec<CostFact>>;
+}
+
+/// A source with nothing more to give.
+pub struct NoMoreFacts;
+
+impl FactBatches for NoMoreFacts {
+    fn next_batch(&mut self) -> Option<Vec<CostFact>> {
+        None
+    }
+}
+
 /// Everything gpuledger keeps, behind one interface so SQLite and Postgres pass the same tests.
 #[async_trait]
 pub trait Store: Send + Sync {
@@ -75,7 +91,17 @@ pub trait Store: Send + Sync {
 
     /// Replaces a billing period whole, in one transaction: the period's previous cost facts,
     /// instance hours and other costs are removed and the new ones written.
-    async fn replace_cost_period(&self, period: &CostPeriod) -> StoreResult<()>;
+    async fn replace_cost_period(&self, period: &CostPeriod) -> StoreResult<()> {
+        self.replace_cost_period_streamed(period, &mut NoMoreFacts).await
+    }
+
+    /// [`Store::replace_cost_period`] for months too large to hold as rows: after
+    /// `period.cost_facts`, the facts `more_facts` yields are written in the same transaction.
+    async fn replace_cost_period_streamed(
+        &self,
+        period: &CostPeriod,
+        more_facts: &mut (dyn FactBatches + Send),
+    ) -> StoreResult<()>;
 
     /// Reads a billing period back, rows in a stable order (hour, then keys).
     async fn cost_period(&self, period: &str) -> StoreResult<Option<CostPeriod>>;

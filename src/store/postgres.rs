@@ -12,8 +12,8 @@ use sqlx::{Postgres, QueryBuilder};
 
 use super::sql::{self, BulkInsert, ReadRow};
 use super::{
-    ClientRule, CostPeriod, GpuUsage, InferenceUsage, IngestOutcome, IngestRun, NamespaceCost, NewIngestRun,
-    PeriodSummary, SqlContext, Store, StoreError, StoreResult, migrations,
+    ClientRule, CostPeriod, FactBatches, GpuUsage, InferenceUsage, IngestOutcome, IngestRun, NamespaceCost,
+    NewIngestRun, PeriodSummary, SqlContext, Store, StoreError, StoreResult, migrations,
 };
 
 /// The Postgres wire protocol counts bound values in 16 bits.
@@ -101,7 +101,11 @@ impl Store for PgStore {
         row.map(|row| row.text("data_version")).transpose().context(CONTEXT)
     }
 
-    async fn replace_cost_period(&self, period: &CostPeriod) -> StoreResult<()> {
+    async fn replace_cost_period_streamed(
+        &self,
+        period: &CostPeriod,
+        more_facts: &mut (dyn FactBatches + Send),
+    ) -> StoreResult<()> {
         const CONTEXT: &str = "replacing a cost period";
         let mut tx = self.pool.begin().await.context(CONTEXT)?;
         for delete in sql::DELETE_PERIOD {
@@ -123,6 +127,13 @@ impl Store for PgStore {
         })
         .await
         .context(CONTEXT)?;
+        while let Some(batch) = more_facts.next_batch() {
+            insert_rows(&mut tx, &sql::INSERT_COST_FACTS, &batch, |row, fact| {
+                sql::push_cost_fact(row, name, fact)
+            })
+            .await
+            .context(CONTEXT)?;
+        }
         insert_rows(&mut tx, &sql::INSERT_INSTANCE_HOURS, instances, |row, instance| {
             sql::push_instance_hour(row, name, instance)
         })

@@ -17,8 +17,8 @@ use sqlx::{QueryBuilder, Sqlite};
 
 use super::sql::{self, BulkInsert, ReadRow};
 use super::{
-    ClientRule, CostPeriod, GpuUsage, InferenceUsage, IngestOutcome, IngestRun, NamespaceCost, NewIngestRun,
-    PeriodSummary, SqlContext, Store, StoreError, StoreResult, migrations,
+    ClientRule, CostPeriod, FactBatches, GpuUsage, InferenceUsage, IngestOutcome, IngestRun, NamespaceCost,
+    NewIngestRun, PeriodSummary, SqlContext, Store, StoreError, StoreResult, migrations,
 };
 
 /// SQLite limits one statement to 32,766 bound values.
@@ -117,7 +117,11 @@ impl Store for SqliteStore {
         row.map(|row| row.text("data_version")).transpose().context(CONTEXT)
     }
 
-    async fn replace_cost_period(&self, period: &CostPeriod) -> StoreResult<()> {
+    async fn replace_cost_period_streamed(
+        &self,
+        period: &CostPeriod,
+        more_facts: &mut (dyn FactBatches + Send),
+    ) -> StoreResult<()> {
         const CONTEXT: &str = "replacing a cost period";
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.context(CONTEXT)?;
         for delete in sql::DELETE_PERIOD {
@@ -139,6 +143,13 @@ impl Store for SqliteStore {
         })
         .await
         .context(CONTEXT)?;
+        while let Some(batch) = more_facts.next_batch() {
+            insert_rows(&mut tx, &sql::INSERT_COST_FACTS, &batch, |row, fact| {
+                sql::push_cost_fact(row, name, fact)
+            })
+            .await
+            .context(CONTEXT)?;
+        }
         insert_rows(&mut tx, &sql::INSERT_INSTANCE_HOURS, instances, |row, instance| {
             sql::push_instance_hour(row, name, instance)
         })

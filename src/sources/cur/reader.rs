@@ -4,7 +4,6 @@
 //! either; every bad value is reported with its file, row and column.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::Path;
@@ -14,8 +13,52 @@ use polars_arrow::array::{Array, ListArray, PrimitiveArray, StructArray, Utf8Vie
 
 use super::{CurError, invalid};
 
-/// Columns without which a file cannot be ingested.
-pub const REQUIRED_COLUMNS: &[&str] = &[
+/// The CUR columns the ingest reads; the first [`REQUIRED`] are required.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Col {
+    LineItemLineItemType,
+    LineItemOperation,
+    LineItemProductCode,
+    LineItemResourceId,
+    LineItemUnblendedCost,
+    LineItemUsageAmount,
+    LineItemUsageStartDate,
+    LineItemUsageType,
+    LineItemLineItemDescription,
+    LineItemNetUnblendedCost,
+    PricingPublicOnDemandCost,
+    Product,
+    ProductInstanceType,
+    ProductProductFamily,
+    ReservationEffectiveCost,
+    ReservationNetEffectiveCost,
+    ReservationReservationARN,
+    ReservationUnusedAmortizedUpfrontFeeForBillingPeriod,
+    ReservationUnusedRecurringFee,
+    ResourceTags,
+    SavingsPlanNetSavingsPlanEffectiveCost,
+    SavingsPlanSavingsPlanARN,
+    SavingsPlanSavingsPlanEffectiveCost,
+    SavingsPlanTotalCommitmentToDate,
+    SavingsPlanUsedCommitment,
+    SplitLineItemActualUsage,
+    SplitLineItemNetSplitCost,
+    SplitLineItemNetUnusedCost,
+    SplitLineItemParentResourceId,
+    SplitLineItemPublicOnDemandSplitCost,
+    SplitLineItemPublicOnDemandUnusedCost,
+    SplitLineItemReservedUsage,
+    SplitLineItemSplitCost,
+    SplitLineItemSplitUsage,
+    SplitLineItemSplitUsageRatio,
+    SplitLineItemUnusedCost,
+}
+
+/// How many of [`Col`]'s columns a file must have (they come first).
+pub const REQUIRED: usize = 8;
+
+/// Column names in [`Col`] order.
+pub const COLUMN_NAMES: [&str; 36] = [
     "line_item_line_item_type",
     "line_item_operation",
     "line_item_product_code",
@@ -24,10 +67,6 @@ pub const REQUIRED_COLUMNS: &[&str] = &[
     "line_item_usage_amount",
     "line_item_usage_start_date",
     "line_item_usage_type",
-];
-
-/// Columns read when present: split, commitment, net and product details.
-pub const OPTIONAL_COLUMNS: &[&str] = &[
     "line_item_line_item_description",
     "line_item_net_unblended_cost",
     "pricing_public_on_demand_cost",
@@ -57,6 +96,12 @@ pub const OPTIONAL_COLUMNS: &[&str] = &[
     "split_line_item_split_usage_ratio",
     "split_line_item_unused_cost",
 ];
+
+impl Col {
+    pub fn name(self) -> &'static str {
+        COLUMN_NAMES[self as usize]
+    }
+}
 
 /// Rows per chunk: bounds memory whatever the file size.
 pub const CHUNK_ROWS: usize = 250_000;
@@ -94,12 +139,8 @@ fn read_parquet(
     let rows = reader.num_rows().map_err(not_parquet)?;
     let present: Vec<String> = schema.iter_names().map(|n| n.to_string()).collect();
     check_required(&present, location)?;
-    let wanted: Vec<String> = REQUIRED_COLUMNS
-        .iter()
-        .chain(OPTIONAL_COLUMNS)
-        .filter(|c| present.iter().any(|p| p == *c))
-        .map(|c| c.to_string())
-        .collect();
+    let wanted: Vec<String> =
+        COLUMN_NAMES.iter().filter(|c| present.iter().any(|p| p == *c)).map(|c| c.to_string()).collect();
     let mut offset = 0;
     while offset < rows {
         let length = CHUNK_ROWS.min(rows - offset);
@@ -117,7 +158,7 @@ fn read_parquet(
 
 fn check_required(present: &[String], location: &str) -> Result<(), CurError> {
     let missing: Vec<&str> =
-        REQUIRED_COLUMNS.iter().copied().filter(|c| !present.iter().any(|p| p == c)).collect();
+        COLUMN_NAMES[..REQUIRED].iter().copied().filter(|c| !present.iter().any(|p| p == c)).collect();
     if missing.is_empty() {
         Ok(())
     } else {
@@ -197,7 +238,8 @@ enum View<'a> {
 /// A chunk's columns by name, with row accessors that name the file, row and column of any
 /// bad value.
 pub struct Columns<'a> {
-    views: HashMap<&'static str, View<'a>>,
+    /// One view per [`Col`], in its order.
+    views: Vec<View<'a>>,
     location: &'a str,
     first_row: usize,
     pub rows: usize,
@@ -205,14 +247,13 @@ pub struct Columns<'a> {
 
 impl<'a> Columns<'a> {
     fn new(frame: &'a DataFrame, location: &'a str, first_row: usize) -> Result<Columns<'a>, CurError> {
-        let mut views = HashMap::new();
-        for &name in REQUIRED_COLUMNS.iter().chain(OPTIONAL_COLUMNS) {
-            let view = match frame.column(name) {
+        let mut views = Vec::with_capacity(COLUMN_NAMES.len());
+        for name in COLUMN_NAMES {
+            views.push(match frame.column(name) {
                 Ok(column) => view_of(column.as_materialized_series())
                     .map_err(|e| invalid(location, format!("column {name}: {e}")))?,
                 Err(_) => View::Missing,
-            };
-            views.insert(name, view);
+            });
         }
         Ok(Columns { views, location, first_row, rows: frame.height() })
     }
@@ -222,21 +263,24 @@ impl<'a> Columns<'a> {
         self.location
     }
 
-    fn bad(&self, row: usize, column: &str, message: impl std::fmt::Display) -> CurError {
-        invalid(self.location, format!("data row {}, column {column}: {message}", self.first_row + row + 1))
+    fn bad(&self, row: usize, column: Col, message: impl std::fmt::Display) -> CurError {
+        invalid(
+            self.location,
+            format!("data row {}, column {}: {message}", self.first_row + row + 1, column.name()),
+        )
     }
 
     /// Text of a cell; empty for nulls and absent columns.
-    pub fn text(&self, column: &'static str, row: usize) -> &'a str {
-        match self.views.get(column) {
+    pub fn text(&self, column: Col, row: usize) -> &'a str {
+        match self.views.get(column as usize) {
             Some(View::Text(array)) if array.is_valid(row) => array.value(row),
             _ => "",
         }
     }
 
     /// A number; `None` for nulls, empty text and absent columns.
-    pub fn number(&self, column: &'static str, row: usize) -> Result<Option<f64>, CurError> {
-        match self.views.get(column) {
+    pub fn number(&self, column: Col, row: usize) -> Result<Option<f64>, CurError> {
+        match self.views.get(column as usize) {
             Some(View::Float(array)) => Ok(array.is_valid(row).then(|| array.value(row))),
             Some(View::Int(array)) => Ok(array.is_valid(row).then(|| array.value(row) as f64)),
             Some(View::Text(array)) if array.is_valid(row) => {
@@ -253,13 +297,13 @@ impl<'a> Columns<'a> {
     }
 
     /// A number, 0 when absent.
-    pub fn amount(&self, column: &'static str, row: usize) -> Result<f64, CurError> {
+    pub fn amount(&self, column: Col, row: usize) -> Result<f64, CurError> {
         Ok(self.number(column, row)?.unwrap_or(0.0))
     }
 
     /// A timestamp as UTC epoch seconds.
-    pub fn epoch_seconds(&self, column: &'static str, row: usize) -> Result<i64, CurError> {
-        match self.views.get(column) {
+    pub fn epoch_seconds(&self, column: Col, row: usize) -> Result<i64, CurError> {
+        match self.views.get(column as usize) {
             Some(View::Time(array, per_second)) if array.is_valid(row) => {
                 Ok(array.value(row).div_euclid(*per_second))
             }
@@ -272,8 +316,8 @@ impl<'a> Columns<'a> {
     }
 
     /// The pairs of a map cell (Parquet struct list or CSV JSON object).
-    pub fn map(&self, column: &'static str, row: usize) -> Result<Pairs<'a>, CurError> {
-        match self.views.get(column) {
+    pub fn map(&self, column: Col, row: usize) -> Result<Pairs<'a>, CurError> {
+        match self.views.get(column as usize) {
             Some(View::Map { list, keys, values }) if list.is_valid(row) => {
                 let (start, end) = list.offsets().start_end(row);
                 Ok((start..end)
