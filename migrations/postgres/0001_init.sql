@@ -31,12 +31,15 @@ CREATE TABLE cost_periods (
 
 -- The fact tables carry no foreign key to cost_periods: a period is replaced whole in one
 -- transaction, and a per-row check would slow the bulk insert for nothing.
-CREATE TABLE cost_facts (
+-- A pod as the bill names it, once per period: the strings every fact of the pod shares,
+-- kept out of cost_facts so a 10-million-row month stays small (normalized on write, joined
+-- back on read). A pod runs on one node, so its instance belongs here too.
+CREATE TABLE cost_pods (
     period TEXT NOT NULL,
-    hour BIGINT NOT NULL,
-    cluster TEXT NOT NULL DEFAULT '',
+    pod_id BIGINT NOT NULL,
+    cluster TEXT COLLATE "C" NOT NULL DEFAULT '',
     namespace TEXT COLLATE "C" NOT NULL DEFAULT '',
-    workload TEXT NOT NULL DEFAULT '',
+    workload TEXT COLLATE "C" NOT NULL DEFAULT '',
     workload_type TEXT NOT NULL DEFAULT '',
     pod TEXT COLLATE "C" NOT NULL DEFAULT '',
     node TEXT NOT NULL DEFAULT '',
@@ -44,6 +47,16 @@ CREATE TABLE cost_facts (
     instance_type TEXT NOT NULL DEFAULT '',
     gpu_model TEXT NOT NULL DEFAULT '',
     purchase_option TEXT NOT NULL DEFAULT '',
+    labels TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (period, pod_id)
+);
+CREATE INDEX cost_pods_namespace_idx ON cost_pods (period, namespace);
+
+-- One pod's share of one resource of its node for one hour (split cost allocation row).
+CREATE TABLE cost_facts (
+    period TEXT NOT NULL,
+    pod_id BIGINT NOT NULL,
+    hour BIGINT NOT NULL,
     resource TEXT COLLATE "C" NOT NULL DEFAULT '',
     reserved_usage DOUBLE PRECISION NOT NULL DEFAULT 0,
     actual_usage DOUBLE PRECISION NOT NULL DEFAULT 0,
@@ -54,12 +67,9 @@ CREATE TABLE cost_facts (
     net_split_cost_nanos BIGINT NOT NULL DEFAULT 0,
     net_unused_cost_nanos BIGINT NOT NULL DEFAULT 0,
     public_on_demand_split_cost_nanos BIGINT NOT NULL DEFAULT 0,
-    public_on_demand_unused_cost_nanos BIGINT NOT NULL DEFAULT 0,
-    labels TEXT NOT NULL DEFAULT '{}'
+    public_on_demand_unused_cost_nanos BIGINT NOT NULL DEFAULT 0
 );
-CREATE INDEX cost_facts_period_idx ON cost_facts (period);
-CREATE INDEX cost_facts_period_namespace_idx ON cost_facts (period, namespace);
-CREATE INDEX cost_facts_hour_pod_idx ON cost_facts (hour, pod);
+CREATE INDEX cost_facts_period_pod_idx ON cost_facts (period, pod_id);
 
 CREATE TABLE instance_hours (
     period TEXT NOT NULL,

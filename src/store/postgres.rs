@@ -121,18 +121,11 @@ impl Store for PgStore {
             .await
             .context(CONTEXT)?;
         let name = period.period.as_str();
-        let (facts, instances) = (&period.cost_facts, &period.instance_hours);
-        insert_rows(&mut tx, &sql::INSERT_COST_FACTS, facts, |row, fact| {
-            sql::push_cost_fact(row, name, fact)
-        })
-        .await
-        .context(CONTEXT)?;
+        let instances = &period.instance_hours;
+        let mut pods = sql::PodIds::default();
+        insert_facts(&mut tx, name, &mut pods, &period.cost_facts).await.context(CONTEXT)?;
         while let Some(batch) = more_facts.next_batch() {
-            insert_rows(&mut tx, &sql::INSERT_COST_FACTS, &batch, |row, fact| {
-                sql::push_cost_fact(row, name, fact)
-            })
-            .await
-            .context(CONTEXT)?;
+            insert_facts(&mut tx, name, &mut pods, &batch).await.context(CONTEXT)?;
         }
         insert_rows(&mut tx, &sql::INSERT_INSTANCE_HOURS, instances, |row, instance| {
             sql::push_instance_hour(row, name, instance)
@@ -262,6 +255,24 @@ impl Store for PgStore {
 }
 
 /// Inserts `rows` with as few multi-row `INSERT`s as the bind limit allows.
+/// Writes a batch of facts: new pods to `cost_pods`, then the facts with their pod ids.
+async fn insert_facts(
+    conn: &mut PgConnection,
+    period: &str,
+    pods: &mut sql::PodIds,
+    facts: &[crate::store::CostFact],
+) -> Result<(), sqlx::Error> {
+    let (new_pods, rows) = pods.assign(facts);
+    insert_rows(conn, &sql::INSERT_COST_PODS, &new_pods, |row, (id, fact)| {
+        sql::push_cost_pod(row, period, *id, fact)
+    })
+    .await?;
+    insert_rows(conn, &sql::INSERT_COST_FACTS, &rows, |row, (id, fact)| {
+        sql::push_cost_fact(row, period, *id, fact)
+    })
+    .await
+}
+
 async fn insert_rows<'a, T>(
     conn: &mut PgConnection,
     insert: &BulkInsert,

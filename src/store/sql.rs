@@ -20,14 +20,15 @@ use super::model::{
 /// Per-namespace sums (CAST: Postgres sums BIGINT as NUMERIC); `$2` is a cluster name or '' for every cluster, `$3` is 1 to keep the
 /// cluster in the grouping (else it reads as '').
 pub(crate) const SELECT_NAMESPACE_COSTS: &str = "SELECT \
-     CASE WHEN $3 = 1 THEN cluster ELSE '' END AS grouped_cluster, namespace, \
+     CASE WHEN $3 = 1 THEN p.cluster ELSE '' END AS grouped_cluster, p.namespace AS namespace, \
      CAST(SUM(split_cost_nanos) AS BIGINT) AS split_cost_nanos, CAST(SUM(unused_cost_nanos) AS BIGINT) AS unused_cost_nanos, \
      CAST(SUM(net_split_cost_nanos) AS BIGINT) AS net_split_cost_nanos, \
      CAST(SUM(net_unused_cost_nanos) AS BIGINT) AS net_unused_cost_nanos, \
      CAST(SUM(public_on_demand_split_cost_nanos) AS BIGINT) AS public_on_demand_split_cost_nanos, \
      CAST(SUM(public_on_demand_unused_cost_nanos) AS BIGINT) AS public_on_demand_unused_cost_nanos \
-     FROM cost_facts WHERE period = $1 AND ($2 = '' OR cluster = $2) \
-     GROUP BY grouped_cluster, namespace ORDER BY grouped_cluster, namespace";
+     FROM cost_facts f JOIN cost_pods p ON p.period = f.period AND p.pod_id = f.pod_id \
+     WHERE f.period = $1 AND ($2 = '' OR p.cluster = $2) \
+     GROUP BY grouped_cluster, p.namespace ORDER BY grouped_cluster, p.namespace";
 
 // ---- Ingest runs ----
 
@@ -49,8 +50,9 @@ pub(crate) const SELECT_LAST_DATA_VERSION: &str = "SELECT data_version FROM inge
 // ---- Cost periods ----
 
 /// Clears one period; children first, so a foreign key added later would still hold.
-pub(crate) const DELETE_PERIOD: [&str; 4] = [
+pub(crate) const DELETE_PERIOD: [&str; 5] = [
     "DELETE FROM cost_facts WHERE period = $1",
+    "DELETE FROM cost_pods WHERE period = $1",
     "DELETE FROM instance_hours WHERE period = $1",
     "DELETE FROM other_costs WHERE period = $1",
     "DELETE FROM cost_periods WHERE period = $1",
@@ -68,22 +70,27 @@ pub(crate) const SELECT_PERIODS: &str = "SELECT p.period, p.data_version, \
      (SELECT COUNT(*) FROM cost_facts f WHERE f.period = p.period) AS cost_fact_rows \
      FROM cost_periods p ORDER BY p.period DESC";
 
-pub(crate) const INSERT_COST_FACTS: BulkInsert = BulkInsert {
-    head: "INSERT INTO cost_facts (period, hour, cluster, namespace, workload, workload_type, \
-           pod, node, instance_id, instance_type, gpu_model, purchase_option, resource, \
-           reserved_usage, actual_usage, split_usage, split_usage_ratio, split_cost_nanos, \
-           unused_cost_nanos, net_split_cost_nanos, net_unused_cost_nanos, \
-           public_on_demand_split_cost_nanos, public_on_demand_unused_cost_nanos, labels) ",
-    columns: 24,
+pub(crate) const INSERT_COST_PODS: BulkInsert = BulkInsert {
+    head: "INSERT INTO cost_pods (period, pod_id, cluster, namespace, workload, workload_type, pod, \
+           node, instance_id, instance_type, gpu_model, purchase_option, labels) ",
+    columns: 13,
 };
 
-pub(crate) const SELECT_COST_FACTS: &str = "SELECT hour, cluster, namespace, workload, \
-     workload_type, pod, node, instance_id, instance_type, gpu_model, purchase_option, \
-     resource, reserved_usage, actual_usage, split_usage, split_usage_ratio, \
-     split_cost_nanos, unused_cost_nanos, net_split_cost_nanos, net_unused_cost_nanos, \
-     public_on_demand_split_cost_nanos, public_on_demand_unused_cost_nanos, labels \
-     FROM cost_facts WHERE period = $1 \
-     ORDER BY hour, instance_id, namespace, pod, resource";
+pub(crate) const INSERT_COST_FACTS: BulkInsert = BulkInsert {
+    head: "INSERT INTO cost_facts (period, pod_id, hour, resource, reserved_usage, actual_usage, \
+           split_usage, split_usage_ratio, split_cost_nanos, unused_cost_nanos, net_split_cost_nanos, \
+           net_unused_cost_nanos, public_on_demand_split_cost_nanos, public_on_demand_unused_cost_nanos) ",
+    columns: 14,
+};
+
+pub(crate) const SELECT_COST_FACTS: &str = "SELECT f.hour, p.cluster, p.namespace, p.workload, \
+     p.workload_type, p.pod, p.node, p.instance_id, p.instance_type, p.gpu_model, p.purchase_option, \
+     f.resource, f.reserved_usage, f.actual_usage, f.split_usage, f.split_usage_ratio, \
+     f.split_cost_nanos, f.unused_cost_nanos, f.net_split_cost_nanos, f.net_unused_cost_nanos, \
+     f.public_on_demand_split_cost_nanos, f.public_on_demand_unused_cost_nanos, p.labels \
+     FROM cost_facts f JOIN cost_pods p ON p.period = f.period AND p.pod_id = f.pod_id \
+     WHERE f.period = $1 \
+     ORDER BY f.hour, p.instance_id, p.namespace, p.pod, f.resource";
 
 pub(crate) const INSERT_INSTANCE_HOURS: BulkInsert = BulkInsert {
     head: "INSERT INTO instance_hours (period, hour, cluster, instance_id, instance_type, \
@@ -316,14 +323,15 @@ pub(crate) fn cost_fact(row: &impl ReadRow) -> Result<CostFact, sqlx::Error> {
     })
 }
 
-/// Binds one cost fact in [`INSERT_COST_FACTS`] column order.
-pub(crate) fn push_cost_fact<'args>(
+/// Binds one pod in [`INSERT_COST_PODS`] column order, its strings taken from a fact.
+pub(crate) fn push_cost_pod<'args>(
     row: &mut impl PushRow<'args>,
     period: &'args str,
+    pod_id: i64,
     fact: &'args CostFact,
 ) {
     row.text(period)
-        .int(fact.hour)
+        .int(pod_id)
         .text(&fact.cluster)
         .text(&fact.namespace)
         .text(&fact.workload)
@@ -334,6 +342,19 @@ pub(crate) fn push_cost_fact<'args>(
         .text(&fact.instance_type)
         .text(&fact.gpu_model)
         .text(&fact.purchase_option)
+        .text(&fact.labels);
+}
+
+/// Binds one cost fact in [`INSERT_COST_FACTS`] column order.
+pub(crate) fn push_cost_fact<'args>(
+    row: &mut impl PushRow<'args>,
+    period: &'args str,
+    pod_id: i64,
+    fact: &'args CostFact,
+) {
+    row.text(period)
+        .int(pod_id)
+        .int(fact.hour)
         .text(&fact.resource)
         .float(fact.reserved_usage)
         .float(fact.actual_usage)
@@ -344,8 +365,57 @@ pub(crate) fn push_cost_fact<'args>(
         .int(fact.net_split_cost_nanos)
         .int(fact.net_unused_cost_nanos)
         .int(fact.public_on_demand_split_cost_nanos)
-        .int(fact.public_on_demand_unused_cost_nanos)
-        .text(&fact.labels);
+        .int(fact.public_on_demand_unused_cost_nanos);
+}
+
+/// A fact with the id of its pod.
+pub(crate) type PodFact<'f> = (i64, &'f CostFact);
+
+/// Numbers the distinct pods of a period as its facts stream past, so each pod's strings
+/// are written once to `cost_pods` and facts carry only its id.
+#[derive(Default)]
+pub(crate) struct PodIds {
+    ids: std::collections::HashMap<String, i64>,
+    key: String,
+}
+
+impl PodIds {
+    /// The pods first seen in `facts` (with the fact to take their strings from), and the pod
+    /// id of every fact, in order.
+    pub(crate) fn assign<'f>(&mut self, facts: &'f [CostFact]) -> (Vec<PodFact<'f>>, Vec<PodFact<'f>>) {
+        let mut new_pods = Vec::new();
+        let mut rows = Vec::with_capacity(facts.len());
+        for fact in facts {
+            self.key.clear();
+            for part in [
+                &fact.cluster,
+                &fact.namespace,
+                &fact.workload,
+                &fact.workload_type,
+                &fact.pod,
+                &fact.node,
+                &fact.instance_id,
+                &fact.instance_type,
+                &fact.gpu_model,
+                &fact.purchase_option,
+                &fact.labels,
+            ] {
+                self.key.push_str(part);
+                self.key.push('\u{1f}');
+            }
+            let id = match self.ids.get(self.key.as_str()) {
+                Some(&id) => id,
+                None => {
+                    let id = self.ids.len() as i64;
+                    self.ids.insert(self.key.clone(), id);
+                    new_pods.push((id, fact));
+                    id
+                }
+            };
+            rows.push((id, fact));
+        }
+        (new_pods, rows)
+    }
 }
 
 pub(crate) fn instance_hour(row: &impl ReadRow) -> Result<InstanceHour, sqlx::Error> {
@@ -492,6 +562,50 @@ pub(crate) fn push_client_rule<'args>(row: &mut impl PushRow<'args>, rule: &'arg
 }
 
 #[cfg(test)]
+mod pod_id_tests {
+    use super::*;
+
+    #[test]
+    fn facts_of_one_pod_share_an_id_and_its_strings_are_written_once() {
+        let fact = |pod: &str, resource: &str| CostFact {
+            hour: 0,
+            cluster: "c".into(),
+            namespace: "ns".into(),
+            workload: "w".into(),
+            workload_type: "Job".into(),
+            pod: pod.into(),
+            node: "n".into(),
+            instance_id: "i-1".into(),
+            instance_type: "p5.48xlarge".into(),
+            gpu_model: "H100".into(),
+            purchase_option: "Spot".into(),
+            resource: resource.into(),
+            reserved_usage: 0.0,
+            actual_usage: 0.0,
+            split_usage: 0.0,
+            split_usage_ratio: 0.0,
+            split_cost_nanos: 0,
+            unused_cost_nanos: 0,
+            net_split_cost_nanos: 0,
+            net_unused_cost_nanos: 0,
+            public_on_demand_split_cost_nanos: 0,
+            public_on_demand_unused_cost_nanos: 0,
+            labels: "{}".into(),
+        };
+        let mut ids = PodIds::default();
+        let first = [fact("a", "gpu"), fact("a", "vcpu"), fact("b", "gpu")];
+        let (new_pods, rows) = ids.assign(&first);
+        assert_eq!(new_pods.len(), 2);
+        assert_eq!(rows.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![0, 0, 1]);
+        // A later batch reuses the ids and adds nothing for known pods.
+        let second = [fact("b", "memory"), fact("c", "gpu")];
+        let (new_pods, rows) = ids.assign(&second);
+        assert_eq!(new_pods.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![2]);
+        assert_eq!(rows.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![1, 2]);
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use sqlx::{QueryBuilder, Sqlite};
 
@@ -595,9 +709,15 @@ mod tests {
 
         let checks = [
             (
+                &INSERT_COST_PODS,
+                columns_and_binds(&INSERT_COST_PODS, &fact, |row, fact| {
+                    push_cost_pod(row, "2025-05", 7, fact)
+                }),
+            ),
+            (
                 &INSERT_COST_FACTS,
                 columns_and_binds(&INSERT_COST_FACTS, &fact, |row, fact| {
-                    push_cost_fact(row, "2025-05", fact)
+                    push_cost_fact(row, "2025-05", 7, fact)
                 }),
             ),
             (
@@ -634,9 +754,9 @@ mod tests {
 
     #[test]
     fn rows_per_statement_stays_under_the_bind_limit() {
-        // 32_766 / 24 = 1_365 rows, binding 32_760 values.
-        assert_eq!(INSERT_COST_FACTS.rows_per_statement(32_766), 1_365);
-        // 65_535 / 24 = 2_730 rows, binding 65_520 values.
-        assert_eq!(INSERT_COST_FACTS.rows_per_statement(65_535), 2_730);
+        // 32_766 / 14 = 2_340 rows, binding 32_760 values.
+        assert_eq!(INSERT_COST_FACTS.rows_per_statement(32_766), 2_340);
+        // 65_535 / 14 = 4_681 rows, binding 65_534 values.
+        assert_eq!(INSERT_COST_FACTS.rows_per_statement(65_535), 4_681);
     }
 }
