@@ -69,7 +69,7 @@ CREATE TABLE cost_facts (
     public_on_demand_split_cost_nanos BIGINT NOT NULL DEFAULT 0,
     public_on_demand_unused_cost_nanos BIGINT NOT NULL DEFAULT 0
 );
-CREATE INDEX cost_facts_period_pod_idx ON cost_facts (period, pod_id);
+CREATE INDEX cost_facts_period_hour_idx ON cost_facts (period, hour);
 
 CREATE TABLE instance_hours (
     period TEXT NOT NULL,

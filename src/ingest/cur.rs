@@ -20,7 +20,7 @@ use crate::period::Period;
 use crate::sources::cur::reader::{self, Col, Columns};
 use crate::sources::cur::{CurError, invalid};
 use crate::split::Resource;
-use crate::store::{CostFact, CostPeriod, FactBatches, InstanceHour, OtherCost};
+use crate::store::{CostPeriod, FactBatch, FactBatches, FactRecord, InstanceHour, OtherCost, PodRecord};
 
 /// Σ(split + unused) may differ from the parent's amortized cost by this fraction.
 pub const SPLIT_TOLERANCE: f64 = 1e-4;
@@ -416,6 +416,7 @@ impl PeriodBuilder {
             strings: self.strings,
             pod_dimensions: self.pod_dimensions,
             parents,
+            pod_ids: HashMap::new(),
             facts: self.facts,
             next: 0,
         };
@@ -459,19 +460,22 @@ struct CompactFact {
     nanos: [i64; 6],
 }
 
-/// A period's facts, turned back into [`CostFact`] rows a batch at a time as the store
-/// writes them.
+/// A period's facts, handed to the store a batch at a time: each pod's strings once, then
+/// facts by pod id.
 pub struct PeriodFacts {
     strings: Interner,
     pod_dimensions: Vec<[u32; 7]>,
     /// (instance type, GPU model, purchase option) ids per (instance id, hour).
     parents: HashMap<(u32, i64), [u32; 3]>,
+    /// Store pod id per (pod, instance, instance attributes): a pod on one instance whose
+    /// purchase option changes between hours becomes two stored pods.
+    pod_ids: HashMap<(u32, u32, [u32; 3]), i64>,
     facts: Vec<CompactFact>,
     next: usize,
 }
 
 /// Rows per batch handed to the store.
-const FACT_BATCH: usize = 20_000;
+const FACT_BATCH: usize = 50_000;
 
 impl PeriodFacts {
     pub fn len(&self) -> usize {
@@ -484,48 +488,59 @@ impl PeriodFacts {
 }
 
 impl FactBatches for PeriodFacts {
-    fn next_batch(&mut self) -> Option<Vec<CostFact>> {
+    fn next_batch(&mut self) -> Option<FactBatch> {
         let end = (self.next + FACT_BATCH).min(self.facts.len());
         if self.next == end {
             return None;
         }
-        let text = |id: u32| self.strings.get(id).to_string();
-        let batch = self.facts[self.next..end]
-            .iter()
-            .map(|fact| {
-                let [cluster, namespace, workload, workload_type, pod, node, labels] =
-                    self.pod_dimensions[fact.pod as usize];
-                let [instance_type, gpu_model, purchase_option] = self
-                    .parents
-                    .get(&(fact.instance, fact.hour))
-                    .map_or([String::new(), String::new(), String::new()], |ids| ids.map(text));
-                CostFact {
-                    hour: fact.hour,
-                    cluster: text(cluster),
-                    namespace: text(namespace),
-                    workload: text(workload),
-                    workload_type: text(workload_type),
-                    pod: text(pod),
-                    node: text(node),
-                    instance_id: text(fact.instance),
-                    instance_type,
-                    gpu_model,
-                    purchase_option,
-                    resource: fact.resource.as_str().to_string(),
-                    reserved_usage: fact.usage[0],
-                    actual_usage: fact.usage[1],
-                    split_usage: fact.usage[2],
-                    split_usage_ratio: fact.usage[3],
-                    split_cost_nanos: fact.nanos[0],
-                    unused_cost_nanos: fact.nanos[1],
-                    net_split_cost_nanos: fact.nanos[2],
-                    net_unused_cost_nanos: fact.nanos[3],
-                    public_on_demand_split_cost_nanos: fact.nanos[4],
-                    public_on_demand_unused_cost_nanos: fact.nanos[5],
-                    labels: text(labels),
+        let mut batch = FactBatch::default();
+        for fact in &self.facts[self.next..end] {
+            let attributes = self.parents.get(&(fact.instance, fact.hour)).copied().unwrap_or([u32::MAX; 3]);
+            let key = (fact.pod, fact.instance, attributes);
+            let pod_id = match self.pod_ids.get(&key) {
+                Some(&id) => id,
+                None => {
+                    let id = self.pod_ids.len() as i64;
+                    self.pod_ids.insert(key, id);
+                    let text = |id: u32| {
+                        if id == u32::MAX { String::new() } else { self.strings.get(id).to_string() }
+                    };
+                    let [cluster, namespace, workload, workload_type, pod, node, labels] =
+                        self.pod_dimensions[fact.pod as usize];
+                    let [instance_type, gpu_model, purchase_option] = attributes.map(text);
+                    batch.pods.push(PodRecord {
+                        id,
+                        cluster: text(cluster),
+                        namespace: text(namespace),
+                        workload: text(workload),
+                        workload_type: text(workload_type),
+                        pod: text(pod),
+                        node: text(node),
+                        instance_id: text(fact.instance),
+                        instance_type,
+                        gpu_model,
+                        purchase_option,
+                        labels: text(labels),
+                    });
+                    id
                 }
-            })
-            .collect();
+            };
+            batch.facts.push(FactRecord {
+                pod_id,
+                hour: fact.hour,
+                resource: fact.resource.as_str(),
+                reserved_usage: fact.usage[0],
+                actual_usage: fact.usage[1],
+                split_usage: fact.usage[2],
+                split_usage_ratio: fact.usage[3],
+                split_cost_nanos: fact.nanos[0],
+                unused_cost_nanos: fact.nanos[1],
+                net_split_cost_nanos: fact.nanos[2],
+                net_unused_cost_nanos: fact.nanos[3],
+                public_on_demand_split_cost_nanos: fact.nanos[4],
+                public_on_demand_unused_cost_nanos: fact.nanos[5],
+            });
+        }
         self.next = end;
         Some(batch)
     }

@@ -55,15 +55,16 @@ impl<T> SqlContext<T> for Result<T, sqlx::Error> {
 /// Supplies cost facts batch by batch, so a large month is written without ever being
 /// materialized as rows.
 pub trait FactBatches {
-    /// The next batch, or `None` when done.
-    fn next_batch(&mut self) -> Option<Vec<CostFact>>;
+    /// The next batch, or `None` when done. Pod ids are unique within a period; a batch
+    /// carries the pods its facts are the first to mention.
+    fn next_batch(&mut self) -> Option<FactBatch>;
 }
 
 /// A source with nothing more to give.
 pub struct NoMoreFacts;
 
 impl FactBatches for NoMoreFacts {
-    fn next_batch(&mut self) -> Option<Vec<CostFact>> {
+    fn next_batch(&mut self) -> Option<FactBatch> {
         None
     }
 }
@@ -95,8 +96,9 @@ pub trait Store: Send + Sync {
         self.replace_cost_period_streamed(period, &mut NoMoreFacts).await
     }
 
-    /// [`Store::replace_cost_period`] for months too large to hold as rows: after
-    /// `period.cost_facts`, the facts `more_facts` yields are written in the same transaction.
+    /// [`Store::replace_cost_period`] for months too large to hold as rows: the facts
+    /// `more_facts` yields are written in the same transaction (and `period.cost_facts` must
+    /// then be empty, since pod ids are numbered by the source).
     async fn replace_cost_period_streamed(
         &self,
         period: &CostPeriod,

@@ -200,3 +200,46 @@ pub struct NamespaceCost {
     pub public_on_demand_split_cost_nanos: i64,
     pub public_on_demand_unused_cost_nanos: i64,
 }
+
+/// A pod's strings as the store keeps them: once per period, facts refer to it by `id`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodRecord {
+    pub id: i64,
+    pub cluster: String,
+    pub namespace: String,
+    pub workload: String,
+    pub workload_type: String,
+    pub pod: String,
+    pub node: String,
+    pub instance_id: String,
+    pub instance_type: String,
+    pub gpu_model: String,
+    pub purchase_option: String,
+    pub labels: String,
+}
+
+/// A [`CostFact`] with its pod's strings replaced by the pod's id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FactRecord {
+    pub pod_id: i64,
+    pub hour: i64,
+    /// `vcpu`, `memory` or `gpu`.
+    pub resource: &'static str,
+    pub reserved_usage: f64,
+    pub actual_usage: f64,
+    pub split_usage: f64,
+    pub split_usage_ratio: f64,
+    pub split_cost_nanos: i64,
+    pub unused_cost_nanos: i64,
+    pub net_split_cost_nanos: i64,
+    pub net_unused_cost_nanos: i64,
+    pub public_on_demand_split_cost_nanos: i64,
+    pub public_on_demand_unused_cost_nanos: i64,
+}
+
+/// Pods first seen in a batch, and the batch's facts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FactBatch {
+    pub pods: Vec<PodRecord>,
+    pub facts: Vec<FactRecord>,
+}

@@ -12,8 +12,8 @@ use sqlx::{Postgres, QueryBuilder};
 
 use super::sql::{self, BulkInsert, ReadRow};
 use super::{
-    ClientRule, CostPeriod, FactBatches, GpuUsage, InferenceUsage, IngestOutcome, IngestRun, NamespaceCost,
-    NewIngestRun, PeriodSummary, SqlContext, Store, StoreError, StoreResult, migrations,
+    ClientRule, CostPeriod, FactBatch, FactBatches, GpuUsage, InferenceUsage, IngestOutcome, IngestRun,
+    NamespaceCost, NewIngestRun, PeriodSummary, SqlContext, Store, StoreError, StoreResult, migrations,
 };
 
 /// The Postgres wire protocol counts bound values in 16 bits.
@@ -122,10 +122,9 @@ impl Store for PgStore {
             .context(CONTEXT)?;
         let name = period.period.as_str();
         let instances = &period.instance_hours;
-        let mut pods = sql::PodIds::default();
-        insert_facts(&mut tx, name, &mut pods, &period.cost_facts).await.context(CONTEXT)?;
+        insert_facts(&mut tx, name, &sql::normalize(&period.cost_facts)).await.context(CONTEXT)?;
         while let Some(batch) = more_facts.next_batch() {
-            insert_facts(&mut tx, name, &mut pods, &batch).await.context(CONTEXT)?;
+            insert_facts(&mut tx, name, &batch).await.context(CONTEXT)?;
         }
         insert_rows(&mut tx, &sql::INSERT_INSTANCE_HOURS, instances, |row, instance| {
             sql::push_instance_hour(row, name, instance)
@@ -255,20 +254,12 @@ impl Store for PgStore {
 }
 
 /// Inserts `rows` with as few multi-row `INSERT`s as the bind limit allows.
-/// Writes a batch of facts: new pods to `cost_pods`, then the facts with their pod ids.
-async fn insert_facts(
-    conn: &mut PgConnection,
-    period: &str,
-    pods: &mut sql::PodIds,
-    facts: &[crate::store::CostFact],
-) -> Result<(), sqlx::Error> {
-    let (new_pods, rows) = pods.assign(facts);
-    insert_rows(conn, &sql::INSERT_COST_PODS, &new_pods, |row, (id, fact)| {
-        sql::push_cost_pod(row, period, *id, fact)
-    })
-    .await?;
-    insert_rows(conn, &sql::INSERT_COST_FACTS, &rows, |row, (id, fact)| {
-        sql::push_cost_fact(row, period, *id, fact)
+/// Writes a batch: its new pods to `cost_pods`, then its facts.
+async fn insert_facts(conn: &mut PgConnection, period: &str, batch: &FactBatch) -> Result<(), sqlx::Error> {
+    insert_rows(conn, &sql::INSERT_COST_PODS, &batch.pods, |row, pod| sql::push_cost_pod(row, period, pod))
+        .await?;
+    insert_rows(conn, &sql::INSERT_COST_FACTS, &batch.facts, |row, fact| {
+        sql::push_cost_fact(row, period, fact)
     })
     .await
 }

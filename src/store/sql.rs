@@ -11,23 +11,31 @@ use sqlx::query_builder::Separated;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Row, Type};
 
 use super::model::{
-    ClientRule, CostFact, CostPeriod, GpuUsage, InferenceUsage, IngestRun, InstanceHour, NamespaceCost,
-    OtherCost, PeriodSummary,
+    ClientRule, CostFact, CostPeriod, FactBatch, FactRecord, GpuUsage, InferenceUsage, IngestRun,
+    InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodRecord,
 };
 
 // ---- Reports ----
 
-/// Per-namespace sums (CAST: Postgres sums BIGINT as NUMERIC); `$2` is a cluster name or '' for every cluster, `$3` is 1 to keep the
+/// Per-namespace sums, facts summed per pod before the join (one join per pod, not per
+/// row; CAST: Postgres sums BIGINT as NUMERIC); `$2` is a cluster name or '' for every cluster, `$3` is 1 to keep the
 /// cluster in the grouping (else it reads as '').
 pub(crate) const SELECT_NAMESPACE_COSTS: &str = "SELECT \
      CASE WHEN $3 = 1 THEN p.cluster ELSE '' END AS grouped_cluster, p.namespace AS namespace, \
-     CAST(SUM(split_cost_nanos) AS BIGINT) AS split_cost_nanos, CAST(SUM(unused_cost_nanos) AS BIGINT) AS unused_cost_nanos, \
-     CAST(SUM(net_split_cost_nanos) AS BIGINT) AS net_split_cost_nanos, \
-     CAST(SUM(net_unused_cost_nanos) AS BIGINT) AS net_unused_cost_nanos, \
-     CAST(SUM(public_on_demand_split_cost_nanos) AS BIGINT) AS public_on_demand_split_cost_nanos, \
-     CAST(SUM(public_on_demand_unused_cost_nanos) AS BIGINT) AS public_on_demand_unused_cost_nanos \
-     FROM cost_facts f JOIN cost_pods p ON p.period = f.period AND p.pod_id = f.pod_id \
-     WHERE f.period = $1 AND ($2 = '' OR p.cluster = $2) \
+     CAST(SUM(f.split_cost_nanos) AS BIGINT) AS split_cost_nanos, \
+     CAST(SUM(f.unused_cost_nanos) AS BIGINT) AS unused_cost_nanos, \
+     CAST(SUM(f.net_split_cost_nanos) AS BIGINT) AS net_split_cost_nanos, \
+     CAST(SUM(f.net_unused_cost_nanos) AS BIGINT) AS net_unused_cost_nanos, \
+     CAST(SUM(f.public_on_demand_split_cost_nanos) AS BIGINT) AS public_on_demand_split_cost_nanos, \
+     CAST(SUM(f.public_on_demand_unused_cost_nanos) AS BIGINT) AS public_on_demand_unused_cost_nanos \
+     FROM (SELECT pod_id, SUM(split_cost_nanos) AS split_cost_nanos, \
+           SUM(unused_cost_nanos) AS unused_cost_nanos, SUM(net_split_cost_nanos) AS net_split_cost_nanos, \
+           SUM(net_unused_cost_nanos) AS net_unused_cost_nanos, \
+           SUM(public_on_demand_split_cost_nanos) AS public_on_demand_split_cost_nanos, \
+           SUM(public_on_demand_unused_cost_nanos) AS public_on_demand_unused_cost_nanos \
+           FROM cost_facts WHERE period = $1 GROUP BY pod_id) f \
+     JOIN cost_pods p ON p.period = $1 AND p.pod_id = f.pod_id \
+     WHERE ($2 = '' OR p.cluster = $2) \
      GROUP BY grouped_cluster, p.namespace ORDER BY grouped_cluster, p.namespace";
 
 // ---- Ingest runs ----
@@ -323,39 +331,33 @@ pub(crate) fn cost_fact(row: &impl ReadRow) -> Result<CostFact, sqlx::Error> {
     })
 }
 
-/// Binds one pod in [`INSERT_COST_PODS`] column order, its strings taken from a fact.
-pub(crate) fn push_cost_pod<'args>(
-    row: &mut impl PushRow<'args>,
-    period: &'args str,
-    pod_id: i64,
-    fact: &'args CostFact,
-) {
+/// Binds one pod in [`INSERT_COST_PODS`] column order.
+pub(crate) fn push_cost_pod<'args>(row: &mut impl PushRow<'args>, period: &'args str, pod: &'args PodRecord) {
     row.text(period)
-        .int(pod_id)
-        .text(&fact.cluster)
-        .text(&fact.namespace)
-        .text(&fact.workload)
-        .text(&fact.workload_type)
-        .text(&fact.pod)
-        .text(&fact.node)
-        .text(&fact.instance_id)
-        .text(&fact.instance_type)
-        .text(&fact.gpu_model)
-        .text(&fact.purchase_option)
-        .text(&fact.labels);
+        .int(pod.id)
+        .text(&pod.cluster)
+        .text(&pod.namespace)
+        .text(&pod.workload)
+        .text(&pod.workload_type)
+        .text(&pod.pod)
+        .text(&pod.node)
+        .text(&pod.instance_id)
+        .text(&pod.instance_type)
+        .text(&pod.gpu_model)
+        .text(&pod.purchase_option)
+        .text(&pod.labels);
 }
 
 /// Binds one cost fact in [`INSERT_COST_FACTS`] column order.
 pub(crate) fn push_cost_fact<'args>(
     row: &mut impl PushRow<'args>,
     period: &'args str,
-    pod_id: i64,
-    fact: &'args CostFact,
+    fact: &'args FactRecord,
 ) {
     row.text(period)
-        .int(pod_id)
+        .int(fact.pod_id)
         .int(fact.hour)
-        .text(&fact.resource)
+        .text(fact.resource)
         .float(fact.reserved_usage)
         .float(fact.actual_usage)
         .float(fact.split_usage)
@@ -368,53 +370,69 @@ pub(crate) fn push_cost_fact<'args>(
         .int(fact.public_on_demand_unused_cost_nanos);
 }
 
-/// A fact with the id of its pod.
-pub(crate) type PodFact<'f> = (i64, &'f CostFact);
-
-/// Numbers the distinct pods of a period as its facts stream past, so each pod's strings
-/// are written once to `cost_pods` and facts carry only its id.
-#[derive(Default)]
-pub(crate) struct PodIds {
-    ids: std::collections::HashMap<String, i64>,
-    key: String,
+/// Splits whole [`CostFact`]s into pods (numbered from 0 in order of first appearance) and
+/// facts that refer to them.
+pub(crate) fn normalize(facts: &[CostFact]) -> FactBatch {
+    let mut ids: std::collections::HashMap<[&str; 11], i64> = std::collections::HashMap::new();
+    let mut batch = FactBatch::default();
+    for fact in facts {
+        let key = [
+            fact.cluster.as_str(),
+            &fact.namespace,
+            &fact.workload,
+            &fact.workload_type,
+            &fact.pod,
+            &fact.node,
+            &fact.instance_id,
+            &fact.instance_type,
+            &fact.gpu_model,
+            &fact.purchase_option,
+            &fact.labels,
+        ];
+        let next = ids.len() as i64;
+        let pod_id = *ids.entry(key).or_insert(next);
+        if pod_id == next {
+            batch.pods.push(PodRecord {
+                id: pod_id,
+                cluster: fact.cluster.clone(),
+                namespace: fact.namespace.clone(),
+                workload: fact.workload.clone(),
+                workload_type: fact.workload_type.clone(),
+                pod: fact.pod.clone(),
+                node: fact.node.clone(),
+                instance_id: fact.instance_id.clone(),
+                instance_type: fact.instance_type.clone(),
+                gpu_model: fact.gpu_model.clone(),
+                purchase_option: fact.purchase_option.clone(),
+                labels: fact.labels.clone(),
+            });
+        }
+        batch.facts.push(FactRecord {
+            pod_id,
+            hour: fact.hour,
+            resource: resource_name(&fact.resource),
+            reserved_usage: fact.reserved_usage,
+            actual_usage: fact.actual_usage,
+            split_usage: fact.split_usage,
+            split_usage_ratio: fact.split_usage_ratio,
+            split_cost_nanos: fact.split_cost_nanos,
+            unused_cost_nanos: fact.unused_cost_nanos,
+            net_split_cost_nanos: fact.net_split_cost_nanos,
+            net_unused_cost_nanos: fact.net_unused_cost_nanos,
+            public_on_demand_split_cost_nanos: fact.public_on_demand_split_cost_nanos,
+            public_on_demand_unused_cost_nanos: fact.public_on_demand_unused_cost_nanos,
+        });
+    }
+    batch
 }
 
-impl PodIds {
-    /// The pods first seen in `facts` (with the fact to take their strings from), and the pod
-    /// id of every fact, in order.
-    pub(crate) fn assign<'f>(&mut self, facts: &'f [CostFact]) -> (Vec<PodFact<'f>>, Vec<PodFact<'f>>) {
-        let mut new_pods = Vec::new();
-        let mut rows = Vec::with_capacity(facts.len());
-        for fact in facts {
-            self.key.clear();
-            for part in [
-                &fact.cluster,
-                &fact.namespace,
-                &fact.workload,
-                &fact.workload_type,
-                &fact.pod,
-                &fact.node,
-                &fact.instance_id,
-                &fact.instance_type,
-                &fact.gpu_model,
-                &fact.purchase_option,
-                &fact.labels,
-            ] {
-                self.key.push_str(part);
-                self.key.push('\u{1f}');
-            }
-            let id = match self.ids.get(self.key.as_str()) {
-                Some(&id) => id,
-                None => {
-                    let id = self.ids.len() as i64;
-                    self.ids.insert(self.key.clone(), id);
-                    new_pods.push((id, fact));
-                    id
-                }
-            };
-            rows.push((id, fact));
-        }
-        (new_pods, rows)
+/// The stored name of a resource (`gpu`, `vcpu`, `memory`), as a static string.
+fn resource_name(resource: &str) -> &'static str {
+    match resource {
+        "gpu" => "gpu",
+        "vcpu" => "vcpu",
+        "memory" => "memory",
+        _ => "other",
     }
 }
 
@@ -562,11 +580,11 @@ pub(crate) fn push_client_rule<'args>(row: &mut impl PushRow<'args>, rule: &'arg
 }
 
 #[cfg(test)]
-mod pod_id_tests {
+mod normalize_tests {
     use super::*;
 
     #[test]
-    fn facts_of_one_pod_share_an_id_and_its_strings_are_written_once() {
+    fn facts_of_one_pod_share_an_id_and_its_strings_are_kept_once() {
         let fact = |pod: &str, resource: &str| CostFact {
             hour: 0,
             cluster: "c".into(),
@@ -592,16 +610,15 @@ mod pod_id_tests {
             public_on_demand_unused_cost_nanos: 0,
             labels: "{}".into(),
         };
-        let mut ids = PodIds::default();
-        let first = [fact("a", "gpu"), fact("a", "vcpu"), fact("b", "gpu")];
-        let (new_pods, rows) = ids.assign(&first);
-        assert_eq!(new_pods.len(), 2);
-        assert_eq!(rows.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![0, 0, 1]);
-        // A later batch reuses the ids and adds nothing for known pods.
-        let second = [fact("b", "memory"), fact("c", "gpu")];
-        let (new_pods, rows) = ids.assign(&second);
-        assert_eq!(new_pods.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![2]);
-        assert_eq!(rows.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![1, 2]);
+        let batch = normalize(&[fact("a", "gpu"), fact("a", "vcpu"), fact("b", "gpu")]);
+        assert_eq!(
+            batch.pods.iter().map(|p| (p.id, p.pod.as_str())).collect::<Vec<_>>(),
+            vec![(0, "a"), (1, "b")]
+        );
+        assert_eq!(
+            batch.facts.iter().map(|f| (f.pod_id, f.resource)).collect::<Vec<_>>(),
+            vec![(0, "gpu"), (0, "vcpu"), (1, "gpu")]
+        );
     }
 }
 
@@ -652,6 +669,7 @@ mod tests {
             public_on_demand_unused_cost_nanos: 0,
             labels: String::new(),
         };
+        let normalized = normalize(std::slice::from_ref(&fact));
         let instance = InstanceHour {
             hour: 0,
             cluster: String::new(),
@@ -710,14 +728,14 @@ mod tests {
         let checks = [
             (
                 &INSERT_COST_PODS,
-                columns_and_binds(&INSERT_COST_PODS, &fact, |row, fact| {
-                    push_cost_pod(row, "2025-05", 7, fact)
+                columns_and_binds(&INSERT_COST_PODS, &normalized.pods[0], |row, pod| {
+                    push_cost_pod(row, "2025-05", pod)
                 }),
             ),
             (
                 &INSERT_COST_FACTS,
-                columns_and_binds(&INSERT_COST_FACTS, &fact, |row, fact| {
-                    push_cost_fact(row, "2025-05", 7, fact)
+                columns_and_binds(&INSERT_COST_FACTS, &normalized.facts[0], |row, fact| {
+                    push_cost_fact(row, "2025-05", fact)
                 }),
             ),
             (
