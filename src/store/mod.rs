@@ -12,6 +12,7 @@
 mod migrations;
 pub mod model;
 pub mod postgres;
+mod shared;
 mod sql;
 pub mod sqlite;
 

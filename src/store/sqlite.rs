@@ -7,18 +7,16 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use sqlx::query_builder::Separated;
+use sqlx::Sqlite;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteSynchronous,
 };
-use sqlx::{QueryBuilder, Sqlite};
 
-use super::sql::{self, BulkInsert, ReadRow};
+use super::sql::{self, ReadRow};
 use super::{
-    ClientRule, CostPeriod, FactBatch, FactBatches, GpuUsage, InferenceUsage, IngestOutcome, IngestRun,
-    NamespaceCost, NewIngestRun, PeriodSummary, SqlContext, Store, StoreError, StoreResult, migrations,
+    ClientRule, CostPeriod, FactBatches, GpuUsage, InferenceUsage, IngestOutcome, IngestRun, NamespaceCost,
+    NewIngestRun, PeriodSummary, SqlContext, Store, StoreError, StoreResult, migrations,
 };
 
 /// SQLite limits one statement to 32,766 bound values.
@@ -62,240 +60,14 @@ impl SqliteStore {
     }
 }
 
-#[async_trait]
-impl Store for SqliteStore {
-    fn backend(&self) -> &'static str {
-        "sqlite"
-    }
-
-    async fn migrate(&self) -> StoreResult<usize> {
-        migrations::apply(&self.pool, migrations::SQLITE).await
-    }
-
-    async fn begin_ingest_run(&self, run: &NewIngestRun) -> StoreResult<i64> {
-        let row = sqlx::query(sql::INSERT_INGEST_RUN)
-            .bind(run.kind.as_str())
-            .bind(run.source.as_str())
-            .bind(run.period.as_str())
-            .bind(run.data_version.as_str())
-            .bind(run.started_at)
-            .fetch_one(&self.pool)
-            .await
-            .context("starting an ingest run")?;
-        row.int("id").context("starting an ingest run")
-    }
-
-    async fn finish_ingest_run(&self, id: i64, outcome: &IngestOutcome) -> StoreResult<()> {
-        const CONTEXT: &str = "finishing an ingest run";
-        let result = sqlx::query(sql::FINISH_INGEST_RUN)
-            .bind(outcome.status.as_str())
-            .bind(outcome.rows_read)
-            .bind(outcome.rows_written)
-            .bind(outcome.finished_at)
-            .bind(outcome.error.as_deref())
-            .bind(outcome.reconciliation.as_deref())
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .context(CONTEXT)?;
-        if result.rows_affected() == 0 {
-            return Err(StoreError::Sql { context: CONTEXT, source: sqlx::Error::RowNotFound });
-        }
-        Ok(())
-    }
-
-    async fn ingest_runs(&self, limit: i64) -> StoreResult<Vec<IngestRun>> {
-        const CONTEXT: &str = "listing ingest runs";
-        let rows =
-            sqlx::query(sql::SELECT_INGEST_RUNS).bind(limit).fetch_all(&self.pool).await.context(CONTEXT)?;
-        rows.iter().map(sql::ingest_run).collect::<Result<Vec<_>, _>>().context(CONTEXT)
-    }
-
-    async fn last_data_version(&self, kind: &str, period: &str) -> StoreResult<Option<String>> {
-        const CONTEXT: &str = "reading the last ingested data version";
-        let row = sqlx::query(sql::SELECT_LAST_DATA_VERSION)
-            .bind(kind)
-            .bind(period)
-            .fetch_optional(&self.pool)
-            .await
-            .context(CONTEXT)?;
-        row.map(|row| row.text("data_version")).transpose().context(CONTEXT)
-    }
-
-    async fn replace_cost_period_streamed(
-        &self,
-        period: &CostPeriod,
-        more_facts: &mut (dyn FactBatches + Send),
-    ) -> StoreResult<()> {
-        const CONTEXT: &str = "replacing a cost period";
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.context(CONTEXT)?;
-        for delete in sql::DELETE_PERIOD {
-            sqlx::query(delete).bind(period.period.as_str()).execute(&mut *tx).await.context(CONTEXT)?;
-        }
-        sqlx::query(sql::INSERT_COST_PERIOD)
-            .bind(period.period.as_str())
-            .bind(period.data_version.as_str())
-            .bind(period.bill_unblended_micros)
-            .bind(period.bill_amortized_micros)
-            .bind(chrono::Utc::now().timestamp())
-            .execute(&mut *tx)
-            .await
-            .context(CONTEXT)?;
-        let name = period.period.as_str();
-        let instances = &period.instance_hours;
-        insert_facts(&mut tx, name, &sql::normalize(&period.cost_facts)).await.context(CONTEXT)?;
-        while let Some(batch) = more_facts.next_batch() {
-            insert_facts(&mut tx, name, &batch).await.context(CONTEXT)?;
-        }
-        insert_rows(&mut tx, &sql::INSERT_INSTANCE_HOURS, instances, |row, instance| {
-            sql::push_instance_hour(row, name, instance)
-        })
-        .await
-        .context(CONTEXT)?;
-        insert_rows(&mut tx, &sql::INSERT_OTHER_COSTS, &period.other_costs, |row, cost| {
-            sql::push_other_cost(row, name, cost)
-        })
-        .await
-        .context(CONTEXT)?;
-        tx.commit().await.context(CONTEXT)
-    }
-
-    async fn cost_period(&self, period: &str) -> StoreResult<Option<CostPeriod>> {
-        const CONTEXT: &str = "reading a cost period";
-        // One read transaction: WAL gives it a single snapshot, so a concurrent replace is
-        // seen whole or not at all.
-        let mut tx = self.pool.begin().await.context(CONTEXT)?;
-        let Some(head) = sqlx::query(sql::SELECT_COST_PERIOD)
-            .bind(period)
-            .fetch_optional(&mut *tx)
-            .await
-            .context(CONTEXT)?
-        else {
-            return Ok(None);
-        };
-        let cost_facts =
-            sqlx::query(sql::SELECT_COST_FACTS).bind(period).fetch_all(&mut *tx).await.context(CONTEXT)?;
-        let instance_hours = sqlx::query(sql::SELECT_INSTANCE_HOURS)
-            .bind(period)
-            .fetch_all(&mut *tx)
-            .await
-            .context(CONTEXT)?;
-        let other_costs =
-            sqlx::query(sql::SELECT_OTHER_COSTS).bind(period).fetch_all(&mut *tx).await.context(CONTEXT)?;
-        tx.commit().await.context(CONTEXT)?;
-        sql::cost_period(&head, &cost_facts, &instance_hours, &other_costs).map(Some).context(CONTEXT)
-    }
-
-    async fn namespace_costs(
-        &self,
-        period: &str,
-        cluster: Option<&str>,
-        by_cluster: bool,
-    ) -> StoreResult<Vec<NamespaceCost>> {
-        const CONTEXT: &str = "summing cost per namespace";
-        let rows = sqlx::query(sql::SELECT_NAMESPACE_COSTS)
-            .bind(period)
-            .bind(cluster.unwrap_or(""))
-            .bind(i64::from(by_cluster))
-            .fetch_all(&self.pool)
-            .await
-            .context(CONTEXT)?;
-        rows.iter().map(sql::namespace_cost).collect::<Result<Vec<_>, _>>().context(CONTEXT)
-    }
-
-    async fn periods(&self) -> StoreResult<Vec<PeriodSummary>> {
-        const CONTEXT: &str = "listing cost periods";
-        let rows = sqlx::query(sql::SELECT_PERIODS).fetch_all(&self.pool).await.context(CONTEXT)?;
-        rows.iter().map(sql::period_summary).collect::<Result<Vec<_>, _>>().context(CONTEXT)
-    }
-
-    async fn replace_usage_window(
-        &self,
-        from: i64,
-        to: i64,
-        gpu: &[GpuUsage],
-        inference: &[InferenceUsage],
-    ) -> StoreResult<()> {
-        const CONTEXT: &str = "replacing a usage window";
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.context(CONTEXT)?;
-        for delete in [sql::DELETE_GPU_USAGE_WINDOW, sql::DELETE_INFERENCE_USAGE_WINDOW] {
-            sqlx::query(delete).bind(from).bind(to).execute(&mut *tx).await.context(CONTEXT)?;
-        }
-        insert_rows(&mut tx, &sql::INSERT_GPU_USAGE, gpu, |row, usage| sql::push_gpu_usage(row, usage))
-            .await
-            .context(CONTEXT)?;
-        insert_rows(&mut tx, &sql::INSERT_INFERENCE_USAGE, inference, |row, usage| {
-            sql::push_inference_usage(row, usage)
-        })
-        .await
-        .context(CONTEXT)?;
-        tx.commit().await.context(CONTEXT)
-    }
-
-    async fn gpu_usage(&self, from: i64, to: i64) -> StoreResult<Vec<GpuUsage>> {
-        const CONTEXT: &str = "reading GPU usage";
-        let rows = sqlx::query(sql::SELECT_GPU_USAGE)
-            .bind(from)
-            .bind(to)
-            .fetch_all(&self.pool)
-            .await
-            .context(CONTEXT)?;
-        rows.iter().map(sql::gpu_usage).collect::<Result<Vec<_>, _>>().context(CONTEXT)
-    }
-
-    async fn inference_usage(&self, from: i64, to: i64) -> StoreResult<Vec<InferenceUsage>> {
-        const CONTEXT: &str = "reading inference usage";
-        let rows = sqlx::query(sql::SELECT_INFERENCE_USAGE)
-            .bind(from)
-            .bind(to)
-            .fetch_all(&self.pool)
-            .await
-            .context(CONTEXT)?;
-        rows.iter().map(sql::inference_usage).collect::<Result<Vec<_>, _>>().context(CONTEXT)
-    }
-
-    async fn set_client_rules(&self, rules: &[ClientRule]) -> StoreResult<()> {
-        const CONTEXT: &str = "replacing client rules";
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.context(CONTEXT)?;
-        sqlx::query(sql::DELETE_CLIENT_RULES).execute(&mut *tx).await.context(CONTEXT)?;
-        insert_rows(&mut tx, &sql::INSERT_CLIENT_RULES, rules, |row, rule| sql::push_client_rule(row, rule))
-            .await
-            .context(CONTEXT)?;
-        tx.commit().await.context(CONTEXT)
-    }
-
-    async fn client_rules(&self) -> StoreResult<Vec<ClientRule>> {
-        const CONTEXT: &str = "reading client rules";
-        let rows = sqlx::query(sql::SELECT_CLIENT_RULES).fetch_all(&self.pool).await.context(CONTEXT)?;
-        rows.iter().map(sql::client_rule).collect::<Result<Vec<_>, _>>().context(CONTEXT)
-    }
-}
-
-/// Inserts `rows` with as few multi-row `INSERT`s as the bind limit allows.
-/// Writes a batch: its new pods to `cost_pods`, then its facts.
-async fn insert_facts(
-    conn: &mut SqliteConnection,
-    period: &str,
-    batch: &FactBatch,
-) -> Result<(), sqlx::Error> {
-    insert_rows(conn, &sql::INSERT_COST_PODS, &batch.pods, |row, pod| sql::push_cost_pod(row, period, pod))
-        .await?;
-    insert_rows(conn, &sql::INSERT_COST_FACTS, &batch.facts, |row, fact| {
-        sql::push_cost_fact(row, period, fact)
-    })
-    .await
-}
-
-async fn insert_rows<'a, T>(
-    conn: &mut SqliteConnection,
-    insert: &BulkInsert,
-    rows: &'a [T],
-    mut push_row: impl FnMut(&mut Separated<'_, 'a, Sqlite, &'static str>, &'a T),
-) -> Result<(), sqlx::Error> {
-    for chunk in rows.chunks(insert.rows_per_statement(MAX_BINDS)) {
-        let mut builder: QueryBuilder<'a, Sqlite> = QueryBuilder::new(insert.head);
-        builder.push_values(chunk, |mut row, item| push_row(&mut row, item));
-        builder.build().execute(&mut *conn).await?;
-    }
-    Ok(())
-}
+super::shared::store_impl!(
+    SqliteStore,
+    name: "sqlite",
+    migrations: migrations::SQLITE,
+    // Take the write lock up front rather than fail half-way when a read lock cannot be upgraded.
+    write_begin: "BEGIN IMMEDIATE",
+    // WAL gives a read transaction one snapshot.
+    connection: SqliteConnection,
+    database: Sqlite,
+    read_begin: "BEGIN"
+);
