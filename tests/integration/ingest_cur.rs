@@ -150,6 +150,35 @@ async fn small_parquet_matches_truth() {
 }
 
 #[tokio::test]
+async fn only_the_files_the_manifest_lists_count() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path(), Scale::Demo, CurFormat::Parquet, 1, 17);
+    let export = export_root(dir.path());
+    let data = export.join("data/BILLING_PERIOD=2026-10");
+    // A CREATE_NEW folder left by an earlier refresh: a full second copy of the month.
+    let stale = data.join("2026-10-28T23:48:02.356Z-9b6b32ef-2b70-3d10-9448-07e23ebce6b9");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::copy(
+        data.join(format!("{EXPORT}-00001.snappy.parquet")),
+        stale.join(format!("{EXPORT}-00001.snappy.parquet")),
+    )
+    .unwrap();
+    // An OVERWRITE refresh that needed fewer chunks blanks the extra one, and may list it.
+    std::fs::write(data.join(format!("{EXPORT}-00002.snappy.parquet")), b"").unwrap();
+    let manifest_path = export.join(format!("metadata/BILLING_PERIOD=2026-10/{EXPORT}-Manifest.json"));
+    let mut manifest: Value = serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    let first = manifest["dataFiles"][0].as_str().unwrap().to_string();
+    manifest["dataFiles"].as_array_mut().unwrap().push(Value::String(first.replace("00001", "00002")));
+    std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+
+    let store = sqlite(dir.path()).await;
+    let results = ingest(store.as_ref(), &export.display().to_string(), false).await;
+    let truth = truth(dir.path(), "2026-10");
+    assert_eq!(results[0].reconciliation.as_ref().unwrap().rows_read, truth["cur_rows"].as_u64().unwrap());
+    assert_matches_truth(store.as_ref(), &truth, "2026-10").await;
+}
+
+#[tokio::test]
 async fn repeats_change_nothing_and_unchanged_versions_are_skipped() {
     let dir = tempfile::tempdir().unwrap();
     generate(dir.path(), Scale::Demo, CurFormat::Parquet, 1, 14);
