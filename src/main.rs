@@ -2,6 +2,9 @@
 
 use clap::Parser;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     let cli = gpuledger::cli::Cli::parse();
     gpuledger::cli::init_tracing();

@@ -104,7 +104,7 @@ impl Col {
 }
 
 /// Rows per chunk: bounds memory whatever the file size.
-pub const CHUNK_ROWS: usize = 250_000;
+pub const CHUNK_ROWS: usize = 100_000;
 
 /// Reads a data file chunk by chunk; returns the rows read.
 pub fn read_file(
