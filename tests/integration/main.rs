@@ -6,3 +6,4 @@ mod helpers;
 mod ingest_cur;
 mod s3;
 mod store_story;
+mod web;
