@@ -51,7 +51,7 @@ pub struct IngestOutcome {
 
 /// A pod's share of one resource of one parent instance for one hour: the grain at which a
 /// pod-hour's GPU cost joins that pod's GPU metrics.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct CostFact {
     pub hour: i64,
     pub cluster: String,

@@ -598,17 +598,8 @@ mod normalize_tests {
             gpu_model: "H100".into(),
             purchase_option: "Spot".into(),
             resource: resource.into(),
-            reserved_usage: 0.0,
-            actual_usage: 0.0,
-            split_usage: 0.0,
-            split_usage_ratio: 0.0,
-            split_cost_nanos: 0,
-            unused_cost_nanos: 0,
-            net_split_cost_nanos: 0,
-            net_unused_cost_nanos: 0,
-            public_on_demand_split_cost_nanos: 0,
-            public_on_demand_unused_cost_nanos: 0,
             labels: "{}".into(),
+            ..CostFact::default()
         };
         let batch = normalize(&[fact("a", "gpu"), fact("a", "vcpu"), fact("b", "gpu")]);
         assert_eq!(
@@ -644,31 +635,7 @@ mod tests {
 
     #[test]
     fn every_bulk_insert_binds_one_value_per_named_column() {
-        let fact = CostFact {
-            hour: 0,
-            cluster: String::new(),
-            namespace: String::new(),
-            workload: String::new(),
-            workload_type: String::new(),
-            pod: String::new(),
-            node: String::new(),
-            instance_id: String::new(),
-            instance_type: String::new(),
-            gpu_model: String::new(),
-            purchase_option: String::new(),
-            resource: String::new(),
-            reserved_usage: 0.0,
-            actual_usage: 0.0,
-            split_usage: 0.0,
-            split_usage_ratio: 0.0,
-            split_cost_nanos: 0,
-            unused_cost_nanos: 0,
-            net_split_cost_nanos: 0,
-            net_unused_cost_nanos: 0,
-            public_on_demand_split_cost_nanos: 0,
-            public_on_demand_unused_cost_nanos: 0,
-            labels: String::new(),
-        };
+        let fact = CostFact::default();
         let normalized = normalize(std::slice::from_ref(&fact));
         let instance = InstanceHour {
             hour: 0,
