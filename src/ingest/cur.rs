@@ -20,7 +20,7 @@ use crate::period::Period;
 use crate::sources::cur::reader::{self, Col, Columns};
 use crate::sources::cur::{CurError, invalid};
 use crate::split::Resource;
-use crate::store::{CostPeriod, FactBatch, FactBatches, FactRecord, InstanceHour, OtherCost, PodRecord};
+use crate::store::{CostPeriod, FactBatch, FactRecord, InstanceHour, OtherCost, PodAttributes, PodRecord};
 
 /// Σ(split + unused) may differ from the parent's amortized cost by this fraction.
 pub const SPLIT_TOLERANCE: f64 = 1e-4;
@@ -76,8 +76,13 @@ pub struct PeriodBuilder {
     /// Pod dimensions (cluster, namespace, workload, workload type, pod, node, labels) as
     /// interned ids; facts point at them by index.
     pods: HashMap<[u32; 7], u32>,
-    pod_dimensions: Vec<[u32; 7]>,
-    facts: Blocks<CompactFact>,
+    /// Store pod id per (pod dimensions, instance), and where each stored pod was first seen
+    /// (instance, hour), to give it the instance's attributes at the end.
+    pod_ids: HashMap<(u32, u32), i64>,
+    pod_first_seen: Vec<(u32, i64)>,
+    /// Facts (and new pods) read but not yet handed to the store.
+    pending: FactBatch,
+    allocated_nanos: i64,
     /// Keyed by (interned instance id, hour).
     instances: HashMap<(u32, i64), InstanceBuilder>,
     pod_sums: HashMap<(u32, i64), f64>,
@@ -96,8 +101,10 @@ impl PeriodBuilder {
             data_version: data_version.to_string(),
             strings: Interner::default(),
             pods: HashMap::new(),
-            pod_dimensions: Vec::new(),
-            facts: Blocks::default(),
+            pod_ids: HashMap::new(),
+            pod_first_seen: Vec::new(),
+            pending: FactBatch::default(),
+            allocated_nanos: 0,
             instances: HashMap::new(),
             pod_sums: HashMap::new(),
             other: BTreeMap::new(),
@@ -110,19 +117,33 @@ impl PeriodBuilder {
     }
 
     /// Reads one data file into the period.
+    /// Reads one data file into the period, handing facts to `emit` as batches fill; `emit`
+    /// returns false when the store has stopped taking them.
     pub fn add_file(
         &mut self,
         path: &Path,
         location: &str,
         progress: &indicatif::ProgressBar,
+        emit: &mut dyn FnMut(FactBatch) -> bool,
     ) -> Result<(), CurError> {
         reader::read_file(path, location, |columns| {
             for row in 0..columns.rows {
                 self.add_row(columns, row)?;
             }
             progress.inc(columns.rows as u64);
+            if self.pending.facts.len() >= FACT_BATCH {
+                self.flush(emit)?;
+            }
             Ok(())
         })?;
+        Ok(())
+    }
+
+    /// Hands the pending facts to the store.
+    pub fn flush(&mut self, emit: &mut dyn FnMut(FactBatch) -> bool) -> Result<(), CurError> {
+        if !self.pending.facts.is_empty() && !emit(std::mem::take(&mut self.pending)) {
+            return Err(invalid(self.period.to_string(), "the store stopped taking facts"));
+        }
         Ok(())
     }
 
@@ -291,43 +312,61 @@ impl PeriodBuilder {
             self.strings.id(tag("aws_eks_node")),
             self.strings.id(&labels),
         ];
-        let next_pod = self.pod_dimensions.len() as u32;
+        let next_pod = self.pods.len() as u32;
         let pod_index = *self.pods.entry(dimensions).or_insert(next_pod);
-        if pod_index == next_pod {
-            self.pod_dimensions.push(dimensions);
+        let instance = self.strings.id(parent);
+        let next_id = self.pod_ids.len() as i64;
+        let pod_id = *self.pod_ids.entry((pod_index, instance)).or_insert(next_id);
+        if pod_id == next_id {
+            self.pod_first_seen.push((instance, hour));
+            let text = |id: u32| self.strings.get(id).to_string();
+            self.pending.pods.push(PodRecord {
+                id: pod_id,
+                cluster: text(dimensions[0]),
+                namespace: text(dimensions[1]),
+                workload: text(dimensions[2]),
+                workload_type: text(dimensions[3]),
+                pod: text(dimensions[4]),
+                node: text(dimensions[5]),
+                instance_id: parent.to_string(),
+                instance_type: String::new(),
+                gpu_model: String::new(),
+                purchase_option: String::new(),
+                labels: text(dimensions[6]),
+            });
         }
         // Net costs only when present and positive, else gross (CID rule).
         let net = |column: Col, gross: f64| -> Result<f64, CurError> {
             Ok(c.number(column, row)?.filter(|v| *v > 0.0).unwrap_or(gross))
         };
-        let instance = self.strings.id(parent);
         *self.pod_sums.entry((instance, hour)).or_default() += split_cost + unused_cost;
-        self.facts.push(CompactFact {
+        let (split_nanos, unused_nanos) = (nanos_from_usd(split_cost), nanos_from_usd(unused_cost));
+        self.allocated_nanos += split_nanos + unused_nanos;
+        self.pending.facts.push(FactRecord {
+            pod_id,
             hour,
-            pod: pod_index,
-            instance,
-            resource: resource.unwrap_or(Resource::Vcpu),
-            usage: [
-                c.amount(Col::SplitLineItemReservedUsage, row)?,
-                c.amount(Col::SplitLineItemActualUsage, row)?,
-                c.amount(Col::SplitLineItemSplitUsage, row)?,
-                c.amount(Col::SplitLineItemSplitUsageRatio, row)?,
-            ],
-            nanos: [
-                nanos_from_usd(split_cost),
-                nanos_from_usd(unused_cost),
-                nanos_from_usd(net(Col::SplitLineItemNetSplitCost, split_cost)?),
-                nanos_from_usd(net(Col::SplitLineItemNetUnusedCost, unused_cost)?),
-                nanos_from_usd(c.amount(Col::SplitLineItemPublicOnDemandSplitCost, row)?),
-                nanos_from_usd(c.amount(Col::SplitLineItemPublicOnDemandUnusedCost, row)?),
-            ],
+            resource: resource.unwrap_or(Resource::Vcpu).as_str(),
+            reserved_usage: c.amount(Col::SplitLineItemReservedUsage, row)?,
+            actual_usage: c.amount(Col::SplitLineItemActualUsage, row)?,
+            split_usage: c.amount(Col::SplitLineItemSplitUsage, row)?,
+            split_usage_ratio: c.amount(Col::SplitLineItemSplitUsageRatio, row)?,
+            split_cost_nanos: split_nanos,
+            unused_cost_nanos: unused_nanos,
+            net_split_cost_nanos: nanos_from_usd(net(Col::SplitLineItemNetSplitCost, split_cost)?),
+            net_unused_cost_nanos: nanos_from_usd(net(Col::SplitLineItemNetUnusedCost, unused_cost)?),
+            public_on_demand_split_cost_nanos: nanos_from_usd(
+                c.amount(Col::SplitLineItemPublicOnDemandSplitCost, row)?,
+            ),
+            public_on_demand_unused_cost_nanos: nanos_from_usd(
+                c.amount(Col::SplitLineItemPublicOnDemandUnusedCost, row)?,
+            ),
         });
         Ok(())
     }
 
-    /// The finished period (its facts to be streamed from the returned [`PeriodFacts`]) and
-    /// how it reconciles.
-    pub fn finish(mut self) -> (CostPeriod, Reconciliation, PeriodFacts) {
+    /// The finished period (without its facts, which went to the store as they were read),
+    /// how it reconciles, and the instance attributes of the pods written so far.
+    pub fn finish(mut self) -> (CostPeriod, Reconciliation, Vec<PodAttributes>) {
         let mut disagreements = Vec::new();
         let mut disagreeing = 0;
         let mut note = |instance_id: &str, hour: i64, instance_amortized: f64, pods: f64| {
@@ -374,7 +413,7 @@ impl PeriodBuilder {
         }
         instance_hours.sort_by(|a, b| (a.hour, &a.instance_id).cmp(&(b.hour, &b.instance_id)));
         let checked = self.pod_sums.len() as u64;
-        let allocated = micros_from_nanos(self.facts.iter().map(|f| f.nanos[0] + f.nanos[1]).sum());
+        let allocated = micros_from_nanos(self.allocated_nanos);
         let other_costs: Vec<OtherCost> = self
             .other
             .into_iter()
@@ -412,62 +451,19 @@ impl PeriodBuilder {
             instance_hours,
             other_costs,
         };
-        let facts = PeriodFacts {
-            strings: self.strings,
-            pod_dimensions: self.pod_dimensions,
-            parents,
-            pod_ids: HashMap::new(),
-            facts: self.facts,
-            next: 0,
-        };
-        (period, reconciliation, facts)
-    }
-}
-
-/// A growable list in fixed blocks: no doubling reallocation, so pushing the ten-millionth
-/// fact never holds two copies of the first nine million (measured: 0.9 GB off the peak).
-struct Blocks<T> {
-    blocks: Vec<Vec<T>>,
-    len: usize,
-}
-
-/// Items per block.
-const BLOCK: usize = 1 << 18;
-
-impl<T> Default for Blocks<T> {
-    fn default() -> Self {
-        Blocks { blocks: Vec::new(), len: 0 }
-    }
-}
-
-impl<T> Blocks<T> {
-    fn push(&mut self, item: T) {
-        match self.blocks.last_mut() {
-            Some(block) if block.len() < BLOCK => block.push(item),
-            _ => {
-                let mut block = Vec::with_capacity(BLOCK);
-                block.push(item);
-                self.blocks.push(block);
-            }
-        }
-        self.len += 1;
-    }
-
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The item at `index` (every block but the last is full).
-    fn get(&self, index: usize) -> &T {
-        &self.blocks[index / BLOCK][index % BLOCK]
-    }
-
-    fn iter(&self) -> impl Iterator<Item = &T> {
-        self.blocks.iter().flatten()
+        let text = |id: u32| self.strings.get(id).to_string();
+        let pod_attributes = self
+            .pod_first_seen
+            .iter()
+            .enumerate()
+            .filter_map(|(pod_id, key)| {
+                parents.get(key).map(|ids| {
+                    let [instance_type, gpu_model, purchase_option] = ids.map(text);
+                    PodAttributes { pod_id: pod_id as i64, instance_type, gpu_model, purchase_option }
+                })
+            })
+            .collect();
+        (period, reconciliation, pod_attributes)
     }
 }
 
@@ -494,105 +490,8 @@ impl Interner {
     }
 }
 
-/// A split row with its strings interned: about 100 bytes, so a 10-million-row month fits
-/// in memory where `CostFact`s with owned strings would not.
-struct CompactFact {
-    hour: i64,
-    pod: u32,
-    instance: u32,
-    resource: Resource,
-    /// reserved, actual, split usage, split usage ratio
-    usage: [f64; 4],
-    /// split, unused, net split, net unused, public on-demand split, public on-demand unused
-    nanos: [i64; 6],
-}
-
-/// A period's facts, handed to the store a batch at a time: each pod's strings once, then
-/// facts by pod id.
-pub struct PeriodFacts {
-    strings: Interner,
-    pod_dimensions: Vec<[u32; 7]>,
-    /// (instance type, GPU model, purchase option) ids per (instance id, hour).
-    parents: HashMap<(u32, i64), [u32; 3]>,
-    /// Store pod id per (pod, instance, instance attributes): a pod on one instance whose
-    /// purchase option changes between hours becomes two stored pods.
-    pod_ids: HashMap<(u32, u32, [u32; 3]), i64>,
-    facts: Blocks<CompactFact>,
-    next: usize,
-}
-
-/// Rows per batch handed to the store.
+/// Facts per batch handed to the store.
 const FACT_BATCH: usize = 50_000;
-
-impl PeriodFacts {
-    pub fn len(&self) -> usize {
-        self.facts.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.facts.is_empty()
-    }
-}
-
-impl FactBatches for PeriodFacts {
-    fn next_batch(&mut self) -> Option<FactBatch> {
-        let end = (self.next + FACT_BATCH).min(self.facts.len());
-        if self.next == end {
-            return None;
-        }
-        let mut batch = FactBatch::default();
-        for index in self.next..end {
-            let fact = self.facts.get(index);
-            let attributes = self.parents.get(&(fact.instance, fact.hour)).copied().unwrap_or([u32::MAX; 3]);
-            let key = (fact.pod, fact.instance, attributes);
-            let pod_id = match self.pod_ids.get(&key) {
-                Some(&id) => id,
-                None => {
-                    let id = self.pod_ids.len() as i64;
-                    self.pod_ids.insert(key, id);
-                    let text = |id: u32| {
-                        if id == u32::MAX { String::new() } else { self.strings.get(id).to_string() }
-                    };
-                    let [cluster, namespace, workload, workload_type, pod, node, labels] =
-                        self.pod_dimensions[fact.pod as usize];
-                    let [instance_type, gpu_model, purchase_option] = attributes.map(text);
-                    batch.pods.push(PodRecord {
-                        id,
-                        cluster: text(cluster),
-                        namespace: text(namespace),
-                        workload: text(workload),
-                        workload_type: text(workload_type),
-                        pod: text(pod),
-                        node: text(node),
-                        instance_id: text(fact.instance),
-                        instance_type,
-                        gpu_model,
-                        purchase_option,
-                        labels: text(labels),
-                    });
-                    id
-                }
-            };
-            batch.facts.push(FactRecord {
-                pod_id,
-                hour: fact.hour,
-                resource: fact.resource.as_str(),
-                reserved_usage: fact.usage[0],
-                actual_usage: fact.usage[1],
-                split_usage: fact.usage[2],
-                split_usage_ratio: fact.usage[3],
-                split_cost_nanos: fact.nanos[0],
-                unused_cost_nanos: fact.nanos[1],
-                net_split_cost_nanos: fact.nanos[2],
-                net_unused_cost_nanos: fact.nanos[3],
-                public_on_demand_split_cost_nanos: fact.nanos[4],
-                public_on_demand_unused_cost_nanos: fact.nanos[5],
-            });
-        }
-        self.next = end;
-        Some(batch)
-    }
-}
 
 /// AWS's amortized ("effective") cost of a line (CID summary view, reference §2.3).
 fn amortized_cost(c: &Columns<'_>, row: usize, line_type: &str, unblended: f64) -> Result<f64, CurError> {

@@ -1,9 +1,10 @@
 //! Ingest: validates what a source delivers and writes one billing period at a time, each in
 //! one transaction, with a progress bar on stderr.
 //!
-//! Everything a period needs is read and checked before anything is written, so a bad
-//! file leaves the database as it was; a period whose data version has not changed since
-//! its last successful ingest is skipped unless forced.
+//! A period's facts stream into one open transaction while its files are read (reading and
+//! writing overlap; memory holds a few batches), and the transaction commits only once every
+//! file has read cleanly, so a bad file leaves the database as it was. A period whose data
+//! version has not changed since its last successful ingest is skipped unless forced.
 
 pub mod cur;
 
@@ -15,7 +16,10 @@ use serde::Serialize;
 use crate::period::Period;
 use crate::sources::cur::{self as cur_source, CurError, Delivery};
 use crate::sources::objects::{ObjectError, ObjectStore, S3Options, S3Store};
-use crate::store::{IngestOutcome, NewIngestRun, Store, StoreError};
+use crate::store::{
+    CostPeriod, FactBatch, IngestOutcome, NewIngestRun, PeriodSource, PeriodTail, PodAttributes, Store,
+    StoreError,
+};
 
 pub use cur::Reconciliation;
 
@@ -50,9 +54,9 @@ pub struct PeriodResult {
     pub status: &'static str,
     pub data_version: String,
     pub seconds: f64,
-    /// Of `seconds`: fetching, reading and checking the files.
+    /// Of `seconds`: until the last row was fetched, read and checked (writing overlaps it).
     pub read_seconds: f64,
-    /// Of `seconds`: the store's transaction.
+    /// Of `seconds`: writing that was left once reading was done.
     pub write_seconds: f64,
     pub reconciliation: Option<Reconciliation>,
 }
@@ -125,21 +129,57 @@ async fn ingest_period(
     let period = delivery.period;
     let version = delivery.data_version.clone();
     let reading_bar = bar.clone();
-    let (cost_period, reconciliation, mut facts) = tokio::task::spawn_blocking(move || {
+    // Read on a blocking thread while the store writes what it has read: the two overlap,
+    // and memory holds a few batches, not the month.
+    let (sender, receiver) = tokio::sync::mpsc::channel::<FactBatch>(4);
+    let reader = tokio::task::spawn_blocking(move || {
+        let mut emit = |batch: FactBatch| sender.blocking_send(batch).is_ok();
         let mut builder = cur::PeriodBuilder::new(period, &version);
         for (path, location) in &files {
-            builder.add_file(path, location, &reading_bar)?;
+            builder.add_file(path, location, &reading_bar, &mut emit)?;
         }
-        Ok::<_, CurError>(builder.finish())
-    })
-    .await
-    .map_err(|e| IngestError::Other(format!("the reading task failed: {e}")))??;
-    let read_seconds = started.elapsed().as_secs_f64();
-    let fact_count = facts.len();
-    bar.set_message(format!("{} writing {fact_count} facts", delivery.period));
-    store.replace_cost_period_streamed(&cost_period, &mut facts).await?;
-    drop(facts);
-    let write_seconds = started.elapsed().as_secs_f64() - read_seconds;
+        builder.flush(&mut emit)?;
+        let read_seconds = started.elapsed().as_secs_f64();
+        Ok::<_, CurError>((builder.finish(), read_seconds))
+    });
+    let mut source = StreamedPeriod { receiver, reader: Some(reader), outcome: None };
+    let written = store.replace_cost_period_from(&delivery.period.to_string(), &mut source).await;
+    let outcome = source.outcome.take();
+    match (written, outcome) {
+        (Ok(()), Some(Ok((reconciliation, read_seconds, rows_written)))) => {
+            finish_period(
+                store,
+                objects,
+                delivery,
+                &bar,
+                started,
+                started_at,
+                reconciliation,
+                read_seconds,
+                rows_written,
+            )
+            .await
+        }
+        // The reader's own error says which file and what; prefer it to the store's echo.
+        (_, Some(Err(error))) => Err(error.into()),
+        (Err(error), _) => Err(error.into()),
+        (Ok(()), None) => Err(IngestError::Other("the reader finished without a result".into())),
+    }
+}
+
+/// Records a written period's run and builds its result.
+#[allow(clippy::too_many_arguments)]
+async fn finish_period(
+    store: &dyn Store,
+    objects: &dyn ObjectStore,
+    delivery: &Delivery,
+    bar: &indicatif::ProgressBar,
+    started: Instant,
+    started_at: i64,
+    reconciliation: Reconciliation,
+    read_seconds: f64,
+    rows_written: usize,
+) -> Result<PeriodResult, IngestError> {
     let run = store
         .begin_ingest_run(&NewIngestRun {
             kind: "cur".into(),
@@ -155,8 +195,7 @@ async fn ingest_period(
             &IngestOutcome {
                 status: "succeeded".into(),
                 rows_read: reconciliation.rows_read as i64,
-                rows_written: (fact_count + cost_period.instance_hours.len() + cost_period.other_costs.len())
-                    as i64,
+                rows_written: rows_written as i64,
                 finished_at: chrono::Utc::now().timestamp(),
                 error: None,
                 reconciliation: serde_json::to_string(&reconciliation).ok(),
@@ -170,7 +209,52 @@ async fn ingest_period(
         data_version: delivery.data_version.clone(),
         seconds: started.elapsed().as_secs_f64(),
         read_seconds,
-        write_seconds,
+        write_seconds: started.elapsed().as_secs_f64() - read_seconds,
         reconciliation: Some(reconciliation),
     })
+}
+
+/// What the reading thread hands back: the period's reconciliation, when reading ended, and
+/// how many rows the period wrote.
+type ReadOutcome = Result<(Reconciliation, f64, usize), CurError>;
+
+/// The reading thread seen as the store's [`PeriodSource`].
+struct StreamedPeriod {
+    receiver: tokio::sync::mpsc::Receiver<FactBatch>,
+    reader: Option<tokio::task::JoinHandle<Result<(PeriodParts, f64), CurError>>>,
+    outcome: Option<ReadOutcome>,
+}
+
+/// The builder's result: the period without facts, its reconciliation, pod attributes.
+type PeriodParts = (CostPeriod, Reconciliation, Vec<PodAttributes>);
+
+#[async_trait::async_trait]
+impl PeriodSource for StreamedPeriod {
+    async fn next_batch(&mut self) -> Option<FactBatch> {
+        self.receiver.recv().await
+    }
+
+    async fn finish(&mut self) -> Result<PeriodTail, String> {
+        let joined = match self.reader.take() {
+            Some(reader) => reader.await.map_err(|e| CurError::Invalid {
+                location: "ingest".into(),
+                message: format!("the reading task failed: {e}"),
+            }),
+            None => Err(CurError::Invalid { location: "ingest".into(), message: "finished twice".into() }),
+        };
+        match joined.and_then(|result| result) {
+            Ok(((period, reconciliation, pod_attributes), read_seconds)) => {
+                let rows = reconciliation.split_rows as usize
+                    + period.instance_hours.len()
+                    + period.other_costs.len();
+                self.outcome = Some(Ok((reconciliation, read_seconds, rows)));
+                Ok(PeriodTail { period, pod_attributes })
+            }
+            Err(error) => {
+                let message = error.to_string();
+                self.outcome = Some(Err(error));
+                Err(message)
+            }
+        }
+    }
 }

@@ -38,6 +38,9 @@ pub enum StoreError {
     },
     #[error("unsupported database URL {0:?}: expected sqlite:PATH or postgres://...")]
     UnsupportedUrl(String),
+    /// The source of a streamed period failed; nothing was committed.
+    #[error("{0}")]
+    Source(String),
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -53,20 +56,54 @@ impl<T> SqlContext<T> for Result<T, sqlx::Error> {
     }
 }
 
-/// Supplies cost facts batch by batch, so a large month is written without ever being
-/// materialized as rows.
-pub trait FactBatches {
-    /// The next batch, or `None` when done. Pod ids are unique within a period; a batch
-    /// carries the pods its facts are the first to mention.
-    fn next_batch(&mut self) -> Option<FactBatch>;
+/// A billing period delivered as a stream, so a large month is written while it is still
+/// being read: facts batch by batch first, then the period's bill rows.
+#[async_trait]
+pub trait PeriodSource: Send {
+    /// The next batch of facts (with the pods they first mention), or `None` when done.
+    async fn next_batch(&mut self) -> Option<FactBatch>;
+
+    /// Once the facts are done: the period (bill totals, instance-hours, other costs; its
+    /// `cost_facts` are ignored) and instance attributes learned after pods were written.
+    /// An error here (a bad file found late) abandons the whole replace.
+    async fn finish(&mut self) -> Result<PeriodTail, String>;
 }
 
-/// A source with nothing more to give.
-pub struct NoMoreFacts;
+/// What a [`PeriodSource`] knows only at the end.
+#[derive(Debug, Clone, Default)]
+pub struct PeriodTail {
+    pub period: CostPeriod,
+    /// Instance attributes for pods written without them.
+    pub pod_attributes: Vec<PodAttributes>,
+}
 
-impl FactBatches for NoMoreFacts {
-    fn next_batch(&mut self) -> Option<FactBatch> {
-        None
+/// The instance attributes of a stored pod, known once the parent rows are read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodAttributes {
+    pub pod_id: i64,
+    pub instance_type: String,
+    pub gpu_model: String,
+    pub purchase_option: String,
+}
+
+/// A period already whole in memory, as one batch.
+struct WholePeriod<'a> {
+    period: &'a CostPeriod,
+    sent: bool,
+}
+
+#[async_trait]
+impl PeriodSource for WholePeriod<'_> {
+    async fn next_batch(&mut self) -> Option<FactBatch> {
+        if std::mem::replace(&mut self.sent, true) {
+            return None;
+        }
+        Some(sql::normalize(&self.period.cost_facts))
+    }
+
+    async fn finish(&mut self) -> Result<PeriodTail, String> {
+        let period = CostPeriod { cost_facts: Vec::new(), ..self.period.clone() };
+        Ok(PeriodTail { period, pod_attributes: Vec::new() })
     }
 }
 
@@ -94,17 +131,13 @@ pub trait Store: Send + Sync {
     /// Replaces a billing period whole, in one transaction: the period's previous cost facts,
     /// instance hours and other costs are removed and the new ones written.
     async fn replace_cost_period(&self, period: &CostPeriod) -> StoreResult<()> {
-        self.replace_cost_period_streamed(period, &mut NoMoreFacts).await
+        self.replace_cost_period_from(&period.period, &mut WholePeriod { period, sent: false }).await
     }
 
-    /// [`Store::replace_cost_period`] for months too large to hold as rows: the facts
-    /// `more_facts` yields are written in the same transaction (and `period.cost_facts` must
-    /// then be empty, since pod ids are numbered by the source).
-    async fn replace_cost_period_streamed(
-        &self,
-        period: &CostPeriod,
-        more_facts: &mut (dyn FactBatches + Send),
-    ) -> StoreResult<()>;
+    /// [`Store::replace_cost_period`] for months too large to hold: what `source` streams is
+    /// written as it comes, in the same one transaction, committed only after
+    /// [`PeriodSource::finish`] succeeds.
+    async fn replace_cost_period_from(&self, period: &str, source: &mut dyn PeriodSource) -> StoreResult<()>;
 
     /// Reads a billing period back, rows in a stable order (hour, then keys).
     async fn cost_period(&self, period: &str) -> StoreResult<Option<CostPeriod>>;

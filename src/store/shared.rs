@@ -99,22 +99,24 @@ macro_rules! store_impl {
                 row.map(|row| row.text("data_version")).transpose().context(CONTEXT)
             }
 
-            async fn replace_cost_period_streamed(
+            async fn replace_cost_period_from(
                 &self,
-                period: &CostPeriod,
-                more_facts: &mut (dyn FactBatches + Send),
+                name: &str,
+                source: &mut dyn $crate::store::PeriodSource,
             ) -> StoreResult<()> {
                 const CONTEXT: &str = "replacing a cost period";
+                // Dropping `tx` on any early return rolls everything back.
                 let mut tx = self.pool.begin_with($write_begin).await.context(CONTEXT)?;
                 for delete in sql::DELETE_PERIOD {
-                    sqlx::query(delete)
-                        .bind(period.period.as_str())
-                        .execute(&mut *tx)
-                        .await
-                        .context(CONTEXT)?;
+                    sqlx::query(delete).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
                 }
+                while let Some(batch) = source.next_batch().await {
+                    insert_facts(&mut tx, name, &batch).await.context(CONTEXT)?;
+                }
+                let tail = source.finish().await.map_err(StoreError::Source)?;
+                let period = &tail.period;
                 sqlx::query(sql::INSERT_COST_PERIOD)
-                    .bind(period.period.as_str())
+                    .bind(name)
                     .bind(period.data_version.as_str())
                     .bind(period.bill_unblended_micros)
                     .bind(period.bill_amortized_micros)
@@ -122,13 +124,18 @@ macro_rules! store_impl {
                     .execute(&mut *tx)
                     .await
                     .context(CONTEXT)?;
-                let name = period.period.as_str();
-                let instances = &period.instance_hours;
-                insert_facts(&mut tx, name, &sql::normalize(&period.cost_facts)).await.context(CONTEXT)?;
-                while let Some(batch) = more_facts.next_batch() {
-                    insert_facts(&mut tx, name, &batch).await.context(CONTEXT)?;
+                for pod in &tail.pod_attributes {
+                    sqlx::query(sql::UPDATE_POD_ATTRIBUTES)
+                        .bind(pod.instance_type.as_str())
+                        .bind(pod.gpu_model.as_str())
+                        .bind(pod.purchase_option.as_str())
+                        .bind(name)
+                        .bind(pod.pod_id)
+                        .execute(&mut *tx)
+                        .await
+                        .context(CONTEXT)?;
                 }
-                insert_rows(&mut tx, &sql::INSERT_INSTANCE_HOURS, instances, |row, instance| {
+                insert_rows(&mut tx, &sql::INSERT_INSTANCE_HOURS, &period.instance_hours, |row, instance| {
                     sql::push_instance_hour(row, name, instance)
                 })
                 .await

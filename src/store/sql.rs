@@ -84,6 +84,9 @@ pub(crate) const INSERT_COST_PODS: BulkInsert = BulkInsert {
     columns: 13,
 };
 
+pub(crate) const UPDATE_POD_ATTRIBUTES: &str = "UPDATE cost_pods \
+     SET instance_type = $1, gpu_model = $2, purchase_option = $3 WHERE period = $4 AND pod_id = $5";
+
 pub(crate) const INSERT_COST_FACTS: BulkInsert = BulkInsert {
     head: "INSERT INTO cost_facts (period, pod_id, hour, resource, reserved_usage, actual_usage, \
            split_usage, split_usage_ratio, split_cost_nanos, unused_cost_nanos, net_split_cost_nanos, \

@@ -15,8 +15,8 @@ use sqlx::sqlite::{
 
 use super::sql::{self, ReadRow};
 use super::{
-    ClientRule, CostPeriod, FactBatches, GpuUsage, InferenceUsage, IngestOutcome, IngestRun, NamespaceCost,
-    NewIngestRun, PeriodSummary, SqlContext, Store, StoreError, StoreResult, migrations,
+    ClientRule, CostPeriod, GpuUsage, InferenceUsage, IngestOutcome, IngestRun, NamespaceCost, NewIngestRun,
+    PeriodSummary, SqlContext, Store, StoreError, StoreResult, migrations,
 };
 
 /// SQLite limits one statement to 32,766 bound values.
