@@ -26,6 +26,8 @@ CREATE TABLE cost_periods (
     data_version TEXT NOT NULL DEFAULT '',
     bill_unblended_micros BIGINT NOT NULL DEFAULT 0,
     bill_amortized_micros BIGINT NOT NULL DEFAULT 0,
+    -- Counted while the period is written, so listing periods never scans the facts.
+    cost_fact_rows BIGINT NOT NULL DEFAULT 0,
     ingested_at BIGINT NOT NULL
 );
 

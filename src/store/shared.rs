@@ -110,8 +110,10 @@ macro_rules! store_impl {
                 for delete in sql::DELETE_PERIOD {
                     sqlx::query(delete).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
                 }
+                let mut fact_rows = 0i64;
                 while let Some(batch) = source.next_batch().await {
                     insert_facts(&mut tx, name, &batch).await.context(CONTEXT)?;
+                    fact_rows += batch.facts.len() as i64;
                 }
                 let tail = source.finish().await.map_err(StoreError::Source)?;
                 let period = &tail.period;
@@ -121,6 +123,7 @@ macro_rules! store_impl {
                     .bind(period.bill_unblended_micros)
                     .bind(period.bill_amortized_micros)
                     .bind(chrono::Utc::now().timestamp())
+                    .bind(fact_rows)
                     .execute(&mut *tx)
                     .await
                     .context(CONTEXT)?;

@@ -67,15 +67,14 @@ pub(crate) const DELETE_PERIOD: [&str; 5] = [
 ];
 
 pub(crate) const INSERT_COST_PERIOD: &str = "INSERT INTO cost_periods \
-     (period, data_version, bill_unblended_micros, bill_amortized_micros, ingested_at) \
-     VALUES ($1, $2, $3, $4, $5)";
+     (period, data_version, bill_unblended_micros, bill_amortized_micros, ingested_at, cost_fact_rows) \
+     VALUES ($1, $2, $3, $4, $5, $6)";
 
 pub(crate) const SELECT_COST_PERIOD: &str = "SELECT period, data_version, \
      bill_unblended_micros, bill_amortized_micros FROM cost_periods WHERE period = $1";
 
 pub(crate) const SELECT_PERIODS: &str = "SELECT p.period, p.data_version, \
-     p.bill_unblended_micros, p.bill_amortized_micros, p.ingested_at, \
-     (SELECT COUNT(*) FROM cost_facts f WHERE f.period = p.period) AS cost_fact_rows \
+     p.bill_unblended_micros, p.bill_amortized_micros, p.ingested_at, p.cost_fact_rows \
      FROM cost_periods p ORDER BY p.period DESC";
 
 pub(crate) const INSERT_COST_PODS: BulkInsert = BulkInsert {

@@ -169,6 +169,15 @@ pub fn write_month(
             )
         })
         .collect();
+    // Split usage types per cluster (region prefix + AWS suffix), in `Resource` order, built
+    // once rather than per row.
+    let split_usage_types: Vec<[String; 3]> = CLUSTERS
+        .iter()
+        .map(|cluster| {
+            [Resource::Accelerator, Resource::Vcpu, Resource::Memory]
+                .map(|resource| format!("{}{}", cluster.usage_prefix, resource.usage_type_suffix()))
+        })
+        .collect();
     // Which clusters exist at this scale (a cluster with no nodes is not billed).
     let clusters: Vec<usize> =
         (0..CLUSTERS.len()).filter(|&c| world.nodes.iter().any(|n| n.cluster == c)).collect();
@@ -329,7 +338,7 @@ pub fn write_month(
                         line_item_operation: "EKSPod-EC2",
                         line_item_product_code: "AmazonEKS",
                         line_item_resource_id: &resource_ids[split_row.pod],
-                        line_item_usage_type: split_row.usage_type(cluster.usage_prefix),
+                        line_item_usage_type: &split_usage_types[node.cluster][split_row.resource as usize],
                         line_item_usage_amount: Some(split_row.split.split_usage),
                         line_item_unblended_cost: Some(0.0),
                         line_item_blended_cost: Some(0.0),
@@ -623,20 +632,6 @@ pub struct SplitRow {
     pub split: split::PodSplit,
     pub public_split: f64,
     pub public_unused: f64,
-}
-
-impl SplitRow {
-    fn usage_type(&self, prefix: &str) -> &'static str {
-        // Usage types are a closed set; intern them rather than allocate per row.
-        match (prefix.is_empty(), self.resource) {
-            (true, Resource::Accelerator) => "EKS-EC2-Accelerator-Hours",
-            (true, Resource::Vcpu) => "EKS-EC2-vCPU-Hours",
-            (true, Resource::Memory) => "EKS-EC2-GB-Hours",
-            (false, Resource::Accelerator) => "USW2-EKS-EC2-Accelerator-Hours",
-            (false, Resource::Vcpu) => "USW2-EKS-EC2-vCPU-Hours",
-            (false, Resource::Memory) => "USW2-EKS-EC2-GB-Hours",
-        }
-    }
 }
 
 /// Splits one node-hour's amortized and public on-demand cost between its pods (§3.3).
