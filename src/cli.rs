@@ -7,10 +7,14 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
+use crate::ingest::metrics::{Detected, MetricsIngestOptions, MetricsSource};
 use crate::ingest::{self, CurIngestOptions};
 use crate::period::Period;
+use crate::report::usage::{GpuReport, InferenceReport};
 use crate::report::{NamespaceReport, OutputFormat};
 use crate::sources::objects::S3Options;
+use crate::sources::prometheus::api::ApiOptions;
+use crate::sources::prometheus::{LabelOverrides, MetricNames, Role};
 use crate::store;
 use crate::synth::{self, CurFormat, GenerateOptions, Scale};
 use crate::web;
@@ -60,6 +64,87 @@ pub enum Command {
 pub enum IngestCommand {
     /// Ingest a CUR 2.0 data export (Parquet or gzip CSV) found through its manifests.
     Cur(CurArgs),
+    /// Ingest GPU (DCGM) and inference metrics from a Prometheus server or an OpenMetrics
+    /// file with timestamps; the window [--from, --to) is replaced whole.
+    Prometheus(Box<PrometheusArgs>),
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("metrics_source").required(true).args(["url", "file"]))]
+pub struct PrometheusArgs {
+    /// Prometheus base URL, e.g. http://prometheus:9090.
+    #[arg(long, env = "GPULEDGER_PROMETHEUS_URL")]
+    pub url: Option<String>,
+    /// An OpenMetrics/Prometheus text file whose samples carry timestamps (offline import).
+    #[arg(long, env = "GPULEDGER_PROMETHEUS_FILE")]
+    pub file: Option<PathBuf>,
+    /// Window start: RFC 3339, YYYY-MM-DD, or unix seconds; rounded down to the hour.
+    #[arg(long, env = "GPULEDGER_PROMETHEUS_FROM", value_parser = parse_time)]
+    pub from: Option<i64>,
+    /// Window end (exclusive); rounded up to the hour.
+    #[arg(long, env = "GPULEDGER_PROMETHEUS_TO", value_parser = parse_time)]
+    pub to: Option<i64>,
+    /// A whole billing month as the window, instead of --from/--to.
+    #[arg(long, env = "GPULEDGER_PROMETHEUS_PERIOD", conflicts_with_all = ["from", "to"])]
+    pub period: Option<Period>,
+    /// Bearer token for the Prometheus API.
+    #[arg(long, env = "GPULEDGER_PROMETHEUS_BEARER_TOKEN", hide_env_values = true)]
+    pub bearer_token: Option<String>,
+    /// Basic auth as USER:PASSWORD.
+    #[arg(long, env = "GPULEDGER_PROMETHEUS_BASIC_AUTH", hide_env_values = true)]
+    pub basic_auth: Option<String>,
+    /// Seconds per request before it is retried.
+    #[arg(long, env = "GPULEDGER_PROMETHEUS_TIMEOUT_SECONDS", default_value_t = 60)]
+    pub timeout: u64,
+    /// Attempts per request (backoff 0.5 s, 1 s, 2 s, ...).
+    #[arg(long, env = "GPULEDGER_PROMETHEUS_ATTEMPTS", default_value_t = 4)]
+    pub attempts: u32,
+    /// Hours of samples per query (1–3: at most 11,000 points per series at a 1 s scrape).
+    #[arg(long, env = "GPULEDGER_PROMETHEUS_CHUNK_HOURS", default_value_t = 2)]
+    pub chunk_hours: i64,
+    /// Scrape interval in seconds, when detecting it from the samples would be wrong.
+    #[arg(long, env = "GPULEDGER_PROMETHEUS_SAMPLE_INTERVAL")]
+    pub sample_interval: Option<f64>,
+    /// Extra GPU utilization metric reporting a 0–1 ratio.
+    #[arg(long, env = "GPULEDGER_UTILIZATION_METRIC")]
+    pub utilization_metric: Vec<String>,
+    /// Extra GPU utilization metric reporting percent (0–100).
+    #[arg(long, env = "GPULEDGER_UTILIZATION_PERCENT_METRIC")]
+    pub utilization_percent_metric: Vec<String>,
+    /// Extra framebuffer-used metric in MiB.
+    #[arg(long, env = "GPULEDGER_MEMORY_METRIC")]
+    pub memory_metric: Vec<String>,
+    /// Extra counter of successful inference requests.
+    #[arg(long, env = "GPULEDGER_REQUESTS_METRIC")]
+    pub requests_metric: Vec<String>,
+    /// Extra counter of prompt tokens.
+    #[arg(long, env = "GPULEDGER_PROMPT_TOKENS_METRIC")]
+    pub prompt_tokens_metric: Vec<String>,
+    /// Extra counter of generated tokens.
+    #[arg(long, env = "GPULEDGER_GENERATION_TOKENS_METRIC")]
+    pub generation_tokens_metric: Vec<String>,
+    /// PromQL whose result series count successful requests (with namespace and pod labels);
+    /// --url only.
+    #[arg(long, env = "GPULEDGER_REQUESTS_QUERY")]
+    pub requests_query: Option<String>,
+    /// GPU UUID label (default: detected, `UUID` or `uuid`).
+    #[arg(long, env = "GPULEDGER_UUID_LABEL")]
+    pub uuid_label: Option<String>,
+    /// Node label (default: detected, `node`, `Hostname` or `hostname`).
+    #[arg(long, env = "GPULEDGER_HOST_LABEL")]
+    pub host_label: Option<String>,
+    /// Workload pod label on DCGM series (default: `exported_pod`, `pod` or `pod_name`).
+    #[arg(long, env = "GPULEDGER_POD_LABEL")]
+    pub pod_label: Option<String>,
+    /// Workload namespace label on DCGM series.
+    #[arg(long, env = "GPULEDGER_NAMESPACE_LABEL")]
+    pub namespace_label: Option<String>,
+    /// Workload container label on DCGM series.
+    #[arg(long, env = "GPULEDGER_CONTAINER_LABEL")]
+    pub container_label: Option<String>,
+    /// Only print what the source exports (JSON on stdout); write nothing.
+    #[arg(long, env = "GPULEDGER_PROMETHEUS_DETECT")]
+    pub detect: bool,
 }
 
 #[derive(Debug, Args)]
@@ -86,6 +171,31 @@ pub struct CurArgs {
 pub enum ReportCommand {
     /// Kubernetes cost per namespace with other AWS cost and the bill total.
     Namespaces(NamespacesArgs),
+    /// GPU-hours per namespace and GPU model: allocated, used, idle, unattributed.
+    Gpu(GpuReportArgs),
+    /// Inference requests and tokens per workload and model.
+    Inference(InferenceReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GpuReportArgs {
+    /// Billing period, YYYY-MM.
+    #[arg(long, env = "GPULEDGER_REPORT_PERIOD")]
+    pub period: Period,
+    /// GPU-hours whose hourly mean utilization is below this fraction are idle.
+    #[arg(long, env = "GPULEDGER_IDLE_THRESHOLD", default_value_t = 0.10)]
+    pub idle_threshold: f64,
+    #[arg(long, env = "GPULEDGER_REPORT_FORMAT", value_enum, default_value = "table")]
+    pub format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct InferenceReportArgs {
+    /// Billing period, YYYY-MM.
+    #[arg(long, env = "GPULEDGER_REPORT_PERIOD")]
+    pub period: Period,
+    #[arg(long, env = "GPULEDGER_REPORT_FORMAT", value_enum, default_value = "table")]
+    pub format: OutputFormat,
 }
 
 #[derive(Debug, Args)]
@@ -211,6 +321,42 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             run_cur_ingest(store.as_ref(), &options).await
         }
+        Command::Ingest(IngestCommand::Prometheus(args)) => {
+            let store = store::connect(&cli.database_url).await?;
+            let detect = args.detect;
+            let options = args.into_options()?;
+            let progress =
+                indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
+            let result = ingest::metrics::ingest_metrics(store.as_ref(), &options, &progress).await?;
+            print_detected(&result.detected);
+            if detect {
+                println!("{}", serde_json::to_string_pretty(&result.detected)?);
+            } else {
+                eprintln!(
+                    "wrote {} GPU rows and {} inference rows for {} in {:.1} s ({} samples, {} invalid)",
+                    result.gpu_rows,
+                    result.inference_rows,
+                    result.detected.source,
+                    result.seconds,
+                    result.samples,
+                    result.invalid_samples
+                );
+                println!("{}", serde_json::to_string(&result)?);
+            }
+            Ok(())
+        }
+        Command::Report(ReportCommand::Gpu(args)) => {
+            let store = store::connect(&cli.database_url).await?;
+            let report = GpuReport::load(store.as_ref(), args.period, args.idle_threshold).await?;
+            print!("{}", report.render(args.format));
+            Ok(())
+        }
+        Command::Report(ReportCommand::Inference(args)) => {
+            let store = store::connect(&cli.database_url).await?;
+            let report = InferenceReport::load(store.as_ref(), args.period).await?;
+            print!("{}", report.render(args.format));
+            Ok(())
+        }
         Command::Report(ReportCommand::Namespaces(args)) => {
             let store = store::connect(&cli.database_url).await?;
             let report =
@@ -249,9 +395,143 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 s3: S3Options::default(),
             };
             run_cur_ingest(store.as_ref(), &options).await?;
+            ingest_demo_metrics(store.as_ref(), &args.data.join("metrics")).await?;
             web::serve(web::AppState::new(store), args.listen).await
         }
     }
+}
+
+impl PrometheusArgs {
+    fn into_options(self) -> anyhow::Result<MetricsIngestOptions> {
+        let source = match (self.url, self.file) {
+            (Some(url), _) => {
+                let basic_auth = match self.basic_auth {
+                    Some(pair) => {
+                        let (user, password) =
+                            pair.split_once(':').context("--basic-auth must be USER:PASSWORD")?;
+                        Some((user.to_string(), password.to_string()))
+                    }
+                    None => None,
+                };
+                MetricsSource::Prometheus(ApiOptions {
+                    url,
+                    bearer_token: self.bearer_token,
+                    basic_auth,
+                    timeout: std::time::Duration::from_secs(self.timeout.max(1)),
+                    attempts: self.attempts.max(1),
+                })
+            }
+            (None, Some(file)) => MetricsSource::File(file),
+            (None, None) => anyhow::bail!("give --url or --file"),
+        };
+        let mut names = MetricNames::default();
+        let extra = [
+            (self.utilization_metric, Role::EngineActive),
+            (self.utilization_percent_metric, Role::UtilPercent),
+            (self.memory_metric, Role::FramebufferMib),
+            (self.requests_metric, Role::Requests),
+            (self.prompt_tokens_metric, Role::PromptTokens),
+            (self.generation_tokens_metric, Role::GenerationTokens),
+        ];
+        for (list, role) in extra {
+            for name in list {
+                names.add(&name, role);
+            }
+        }
+        let (from, to) = match self.period {
+            Some(period) => (Some(period.start()), Some(period.end())),
+            None => (self.from, self.to),
+        };
+        Ok(MetricsIngestOptions {
+            source,
+            from,
+            to,
+            names,
+            labels: LabelOverrides {
+                uuid: self.uuid_label,
+                host: self.host_label,
+                pod: self.pod_label,
+                namespace: self.namespace_label,
+                container: self.container_label,
+            },
+            requests_query: self.requests_query,
+            chunk_seconds: self.chunk_hours.clamp(1, 3) * 3600,
+            sample_interval: self.sample_interval,
+            detect_only: self.detect,
+        })
+    }
+}
+
+/// A time for --from/--to: RFC 3339, `YYYY-MM-DD` (midnight UTC), `YYYY-MM-DDTHH:MM` (UTC)
+/// or unix seconds.
+pub fn parse_time(text: &str) -> Result<i64, String> {
+    if let Ok(seconds) = text.parse::<i64>() {
+        return Ok(seconds);
+    }
+    if let Ok(at) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(at.timestamp());
+    }
+    if let Ok(at) = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M") {
+        return Ok(at.and_utc().timestamp());
+    }
+    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .map(|day| day.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc().timestamp())
+        .map_err(|_| format!("{text:?} is not a time: use RFC 3339, YYYY-MM-DD or unix seconds"))
+}
+
+/// What the source exports, for people (stderr).
+fn print_detected(detected: &Detected) {
+    let labels = &detected.labels;
+    eprintln!(
+        "detected in {}: utilization {} (fallback {}); labels pod={} namespace={} host={} gpu={}; \
+         {} GPUs, {} MIG instances {:?}; sample interval {} s",
+        detected.source,
+        detected.utilization_metric.as_deref().unwrap_or("none"),
+        detected.fallback_utilization_metric.as_deref().unwrap_or("none"),
+        labels.pod,
+        labels.namespace,
+        labels.host,
+        labels.uuid,
+        detected.gpus,
+        detected.mig_instances,
+        detected.mig_profiles,
+        detected.sample_interval_seconds.unwrap_or(0.0)
+    );
+}
+
+/// The demo's metrics files, each ingested once (a month already ingested is kept).
+async fn ingest_demo_metrics(store: &dyn store::Store, folder: &std::path::Path) -> anyhow::Result<()> {
+    let Ok(entries) = std::fs::read_dir(folder) else { return Ok(()) };
+    let mut files: Vec<PathBuf> =
+        entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "om")).collect();
+    files.sort();
+    let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
+    for file in files {
+        let Some(period) = file.file_stem().and_then(|s| s.to_str()).and_then(|s| s.parse::<Period>().ok())
+        else {
+            continue;
+        };
+        if store.last_data_version("prometheus", &period.to_string()).await?.is_some() {
+            continue;
+        }
+        let options = MetricsIngestOptions {
+            source: MetricsSource::File(file),
+            from: Some(period.start()),
+            to: Some(period.end()),
+            names: MetricNames::default(),
+            labels: LabelOverrides::default(),
+            requests_query: None,
+            chunk_seconds: 7200,
+            sample_interval: None,
+            detect_only: false,
+        };
+        let result = ingest::metrics::ingest_metrics(store, &options, &progress).await?;
+        println!(
+            "{period}: ingested {} GPU rows and {} inference rows of metrics",
+            result.gpu_rows, result.inference_rows
+        );
+    }
+    Ok(())
 }
 
 /// Runs a CUR ingest and prints each period's outcome and reconciliation.

@@ -11,13 +11,17 @@
 //!   `truth.json`, for the demo, tests and benchmarks;
 //! - [`split`]: AWS's split cost allocation arithmetic; [`catalog`]: EC2 instance types;
 //! - [`sources`]: CUR 2.0 exports from a folder or S3, found through their manifests;
-//! - [`ingest`]: classification, reconciliation and the atomic per-period replace;
+//!   Prometheus (HTTP API) and OpenMetrics files, bucketed into half-open hours;
+//! - [`ingest`]: classification, reconciliation and the atomic per-period replace; the
+//!   atomic replace of a metrics window;
+//! - [`engine`]: cost joined with usage (GPU-hours used, idle, unmeasured);
 //! - [`report`]: command-line reports (table, CSV, JSON);
 //! - [`web`]: the axum router (home page, health check);
 //! - [`money`], [`period`]: exact money and billing periods.
 
 pub mod catalog;
 pub mod cli;
+pub mod engine;
 pub mod ingest;
 pub mod money;
 pub mod period;

@@ -7,6 +7,7 @@
 //! version has not changed since its last successful ingest is skipped unless forced.
 
 pub mod cur;
+pub mod metrics;
 
 use std::path::PathBuf;
 use std::time::Instant;

@@ -19,12 +19,24 @@ pub(crate) struct Migration {
 }
 
 /// SQLite migrations, oldest first.
-pub(crate) const SQLITE: &[Migration] =
-    &[Migration { version: 1, name: "init", sql: include_str!("../../migrations/sqlite/0001_init.sql") }];
+pub(crate) const SQLITE: &[Migration] = &[
+    Migration { version: 1, name: "init", sql: include_str!("../../migrations/sqlite/0001_init.sql") },
+    Migration {
+        version: 2,
+        name: "gpu_usage_share",
+        sql: include_str!("../../migrations/sqlite/0002_gpu_usage_share.sql"),
+    },
+];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
-pub(crate) const POSTGRES: &[Migration] =
-    &[Migration { version: 1, name: "init", sql: include_str!("../../migrations/postgres/0001_init.sql") }];
+pub(crate) const POSTGRES: &[Migration] = &[
+    Migration { version: 1, name: "init", sql: include_str!("../../migrations/postgres/0001_init.sql") },
+    Migration {
+        version: 2,
+        name: "gpu_usage_share",
+        sql: include_str!("../../migrations/postgres/0002_gpu_usage_share.sql"),
+    },
+];
 
 const CREATE_SCHEMA_MIGRATIONS: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

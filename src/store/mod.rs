@@ -169,6 +169,12 @@ pub trait Store: Send + Sync {
     /// Inference rows with `from <= hour < to`, in a stable order.
     async fn inference_usage(&self, from: i64, to: i64) -> StoreResult<Vec<InferenceUsage>>;
 
+    /// Each pod's accelerator (GPU) split usage per hour in a billing period.
+    async fn gpu_allocations(&self, period: &str) -> StoreResult<Vec<GpuAllocation>>;
+
+    /// The pods a billing period's bill names, with their workloads.
+    async fn pod_workloads(&self, period: &str) -> StoreResult<Vec<PodWorkload>>;
+
     /// Replaces all client mapping rules.
     async fn set_client_rules(&self, rules: &[ClientRule]) -> StoreResult<()>;
 

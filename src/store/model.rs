@@ -142,13 +142,15 @@ pub struct PeriodSummary {
 }
 
 /// What one GPU (or MIG instance) did for one pod in one hour.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct GpuUsage {
     pub hour: i64,
     pub hostname: String,
     pub gpu_uuid: String,
     /// MIG GPU instance id, empty for a whole GPU.
     pub gpu_instance: String,
+    /// MIG profile (`3g.40gb`), empty for a whole GPU.
+    pub gpu_profile: String,
     pub gpu_model: String,
     /// Empty when the GPU had no pod (unattributed).
     pub namespace: String,
@@ -158,10 +160,33 @@ pub struct GpuUsage {
     pub mean_utilization: f64,
     pub peak_fb_used_mib: f64,
     pub samples: i64,
+    /// The GPU-hours this row stands for, from observed time: at most 1 per GPU and hour,
+    /// a MIG instance's slice fraction, a time-sliced pod's share.
+    pub gpu_hours: f64,
+}
+
+/// One pod's GPU allocation in one hour, from the bill's accelerator split rows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuAllocation {
+    pub hour: i64,
+    pub namespace: String,
+    pub pod: String,
+    pub workload: String,
+    pub gpu_model: String,
+    pub purchase_option: String,
+    pub gpu_hours: f64,
+}
+
+/// A pod the bill knows, with its workload.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PodWorkload {
+    pub namespace: String,
+    pub pod: String,
+    pub workload: String,
 }
 
 /// Inference requests and tokens for one workload and model in one hour.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct InferenceUsage {
     pub hour: i64,
     pub namespace: String,

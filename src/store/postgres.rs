@@ -10,8 +10,8 @@ use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
 
 use super::sql::{self, ReadRow};
 use super::{
-    ClientRule, CostPeriod, GpuUsage, InferenceUsage, IngestOutcome, IngestRun, NamespaceCost, NewIngestRun,
-    PeriodSummary, SqlContext, Store, StoreError, StoreResult, migrations,
+    ClientRule, CostPeriod, GpuAllocation, GpuUsage, InferenceUsage, IngestOutcome, IngestRun, NamespaceCost,
+    NewIngestRun, PeriodSummary, PodWorkload, SqlContext, Store, StoreError, StoreResult, migrations,
 };
 
 /// The Postgres wire protocol counts bound values in 16 bits.

@@ -252,6 +252,26 @@ macro_rules! store_impl {
                 rows.iter().map(sql::inference_usage).collect::<Result<Vec<_>, _>>().context(CONTEXT)
             }
 
+            async fn gpu_allocations(&self, period: &str) -> StoreResult<Vec<GpuAllocation>> {
+                const CONTEXT: &str = "reading GPU allocations";
+                let rows = sqlx::query(sql::SELECT_GPU_ALLOCATIONS)
+                    .bind(period)
+                    .fetch_all(&self.pool)
+                    .await
+                    .context(CONTEXT)?;
+                rows.iter().map(sql::gpu_allocation).collect::<Result<Vec<_>, _>>().context(CONTEXT)
+            }
+
+            async fn pod_workloads(&self, period: &str) -> StoreResult<Vec<PodWorkload>> {
+                const CONTEXT: &str = "reading pod workloads";
+                let rows = sqlx::query(sql::SELECT_POD_WORKLOADS)
+                    .bind(period)
+                    .fetch_all(&self.pool)
+                    .await
+                    .context(CONTEXT)?;
+                rows.iter().map(sql::pod_workload).collect::<Result<Vec<_>, _>>().context(CONTEXT)
+            }
+
             async fn set_client_rules(&self, rules: &[ClientRule]) -> StoreResult<()> {
                 const CONTEXT: &str = "replacing client rules";
                 let mut tx = self.pool.begin_with($write_begin).await.context(CONTEXT)?;

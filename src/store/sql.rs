@@ -11,8 +11,8 @@ use sqlx::query_builder::Separated;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Row, Type};
 
 use super::model::{
-    ClientRule, CostFact, CostPeriod, FactBatch, FactRecord, GpuUsage, InferenceUsage, IngestRun,
-    InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodRecord,
+    ClientRule, CostFact, CostPeriod, FactBatch, FactRecord, GpuAllocation, GpuUsage, InferenceUsage,
+    IngestRun, InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodRecord, PodWorkload,
 };
 
 // ---- Reports ----
@@ -135,13 +135,13 @@ pub(crate) const DELETE_INFERENCE_USAGE_WINDOW: &str =
     "DELETE FROM inference_usage WHERE hour >= $1 AND hour < $2";
 
 pub(crate) const INSERT_GPU_USAGE: BulkInsert = BulkInsert {
-    head: "INSERT INTO gpu_usage (hour, hostname, gpu_uuid, gpu_instance, gpu_model, \
-           namespace, pod, container, mean_utilization, peak_fb_used_mib, samples) ",
-    columns: 11,
+    head: "INSERT INTO gpu_usage (hour, hostname, gpu_uuid, gpu_instance, gpu_profile, gpu_model, \
+           namespace, pod, container, mean_utilization, peak_fb_used_mib, samples, gpu_hours) ",
+    columns: 13,
 };
 
-pub(crate) const SELECT_GPU_USAGE: &str = "SELECT hour, hostname, gpu_uuid, gpu_instance, \
-     gpu_model, namespace, pod, container, mean_utilization, peak_fb_used_mib, samples \
+pub(crate) const SELECT_GPU_USAGE: &str = "SELECT hour, hostname, gpu_uuid, gpu_instance, gpu_profile, \
+     gpu_model, namespace, pod, container, mean_utilization, peak_fb_used_mib, samples, gpu_hours \
      FROM gpu_usage WHERE hour >= $1 AND hour < $2 \
      ORDER BY hour, hostname, gpu_uuid, gpu_instance, namespace, pod, container";
 
@@ -155,6 +155,17 @@ pub(crate) const SELECT_INFERENCE_USAGE: &str = "SELECT hour, namespace, pod, wo
      model, requests, prompt_tokens, generation_tokens \
      FROM inference_usage WHERE hour >= $1 AND hour < $2 \
      ORDER BY hour, namespace, pod, workload, model";
+
+/// Accelerator split usage per pod and hour, with the pod's workload and instance.
+pub(crate) const SELECT_GPU_ALLOCATIONS: &str = "SELECT f.hour, p.namespace, p.pod, p.workload, \
+     p.gpu_model, p.purchase_option, SUM(f.split_usage) AS gpu_hours \
+     FROM cost_facts f JOIN cost_pods p ON p.period = f.period AND p.pod_id = f.pod_id \
+     WHERE f.period = $1 AND f.resource = 'gpu' \
+     GROUP BY f.hour, p.namespace, p.pod, p.workload, p.gpu_model, p.purchase_option \
+     ORDER BY f.hour, p.namespace, p.pod";
+
+pub(crate) const SELECT_POD_WORKLOADS: &str = "SELECT DISTINCT namespace, pod, workload \
+     FROM cost_pods WHERE period = $1 ORDER BY namespace, pod, workload";
 
 // ---- Client rules ----
 
@@ -512,6 +523,7 @@ pub(crate) fn gpu_usage(row: &impl ReadRow) -> Result<GpuUsage, sqlx::Error> {
         hostname: row.text("hostname")?,
         gpu_uuid: row.text("gpu_uuid")?,
         gpu_instance: row.text("gpu_instance")?,
+        gpu_profile: row.text("gpu_profile")?,
         gpu_model: row.text("gpu_model")?,
         namespace: row.text("namespace")?,
         pod: row.text("pod")?,
@@ -519,6 +531,27 @@ pub(crate) fn gpu_usage(row: &impl ReadRow) -> Result<GpuUsage, sqlx::Error> {
         mean_utilization: row.float("mean_utilization")?,
         peak_fb_used_mib: row.float("peak_fb_used_mib")?,
         samples: row.int("samples")?,
+        gpu_hours: row.float("gpu_hours")?,
+    })
+}
+
+pub(crate) fn gpu_allocation(row: &impl ReadRow) -> Result<GpuAllocation, sqlx::Error> {
+    Ok(GpuAllocation {
+        hour: row.int("hour")?,
+        namespace: row.text("namespace")?,
+        pod: row.text("pod")?,
+        workload: row.text("workload")?,
+        gpu_model: row.text("gpu_model")?,
+        purchase_option: row.text("purchase_option")?,
+        gpu_hours: row.float("gpu_hours")?,
+    })
+}
+
+pub(crate) fn pod_workload(row: &impl ReadRow) -> Result<PodWorkload, sqlx::Error> {
+    Ok(PodWorkload {
+        namespace: row.text("namespace")?,
+        pod: row.text("pod")?,
+        workload: row.text("workload")?,
     })
 }
 
@@ -528,13 +561,15 @@ pub(crate) fn push_gpu_usage<'args>(row: &mut impl PushRow<'args>, usage: &'args
         .text(&usage.hostname)
         .text(&usage.gpu_uuid)
         .text(&usage.gpu_instance)
+        .text(&usage.gpu_profile)
         .text(&usage.gpu_model)
         .text(&usage.namespace)
         .text(&usage.pod)
         .text(&usage.container)
         .float(usage.mean_utilization)
         .float(usage.peak_fb_used_mib)
-        .int(usage.samples);
+        .int(usage.samples)
+        .float(usage.gpu_hours);
 }
 
 pub(crate) fn inference_usage(row: &impl ReadRow) -> Result<InferenceUsage, sqlx::Error> {
@@ -663,19 +698,7 @@ mod tests {
             unblended_cost_micros: 0,
             amortized_cost_micros: 0,
         };
-        let gpu = GpuUsage {
-            hour: 0,
-            hostname: String::new(),
-            gpu_uuid: String::new(),
-            gpu_instance: String::new(),
-            gpu_model: String::new(),
-            namespace: String::new(),
-            pod: String::new(),
-            container: String::new(),
-            mean_utilization: 0.0,
-            peak_fb_used_mib: 0.0,
-            samples: 0,
-        };
+        let gpu = GpuUsage::default();
         let inference = InferenceUsage {
             hour: 0,
             namespace: String::new(),

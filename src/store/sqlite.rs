@@ -15,8 +15,8 @@ use sqlx::sqlite::{
 
 use super::sql::{self, ReadRow};
 use super::{
-    ClientRule, CostPeriod, GpuUsage, InferenceUsage, IngestOutcome, IngestRun, NamespaceCost, NewIngestRun,
-    PeriodSummary, SqlContext, Store, StoreError, StoreResult, migrations,
+    ClientRule, CostPeriod, GpuAllocation, GpuUsage, InferenceUsage, IngestOutcome, IngestRun, NamespaceCost,
+    NewIngestRun, PeriodSummary, PodWorkload, SqlContext, Store, StoreError, StoreResult, migrations,
 };
 
 /// SQLite limits one statement to 32,766 bound values.

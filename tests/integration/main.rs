@@ -4,6 +4,8 @@
 mod generate;
 mod helpers;
 mod ingest_cur;
+mod ingest_prometheus;
+mod prom_server;
 mod s3;
 mod store_story;
 mod web;

@@ -214,6 +214,8 @@ fn gpu_usage(hour: i64, pod: &str, mean_utilization: f64) -> GpuUsage {
         peak_fb_used_mib: 18_432.0,
         // One sample every 15 s.
         samples: 240,
+        gpu_profile: String::new(),
+        gpu_hours: 1.0,
     }
 }
 

@@ -15,6 +15,9 @@
 //! `--by-cluster`. `other_cost` = `bill_amortized_total` − `kubernetes_total`, so the rows
 //! plus other cost add up to the amortized bill exactly.
 
+pub mod table;
+pub mod usage;
+
 use serde_json::{Value, json};
 
 use crate::money::{format_usd, micros_from_nanos, usd_decimal};
@@ -35,6 +38,8 @@ pub enum ReportError {
     Store(#[from] StoreError),
     #[error("no cost data for {0}: run `gpuledger ingest cur SOURCE` first")]
     NoData(Period),
+    #[error("no GPU or inference data for {0}: run `gpuledger ingest prometheus` (and `ingest cur`) first")]
+    NoUsage(Period),
 }
 
 /// Per-namespace Kubernetes cost for a period, with other cost and the bill.

@@ -1,0 +1,208 @@
+//! GPU usage joined with the bill: per pod-hour, the GPU-hours the bill allocated (accelerator
+//! split usage) meet the hourly mean utilization the metrics measured.
+//!
+//! Definitions (DESIGN.md, "The numbers"): used GPU-hours = Σ hourly mean utilization ×
+//! allocated GPU-hours; idle GPU-hours = allocated GPU-hours of pod-hours whose mean is
+//! below the threshold; utilization = used / allocated. Allocated hours with no metrics are
+//! reported as unmeasured, not as idle. Without cost data for the period, the metrics'
+//! own GPU-hours stand in for allocation.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use crate::store::{GpuAllocation, GpuUsage, InferenceUsage, PodWorkload};
+
+/// The namespace unattributed GPU time (no pod on the GPU) is reported under.
+pub const UNATTRIBUTED: &str = "(unattributed)";
+
+/// GPU-hours of one namespace on one GPU model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct GpuHours {
+    pub namespace: String,
+    pub gpu_model: String,
+    pub allocated_gpu_hours: f64,
+    pub used_gpu_hours: f64,
+    pub idle_gpu_hours: f64,
+    /// Allocated hours with no metrics to say how busy they were.
+    pub unmeasured_gpu_hours: f64,
+    /// GPU-hours no pod held (only on the `(unattributed)` rows).
+    pub unattributed_gpu_hours: f64,
+}
+
+impl GpuHours {
+    /// Used over measured allocated hours (0..1); `None` with nothing measured.
+    pub fn utilization(&self) -> Option<f64> {
+        let measured = if self.namespace == UNATTRIBUTED {
+            self.unattributed_gpu_hours
+        } else {
+            self.allocated_gpu_hours - self.unmeasured_gpu_hours
+        };
+        (measured > 1e-12).then(|| self.used_gpu_hours / measured)
+    }
+}
+
+/// The GPU side of a window, per namespace and GPU model, plus GPU-hours seen in metrics
+/// for pods the bill does not name (when there is a bill).
+pub fn gpu_hours(
+    allocations: &[GpuAllocation],
+    usage: &[GpuUsage],
+    idle_threshold: f64,
+) -> (Vec<GpuHours>, f64) {
+    // Mean utilization per pod-hour across its GPUs, weighted by the GPU-hours each row holds.
+    let mut measured: HashMap<(&str, &str, i64), (f64, f64, &str)> = HashMap::new();
+    let mut rows: BTreeMap<(String, String), GpuHours> = BTreeMap::new();
+    for u in usage {
+        if u.pod.is_empty() {
+            let r = row(&mut rows, UNATTRIBUTED, &u.gpu_model);
+            r.unattributed_gpu_hours += u.gpu_hours;
+            r.used_gpu_hours += u.mean_utilization * u.gpu_hours;
+            if u.mean_utilization < idle_threshold {
+                r.idle_gpu_hours += u.gpu_hours;
+            }
+            continue;
+        }
+        let entry = measured.entry((&u.namespace, &u.pod, u.hour)).or_insert((0.0, 0.0, &u.gpu_model));
+        entry.0 += u.mean_utilization * u.gpu_hours.max(1e-9);
+        entry.1 += u.gpu_hours.max(1e-9);
+    }
+    let mut unbilled = 0.0;
+    if allocations.is_empty() {
+        for ((namespace, _, _), (busy, hours, model)) in &measured {
+            let r = row(&mut rows, namespace, model);
+            add_pod_hour(r, *hours, Some(busy / hours), idle_threshold);
+        }
+    } else {
+        let mut billed: std::collections::HashSet<(&str, &str, i64)> = std::collections::HashSet::new();
+        // DaemonSet pods on GPU nodes have accelerator rows with no GPUs.
+        for a in allocations.iter().filter(|a| a.gpu_hours > 0.0) {
+            let utilization =
+                measured.get(&(a.namespace.as_str(), a.pod.as_str(), a.hour)).map(|m| m.0 / m.1);
+            billed.insert((&a.namespace, &a.pod, a.hour));
+            add_pod_hour(
+                row(&mut rows, &a.namespace, &a.gpu_model),
+                a.gpu_hours,
+                utilization,
+                idle_threshold,
+            );
+        }
+        unbilled = measured.iter().filter(|(key, _)| !billed.contains(*key)).map(|(_, m)| m.1).sum();
+    }
+    (rows.into_values().collect(), unbilled)
+}
+
+/// The row of a namespace and model, created empty.
+fn row<'a>(
+    rows: &'a mut BTreeMap<(String, String), GpuHours>,
+    namespace: &str,
+    model: &str,
+) -> &'a mut GpuHours {
+    rows.entry((namespace.to_string(), model.to_string())).or_insert_with(|| GpuHours {
+        namespace: namespace.to_string(),
+        gpu_model: model.to_string(),
+        ..GpuHours::default()
+    })
+}
+
+fn add_pod_hour(row: &mut GpuHours, allocated: f64, utilization: Option<f64>, idle_threshold: f64) {
+    row.allocated_gpu_hours += allocated;
+    match utilization {
+        Some(u) => {
+            row.used_gpu_hours += u * allocated;
+            if u < idle_threshold {
+                row.idle_gpu_hours += allocated;
+            }
+        }
+        None => row.unmeasured_gpu_hours += allocated,
+    }
+}
+
+/// Requests and tokens of one workload and model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct InferenceTotals {
+    pub namespace: String,
+    pub workload: String,
+    pub model: String,
+    pub requests: f64,
+    pub prompt_tokens: f64,
+    pub generation_tokens: f64,
+}
+
+/// Inference per workload and model; a pod's workload comes from the bill when it names
+/// the pod, else from the pod's name.
+pub fn inference_totals(usage: &[InferenceUsage], pods: &[PodWorkload]) -> Vec<InferenceTotals> {
+    let workloads: HashMap<(&str, &str), &str> =
+        pods.iter().map(|p| ((p.namespace.as_str(), p.pod.as_str()), p.workload.as_str())).collect();
+    let mut totals: BTreeMap<(String, String, String), InferenceTotals> = BTreeMap::new();
+    for u in usage {
+        let workload = workloads.get(&(u.namespace.as_str(), u.pod.as_str())).copied().unwrap_or(&u.workload);
+        let key = (u.namespace.clone(), workload.to_string(), u.model.clone());
+        let t = totals.entry(key).or_insert_with(|| InferenceTotals {
+            namespace: u.namespace.clone(),
+            workload: workload.to_string(),
+            model: u.model.clone(),
+            ..InferenceTotals::default()
+        });
+        t.requests += u.requests;
+        t.prompt_tokens += u.prompt_tokens;
+        t.generation_tokens += u.generation_tokens;
+    }
+    totals.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allocation(pod: &str, hour: i64, gpu_hours: f64) -> GpuAllocation {
+        GpuAllocation {
+            hour,
+            namespace: "ml".into(),
+            pod: pod.into(),
+            workload: "w".into(),
+            gpu_model: "H100".into(),
+            purchase_option: "OnDemand".into(),
+            gpu_hours,
+        }
+    }
+
+    fn usage(pod: &str, hour: i64, utilization: f64, gpu_hours: f64) -> GpuUsage {
+        GpuUsage {
+            hour,
+            namespace: if pod.is_empty() { String::new() } else { "ml".into() },
+            pod: pod.into(),
+            gpu_model: "H100".into(),
+            mean_utilization: utilization,
+            gpu_hours,
+            ..GpuUsage::default()
+        }
+    }
+
+    #[test]
+    fn the_bill_allocates_and_the_metrics_say_how_busy() {
+        // Pod a: 2 GPU-hours in hour 0 at 0.5 (two GPUs at 0.4 and 0.6) → 1.0 used; 2 GPU-hours
+        // in hour 1 at 0.05 → idle (0.1 used). Pod b: 1 GPU-hour with no metrics → unmeasured.
+        // One unattributed GPU-hour at 0. Utilization = 1.1 / (5 − 1) = 0.275.
+        let allocations = [allocation("a", 0, 2.0), allocation("a", 3600, 2.0), allocation("b", 0, 1.0)];
+        let metrics = [
+            usage("a", 0, 0.4, 1.0),
+            usage("a", 0, 0.6, 1.0),
+            usage("a", 3600, 0.05, 2.0),
+            usage("", 0, 0.0, 1.0),
+        ];
+        let (rows, unbilled) = gpu_hours(&allocations, &metrics, 0.10);
+        assert_eq!(unbilled, 0.0);
+        let ml = rows.iter().find(|r| r.namespace == "ml").unwrap();
+        assert_eq!((ml.allocated_gpu_hours, ml.idle_gpu_hours, ml.unmeasured_gpu_hours), (5.0, 2.0, 1.0));
+        assert!((ml.used_gpu_hours - 1.1).abs() < 1e-12);
+        assert!((ml.utilization().unwrap() - 0.275).abs() < 1e-12);
+        let free = rows.iter().find(|r| r.namespace == UNATTRIBUTED).unwrap();
+        assert_eq!((free.unattributed_gpu_hours, free.idle_gpu_hours), (1.0, 1.0));
+    }
+
+    #[test]
+    fn without_a_bill_the_metrics_allocate() {
+        let (rows, _) = gpu_hours(&[], &[usage("a", 0, 0.8, 0.5)], 0.10);
+        assert_eq!((rows[0].allocated_gpu_hours, rows[0].used_gpu_hours), (0.5, 0.4));
+    }
+}

@@ -1,0 +1,154 @@
+//! One renderer for the usage reports: a title, named columns and typed cells, printed as
+//! an aligned table for people, or CSV / JSON (`{"period", "rows": [...]}`) for scripts.
+
+use serde_json::{Map, Value, json};
+
+use super::{OutputFormat, csv_cell};
+
+/// A cell, typed so each format shows it right.
+#[derive(Debug, Clone)]
+pub enum Cell {
+    Text(String),
+    /// GPU-hours and the like: 6 decimals in CSV/JSON, 1 in the table.
+    Hours(f64),
+    /// A fraction (0.724): shown as `72.4 %` in the table; `null`/empty when undefined.
+    Ratio(Option<f64>),
+    /// Requests, tokens: whole numbers.
+    Count(f64),
+    /// Dollars: 6 decimals in CSV/JSON, `$1,234.56` in the table; empty when undefined.
+    Usd(Option<f64>),
+}
+
+/// A report as rows of cells under column names.
+#[derive(Debug, Clone)]
+pub struct Table {
+    pub title: String,
+    /// JSON and CSV names, also the table's headings.
+    pub columns: Vec<&'static str>,
+    pub rows: Vec<Vec<Cell>>,
+}
+
+impl Table {
+    /// Prints in `format`; `extra` fields join `period` and `rows` at the JSON top level.
+    pub fn render(&self, format: OutputFormat, period: &str, extra: Map<String, Value>) -> String {
+        match format {
+            OutputFormat::Json => {
+                let rows: Vec<Value> = self
+                    .rows
+                    .iter()
+                    .map(|row| {
+                        let fields =
+                            self.columns.iter().zip(row).map(|(c, cell)| (c.to_string(), json_value(cell)));
+                        Value::Object(fields.collect())
+                    })
+                    .collect();
+                let mut top = Map::new();
+                top.insert("period".into(), json!(period));
+                top.insert("rows".into(), Value::Array(rows));
+                top.extend(extra);
+                serde_json::to_string_pretty(&Value::Object(top)).unwrap_or_default() + "\n"
+            }
+            OutputFormat::Csv => {
+                let mut out = self.columns.join(",") + "\n";
+                for row in &self.rows {
+                    out.push_str(&row.iter().map(csv_text).collect::<Vec<_>>().join(","));
+                    out.push('\n');
+                }
+                out
+            }
+            OutputFormat::Table => {
+                let mut lines = vec![self.columns.iter().map(|c| c.replace('_', " ")).collect::<Vec<_>>()];
+                lines.extend(self.rows.iter().map(|row| row.iter().map(table_text).collect()));
+                let widths: Vec<usize> = (0..self.columns.len())
+                    .map(|i| lines.iter().map(|l| l[i].chars().count()).max().unwrap_or(0))
+                    .collect();
+                // Numbers align right, text left, as the first row's cells say.
+                let right: Vec<bool> = (0..self.columns.len())
+                    .map(|i| self.rows.first().is_some_and(|r| !matches!(r[i], Cell::Text(_))))
+                    .collect();
+                let mut out = format!("{}, {period}\n", self.title);
+                for line in &lines {
+                    let cells: Vec<String> = line
+                        .iter()
+                        .enumerate()
+                        .map(|(i, cell)| {
+                            let w = widths[i];
+                            if right[i] { format!("{cell:>w$}") } else { format!("{cell:<w$}") }
+                        })
+                        .collect();
+                    out.push_str(cells.join("  ").trim_end());
+                    out.push('\n');
+                }
+                out
+            }
+        }
+    }
+}
+
+fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+fn json_value(cell: &Cell) -> Value {
+    match cell {
+        Cell::Text(text) => json!(text),
+        Cell::Hours(x) => json!(round6(*x)),
+        Cell::Ratio(x) | Cell::Usd(x) => x.map_or(Value::Null, |x| json!(round6(x))),
+        Cell::Count(x) => json!(x.round()),
+    }
+}
+
+fn csv_text(cell: &Cell) -> String {
+    match cell {
+        Cell::Text(text) => csv_cell(text),
+        Cell::Hours(x) => format!("{x:.6}"),
+        Cell::Ratio(x) | Cell::Usd(x) => x.map(|x| format!("{x:.6}")).unwrap_or_default(),
+        Cell::Count(x) => format!("{:.0}", x.round()),
+    }
+}
+
+fn table_text(cell: &Cell) -> String {
+    match cell {
+        Cell::Text(text) => text.clone(),
+        Cell::Hours(x) => thousands(*x, 1),
+        Cell::Ratio(x) => x.map(|x| format!("{:.1} %", x * 100.0)).unwrap_or_else(|| "n/a".into()),
+        Cell::Count(x) => thousands(*x, 0),
+        Cell::Usd(x) => x.map(|x| format!("${}", thousands(x, 2))).unwrap_or_else(|| "n/a".into()),
+    }
+}
+
+/// `1234567.891` with 1 decimal → `1,234,567.9`.
+fn thousands(x: f64, decimals: usize) -> String {
+    let text = format!("{:.*}", decimals, x.abs());
+    let (whole, fraction) = text.split_once('.').map_or((text.as_str(), ""), |(w, f)| (w, f));
+    let mut grouped = String::new();
+    for (i, digit) in whole.chars().enumerate() {
+        if i > 0 && (whole.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(digit);
+    }
+    let sign = if x < 0.0 && text.chars().any(|c| c.is_ascii_digit() && c != '0') { "-" } else { "" };
+    if fraction.is_empty() { format!("{sign}{grouped}") } else { format!("{sign}{grouped}.{fraction}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_print_for_people_and_for_scripts() {
+        assert_eq!(thousands(1_234_567.891, 1), "1,234,567.9");
+        assert_eq!(thousands(-12.0, 0), "-12");
+        assert_eq!(table_text(&Cell::Ratio(Some(0.7244))), "72.4 %");
+        let table = Table {
+            title: "t".into(),
+            columns: vec!["namespace", "utilization"],
+            rows: vec![vec![Cell::Text("=a".into()), Cell::Ratio(None)]],
+        };
+        assert_eq!(table.render(OutputFormat::Csv, "2026-10", Map::new()), "namespace,utilization\n'=a,\n");
+        let json: Value =
+            serde_json::from_str(&table.render(OutputFormat::Json, "2026-10", Map::new())).unwrap();
+        assert_eq!(json["rows"][0]["utilization"], Value::Null);
+    }
+}

@@ -1,0 +1,151 @@
+//! `report gpu` and `report inference`: what the GPUs did, joined with the bill.
+//!
+//! `report gpu` JSON contract (stable; fields may be added, never renamed):
+//!
+//! ```json
+//! {"period": "2026-10", "idle_threshold": 0.1, "source": "bill",
+//!  "rows": [{"namespace": "acme-llm", "gpu_model": "H100", "allocated_gpu_hours": 120.0,
+//!            "used_gpu_hours": 61.2, "idle_gpu_hours": 10.0, "unmeasured_gpu_hours": 0.0,
+//!            "unattributed_gpu_hours": 0.0, "utilization": 0.51}],
+//!  "metrics_without_bill_gpu_hours": 0.0}
+//! ```
+//!
+//! `source` is `bill` when allocation comes from CUR accelerator split usage, `metrics`
+//! when the period has no cost data. GPU time no pod held is on rows with namespace
+//! `(unattributed)`. `utilization` is a fraction, `null` when nothing was measured.
+//!
+//! `report inference` JSON: `{"period", "rows": [{"namespace", "workload", "model",
+//! "requests", "tokens", "prompt_tokens", "generation_tokens"}]}`.
+
+use serde_json::{Map, Value, json};
+
+use super::table::{Cell, Table};
+use super::{OutputFormat, ReportError};
+use crate::engine::usage::{GpuHours, InferenceTotals, gpu_hours, inference_totals};
+use crate::period::Period;
+use crate::store::Store;
+
+/// GPU-hours per namespace and GPU model for a billing period.
+#[derive(Debug, Clone)]
+pub struct GpuReport {
+    pub period: Period,
+    pub idle_threshold: f64,
+    /// Allocation from the bill (true) or from the metrics.
+    pub from_bill: bool,
+    pub rows: Vec<GpuHours>,
+    pub metrics_without_bill_gpu_hours: f64,
+}
+
+impl GpuReport {
+    pub async fn load(
+        store: &dyn Store,
+        period: Period,
+        idle_threshold: f64,
+    ) -> Result<GpuReport, ReportError> {
+        let allocations = store.gpu_allocations(&period.to_string()).await?;
+        let usage = store.gpu_usage(period.start(), period.end()).await?;
+        if allocations.is_empty() && usage.is_empty() {
+            return Err(ReportError::NoUsage(period));
+        }
+        let (rows, metrics_without_bill_gpu_hours) = gpu_hours(&allocations, &usage, idle_threshold);
+        Ok(GpuReport {
+            period,
+            idle_threshold,
+            from_bill: !allocations.is_empty(),
+            rows,
+            metrics_without_bill_gpu_hours,
+        })
+    }
+
+    pub fn table(&self) -> Table {
+        Table {
+            title: format!(
+                "GPU-hours by namespace and GPU model (idle below {:.0} %)",
+                self.idle_threshold * 100.0
+            ),
+            columns: vec![
+                "namespace",
+                "gpu_model",
+                "allocated_gpu_hours",
+                "used_gpu_hours",
+                "idle_gpu_hours",
+                "unmeasured_gpu_hours",
+                "unattributed_gpu_hours",
+                "utilization",
+            ],
+            rows: self
+                .rows
+                .iter()
+                .map(|r| {
+                    vec![
+                        Cell::Text(r.namespace.clone()),
+                        Cell::Text(r.gpu_model.clone()),
+                        Cell::Hours(r.allocated_gpu_hours),
+                        Cell::Hours(r.used_gpu_hours),
+                        Cell::Hours(r.idle_gpu_hours),
+                        Cell::Hours(r.unmeasured_gpu_hours),
+                        Cell::Hours(r.unattributed_gpu_hours),
+                        Cell::Ratio(r.utilization()),
+                    ]
+                })
+                .collect(),
+        }
+    }
+
+    pub fn render(&self, format: OutputFormat) -> String {
+        let mut extra = Map::new();
+        extra.insert("idle_threshold".into(), json!(self.idle_threshold));
+        extra.insert("source".into(), json!(if self.from_bill { "bill" } else { "metrics" }));
+        extra.insert("metrics_without_bill_gpu_hours".into(), json!(self.metrics_without_bill_gpu_hours));
+        self.table().render(format, &self.period.to_string(), extra)
+    }
+}
+
+/// Requests and tokens per workload and model for a billing period.
+#[derive(Debug, Clone)]
+pub struct InferenceReport {
+    pub period: Period,
+    pub rows: Vec<InferenceTotals>,
+}
+
+impl InferenceReport {
+    pub async fn load(store: &dyn Store, period: Period) -> Result<InferenceReport, ReportError> {
+        let usage = store.inference_usage(period.start(), period.end()).await?;
+        if usage.is_empty() {
+            return Err(ReportError::NoUsage(period));
+        }
+        let pods = store.pod_workloads(&period.to_string()).await?;
+        Ok(InferenceReport { period, rows: inference_totals(&usage, &pods) })
+    }
+
+    pub fn render(&self, format: OutputFormat) -> String {
+        let table = Table {
+            title: "Inference requests and tokens by workload".into(),
+            columns: vec![
+                "namespace",
+                "workload",
+                "model",
+                "requests",
+                "tokens",
+                "prompt_tokens",
+                "generation_tokens",
+            ],
+            rows: self
+                .rows
+                .iter()
+                .map(|r| {
+                    vec![
+                        Cell::Text(r.namespace.clone()),
+                        Cell::Text(r.workload.clone()),
+                        Cell::Text(r.model.clone()),
+                        Cell::Count(r.requests),
+                        Cell::Count(r.prompt_tokens + r.generation_tokens),
+                        Cell::Count(r.prompt_tokens),
+                        Cell::Count(r.generation_tokens),
+                    ]
+                })
+                .collect(),
+        };
+        table.render(format, &self.period.to_string(), Map::<String, Value>::new())
+    }
+}
