@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::store::{GpuAllocation, GpuUsage, InferenceUsage, PodWorkload};
+use crate::money::NANOS_PER_USD;
+use crate::store::{GpuAllocation, GpuUsage, InferenceUsage, PodWorkload, WorkloadCost};
 
 /// The namespace unattributed GPU time (no pod on the GPU) is reported under.
 pub const UNATTRIBUTED: &str = "(unattributed)";
@@ -126,11 +127,34 @@ pub struct InferenceTotals {
     pub requests: f64,
     pub prompt_tokens: f64,
     pub generation_tokens: f64,
+    /// The workload's cost in USD (split + unused, GPU + CPU + memory), shared between its
+    /// models by requests; `None` without a bill.
+    pub cost: Option<f64>,
 }
 
-/// Inference per workload and model; a pod's workload comes from the bill when it names
-/// the pod, else from the pod's name.
-pub fn inference_totals(usage: &[InferenceUsage], pods: &[PodWorkload]) -> Vec<InferenceTotals> {
+impl InferenceTotals {
+    pub fn tokens(&self) -> f64 {
+        self.prompt_tokens + self.generation_tokens
+    }
+
+    /// Cost over successful requests; `None` ("n/a") with no requests or no bill.
+    pub fn cost_per_inference(&self) -> Option<f64> {
+        self.cost.filter(|_| self.requests > 0.0).map(|cost| cost / self.requests)
+    }
+
+    /// Cost over millions of tokens (prompt + generated), where token counters exist.
+    pub fn cost_per_million_tokens(&self) -> Option<f64> {
+        self.cost.filter(|_| self.tokens() > 0.0).map(|cost| cost / (self.tokens() / 1e6))
+    }
+}
+
+/// Inference per workload and model, with the workload's cost; a pod's workload comes from
+/// the bill when it names the pod, else from the pod's name.
+pub fn inference_totals(
+    usage: &[InferenceUsage],
+    pods: &[PodWorkload],
+    costs: &[WorkloadCost],
+) -> Vec<InferenceTotals> {
     let workloads: HashMap<(&str, &str), &str> =
         pods.iter().map(|p| ((p.namespace.as_str(), p.pod.as_str()), p.workload.as_str())).collect();
     let mut totals: BTreeMap<(String, String, String), InferenceTotals> = BTreeMap::new();
@@ -147,7 +171,20 @@ pub fn inference_totals(usage: &[InferenceUsage], pods: &[PodWorkload]) -> Vec<I
         t.prompt_tokens += u.prompt_tokens;
         t.generation_tokens += u.generation_tokens;
     }
-    totals.into_values().collect()
+    let costs: HashMap<(&str, &str), i64> =
+        costs.iter().map(|c| ((c.namespace.as_str(), c.workload.as_str()), c.total_cost_nanos)).collect();
+    let mut requests_per_workload: HashMap<(String, String), f64> = HashMap::new();
+    for t in totals.values() {
+        *requests_per_workload.entry((t.namespace.clone(), t.workload.clone())).or_default() += t.requests;
+    }
+    let mut totals: Vec<InferenceTotals> = totals.into_values().collect();
+    for t in &mut totals {
+        let Some(&nanos) = costs.get(&(t.namespace.as_str(), t.workload.as_str())) else { continue };
+        let all = requests_per_workload[&(t.namespace.clone(), t.workload.clone())];
+        let share = if all > 0.0 { t.requests / all } else { 1.0 };
+        t.cost = Some(nanos as f64 / NANOS_PER_USD as f64 * share);
+    }
+    totals
 }
 
 #[cfg(test)]
@@ -198,6 +235,32 @@ mod tests {
         assert!((ml.utilization().unwrap() - 0.275).abs() < 1e-12);
         let free = rows.iter().find(|r| r.namespace == UNATTRIBUTED).unwrap();
         assert_eq!((free.unattributed_gpu_hours, free.idle_gpu_hours), (1.0, 1.0));
+    }
+
+    #[test]
+    fn a_workload_cost_is_shared_by_its_models_requests() {
+        // chat serves model a (300 requests, 1M tokens) and b (100 requests): $40 of cost →
+        // a $30 ($0.10 per request, $30 per 1M tokens), b $10. Its pod is named by the bill.
+        let hour = |model: &str, requests: f64, tokens: f64| InferenceUsage {
+            namespace: "llm".into(),
+            pod: "chat-x".into(),
+            workload: "guess".into(),
+            model: model.into(),
+            requests,
+            prompt_tokens: tokens,
+            ..InferenceUsage::default()
+        };
+        let pods = [PodWorkload { namespace: "llm".into(), pod: "chat-x".into(), workload: "chat".into() }];
+        let costs = [WorkloadCost {
+            namespace: "llm".into(),
+            workload: "chat".into(),
+            total_cost_nanos: 40_000_000_000,
+        }];
+        let totals = inference_totals(&[hour("a", 300.0, 1e6), hour("b", 100.0, 0.0)], &pods, &costs);
+        assert_eq!(totals[0].workload, "chat");
+        assert_eq!((totals[0].cost, totals[0].cost_per_inference()), (Some(30.0), Some(0.1)));
+        assert_eq!(totals[0].cost_per_million_tokens(), Some(30.0));
+        assert_eq!((totals[1].cost, totals[1].cost_per_million_tokens()), (Some(10.0), None));
     }
 
     #[test]

@@ -15,7 +15,10 @@
 //! `(unattributed)`. `utilization` is a fraction, `null` when nothing was measured.
 //!
 //! `report inference` JSON: `{"period", "rows": [{"namespace", "workload", "model",
-//! "requests", "tokens", "prompt_tokens", "generation_tokens"}]}`.
+//! "requests", "tokens", "prompt_tokens", "generation_tokens", "cost", "cost_per_inference",
+//! "cost_per_million_tokens"}]}`: cost is the serving workload's split + unused cost (GPU,
+//! CPU, memory) in USD, shared between its models by requests; the ratios are `null` when
+//! there were no requests (or tokens) or no bill.
 
 use serde_json::{Map, Value, json};
 
@@ -115,7 +118,8 @@ impl InferenceReport {
             return Err(ReportError::NoUsage(period));
         }
         let pods = store.pod_workloads(&period.to_string()).await?;
-        Ok(InferenceReport { period, rows: inference_totals(&usage, &pods) })
+        let costs = store.workload_costs(&period.to_string()).await?;
+        Ok(InferenceReport { period, rows: inference_totals(&usage, &pods, &costs) })
     }
 
     pub fn render(&self, format: OutputFormat) -> String {
@@ -129,6 +133,9 @@ impl InferenceReport {
                 "tokens",
                 "prompt_tokens",
                 "generation_tokens",
+                "cost",
+                "cost_per_inference",
+                "cost_per_million_tokens",
             ],
             rows: self
                 .rows
@@ -139,9 +146,12 @@ impl InferenceReport {
                         Cell::Text(r.workload.clone()),
                         Cell::Text(r.model.clone()),
                         Cell::Count(r.requests),
-                        Cell::Count(r.prompt_tokens + r.generation_tokens),
+                        Cell::Count(r.tokens()),
                         Cell::Count(r.prompt_tokens),
                         Cell::Count(r.generation_tokens),
+                        Cell::Usd(r.cost),
+                        Cell::Usd(r.cost_per_inference()),
+                        Cell::Usd(r.cost_per_million_tokens()),
                     ]
                 })
                 .collect(),

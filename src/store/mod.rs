@@ -172,6 +172,9 @@ pub trait Store: Send + Sync {
     /// Each pod's accelerator (GPU) split usage per hour in a billing period.
     async fn gpu_allocations(&self, period: &str) -> StoreResult<Vec<GpuAllocation>>;
 
+    /// Split + unused cost per workload in a billing period.
+    async fn workload_costs(&self, period: &str) -> StoreResult<Vec<WorkloadCost>>;
+
     /// The pods a billing period's bill names, with their workloads.
     async fn pod_workloads(&self, period: &str) -> StoreResult<Vec<PodWorkload>>;
 

@@ -177,6 +177,14 @@ pub struct GpuAllocation {
     pub gpu_hours: f64,
 }
 
+/// A workload's Kubernetes cost (split + unused, GPU + CPU + memory) in a billing period.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkloadCost {
+    pub namespace: String,
+    pub workload: String,
+    pub total_cost_nanos: i64,
+}
+
 /// A pod the bill knows, with its workload.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PodWorkload {

@@ -11,7 +11,8 @@ use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
 use super::sql::{self, ReadRow};
 use super::{
     ClientRule, CostPeriod, GpuAllocation, GpuUsage, InferenceUsage, IngestOutcome, IngestRun, NamespaceCost,
-    NewIngestRun, PeriodSummary, PodWorkload, SqlContext, Store, StoreError, StoreResult, migrations,
+    NewIngestRun, PeriodSummary, PodWorkload, SqlContext, Store, StoreError, StoreResult, WorkloadCost,
+    migrations,
 };
 
 /// The Postgres wire protocol counts bound values in 16 bits.

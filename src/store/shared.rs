@@ -262,6 +262,16 @@ macro_rules! store_impl {
                 rows.iter().map(sql::gpu_allocation).collect::<Result<Vec<_>, _>>().context(CONTEXT)
             }
 
+            async fn workload_costs(&self, period: &str) -> StoreResult<Vec<WorkloadCost>> {
+                const CONTEXT: &str = "summing cost per workload";
+                let rows = sqlx::query(sql::SELECT_WORKLOAD_COSTS)
+                    .bind(period)
+                    .fetch_all(&self.pool)
+                    .await
+                    .context(CONTEXT)?;
+                rows.iter().map(sql::workload_cost).collect::<Result<Vec<_>, _>>().context(CONTEXT)
+            }
+
             async fn pod_workloads(&self, period: &str) -> StoreResult<Vec<PodWorkload>> {
                 const CONTEXT: &str = "reading pod workloads";
                 let rows = sqlx::query(sql::SELECT_POD_WORKLOADS)

@@ -12,7 +12,7 @@ use sqlx::{ColumnIndex, Database, Decode, Encode, Row, Type};
 
 use super::model::{
     ClientRule, CostFact, CostPeriod, FactBatch, FactRecord, GpuAllocation, GpuUsage, InferenceUsage,
-    IngestRun, InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodRecord, PodWorkload,
+    IngestRun, InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodRecord, PodWorkload, WorkloadCost,
 };
 
 // ---- Reports ----
@@ -163,6 +163,15 @@ pub(crate) const SELECT_GPU_ALLOCATIONS: &str = "SELECT f.hour, p.namespace, p.p
      WHERE f.period = $1 AND f.resource = 'gpu' \
      GROUP BY f.hour, p.namespace, p.pod, p.workload, p.gpu_model, p.purchase_option \
      ORDER BY f.hour, p.namespace, p.pod";
+
+/// Split + unused cost per workload, summed per pod first (one join per pod, not per fact;
+/// CAST: Postgres sums BIGINT as NUMERIC).
+pub(crate) const SELECT_WORKLOAD_COSTS: &str = "SELECT p.namespace, p.workload, \
+     CAST(SUM(c.total_cost_nanos) AS BIGINT) AS total_cost_nanos \
+     FROM (SELECT pod_id, SUM(split_cost_nanos + unused_cost_nanos) AS total_cost_nanos \
+           FROM cost_facts WHERE period = $1 GROUP BY pod_id) c \
+     JOIN cost_pods p ON p.period = $1 AND p.pod_id = c.pod_id \
+     GROUP BY p.namespace, p.workload ORDER BY p.namespace, p.workload";
 
 pub(crate) const SELECT_POD_WORKLOADS: &str = "SELECT DISTINCT namespace, pod, workload \
      FROM cost_pods WHERE period = $1 ORDER BY namespace, pod, workload";
@@ -544,6 +553,14 @@ pub(crate) fn gpu_allocation(row: &impl ReadRow) -> Result<GpuAllocation, sqlx::
         gpu_model: row.text("gpu_model")?,
         purchase_option: row.text("purchase_option")?,
         gpu_hours: row.float("gpu_hours")?,
+    })
+}
+
+pub(crate) fn workload_cost(row: &impl ReadRow) -> Result<WorkloadCost, sqlx::Error> {
+    Ok(WorkloadCost {
+        namespace: row.text("namespace")?,
+        workload: row.text("workload")?,
+        total_cost_nanos: row.int("total_cost_nanos")?,
     })
 }
 

@@ -16,7 +16,8 @@ use sqlx::sqlite::{
 use super::sql::{self, ReadRow};
 use super::{
     ClientRule, CostPeriod, GpuAllocation, GpuUsage, InferenceUsage, IngestOutcome, IngestRun, NamespaceCost,
-    NewIngestRun, PeriodSummary, PodWorkload, SqlContext, Store, StoreError, StoreResult, migrations,
+    NewIngestRun, PeriodSummary, PodWorkload, SqlContext, Store, StoreError, StoreResult, WorkloadCost,
+    migrations,
 };
 
 /// SQLite limits one statement to 32,766 bound values.

@@ -97,8 +97,18 @@ async fn assert_usage_matches_truth(store: &dyn Store, truth: &Value) {
             expected["prompt_tokens"].as_f64().unwrap() + expected["generation_tokens"].as_f64().unwrap();
         assert_eq!(tokens, expected_tokens, "{key}: tokens");
         served += usize::from(requests > 0.0);
+        // Cost per inference = the workload's split + unused cost / its requests.
+        if let Some(expected) = expected.get("cost_per_inference").and_then(Value::as_f64) {
+            let cost: f64 = rows.iter().filter_map(|r| r.cost).sum();
+            assert!((cost - expected_cost(&truth["workloads"][key])).abs() < 0.01, "{key}: cost {cost}");
+            assert!(((cost / requests) - expected).abs() <= expected * 0.001, "{key}: cost per inference");
+        }
     }
     assert!(served >= 3, "vLLM and Triton workloads served requests");
+}
+
+fn expected_cost(workload: &Value) -> f64 {
+    workload["total_cost"].as_f64().unwrap()
 }
 
 /// The usage rows of the month, for "nothing changed" checks.
