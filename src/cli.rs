@@ -7,9 +7,11 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
+use crate::engine::compute::{ComputeOptions, compute_period};
 use crate::ingest::metrics::{Detected, MetricsIngestOptions, MetricsSource};
 use crate::ingest::{self, CurIngestOptions};
 use crate::period::Period;
+use crate::report::rollup::{self, RollupRange};
 use crate::report::usage::{GpuReport, InferenceReport};
 use crate::report::{NamespaceReport, OutputFormat};
 use crate::sources::objects::S3Options;
@@ -58,6 +60,127 @@ pub enum Command {
     /// Generate demo data (first run only), ingest it into the embedded database and serve
     /// the dashboard on http://127.0.0.1:8080.
     Demo(DemoArgs),
+    /// Compute a period's rollups (cost, GPU-hours, idle, spot, inference, chargeback,
+    /// opportunities); every ingest runs it for the periods it touched.
+    Compute(ComputeArgs),
+    /// Clients for chargeback: their share policy, markup and mapping rules.
+    #[command(subcommand)]
+    Clients(ClientsCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct ComputeArgs {
+    /// Only this billing period (default: every ingested period).
+    #[arg(long, env = "GPULEDGER_COMPUTE_PERIOD")]
+    pub period: Option<Period>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// Settings the engine computes with.
+#[derive(Debug, Clone, Args)]
+pub struct EngineArgs {
+    /// GPU-hours whose hourly mean utilization is below this fraction are idle.
+    #[arg(long, env = "GPULEDGER_IDLE_THRESHOLD", default_value_t = 0.10)]
+    pub idle_threshold: f64,
+    /// Namespaces whose cost is shared between clients (comma-separated).
+    #[arg(
+        long,
+        env = "GPULEDGER_PLATFORM_NAMESPACES",
+        value_delimiter = ',',
+        default_value = "kube-system,monitoring,gpu-operator"
+    )]
+    pub platform_namespaces: Vec<String>,
+}
+
+impl EngineArgs {
+    fn options(&self) -> ComputeOptions {
+        ComputeOptions {
+            idle_threshold: self.idle_threshold,
+            platform_namespaces: self.platform_namespaces.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClientsCommand {
+    /// Clients with their settings, and the mapping rules.
+    List,
+    /// Create or change a client: share policy and markup.
+    Set(ClientSetArgs),
+    /// Add a mapping rule: pods matching it belong to CLIENT.
+    Map(ClientMapArgs),
+    /// Remove every mapping rule of CLIENT.
+    Unmap { client: String },
+}
+
+#[derive(Debug, Args)]
+pub struct ClientSetArgs {
+    pub name: String,
+    /// How the client shares platform and idle cost: gpu (by GPU cost), total (by direct
+    /// cost), even, or none.
+    #[arg(long, default_value = "gpu")]
+    pub policy: String,
+    /// Markup in percent on direct + shared cost (e.g. 12.5).
+    #[arg(long, default_value_t = 0.0)]
+    pub markup_percent: f64,
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("rule").required(true).args(["namespace", "prefix", "regex", "label_value"]))]
+pub struct ClientMapArgs {
+    pub client: String,
+    /// Exact namespace.
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// Namespace prefix.
+    #[arg(long)]
+    pub prefix: Option<String>,
+    /// Namespace regular expression (whole name).
+    #[arg(long)]
+    pub regex: Option<String>,
+    /// Pods whose --label-key label has this value.
+    #[arg(long)]
+    pub label_value: Option<String>,
+    #[arg(long, default_value = "user_client")]
+    pub label_key: String,
+    /// Lower numbers are tried first.
+    #[arg(long, default_value_t = 100)]
+    pub priority: i64,
+}
+
+/// A billing period or a range of whole days.
+#[derive(Debug, Args)]
+pub struct RangeArgs {
+    /// Billing period, YYYY-MM.
+    #[arg(long, env = "GPULEDGER_REPORT_PERIOD", conflicts_with_all = ["from", "to"])]
+    pub period: Option<Period>,
+    /// First day (YYYY-MM-DD, UTC).
+    #[arg(long, env = "GPULEDGER_REPORT_FROM", value_parser = parse_time, requires = "to")]
+    pub from: Option<i64>,
+    /// Day after the last (exclusive).
+    #[arg(long, env = "GPULEDGER_REPORT_TO", value_parser = parse_time, requires = "from")]
+    pub to: Option<i64>,
+    #[arg(long, env = "GPULEDGER_REPORT_FORMAT", value_enum, default_value = "table")]
+    pub format: OutputFormat,
+}
+
+impl RangeArgs {
+    async fn load(&self, store: &dyn store::Store) -> anyhow::Result<RollupRange> {
+        let range = match (self.period, self.from, self.to) {
+            (Some(period), _, _) => RollupRange::period(store, period).await?,
+            (None, Some(from), Some(to)) => {
+                let (from, to) = (from - from.rem_euclid(86_400), to - to.rem_euclid(86_400));
+                anyhow::ensure!(from < to, "--from must be before --to");
+                let day =
+                    |t: i64| chrono::DateTime::from_timestamp(t, 0).map(|d| d.format("%Y-%m-%d").to_string());
+                let label = format!("{}/{}", day(from).unwrap_or_default(), day(to).unwrap_or_default());
+                RollupRange::load(store, label, from, to).await?
+            }
+            _ => anyhow::bail!("give --period YYYY-MM, or --from and --to"),
+        };
+        Ok(range)
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -171,10 +294,21 @@ pub struct CurArgs {
 pub enum ReportCommand {
     /// Kubernetes cost per namespace with other AWS cost and the bill total.
     Namespaces(NamespacesArgs),
-    /// GPU-hours per namespace and GPU model: allocated, used, idle, unattributed.
+    /// GPU-hours per namespace and GPU model: provisioned, allocated, used, idle,
+    /// unallocated, unattributed.
     Gpu(GpuReportArgs),
-    /// Inference requests and tokens per workload and model.
+    /// Inference requests, tokens and cost per inference per workload and model.
     Inference(InferenceReportArgs),
+    /// Cost, GPU-hours, idle and Spot per workload.
+    Workloads(RangeArgs),
+    /// Chargeback per client: direct cost, shared platform and idle cost, markup.
+    Clients(RangeArgs),
+    /// Spot adoption of GPU-hours per namespace and workload class.
+    Spot(RangeArgs),
+    /// Realized savings per month (public on-demand − actual), by Spot and commitments.
+    Savings(RangeArgs),
+    /// Savings still on the table, ranked, with evidence.
+    Opportunities(RangeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -329,6 +463,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
             let result = ingest::metrics::ingest_metrics(store.as_ref(), &options, &progress).await?;
             print_detected(&result.detected);
+            if result.written {
+                let periods = periods_with_cost(store.as_ref(), result.from, result.to).await?;
+                compute_periods(store.as_ref(), &periods, &ComputeOptions::default()).await?;
+            }
             if detect {
                 println!("{}", serde_json::to_string_pretty(&result.detected)?);
             } else {
@@ -347,9 +485,63 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Report(ReportCommand::Gpu(args)) => {
             let store = store::connect(&cli.database_url).await?;
-            let report = GpuReport::load(store.as_ref(), args.period, args.idle_threshold).await?;
-            print!("{}", report.render(args.format));
+            let computed = store.rollups(&args.period.to_string()).await?;
+            // Rollups carry provisioned hours and the compute run's threshold; without them
+            // (or with another threshold) the bill and the metrics are joined now.
+            match computed.filter(|r| (r.period.idle_threshold - args.idle_threshold).abs() < 1e-12) {
+                Some(_) => {
+                    let range = RollupRange::period(store.as_ref(), args.period).await?;
+                    let mut unattributed: std::collections::BTreeMap<String, f64> = Default::default();
+                    for u in store.gpu_usage(args.period.start(), args.period.end()).await? {
+                        if u.pod.is_empty() {
+                            *unattributed.entry(u.gpu_model).or_default() += u.gpu_hours;
+                        }
+                    }
+                    print!("{}", rollup::gpu(&range, &unattributed, args.format));
+                }
+                None => {
+                    let report = GpuReport::load(store.as_ref(), args.period, args.idle_threshold).await?;
+                    print!("{}", report.render(args.format));
+                }
+            }
             Ok(())
+        }
+        Command::Report(ReportCommand::Workloads(args)) => {
+            let store = store::connect(&cli.database_url).await?;
+            print!("{}", rollup::workloads(&args.load(store.as_ref()).await?, args.format));
+            Ok(())
+        }
+        Command::Report(ReportCommand::Clients(args)) => {
+            let store = store::connect(&cli.database_url).await?;
+            print!("{}", rollup::clients(&args.load(store.as_ref()).await?, args.format));
+            Ok(())
+        }
+        Command::Report(ReportCommand::Spot(args)) => {
+            let store = store::connect(&cli.database_url).await?;
+            print!("{}", rollup::spot(&args.load(store.as_ref()).await?, args.format));
+            Ok(())
+        }
+        Command::Report(ReportCommand::Savings(args)) => {
+            let store = store::connect(&cli.database_url).await?;
+            print!("{}", rollup::savings(&args.load(store.as_ref()).await?, args.format));
+            Ok(())
+        }
+        Command::Report(ReportCommand::Opportunities(args)) => {
+            let store = store::connect(&cli.database_url).await?;
+            print!("{}", rollup::opportunities(&args.load(store.as_ref()).await?, args.format));
+            Ok(())
+        }
+        Command::Compute(args) => {
+            let store = store::connect(&cli.database_url).await?;
+            let periods: Vec<Period> = match args.period {
+                Some(period) => vec![period],
+                None => store.periods().await?.iter().filter_map(|p| p.period.parse().ok()).collect(),
+            };
+            compute_periods(store.as_ref(), &periods, &args.engine.options()).await
+        }
+        Command::Clients(command) => {
+            let store = store::connect(&cli.database_url).await?;
+            run_clients(store.as_ref(), command).await
         }
         Command::Report(ReportCommand::Inference(args)) => {
             let store = store::connect(&cli.database_url).await?;
@@ -530,6 +722,102 @@ async fn ingest_demo_metrics(store: &dyn store::Store, folder: &std::path::Path)
             "{period}: ingested {} GPU rows and {} inference rows of metrics",
             result.gpu_rows, result.inference_rows
         );
+        if periods_with_cost(store, result.from, result.to).await?.contains(&period) {
+            compute_periods(store, &[period], &ComputeOptions::default()).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Computes periods one after another and prints what each took.
+async fn compute_periods(
+    store: &dyn store::Store,
+    periods: &[Period],
+    options: &ComputeOptions,
+) -> anyhow::Result<()> {
+    for period in periods {
+        let summary = compute_period(store, *period, options).await?;
+        eprintln!(
+            "{}: computed {} rollup rows, {} clients, {} opportunities (read {:.1} s, compute {:.1} s, write {:.1} s)",
+            summary.period,
+            summary.cost_rows,
+            summary.client_rows,
+            summary.opportunities,
+            summary.read_seconds,
+            summary.compute_seconds,
+            summary.write_seconds
+        );
+    }
+    Ok(())
+}
+
+/// The periods a metrics window touches that have cost data (computed after the ingest).
+async fn periods_with_cost(store: &dyn store::Store, from: i64, to: i64) -> anyhow::Result<Vec<Period>> {
+    let stored: Vec<String> = store.periods().await?.into_iter().map(|p| p.period).collect();
+    let mut periods = Vec::new();
+    let mut period = Period::containing(from);
+    while period.start() < to {
+        if stored.contains(&period.to_string()) {
+            periods.push(period);
+        }
+        period = period.next();
+    }
+    Ok(periods)
+}
+
+async fn run_clients(store: &dyn store::Store, command: ClientsCommand) -> anyhow::Result<()> {
+    match command {
+        ClientsCommand::List => {
+            let out = serde_json::json!({
+                "clients": store.client_settings().await?,
+                "rules": store.client_rules().await?,
+            });
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        }
+        ClientsCommand::Set(args) => {
+            anyhow::ensure!(
+                crate::engine::chargeback::POLICIES.contains(&args.policy.as_str()),
+                "--policy must be one of {:?}",
+                crate::engine::chargeback::POLICIES
+            );
+            anyhow::ensure!(args.markup_percent >= 0.0, "--markup-percent must not be negative");
+            store
+                .set_client_settings(&store::ClientSettings {
+                    name: args.name.clone(),
+                    share_policy: args.policy,
+                    markup_basis_points: (args.markup_percent * 100.0).round() as i64,
+                })
+                .await?;
+            eprintln!("client {} saved; run `gpuledger compute` to apply it", args.name);
+        }
+        ClientsCommand::Map(args) => {
+            let (kind, pattern, label_key) =
+                match (&args.namespace, &args.prefix, &args.regex, &args.label_value) {
+                    (Some(n), ..) => ("namespace", n.clone(), String::new()),
+                    (_, Some(p), ..) => ("prefix", p.clone(), String::new()),
+                    (_, _, Some(r), _) => {
+                        regex::Regex::new(r).with_context(|| format!("--regex {r:?}"))?;
+                        ("regex", r.clone(), String::new())
+                    }
+                    (_, _, _, Some(v)) => ("label", v.clone(), args.label_key.clone()),
+                    _ => anyhow::bail!("give --namespace, --prefix, --regex or --label-value"),
+                };
+            let mut rules = store.client_rules().await?;
+            rules.push(store::ClientRule {
+                client: args.client.clone(),
+                match_kind: kind.into(),
+                pattern,
+                label_key,
+                priority: args.priority,
+            });
+            store.set_client_rules(&rules).await?;
+            eprintln!("rule added for {}; run `gpuledger compute` to apply it", args.client);
+        }
+        ClientsCommand::Unmap { client } => {
+            let mut rules = store.client_rules().await?;
+            rules.retain(|r| r.client != client);
+            store.set_client_rules(&rules).await?;
+        }
     }
     Ok(())
 }
@@ -538,6 +826,9 @@ async fn ingest_demo_metrics(store: &dyn store::Store, folder: &std::path::Path)
 async fn run_cur_ingest(store: &dyn store::Store, options: &CurIngestOptions) -> anyhow::Result<()> {
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
     let results = ingest::ingest_cur(store, options, &progress).await?;
+    let ingested: Vec<Period> =
+        results.iter().filter(|r| r.status == "ingested").filter_map(|r| r.period.parse().ok()).collect();
+    compute_periods(store, &ingested, &ComputeOptions::default()).await?;
     for result in &results {
         match &result.reconciliation {
             None => {

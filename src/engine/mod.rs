@@ -1,6 +1,14 @@
 //! The engine: turns ingested cost and usage into the numbers people act on.
 //!
-//! Today: GPU usage joined with the bill's GPU allocation ([`usage`]), computed per report
-//! request. Materialized rollups (polars) are the next step; see the issue tracker.
+//! - [`compute`]: a period's pod-days, GPU pod-hours and metrics joined with polars into
+//!   rollups (cost, GPU-hours used/idle/unmeasured, spot, inference, P95), written whole;
+//! - [`classify`]: clients from mapping rules, workload classes, platform namespaces;
+//! - [`chargeback`]: direct cost, shares of the platform and idle pools, markup — exact;
+//! - [`opportunities`]: idle GPU, Spot for training, MIG/time-slicing, right-sizing;
+//! - [`usage`]: the bill's GPU allocation joined with measured utilization, per request.
 
+pub mod chargeback;
+pub mod classify;
+pub mod compute;
+pub mod opportunities;
 pub mod usage;

@@ -15,6 +15,7 @@
 //! `--by-cluster`. `other_cost` = `bill_amortized_total` − `kubernetes_total`, so the rows
 //! plus other cost add up to the amortized bill exactly.
 
+pub mod rollup;
 pub mod table;
 pub mod usage;
 
@@ -40,12 +41,16 @@ pub enum ReportError {
     NoData(Period),
     #[error("no GPU or inference data for {0}: run `gpuledger ingest prometheus` (and `ingest cur`) first")]
     NoUsage(Period),
+    #[error("nothing computed for {0}: run `gpuledger compute` (ingest runs it) first")]
+    NotComputed(String),
 }
 
-/// Per-namespace Kubernetes cost for a period, with other cost and the bill.
+/// Per-namespace Kubernetes cost for a period (or a range of days), with other cost and
+/// the bill.
 #[derive(Debug, Clone)]
 pub struct NamespaceReport {
-    pub period: Period,
+    /// `YYYY-MM`, or `FROM/TO` for a range.
+    pub period: String,
     pub by_cluster: bool,
     pub rows: Vec<NamespaceCost>,
     pub bill_unblended_micros: i64,
@@ -65,14 +70,58 @@ impl NamespaceReport {
             .into_iter()
             .find(|p| p.period == period.to_string())
             .ok_or(ReportError::NoData(period))?;
+        // Rollups when computed (a few thousand rows); the facts otherwise.
+        if store.rollups(&period.to_string()).await?.is_some() {
+            let range = rollup::RollupRange::period(store, period).await?;
+            return Ok(NamespaceReport::from_rollups(&range, cluster, by_cluster));
+        }
         let rows = store.namespace_costs(&period.to_string(), cluster, by_cluster).await?;
         Ok(NamespaceReport {
-            period,
+            period: period.to_string(),
             by_cluster,
             rows,
             bill_unblended_micros: summary.bill_unblended_micros,
             bill_amortized_micros: summary.bill_amortized_micros,
         })
+    }
+
+    /// From rollups, for any range; the bill (and so other cost) counts the billing periods
+    /// wholly inside the range.
+    pub fn from_rollups(
+        range: &rollup::RollupRange,
+        cluster: Option<&str>,
+        by_cluster: bool,
+    ) -> NamespaceReport {
+        let mut rows: std::collections::BTreeMap<(String, String), NamespaceCost> = Default::default();
+        for c in range.costs.iter().filter(|c| cluster.is_none_or(|want| c.cluster == want)) {
+            let grouped_cluster = if by_cluster { c.cluster.clone() } else { String::new() };
+            let row =
+                rows.entry((grouped_cluster.clone(), c.namespace.clone())).or_insert_with(|| NamespaceCost {
+                    cluster: grouped_cluster,
+                    namespace: c.namespace.clone(),
+                    split_cost_nanos: 0,
+                    unused_cost_nanos: 0,
+                    net_split_cost_nanos: 0,
+                    net_unused_cost_nanos: 0,
+                    public_on_demand_split_cost_nanos: 0,
+                    public_on_demand_unused_cost_nanos: 0,
+                });
+            row.split_cost_nanos += c.split_cost_nanos;
+            row.unused_cost_nanos += c.unused_cost_nanos;
+            // Rollups keep net and public on-demand as split + unused totals.
+            row.net_split_cost_nanos += c.net_cost_nanos;
+            row.public_on_demand_split_cost_nanos += c.public_on_demand_cost_nanos;
+        }
+        let whole = |f: fn(&crate::store::PeriodRollup) -> i64| -> i64 {
+            range.periods.iter().zip(&range.whole).filter(|(_, w)| **w).map(|(p, _)| f(p)).sum()
+        };
+        NamespaceReport {
+            period: range.label.clone(),
+            by_cluster,
+            rows: rows.into_values().collect(),
+            bill_unblended_micros: whole(|p| p.bill_unblended_micros),
+            bill_amortized_micros: whole(|p| p.bill_amortized_micros),
+        }
     }
 
     pub fn kubernetes_total_micros(&self) -> i64 {
@@ -238,7 +287,7 @@ mod tests {
             public_on_demand_unused_cost_nanos: unused,
         };
         let report = NamespaceReport {
-            period: "2026-10".parse().unwrap(),
+            period: "2026-10".into(),
             by_cluster: false,
             rows: vec![row("a", 1_500_000_000, 250_000_000), row("b", 2_000_000_000, 0)],
             bill_unblended_micros: 10_000_000,

@@ -26,7 +26,7 @@ use super::table::{Cell, Table};
 use super::{OutputFormat, ReportError};
 use crate::engine::usage::{GpuHours, InferenceTotals, gpu_hours, inference_totals};
 use crate::period::Period;
-use crate::store::Store;
+use crate::store::{Store, WorkloadCost};
 
 /// GPU-hours per namespace and GPU model for a billing period.
 #[derive(Debug, Clone)]
@@ -118,7 +118,23 @@ impl InferenceReport {
             return Err(ReportError::NoUsage(period));
         }
         let pods = store.pod_workloads(&period.to_string()).await?;
-        let costs = store.workload_costs(&period.to_string()).await?;
+        let costs = match store.rollups(&period.to_string()).await? {
+            Some(rollups) => {
+                let mut sums: std::collections::BTreeMap<(String, String), i64> = Default::default();
+                for c in &rollups.costs {
+                    *sums.entry((c.namespace.clone(), c.workload.clone())).or_default() +=
+                        c.split_cost_nanos + c.unused_cost_nanos;
+                }
+                sums.into_iter()
+                    .map(|((namespace, workload), total_cost_nanos)| WorkloadCost {
+                        namespace,
+                        workload,
+                        total_cost_nanos,
+                    })
+                    .collect()
+            }
+            None => store.workload_costs(&period.to_string()).await?,
+        };
         Ok(InferenceReport { period, rows: inference_totals(&usage, &pods, &costs) })
     }
 

@@ -26,6 +26,7 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "gpu_usage_share",
         sql: include_str!("../../migrations/sqlite/0002_gpu_usage_share.sql"),
     },
+    Migration { version: 3, name: "rollups", sql: include_str!("../../migrations/sqlite/0003_rollups.sql") },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -35,6 +36,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 2,
         name: "gpu_usage_share",
         sql: include_str!("../../migrations/postgres/0002_gpu_usage_share.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "rollups",
+        sql: include_str!("../../migrations/postgres/0003_rollups.sql"),
     },
 ];
 

@@ -9,11 +9,13 @@
 //!   readers see the old period or the new one, never a mix, and a failure leaves the old one;
 //! - money is integer micro-dollars, time is UTC epoch seconds.
 
+mod aggregate;
 mod migrations;
 pub mod model;
 pub mod postgres;
 mod shared;
 mod sql;
+mod sql_rollups;
 pub mod sqlite;
 
 use async_trait::async_trait;
@@ -177,6 +179,24 @@ pub trait Store: Send + Sync {
 
     /// The pods a billing period's bill names, with their workloads.
     async fn pod_workloads(&self, period: &str) -> StoreResult<Vec<PodWorkload>>;
+
+    /// What `compute` needs of a billing period's bill, or `None` when it is not stored.
+    async fn compute_inputs(&self, period: &str) -> StoreResult<Option<ComputeInputs>>;
+
+    /// Replaces a period's rollups whole, in one transaction.
+    async fn replace_rollups(&self, rollups: &Rollups) -> StoreResult<()>;
+
+    /// A period's rollups, or `None` when it was not computed.
+    async fn rollups(&self, period: &str) -> StoreResult<Option<Rollups>>;
+
+    /// Computed periods, newest first.
+    async fn rollup_periods(&self) -> StoreResult<Vec<PeriodRollup>>;
+
+    /// Every client's billing settings.
+    async fn client_settings(&self) -> StoreResult<Vec<ClientSettings>>;
+
+    /// Creates or replaces one client's billing settings.
+    async fn set_client_settings(&self, settings: &ClientSettings) -> StoreResult<()>;
 
     /// Replaces all client mapping rules.
     async fn set_client_rules(&self, rules: &[ClientRule]) -> StoreResult<()>;

@@ -235,7 +235,7 @@ pub struct NamespaceCost {
 }
 
 /// A pod's strings as the store keeps them: once per period, facts refer to it by `id`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct PodRecord {
     pub id: i64,
     pub cluster: String,
@@ -275,4 +275,168 @@ pub struct FactRecord {
 pub struct FactBatch {
     pub pods: Vec<PodRecord>,
     pub facts: Vec<FactRecord>,
+}
+
+/// One pod's facts of one resource summed over one UTC day (written by the CUR ingest).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct PodDay {
+    pub pod_id: i64,
+    /// UTC epoch seconds of the day's midnight.
+    pub day: i64,
+    /// `gpu`, `vcpu` or `memory`.
+    pub resource: String,
+    pub split_usage: f64,
+    pub split_cost_nanos: i64,
+    pub unused_cost_nanos: i64,
+    pub net_split_cost_nanos: i64,
+    pub net_unused_cost_nanos: i64,
+    pub public_on_demand_split_cost_nanos: i64,
+    pub public_on_demand_unused_cost_nanos: i64,
+}
+
+/// One pod-hour that held GPUs: its GPU-hours, GPU cost and the cost of all its resources.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct GpuPodHour {
+    pub pod_id: i64,
+    pub hour: i64,
+    pub gpu_hours: f64,
+    /// Split + unused of the pod's accelerator rows.
+    pub gpu_cost_nanos: i64,
+    /// Split + unused of all the pod's rows in the hour.
+    pub pod_cost_nanos: i64,
+}
+
+/// What `compute` reads of a billing period (besides metrics).
+#[derive(Debug, Clone, Default)]
+pub struct ComputeInputs {
+    pub period: String,
+    pub bill_unblended_micros: i64,
+    pub bill_amortized_micros: i64,
+    pub pods: Vec<PodRecord>,
+    pub pod_days: Vec<PodDay>,
+    pub gpu_pod_hours: Vec<GpuPodHour>,
+    pub instance_hours: Vec<InstanceHour>,
+    pub other_cost_micros: i64,
+}
+
+/// Sums for one day at the grain pages group by. Money in nano-dollars.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct CostRollup {
+    pub period: String,
+    pub day: i64,
+    pub cluster: String,
+    pub namespace: String,
+    pub workload: String,
+    /// `training`, `inference`, `platform` or `other`.
+    pub workload_class: String,
+    pub client: String,
+    pub team: String,
+    pub gpu_model: String,
+    pub purchase_option: String,
+    pub split_cost_nanos: i64,
+    pub unused_cost_nanos: i64,
+    pub net_cost_nanos: i64,
+    pub public_on_demand_cost_nanos: i64,
+    pub gpu_cost_nanos: i64,
+    pub idle_gpu_cost_nanos: i64,
+    pub gpu_hours_allocated: f64,
+    pub gpu_hours_used: f64,
+    pub gpu_hours_idle: f64,
+    pub gpu_hours_unmeasured: f64,
+    pub spot_gpu_hours: f64,
+    pub peak_fb_used_mib: f64,
+    pub requests: f64,
+    pub prompt_tokens: f64,
+    pub generation_tokens: f64,
+    /// Workload-hours that served requests, and of those the ones whose cost per inference
+    /// was above the fleet's 95th percentile.
+    pub inference_hours: i64,
+    pub inference_hours_above_p95: i64,
+}
+
+/// Instance capacity for one day.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct CapacityRollup {
+    pub period: String,
+    pub day: i64,
+    pub cluster: String,
+    pub instance_type: String,
+    pub gpu_model: String,
+    pub purchase_option: String,
+    pub instance_hours: f64,
+    pub gpu_hours_provisioned: f64,
+    pub amortized_cost_micros: i64,
+}
+
+/// Fleet GPU-hours in one hour of one day, for the utilization heatmap.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct HeatmapCell {
+    pub period: String,
+    pub day: i64,
+    pub hour_of_day: i64,
+    pub gpu_hours_allocated: f64,
+    pub gpu_hours_used: f64,
+}
+
+/// Period-level figures of a compute run.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct PeriodRollup {
+    pub period: String,
+    pub computed_at: i64,
+    pub idle_threshold: f64,
+    /// The fleet's 95th percentile of hourly cost per inference (USD), 0 without requests.
+    pub p95_cost_per_inference: f64,
+    pub bill_unblended_micros: i64,
+    pub bill_amortized_micros: i64,
+    pub kubernetes_cost_nanos: i64,
+    pub other_cost_micros: i64,
+    pub unattributed_gpu_hours: f64,
+}
+
+/// One client's chargeback for a period. Shares add up to the shared pools exactly.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct ClientRollup {
+    pub period: String,
+    pub client: String,
+    pub share_policy: String,
+    pub markup_basis_points: i64,
+    pub direct_cost_nanos: i64,
+    pub gpu_cost_nanos: i64,
+    pub shared_platform_nanos: i64,
+    pub shared_idle_nanos: i64,
+    pub markup_nanos: i64,
+}
+
+/// A saving still on the table, in dollars per month, with the evidence behind it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Opportunity {
+    pub period: String,
+    /// `idle_gpu`, `spot_training`, `right_size`, `mig_or_time_slicing`.
+    pub kind: String,
+    pub namespace: String,
+    pub workload: String,
+    pub gpu_model: String,
+    pub purchase_option: String,
+    pub monthly_nanos: i64,
+    pub evidence: String,
+}
+
+/// Everything one compute run writes for a period, replaced whole.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Rollups {
+    pub period: PeriodRollup,
+    pub costs: Vec<CostRollup>,
+    pub capacity: Vec<CapacityRollup>,
+    pub heatmap: Vec<HeatmapCell>,
+    pub clients: Vec<ClientRollup>,
+    pub opportunities: Vec<Opportunity>,
+}
+
+/// A client's billing settings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClientSettings {
+    pub name: String,
+    /// `gpu` (proportional to GPU cost), `total`, `even` or `none`.
+    pub share_policy: String,
+    pub markup_basis_points: i64,
 }

@@ -9,10 +9,11 @@ use sqlx::Postgres;
 use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
 
 use super::sql::{self, ReadRow};
+use super::sql_rollups;
 use super::{
-    ClientRule, CostPeriod, GpuAllocation, GpuUsage, InferenceUsage, IngestOutcome, IngestRun, NamespaceCost,
-    NewIngestRun, PeriodSummary, PodWorkload, SqlContext, Store, StoreError, StoreResult, WorkloadCost,
-    migrations,
+    ClientRule, ClientSettings, ComputeInputs, CostPeriod, GpuAllocation, GpuUsage, InferenceUsage,
+    IngestOutcome, IngestRun, NamespaceCost, NewIngestRun, PeriodRollup, PeriodSummary, PodWorkload, Rollups,
+    SqlContext, Store, StoreError, StoreResult, WorkloadCost, migrations,
 };
 
 /// The Postgres wire protocol counts bound values in 16 bits.

@@ -110,9 +110,14 @@ macro_rules! store_impl {
                 for delete in sql::DELETE_PERIOD {
                     sqlx::query(delete).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
                 }
+                for delete in sql_rollups::DELETE_FOR_PERIOD {
+                    sqlx::query(delete).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
+                }
                 let mut fact_rows = 0i64;
+                let mut aggregates = $crate::store::aggregate::FactAggregates::default();
                 while let Some(batch) = source.next_batch().await {
                     insert_facts(&mut tx, name, &batch).await.context(CONTEXT)?;
+                    aggregates.add(&batch.facts);
                     fact_rows += batch.facts.len() as i64;
                 }
                 let tail = source.finish().await.map_err(StoreError::Source)?;
@@ -148,6 +153,165 @@ macro_rules! store_impl {
                 })
                 .await
                 .context(CONTEXT)?;
+                let pod_days = aggregates.pod_days();
+                insert_rows(&mut tx, &sql_rollups::INSERT_POD_DAY, &pod_days, |row, day| {
+                    sql_rollups::push_pod_day(row, name, day)
+                })
+                .await
+                .context(CONTEXT)?;
+                let gpu_hours = aggregates.gpu_pod_hours();
+                insert_rows(&mut tx, &sql_rollups::INSERT_GPU_POD_HOUR, &gpu_hours, |row, hour| {
+                    sql_rollups::push_gpu_pod_hour(row, name, hour)
+                })
+                .await
+                .context(CONTEXT)?;
+                tx.commit().await.context(CONTEXT)
+            }
+
+            async fn compute_inputs(&self, period: &str) -> StoreResult<Option<ComputeInputs>> {
+                const CONTEXT: &str = "reading a period for compute";
+                let aggregated = sqlx::query(sql_rollups::COUNT_POD_DAYS)
+                    .bind(period)
+                    .fetch_one(&self.pool)
+                    .await
+                    .and_then(|row| row.int("n"))
+                    .context(CONTEXT)?;
+                if aggregated == 0 {
+                    let mut tx = self.pool.begin_with($write_begin).await.context(CONTEXT)?;
+                    for backfill in sql_rollups::BACKFILL_AGGREGATES {
+                        sqlx::query(backfill).bind(period).execute(&mut *tx).await.context(CONTEXT)?;
+                    }
+                    tx.commit().await.context(CONTEXT)?;
+                }
+                let mut tx = self.pool.begin_with($read_begin).await.context(CONTEXT)?;
+                let Some(head) = sqlx::query(sql::SELECT_COST_PERIOD)
+                    .bind(period)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .context(CONTEXT)?
+                else {
+                    return Ok(None);
+                };
+                let read = |query: &'static str| sqlx::query(query).bind(period);
+                let pods = read(sql::SELECT_COST_PODS).fetch_all(&mut *tx).await.context(CONTEXT)?;
+                let pod_days = read(sql_rollups::SELECT_POD_DAY).fetch_all(&mut *tx).await.context(CONTEXT)?;
+                let gpu_hours = read(sql_rollups::SELECT_GPU_POD_HOUR).fetch_all(&mut *tx).await.context(CONTEXT)?;
+                let instances = read(sql::SELECT_INSTANCE_HOURS).fetch_all(&mut *tx).await.context(CONTEXT)?;
+                let other = read(sql::SELECT_OTHER_COST_TOTAL).fetch_one(&mut *tx).await.context(CONTEXT)?;
+                tx.commit().await.context(CONTEXT)?;
+                Ok(Some(ComputeInputs {
+                    period: period.to_string(),
+                    bill_unblended_micros: head.int("bill_unblended_micros").context(CONTEXT)?,
+                    bill_amortized_micros: head.int("bill_amortized_micros").context(CONTEXT)?,
+                    pods: pods.iter().map(sql::cost_pod).collect::<Result<_, _>>().context(CONTEXT)?,
+                    pod_days: pod_days.iter().map(sql_rollups::read_pod_day).collect::<Result<_, _>>().context(CONTEXT)?,
+                    gpu_pod_hours: gpu_hours
+                        .iter()
+                        .map(sql_rollups::read_gpu_pod_hour)
+                        .collect::<Result<_, _>>()
+                        .context(CONTEXT)?,
+                    instance_hours: instances.iter().map(sql::instance_hour).collect::<Result<_, _>>().context(CONTEXT)?,
+                    other_cost_micros: other.int("total").context(CONTEXT)?,
+                }))
+            }
+
+            async fn replace_rollups(&self, rollups: &Rollups) -> StoreResult<()> {
+                const CONTEXT: &str = "writing rollups";
+                let name = rollups.period.period.as_str();
+                let mut tx = self.pool.begin_with($write_begin).await.context(CONTEXT)?;
+                for delete in sql_rollups::DELETE_ROLLUPS {
+                    sqlx::query(delete).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
+                }
+                let period = std::slice::from_ref(&rollups.period);
+                insert_rows(&mut tx, &sql_rollups::INSERT_PERIOD_ROLLUP, period, |row, r| {
+                    sql_rollups::push_period_rollup(row, r)
+                })
+                .await
+                .context(CONTEXT)?;
+                insert_rows(&mut tx, &sql_rollups::INSERT_COST_ROLLUP, &rollups.costs, |row, r| {
+                    sql_rollups::push_cost_rollup(row, r)
+                })
+                .await
+                .context(CONTEXT)?;
+                insert_rows(&mut tx, &sql_rollups::INSERT_CAPACITY_ROLLUP, &rollups.capacity, |row, r| {
+                    sql_rollups::push_capacity_rollup(row, r)
+                })
+                .await
+                .context(CONTEXT)?;
+                insert_rows(&mut tx, &sql_rollups::INSERT_HEATMAP_CELL, &rollups.heatmap, |row, r| {
+                    sql_rollups::push_heatmap_cell(row, r)
+                })
+                .await
+                .context(CONTEXT)?;
+                insert_rows(&mut tx, &sql_rollups::INSERT_CLIENT_ROLLUP, &rollups.clients, |row, r| {
+                    sql_rollups::push_client_rollup(row, r)
+                })
+                .await
+                .context(CONTEXT)?;
+                insert_rows(&mut tx, &sql_rollups::INSERT_OPPORTUNITY, &rollups.opportunities, |row, r| {
+                    sql_rollups::push_opportunity(row, r)
+                })
+                .await
+                .context(CONTEXT)?;
+                tx.commit().await.context(CONTEXT)
+            }
+
+            async fn rollups(&self, period: &str) -> StoreResult<Option<Rollups>> {
+                const CONTEXT: &str = "reading rollups";
+                let mut tx = self.pool.begin_with($read_begin).await.context(CONTEXT)?;
+                let read = |query: &'static str| sqlx::query(query).bind(period);
+                let Some(head) =
+                    read(sql_rollups::SELECT_PERIOD_ROLLUP).fetch_optional(&mut *tx).await.context(CONTEXT)?
+                else {
+                    return Ok(None);
+                };
+                let costs = read(sql_rollups::SELECT_COST_ROLLUP).fetch_all(&mut *tx).await.context(CONTEXT)?;
+                let capacity = read(sql_rollups::SELECT_CAPACITY_ROLLUP).fetch_all(&mut *tx).await.context(CONTEXT)?;
+                let heatmap = read(sql_rollups::SELECT_HEATMAP_CELL).fetch_all(&mut *tx).await.context(CONTEXT)?;
+                let clients = read(sql_rollups::SELECT_CLIENT_ROLLUP).fetch_all(&mut *tx).await.context(CONTEXT)?;
+                let opportunities = read(sql_rollups::SELECT_OPPORTUNITY).fetch_all(&mut *tx).await.context(CONTEXT)?;
+                tx.commit().await.context(CONTEXT)?;
+                Ok(Some(Rollups {
+                    period: sql_rollups::read_period_rollup(&head).context(CONTEXT)?,
+                    costs: costs.iter().map(sql_rollups::read_cost_rollup).collect::<Result<_, _>>().context(CONTEXT)?,
+                    capacity: capacity
+                        .iter()
+                        .map(sql_rollups::read_capacity_rollup)
+                        .collect::<Result<_, _>>()
+                        .context(CONTEXT)?,
+                    heatmap: heatmap.iter().map(sql_rollups::read_heatmap_cell).collect::<Result<_, _>>().context(CONTEXT)?,
+                    clients: clients.iter().map(sql_rollups::read_client_rollup).collect::<Result<_, _>>().context(CONTEXT)?,
+                    opportunities: opportunities
+                        .iter()
+                        .map(sql_rollups::read_opportunity)
+                        .collect::<Result<_, _>>()
+                        .context(CONTEXT)?,
+                }))
+            }
+
+            async fn rollup_periods(&self) -> StoreResult<Vec<PeriodRollup>> {
+                const CONTEXT: &str = "listing computed periods";
+                let rows = sqlx::query(sql::SELECT_ROLLUP_PERIODS).fetch_all(&self.pool).await.context(CONTEXT)?;
+                rows.iter().map(sql_rollups::read_period_rollup).collect::<Result<Vec<_>, _>>().context(CONTEXT)
+            }
+
+            async fn client_settings(&self) -> StoreResult<Vec<ClientSettings>> {
+                const CONTEXT: &str = "reading client settings";
+                let rows = sqlx::query(sql::SELECT_CLIENTS).fetch_all(&self.pool).await.context(CONTEXT)?;
+                rows.iter().map(sql::client_settings).collect::<Result<Vec<_>, _>>().context(CONTEXT)
+            }
+
+            async fn set_client_settings(&self, settings: &ClientSettings) -> StoreResult<()> {
+                const CONTEXT: &str = "writing client settings";
+                let mut tx = self.pool.begin_with($write_begin).await.context(CONTEXT)?;
+                sqlx::query(sql::DELETE_CLIENT).bind(settings.name.as_str()).execute(&mut *tx).await.context(CONTEXT)?;
+                sqlx::query(sql::INSERT_CLIENT)
+                    .bind(settings.name.as_str())
+                    .bind(settings.share_policy.as_str())
+                    .bind(settings.markup_basis_points)
+                    .execute(&mut *tx)
+                    .await
+                    .context(CONTEXT)?;
                 tx.commit().await.context(CONTEXT)
             }
 

@@ -11,8 +11,9 @@ use sqlx::query_builder::Separated;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Row, Type};
 
 use super::model::{
-    ClientRule, CostFact, CostPeriod, FactBatch, FactRecord, GpuAllocation, GpuUsage, InferenceUsage,
-    IngestRun, InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodRecord, PodWorkload, WorkloadCost,
+    ClientRule, ClientSettings, CostFact, CostPeriod, FactBatch, FactRecord, GpuAllocation, GpuUsage,
+    InferenceUsage, IngestRun, InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodRecord, PodWorkload,
+    WorkloadCost,
 };
 
 // ---- Reports ----
@@ -175,6 +176,26 @@ pub(crate) const SELECT_WORKLOAD_COSTS: &str = "SELECT p.namespace, p.workload, 
 
 pub(crate) const SELECT_POD_WORKLOADS: &str = "SELECT DISTINCT namespace, pod, workload \
      FROM cost_pods WHERE period = $1 ORDER BY namespace, pod, workload";
+
+pub(crate) const SELECT_COST_PODS: &str = "SELECT pod_id, cluster, namespace, workload, workload_type, \
+     pod, node, instance_id, instance_type, gpu_model, purchase_option, labels \
+     FROM cost_pods WHERE period = $1 ORDER BY pod_id";
+
+/// CAST: Postgres sums BIGINT as NUMERIC.
+pub(crate) const SELECT_OTHER_COST_TOTAL: &str = "SELECT \
+     CAST(COALESCE(SUM(amortized_cost_micros), 0) AS BIGINT) AS total FROM other_costs WHERE period = $1";
+
+pub(crate) const SELECT_CLIENTS: &str =
+    "SELECT name, share_policy, markup_basis_points FROM clients ORDER BY name";
+
+pub(crate) const DELETE_CLIENT: &str = "DELETE FROM clients WHERE name = $1";
+
+pub(crate) const INSERT_CLIENT: &str =
+    "INSERT INTO clients (name, share_policy, markup_basis_points) VALUES ($1, $2, $3)";
+
+pub(crate) const SELECT_ROLLUP_PERIODS: &str = "SELECT period, computed_at, idle_threshold, \
+     p95_cost_per_inference, bill_unblended_micros, bill_amortized_micros, kubernetes_cost_nanos, \
+     other_cost_micros, unattributed_gpu_hours FROM rollup_periods ORDER BY period DESC";
 
 // ---- Client rules ----
 
@@ -612,6 +633,31 @@ pub(crate) fn push_inference_usage<'args>(row: &mut impl PushRow<'args>, usage: 
         .float(usage.requests)
         .float(usage.prompt_tokens)
         .float(usage.generation_tokens);
+}
+
+pub(crate) fn cost_pod(row: &impl ReadRow) -> Result<PodRecord, sqlx::Error> {
+    Ok(PodRecord {
+        id: row.int("pod_id")?,
+        cluster: row.text("cluster")?,
+        namespace: row.text("namespace")?,
+        workload: row.text("workload")?,
+        workload_type: row.text("workload_type")?,
+        pod: row.text("pod")?,
+        node: row.text("node")?,
+        instance_id: row.text("instance_id")?,
+        instance_type: row.text("instance_type")?,
+        gpu_model: row.text("gpu_model")?,
+        purchase_option: row.text("purchase_option")?,
+        labels: row.text("labels")?,
+    })
+}
+
+pub(crate) fn client_settings(row: &impl ReadRow) -> Result<ClientSettings, sqlx::Error> {
+    Ok(ClientSettings {
+        name: row.text("name")?,
+        share_policy: row.text("share_policy")?,
+        markup_basis_points: row.int("markup_basis_points")?,
+    })
 }
 
 pub(crate) fn client_rule(row: &impl ReadRow) -> Result<ClientRule, sqlx::Error> {

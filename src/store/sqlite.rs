@@ -14,10 +14,11 @@ use sqlx::sqlite::{
 };
 
 use super::sql::{self, ReadRow};
+use super::sql_rollups;
 use super::{
-    ClientRule, CostPeriod, GpuAllocation, GpuUsage, InferenceUsage, IngestOutcome, IngestRun, NamespaceCost,
-    NewIngestRun, PeriodSummary, PodWorkload, SqlContext, Store, StoreError, StoreResult, WorkloadCost,
-    migrations,
+    ClientRule, ClientSettings, ComputeInputs, CostPeriod, GpuAllocation, GpuUsage, InferenceUsage,
+    IngestOutcome, IngestRun, NamespaceCost, NewIngestRun, PeriodRollup, PeriodSummary, PodWorkload, Rollups,
+    SqlContext, Store, StoreError, StoreResult, WorkloadCost, migrations,
 };
 
 /// SQLite limits one statement to 32,766 bound values.

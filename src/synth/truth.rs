@@ -23,6 +23,12 @@ pub struct Sums {
     pub gpu_hours_used: f64,
     pub gpu_hours_idle: f64,
     pub spot_gpu_hours: f64,
+    /// Split + unused cost of accelerator rows, and of those in idle GPU-hours.
+    pub gpu_cost: f64,
+    pub idle_gpu_cost: f64,
+    /// Public on-demand − actual (split + unused), on Spot nodes and on Savings Plans/RI nodes.
+    pub spot_savings: f64,
+    pub commitment_savings: f64,
     pub requests: u64,
     pub prompt_tokens: u64,
     pub generation_tokens: u64,
@@ -62,15 +68,37 @@ pub struct Truth {
     pub workloads: BTreeMap<String, Sums>,
     /// Keyed by the `user_client` label; pods without one under `(unassigned)`.
     pub clients: BTreeMap<String, Sums>,
+    /// Chargeback with every client on the default policy (shares proportional to GPU cost,
+    /// no markup): platform namespaces' cost and all other pods' unused cost are shared.
+    pub chargeback: BTreeMap<String, Chargeback>,
+    pub platform_namespaces: Vec<String>,
     pub idle_threshold: f64,
 }
+
+/// One client's chargeback under the default policy, USD.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Chargeback {
+    /// The client's pods' split cost.
+    pub direct_cost: f64,
+    pub shared_platform: f64,
+    pub shared_idle: f64,
+    pub total_cost: f64,
+}
+
+/// Namespaces whose cost is shared out (the engine's default list).
+const PLATFORM_NAMESPACES: &[&str] = &["kube-system", "monitoring", "gpu-operator"];
 
 /// GPU-hours under this hourly mean utilization count as idle.
 pub const IDLE_THRESHOLD: f64 = 0.10;
 
 impl Truth {
     pub fn new(period: String) -> Truth {
-        Truth { period, idle_threshold: IDLE_THRESHOLD, ..Truth::default() }
+        Truth {
+            period,
+            idle_threshold: IDLE_THRESHOLD,
+            platform_namespaces: PLATFORM_NAMESPACES.iter().map(|s| s.to_string()).collect(),
+            ..Truth::default()
+        }
     }
 
     /// Adds one instance-hour and its pods' split rows.
@@ -94,13 +122,20 @@ impl Truth {
             let workload = &WORKLOADS[pod.workload];
             let total = row.split.split_cost + row.split.unused_cost;
             hour_total += total;
-            let (allocated, used, idle) = if row.resource == Resource::Accelerator {
+            let (allocated, used, idle, gpu_cost, idle_cost) = if row.resource == Resource::Accelerator {
                 let utilization = world.gpu_utilization(row.pod, hour);
                 let allocated = row.split.split_usage;
-                let idle = if utilization < IDLE_THRESHOLD { allocated } else { 0.0 };
-                (allocated, utilization * allocated, idle)
+                let is_idle = utilization < IDLE_THRESHOLD && allocated > 0.0;
+                let idle = if is_idle { allocated } else { 0.0 };
+                (allocated, utilization * allocated, idle, total, if is_idle { total } else { 0.0 })
             } else {
-                (0.0, 0.0, 0.0)
+                (0.0, 0.0, 0.0, 0.0, 0.0)
+            };
+            let saved = row.public_split + row.public_unused - total;
+            let (spot_saved, commitment_saved) = match node.purchase {
+                Purchase::Spot => (saved, 0.0),
+                Purchase::OnDemand => (0.0, 0.0),
+                _ => (0.0, saved),
             };
             allocated_here += allocated;
             let spot = if node.purchase == Purchase::Spot { allocated } else { 0.0 };
@@ -123,6 +158,10 @@ impl Truth {
                 sums.gpu_hours_used += used;
                 sums.gpu_hours_idle += idle;
                 sums.spot_gpu_hours += spot;
+                sums.gpu_cost += gpu_cost;
+                sums.idle_gpu_cost += idle_cost;
+                sums.spot_savings += spot_saved;
+                sums.commitment_savings += commitment_saved;
                 sums.requests += requests;
                 sums.prompt_tokens += prompt;
                 sums.generation_tokens += generation;
@@ -153,6 +192,57 @@ impl Truth {
                 sums.cost_per_inference = Some(sums.total_cost / sums.requests as f64);
             }
         }
+        self.chargeback = self.default_chargeback();
+    }
+
+    /// Per client: split cost direct; the platform pool (platform namespaces' split + unused)
+    /// and the idle pool (everyone else's unused) shared by GPU cost over all recipients,
+    /// `(unassigned)` included, which also keeps what no client takes.
+    fn default_chargeback(&self) -> BTreeMap<String, Chargeback> {
+        let platform_pool: f64 =
+            PLATFORM_NAMESPACES.iter().filter_map(|ns| self.namespaces.get(*ns)).map(|s| s.total_cost).sum();
+        let platform_unused: f64 =
+            PLATFORM_NAMESPACES.iter().filter_map(|ns| self.namespaces.get(*ns)).map(|s| s.unused_cost).sum();
+        let platform_split = platform_pool - platform_unused;
+        let platform_gpu: f64 =
+            PLATFORM_NAMESPACES.iter().filter_map(|ns| self.namespaces.get(*ns)).map(|s| s.gpu_cost).sum();
+        // Platform pods carry no client label: they sit in `(unassigned)` in `clients`.
+        let mut direct: BTreeMap<String, (f64, f64, f64)> = BTreeMap::new();
+        for (client, sums) in &self.clients {
+            let mut entry = (sums.split_cost, sums.unused_cost, sums.gpu_cost);
+            if client == "(unassigned)" {
+                entry = (entry.0 - platform_split, entry.1 - platform_unused, entry.2 - platform_gpu);
+            }
+            direct.insert(client.clone(), entry);
+        }
+        direct.entry("(unassigned)".into()).or_default();
+        let idle_pool: f64 = direct.values().map(|d| d.1).sum();
+        let gpu_total: f64 = direct.values().map(|d| d.2).sum();
+        let mut out = BTreeMap::new();
+        let (mut platform_given, mut idle_given) = (0.0, 0.0);
+        for (client, (split, _, gpu)) in direct.iter().filter(|(c, _)| *c != "(unassigned)") {
+            let weight = if gpu_total > 0.0 { gpu / gpu_total } else { 0.0 };
+            let (platform, idle) = (platform_pool * weight, idle_pool * weight);
+            platform_given += platform;
+            idle_given += idle;
+            let total_cost = split + platform + idle;
+            out.insert(
+                client.clone(),
+                Chargeback { direct_cost: *split, shared_platform: platform, shared_idle: idle, total_cost },
+            );
+        }
+        let house = direct["(unassigned)"].0;
+        let (platform, idle) = (platform_pool - platform_given, idle_pool - idle_given);
+        out.insert(
+            "(unassigned)".into(),
+            Chargeback {
+                direct_cost: house,
+                shared_platform: platform,
+                shared_idle: idle,
+                total_cost: house + platform + idle,
+            },
+        );
+        out
     }
 }
 

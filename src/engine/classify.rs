@@ -1,0 +1,156 @@
+//! Who a pod belongs to and what kind of work it is: clients from mapping rules, workload
+//! classes for spot adoption, and the platform namespaces whose cost is shared.
+
+use std::collections::HashSet;
+
+use regex::Regex;
+
+use crate::store::{ClientRule, PodRecord};
+
+/// Pods in these namespaces run the platform; their cost is shared between clients.
+pub const DEFAULT_PLATFORM_NAMESPACES: &[&str] = &["kube-system", "monitoring", "gpu-operator"];
+
+/// The client of pods no rule matched.
+pub const UNASSIGNED: &str = "(unassigned)";
+
+/// The "client" of platform pods: a pool shared out, never a client.
+pub const PLATFORM: &str = "(platform)";
+
+/// The label gpuledger reads a pod's client from when no rule says otherwise.
+pub const DEFAULT_CLIENT_LABEL: &str = "user_client";
+
+/// Client rules ready to match.
+pub struct ClientMatcher {
+    rules: Vec<(ClientRule, Option<Regex>)>,
+    platform: HashSet<String>,
+}
+
+impl ClientMatcher {
+    /// Rules by priority, then the default: the `user_client` label's value is the client.
+    pub fn new(rules: &[ClientRule], platform_namespaces: &[String]) -> Result<ClientMatcher, String> {
+        let mut sorted = rules.to_vec();
+        sorted.sort_by_key(|r| r.priority);
+        sorted.push(ClientRule {
+            client: String::new(),
+            match_kind: "label".into(),
+            pattern: "*".into(),
+            label_key: DEFAULT_CLIENT_LABEL.into(),
+            priority: i64::MAX,
+        });
+        let rules = sorted
+            .into_iter()
+            .map(|rule| {
+                let regex = if rule.match_kind == "regex" {
+                    let anchored = format!("^(?:{})$", rule.pattern);
+                    Some(Regex::new(&anchored).map_err(|e| format!("client rule {:?}: {e}", rule.pattern))?)
+                } else {
+                    None
+                };
+                Ok((rule, regex))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(ClientMatcher { rules, platform: platform_namespaces.iter().cloned().collect() })
+    }
+
+    pub fn is_platform(&self, namespace: &str) -> bool {
+        self.platform.contains(namespace)
+    }
+
+    /// The client of a pod: `(platform)` in a platform namespace, else the first rule that
+    /// matches, else `(unassigned)`.
+    pub fn client(&self, pod: &PodRecord) -> String {
+        if self.is_platform(&pod.namespace) {
+            return PLATFORM.to_string();
+        }
+        for (rule, regex) in &self.rules {
+            let matched = match rule.match_kind.as_str() {
+                "namespace" => pod.namespace == rule.pattern,
+                "prefix" => pod.namespace.starts_with(&rule.pattern),
+                "regex" => regex.as_ref().is_some_and(|r| r.is_match(&pod.namespace)),
+                "label" => {
+                    let key = if rule.label_key.is_empty() { DEFAULT_CLIENT_LABEL } else { &rule.label_key };
+                    match label(&pod.labels, key) {
+                        Some(value) if rule.pattern == "*" || rule.pattern.is_empty() => return value,
+                        Some(value) => value == rule.pattern,
+                        None => false,
+                    }
+                }
+                _ => false,
+            };
+            if matched {
+                return rule.client.clone();
+            }
+        }
+        UNASSIGNED.to_string()
+    }
+}
+
+/// A label's value from a pod's stored labels (a JSON object of `user_*` tags).
+pub fn label(labels: &str, key: &str) -> Option<String> {
+    if labels.is_empty() {
+        return None;
+    }
+    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(labels).ok()?;
+    map.get(key).and_then(|v| v.as_str()).filter(|v| !v.is_empty()).map(str::to_string)
+}
+
+/// The class spot adoption is reported by: a `user_workload_class` label wins; platform
+/// pods (DaemonSets, platform namespaces) are `platform`; workloads that served requests are
+/// `inference`; Jobs are `training` (training and batch); the rest `other`.
+pub fn workload_class(pod: &PodRecord, is_platform: bool, serves_requests: bool) -> String {
+    if let Some(class) = label(&pod.labels, "user_workload_class") {
+        return class;
+    }
+    let class = if is_platform || pod.workload_type == "DaemonSet" {
+        "platform"
+    } else if serves_requests {
+        "inference"
+    } else if matches!(pod.workload_type.as_str(), "Job" | "CronJob") {
+        "training"
+    } else {
+        "other"
+    };
+    class.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(namespace: &str, labels: &str) -> PodRecord {
+        PodRecord { namespace: namespace.into(), labels: labels.into(), ..PodRecord::default() }
+    }
+
+    fn rule(client: &str, kind: &str, pattern: &str, priority: i64) -> ClientRule {
+        ClientRule {
+            client: client.into(),
+            match_kind: kind.into(),
+            pattern: pattern.into(),
+            label_key: String::new(),
+            priority,
+        }
+    }
+
+    #[test]
+    fn rules_by_priority_then_the_client_label() {
+        let rules = [rule("acme", "prefix", "acme-", 10), rule("globex", "regex", "glob(ex)?-.*", 20)];
+        let m = ClientMatcher::new(&rules, &["kube-system".to_string()]).unwrap();
+        assert_eq!(m.client(&pod("acme-llm", "")), "acme");
+        assert_eq!(m.client(&pod("globex-vision", "")), "globex");
+        assert_eq!(m.client(&pod("web", r#"{"user_client":"initech"}"#)), "initech");
+        assert_eq!(m.client(&pod("web", r#"{"user_team":"x"}"#)), UNASSIGNED);
+        assert_eq!(m.client(&pod("kube-system", r#"{"user_client":"acme"}"#)), PLATFORM);
+        assert!(ClientMatcher::new(&[rule("x", "regex", "(", 1)], &[]).is_err());
+    }
+
+    #[test]
+    fn classes_for_spot_adoption() {
+        let job = PodRecord { workload_type: "Job".into(), ..PodRecord::default() };
+        assert_eq!(workload_class(&job, false, false), "training");
+        let deployment = PodRecord { workload_type: "ReplicaSet".into(), ..PodRecord::default() };
+        assert_eq!(workload_class(&deployment, false, true), "inference");
+        assert_eq!(workload_class(&deployment, false, false), "other");
+        let labelled = PodRecord { labels: r#"{"user_workload_class":"training"}"#.into(), ..deployment };
+        assert_eq!(workload_class(&labelled, false, true), "training");
+    }
+}

@@ -1,0 +1,514 @@
+//! `gpuledger compute`: a billing period's cost and usage turned into rollups.
+//!
+//! Inputs are the period's pod-days and GPU pod-hours (aggregates the CUR ingest wrote
+//! beside the facts), its pods, instance-hours and other cost, and the metrics of its hours.
+//! polars joins them — GPU pod-hours with measured utilization (used, idle, unmeasured
+//! GPU-hours and idle GPU cost), pod-hours with requests (cost per inference per pod-hour,
+//! flagged above the fleet's 95th percentile), pod-days with everything — and sums to one
+//! row per day and (cluster, namespace, workload, class, client, team, GPU model, purchase
+//! option). Chargeback and opportunities are then computed from those rows in exact integer
+//! arithmetic. The store writes the result in one transaction.
+
+use std::collections::{BTreeMap, HashSet};
+
+use polars::prelude::*;
+
+use super::chargeback::chargeback;
+use super::classify::{ClientMatcher, label, workload_class};
+use super::opportunities::{self, PodEvidence};
+use crate::period::Period;
+use crate::store::{
+    CapacityRollup, ClientRule, ClientSettings, ComputeInputs, CostRollup, GpuUsage, HeatmapCell,
+    InferenceUsage, PeriodRollup, Rollups, Store, StoreError,
+};
+
+/// Why a compute run stopped; nothing was written.
+#[derive(Debug, thiserror::Error)]
+pub enum ComputeError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("computing {period}: {source}")]
+    Polars {
+        period: String,
+        #[source]
+        source: PolarsError,
+    },
+    #[error("no cost data for {0}: run `gpuledger ingest cur SOURCE` first")]
+    NoData(Period),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Settings of a compute run.
+#[derive(Debug, Clone)]
+pub struct ComputeOptions {
+    /// Hourly mean utilization below which allocated GPU-hours are idle.
+    pub idle_threshold: f64,
+    pub platform_namespaces: Vec<String>,
+}
+
+impl Default for ComputeOptions {
+    fn default() -> Self {
+        ComputeOptions {
+            idle_threshold: 0.10,
+            platform_namespaces: super::classify::DEFAULT_PLATFORM_NAMESPACES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        }
+    }
+}
+
+/// What a compute run did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ComputeSummary {
+    pub period: String,
+    pub cost_rows: usize,
+    pub client_rows: usize,
+    pub opportunities: usize,
+    pub read_seconds: f64,
+    pub compute_seconds: f64,
+    pub write_seconds: f64,
+}
+
+/// Computes one period and replaces its rollups.
+pub async fn compute_period(
+    store: &dyn Store,
+    period: Period,
+    options: &ComputeOptions,
+) -> Result<ComputeSummary, ComputeError> {
+    let started = std::time::Instant::now();
+    let name = period.to_string();
+    let inputs = store.compute_inputs(&name).await?.ok_or(ComputeError::NoData(period))?;
+    let gpu_usage = store.gpu_usage(period.start(), period.end()).await?;
+    let inference = store.inference_usage(period.start(), period.end()).await?;
+    let rules = store.client_rules().await?;
+    let settings = store.client_settings().await?;
+    let read_seconds = started.elapsed().as_secs_f64();
+    let options = options.clone();
+    let rollups = tokio::task::spawn_blocking(move || {
+        build_rollups(&inputs, &gpu_usage, &inference, &rules, &settings, &options)
+    })
+    .await
+    .map_err(|e| ComputeError::Invalid(format!("the compute task failed: {e}")))??;
+    let compute_seconds = started.elapsed().as_secs_f64() - read_seconds;
+    store.replace_rollups(&rollups).await?;
+    Ok(ComputeSummary {
+        period: name,
+        cost_rows: rollups.costs.len(),
+        client_rows: rollups.clients.len(),
+        opportunities: rollups.opportunities.len(),
+        read_seconds,
+        compute_seconds,
+        write_seconds: started.elapsed().as_secs_f64() - read_seconds - compute_seconds,
+    })
+}
+
+/// Everything of one period, computed off the async runtime.
+pub fn build_rollups(
+    inputs: &ComputeInputs,
+    gpu_usage: &[GpuUsage],
+    inference: &[InferenceUsage],
+    rules: &[ClientRule],
+    settings: &[ClientSettings],
+    options: &ComputeOptions,
+) -> Result<Rollups, ComputeError> {
+    let period = inputs.period.clone();
+    let polars_error = |source| ComputeError::Polars { period: period.clone(), source };
+    let matcher = ClientMatcher::new(rules, &options.platform_namespaces).map_err(ComputeError::Invalid)?;
+    let serving: HashSet<(&str, &str)> = inference
+        .iter()
+        .filter(|i| i.requests > 0.0)
+        .map(|i| (i.namespace.as_str(), i.pod.as_str()))
+        .collect();
+    let serving_workloads: HashSet<(&str, &str)> = inputs
+        .pods
+        .iter()
+        .filter(|p| serving.contains(&(p.namespace.as_str(), p.pod.as_str())))
+        .map(|p| (p.namespace.as_str(), p.workload.as_str()))
+        .collect();
+    let pods = {
+        let p = &inputs.pods;
+        let text = |f: &dyn Fn(&crate::store::PodRecord) -> String| p.iter().map(f).collect::<Vec<String>>();
+        df!(
+            "pod_id" => p.iter().map(|p| p.id).collect::<Vec<i64>>(),
+            "cluster" => text(&|p| p.cluster.clone()),
+            "namespace" => text(&|p| p.namespace.clone()),
+            "pod" => text(&|p| p.pod.clone()),
+            "workload" => text(&|p| p.workload.clone()),
+            "workload_class" => text(&|p| workload_class(
+                p,
+                matcher.is_platform(&p.namespace),
+                serving_workloads.contains(&(p.namespace.as_str(), p.workload.as_str())),
+            )),
+            "client" => text(&|p| matcher.client(p)),
+            "team" => text(&|p| label(&p.labels, "user_team").unwrap_or_default()),
+            "gpu_model" => text(&|p| p.gpu_model.clone()),
+            "purchase_option" => text(&|p| p.purchase_option.clone()),
+        )
+        .map_err(polars_error)?
+    };
+    let days = {
+        let d = &inputs.pod_days;
+        df!(
+            "pod_id" => d.iter().map(|d| d.pod_id).collect::<Vec<i64>>(),
+            "day" => d.iter().map(|d| d.day).collect::<Vec<i64>>(),
+            "is_gpu" => d.iter().map(|d| d.resource == "gpu").collect::<Vec<bool>>(),
+            "split_usage" => d.iter().map(|d| d.split_usage).collect::<Vec<f64>>(),
+            "split" => d.iter().map(|d| d.split_cost_nanos).collect::<Vec<i64>>(),
+            "unused" => d.iter().map(|d| d.unused_cost_nanos).collect::<Vec<i64>>(),
+            "net" => d.iter().map(|d| d.net_split_cost_nanos + d.net_unused_cost_nanos).collect::<Vec<i64>>(),
+            "public" => d
+                .iter()
+                .map(|d| d.public_on_demand_split_cost_nanos + d.public_on_demand_unused_cost_nanos)
+                .collect::<Vec<i64>>(),
+        )
+        .map_err(polars_error)?
+    };
+    let gpu_hours = {
+        let h = &inputs.gpu_pod_hours;
+        df!(
+            "pod_id" => h.iter().map(|h| h.pod_id).collect::<Vec<i64>>(),
+            "hour" => h.iter().map(|h| h.hour).collect::<Vec<i64>>(),
+            "gpu_hours" => h.iter().map(|h| h.gpu_hours).collect::<Vec<f64>>(),
+            "gpu_cost" => h.iter().map(|h| h.gpu_cost_nanos).collect::<Vec<i64>>(),
+            "pod_cost" => h.iter().map(|h| h.pod_cost_nanos).collect::<Vec<i64>>(),
+        )
+        .map_err(polars_error)?
+    };
+    let attributed: Vec<&GpuUsage> = gpu_usage.iter().filter(|u| !u.pod.is_empty()).collect();
+    let usage = df!(
+        "namespace" => attributed.iter().map(|u| u.namespace.clone()).collect::<Vec<String>>(),
+        "pod" => attributed.iter().map(|u| u.pod.clone()).collect::<Vec<String>>(),
+        "hour" => attributed.iter().map(|u| u.hour).collect::<Vec<i64>>(),
+        // Utilization weighted by the GPU-hours each row holds (tiny floor: a row always counts).
+        "busy" => attributed.iter().map(|u| u.mean_utilization * u.gpu_hours.max(1e-9)).collect::<Vec<f64>>(),
+        "weight" => attributed.iter().map(|u| u.gpu_hours.max(1e-9)).collect::<Vec<f64>>(),
+        "peak_fb" => attributed.iter().map(|u| u.peak_fb_used_mib).collect::<Vec<f64>>(),
+    )
+    .map_err(polars_error)?;
+    let requests = df!(
+        "namespace" => inference.iter().map(|i| i.namespace.clone()).collect::<Vec<String>>(),
+        "pod" => inference.iter().map(|i| i.pod.clone()).collect::<Vec<String>>(),
+        "hour" => inference.iter().map(|i| i.hour).collect::<Vec<i64>>(),
+        "requests" => inference.iter().map(|i| i.requests).collect::<Vec<f64>>(),
+        "prompt_tokens" => inference.iter().map(|i| i.prompt_tokens).collect::<Vec<f64>>(),
+        "generation_tokens" => inference.iter().map(|i| i.generation_tokens).collect::<Vec<f64>>(),
+    )
+    .map_err(polars_error)?;
+
+    let threshold = options.idle_threshold;
+    let day_of = |hour: Expr| hour.clone() - hour % lit(86_400i64);
+    let pod_names = pods.clone().lazy().select([col("pod_id"), col("namespace"), col("pod")]);
+    // GPU pod-hours with what the metrics measured.
+    let measured = usage
+        .lazy()
+        .group_by([col("namespace"), col("pod"), col("hour")])
+        .agg([col("busy").sum(), col("weight").sum(), col("peak_fb").max()])
+        .with_column((col("busy") / col("weight")).alias("utilization"));
+    let gpu_pod_hours = gpu_hours
+        .lazy()
+        .join(pod_names.clone(), [col("pod_id")], [col("pod_id")], JoinArgs::new(JoinType::Left))
+        .join(
+            measured,
+            [col("namespace"), col("pod"), col("hour")],
+            [col("namespace"), col("pod"), col("hour")],
+            JoinArgs::new(JoinType::Left),
+        )
+        .with_columns([
+            (col("utilization") * col("gpu_hours")).fill_null(lit(0.0)).alias("used"),
+            when(col("utilization").lt(lit(threshold)))
+                .then(col("gpu_hours"))
+                .otherwise(lit(0.0))
+                .alias("idle"),
+            when(col("utilization").lt(lit(threshold)))
+                .then(col("gpu_cost"))
+                .otherwise(lit(0i64))
+                .alias("idle_cost"),
+            when(col("utilization").is_null()).then(col("gpu_hours")).otherwise(lit(0.0)).alias("unmeasured"),
+            day_of(col("hour")).alias("day"),
+        ]);
+    let heatmap = gpu_pod_hours
+        .clone()
+        .group_by([col("hour")])
+        .agg([col("gpu_hours").sum(), col("used").sum()])
+        .sort(["hour"], Default::default())
+        .collect()
+        .map_err(polars_error)?;
+    let gpu_days = gpu_pod_hours.clone().group_by([col("pod_id"), col("day")]).agg([
+        col("used").sum(),
+        col("idle").sum(),
+        col("idle_cost").sum(),
+        col("unmeasured").sum(),
+        col("peak_fb").max(),
+    ]);
+    // Serving pod-hours: requests, and the pod-hour's cost where it held GPUs.
+    let served_hours = requests
+        .lazy()
+        .join(
+            pod_names,
+            [col("namespace"), col("pod")],
+            [col("namespace"), col("pod")],
+            JoinArgs::new(JoinType::Inner),
+        )
+        .group_by([col("pod_id"), col("hour")])
+        .agg([col("requests").sum(), col("prompt_tokens").sum(), col("generation_tokens").sum()])
+        .join(
+            gpu_pod_hours.select([col("pod_id"), col("hour"), col("pod_cost")]),
+            [col("pod_id"), col("hour")],
+            [col("pod_id"), col("hour")],
+            JoinArgs::new(JoinType::Left),
+        )
+        .with_column(day_of(col("hour")).alias("day"))
+        .collect()
+        .map_err(polars_error)?;
+    // The fleet's P95 of hourly cost per inference, over serving pod-hours with a cost.
+    let mut per_inference: Vec<f64> = Vec::new();
+    {
+        let cost = served_hours.column("pod_cost").and_then(|c| c.i64()).map_err(polars_error)?;
+        let count = served_hours.column("requests").and_then(|c| c.f64()).map_err(polars_error)?;
+        for (cost, count) in cost.iter().zip(count.iter()) {
+            if let (Some(cost), Some(count)) = (cost, count)
+                && count > 0.0
+            {
+                per_inference.push(cost as f64 / 1e9 / count);
+            }
+        }
+    }
+    let p95 = percentile(&mut per_inference, 0.95);
+    let served_days = served_hours
+        .lazy()
+        .with_columns([
+            when(col("requests").gt(lit(0.0))).then(lit(1i64)).otherwise(lit(0i64)).alias("inference_hours"),
+            when(
+                col("requests").gt(lit(0.0)).and(
+                    (col("pod_cost").cast(DataType::Float64) / lit(1e9) / col("requests"))
+                        .gt(lit(p95.unwrap_or(f64::MAX))),
+                ),
+            )
+            .then(lit(1i64))
+            .otherwise(lit(0i64))
+            .alias("inference_hours_above_p95"),
+        ])
+        .group_by([col("pod_id"), col("day")])
+        .agg([
+            col("requests").sum(),
+            col("prompt_tokens").sum(),
+            col("generation_tokens").sum(),
+            col("inference_hours").sum(),
+            col("inference_hours_above_p95").sum(),
+        ]);
+    let is_gpu = col("is_gpu");
+    let cost_days = days.lazy().group_by([col("pod_id"), col("day")]).agg([
+        col("split").sum(),
+        col("unused").sum(),
+        col("net").sum(),
+        col("public").sum(),
+        when(is_gpu.clone()).then(col("split") + col("unused")).otherwise(lit(0i64)).sum().alias("gpu_cost"),
+        when(is_gpu).then(col("split_usage")).otherwise(lit(0.0)).sum().alias("allocated"),
+    ]);
+    let keys = [col("pod_id"), col("day")];
+    let dims = [
+        "cluster",
+        "namespace",
+        "workload",
+        "workload_class",
+        "client",
+        "team",
+        "gpu_model",
+        "purchase_option",
+    ];
+    let mut group: Vec<Expr> = vec![col("day")];
+    group.extend(dims.iter().map(|d| col(*d)));
+    let rolled = cost_days
+        .join(gpu_days, keys.clone(), keys.clone(), JoinArgs::new(JoinType::Left))
+        .join(served_days, keys.clone(), keys, JoinArgs::new(JoinType::Left))
+        .join(pods.lazy(), [col("pod_id")], [col("pod_id")], JoinArgs::new(JoinType::Left))
+        .with_column(
+            when(col("purchase_option").eq(lit("Spot")))
+                .then(col("allocated"))
+                .otherwise(lit(0.0))
+                .alias("spot"),
+        )
+        .group_by(group)
+        .agg([
+            col("split").sum(),
+            col("unused").sum(),
+            col("net").sum(),
+            col("public").sum(),
+            col("gpu_cost").sum(),
+            col("idle_cost").sum(),
+            col("allocated").sum(),
+            col("used").sum(),
+            col("idle").sum(),
+            col("unmeasured").sum(),
+            col("spot").sum(),
+            col("peak_fb").max(),
+            col("requests").sum(),
+            col("prompt_tokens").sum(),
+            col("generation_tokens").sum(),
+            col("inference_hours").sum(),
+            col("inference_hours_above_p95").sum(),
+        ])
+        .sort(["day", "namespace", "workload", "client", "gpu_model", "purchase_option"], Default::default())
+        .collect()
+        .map_err(polars_error)?;
+    let costs = cost_rows(&period, &rolled).map_err(polars_error)?;
+
+    let mut rollups = Rollups {
+        period: PeriodRollup {
+            period: period.clone(),
+            computed_at: chrono::Utc::now().timestamp(),
+            idle_threshold: threshold,
+            p95_cost_per_inference: p95.unwrap_or(0.0),
+            bill_unblended_micros: inputs.bill_unblended_micros,
+            bill_amortized_micros: inputs.bill_amortized_micros,
+            kubernetes_cost_nanos: costs.iter().map(|c| c.split_cost_nanos + c.unused_cost_nanos).sum(),
+            other_cost_micros: inputs.other_cost_micros,
+            unattributed_gpu_hours: gpu_usage.iter().filter(|u| u.pod.is_empty()).map(|u| u.gpu_hours).sum(),
+        },
+        heatmap: heatmap_cells(&period, &heatmap).map_err(polars_error)?,
+        capacity: capacity(&period, inputs),
+        clients: chargeback(&period, &costs, settings),
+        opportunities: Vec::new(),
+        costs,
+    };
+    let evidence = PodEvidence::gather(inputs, gpu_usage);
+    rollups.opportunities = opportunities::find(&period, &rollups.costs, inputs, &evidence);
+    Ok(rollups)
+}
+
+/// The nearest-rank percentile `q` of `values`; `None` when empty.
+pub fn percentile(values: &mut [f64], q: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(|a, b| a.total_cmp(b));
+    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
+    Some(values[rank - 1])
+}
+
+fn cost_rows(period: &str, frame: &DataFrame) -> PolarsResult<Vec<CostRollup>> {
+    let text = |name: &str| -> PolarsResult<Vec<String>> {
+        Ok(frame.column(name)?.str()?.iter().map(|v| v.unwrap_or_default().to_string()).collect())
+    };
+    let int = |name: &str| -> PolarsResult<Vec<i64>> {
+        Ok(frame.column(name)?.cast(&DataType::Int64)?.i64()?.iter().map(|v| v.unwrap_or(0)).collect())
+    };
+    // Parallel sums add floats in no fixed order: rounding to 1e-9 keeps reruns identical.
+    let float = |name: &str| -> PolarsResult<Vec<f64>> {
+        let values = frame.column(name)?.cast(&DataType::Float64)?;
+        Ok(values.f64()?.iter().map(|v| (v.unwrap_or(0.0) * 1e9).round() / 1e9).collect())
+    };
+    let (day, split, unused, net, public) =
+        (int("day")?, int("split")?, int("unused")?, int("net")?, int("public")?);
+    let (gpu_cost, idle_cost, hours, above) =
+        (int("gpu_cost")?, int("idle_cost")?, int("inference_hours")?, int("inference_hours_above_p95")?);
+    let (allocated, used, idle, unmeasured, spot, peak_fb) = (
+        float("allocated")?,
+        float("used")?,
+        float("idle")?,
+        float("unmeasured")?,
+        float("spot")?,
+        float("peak_fb")?,
+    );
+    let (requests, prompt, generation) =
+        (float("requests")?, float("prompt_tokens")?, float("generation_tokens")?);
+    let (cluster, namespace, workload, class) =
+        (text("cluster")?, text("namespace")?, text("workload")?, text("workload_class")?);
+    let (client, team, model, purchase) =
+        (text("client")?, text("team")?, text("gpu_model")?, text("purchase_option")?);
+    Ok((0..frame.height())
+        .map(|i| CostRollup {
+            period: period.to_string(),
+            day: day[i],
+            cluster: cluster[i].clone(),
+            namespace: namespace[i].clone(),
+            workload: workload[i].clone(),
+            workload_class: class[i].clone(),
+            client: client[i].clone(),
+            team: team[i].clone(),
+            gpu_model: model[i].clone(),
+            purchase_option: purchase[i].clone(),
+            split_cost_nanos: split[i],
+            unused_cost_nanos: unused[i],
+            net_cost_nanos: net[i],
+            public_on_demand_cost_nanos: public[i],
+            gpu_cost_nanos: gpu_cost[i],
+            idle_gpu_cost_nanos: idle_cost[i],
+            gpu_hours_allocated: allocated[i],
+            gpu_hours_used: used[i],
+            gpu_hours_idle: idle[i],
+            gpu_hours_unmeasured: unmeasured[i],
+            spot_gpu_hours: spot[i],
+            peak_fb_used_mib: peak_fb[i],
+            requests: requests[i],
+            prompt_tokens: prompt[i],
+            generation_tokens: generation[i],
+            inference_hours: hours[i],
+            inference_hours_above_p95: above[i],
+        })
+        .collect())
+}
+
+fn heatmap_cells(period: &str, frame: &DataFrame) -> PolarsResult<Vec<HeatmapCell>> {
+    let hours = frame.column("hour")?.i64()?;
+    let allocated = frame.column("gpu_hours")?.f64()?;
+    let used = frame.column("used")?.f64()?;
+    Ok(hours
+        .iter()
+        .zip(allocated.iter())
+        .zip(used.iter())
+        .map(|((hour, allocated), used)| {
+            let hour = hour.unwrap_or(0);
+            HeatmapCell {
+                period: period.to_string(),
+                day: hour - hour.rem_euclid(86_400),
+                hour_of_day: hour.rem_euclid(86_400) / 3600,
+                gpu_hours_allocated: (allocated.unwrap_or(0.0) * 1e9).round() / 1e9,
+                gpu_hours_used: (used.unwrap_or(0.0) * 1e9).round() / 1e9,
+            }
+        })
+        .collect())
+}
+
+/// Provisioned capacity per day, cluster, instance type and purchase option.
+fn capacity(period: &str, inputs: &ComputeInputs) -> Vec<CapacityRollup> {
+    let mut rows: BTreeMap<(i64, &str, &str, &str, &str), CapacityRollup> = BTreeMap::new();
+    for i in &inputs.instance_hours {
+        let day = i.hour - i.hour.rem_euclid(86_400);
+        let key = (
+            day,
+            i.cluster.as_str(),
+            i.instance_type.as_str(),
+            i.gpu_model.as_str(),
+            i.purchase_option.as_str(),
+        );
+        let row = rows.entry(key).or_insert_with(|| CapacityRollup {
+            period: period.to_string(),
+            day,
+            cluster: i.cluster.clone(),
+            instance_type: i.instance_type.clone(),
+            gpu_model: i.gpu_model.clone(),
+            purchase_option: i.purchase_option.clone(),
+            ..CapacityRollup::default()
+        });
+        row.instance_hours += i.usage_hours;
+        row.gpu_hours_provisioned += i.gpu_count as f64 * i.usage_hours;
+        row.amortized_cost_micros += i.amortized_cost_micros;
+    }
+    rows.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentile() {
+        // 20 values 1..=20: rank ceil(0.95 × 20) = 19 → 19.
+        let mut values: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(percentile(&mut values, 0.95), Some(19.0));
+        assert_eq!(percentile(&mut [], 0.95), None);
+    }
+}

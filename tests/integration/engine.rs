@@ -1,0 +1,294 @@
+//! The engine against `truth.json`: costs within a cent, GPU-hours exact, ratios within
+//! 0.1 %, chargeback shares included, and the reconciliation Σ clients = Σ namespaces =
+//! Kubernetes cost, + other cost = the bill. On demo data (two months, SQLite and Postgres)
+//! and small data (one month), then the report contracts through the binary.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use gpuledger::engine::compute::{ComputeOptions, compute_period};
+use gpuledger::ingest::metrics::{MetricsIngestOptions, MetricsSource, ingest_metrics};
+use gpuledger::period::Period;
+use gpuledger::report::NamespaceReport;
+use gpuledger::sources::prometheus::{LabelOverrides, MetricNames};
+use gpuledger::store::{self, CostRollup, Store};
+use gpuledger::synth::{self, CurFormat, GenerateOptions, Scale};
+use serde_json::Value;
+
+use crate::helpers;
+use crate::ingest_cur::{EXPORT, export_root, ingest, run, truth};
+
+fn generate(out: &Path, scale: Scale, months: u32, seed: u64) {
+    let options = GenerateOptions {
+        out: out.to_path_buf(),
+        seed,
+        months,
+        end: "2026-10".parse::<Period>().unwrap(),
+        scale,
+        format: CurFormat::Parquet,
+        bucket: "test-bucket".into(),
+        prefix: "cur".into(),
+        export_name: EXPORT.into(),
+        metrics: true,
+    };
+    let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
+    synth::generate(&options, &progress).expect("generate");
+}
+
+/// Ingests the export and each month's metrics file, then computes every month.
+async fn load(store: &dyn Store, out: &Path, periods: &[&str]) {
+    ingest(store, &export_root(out).display().to_string(), false).await;
+    let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
+    for period in periods {
+        let options = MetricsIngestOptions {
+            source: MetricsSource::File(out.join("metrics").join(format!("{period}.om"))),
+            from: None,
+            to: None,
+            names: MetricNames::default(),
+            labels: LabelOverrides::default(),
+            requests_query: None,
+            chunk_seconds: 7200,
+            sample_interval: None,
+            detect_only: false,
+        };
+        ingest_metrics(store, &options, &progress).await.expect("metrics");
+        compute_period(store, period.parse().unwrap(), &ComputeOptions::default()).await.expect("compute");
+    }
+}
+
+fn usd(nanos: i64) -> f64 {
+    nanos as f64 / 1e9
+}
+
+fn close(actual: f64, expected: f64, what: &str) {
+    assert!((actual - expected).abs() < 0.01, "{what}: {actual} vs {expected} (within a cent)");
+}
+
+fn hours(actual: f64, expected: f64, what: &str) {
+    assert!((actual - expected).abs() < 1e-6, "{what}: {actual} vs {expected} GPU-hours");
+}
+
+fn ratio(actual: f64, expected: f64, what: &str) {
+    assert!(
+        (actual - expected).abs() <= expected.abs() * 0.001 + 1e-12,
+        "{what}: {actual} vs {expected} (0.1 %)"
+    );
+}
+
+/// Sums of rollup rows grouped by `key`.
+fn group<'a>(rows: &'a [CostRollup], key: impl Fn(&'a CostRollup) -> String) -> BTreeMap<String, CostRollup> {
+    let mut out: BTreeMap<String, CostRollup> = BTreeMap::new();
+    for r in rows {
+        let g = out.entry(key(r)).or_default();
+        g.split_cost_nanos += r.split_cost_nanos;
+        g.unused_cost_nanos += r.unused_cost_nanos;
+        g.gpu_cost_nanos += r.gpu_cost_nanos;
+        g.idle_gpu_cost_nanos += r.idle_gpu_cost_nanos;
+        g.public_on_demand_cost_nanos += r.public_on_demand_cost_nanos;
+        g.gpu_hours_allocated += r.gpu_hours_allocated;
+        g.gpu_hours_used += r.gpu_hours_used;
+        g.gpu_hours_idle += r.gpu_hours_idle;
+        g.gpu_hours_unmeasured += r.gpu_hours_unmeasured;
+        g.spot_gpu_hours += r.spot_gpu_hours;
+        g.requests += r.requests;
+        g.prompt_tokens += r.prompt_tokens;
+        g.generation_tokens += r.generation_tokens;
+    }
+    out
+}
+
+/// Every figure of one period's truth against the rollups.
+async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, period: &str) {
+    let rollups = store.rollups(period).await.unwrap().expect("computed");
+    let namespaces = group(&rollups.costs, |r| r.namespace.clone());
+    for (namespace, t) in truth["namespaces"].as_object().unwrap() {
+        let r = &namespaces[namespace];
+        let what = |field: &str| format!("{period} {namespace} {field}");
+        close(usd(r.split_cost_nanos), t["split_cost"].as_f64().unwrap(), &what("split"));
+        close(usd(r.unused_cost_nanos), t["unused_cost"].as_f64().unwrap(), &what("unused"));
+        close(usd(r.gpu_cost_nanos), t["gpu_cost"].as_f64().unwrap(), &what("GPU cost"));
+        close(usd(r.idle_gpu_cost_nanos), t["idle_gpu_cost"].as_f64().unwrap(), &what("idle GPU cost"));
+        hours(r.gpu_hours_allocated, t["gpu_hours_allocated"].as_f64().unwrap(), &what("allocated"));
+        hours(r.gpu_hours_idle, t["gpu_hours_idle"].as_f64().unwrap(), &what("idle"));
+        hours(r.spot_gpu_hours, t["spot_gpu_hours"].as_f64().unwrap(), &what("spot"));
+        assert_eq!(r.gpu_hours_unmeasured, 0.0, "{}", what("every GPU pod-hour has metrics"));
+        ratio(r.gpu_hours_used, t["gpu_hours_used"].as_f64().unwrap(), &what("used"));
+        if r.gpu_hours_allocated > 0.0 {
+            let expected = t["spot_gpu_hours"].as_f64().unwrap() / t["gpu_hours_allocated"].as_f64().unwrap();
+            ratio(r.spot_gpu_hours / r.gpu_hours_allocated, expected, &what("spot adoption"));
+        }
+        let saved = usd(r.public_on_demand_cost_nanos - r.split_cost_nanos - r.unused_cost_nanos);
+        let expected = t["public_on_demand_total_cost"].as_f64().unwrap() - t["total_cost"].as_f64().unwrap();
+        close(saved, expected, &what("realized savings"));
+    }
+    let workloads = group(&rollups.costs, |r| format!("{}/{}", r.namespace, r.workload));
+    let mut served = 0;
+    for (key, t) in truth["workloads"].as_object().unwrap() {
+        let r = &workloads[key];
+        assert_eq!(r.requests, t["requests"].as_f64().unwrap(), "{period} {key} requests");
+        if let Some(expected) = t.get("cost_per_inference").and_then(Value::as_f64) {
+            ratio(
+                usd(r.split_cost_nanos + r.unused_cost_nanos) / r.requests,
+                expected,
+                &format!("{key} cost/inference"),
+            );
+            served += 1;
+        }
+    }
+    assert!(served >= 3, "{period}: vLLM and Triton workloads served");
+    // Chargeback, with shares, against truth's default-policy figures.
+    let chargeback = truth["chargeback"].as_object().unwrap();
+    assert_eq!(rollups.clients.len(), chargeback.len(), "{period}: same clients");
+    for c in &rollups.clients {
+        let t = &chargeback[&c.client];
+        let what = |field: &str| format!("{period} client {} {field}", c.client);
+        close(usd(c.direct_cost_nanos), t["direct_cost"].as_f64().unwrap(), &what("direct"));
+        close(usd(c.shared_platform_nanos), t["shared_platform"].as_f64().unwrap(), &what("platform share"));
+        close(usd(c.shared_idle_nanos), t["shared_idle"].as_f64().unwrap(), &what("idle share"));
+        let total = c.direct_cost_nanos + c.shared_platform_nanos + c.shared_idle_nanos + c.markup_nanos;
+        close(usd(total), t["total_cost"].as_f64().unwrap(), &what("total"));
+    }
+    // Σ clients (with shares) = Σ namespaces = Kubernetes cost, exactly; + other = the bill.
+    let clients: i64 = rollups
+        .clients
+        .iter()
+        .map(|c| c.direct_cost_nanos + c.shared_platform_nanos + c.shared_idle_nanos)
+        .sum();
+    let namespaces_total: i64 = namespaces.values().map(|r| r.split_cost_nanos + r.unused_cost_nanos).sum();
+    assert_eq!(clients, namespaces_total, "{period}: clients = namespaces to the nano-dollar");
+    assert_eq!(namespaces_total, rollups.period.kubernetes_cost_nanos);
+    close(usd(namespaces_total), truth["kubernetes_allocated_cost"].as_f64().unwrap(), "Kubernetes cost");
+    let report = NamespaceReport::load(store, period.parse().unwrap(), None, false).await.unwrap();
+    assert_eq!(
+        report.kubernetes_total_micros() + report.other_cost_micros(),
+        rollups.period.bill_amortized_micros,
+        "{period}: namespaces + other = bill"
+    );
+    close(report.other_cost_micros() as f64 / 1e6, truth["other_cost"].as_f64().unwrap(), "other cost");
+}
+
+#[tokio::test]
+async fn demo_rollups_match_truth_on_sqlite_and_postgres() {
+    let dir = tempfile::tempdir().unwrap();
+    // September has no enterprise discount, October has one.
+    generate(dir.path(), Scale::Demo, 2, 41);
+    let postgres = helpers::fresh_postgres().await;
+    let mut urls = vec![format!("sqlite:{}", dir.path().join("ledger.db").display())];
+    urls.extend(postgres.as_ref().map(|p| p.url.clone()));
+    for url in &urls {
+        let store = store::connect(url).await.unwrap();
+        load(store.as_ref(), dir.path(), &["2026-09", "2026-10"]).await;
+        for period in ["2026-09", "2026-10"] {
+            assert_period_matches_truth(store.as_ref(), &truth(dir.path(), period), period).await;
+        }
+        // Computing again replaces, never adds.
+        let before = store.rollups("2026-10").await.unwrap().unwrap();
+        compute_period(store.as_ref(), "2026-10".parse().unwrap(), &ComputeOptions::default()).await.unwrap();
+        let after = store.rollups("2026-10").await.unwrap().unwrap();
+        assert!(
+            before.costs == after.costs && before.clients == after.clients,
+            "{url}: a rerun changed rollups"
+        );
+    }
+}
+
+#[tokio::test]
+async fn small_rollups_match_truth() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path(), Scale::Small, 1, 42);
+    let store = store::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await.unwrap();
+    load(store.as_ref(), dir.path(), &["2026-10"]).await;
+    assert_period_matches_truth(store.as_ref(), &truth(dir.path(), "2026-10"), "2026-10").await;
+}
+
+fn report_json(database_url: &str, args: &[&str]) -> Value {
+    let mut all = vec!["--database-url", database_url, "report"];
+    all.extend(args);
+    let output = run(&all);
+    assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn chargeback_policies_markup_and_the_report_contracts() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path(), Scale::Demo, 1, 43);
+    let url = format!("sqlite:{}", dir.path().join("ledger.db").display());
+    let store = store::connect(&url).await.unwrap();
+    load(store.as_ref(), dir.path(), &["2026-10"]).await;
+    // acme pays 12.5 % markup and shares nothing; globex shares evenly.
+    for args in [
+        &["clients", "set", "acme", "--policy", "none", "--markup-percent", "12.5"][..],
+        &["clients", "set", "globex", "--policy", "even"][..],
+    ] {
+        let mut all = vec!["--database-url", url.as_str()];
+        all.extend(args);
+        assert!(run(&all).status.success());
+    }
+    assert!(run(&["--database-url", &url, "compute", "--period", "2026-10"]).status.success());
+    let clients = report_json(&url, &["clients", "--period", "2026-10", "--format", "json"]);
+    let rows = clients["rows"].as_array().unwrap();
+    let row = |name: &str| rows.iter().find(|r| r["client"] == name).unwrap().clone();
+    let acme = row("acme");
+    assert_eq!((acme["shared_cost"].as_f64(), acme["share_policy"].as_str()), (Some(0.0), Some("none")));
+    // markup = 12.5 % of the direct cost (nothing shared), to the cent.
+    close(acme["markup"].as_f64().unwrap(), acme["direct_cost"].as_f64().unwrap() * 0.125, "acme markup");
+    let globex = row("globex");
+    // Even: one of five recipients (four clients and the house) takes a fifth of each pool.
+    let pools: f64 = rows.iter().map(|r| r["shared_cost"].as_f64().unwrap()).sum();
+    close(globex["shared_cost"].as_f64().unwrap(), pools / 5.0, "globex even share");
+    let direct_and_shared: f64 =
+        rows.iter().map(|r| r["direct_cost"].as_f64().unwrap() + r["shared_cost"].as_f64().unwrap()).sum();
+    close(direct_and_shared, clients["kubernetes_total"].as_f64().unwrap(), "clients add up");
+    for field in ["client", "direct_cost", "shared_cost", "markup", "total_cost"] {
+        assert!(acme.get(field).is_some(), "clients row has {field}");
+    }
+    // The other contracts' fields, and a range of days reads the same rollups.
+    let contracts: [(&str, &[&str]); 3] = [
+        (
+            "gpu",
+            &[
+                "namespace",
+                "gpu_model",
+                "provisioned_gpu_hours",
+                "allocated_gpu_hours",
+                "used_gpu_hours",
+                "idle_gpu_hours",
+                "unallocated_gpu_hours",
+                "utilization",
+            ],
+        ),
+        ("spot", &["namespace", "workload_class", "gpu_hours", "spot_gpu_hours", "spot_adoption"]),
+        (
+            "inference",
+            &[
+                "namespace",
+                "workload",
+                "model",
+                "requests",
+                "tokens",
+                "cost",
+                "cost_per_inference",
+                "cost_per_million_tokens",
+            ],
+        ),
+    ];
+    for (report, fields) in contracts {
+        let json = report_json(&url, &[report, "--period", "2026-10", "--format", "json"]);
+        assert_eq!(json["period"], "2026-10");
+        let first = &json["rows"][0];
+        for field in fields {
+            assert!(first.get(*field).is_some(), "{report} row has {field}: {first}");
+        }
+    }
+    let month = report_json(&url, &["workloads", "--period", "2026-10", "--format", "json"]);
+    let range =
+        report_json(&url, &["workloads", "--from", "2026-10-01", "--to", "2026-11-01", "--format", "json"]);
+    assert_eq!(range["period"], "2026-10-01/2026-11-01");
+    assert_eq!(month["rows"], range["rows"]);
+    let first_week =
+        report_json(&url, &["workloads", "--from", "2026-10-01", "--to", "2026-10-08", "--format", "json"]);
+    let week: f64 =
+        first_week["rows"].as_array().unwrap().iter().map(|r| r["total_cost"].as_f64().unwrap()).sum();
+    assert!(week > 0.0 && week < month["kubernetes_total"].as_f64().unwrap(), "a week is part of the month");
+}
