@@ -497,7 +497,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                             *unattributed.entry(u.gpu_model).or_default() += u.gpu_hours;
                         }
                     }
-                    print!("{}", rollup::gpu(&range, &unattributed, args.format));
+                    print!("{}", rollup::gpu(&range, &unattributed).render(args.format, &range.label));
                 }
                 None => {
                     let report = GpuReport::load(store.as_ref(), args.period, args.idle_threshold).await?;
@@ -508,27 +508,32 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Report(ReportCommand::Workloads(args)) => {
             let store = store::connect(&cli.database_url).await?;
-            print!("{}", rollup::workloads(&args.load(store.as_ref()).await?, args.format));
+            let range = args.load(store.as_ref()).await?;
+            print!("{}", rollup::workloads(&range).render(args.format, &range.label));
             Ok(())
         }
         Command::Report(ReportCommand::Clients(args)) => {
             let store = store::connect(&cli.database_url).await?;
-            print!("{}", rollup::clients(&args.load(store.as_ref()).await?, args.format));
+            let range = args.load(store.as_ref()).await?;
+            print!("{}", rollup::clients(&range).render(args.format, &range.label));
             Ok(())
         }
         Command::Report(ReportCommand::Spot(args)) => {
             let store = store::connect(&cli.database_url).await?;
-            print!("{}", rollup::spot(&args.load(store.as_ref()).await?, args.format));
+            let range = args.load(store.as_ref()).await?;
+            print!("{}", rollup::spot(&range).render(args.format, &range.label));
             Ok(())
         }
         Command::Report(ReportCommand::Savings(args)) => {
             let store = store::connect(&cli.database_url).await?;
-            print!("{}", rollup::savings(&args.load(store.as_ref()).await?, args.format));
+            let range = args.load(store.as_ref()).await?;
+            print!("{}", rollup::savings(&range).render(args.format, &range.label));
             Ok(())
         }
         Command::Report(ReportCommand::Opportunities(args)) => {
             let store = store::connect(&cli.database_url).await?;
-            print!("{}", rollup::opportunities(&args.load(store.as_ref()).await?, args.format));
+            let range = args.load(store.as_ref()).await?;
+            print!("{}", rollup::opportunities(&range).render(args.format, &range.label));
             Ok(())
         }
         Command::Compute(args) => {

@@ -5,14 +5,14 @@ CREATE TABLE cost_pod_days (
     period TEXT NOT NULL,
     pod_id BIGINT NOT NULL,
     day BIGINT NOT NULL,
-    resource TEXT NOT NULL,
-    split_usage REAL NOT NULL DEFAULT 0,
+    gpu_hours REAL NOT NULL DEFAULT 0,
+    gpu_cost_nanos BIGINT NOT NULL DEFAULT 0,
+    cpu_cost_nanos BIGINT NOT NULL DEFAULT 0,
+    memory_cost_nanos BIGINT NOT NULL DEFAULT 0,
     split_cost_nanos BIGINT NOT NULL DEFAULT 0,
     unused_cost_nanos BIGINT NOT NULL DEFAULT 0,
-    net_split_cost_nanos BIGINT NOT NULL DEFAULT 0,
-    net_unused_cost_nanos BIGINT NOT NULL DEFAULT 0,
-    public_on_demand_split_cost_nanos BIGINT NOT NULL DEFAULT 0,
-    public_on_demand_unused_cost_nanos BIGINT NOT NULL DEFAULT 0
+    net_cost_nanos BIGINT NOT NULL DEFAULT 0,
+    public_on_demand_cost_nanos BIGINT NOT NULL DEFAULT 0
 );
 CREATE INDEX cost_pod_days_period_idx ON cost_pod_days (period);
 
@@ -66,7 +66,8 @@ CREATE TABLE rollup_capacity (
     purchase_option TEXT NOT NULL DEFAULT '',
     instance_hours REAL NOT NULL DEFAULT 0,
     gpu_hours_provisioned REAL NOT NULL DEFAULT 0,
-    amortized_cost_micros BIGINT NOT NULL DEFAULT 0
+    amortized_cost_micros BIGINT NOT NULL DEFAULT 0,
+    public_on_demand_cost_micros BIGINT NOT NULL DEFAULT 0
 );
 CREATE INDEX rollup_capacity_period_idx ON rollup_capacity (period, day);
 

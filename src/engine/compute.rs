@@ -9,7 +9,7 @@
 //! option). Chargeback and opportunities are then computed from those rows in exact integer
 //! arithmetic. The store writes the result in one transaction.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use polars::prelude::*;
 
@@ -18,8 +18,8 @@ use super::classify::{ClientMatcher, label, workload_class};
 use super::opportunities::{self, PodEvidence};
 use crate::period::Period;
 use crate::store::{
-    CapacityRollup, ClientRule, ClientSettings, ComputeInputs, CostRollup, GpuUsage, HeatmapCell,
-    InferenceUsage, PeriodRollup, Rollups, Store, StoreError,
+    ClientRule, ClientSettings, ComputeInputs, CostRollup, HeatmapCell, PeriodRollup, Rollups, Store,
+    StoreError,
 };
 
 /// Why a compute run stopped; nothing was written.
@@ -80,17 +80,13 @@ pub async fn compute_period(
     let started = std::time::Instant::now();
     let name = period.to_string();
     let inputs = store.compute_inputs(&name).await?.ok_or(ComputeError::NoData(period))?;
-    let gpu_usage = store.gpu_usage(period.start(), period.end()).await?;
-    let inference = store.inference_usage(period.start(), period.end()).await?;
     let rules = store.client_rules().await?;
     let settings = store.client_settings().await?;
     let read_seconds = started.elapsed().as_secs_f64();
     let options = options.clone();
-    let rollups = tokio::task::spawn_blocking(move || {
-        build_rollups(&inputs, &gpu_usage, &inference, &rules, &settings, &options)
-    })
-    .await
-    .map_err(|e| ComputeError::Invalid(format!("the compute task failed: {e}")))??;
+    let rollups = tokio::task::spawn_blocking(move || build_rollups(&inputs, &rules, &settings, &options))
+        .await
+        .map_err(|e| ComputeError::Invalid(format!("the compute task failed: {e}")))??;
     let compute_seconds = started.elapsed().as_secs_f64() - read_seconds;
     store.replace_rollups(&rollups).await?;
     Ok(ComputeSummary {
@@ -107,8 +103,6 @@ pub async fn compute_period(
 /// Everything of one period, computed off the async runtime.
 pub fn build_rollups(
     inputs: &ComputeInputs,
-    gpu_usage: &[GpuUsage],
-    inference: &[InferenceUsage],
     rules: &[ClientRule],
     settings: &[ClientSettings],
     options: &ComputeOptions,
@@ -116,10 +110,11 @@ pub fn build_rollups(
     let period = inputs.period.clone();
     let polars_error = |source| ComputeError::Polars { period: period.clone(), source };
     let matcher = ClientMatcher::new(rules, &options.platform_namespaces).map_err(ComputeError::Invalid)?;
-    let serving: HashSet<(&str, &str)> = inference
+    let serving: HashSet<(&str, &str)> = inputs
+        .served
         .iter()
-        .filter(|i| i.requests > 0.0)
-        .map(|i| (i.namespace.as_str(), i.pod.as_str()))
+        .filter(|s| s.requests > 0.0)
+        .map(|s| (s.namespace.as_str(), s.pod.as_str()))
         .collect();
     let serving_workloads: HashSet<(&str, &str)> = inputs
         .pods
@@ -153,15 +148,12 @@ pub fn build_rollups(
         df!(
             "pod_id" => d.iter().map(|d| d.pod_id).collect::<Vec<i64>>(),
             "day" => d.iter().map(|d| d.day).collect::<Vec<i64>>(),
-            "is_gpu" => d.iter().map(|d| d.resource == "gpu").collect::<Vec<bool>>(),
-            "split_usage" => d.iter().map(|d| d.split_usage).collect::<Vec<f64>>(),
+            "allocated" => d.iter().map(|d| d.gpu_hours).collect::<Vec<f64>>(),
+            "gpu_cost" => d.iter().map(|d| d.gpu_cost_nanos).collect::<Vec<i64>>(),
             "split" => d.iter().map(|d| d.split_cost_nanos).collect::<Vec<i64>>(),
             "unused" => d.iter().map(|d| d.unused_cost_nanos).collect::<Vec<i64>>(),
-            "net" => d.iter().map(|d| d.net_split_cost_nanos + d.net_unused_cost_nanos).collect::<Vec<i64>>(),
-            "public" => d
-                .iter()
-                .map(|d| d.public_on_demand_split_cost_nanos + d.public_on_demand_unused_cost_nanos)
-                .collect::<Vec<i64>>(),
+            "net" => d.iter().map(|d| d.net_cost_nanos).collect::<Vec<i64>>(),
+            "public" => d.iter().map(|d| d.public_on_demand_cost_nanos).collect::<Vec<i64>>(),
         )
         .map_err(polars_error)?
     };
@@ -176,36 +168,37 @@ pub fn build_rollups(
         )
         .map_err(polars_error)?
     };
-    let attributed: Vec<&GpuUsage> = gpu_usage.iter().filter(|u| !u.pod.is_empty()).collect();
+    let m = &inputs.measured;
     let usage = df!(
-        "namespace" => attributed.iter().map(|u| u.namespace.clone()).collect::<Vec<String>>(),
-        "pod" => attributed.iter().map(|u| u.pod.clone()).collect::<Vec<String>>(),
-        "hour" => attributed.iter().map(|u| u.hour).collect::<Vec<i64>>(),
-        // Utilization weighted by the GPU-hours each row holds (tiny floor: a row always counts).
-        "busy" => attributed.iter().map(|u| u.mean_utilization * u.gpu_hours.max(1e-9)).collect::<Vec<f64>>(),
-        "weight" => attributed.iter().map(|u| u.gpu_hours.max(1e-9)).collect::<Vec<f64>>(),
-        "peak_fb" => attributed.iter().map(|u| u.peak_fb_used_mib).collect::<Vec<f64>>(),
+        "namespace" => m.iter().map(|u| u.namespace.clone()).collect::<Vec<String>>(),
+        "pod" => m.iter().map(|u| u.pod.clone()).collect::<Vec<String>>(),
+        "hour" => m.iter().map(|u| u.hour).collect::<Vec<i64>>(),
+        "busy" => m.iter().map(|u| u.busy).collect::<Vec<f64>>(),
+        "weight" => m.iter().map(|u| u.weight).collect::<Vec<f64>>(),
+        "peak_fb" => m.iter().map(|u| u.peak_fb_used_mib).collect::<Vec<f64>>(),
     )
     .map_err(polars_error)?;
+    let r = &inputs.served;
     let requests = df!(
-        "namespace" => inference.iter().map(|i| i.namespace.clone()).collect::<Vec<String>>(),
-        "pod" => inference.iter().map(|i| i.pod.clone()).collect::<Vec<String>>(),
-        "hour" => inference.iter().map(|i| i.hour).collect::<Vec<i64>>(),
-        "requests" => inference.iter().map(|i| i.requests).collect::<Vec<f64>>(),
-        "prompt_tokens" => inference.iter().map(|i| i.prompt_tokens).collect::<Vec<f64>>(),
-        "generation_tokens" => inference.iter().map(|i| i.generation_tokens).collect::<Vec<f64>>(),
+        "namespace" => r.iter().map(|i| i.namespace.clone()).collect::<Vec<String>>(),
+        "pod" => r.iter().map(|i| i.pod.clone()).collect::<Vec<String>>(),
+        "hour" => r.iter().map(|i| i.hour).collect::<Vec<i64>>(),
+        "requests" => r.iter().map(|i| i.requests).collect::<Vec<f64>>(),
+        "prompt_tokens" => r.iter().map(|i| i.prompt_tokens).collect::<Vec<f64>>(),
+        "generation_tokens" => r.iter().map(|i| i.generation_tokens).collect::<Vec<f64>>(),
     )
     .map_err(polars_error)?;
 
     let threshold = options.idle_threshold;
     let day_of = |hour: Expr| hour.clone() - hour % lit(86_400i64);
     let pod_names = pods.clone().lazy().select([col("pod_id"), col("namespace"), col("pod")]);
-    // GPU pod-hours with what the metrics measured.
-    let measured = usage
-        .lazy()
-        .group_by([col("namespace"), col("pod"), col("hour")])
-        .agg([col("busy").sum(), col("weight").sum(), col("peak_fb").max()])
-        .with_column((col("busy") / col("weight")).alias("utilization"));
+    // GPU pod-hours with what the metrics measured (the store summed a pod-hour's GPUs).
+    let measured = usage.lazy().with_column(
+        when(col("weight").gt(lit(0.0)))
+            .then(col("busy") / col("weight"))
+            .otherwise(lit(NULL))
+            .alias("utilization"),
+    );
     let gpu_pod_hours = gpu_hours
         .lazy()
         .join(pod_names.clone(), [col("pod_id")], [col("pod_id")], JoinArgs::new(JoinType::Left))
@@ -298,15 +291,7 @@ pub fn build_rollups(
             col("inference_hours").sum(),
             col("inference_hours_above_p95").sum(),
         ]);
-    let is_gpu = col("is_gpu");
-    let cost_days = days.lazy().group_by([col("pod_id"), col("day")]).agg([
-        col("split").sum(),
-        col("unused").sum(),
-        col("net").sum(),
-        col("public").sum(),
-        when(is_gpu.clone()).then(col("split") + col("unused")).otherwise(lit(0i64)).sum().alias("gpu_cost"),
-        when(is_gpu).then(col("split_usage")).otherwise(lit(0.0)).sum().alias("allocated"),
-    ]);
+    let cost_days = days.lazy();
     let keys = [col("pod_id"), col("day")];
     let dims = [
         "cluster",
@@ -365,15 +350,15 @@ pub fn build_rollups(
             bill_amortized_micros: inputs.bill_amortized_micros,
             kubernetes_cost_nanos: costs.iter().map(|c| c.split_cost_nanos + c.unused_cost_nanos).sum(),
             other_cost_micros: inputs.other_cost_micros,
-            unattributed_gpu_hours: gpu_usage.iter().filter(|u| u.pod.is_empty()).map(|u| u.gpu_hours).sum(),
+            unattributed_gpu_hours: inputs.unattributed.iter().map(|(_, hours)| hours).sum(),
         },
         heatmap: heatmap_cells(&period, &heatmap).map_err(polars_error)?,
-        capacity: capacity(&period, inputs),
+        capacity: inputs.capacity.clone(),
         clients: chargeback(&period, &costs, settings),
         opportunities: Vec::new(),
         costs,
     };
-    let evidence = PodEvidence::gather(inputs, gpu_usage);
+    let evidence = PodEvidence::gather(inputs);
     rollups.opportunities = opportunities::find(&period, &rollups.costs, inputs, &evidence);
     Ok(rollups)
 }
@@ -470,34 +455,6 @@ fn heatmap_cells(period: &str, frame: &DataFrame) -> PolarsResult<Vec<HeatmapCel
             }
         })
         .collect())
-}
-
-/// Provisioned capacity per day, cluster, instance type and purchase option.
-fn capacity(period: &str, inputs: &ComputeInputs) -> Vec<CapacityRollup> {
-    let mut rows: BTreeMap<(i64, &str, &str, &str, &str), CapacityRollup> = BTreeMap::new();
-    for i in &inputs.instance_hours {
-        let day = i.hour - i.hour.rem_euclid(86_400);
-        let key = (
-            day,
-            i.cluster.as_str(),
-            i.instance_type.as_str(),
-            i.gpu_model.as_str(),
-            i.purchase_option.as_str(),
-        );
-        let row = rows.entry(key).or_insert_with(|| CapacityRollup {
-            period: period.to_string(),
-            day,
-            cluster: i.cluster.clone(),
-            instance_type: i.instance_type.clone(),
-            gpu_model: i.gpu_model.clone(),
-            purchase_option: i.purchase_option.clone(),
-            ..CapacityRollup::default()
-        });
-        row.instance_hours += i.usage_hours;
-        row.gpu_hours_provisioned += i.gpu_count as f64 * i.usage_hours;
-        row.amortized_cost_micros += i.amortized_cost_micros;
-    }
-    rows.into_values().collect()
 }
 
 #[cfg(test)]

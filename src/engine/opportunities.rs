@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::catalog::{INSTANCE_TYPES, InstanceType, instance_type};
-use crate::store::{ComputeInputs, CostRollup, GpuUsage, Opportunity};
+use crate::store::{ComputeInputs, CostRollup, Opportunity};
 
 /// What the bill says about instance types: each workload's type, and Spot discounts.
 pub struct PodEvidence {
@@ -23,7 +23,7 @@ pub struct PodEvidence {
 }
 
 impl PodEvidence {
-    pub fn gather(inputs: &ComputeInputs, _usage: &[GpuUsage]) -> PodEvidence {
+    pub fn gather(inputs: &ComputeInputs) -> PodEvidence {
         let mut instance_types = HashMap::new();
         for p in inputs.pods.iter().filter(|p| !p.gpu_model.is_empty()) {
             let key =
@@ -31,7 +31,7 @@ impl PodEvidence {
             instance_types.entry(key).or_insert_with(|| p.instance_type.clone());
         }
         let mut spot: HashMap<&str, (i64, i64)> = HashMap::new();
-        for i in inputs.instance_hours.iter().filter(|i| i.purchase_option == "Spot") {
+        for i in inputs.capacity.iter().filter(|i| i.purchase_option == "Spot") {
             let e = spot.entry(i.instance_type.as_str()).or_default();
             e.0 += i.amortized_cost_micros;
             e.1 += i.public_on_demand_cost_micros;

@@ -93,7 +93,7 @@ impl NamespaceReport {
         by_cluster: bool,
     ) -> NamespaceReport {
         let mut rows: std::collections::BTreeMap<(String, String), NamespaceCost> = Default::default();
-        for c in range.costs.iter().filter(|c| cluster.is_none_or(|want| c.cluster == want)) {
+        for c in range.costs().filter(|c| cluster.is_none_or(|want| c.cluster == want)) {
             let grouped_cluster = if by_cluster { c.cluster.clone() } else { String::new() };
             let row =
                 rows.entry((grouped_cluster.clone(), c.namespace.clone())).or_insert_with(|| NamespaceCost {
@@ -113,7 +113,7 @@ impl NamespaceReport {
             row.public_on_demand_split_cost_nanos += c.public_on_demand_cost_nanos;
         }
         let whole = |f: fn(&crate::store::PeriodRollup) -> i64| -> i64 {
-            range.periods.iter().zip(&range.whole).filter(|(_, w)| **w).map(|(p, _)| f(p)).sum()
+            range.periods().filter(|(_, whole)| *whole).map(|(p, _)| f(p)).sum()
         };
         NamespaceReport {
             period: range.label.clone(),

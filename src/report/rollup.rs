@@ -25,30 +25,28 @@
 //! < 30 % for training.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{Map, json};
 
 use super::table::{Cell, Table};
 use super::{OutputFormat, ReportError};
 use crate::period::Period;
-use crate::store::{CapacityRollup, ClientRollup, CostRollup, Opportunity, PeriodRollup, Store};
+use crate::store::{CapacityRollup, ClientRollup, CostRollup, Opportunity, PeriodRollup, Rollups, Store};
 
 const NANOS: f64 = 1e9;
 
-/// A range of whole UTC days `[from, to)` and the computed rollups that cover it.
+/// A range of whole UTC days `[from, to)` and the computed rollups that cover it (shared,
+/// so the dashboard can keep them in memory and answer from them without copying).
 #[derive(Debug, Clone, Default)]
 pub struct RollupRange {
     /// `YYYY-MM` or `YYYY-MM-DD/YYYY-MM-DD`.
     pub label: String,
     pub from: i64,
     pub to: i64,
-    pub periods: Vec<PeriodRollup>,
-    /// Whether each period lies wholly in the range (its client rollups and other cost count).
-    pub whole: Vec<bool>,
-    pub costs: Vec<CostRollup>,
-    pub capacity: Vec<CapacityRollup>,
-    pub clients: Vec<ClientRollup>,
-    pub opportunities: Vec<Opportunity>,
+    /// Each overlapping period's rollups and whether it lies wholly in the range (its client
+    /// rollups, opportunities and other cost count only then).
+    pub parts: Vec<(Arc<Rollups>, bool)>,
 }
 
 impl RollupRange {
@@ -59,27 +57,37 @@ impl RollupRange {
         from: i64,
         to: i64,
     ) -> Result<RollupRange, ReportError> {
-        let mut range = RollupRange { label, from, to, ..RollupRange::default() };
+        let mut found = Vec::new();
         let mut period = Period::containing(from);
         while period.start() < to {
             if let Some(r) = store.rollups(&period.to_string()).await? {
-                let whole = period.start() >= from && period.end() <= to;
-                let in_range = |day: i64| day >= from && day < to;
-                range.costs.extend(r.costs.into_iter().filter(|c| in_range(c.day)));
-                range.capacity.extend(r.capacity.into_iter().filter(|c| in_range(c.day)));
-                if whole {
-                    range.clients.extend(r.clients);
-                    range.opportunities.extend(r.opportunities);
-                }
-                range.periods.push(r.period);
-                range.whole.push(whole);
+                found.push(Arc::new(r));
             }
             period = period.next();
         }
-        if range.periods.is_empty() {
-            return Err(ReportError::NotComputed(range.label));
+        RollupRange::from_parts(label, from, to, found)
+    }
+
+    /// A range over rollups already at hand (one per period, any order).
+    pub fn from_parts(
+        label: String,
+        from: i64,
+        to: i64,
+        rollups: Vec<Arc<Rollups>>,
+    ) -> Result<RollupRange, ReportError> {
+        let mut parts: Vec<(Arc<Rollups>, bool)> = rollups
+            .into_iter()
+            .filter_map(|r| {
+                let period: Period = r.period.period.parse().ok()?;
+                (period.start() < to && period.end() > from)
+                    .then(|| (r.clone(), period.start() >= from && period.end() <= to))
+            })
+            .collect();
+        parts.sort_by(|a, b| a.0.period.period.cmp(&b.0.period.period));
+        if parts.is_empty() {
+            return Err(ReportError::NotComputed(label));
         }
-        Ok(range)
+        Ok(RollupRange { label, from, to, parts })
     }
 
     /// The range of one billing period.
@@ -87,17 +95,56 @@ impl RollupRange {
         RollupRange::load(store, period.to_string(), period.start(), period.end()).await
     }
 
+    /// Cost rollups of the range's days.
+    pub fn costs(&self) -> impl Iterator<Item = &CostRollup> {
+        let (from, to) = (self.from, self.to);
+        self.parts.iter().flat_map(move |(r, _)| r.costs.iter().filter(move |c| c.day >= from && c.day < to))
+    }
+
+    /// Capacity rollups of the range's days.
+    pub fn capacity(&self) -> impl Iterator<Item = &CapacityRollup> {
+        let (from, to) = (self.from, self.to);
+        self.parts
+            .iter()
+            .flat_map(move |(r, _)| r.capacity.iter().filter(move |c| c.day >= from && c.day < to))
+    }
+
+    /// Client rollups of the periods wholly in the range.
+    pub fn clients(&self) -> impl Iterator<Item = &ClientRollup> {
+        self.parts.iter().filter(|(_, whole)| *whole).flat_map(|(r, _)| r.clients.iter())
+    }
+
+    /// Opportunities of the periods wholly in the range.
+    pub fn opportunities(&self) -> impl Iterator<Item = &Opportunity> {
+        self.parts.iter().filter(|(_, whole)| *whole).flat_map(|(r, _)| r.opportunities.iter())
+    }
+
+    /// Each period's figures, with whether it lies wholly in the range.
+    pub fn periods(&self) -> impl Iterator<Item = (&PeriodRollup, bool)> {
+        self.parts.iter().map(|(r, whole)| (&r.period, *whole))
+    }
+
     /// Other AWS cost of the periods wholly inside the range (daily detail is not rolled up).
     pub fn other_cost_micros(&self) -> i64 {
-        self.periods.iter().zip(&self.whole).filter(|(_, w)| **w).map(|(p, _)| p.other_cost_micros).sum()
+        self.periods().filter(|(_, whole)| *whole).map(|(p, _)| p.other_cost_micros).sum()
     }
 
     fn kubernetes_nanos(&self) -> i64 {
-        self.costs.iter().map(|c| c.split_cost_nanos + c.unused_cost_nanos).sum()
+        self.costs().map(|c| c.split_cost_nanos + c.unused_cost_nanos).sum()
     }
+}
 
-    fn render(&self, table: Table, format: OutputFormat, extra: Map<String, serde_json::Value>) -> String {
-        table.render(format, &self.label, extra)
+/// A report's table and the fields its JSON carries beside `rows`.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub table: Table,
+    pub extra: Map<String, serde_json::Value>,
+}
+
+impl Report {
+    /// Prints for `label` (the period or range) in `format`.
+    pub fn render(&self, format: OutputFormat, label: &str) -> String {
+        self.table.render(format, label, self.extra.clone())
     }
 }
 
@@ -114,7 +161,7 @@ fn text(s: &str) -> Cell {
 }
 
 /// Per workload: cost, GPU-hours, idle, Spot, requests.
-pub fn workloads(range: &RollupRange, format: OutputFormat) -> String {
+pub fn workloads(range: &RollupRange) -> Report {
     #[derive(Default)]
     struct W {
         split: i64,
@@ -127,7 +174,7 @@ pub fn workloads(range: &RollupRange, format: OutputFormat) -> String {
         requests: f64,
     }
     let mut rows: BTreeMap<(&str, &str, &str, &str), W> = BTreeMap::new();
-    for c in &range.costs {
+    for c in range.costs() {
         let w = rows.entry((&c.namespace, &c.workload, &c.workload_class, &c.client)).or_default();
         w.split += c.split_cost_nanos;
         w.unused += c.unused_cost_nanos;
@@ -178,14 +225,14 @@ pub fn workloads(range: &RollupRange, format: OutputFormat) -> String {
     };
     let mut extra = Map::new();
     extra.insert("kubernetes_total".into(), json!(range.kubernetes_nanos() as f64 / NANOS));
-    range.render(table, format, extra)
+    Report { table, extra }
 }
 
 /// Per client: direct cost, shares of the platform and idle pools, markup, total.
-pub fn clients(range: &RollupRange, format: OutputFormat) -> String {
+pub fn clients(range: &RollupRange) -> Report {
     // Periods add up; the policy and markup shown are the latest period's.
     let mut rows: BTreeMap<&str, ClientRollup> = BTreeMap::new();
-    for c in &range.clients {
+    for c in range.clients() {
         match rows.get_mut(c.client.as_str()) {
             None => {
                 rows.insert(&c.client, c.clone());
@@ -232,20 +279,15 @@ pub fn clients(range: &RollupRange, format: OutputFormat) -> String {
             .collect(),
     };
     let mut extra = Map::new();
-    let whole_costs: i64 = range
-        .periods
-        .iter()
-        .zip(&range.whole)
-        .filter(|(_, w)| **w)
-        .map(|(p, _)| p.kubernetes_cost_nanos)
-        .sum();
+    let whole_costs: i64 =
+        range.periods().filter(|(_, whole)| *whole).map(|(p, _)| p.kubernetes_cost_nanos).sum();
     extra.insert("kubernetes_total".into(), json!(whole_costs as f64 / NANOS));
     extra.insert("note".into(), json!("clients are computed per whole billing period"));
-    range.render(table, format, extra)
+    Report { table, extra }
 }
 
 /// GPU-hours per namespace and GPU model, with the fleet's provisioned and unallocated hours.
-pub fn gpu(range: &RollupRange, unattributed: &BTreeMap<String, f64>, format: OutputFormat) -> String {
+pub fn gpu(range: &RollupRange, unattributed: &BTreeMap<String, f64>) -> Report {
     #[derive(Default)]
     struct G {
         provisioned: f64,
@@ -259,7 +301,7 @@ pub fn gpu(range: &RollupRange, unattributed: &BTreeMap<String, f64>, format: Ou
     for (model, hours) in unattributed {
         rows.entry(("(unattributed)".to_string(), model.clone())).or_default().unattributed += hours;
     }
-    for c in range.costs.iter().filter(|c| c.gpu_hours_allocated > 0.0) {
+    for c in range.costs().filter(|c| c.gpu_hours_allocated > 0.0) {
         for namespace in [c.namespace.as_str(), "(all)"] {
             let g = rows.entry((namespace.to_string(), c.gpu_model.clone())).or_default();
             g.allocated += c.gpu_hours_allocated;
@@ -268,7 +310,7 @@ pub fn gpu(range: &RollupRange, unattributed: &BTreeMap<String, f64>, format: Ou
             g.unmeasured += c.gpu_hours_unmeasured;
         }
     }
-    for c in range.capacity.iter().filter(|c| c.gpu_hours_provisioned > 0.0) {
+    for c in range.capacity().filter(|c| c.gpu_hours_provisioned > 0.0) {
         rows.entry(("(all)".to_string(), c.gpu_model.clone())).or_default().provisioned +=
             c.gpu_hours_provisioned;
     }
@@ -322,14 +364,17 @@ pub fn gpu(range: &RollupRange, unattributed: &BTreeMap<String, f64>, format: Ou
     };
     let mut extra = Map::new();
     extra.insert("unattributed_gpu_hours".into(), json!(unattributed.values().sum::<f64>()));
-    extra.insert("idle_threshold".into(), json!(range.periods.first().map_or(0.1, |p| p.idle_threshold)));
-    range.render(table, format, extra)
+    extra.insert(
+        "idle_threshold".into(),
+        json!(range.periods().next().map_or(0.1, |(p, _)| p.idle_threshold)),
+    );
+    Report { table, extra }
 }
 
 /// Spot adoption of GPU-hours per namespace and workload class.
-pub fn spot(range: &RollupRange, format: OutputFormat) -> String {
+pub fn spot(range: &RollupRange) -> Report {
     let mut rows: BTreeMap<(&str, &str), (f64, f64)> = BTreeMap::new();
-    for c in range.costs.iter().filter(|c| c.gpu_hours_allocated > 0.0) {
+    for c in range.costs().filter(|c| c.gpu_hours_allocated > 0.0) {
         for namespace in [c.namespace.as_str(), "(all)"] {
             let r = rows.entry((namespace, &c.workload_class)).or_default();
             r.0 += c.gpu_hours_allocated;
@@ -355,14 +400,14 @@ pub fn spot(range: &RollupRange, format: OutputFormat) -> String {
             })
             .collect(),
     };
-    range.render(table, format, Map::new())
+    Report { table, extra: Map::new() }
 }
 
 /// Realized savings per month: public on-demand cost − actual, by purchase option.
-pub fn savings(range: &RollupRange, format: OutputFormat) -> String {
+pub fn savings(range: &RollupRange) -> Report {
     // (public on-demand, actual, spot savings, commitment savings, other savings)
     let mut months: BTreeMap<&str, [i64; 5]> = BTreeMap::new();
-    for c in &range.costs {
+    for c in range.costs() {
         let m = months.entry(&c.period).or_default();
         let actual = c.split_cost_nanos + c.unused_cost_nanos;
         let saved = c.public_on_demand_cost_nanos - actual;
@@ -392,12 +437,12 @@ pub fn savings(range: &RollupRange, format: OutputFormat) -> String {
             })
             .collect(),
     };
-    range.render(table, format, Map::new())
+    Report { table, extra: Map::new() }
 }
 
 /// Opportunities ranked by dollars per month.
-pub fn opportunities(range: &RollupRange, format: OutputFormat) -> String {
-    let mut list = range.opportunities.clone();
+pub fn opportunities(range: &RollupRange) -> Report {
+    let mut list: Vec<Opportunity> = range.opportunities().cloned().collect();
     list.sort_by_key(|o| std::cmp::Reverse(o.monthly_nanos));
     let table = Table {
         title: "Opportunities (USD per month)".into(),
@@ -428,5 +473,5 @@ pub fn opportunities(range: &RollupRange, format: OutputFormat) -> String {
     let total: i64 = list.iter().map(|o| o.monthly_nanos).sum();
     let mut extra = Map::new();
     extra.insert("total_monthly_savings".into(), json!(total as f64 / NANOS));
-    range.render(table, format, extra)
+    Report { table, extra }
 }

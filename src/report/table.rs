@@ -17,6 +17,8 @@ pub enum Cell {
     Count(f64),
     /// Dollars: 6 decimals in CSV/JSON, `$1,234.56` in the table; empty when undefined.
     Usd(Option<f64>),
+    /// Dollars per unit (per inference): 12 significant decimals in CSV/JSON, 6 in the table.
+    Rate(Option<f64>),
 }
 
 /// A report as rows of cells under column names.
@@ -85,6 +87,31 @@ impl Table {
     }
 }
 
+impl Table {
+    /// Column headings for people: `gpu_hours` → `Gpu hours` reads badly, so acronyms stay.
+    pub fn headings(&self) -> Vec<String> {
+        self.columns
+            .iter()
+            .map(|c| {
+                let words = c.replace('_', " ").replace("gpu", "GPU");
+                let mut chars = words.chars();
+                chars
+                    .next()
+                    .map(|f| f.to_uppercase().collect::<String>() + chars.as_str())
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+
+    /// Cells as people read them, each with whether it is a number (aligned right).
+    pub fn display_rows(&self) -> Vec<Vec<(String, bool)>> {
+        self.rows
+            .iter()
+            .map(|row| row.iter().map(|cell| (table_text(cell), !matches!(cell, Cell::Text(_)))).collect())
+            .collect()
+    }
+}
+
 fn round6(x: f64) -> f64 {
     (x * 1e6).round() / 1e6
 }
@@ -95,6 +122,7 @@ fn json_value(cell: &Cell) -> Value {
         Cell::Hours(x) => json!(round6(*x)),
         Cell::Ratio(x) | Cell::Usd(x) => x.map_or(Value::Null, |x| json!(round6(x))),
         Cell::Count(x) => json!(x.round()),
+        Cell::Rate(x) => x.map_or(Value::Null, |x| json!((x * 1e12).round() / 1e12)),
     }
 }
 
@@ -104,6 +132,7 @@ fn csv_text(cell: &Cell) -> String {
         Cell::Hours(x) => format!("{x:.6}"),
         Cell::Ratio(x) | Cell::Usd(x) => x.map(|x| format!("{x:.6}")).unwrap_or_default(),
         Cell::Count(x) => format!("{:.0}", x.round()),
+        Cell::Rate(x) => x.map(|x| format!("{x:.12}")).unwrap_or_default(),
     }
 }
 
@@ -114,6 +143,7 @@ fn table_text(cell: &Cell) -> String {
         Cell::Ratio(x) => x.map(|x| format!("{:.1} %", x * 100.0)).unwrap_or_else(|| "n/a".into()),
         Cell::Count(x) => thousands(*x, 0),
         Cell::Usd(x) => x.map(|x| format!("${}", thousands(x, 2))).unwrap_or_else(|| "n/a".into()),
+        Cell::Rate(x) => x.map(|x| format!("${x:.6}")).unwrap_or_else(|| "n/a".into()),
     }
 }
 

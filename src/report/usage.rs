@@ -166,7 +166,7 @@ impl InferenceReport {
                         Cell::Count(r.prompt_tokens),
                         Cell::Count(r.generation_tokens),
                         Cell::Usd(r.cost),
-                        Cell::Usd(r.cost_per_inference()),
+                        Cell::Rate(r.cost_per_inference()),
                         Cell::Usd(r.cost_per_million_tokens()),
                     ]
                 })

@@ -11,7 +11,7 @@ const DAY: i64 = 86_400;
 /// Running sums over the facts seen so far.
 #[derive(Debug, Default)]
 pub(crate) struct FactAggregates {
-    days: HashMap<(i64, i64, &'static str), PodDay>,
+    days: HashMap<(i64, i64), PodDay>,
     /// (pod, hour) → (GPU-hours, GPU cost, cost of every resource).
     hours: HashMap<(i64, i64), (f64, i64, i64)>,
 }
@@ -20,21 +20,26 @@ impl FactAggregates {
     pub(crate) fn add(&mut self, facts: &[FactRecord]) {
         for f in facts {
             let day = f.hour - f.hour.rem_euclid(DAY);
-            let d = self.days.entry((f.pod_id, day, f.resource)).or_insert_with(|| PodDay {
+            let d = self.days.entry((f.pod_id, day)).or_insert_with(|| PodDay {
                 pod_id: f.pod_id,
                 day,
-                resource: f.resource.to_string(),
                 ..PodDay::default()
             });
-            d.split_usage += f.split_usage;
+            let cost = f.split_cost_nanos + f.unused_cost_nanos;
+            match f.resource {
+                "gpu" => {
+                    d.gpu_hours += f.split_usage;
+                    d.gpu_cost_nanos += cost;
+                }
+                "vcpu" => d.cpu_cost_nanos += cost,
+                _ => d.memory_cost_nanos += cost,
+            }
             d.split_cost_nanos += f.split_cost_nanos;
             d.unused_cost_nanos += f.unused_cost_nanos;
-            d.net_split_cost_nanos += f.net_split_cost_nanos;
-            d.net_unused_cost_nanos += f.net_unused_cost_nanos;
-            d.public_on_demand_split_cost_nanos += f.public_on_demand_split_cost_nanos;
-            d.public_on_demand_unused_cost_nanos += f.public_on_demand_unused_cost_nanos;
+            d.net_cost_nanos += f.net_split_cost_nanos + f.net_unused_cost_nanos;
+            d.public_on_demand_cost_nanos +=
+                f.public_on_demand_split_cost_nanos + f.public_on_demand_unused_cost_nanos;
             let h = self.hours.entry((f.pod_id, f.hour)).or_default();
-            let cost = f.split_cost_nanos + f.unused_cost_nanos;
             if f.resource == "gpu" {
                 h.0 += f.split_usage;
                 h.1 += cost;
@@ -46,7 +51,7 @@ impl FactAggregates {
     /// Pod-days in a stable order.
     pub(crate) fn pod_days(&self) -> Vec<PodDay> {
         let mut days: Vec<PodDay> = self.days.values().cloned().collect();
-        days.sort_by(|a, b| (a.pod_id, a.day, &a.resource).cmp(&(b.pod_id, b.day, &b.resource)));
+        days.sort_by_key(|d| (d.pod_id, d.day));
         days
     }
 
@@ -101,9 +106,14 @@ mod tests {
             fact(2, 0, "vcpu", 2.0, 100_000_000, 0),
         ]);
         let days = a.pod_days();
-        let gpu_day0 = days.iter().find(|d| (d.pod_id, d.day, d.resource.as_str()) == (1, 0, "gpu")).unwrap();
-        assert_eq!((gpu_day0.split_usage, gpu_day0.split_cost_nanos), (4.0, 6_000_000_000));
-        assert_eq!(days.len(), 4);
+        // Pod 1, day 0: 4 GPU-hours, $8 GPU (2 × (3 + 1)), $0.5 CPU, $6.5 split.
+        let day0 = days.iter().find(|d| (d.pod_id, d.day) == (1, 0)).unwrap();
+        assert_eq!(
+            (day0.gpu_hours, day0.gpu_cost_nanos, day0.cpu_cost_nanos),
+            (4.0, 8_000_000_000, 500_000_000)
+        );
+        assert_eq!(day0.split_cost_nanos, 6_500_000_000);
+        assert_eq!(days.len(), 3);
         let hours: Vec<(i64, i64, f64, i64)> =
             a.gpu_pod_hours().iter().map(|h| (h.pod_id, h.hour, h.gpu_hours, h.pod_cost_nanos)).collect();
         assert_eq!(

@@ -277,21 +277,22 @@ pub struct FactBatch {
     pub facts: Vec<FactRecord>,
 }
 
-/// One pod's facts of one resource summed over one UTC day (written by the CUR ingest).
+/// One pod's facts summed over one UTC day (written by the CUR ingest). Costs are split +
+/// unused unless named otherwise.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct PodDay {
     pub pod_id: i64,
     /// UTC epoch seconds of the day's midnight.
     pub day: i64,
-    /// `gpu`, `vcpu` or `memory`.
-    pub resource: String,
-    pub split_usage: f64,
+    /// Accelerator split usage.
+    pub gpu_hours: f64,
+    pub gpu_cost_nanos: i64,
+    pub cpu_cost_nanos: i64,
+    pub memory_cost_nanos: i64,
     pub split_cost_nanos: i64,
     pub unused_cost_nanos: i64,
-    pub net_split_cost_nanos: i64,
-    pub net_unused_cost_nanos: i64,
-    pub public_on_demand_split_cost_nanos: i64,
-    pub public_on_demand_unused_cost_nanos: i64,
+    pub net_cost_nanos: i64,
+    pub public_on_demand_cost_nanos: i64,
 }
 
 /// One pod-hour that held GPUs: its GPU-hours, GPU cost and the cost of all its resources.
@@ -306,7 +307,30 @@ pub struct GpuPodHour {
     pub pod_cost_nanos: i64,
 }
 
-/// What `compute` reads of a billing period (besides metrics).
+/// A pod-hour's measured GPU utilization, summed over its GPUs: `busy / weight` is the
+/// mean weighted by the GPU-hours each GPU row holds.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct MeasuredPodHour {
+    pub namespace: String,
+    pub pod: String,
+    pub hour: i64,
+    pub busy: f64,
+    pub weight: f64,
+    pub peak_fb_used_mib: f64,
+}
+
+/// A pod-hour's successful requests and tokens.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct ServedPodHour {
+    pub namespace: String,
+    pub pod: String,
+    pub hour: i64,
+    pub requests: f64,
+    pub prompt_tokens: f64,
+    pub generation_tokens: f64,
+}
+
+/// What `compute` reads of a billing period, already summed by the store.
 #[derive(Debug, Clone, Default)]
 pub struct ComputeInputs {
     pub period: String,
@@ -315,8 +339,14 @@ pub struct ComputeInputs {
     pub pods: Vec<PodRecord>,
     pub pod_days: Vec<PodDay>,
     pub gpu_pod_hours: Vec<GpuPodHour>,
-    pub instance_hours: Vec<InstanceHour>,
+    /// Instance-hours summed per day, cluster, type and purchase option.
+    pub capacity: Vec<CapacityRollup>,
     pub other_cost_micros: i64,
+    /// Metrics of the period's hours: attributed GPU pod-hours, unattributed GPU-hours per
+    /// GPU model, and serving pod-hours.
+    pub measured: Vec<MeasuredPodHour>,
+    pub unattributed: Vec<(String, f64)>,
+    pub served: Vec<ServedPodHour>,
 }
 
 /// Sums for one day at the grain pages group by. Money in nano-dollars.
@@ -366,6 +396,7 @@ pub struct CapacityRollup {
     pub instance_hours: f64,
     pub gpu_hours_provisioned: f64,
     pub amortized_cost_micros: i64,
+    pub public_on_demand_cost_micros: i64,
 }
 
 /// Fleet GPU-hours in one hour of one day, for the utilization heatmap.

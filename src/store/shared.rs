@@ -21,6 +21,21 @@ macro_rules! store_impl {
             .await
         }
 
+        /// Streams a query's rows through `map`, so the driver's rows are never all held at once.
+        async fn read_all<'q, T>(
+            conn: &mut $connection,
+            query: sqlx::query::Query<'q, $database, <$database as sqlx::Database>::Arguments<'q>>,
+            map: impl Fn(&<$database as sqlx::Database>::Row) -> Result<T, sqlx::Error>,
+        ) -> Result<Vec<T>, sqlx::Error> {
+            use futures_util::TryStreamExt;
+            let mut rows = query.fetch(&mut *conn);
+            let mut out = Vec::new();
+            while let Some(row) = rows.try_next().await? {
+                out.push(map(&row)?);
+            }
+            Ok(out)
+        }
+
         /// Inserts `rows` with as few multi-row `INSERT`s as the bind limit allows.
         async fn insert_rows<'a, T>(
             conn: &mut $connection,
@@ -192,27 +207,61 @@ macro_rules! store_impl {
                 else {
                     return Ok(None);
                 };
-                let read = |query: &'static str| sqlx::query(query).bind(period);
-                let pods = read(sql::SELECT_COST_PODS).fetch_all(&mut *tx).await.context(CONTEXT)?;
-                let pod_days = read(sql_rollups::SELECT_POD_DAY).fetch_all(&mut *tx).await.context(CONTEXT)?;
-                let gpu_hours = read(sql_rollups::SELECT_GPU_POD_HOUR).fetch_all(&mut *tx).await.context(CONTEXT)?;
-                let instances = read(sql::SELECT_INSTANCE_HOURS).fetch_all(&mut *tx).await.context(CONTEXT)?;
-                let other = read(sql::SELECT_OTHER_COST_TOTAL).fetch_one(&mut *tx).await.context(CONTEXT)?;
-                tx.commit().await.context(CONTEXT)?;
-                Ok(Some(ComputeInputs {
+                let (from, to) = match period.parse::<$crate::period::Period>() {
+                    Ok(p) => (p.start(), p.end()),
+                    Err(_) => (0, 0),
+                };
+                let by_period = |query: &'static str| sqlx::query(query).bind(period);
+                let in_hours = |query: &'static str| sqlx::query(query).bind(from).bind(to);
+                let inputs = ComputeInputs {
                     period: period.to_string(),
                     bill_unblended_micros: head.int("bill_unblended_micros").context(CONTEXT)?,
                     bill_amortized_micros: head.int("bill_amortized_micros").context(CONTEXT)?,
-                    pods: pods.iter().map(sql::cost_pod).collect::<Result<_, _>>().context(CONTEXT)?,
-                    pod_days: pod_days.iter().map(sql_rollups::read_pod_day).collect::<Result<_, _>>().context(CONTEXT)?,
-                    gpu_pod_hours: gpu_hours
-                        .iter()
-                        .map(sql_rollups::read_gpu_pod_hour)
-                        .collect::<Result<_, _>>()
+                    pods: read_all(&mut tx, by_period(sql::SELECT_COST_PODS), sql::cost_pod).await.context(CONTEXT)?,
+                    pod_days: read_all(&mut tx, by_period(sql_rollups::SELECT_POD_DAY), sql_rollups::read_pod_day)
+                        .await
                         .context(CONTEXT)?,
-                    instance_hours: instances.iter().map(sql::instance_hour).collect::<Result<_, _>>().context(CONTEXT)?,
-                    other_cost_micros: other.int("total").context(CONTEXT)?,
-                }))
+                    gpu_pod_hours: read_all(
+                        &mut tx,
+                        by_period(sql_rollups::SELECT_GPU_POD_HOUR),
+                        sql_rollups::read_gpu_pod_hour,
+                    )
+                    .await
+                    .context(CONTEXT)?,
+                    capacity: read_all(
+                        &mut tx,
+                        by_period(sql_rollups::SELECT_CAPACITY_SUMS),
+                        sql_rollups::read_capacity_rollup,
+                    )
+                    .await
+                    .context(CONTEXT)?,
+                    other_cost_micros: by_period(sql::SELECT_OTHER_COST_TOTAL)
+                        .fetch_one(&mut *tx)
+                        .await
+                        .and_then(|row| row.int("total"))
+                        .context(CONTEXT)?,
+                    measured: read_all(
+                        &mut tx,
+                        in_hours(sql_rollups::SELECT_MEASURED_POD_HOURS),
+                        sql_rollups::read_measured_pod_hour,
+                    )
+                    .await
+                    .context(CONTEXT)?,
+                    unattributed: read_all(&mut tx, in_hours(sql_rollups::SELECT_UNATTRIBUTED), |row| {
+                        Ok((row.text("gpu_model")?, row.float("gpu_hours")?))
+                    })
+                    .await
+                    .context(CONTEXT)?,
+                    served: read_all(
+                        &mut tx,
+                        in_hours(sql_rollups::SELECT_SERVED_POD_HOURS),
+                        sql_rollups::read_served_pod_hour,
+                    )
+                    .await
+                    .context(CONTEXT)?,
+                };
+                tx.commit().await.context(CONTEXT)?;
+                Ok(Some(inputs))
             }
 
             async fn replace_rollups(&self, rollups: &Rollups) -> StoreResult<()> {

@@ -1,18 +1,19 @@
-//! SQL text and row mappers for the aggregates the CUR ingest writes and the rollups
-//! `compute` materializes. Generated shapes: one column list per table, shared by the
-//! INSERT, the SELECT, the binder and the reader, so they cannot drift apart.
+//! SQL text and row mappers for the aggregates the CUR ingest writes, the sums `compute`
+//! reads, and the rollups it materializes. One column list per table (kept in the generator
+//! script's shape: INSERT, SELECT, binder and reader side by side), so they cannot drift.
 
 use super::model::{
-    CapacityRollup, ClientRollup, CostRollup, GpuPodHour, HeatmapCell, Opportunity, PeriodRollup, PodDay,
+    CapacityRollup, ClientRollup, CostRollup, GpuPodHour, HeatmapCell, MeasuredPodHour, Opportunity,
+    PeriodRollup, PodDay, ServedPodHour,
 };
 use super::sql::{BulkInsert, PushRow, ReadRow};
 
 pub(crate) const INSERT_POD_DAY: BulkInsert = BulkInsert {
-    head: "INSERT INTO cost_pod_days (period, pod_id, day, resource, split_usage, split_cost_nanos, unused_cost_nanos, net_split_cost_nanos, net_unused_cost_nanos, public_on_demand_split_cost_nanos, public_on_demand_unused_cost_nanos) ",
+    head: "INSERT INTO cost_pod_days (period, pod_id, day, gpu_hours, gpu_cost_nanos, cpu_cost_nanos, memory_cost_nanos, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos) ",
     columns: 11,
 };
 
-pub(crate) const SELECT_POD_DAY: &str = "SELECT pod_id, day, resource, split_usage, split_cost_nanos, unused_cost_nanos, net_split_cost_nanos, net_unused_cost_nanos, public_on_demand_split_cost_nanos, public_on_demand_unused_cost_nanos FROM cost_pod_days WHERE period = $1 ORDER BY pod_id, day, resource";
+pub(crate) const SELECT_POD_DAY: &str = "SELECT pod_id, day, gpu_hours, gpu_cost_nanos, cpu_cost_nanos, memory_cost_nanos, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos FROM cost_pod_days WHERE period = $1 ORDER BY pod_id, day";
 
 pub(crate) const DELETE_POD_DAY: &str = "DELETE FROM cost_pod_days WHERE period = $1";
 
@@ -21,28 +22,28 @@ pub(crate) fn push_pod_day<'args>(row: &mut impl PushRow<'args>, period: &'args 
     row.text(period)
         .int(r.pod_id)
         .int(r.day)
-        .text(&r.resource)
-        .float(r.split_usage)
+        .float(r.gpu_hours)
+        .int(r.gpu_cost_nanos)
+        .int(r.cpu_cost_nanos)
+        .int(r.memory_cost_nanos)
         .int(r.split_cost_nanos)
         .int(r.unused_cost_nanos)
-        .int(r.net_split_cost_nanos)
-        .int(r.net_unused_cost_nanos)
-        .int(r.public_on_demand_split_cost_nanos)
-        .int(r.public_on_demand_unused_cost_nanos);
+        .int(r.net_cost_nanos)
+        .int(r.public_on_demand_cost_nanos);
 }
 
 pub(crate) fn read_pod_day(row: &impl ReadRow) -> Result<PodDay, sqlx::Error> {
     Ok(PodDay {
         pod_id: row.int("pod_id")?,
         day: row.int("day")?,
-        resource: row.text("resource")?,
-        split_usage: row.float("split_usage")?,
+        gpu_hours: row.float("gpu_hours")?,
+        gpu_cost_nanos: row.int("gpu_cost_nanos")?,
+        cpu_cost_nanos: row.int("cpu_cost_nanos")?,
+        memory_cost_nanos: row.int("memory_cost_nanos")?,
         split_cost_nanos: row.int("split_cost_nanos")?,
         unused_cost_nanos: row.int("unused_cost_nanos")?,
-        net_split_cost_nanos: row.int("net_split_cost_nanos")?,
-        net_unused_cost_nanos: row.int("net_unused_cost_nanos")?,
-        public_on_demand_split_cost_nanos: row.int("public_on_demand_split_cost_nanos")?,
-        public_on_demand_unused_cost_nanos: row.int("public_on_demand_unused_cost_nanos")?,
+        net_cost_nanos: row.int("net_cost_nanos")?,
+        public_on_demand_cost_nanos: row.int("public_on_demand_cost_nanos")?,
     })
 }
 
@@ -147,11 +148,11 @@ pub(crate) fn read_cost_rollup(row: &impl ReadRow) -> Result<CostRollup, sqlx::E
 }
 
 pub(crate) const INSERT_CAPACITY_ROLLUP: BulkInsert = BulkInsert {
-    head: "INSERT INTO rollup_capacity (period, day, cluster, instance_type, gpu_model, purchase_option, instance_hours, gpu_hours_provisioned, amortized_cost_micros) ",
-    columns: 9,
+    head: "INSERT INTO rollup_capacity (period, day, cluster, instance_type, gpu_model, purchase_option, instance_hours, gpu_hours_provisioned, amortized_cost_micros, public_on_demand_cost_micros) ",
+    columns: 10,
 };
 
-pub(crate) const SELECT_CAPACITY_ROLLUP: &str = "SELECT period, day, cluster, instance_type, gpu_model, purchase_option, instance_hours, gpu_hours_provisioned, amortized_cost_micros FROM rollup_capacity WHERE period = $1 ORDER BY day, cluster, instance_type, gpu_model, purchase_option";
+pub(crate) const SELECT_CAPACITY_ROLLUP: &str = "SELECT period, day, cluster, instance_type, gpu_model, purchase_option, instance_hours, gpu_hours_provisioned, amortized_cost_micros, public_on_demand_cost_micros FROM rollup_capacity WHERE period = $1 ORDER BY day, cluster, instance_type, gpu_model, purchase_option";
 
 pub(crate) const DELETE_CAPACITY_ROLLUP: &str = "DELETE FROM rollup_capacity WHERE period = $1";
 
@@ -165,7 +166,8 @@ pub(crate) fn push_capacity_rollup<'args>(row: &mut impl PushRow<'args>, r: &'ar
         .text(&r.purchase_option)
         .float(r.instance_hours)
         .float(r.gpu_hours_provisioned)
-        .int(r.amortized_cost_micros);
+        .int(r.amortized_cost_micros)
+        .int(r.public_on_demand_cost_micros);
 }
 
 pub(crate) fn read_capacity_rollup(row: &impl ReadRow) -> Result<CapacityRollup, sqlx::Error> {
@@ -179,6 +181,7 @@ pub(crate) fn read_capacity_rollup(row: &impl ReadRow) -> Result<CapacityRollup,
         instance_hours: row.float("instance_hours")?,
         gpu_hours_provisioned: row.float("gpu_hours_provisioned")?,
         amortized_cost_micros: row.int("amortized_cost_micros")?,
+        public_on_demand_cost_micros: row.int("public_on_demand_cost_micros")?,
     })
 }
 
@@ -312,6 +315,28 @@ pub(crate) fn read_opportunity(row: &impl ReadRow) -> Result<Opportunity, sqlx::
     })
 }
 
+pub(crate) fn read_measured_pod_hour(row: &impl ReadRow) -> Result<MeasuredPodHour, sqlx::Error> {
+    Ok(MeasuredPodHour {
+        namespace: row.text("namespace")?,
+        pod: row.text("pod")?,
+        hour: row.int("hour")?,
+        busy: row.float("busy")?,
+        weight: row.float("weight")?,
+        peak_fb_used_mib: row.float("peak_fb_used_mib")?,
+    })
+}
+
+pub(crate) fn read_served_pod_hour(row: &impl ReadRow) -> Result<ServedPodHour, sqlx::Error> {
+    Ok(ServedPodHour {
+        namespace: row.text("namespace")?,
+        pod: row.text("pod")?,
+        hour: row.int("hour")?,
+        requests: row.float("requests")?,
+        prompt_tokens: row.float("prompt_tokens")?,
+        generation_tokens: row.float("generation_tokens")?,
+    })
+}
+
 /// What a re-ingested period invalidates: its aggregates and rollups.
 pub(crate) const DELETE_FOR_PERIOD: [&str; 8] = [
     DELETE_POD_DAY,
@@ -339,13 +364,16 @@ pub(crate) const COUNT_POD_DAYS: &str = "SELECT COUNT(*) AS n FROM cost_pod_days
 /// Rebuilds a period's aggregates from its facts: for periods ingested before the ingest
 /// wrote them (a one-time scan of the facts).
 pub(crate) const BACKFILL_AGGREGATES: [&str; 2] = [
-    "INSERT INTO cost_pod_days (period, pod_id, day, resource, split_usage, split_cost_nanos, \
-     unused_cost_nanos, net_split_cost_nanos, net_unused_cost_nanos, public_on_demand_split_cost_nanos, \
-     public_on_demand_unused_cost_nanos) \
-     SELECT period, pod_id, hour - (hour % 86400), resource, SUM(split_usage), SUM(split_cost_nanos), \
-     SUM(unused_cost_nanos), SUM(net_split_cost_nanos), SUM(net_unused_cost_nanos), \
-     SUM(public_on_demand_split_cost_nanos), SUM(public_on_demand_unused_cost_nanos) \
-     FROM cost_facts WHERE period = $1 GROUP BY period, pod_id, hour - (hour % 86400), resource",
+    "INSERT INTO cost_pod_days (period, pod_id, day, gpu_hours, gpu_cost_nanos, cpu_cost_nanos, \
+     memory_cost_nanos, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos) \
+     SELECT period, pod_id, hour - (hour % 86400), \
+     SUM(CASE WHEN resource = 'gpu' THEN split_usage ELSE 0 END), \
+     SUM(CASE WHEN resource = 'gpu' THEN split_cost_nanos + unused_cost_nanos ELSE 0 END), \
+     SUM(CASE WHEN resource = 'vcpu' THEN split_cost_nanos + unused_cost_nanos ELSE 0 END), \
+     SUM(CASE WHEN resource = 'memory' THEN split_cost_nanos + unused_cost_nanos ELSE 0 END), \
+     SUM(split_cost_nanos), SUM(unused_cost_nanos), SUM(net_split_cost_nanos + net_unused_cost_nanos), \
+     SUM(public_on_demand_split_cost_nanos + public_on_demand_unused_cost_nanos) \
+     FROM cost_facts WHERE period = $1 GROUP BY period, pod_id, hour - (hour % 86400)",
     "INSERT INTO cost_gpu_pod_hours (period, pod_id, hour, gpu_hours, gpu_cost_nanos, pod_cost_nanos) \
      SELECT period, pod_id, hour, \
      SUM(CASE WHEN resource = 'gpu' THEN split_usage ELSE 0 END), \
@@ -354,3 +382,32 @@ pub(crate) const BACKFILL_AGGREGATES: [&str; 2] = [
      FROM cost_facts WHERE period = $1 GROUP BY period, pod_id, hour \
      HAVING SUM(CASE WHEN resource = 'gpu' THEN split_usage ELSE 0 END) > 0",
 ];
+
+/// Instance-hours per day, cluster, type and purchase option ($1 the period; the period
+/// name is selected back so the row reads as a [`CapacityRollup`]). CAST: Postgres sums
+/// BIGINT as NUMERIC.
+pub(crate) const SELECT_CAPACITY_SUMS: &str = "SELECT period, hour - (hour % 86400) AS day, cluster, \
+     instance_type, gpu_model, purchase_option, SUM(usage_hours) AS instance_hours, \
+     SUM(gpu_count * usage_hours) AS gpu_hours_provisioned, \
+     CAST(SUM(amortized_cost_micros) AS BIGINT) AS amortized_cost_micros, \
+     CAST(SUM(public_on_demand_cost_micros) AS BIGINT) AS public_on_demand_cost_micros \
+     FROM instance_hours WHERE period = $1 \
+     GROUP BY period, hour - (hour % 86400), cluster, instance_type, gpu_model, purchase_option \
+     ORDER BY day, cluster, instance_type, gpu_model, purchase_option";
+
+/// Attributed GPU usage per pod-hour in `[$1, $2)`.
+pub(crate) const SELECT_MEASURED_POD_HOURS: &str = "SELECT namespace, pod, hour, \
+     SUM(mean_utilization * gpu_hours) AS busy, SUM(gpu_hours) AS weight, \
+     MAX(peak_fb_used_mib) AS peak_fb_used_mib \
+     FROM gpu_usage WHERE hour >= $1 AND hour < $2 AND pod <> '' \
+     GROUP BY namespace, pod, hour ORDER BY namespace, pod, hour";
+
+/// GPU-hours no pod held in `[$1, $2)`, per GPU model.
+pub(crate) const SELECT_UNATTRIBUTED: &str = "SELECT gpu_model, SUM(gpu_hours) AS gpu_hours \
+     FROM gpu_usage WHERE hour >= $1 AND hour < $2 AND pod = '' GROUP BY gpu_model ORDER BY gpu_model";
+
+/// Requests and tokens per pod-hour in `[$1, $2)`.
+pub(crate) const SELECT_SERVED_POD_HOURS: &str = "SELECT namespace, pod, hour, SUM(requests) AS requests, \
+     SUM(prompt_tokens) AS prompt_tokens, SUM(generation_tokens) AS generation_tokens \
+     FROM inference_usage WHERE hour >= $1 AND hour < $2 \
+     GROUP BY namespace, pod, hour ORDER BY namespace, pod, hour";

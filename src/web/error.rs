@@ -13,24 +13,33 @@ pub enum WebError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Render(#[from] askama::Error),
+    /// Something the visitor asked for that is not there; the message is safe to show.
+    #[error("{0}")]
+    NotFound(String),
 }
 
 #[derive(Template)]
 #[template(path = "error.html")]
 struct ErrorPage {
+    active: &'static str,
     status: u16,
-    message: &'static str,
+    message: String,
 }
 
 impl IntoResponse for WebError {
     fn into_response(self) -> Response {
-        // Details go to the log, never into the body.
-        tracing::error!(error = %self, "request failed");
-        let status = StatusCode::INTERNAL_SERVER_ERROR;
-        let page = ErrorPage {
-            status: status.as_u16(),
-            message: "Something went wrong on our side. It has been logged.",
+        let (status, message) = match &self {
+            WebError::NotFound(message) => (StatusCode::NOT_FOUND, message.clone()),
+            _ => {
+                // Details go to the log, never into the body.
+                tracing::error!(error = %self, "request failed");
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "Something went wrong on our side. It has been logged.".into(),
+                )
+            }
         };
+        let page = ErrorPage { active: "", status: status.as_u16(), message };
         let body = page.render().unwrap_or_else(|_| "internal error".to_string());
         (status, Html(body)).into_response()
     }

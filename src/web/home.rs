@@ -39,6 +39,8 @@ struct RunLine {
 #[derive(Template)]
 #[template(path = "home.html")]
 struct HomePage {
+    active: &'static str,
+    banner: Option<String>,
     backend: &'static str,
     periods: Vec<PeriodLine>,
     runs: Vec<RunLine>,
@@ -66,6 +68,8 @@ pub async fn page(
         .into_response());
     }
     let page = HomePage {
+        active: "data",
+        banner: super::banner(&state).await?,
         backend: state.store.backend(),
         periods: periods
             .into_iter()

@@ -1,18 +1,25 @@
 //! The web edge: an axum [`Router`] built in the library so tests drive it with
-//! `tower::ServiceExt::oneshot` and no socket, server-rendered askama pages, JSON twins.
+//! `tower::ServiceExt::oneshot` and no socket. Server-rendered askama pages read rollups
+//! (kept in memory per computed period), each with JSON and CSV twins; gzip, security
+//! headers, request tracing, and its own Prometheus `/metrics`.
 
+mod charts;
 mod error;
 mod home;
+mod metrics;
+mod pages;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::http::header;
+use axum::http::{HeaderValue, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use tower_http::set_header::SetResponseHeaderLayer;
 
-use crate::store::Store;
+use crate::store::{Rollups, Store, StoreError};
 
 pub use error::WebError;
 
@@ -21,22 +28,109 @@ pub use error::WebError;
 pub struct AppState {
     /// The database every page reads (SQLite or Postgres).
     pub store: Arc<dyn Store>,
+    /// Computed periods' rollups in memory, refreshed when a period is recomputed.
+    pub cache: Arc<RollupCache>,
+    /// Request counts and latencies for `/metrics`.
+    pub metrics: Arc<metrics::Metrics>,
 }
 
 impl AppState {
     pub fn new(store: Box<dyn Store>) -> AppState {
-        AppState { store: Arc::from(store) }
+        AppState {
+            store: Arc::from(store),
+            cache: Arc::new(RollupCache::default()),
+            metrics: Arc::new(metrics::Metrics::default()),
+        }
     }
+}
+
+/// Rollups of every computed period, loaded once and reloaded when `compute` ran again
+/// (its `computed_at` changed), so a page costs one small query plus work in memory.
+#[derive(Default)]
+pub struct RollupCache {
+    periods: tokio::sync::Mutex<HashMap<String, (i64, Arc<Rollups>)>>,
+}
+
+impl RollupCache {
+    /// Every computed period's rollups, oldest first.
+    pub async fn all(&self, store: &dyn Store) -> Result<Vec<Arc<Rollups>>, StoreError> {
+        let computed = store.rollup_periods().await?;
+        let mut periods = self.periods.lock().await;
+        periods.retain(|name, _| computed.iter().any(|p| &p.period == name));
+        let mut all = Vec::with_capacity(computed.len());
+        for p in computed.iter().rev() {
+            let fresh = periods.get(&p.period).filter(|(at, _)| *at == p.computed_at).map(|(_, r)| r.clone());
+            let rollups = match fresh {
+                Some(rollups) => rollups,
+                None => {
+                    let Some(loaded) = store.rollups(&p.period).await? else { continue };
+                    let loaded = Arc::new(loaded);
+                    periods.insert(p.period.clone(), (p.computed_at, loaded.clone()));
+                    loaded
+                }
+            };
+            all.push(rollups);
+        }
+        Ok(all)
+    }
+}
+
+/// A warning for every page: the last ingest failed, the bill's split rows did not add up to
+/// their instances, or the data is more than two days old.
+pub async fn banner(state: &AppState) -> Result<Option<String>, StoreError> {
+    let runs = state.store.ingest_runs(20).await?;
+    let Some(latest) = runs.first() else { return Ok(None) };
+    if latest.status == "failed" {
+        return Ok(Some(format!(
+            "The latest ingest ({} {}) failed; figures may be out of date.",
+            latest.kind, latest.period
+        )));
+    }
+    let unreconciled =
+        runs.iter().find(|r| r.kind == "cur").and_then(|r| r.reconciliation.as_deref()).is_some_and(|text| {
+            serde_json::from_str::<serde_json::Value>(text)
+                .ok()
+                .is_some_and(|v| v["split_matches_parents"] == false)
+        });
+    if unreconciled {
+        return Ok(Some("The latest CUR ingest did not reconcile: pods' split cost does not add up to their instances. See Data.".into()));
+    }
+    let age_days = (chrono::Utc::now().timestamp() - latest.started_at) / 86_400;
+    if age_days > 2 {
+        return Ok(Some(format!("Data is {age_days} days old: the last ingest ran {age_days} days ago.")));
+    }
+    Ok(None)
 }
 
 /// All routes of the dashboard.
 pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/", get(home::page))
+    let headers = [
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'",
+        ),
+    ];
+    let mut router = Router::new()
+        .route("/", get(pages::overview))
+        .route("/costs", get(pages::costs))
+        .route("/clients", get(pages::clients))
+        .route("/gpus", get(pages::gpus))
+        .route("/inference", get(pages::inference))
+        .route("/savings", get(pages::savings))
+        .route("/data", get(home::page))
         .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics::exposition))
         .route("/static/style.css", get(stylesheet))
-        .layer(tower_http::trace::TraceLayer::new_for_http())
-        .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
+        .layer(tower_http::compression::CompressionLayer::new())
+        .layer(tower_http::trace::TraceLayer::new_for_http());
+    for (name, value) in headers {
+        router = router.layer(SetResponseHeaderLayer::if_not_present(name, HeaderValue::from_static(value)));
+    }
+    router.with_state(state)
 }
 
 /// Liveness and database reachability, as JSON.
@@ -53,7 +147,10 @@ async fn healthz(
 
 /// The stylesheet is compiled in, so the binary serves the same page from any folder.
 async fn stylesheet() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("../../static/style.css"))
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8"), (header::CACHE_CONTROL, "public, max-age=3600")],
+        include_str!("../../static/style.css"),
+    )
 }
 
 /// Listens on `address` until Ctrl-C or SIGTERM, then finishes in-flight requests.

@@ -60,7 +60,7 @@ fn usd(nanos: i64) -> f64 {
     nanos as f64 / 1e9
 }
 
-fn close(actual: f64, expected: f64, what: &str) {
+pub fn close(actual: f64, expected: f64, what: &str) {
     assert!((actual - expected).abs() < 0.01, "{what}: {actual} vs {expected} (within a cent)");
 }
 
@@ -165,6 +165,22 @@ async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, period: &
         "{period}: namespaces + other = bill"
     );
     close(report.other_cost_micros() as f64 / 1e6, truth["other_cost"].as_f64().unwrap(), "other cost");
+}
+
+/// Generates `months` demo months ending 2026-10 with metrics, ingests and computes them.
+pub async fn generate_and_load(store: &dyn Store, out: &Path, months: u32, seed: u64) {
+    generate(out, Scale::Demo, months, seed);
+    let periods: Vec<String> = (0..months)
+        .map(|back| {
+            let mut p: Period = "2026-10".parse().unwrap();
+            for _ in 0..back {
+                p = p.previous();
+            }
+            p.to_string()
+        })
+        .collect();
+    let periods: Vec<&str> = periods.iter().rev().map(String::as_str).collect();
+    load(store, out, &periods).await;
 }
 
 #[tokio::test]

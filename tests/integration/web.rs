@@ -31,23 +31,179 @@ async fn the_home_page_says_when_the_database_is_empty_and_lists_what_was_ingest
     let (status, health) = get(&state, "/healthz").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(serde_json::from_str::<serde_json::Value>(&health).unwrap()["database"], "sqlite");
-    let (status, page) = get(&state, "/").await;
+    let (status, page) = get(&state, "/data").await;
     assert_eq!(status, StatusCode::OK);
     assert!(page.contains("The database is empty"), "{page}");
 
     generate(dir.path(), Scale::Demo, CurFormat::Parquet, 1, 41);
     ingest(state.store.as_ref(), &export_root(dir.path()).display().to_string(), false).await;
     let summary = state.store.periods().await.unwrap().remove(0);
-    let (_, page) = get(&state, "/").await;
+    let (_, page) = get(&state, "/data").await;
     assert!(!page.contains("The database is empty"));
     assert!(page.contains("<td>2026-10</td>"), "{page}");
     // The bill total as people read it, e.g. $108,138.71.
     assert!(page.contains(&format_usd(summary.bill_amortized_micros)), "{page}");
     assert!(page.contains("succeeded"));
 
-    let (_, json) = get(&state, "/?format=json").await;
+    let (_, json) = get(&state, "/data?format=json").await;
     let json: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(json["periods"][0]["period"], "2026-10");
     assert_eq!(json["periods"][0]["bill_amortized_micros"], summary.bill_amortized_micros);
     assert_eq!(json["ingest_runs"][0]["status"], "succeeded");
+}
+
+/// GET with headers, returning status, response headers and the body bytes.
+async fn get_with(
+    state: &AppState,
+    uri: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+    let mut request = Request::builder().uri(uri);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = router(state.clone()).oneshot(request.body(Body::empty()).unwrap()).await.unwrap();
+    let (parts, body) = response.into_parts();
+    (parts.status, parts.headers, body.collect().await.unwrap().to_bytes().to_vec())
+}
+
+fn json(body: &str) -> serde_json::Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+#[tokio::test]
+async fn every_page_and_its_twins_tell_the_truth() {
+    use crate::engine::{close, generate_and_load};
+    let dir = tempfile::tempdir().unwrap();
+    let database = store::connect(&format!("sqlite:{}", dir.path().join("web.db").display())).await.unwrap();
+    let state = AppState::new(database);
+    generate_and_load(state.store.as_ref(), dir.path(), 2, 44).await;
+    let truth = crate::ingest_cur::truth(dir.path(), "2026-10");
+
+    // Costs: each namespace to the cent, the Kubernetes total, other AWS cost and the bill.
+    let (status, body) = get(&state, "/costs?period=2026-10&format=json").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let costs = json(&body);
+    let rows = costs["costs"]["rows"].as_array().unwrap();
+    for (namespace, t) in truth["namespaces"].as_object().unwrap() {
+        let row = rows.iter().find(|r| r["namespace"] == namespace.as_str()).unwrap();
+        close(row["total_cost"].as_f64().unwrap(), t["total_cost"].as_f64().unwrap(), namespace);
+    }
+    let line =
+        |label: &str| rows.iter().find(|r| r["namespace"] == label).unwrap()["total_cost"].as_f64().unwrap();
+    close(line("Kubernetes total"), truth["kubernetes_allocated_cost"].as_f64().unwrap(), "Kubernetes total");
+    close(line("Bill (amortized)"), truth["bill_amortized"].as_f64().unwrap(), "bill");
+    close(
+        line("Kubernetes total") + line("Other AWS cost (not Kubernetes)"),
+        line("Bill (amortized)"),
+        "reconciles",
+    );
+    // The same table as HTML (people's numbers) and as CSV (a download).
+    let (_, html) = get(&state, "/costs?period=2026-10").await;
+    assert!(
+        html.contains("Kubernetes total")
+            && html.contains("href=\"/costs?period=2026-10&#38;group=workload&#38;namespace=acme-llm\""),
+        "drill-down link"
+    );
+    let (status, headers, csv) = get_with(&state, "/costs?period=2026-10&format=csv&table=costs", &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        headers[axum::http::header::CONTENT_DISPOSITION]
+            .to_str()
+            .unwrap()
+            .contains("gpuledger-costs-2026-10.csv")
+    );
+    let csv = String::from_utf8(csv).unwrap();
+    assert!(csv.starts_with("namespace,split_cost,unused_cost,total_cost"), "{csv}");
+    // Drill-down: a namespace's workloads add up to its row.
+    let (_, body) = get(&state, "/costs?period=2026-10&group=workload&namespace=acme-llm&format=json").await;
+    let workloads = json(&body);
+    let sum: f64 = workloads["costs"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["namespace_workload"] != "Kubernetes total")
+        .map(|r| r["total_cost"].as_f64().unwrap())
+        .sum();
+    close(sum, truth["namespaces"]["acme-llm"]["total_cost"].as_f64().unwrap(), "acme-llm drill-down");
+
+    // Clients: totals with shared shares against truth's chargeback.
+    let (_, headers, _) =
+        get_with(&state, "/clients?period=2026-10", &[("accept", "application/json")]).await;
+    assert_eq!(headers["content-type"], "application/json", "Accept: application/json gets the JSON twin");
+    let (_, body) = get(&state, "/clients?period=2026-10&format=json").await;
+    let clients = json(&body);
+    for (client, t) in truth["chargeback"].as_object().unwrap() {
+        let row = clients["clients"]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["client"] == client.as_str())
+            .unwrap();
+        close(row["total_cost"].as_f64().unwrap(), t["total_cost"].as_f64().unwrap(), client);
+    }
+
+    // Overview: cards, charts with text alternatives, the trend over both months.
+    let (status, html) = get(&state, "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("GPU utilization") && html.contains("Spot adoption (training)"), "cards");
+    assert_eq!(html.matches("role=\"img\"").count(), 3, "three charts");
+    let (_, body) = get(&state, "/?format=json").await;
+    let overview = json(&body);
+    assert_eq!(overview["trend"]["rows"].as_array().unwrap().len(), 2, "two months");
+
+    // GPUs, inference, savings and data pages answer, with their JSON twins.
+    for page in ["/gpus", "/inference", "/savings", "/data"] {
+        let (status, html) = get(&state, &format!("{page}?period=2026-10")).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        assert!(html.contains("<main"), "{page}");
+    }
+    let (_, body) = get(&state, "/gpus?period=2026-10&format=json").await;
+    let gpus = json(&body);
+    let allocated: f64 = gpus["gpu"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["namespace"] == "(all)")
+        .map(|r| r["allocated_gpu_hours"].as_f64().unwrap())
+        .sum();
+    let expected: f64 = truth["gpu_models"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|m| m["allocated_gpu_hours"].as_f64().unwrap())
+        .sum();
+    assert!((allocated - expected).abs() < 1e-6, "fleet allocated GPU-hours {allocated} vs {expected}");
+    let (_, body) = get(&state, "/inference?period=2026-10&format=json").await;
+    let inference = json(&body);
+    for (key, t) in truth["workloads"].as_object().unwrap() {
+        let Some(expected) = t.get("cost_per_inference").and_then(serde_json::Value::as_f64) else {
+            continue;
+        };
+        let row = inference["inference"]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| {
+                format!("{}/{}", r["namespace"].as_str().unwrap(), r["workload"].as_str().unwrap()) == *key
+            })
+            .unwrap();
+        let actual = row["cost_per_inference"].as_f64().unwrap();
+        assert!((actual - expected).abs() <= expected * 0.001, "{key}: {actual} vs {expected}");
+    }
+
+    // Security headers, gzip, metrics.
+    let (_, headers, _) = get_with(&state, "/", &[("accept-encoding", "gzip")]).await;
+    assert_eq!(headers["content-encoding"], "gzip");
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    assert!(headers["content-security-policy"].to_str().unwrap().contains("default-src 'self'"));
+    let (_, metrics) = get(&state, "/metrics").await;
+    assert!(
+        metrics.contains("gpuledger_http_requests_total{method=\"GET\",route=\"/costs\",status=\"200\"}"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("gpuledger_ingest_runs{kind=\"cur\",status=\"succeeded\"} 2"), "{metrics}");
+    // A period that was never computed is a themed 404, not a 500.
+    let (status, html) = get(&state, "/costs?from=2020-01-01&to=2020-02-01").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{html}");
 }

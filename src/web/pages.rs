@@ -1,0 +1,798 @@
+//! The dashboard pages. Each reads rollups (kept in memory per computed period, see
+//! [`super::RollupCache`]), builds the same tables the command-line reports print, and answers
+//! as HTML, JSON (`?format=json` or `Accept: application/json`) or CSV (`?format=csv&table=ID`).
+//! Every filter is in the URL.
+
+use std::collections::BTreeMap;
+
+use askama::Template;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, header};
+use axum::response::{Html, IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::charts;
+use super::{AppState, WebError};
+use crate::period::Period;
+use crate::report::OutputFormat;
+use crate::report::rollup::{self, Report, RollupRange};
+use crate::report::table::{Cell, Table};
+
+/// The filters of every page, all in the URL.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Filters {
+    pub period: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub group: Option<String>,
+    pub namespace: Option<String>,
+    pub format: Option<String>,
+    pub table: Option<String>,
+}
+
+impl Filters {
+    /// The query string of these filters (without format/table), for links.
+    fn query(&self) -> String {
+        let mut parts = Vec::new();
+        for (key, value) in [
+            ("period", &self.period),
+            ("from", &self.from),
+            ("to", &self.to),
+            ("group", &self.group),
+            ("namespace", &self.namespace),
+        ] {
+            if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
+                parts.push(format!("{key}={}", url_escape(value)));
+            }
+        }
+        parts.join("&")
+    }
+}
+
+fn url_escape(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+enum Wants {
+    Html,
+    Json,
+    Csv(Option<String>),
+}
+
+fn wants(filters: &Filters, headers: &HeaderMap) -> Wants {
+    match filters.format.as_deref() {
+        Some("json") => Wants::Json,
+        Some("csv") => Wants::Csv(filters.table.clone()),
+        _ if headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("application/json")) =>
+        {
+            Wants::Json
+        }
+        _ => Wants::Html,
+    }
+}
+
+/// A table as the template shows it.
+pub struct TableView {
+    pub id: String,
+    pub caption: String,
+    /// Headings, each with whether its column holds numbers.
+    pub headings: Vec<(String, bool)>,
+    /// Cells, and a link for the row's first cell (drill-down) when there is one.
+    pub rows: Vec<RowView>,
+    pub csv_href: String,
+}
+
+/// A row's cells (text, is a number) and the link of its first cell.
+pub type RowView = (Vec<(String, bool)>, Option<String>);
+
+/// A workload's serving month: cost (nano-USD), requests, tokens, serving hours, hours above P95.
+#[derive(Default)]
+struct Served {
+    cost: i64,
+    requests: f64,
+    tokens: f64,
+    hours: i64,
+    above_p95: i64,
+}
+
+/// A headline figure with its target band.
+pub struct Card {
+    pub label: String,
+    pub value: String,
+    pub previous: String,
+    pub target: String,
+    /// `ok`, `warn`, `bad` or empty.
+    pub status: String,
+}
+
+#[derive(Template)]
+#[template(path = "report.html")]
+pub struct ReportPage {
+    pub title: String,
+    pub active: &'static str,
+    pub label: String,
+    pub periods: Vec<String>,
+    pub selected: String,
+    pub from: String,
+    pub to: String,
+    pub groups: Vec<(String, bool)>,
+    pub banner: Option<String>,
+    pub cards: Vec<Card>,
+    pub charts: Vec<String>,
+    pub tables: Vec<TableView>,
+    pub notes: Vec<String>,
+    pub json_href: String,
+    pub empty: bool,
+}
+
+/// One page's content before it is answered in the format asked for.
+struct Content {
+    title: String,
+    active: &'static str,
+    cards: Vec<Card>,
+    charts: Vec<String>,
+    /// (id, caption, report, links for each row's first cell).
+    tables: Vec<(String, String, Report, Vec<Option<String>>)>,
+    notes: Vec<String>,
+    json: Map<String, Value>,
+}
+
+impl Content {
+    fn new(title: &str, active: &'static str) -> Content {
+        Content {
+            title: title.into(),
+            active,
+            cards: Vec::new(),
+            charts: Vec::new(),
+            tables: Vec::new(),
+            notes: Vec::new(),
+            json: Map::new(),
+        }
+    }
+
+    fn table(&mut self, id: &str, caption: &str, report: Report) {
+        let links = vec![None; report.table.rows.len()];
+        self.tables.push((id.into(), caption.into(), report, links));
+    }
+}
+
+/// The range the filters name: `from`/`to` dates, a `period`, or the latest computed period.
+async fn resolve(state: &AppState, filters: &Filters) -> Result<Option<RollupRange>, WebError> {
+    let computed = state.cache.all(state.store.as_ref()).await?;
+    if computed.is_empty() {
+        return Ok(None);
+    }
+    let day = |text: &Option<String>| {
+        text.as_deref().and_then(|t| chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d").ok())
+    };
+    let (label, from, to) = match (day(&filters.from), day(&filters.to)) {
+        (Some(from), Some(to)) if from < to => {
+            let at = |d: chrono::NaiveDate| d.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc().timestamp();
+            (format!("{from}/{to}"), at(from), at(to))
+        }
+        _ => {
+            let period = filters
+                .period
+                .as_deref()
+                .and_then(|p| p.parse::<Period>().ok())
+                .or_else(|| computed.last().and_then(|r| r.period.period.parse().ok()));
+            let Some(period) = period else { return Ok(None) };
+            (period.to_string(), period.start(), period.end())
+        }
+    };
+    match RollupRange::from_parts(label, from, to, computed) {
+        Ok(range) => Ok(Some(range)),
+        Err(_) => Err(WebError::NotFound("nothing computed for that period or range".into())),
+    }
+}
+
+/// Answers a page in the format asked for.
+async fn answer(
+    state: &AppState,
+    filters: &Filters,
+    headers: &HeaderMap,
+    range: Option<&RollupRange>,
+    content: Content,
+) -> Result<Response, WebError> {
+    let label = range.map(|r| r.label.clone()).unwrap_or_default();
+    match wants(filters, headers) {
+        Wants::Json => {
+            let mut top = Map::new();
+            top.insert("period".into(), json!(label));
+            for (id, _, report, _) in &content.tables {
+                let rendered = report.render(OutputFormat::Json, &label);
+                top.insert(id.clone(), serde_json::from_str(&rendered).unwrap_or(Value::Null));
+            }
+            top.extend(content.json);
+            Ok(axum::Json(Value::Object(top)).into_response())
+        }
+        Wants::Csv(table) => {
+            let chosen =
+                content.tables.iter().find(|(id, ..)| Some(id) == table.as_ref()).or(content.tables.first());
+            let Some((id, _, report, _)) = chosen else {
+                return Err(WebError::NotFound("this page has no table".into()));
+            };
+            let csv = report.render(OutputFormat::Csv, &label);
+            let filename = format!("gpuledger-{id}-{}.csv", label.replace('/', "_"));
+            Ok((
+                [
+                    (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
+                    (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{filename}\"")),
+                ],
+                csv,
+            )
+                .into_response())
+        }
+        Wants::Html => {
+            let computed = state.cache.all(state.store.as_ref()).await?;
+            let query = filters.query();
+            let joiner = if query.is_empty() { "?" } else { "&" };
+            let page = ReportPage {
+                title: content.title,
+                active: content.active,
+                label: label.clone(),
+                periods: computed.iter().rev().map(|r| r.period.period.clone()).collect(),
+                selected: if filters.from.is_some() { String::new() } else { label.clone() },
+                from: filters.from.clone().unwrap_or_default(),
+                to: filters.to.clone().unwrap_or_default(),
+                groups: if content.active == "costs" {
+                    let chosen = filters.group.clone().unwrap_or_else(|| "namespace".into());
+                    ["namespace", "workload", "team", "client", "cluster"]
+                        .iter()
+                        .map(|g| (g.to_string(), *g == chosen))
+                        .collect()
+                } else {
+                    Vec::new()
+                },
+                banner: super::banner(state).await?,
+                cards: content.cards,
+                charts: content.charts,
+                tables: content
+                    .tables
+                    .iter()
+                    .map(|(id, caption, report, links)| {
+                        view(id, caption, &report.table, links, &query, joiner)
+                    })
+                    .collect(),
+                notes: content.notes,
+                json_href: format!("?{query}{}format=json", if query.is_empty() { "" } else { "&" }),
+                empty: range.is_none(),
+            };
+            Ok(Html(page.render()?).into_response())
+        }
+    }
+}
+
+fn view(
+    id: &str,
+    caption: &str,
+    table: &Table,
+    links: &[Option<String>],
+    query: &str,
+    joiner: &str,
+) -> TableView {
+    let rows = table.display_rows();
+    TableView {
+        id: id.into(),
+        caption: caption.into(),
+        headings: {
+            let numeric: Vec<bool> =
+                rows.first().map(|r| r.iter().map(|(_, n)| *n).collect()).unwrap_or_default();
+            table
+                .headings()
+                .into_iter()
+                .enumerate()
+                .map(|(i, h)| (h, numeric.get(i).copied().unwrap_or(false)))
+                .collect()
+        },
+        rows: rows.into_iter().zip(links.iter().cloned().chain(std::iter::repeat(None))).collect(),
+        csv_href: format!("?{query}{joiner}format=csv&table={id}"),
+    }
+}
+
+fn usd(nanos: i64) -> String {
+    crate::money::format_usd(nanos / 1000)
+}
+
+fn percent(value: Option<f64>) -> String {
+    value.map(|v| format!("{:.1} %", v * 100.0)).unwrap_or_else(|| "n/a".into())
+}
+
+/// Headline sums of one period.
+#[derive(Default, Clone, Copy)]
+struct Headline {
+    bill_micros: i64,
+    gpu_cost: i64,
+    idle_cost: i64,
+    allocated: f64,
+    used: f64,
+    idle: f64,
+    training_hours: f64,
+    training_spot: f64,
+    public: i64,
+    actual: i64,
+}
+
+impl Headline {
+    fn of(rollups: &crate::store::Rollups) -> Headline {
+        let mut h = Headline { bill_micros: rollups.period.bill_amortized_micros, ..Headline::default() };
+        for c in &rollups.costs {
+            h.gpu_cost += c.gpu_cost_nanos;
+            h.idle_cost += c.idle_gpu_cost_nanos;
+            h.allocated += c.gpu_hours_allocated;
+            h.used += c.gpu_hours_used;
+            h.idle += c.gpu_hours_idle;
+            if c.workload_class == "training" {
+                h.training_hours += c.gpu_hours_allocated;
+                h.training_spot += c.spot_gpu_hours;
+            }
+            h.public += c.public_on_demand_cost_nanos;
+            h.actual += c.split_cost_nanos + c.unused_cost_nanos;
+        }
+        h
+    }
+
+    fn utilization(&self) -> Option<f64> {
+        (self.allocated > 0.0).then(|| self.used / self.allocated)
+    }
+
+    fn idle_share(&self) -> Option<f64> {
+        (self.allocated > 0.0).then(|| self.idle / self.allocated)
+    }
+
+    fn spot_adoption(&self) -> Option<f64> {
+        (self.training_hours > 0.0).then(|| self.training_spot / self.training_hours)
+    }
+}
+
+fn status(value: Option<f64>, good: impl Fn(f64) -> bool, bad: impl Fn(f64) -> bool) -> String {
+    match value {
+        Some(v) if bad(v) => "bad".into(),
+        Some(v) if good(v) => "ok".into(),
+        Some(_) => "warn".into(),
+        None => String::new(),
+    }
+}
+
+/// Overview (leadership): this month against last, trends, the top opportunities.
+pub async fn overview(
+    State(state): State<AppState>,
+    Query(filters): Query<Filters>,
+    headers: HeaderMap,
+) -> Result<Response, WebError> {
+    let range = resolve(&state, &filters).await?;
+    let mut content = Content::new("Overview", "overview");
+    if let Some(range) = &range {
+        let computed = state.cache.all(state.store.as_ref()).await?;
+        let current_period = range.parts.last().map(|(r, _)| r.period.period.clone()).unwrap_or_default();
+        let index = computed.iter().position(|r| r.period.period == current_period).unwrap_or(0);
+        let now = Headline::of(&computed[index]);
+        let before = index.checked_sub(1).map(|i| Headline::of(&computed[i]));
+        let prev = |f: fn(&Headline) -> String| before.as_ref().map(f).unwrap_or_else(|| "n/a".into());
+        content.cards = vec![
+            Card {
+                label: "Total spend (amortized bill)".into(),
+                value: crate::money::format_usd(now.bill_micros),
+                previous: prev(|h| crate::money::format_usd(h.bill_micros)),
+                target: String::new(),
+                status: String::new(),
+            },
+            Card {
+                label: "GPU spend".into(),
+                value: usd(now.gpu_cost),
+                previous: prev(|h| usd(h.gpu_cost)),
+                target: String::new(),
+                status: String::new(),
+            },
+            Card {
+                label: "GPU utilization".into(),
+                value: percent(now.utilization()),
+                previous: prev(|h| percent(h.utilization())),
+                target: "60–85 %; below 40 % flagged".into(),
+                status: status(now.utilization(), |v| (0.60..=0.85).contains(&v), |v| v < 0.40),
+            },
+            Card {
+                label: "Idle GPU cost".into(),
+                value: format!("{} ({} of GPU-hours)", usd(now.idle_cost), percent(now.idle_share())),
+                previous: prev(|h| usd(h.idle_cost)),
+                target: "under 10 % of GPU-hours; above 20 % flagged".into(),
+                status: status(now.idle_share(), |v| v < 0.10, |v| v > 0.20),
+            },
+            Card {
+                label: "Spot adoption (training)".into(),
+                value: percent(now.spot_adoption()),
+                previous: prev(|h| percent(h.spot_adoption())),
+                target: "above 50 %; under 30 % flagged".into(),
+                status: status(now.spot_adoption(), |v| v > 0.50, |v| v < 0.30),
+            },
+            Card {
+                label: "Realized savings".into(),
+                value: usd(now.public - now.actual),
+                previous: prev(|h| usd(h.public - h.actual)),
+                target: "public on-demand − actual".into(),
+                status: String::new(),
+            },
+        ];
+        let trend: Vec<&std::sync::Arc<crate::store::Rollups>> =
+            computed.iter().rev().take(12).rev().collect();
+        let months: Vec<String> = trend.iter().map(|r| r.period.period.clone()).collect();
+        let heads: Vec<Headline> = trend.iter().map(|r| Headline::of(r)).collect();
+        let spend: Vec<f64> = heads.iter().map(|h| h.bill_micros as f64 / 1e6).collect();
+        let utilization: Vec<f64> = heads.iter().map(|h| h.utilization().unwrap_or(0.0) * 100.0).collect();
+        let idle: Vec<f64> = heads.iter().map(|h| h.idle_cost as f64 / 1e9).collect();
+        content.charts.push(charts::bars("Monthly spend (amortized bill)", "USD", &months, &spend));
+        content.charts.push(charts::bars(
+            "GPU utilization of allocated GPU-hours",
+            "%",
+            &months,
+            &utilization,
+        ));
+        content.charts.push(charts::bars("Idle GPU cost", "USD", &months, &idle));
+        let table = Table {
+            title: "Trend".into(),
+            columns: vec![
+                "month",
+                "spend",
+                "gpu_spend",
+                "gpu_utilization",
+                "idle_gpu_cost",
+                "spot_adoption",
+                "realized_savings",
+            ],
+            rows: months
+                .iter()
+                .zip(&heads)
+                .map(|(m, h)| {
+                    vec![
+                        Cell::Text(m.clone()),
+                        Cell::Usd(Some(h.bill_micros as f64 / 1e6)),
+                        Cell::Usd(Some(h.gpu_cost as f64 / 1e9)),
+                        Cell::Ratio(h.utilization()),
+                        Cell::Usd(Some(h.idle_cost as f64 / 1e9)),
+                        Cell::Ratio(h.spot_adoption()),
+                        Cell::Usd(Some((h.public - h.actual) as f64 / 1e9)),
+                    ]
+                })
+                .collect(),
+        };
+        content.table(
+            "trend",
+            "Monthly trend (the numbers behind the charts)",
+            Report { table, extra: Map::new() },
+        );
+        let mut top = rollup::opportunities(range);
+        top.table.rows.truncate(5);
+        content.table("opportunities", "Top 5 opportunities (USD per month)", top);
+    }
+    answer(&state, &filters, &headers, range.as_ref(), content).await
+}
+
+/// Costs (finance): grouped by namespace, workload, team, client or cluster, reconciled to
+/// the bill; namespaces drill down to their workloads.
+pub async fn costs(
+    State(state): State<AppState>,
+    Query(filters): Query<Filters>,
+    headers: HeaderMap,
+) -> Result<Response, WebError> {
+    let range = resolve(&state, &filters).await?;
+    let mut content = Content::new("Costs", "costs");
+    if let Some(range) = &range {
+        let group = filters.group.clone().unwrap_or_else(|| "namespace".into());
+        let namespace = filters.namespace.clone().filter(|n| !n.is_empty());
+        let mut sums: BTreeMap<String, [i64; 6]> = BTreeMap::new();
+        for c in range.costs().filter(|c| namespace.as_ref().is_none_or(|n| &c.namespace == n)) {
+            let key = match group.as_str() {
+                "workload" => format!("{}/{}", c.namespace, c.workload),
+                "team" => c.team.clone(),
+                "client" => c.client.clone(),
+                "cluster" => c.cluster.clone(),
+                _ => c.namespace.clone(),
+            };
+            let s = sums.entry(key).or_default();
+            s[0] += c.split_cost_nanos;
+            s[1] += c.unused_cost_nanos;
+            s[2] += c.net_cost_nanos;
+            s[3] += c.public_on_demand_cost_nanos;
+            s[4] += c.gpu_cost_nanos;
+            s[5] += c.idle_gpu_cost_nanos;
+        }
+        let money = |n: i64| Cell::Usd(Some(n as f64 / 1e9));
+        let mut rows: Vec<Vec<Cell>> = sums
+            .iter()
+            .map(|(k, s)| {
+                vec![
+                    Cell::Text(k.clone()),
+                    money(s[0]),
+                    money(s[1]),
+                    money(s[0] + s[1]),
+                    money(s[2]),
+                    money(s[3]),
+                    money(s[4]),
+                    money(s[5]),
+                ]
+            })
+            .collect();
+        let mut links: Vec<Option<String>> = sums
+            .keys()
+            .map(|k| {
+                (group == "namespace").then(|| {
+                    format!(
+                        "/costs?period={}&group=workload&namespace={}",
+                        url_escape(&range.label),
+                        url_escape(k)
+                    )
+                })
+            })
+            .collect();
+        let total: [i64; 6] = sums.values().fold([0; 6], |mut acc, s| {
+            acc.iter_mut().zip(s).for_each(|(a, b)| *a += b);
+            acc
+        });
+        rows.push(vec![
+            Cell::Text("Kubernetes total".into()),
+            money(total[0]),
+            money(total[1]),
+            money(total[0] + total[1]),
+            money(total[2]),
+            money(total[3]),
+            money(total[4]),
+            money(total[5]),
+        ]);
+        links.push(None);
+        let whole = range.parts.iter().all(|(_, whole)| *whole);
+        if namespace.is_none() && whole {
+            let other = range.other_cost_micros();
+            let bill: i64 = range.periods().map(|(p, _)| p.bill_amortized_micros).sum();
+            let blank = || Cell::Text(String::new());
+            for (label, micros) in [("Other AWS cost (not Kubernetes)", other), ("Bill (amortized)", bill)] {
+                rows.push(vec![
+                    Cell::Text(label.into()),
+                    blank(),
+                    blank(),
+                    Cell::Usd(Some(micros as f64 / 1e6)),
+                    blank(),
+                    blank(),
+                    blank(),
+                    blank(),
+                ]);
+                links.push(None);
+            }
+        } else {
+            content.notes.push("Other AWS cost and the bill are shown for whole billing months only.".into());
+        }
+        let table = Table {
+            title: "Costs".into(),
+            columns: vec![
+                if group == "workload" { "namespace_workload" } else { leak(&group) },
+                "split_cost",
+                "unused_cost",
+                "total_cost",
+                "net_cost",
+                "public_on_demand_cost",
+                "gpu_cost",
+                "idle_gpu_cost",
+            ],
+            rows,
+        };
+        let caption = match &namespace {
+            Some(n) => format!("Workloads of {n}"),
+            None => format!("Kubernetes cost by {group}, reconciled to the bill"),
+        };
+        content.tables.push(("costs".into(), caption, Report { table, extra: Map::new() }, links));
+    }
+    answer(&state, &filters, &headers, range.as_ref(), content).await
+}
+
+/// Column names are `&'static str`; the group names are a fixed set.
+fn leak(group: &str) -> &'static str {
+    match group {
+        "team" => "team",
+        "client" => "client",
+        "cluster" => "cluster",
+        _ => "namespace",
+    }
+}
+
+/// Clients (agency): chargeback with the policy in force.
+pub async fn clients(
+    State(state): State<AppState>,
+    Query(filters): Query<Filters>,
+    headers: HeaderMap,
+) -> Result<Response, WebError> {
+    let range = resolve(&state, &filters).await?;
+    let mut content = Content::new("Clients", "clients");
+    if let Some(range) = &range {
+        content.table(
+            "clients",
+            "Chargeback by client (shares of platform and idle cost, markup)",
+            rollup::clients(range),
+        );
+        content.notes.push(
+            "Direct cost is each client's pods' split cost. The platform pool (kube-system, monitoring, \
+             gpu-operator) and the idle pool (unused capacity AWS pushed down to pods) are shared by each \
+             client's policy; (unassigned) keeps the rest, so every shared dollar is accounted for."
+                .into(),
+        );
+    }
+    answer(&state, &filters, &headers, range.as_ref(), content).await
+}
+
+/// GPUs: hours by model and namespace, a utilization heatmap, the worst-idle workloads.
+pub async fn gpus(
+    State(state): State<AppState>,
+    Query(filters): Query<Filters>,
+    headers: HeaderMap,
+) -> Result<Response, WebError> {
+    let range = resolve(&state, &filters).await?;
+    let mut content = Content::new("GPUs", "gpus");
+    if let Some(range) = &range {
+        let mut unattributed: BTreeMap<String, f64> = BTreeMap::new();
+        for (period, _) in range.periods() {
+            if period.unattributed_gpu_hours > 0.0 {
+                *unattributed.entry("(all models)".into()).or_default() += period.unattributed_gpu_hours;
+            }
+        }
+        // Heatmap: utilization of allocated GPU-hours by day and hour of day.
+        let mut days: BTreeMap<i64, [Option<(f64, f64)>; 24]> = BTreeMap::new();
+        for (rollups, _) in &range.parts {
+            for cell in rollups.heatmap.iter().filter(|c| c.day >= range.from && c.day < range.to) {
+                let slot =
+                    &mut days.entry(cell.day).or_insert([None; 24])[cell.hour_of_day.clamp(0, 23) as usize];
+                let (a, u) = slot.unwrap_or((0.0, 0.0));
+                *slot = Some((a + cell.gpu_hours_allocated, u + cell.gpu_hours_used));
+            }
+        }
+        let labels: Vec<String> = days
+            .keys()
+            .map(|d| {
+                chrono::DateTime::from_timestamp(*d, 0)
+                    .map(|t| t.format("%a %m-%d").to_string())
+                    .unwrap_or_default()
+            })
+            .collect();
+        let cells: Vec<[Option<f64>; 24]> =
+            days.values().map(|h| h.map(|c| c.and_then(|(a, u)| (a > 0.0).then(|| u / a)))).collect();
+        content.charts.push(charts::heatmap("GPU utilization by day and hour", &labels, &cells));
+        content.table("gpu", "GPU-hours by namespace and GPU model", rollup::gpu(range, &unattributed));
+        let mut worst = rollup::workloads(range);
+        // Sort by idle GPU cost (column 10), keep the ten worst with any idle cost.
+        worst.table.rows.retain(|r| matches!(r[10], Cell::Usd(Some(v)) if v > 0.0));
+        worst.table.rows.sort_by(|a, b| {
+            let v = |r: &Vec<Cell>| if let Cell::Usd(Some(v)) = r[10] { v } else { 0.0 };
+            v(b).total_cmp(&v(a))
+        });
+        worst.table.rows.truncate(10);
+        content.table("worst_idle", "Workloads with the most idle GPU cost", worst);
+        let heat_rows: Vec<Vec<Cell>> = labels
+            .iter()
+            .zip(&cells)
+            .map(|(day, hours)| {
+                let mut row = vec![Cell::Text(day.clone())];
+                row.extend(hours.iter().map(|h| Cell::Ratio(*h)));
+                row
+            })
+            .collect();
+        const HOURS: [&str; 25] = [
+            "day", "h00", "h01", "h02", "h03", "h04", "h05", "h06", "h07", "h08", "h09", "h10", "h11", "h12",
+            "h13", "h14", "h15", "h16", "h17", "h18", "h19", "h20", "h21", "h22", "h23",
+        ];
+        let heat = Table { title: "Heatmap".into(), columns: HOURS.to_vec(), rows: heat_rows };
+        content.table(
+            "heatmap",
+            "Utilization by day and hour (UTC), the numbers behind the heatmap",
+            Report { table: heat, extra: Map::new() },
+        );
+    }
+    answer(&state, &filters, &headers, range.as_ref(), content).await
+}
+
+/// Inference: cost per inference and per 1M tokens per workload, hours above the fleet P95.
+pub async fn inference(
+    State(state): State<AppState>,
+    Query(filters): Query<Filters>,
+    headers: HeaderMap,
+) -> Result<Response, WebError> {
+    let range = resolve(&state, &filters).await?;
+    let mut content = Content::new("Inference", "inference");
+    if let Some(range) = &range {
+        let mut sums: BTreeMap<(String, String), Served> = BTreeMap::new();
+        for c in range.costs() {
+            let s = sums.entry((c.namespace.clone(), c.workload.clone())).or_default();
+            s.cost += c.split_cost_nanos + c.unused_cost_nanos;
+            s.requests += c.requests;
+            s.tokens += c.prompt_tokens + c.generation_tokens;
+            s.hours += c.inference_hours;
+            s.above_p95 += c.inference_hours_above_p95;
+        }
+        let table = Table {
+            title: "Inference".into(),
+            columns: vec![
+                "namespace",
+                "workload",
+                "requests",
+                "tokens",
+                "cost",
+                "cost_per_inference",
+                "cost_per_million_tokens",
+                "serving_hours",
+                "hours_above_p95",
+            ],
+            rows: sums
+                .iter()
+                .filter(|(_, s)| s.requests > 0.0)
+                .map(|((ns, w), s)| {
+                    let cost = s.cost as f64 / 1e9;
+                    vec![
+                        Cell::Text(ns.clone()),
+                        Cell::Text(w.clone()),
+                        Cell::Count(s.requests),
+                        Cell::Count(s.tokens),
+                        Cell::Usd(Some(cost)),
+                        Cell::Rate(Some(cost / s.requests)),
+                        Cell::Usd((s.tokens > 0.0).then(|| cost / (s.tokens / 1e6))),
+                        Cell::Count(s.hours as f64),
+                        Cell::Count(s.above_p95 as f64),
+                    ]
+                })
+                .collect(),
+        };
+        let p95: Vec<String> =
+            range.periods().map(|(p, _)| format!("{}: ${:.6}", p.period, p.p95_cost_per_inference)).collect();
+        content.notes.push(format!(
+            "Cost per inference = the workload's cost (GPU, CPU, memory; split + unused) / successful requests. \
+             Fleet P95 of hourly cost per inference per serving pod-hour — {}.",
+            p95.join(", ")
+        ));
+        content.table("inference", "Cost per inference by workload", Report { table, extra: Map::new() });
+    }
+    answer(&state, &filters, &headers, range.as_ref(), content).await
+}
+
+/// Savings: realized by month, and opportunities with their evidence.
+pub async fn savings(
+    State(state): State<AppState>,
+    Query(filters): Query<Filters>,
+    headers: HeaderMap,
+) -> Result<Response, WebError> {
+    let range = resolve(&state, &filters).await?;
+    let mut content = Content::new("Savings", "savings");
+    if let Some(range) = &range {
+        let computed = state.cache.all(state.store.as_ref()).await?;
+        let first = computed.first().and_then(|r| r.period.period.parse::<Period>().ok());
+        let last = computed.last().and_then(|r| r.period.period.parse::<Period>().ok());
+        if let (Some(first), Some(last)) = (first, last) {
+            let all =
+                RollupRange::from_parts("all months".into(), first.start(), last.end(), computed.clone())
+                    .map_err(|_| WebError::NotFound("nothing computed".into()))?;
+            let realized = rollup::savings(&all);
+            let months: Vec<String> = realized.table.rows.iter().map(|r| text_of(&r[0])).collect();
+            let values: Vec<f64> = realized
+                .table
+                .rows
+                .iter()
+                .map(|r| if let Cell::Usd(Some(v)) = r[3] { v } else { 0.0 })
+                .collect();
+            content.charts.push(charts::bars("Realized savings by month", "USD", &months, &values));
+            content.table("realized", "Realized savings by month (all computed months)", realized);
+        }
+        content.table("opportunities", "Opportunities, ranked (USD per month)", rollup::opportunities(range));
+    }
+    answer(&state, &filters, &headers, range.as_ref(), content).await
+}
+
+fn text_of(cell: &Cell) -> String {
+    match cell {
+        Cell::Text(t) => t.clone(),
+        _ => String::new(),
+    }
+}
