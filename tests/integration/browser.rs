@@ -1,0 +1,271 @@
+//! The dashboard in a real headless Chromium (Debian `chromium` + `chromium-driver`), driven
+//! through the W3C WebDriver protocol by the small client below (reqwest, already a
+//! dependency: fantoccini's TLS features re-featured the AWS SDK stack and compiled it twice):
+//! the Overview loads with its charts, changing the period
+//! filter updates the Costs table, a CSV downloads, and the Overview printed to PDF holds the
+//! totals (`pdftotext`). Screenshots of every page are saved under the target directory
+//! (`CARGO_TARGET_TMPDIR/screenshots`). Skipped when chromedriver is not installed.
+
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use gpuledger::money::format_usd;
+use gpuledger::store;
+use gpuledger::web::{AppState, router};
+use serde_json::{Value, json};
+
+use crate::engine::generate_and_load;
+use crate::ingest_cur::truth;
+use crate::s3::free_port;
+
+/// chromedriver on a free port, killed by its process id when dropped.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_driver() -> Option<Driver> {
+    if Command::new("chromedriver").arg("--version").output().is_err() {
+        eprintln!("chromedriver not installed: browser test skipped (scripts/test installs chromium-driver)");
+        return None;
+    }
+    let port = free_port();
+    let child = Command::new("chromedriver")
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver starts");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "chromedriver did not answer on port {port}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Some(Driver { child, url: format!("http://127.0.0.1:{port}") })
+}
+
+const CHROME_FLAGS: [&str; 8] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--window-size=1280,1600",
+];
+
+/// A WebDriver session: just the commands these tests need.
+struct Session {
+    http: reqwest::Client,
+    base: String,
+}
+
+/// The W3C key under which WebDriver returns an element reference.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+impl Session {
+    async fn start(driver: &Driver, downloads: &Path) -> Session {
+        let http = reqwest::Client::new();
+        let capabilities = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "args": CHROME_FLAGS,
+                "prefs": {
+                    "download.default_directory": downloads.display().to_string(),
+                    "download.prompt_for_download": false,
+                },
+            },
+        }}});
+        let answer: Value = http
+            .post(format!("{}/session", driver.url))
+            .json(&capabilities)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let id = answer["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("no session: {answer}"));
+        Session { http, base: format!("{}/session/{id}", driver.url) }
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let answer: Value = request.send().await.unwrap().json().await.unwrap();
+        assert!(answer["value"].get("error").is_none(), "{path}: {answer}");
+        answer["value"].clone()
+    }
+
+    async fn goto(&self, url: &str) {
+        self.call(reqwest::Method::POST, "/url", Some(json!({"url": url}))).await;
+    }
+
+    async fn url(&self) -> String {
+        self.call(reqwest::Method::GET, "/url", None).await.as_str().unwrap_or_default().to_string()
+    }
+
+    async fn find_all(&self, using: &str, value: &str) -> Vec<String> {
+        let found = self
+            .call(reqwest::Method::POST, "/elements", Some(json!({"using": using, "value": value})))
+            .await;
+        found.as_array().unwrap().iter().map(|e| e[ELEMENT].as_str().unwrap().to_string()).collect()
+    }
+
+    async fn find(&self, using: &str, value: &str) -> String {
+        let found =
+            self.call(reqwest::Method::POST, "/element", Some(json!({"using": using, "value": value}))).await;
+        found[ELEMENT].as_str().unwrap().to_string()
+    }
+
+    async fn attribute(&self, element: &str, name: &str) -> String {
+        let path = format!("/element/{element}/attribute/{name}");
+        self.call(reqwest::Method::GET, &path, None).await.as_str().unwrap_or_default().to_string()
+    }
+
+    async fn text(&self, element: &str) -> String {
+        let value = self.call(reqwest::Method::GET, &format!("/element/{element}/text"), None).await;
+        value.as_str().unwrap_or_default().to_string()
+    }
+
+    async fn click(&self, element: &str) {
+        self.call(reqwest::Method::POST, &format!("/element/{element}/click"), Some(json!({}))).await;
+    }
+
+    async fn screenshot(&self) -> Vec<u8> {
+        base64(self.call(reqwest::Method::GET, "/screenshot", None).await.as_str().unwrap())
+    }
+
+    async fn print(&self) -> Vec<u8> {
+        base64(self.call(reqwest::Method::POST, "/print", Some(json!({}))).await.as_str().unwrap())
+    }
+
+    async fn close(self) {
+        let _ = self.http.delete(&self.base).send().await;
+    }
+}
+
+/// Standard base64 (screenshots and PDFs come back as text).
+fn base64(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        _ => 63,
+    };
+    let clean: Vec<u8> = text.bytes().filter(|c| !c.is_ascii_whitespace() && *c != b'=').collect();
+    let mut out = Vec::with_capacity(clean.len() * 3 / 4);
+    for chunk in clean.chunks(4) {
+        let n =
+            chunk.iter().enumerate().fold(0u32, |acc, (i, c)| acc | (u32::from(value(*c)) << (18 - 6 * i)));
+        out.extend_from_slice(&n.to_be_bytes()[1..chunk.len()]);
+    }
+    out
+}
+
+fn screenshots_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn the_dashboard_in_a_real_browser() {
+    let Some(driver) = start_driver() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let database =
+        store::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await.unwrap();
+    let state = AppState::new(database);
+    generate_and_load(state.store.as_ref(), dir.path(), 2, 45).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = router(state.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let downloads = dir.path().join("downloads");
+    std::fs::create_dir_all(&downloads).unwrap();
+    let client = Session::start(&driver, &downloads).await;
+
+    // The Overview loads with its three charts, each an image with a text alternative.
+    client.goto(&format!("{base}/?period=2026-10")).await;
+    let charts = client.find_all("css selector", "svg[role='img']").await;
+    assert_eq!(charts.len(), 3, "three charts on the Overview");
+    let label = client.attribute(&charts[0], "aria-label").await;
+    assert!(label.starts_with("Monthly spend") && label.contains("2026-10"), "{label}");
+
+    // Screenshots of every page.
+    let shots = screenshots_dir();
+    for (name, path) in [
+        ("overview", "/?period=2026-10"),
+        ("costs", "/costs?period=2026-10"),
+        ("clients", "/clients?period=2026-10"),
+        ("gpus", "/gpus?period=2026-10"),
+        ("inference", "/inference?period=2026-10"),
+        ("savings", "/savings?period=2026-10"),
+        ("data", "/data"),
+    ] {
+        client.goto(&format!("{base}{path}")).await;
+        let png = client.screenshot().await;
+        assert!(png.starts_with(b"\x89PNG"), "{name}: a PNG");
+        std::fs::write(shots.join(format!("{name}.png")), png).unwrap();
+    }
+
+    // Changing the period filter (select a month, press Show) updates the Costs table.
+    let total_of = |period: &str| {
+        let micros =
+            (truth(dir.path(), period)["kubernetes_allocated_cost"].as_f64().unwrap() * 1e6).round() as i64;
+        format_usd(micros)
+    };
+    client.goto(&format!("{base}/costs?period=2026-10")).await;
+    let total_row = "//table[@id='costs']//tr[th[normalize-space()='Kubernetes total']]/td[3]";
+    let october = client.text(&client.find("xpath", total_row).await).await;
+    assert_eq!(october, total_of("2026-10"));
+    client.click(&client.find("css selector", "#period option[value='2026-09']").await).await;
+    client.click(&client.find("css selector", "form.filters button[type='submit']").await).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !client.url().await.contains("period=2026-09") {
+        assert!(Instant::now() < deadline, "the filter navigates to September");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let september = client.text(&client.find("xpath", total_row).await).await;
+    assert_eq!(september, total_of("2026-09"));
+    assert_ne!(september, october);
+
+    // The CSV link downloads the table.
+    client.click(&client.find("css selector", "#costs caption a.download").await).await;
+    let expected = downloads.join("gpuledger-costs-2026-09.csv");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !expected.exists() {
+        assert!(Instant::now() < deadline, "no download at {}", expected.display());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let csv = std::fs::read_to_string(&expected).unwrap();
+    assert!(csv.starts_with("namespace,split_cost,unused_cost,total_cost"), "{csv}");
+
+    // The Overview printed to PDF (WebDriver print) holds the month's bill total.
+    client.goto(&format!("{base}/?period=2026-10")).await;
+    let pdf = client.print().await;
+    assert!(pdf.starts_with(b"%PDF"), "a PDF");
+    let pdf_path = shots.join("overview.pdf");
+    std::fs::write(&pdf_path, &pdf).unwrap();
+    let text = Command::new("pdftotext").arg(&pdf_path).arg("-").output().expect("pdftotext (poppler-utils)");
+    let text = String::from_utf8_lossy(&text.stdout);
+    let bill =
+        format_usd((truth(dir.path(), "2026-10")["bill_amortized"].as_f64().unwrap() * 1e6).round() as i64);
+    assert!(text.contains(&bill), "the printed Overview shows the bill {bill}: {text}");
+    assert!(text.contains("Total spend"), "{text}");
+    client.close().await;
+}
