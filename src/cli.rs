@@ -711,17 +711,7 @@ async fn ingest_demo_metrics(store: &dyn store::Store, folder: &std::path::Path)
         if store.last_data_version("prometheus", &period.to_string()).await?.is_some() {
             continue;
         }
-        let options = MetricsIngestOptions {
-            source: MetricsSource::File(file),
-            from: Some(period.start()),
-            to: Some(period.end()),
-            names: MetricNames::default(),
-            labels: LabelOverrides::default(),
-            requests_query: None,
-            chunk_seconds: 7200,
-            sample_interval: None,
-            detect_only: false,
-        };
+        let options = MetricsIngestOptions::file(file, Some(period));
         let result = ingest::metrics::ingest_metrics(store, &options, &progress).await?;
         println!(
             "{period}: ingested {} GPU rows and {} inference rows of metrics",

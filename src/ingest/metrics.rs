@@ -64,6 +64,24 @@ pub struct MetricsIngestOptions {
     pub detect_only: bool,
 }
 
+impl MetricsIngestOptions {
+    /// An offline import of `path` with the default names and detected labels; the window is
+    /// `period` when given, else the hours the file covers.
+    pub fn file(path: PathBuf, period: Option<crate::period::Period>) -> MetricsIngestOptions {
+        MetricsIngestOptions {
+            source: MetricsSource::File(path),
+            from: period.map(|p| p.start()),
+            to: period.map(|p| p.end()),
+            names: MetricNames::default(),
+            labels: LabelOverrides::default(),
+            requests_query: None,
+            chunk_seconds: 7200,
+            sample_interval: None,
+            detect_only: false,
+        }
+    }
+}
+
 /// What was found in the source, printed so the user can check it.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Detected {

@@ -32,6 +32,8 @@ pub struct AppState {
     pub cache: Arc<RollupCache>,
     /// Request counts and latencies for `/metrics`.
     pub metrics: Arc<metrics::Metrics>,
+    /// Rendered pages by URL, valid while the data they were rendered from is unchanged.
+    pub pages: Arc<PageCache>,
 }
 
 impl AppState {
@@ -40,6 +42,7 @@ impl AppState {
             store: Arc::from(store),
             cache: Arc::new(RollupCache::default()),
             metrics: Arc::new(metrics::Metrics::default()),
+            pages: Arc::new(PageCache::default()),
         }
     }
 }
@@ -73,6 +76,85 @@ impl RollupCache {
         }
         Ok(all)
     }
+}
+
+/// Rendered dashboard pages (HTML, JSON, CSV) by URL and `Accept`. An entry is served only
+/// while the data generation it was rendered at still holds: the computed periods with
+/// their compute times, and the newest ingest run (which drives the banner).
+#[derive(Default)]
+pub struct PageCache {
+    entries: std::sync::Mutex<HashMap<String, CachedPage>>,
+}
+
+struct CachedPage {
+    generation: String,
+    status: axum::http::StatusCode,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+}
+
+/// The most pages kept; the cache empties when full (pages are cheap to render again).
+const PAGE_CACHE_ENTRIES: usize = 1024;
+
+/// What a rendered page depends on, as a short string.
+async fn generation(store: &dyn Store) -> Result<String, StoreError> {
+    let computed = store.rollup_periods().await?;
+    let latest = store.ingest_runs(1).await?;
+    let mut key: String = computed.iter().map(|p| format!("{}@{};", p.period, p.computed_at)).collect();
+    if let Some(run) = latest.first() {
+        key.push_str(&format!("run {} {}", run.id, run.status));
+    }
+    // The staleness banner changes with the day, not only with the data.
+    key.push_str(&format!(" day {}", chrono::Utc::now().timestamp() / 86_400));
+    Ok(key)
+}
+
+/// Middleware: answers a dashboard page from the cache when its data has not changed.
+async fn page_cache(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let cacheable = request.method() == axum::http::Method::GET
+        && matches!(request.uri().path(), "/" | "/costs" | "/clients" | "/gpus" | "/inference" | "/savings");
+    if !cacheable {
+        return next.run(request).await;
+    }
+    let accept =
+        request.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let key = format!("{}|{}", request.uri(), accept.contains("application/json"));
+    let Ok(generation) = generation(state.store.as_ref()).await else { return next.run(request).await };
+    if let Ok(entries) = state.pages.entries.lock()
+        && let Some(hit) = entries.get(&key).filter(|e| e.generation == generation)
+    {
+        let mut response = axum::response::Response::new(axum::body::Body::from(hit.body.clone()));
+        *response.status_mut() = hit.status;
+        *response.headers_mut() = hit.headers.clone();
+        return response;
+    }
+    let response = next.run(request).await;
+    if response.status() != axum::http::StatusCode::OK {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 64 << 20).await else {
+        return axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    if let Ok(mut entries) = state.pages.entries.lock() {
+        if entries.len() >= PAGE_CACHE_ENTRIES {
+            entries.clear();
+        }
+        entries.insert(
+            key,
+            CachedPage {
+                generation,
+                status: parts.status,
+                headers: parts.headers.clone(),
+                body: bytes.clone(),
+            },
+        );
+    }
+    axum::response::Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 /// A warning for every page: the last ingest failed, the bill's split rows did not add up to
@@ -124,6 +206,8 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics::exposition))
         .route("/static/style.css", get(stylesheet))
+        .route("/static/htmx.min.js", get(htmx))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), page_cache))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .layer(tower_http::compression::CompressionLayer::new())
         .layer(tower_http::trace::TraceLayer::new_for_http());
@@ -150,6 +234,18 @@ async fn stylesheet() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/css; charset=utf-8"), (header::CACHE_CONTROL, "public, max-age=3600")],
         include_str!("../../static/style.css"),
+    )
+}
+
+/// htmx 2.0.4, vendored (`static/VENDORED.md`): filter changes swap the page without a full
+/// reload; every page works without it.
+async fn htmx() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=86400"),
+        ],
+        include_str!("../../static/htmx.min.js"),
     )
 }
 

@@ -7,32 +7,18 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use gpuledger::engine::compute::{ComputeOptions, compute_period};
-use gpuledger::ingest::metrics::{MetricsIngestOptions, MetricsSource, ingest_metrics};
+use gpuledger::ingest::metrics::{MetricsIngestOptions, ingest_metrics};
 use gpuledger::period::Period;
 use gpuledger::report::NamespaceReport;
-use gpuledger::sources::prometheus::{LabelOverrides, MetricNames};
 use gpuledger::store::{self, CostRollup, Store};
-use gpuledger::synth::{self, CurFormat, GenerateOptions, Scale};
+use gpuledger::synth::{CurFormat, Scale};
 use serde_json::Value;
 
 use crate::helpers;
-use crate::ingest_cur::{EXPORT, export_root, ingest, run, truth};
+use crate::ingest_cur::{export_root, generate_with, ingest, run, truth};
 
 fn generate(out: &Path, scale: Scale, months: u32, seed: u64) {
-    let options = GenerateOptions {
-        out: out.to_path_buf(),
-        seed,
-        months,
-        end: "2026-10".parse::<Period>().unwrap(),
-        scale,
-        format: CurFormat::Parquet,
-        bucket: "test-bucket".into(),
-        prefix: "cur".into(),
-        export_name: EXPORT.into(),
-        metrics: true,
-    };
-    let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
-    synth::generate(&options, &progress).expect("generate");
+    generate_with(out, scale, CurFormat::Parquet, months, seed, true);
 }
 
 /// Ingests the export and each month's metrics file, then computes every month.
@@ -40,17 +26,7 @@ async fn load(store: &dyn Store, out: &Path, periods: &[&str]) {
     ingest(store, &export_root(out).display().to_string(), false).await;
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     for period in periods {
-        let options = MetricsIngestOptions {
-            source: MetricsSource::File(out.join("metrics").join(format!("{period}.om"))),
-            from: None,
-            to: None,
-            names: MetricNames::default(),
-            labels: LabelOverrides::default(),
-            requests_query: None,
-            chunk_seconds: 7200,
-            sample_interval: None,
-            detect_only: false,
-        };
+        let options = MetricsIngestOptions::file(out.join("metrics").join(format!("{period}.om")), None);
         ingest_metrics(store, &options, &progress).await.expect("metrics");
         compute_period(store, period.parse().unwrap(), &ComputeOptions::default()).await.expect("compute");
     }

@@ -16,8 +16,13 @@ use crate::helpers;
 
 pub const EXPORT: &str = "test-export";
 
-/// Generates `months` months ending 2026-10 into `out`.
+/// Generates `months` months ending 2026-10 into `out`, CUR only.
 pub fn generate(out: &Path, scale: Scale, format: CurFormat, months: u32, seed: u64) {
+    generate_with(out, scale, format, months, seed, false);
+}
+
+/// Generates `months` months ending 2026-10 into `out`, with the metrics files when `metrics`.
+pub fn generate_with(out: &Path, scale: Scale, format: CurFormat, months: u32, seed: u64, metrics: bool) {
     let options = GenerateOptions {
         out: out.to_path_buf(),
         seed,
@@ -28,7 +33,7 @@ pub fn generate(out: &Path, scale: Scale, format: CurFormat, months: u32, seed: 
         bucket: "test-bucket".into(),
         prefix: "cur".into(),
         export_name: EXPORT.into(),
-        metrics: false,
+        metrics,
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     synth::generate(&options, &progress).expect("generate");

@@ -11,31 +11,18 @@ use std::sync::{Arc, Mutex};
 use gpuledger::period::Period;
 use gpuledger::report::usage::{GpuReport, InferenceReport};
 use gpuledger::store::{self, Store};
-use gpuledger::synth::{self, CurFormat, GenerateOptions, Scale};
+use gpuledger::synth::{CurFormat, Scale};
 use serde_json::Value;
 
 use crate::helpers;
-use crate::ingest_cur::{EXPORT, export_root, ingest, run, truth};
+use crate::ingest_cur::{export_root, generate_with, ingest, run, truth};
 use crate::prom_server::{Prometheus, start_prometheus, timestamped_openmetrics};
 
 const PERIOD: &str = "2026-10";
 
 /// One demo month ending 2026-10, with metrics.
 fn generate_with_metrics(out: &Path, seed: u64) {
-    let options = GenerateOptions {
-        out: out.to_path_buf(),
-        seed,
-        months: 1,
-        end: PERIOD.parse::<Period>().unwrap(),
-        scale: Scale::Demo,
-        format: CurFormat::Parquet,
-        bucket: "test-bucket".into(),
-        prefix: "cur".into(),
-        export_name: EXPORT.into(),
-        metrics: true,
-    };
-    let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
-    synth::generate(&options, &progress).expect("generate");
+    generate_with(out, Scale::Demo, CurFormat::Parquet, 1, seed, true);
 }
 
 fn metrics_file(out: &Path) -> String {

@@ -203,6 +203,29 @@ async fn every_page_and_its_twins_tell_the_truth() {
         "{metrics}"
     );
     assert!(metrics.contains("gpuledger_ingest_runs{kind=\"cur\",status=\"succeeded\"} 2"), "{metrics}");
+    // Pages are cached per URL, and a recompute is seen at once: acme stops sharing.
+    let acme_shared = |body: &str| {
+        json(body)["clients"]["rows"].as_array().unwrap().iter().find(|r| r["client"] == "acme").unwrap()
+            ["shared_cost"]
+            .as_f64()
+            .unwrap()
+    };
+    let (_, before) = get(&state, "/clients?period=2026-10&format=json").await;
+    assert!(acme_shared(&before) > 0.0);
+    let settings = gpuledger::store::ClientSettings {
+        name: "acme".into(),
+        share_policy: "none".into(),
+        markup_basis_points: 0,
+    };
+    state.store.set_client_settings(&settings).await.unwrap();
+    // computed_at has one-second resolution: step past it so the recompute is a new generation.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let options = gpuledger::engine::compute::ComputeOptions::default();
+    gpuledger::engine::compute::compute_period(state.store.as_ref(), "2026-10".parse().unwrap(), &options)
+        .await
+        .unwrap();
+    let (_, after) = get(&state, "/clients?period=2026-10&format=json").await;
+    assert_eq!(acme_shared(&after), 0.0, "the cached page was refreshed");
     // A period that was never computed is a themed 404, not a 500.
     let (status, html) = get(&state, "/costs?from=2020-01-01&to=2020-02-01").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{html}");
