@@ -205,7 +205,7 @@ async fn a_sample_on_the_hour_belongs_to_the_hour_it_opens() {
 }
 
 fn sample(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples").join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
