@@ -489,8 +489,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             // Rollups carry provisioned hours and the compute run's threshold; without them
             // (or with another threshold) the bill and the metrics are joined now.
             match computed.filter(|r| (r.period.idle_threshold - args.idle_threshold).abs() < 1e-12) {
-                Some(_) => {
-                    let range = RollupRange::period(store.as_ref(), args.period).await?;
+                Some(rollups) => {
+                    let (start, end) = (args.period.start(), args.period.end());
+                    let parts = vec![std::sync::Arc::new(rollups)];
+                    let range = RollupRange::from_parts(args.period.to_string(), start, end, parts)?;
                     let mut unattributed: std::collections::BTreeMap<String, f64> = Default::default();
                     for u in store.gpu_usage(args.period.start(), args.period.end()).await? {
                         if u.pod.is_empty() {

@@ -359,7 +359,7 @@ pub fn build_rollups(
         costs,
     };
     let evidence = PodEvidence::gather(inputs);
-    rollups.opportunities = opportunities::find(&period, &rollups.costs, inputs, &evidence);
+    rollups.opportunities = opportunities::find(&period, &rollups.costs, &evidence);
     Ok(rollups)
 }
 

@@ -58,12 +58,8 @@ struct WorkloadMonth {
     peak_fb: f64,
 }
 
-pub fn find(
-    period: &str,
-    costs: &[CostRollup],
-    _inputs: &ComputeInputs,
-    evidence: &PodEvidence,
-) -> Vec<Opportunity> {
+/// Opportunities of a period from its cost rollups, ranked by dollars per month.
+pub fn find(period: &str, costs: &[CostRollup], evidence: &PodEvidence) -> Vec<Opportunity> {
     let mut months: BTreeMap<(String, String, String, String), WorkloadMonth> = BTreeMap::new();
     for c in costs.iter().filter(|c| c.gpu_hours_allocated > 0.0) {
         let key = (c.namespace.clone(), c.workload.clone(), c.gpu_model.clone(), c.purchase_option.clone());

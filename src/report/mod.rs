@@ -71,8 +71,10 @@ impl NamespaceReport {
             .find(|p| p.period == period.to_string())
             .ok_or(ReportError::NoData(period))?;
         // Rollups when computed (a few thousand rows); the facts otherwise.
-        if store.rollups(&period.to_string()).await?.is_some() {
-            let range = rollup::RollupRange::period(store, period).await?;
+        if let Some(rollups) = store.rollups(&period.to_string()).await? {
+            let parts = vec![std::sync::Arc::new(rollups)];
+            let range =
+                rollup::RollupRange::from_parts(period.to_string(), period.start(), period.end(), parts)?;
             return Ok(NamespaceReport::from_rollups(&range, cluster, by_cluster));
         }
         let rows = store.namespace_costs(&period.to_string(), cluster, by_cluster).await?;

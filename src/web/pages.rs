@@ -4,6 +4,7 @@
 //! Every filter is in the URL.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use askama::Template;
 use axum::extract::{Query, State};
@@ -18,6 +19,7 @@ use crate::period::Period;
 use crate::report::OutputFormat;
 use crate::report::rollup::{self, Report, RollupRange};
 use crate::report::table::{Cell, Table};
+use crate::store::Rollups;
 
 /// The filters of every page, all in the URL.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -166,9 +168,20 @@ impl Content {
     }
 }
 
+/// What a page view works from: every computed period (oldest first) and the range asked for.
+struct View {
+    computed: Vec<Arc<Rollups>>,
+    range: Option<RollupRange>,
+}
+
 /// The range the filters name: `from`/`to` dates, a `period`, or the latest computed period.
-async fn resolve(state: &AppState, filters: &Filters) -> Result<Option<RollupRange>, WebError> {
+async fn resolve(state: &AppState, filters: &Filters) -> Result<View, WebError> {
     let computed = state.cache.all(state.store.as_ref()).await?;
+    let range = range_of(filters, &computed)?;
+    Ok(View { computed, range })
+}
+
+fn range_of(filters: &Filters, computed: &[Arc<Rollups>]) -> Result<Option<RollupRange>, WebError> {
     if computed.is_empty() {
         return Ok(None);
     }
@@ -190,7 +203,7 @@ async fn resolve(state: &AppState, filters: &Filters) -> Result<Option<RollupRan
             (period.to_string(), period.start(), period.end())
         }
     };
-    match RollupRange::from_parts(label, from, to, computed) {
+    match RollupRange::from_parts(label, from, to, computed.to_vec()) {
         Ok(range) => Ok(Some(range)),
         Err(_) => Err(WebError::NotFound("nothing computed for that period or range".into())),
     }
@@ -201,9 +214,10 @@ async fn answer(
     state: &AppState,
     filters: &Filters,
     headers: &HeaderMap,
-    range: Option<&RollupRange>,
+    view: &View,
     content: Content,
 ) -> Result<Response, WebError> {
+    let range = view.range.as_ref();
     let label = range.map(|r| r.label.clone()).unwrap_or_default();
     match wants(filters, headers) {
         Wants::Json => {
@@ -234,7 +248,7 @@ async fn answer(
                 .into_response())
         }
         Wants::Html => {
-            let computed = state.cache.all(state.store.as_ref()).await?;
+            let computed = &view.computed;
             let query = filters.query();
             let joiner = if query.is_empty() { "?" } else { "&" };
             let page = ReportPage {
@@ -261,7 +275,7 @@ async fn answer(
                     .tables
                     .iter()
                     .map(|(id, caption, report, links)| {
-                        view(id, caption, &report.table, links, &query, joiner)
+                        table_view(id, caption, &report.table, links, &query, joiner)
                     })
                     .collect(),
                 notes: content.notes,
@@ -273,7 +287,7 @@ async fn answer(
     }
 }
 
-fn view(
+fn table_view(
     id: &str,
     caption: &str,
     table: &Table,
@@ -370,10 +384,11 @@ pub async fn overview(
     Query(filters): Query<Filters>,
     headers: HeaderMap,
 ) -> Result<Response, WebError> {
-    let range = resolve(&state, &filters).await?;
+    let view = resolve(&state, &filters).await?;
+    let range = &view.range;
     let mut content = Content::new("Overview", "overview");
     if let Some(range) = &range {
-        let computed = state.cache.all(state.store.as_ref()).await?;
+        let computed = &view.computed;
         let current_period = range.parts.last().map(|(r, _)| r.period.period.clone()).unwrap_or_default();
         let index = computed.iter().position(|r| r.period.period == current_period).unwrap_or(0);
         let now = Headline::of(&computed[index]);
@@ -474,7 +489,7 @@ pub async fn overview(
         top.table.rows.truncate(5);
         content.table("opportunities", "Top 5 opportunities (USD per month)", top);
     }
-    answer(&state, &filters, &headers, range.as_ref(), content).await
+    answer(&state, &filters, &headers, &view, content).await
 }
 
 /// Costs (finance): grouped by namespace, workload, team, client or cluster, reconciled to
@@ -484,7 +499,8 @@ pub async fn costs(
     Query(filters): Query<Filters>,
     headers: HeaderMap,
 ) -> Result<Response, WebError> {
-    let range = resolve(&state, &filters).await?;
+    let view = resolve(&state, &filters).await?;
+    let range = &view.range;
     let mut content = Content::new("Costs", "costs");
     if let Some(range) = &range {
         let group = filters.group.clone().unwrap_or_else(|| "namespace".into());
@@ -590,7 +606,7 @@ pub async fn costs(
         };
         content.tables.push(("costs".into(), caption, Report { table, extra: Map::new() }, links));
     }
-    answer(&state, &filters, &headers, range.as_ref(), content).await
+    answer(&state, &filters, &headers, &view, content).await
 }
 
 /// Column names are `&'static str`; the group names are a fixed set.
@@ -609,7 +625,8 @@ pub async fn clients(
     Query(filters): Query<Filters>,
     headers: HeaderMap,
 ) -> Result<Response, WebError> {
-    let range = resolve(&state, &filters).await?;
+    let view = resolve(&state, &filters).await?;
+    let range = &view.range;
     let mut content = Content::new("Clients", "clients");
     if let Some(range) = &range {
         content.table(
@@ -624,7 +641,7 @@ pub async fn clients(
                 .into(),
         );
     }
-    answer(&state, &filters, &headers, range.as_ref(), content).await
+    answer(&state, &filters, &headers, &view, content).await
 }
 
 /// GPUs: hours by model and namespace, a utilization heatmap, the worst-idle workloads.
@@ -633,7 +650,8 @@ pub async fn gpus(
     Query(filters): Query<Filters>,
     headers: HeaderMap,
 ) -> Result<Response, WebError> {
-    let range = resolve(&state, &filters).await?;
+    let view = resolve(&state, &filters).await?;
+    let range = &view.range;
     let mut content = Content::new("GPUs", "gpus");
     if let Some(range) = &range {
         let mut unattributed: BTreeMap<String, f64> = BTreeMap::new();
@@ -693,7 +711,7 @@ pub async fn gpus(
             Report { table: heat, extra: Map::new() },
         );
     }
-    answer(&state, &filters, &headers, range.as_ref(), content).await
+    answer(&state, &filters, &headers, &view, content).await
 }
 
 /// Inference: cost per inference and per 1M tokens per workload, hours above the fleet P95.
@@ -702,7 +720,8 @@ pub async fn inference(
     Query(filters): Query<Filters>,
     headers: HeaderMap,
 ) -> Result<Response, WebError> {
-    let range = resolve(&state, &filters).await?;
+    let view = resolve(&state, &filters).await?;
+    let range = &view.range;
     let mut content = Content::new("Inference", "inference");
     if let Some(range) = &range {
         let mut sums: BTreeMap<(String, String), Served> = BTreeMap::new();
@@ -755,7 +774,7 @@ pub async fn inference(
         ));
         content.table("inference", "Cost per inference by workload", Report { table, extra: Map::new() });
     }
-    answer(&state, &filters, &headers, range.as_ref(), content).await
+    answer(&state, &filters, &headers, &view, content).await
 }
 
 /// Savings: realized by month, and opportunities with their evidence.
@@ -764,10 +783,11 @@ pub async fn savings(
     Query(filters): Query<Filters>,
     headers: HeaderMap,
 ) -> Result<Response, WebError> {
-    let range = resolve(&state, &filters).await?;
+    let view = resolve(&state, &filters).await?;
+    let range = &view.range;
     let mut content = Content::new("Savings", "savings");
     if let Some(range) = &range {
-        let computed = state.cache.all(state.store.as_ref()).await?;
+        let computed = &view.computed;
         let first = computed.first().and_then(|r| r.period.period.parse::<Period>().ok());
         let last = computed.last().and_then(|r| r.period.period.parse::<Period>().ok());
         if let (Some(first), Some(last)) = (first, last) {
@@ -787,7 +807,7 @@ pub async fn savings(
         }
         content.table("opportunities", "Opportunities, ranked (USD per month)", rollup::opportunities(range));
     }
-    answer(&state, &filters, &headers, range.as_ref(), content).await
+    answer(&state, &filters, &headers, &view, content).await
 }
 
 fn text_of(cell: &Cell) -> String {
