@@ -103,6 +103,56 @@ impl Table {
             .collect()
     }
 
+    /// The table as an XLSX workbook of one sheet named `sheet`: a bold header row that stays
+    /// in view and repeats on printed pages, an autofilter, and numbers as numbers (dollars
+    /// rounded to the micro-dollar as in CSV, shown with cents; ratios as percentages).
+    /// Text is always written as text, so a cell can never become a formula.
+    pub fn xlsx(&self, sheet: &str, period: &str) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
+        use rust_xlsxwriter::{DocProperties, Format, Workbook};
+        let mut workbook = Workbook::new();
+        workbook.set_properties(&DocProperties::new().set_title(format!("{}, {period}", self.title)));
+        let header = Format::new().set_bold();
+        let formats = [
+            Format::new().set_num_format("#,##0.0"),
+            Format::new().set_num_format("0.0%"),
+            Format::new().set_num_format("#,##0"),
+            Format::new().set_num_format("$#,##0.00"),
+            Format::new().set_num_format("$0.000000"),
+        ];
+        let worksheet = workbook.add_worksheet();
+        worksheet.set_name(sheet)?;
+        for (col, name) in self.columns.iter().enumerate() {
+            worksheet.write_string_with_format(0, col as u16, *name, &header)?;
+        }
+        for (r, row) in self.rows.iter().enumerate() {
+            let r = r as u32 + 1;
+            for (col, cell) in row.iter().enumerate() {
+                let col = col as u16;
+                let number = match cell {
+                    Cell::Text(text) => {
+                        worksheet.write_string(r, col, text)?;
+                        continue;
+                    }
+                    Cell::Hours(x) => Some((round6(*x), &formats[0])),
+                    Cell::Ratio(x) => x.map(|x| (x, &formats[1])),
+                    Cell::Count(x) => Some((x.round(), &formats[2])),
+                    Cell::Usd(x) => x.map(|x| (round6(x), &formats[3])),
+                    Cell::Rate(x) => x.map(|x| ((x * 1e12).round() / 1e12, &formats[4])),
+                };
+                if let Some((value, format)) = number {
+                    worksheet.write_number_with_format(r, col, value, format)?;
+                }
+            }
+        }
+        let last_col = self.columns.len().saturating_sub(1) as u16;
+        worksheet.set_freeze_panes(1, 0)?;
+        worksheet.set_repeat_rows(0, 0)?;
+        worksheet.set_landscape();
+        worksheet.autofilter(0, 0, self.rows.len() as u32, last_col)?;
+        worksheet.autofit();
+        workbook.save_to_buffer()
+    }
+
     /// Cells as people read them, each with whether it is a number (aligned right).
     pub fn display_rows(&self) -> Vec<Vec<(String, bool)>> {
         self.rows
@@ -180,5 +230,30 @@ mod tests {
         let json: Value =
             serde_json::from_str(&table.render(OutputFormat::Json, "2026-10", Map::new())).unwrap();
         assert_eq!(json["rows"][0]["utilization"], Value::Null);
+    }
+
+    #[test]
+    fn xlsx_keeps_numbers_as_numbers_and_text_as_text() {
+        use std::io::Read;
+        let table = Table {
+            title: "t".into(),
+            columns: vec!["namespace", "total_cost", "utilization"],
+            rows: vec![vec![
+                Cell::Text("=HYPERLINK(\"x\")".into()),
+                // Rounded to the micro-dollar like CSV: 1234.5678914 → 1234.567891.
+                Cell::Usd(Some(1234.5678914)),
+                Cell::Ratio(None),
+            ]],
+        };
+        let bytes = table.xlsx("costs", "2026-10").unwrap();
+        let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).unwrap();
+        let mut sheet = String::new();
+        archive.by_name("xl/worksheets/sheet1.xml").unwrap().read_to_string(&mut sheet).unwrap();
+        assert!(sheet.contains("<v>1234.567891</v>"), "{sheet}");
+        assert!(!sheet.contains("<f>"), "text never becomes a formula: {sheet}");
+        assert!(!sheet.contains("r=\"C2\""), "an undefined ratio is an empty cell: {sheet}");
+        let mut workbook = String::new();
+        archive.by_name("xl/workbook.xml").unwrap().read_to_string(&mut workbook).unwrap();
+        assert!(workbook.contains("name=\"costs\""), "{workbook}");
     }
 }

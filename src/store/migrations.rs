@@ -27,6 +27,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         sql: include_str!("../../migrations/sqlite/0002_gpu_usage_share.sql"),
     },
     Migration { version: 3, name: "rollups", sql: include_str!("../../migrations/sqlite/0003_rollups.sql") },
+    Migration {
+        version: 4,
+        name: "pod_days_by_pod",
+        sql: include_str!("../../migrations/sqlite/0004_pod_days_by_pod.sql"),
+    },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -41,6 +46,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 3,
         name: "rollups",
         sql: include_str!("../../migrations/postgres/0003_rollups.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "pod_days_by_pod",
+        sql: include_str!("../../migrations/postgres/0004_pod_days_by_pod.sql"),
     },
 ];
 

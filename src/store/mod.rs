@@ -177,6 +177,16 @@ pub trait Store: Send + Sync {
     /// Split + unused cost per workload in a billing period.
     async fn workload_costs(&self, period: &str) -> StoreResult<Vec<WorkloadCost>>;
 
+    /// A workload's pods with their cost over `[from, to)` (day starts) of a billing period.
+    async fn pod_costs(
+        &self,
+        period: &str,
+        namespace: &str,
+        workload: &str,
+        from: i64,
+        to: i64,
+    ) -> StoreResult<Vec<PodCost>>;
+
     /// The pods a billing period's bill names, with their workloads.
     async fn pod_workloads(&self, period: &str) -> StoreResult<Vec<PodWorkload>>;
 

@@ -177,6 +177,24 @@ pub struct GpuAllocation {
     pub gpu_hours: f64,
 }
 
+/// One pod's cost over some days of a billing period, as the Costs page drills a workload
+/// down to its pods. Money in nano-dollars; split, unused, net and public-on-demand cover
+/// GPU, CPU and memory.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct PodCost {
+    pub cluster: String,
+    pub pod: String,
+    pub node: String,
+    pub instance_type: String,
+    pub purchase_option: String,
+    pub gpu_hours: f64,
+    pub gpu_cost_nanos: i64,
+    pub split_cost_nanos: i64,
+    pub unused_cost_nanos: i64,
+    pub net_cost_nanos: i64,
+    pub public_on_demand_cost_nanos: i64,
+}
+
 /// A workload's Kubernetes cost (split + unused, GPU + CPU + memory) in a billing period.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WorkloadCost {

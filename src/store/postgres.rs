@@ -12,8 +12,8 @@ use super::sql::{self, ReadRow};
 use super::sql_rollups;
 use super::{
     ClientRule, ClientSettings, ComputeInputs, CostPeriod, GpuAllocation, GpuUsage, InferenceUsage,
-    IngestOutcome, IngestRun, NamespaceCost, NewIngestRun, PeriodRollup, PeriodSummary, PodWorkload, Rollups,
-    SqlContext, Store, StoreError, StoreResult, WorkloadCost, migrations,
+    IngestOutcome, IngestRun, NamespaceCost, NewIngestRun, PeriodRollup, PeriodSummary, PodCost, PodWorkload,
+    Rollups, SqlContext, Store, StoreError, StoreResult, WorkloadCost, migrations,
 };
 
 /// The Postgres wire protocol counts bound values in 16 bits.

@@ -485,6 +485,27 @@ macro_rules! store_impl {
                 rows.iter().map(sql::workload_cost).collect::<Result<Vec<_>, _>>().context(CONTEXT)
             }
 
+            async fn pod_costs(
+                &self,
+                period: &str,
+                namespace: &str,
+                workload: &str,
+                from: i64,
+                to: i64,
+            ) -> StoreResult<Vec<PodCost>> {
+                const CONTEXT: &str = "summing a workload's pods";
+                let rows = sqlx::query(sql::SELECT_POD_COSTS)
+                    .bind(period)
+                    .bind(namespace)
+                    .bind(workload)
+                    .bind(from)
+                    .bind(to)
+                    .fetch_all(&self.pool)
+                    .await
+                    .context(CONTEXT)?;
+                rows.iter().map(sql::pod_cost).collect::<Result<Vec<_>, _>>().context(CONTEXT)
+            }
+
             async fn pod_workloads(&self, period: &str) -> StoreResult<Vec<PodWorkload>> {
                 const CONTEXT: &str = "reading pod workloads";
                 let rows = sqlx::query(sql::SELECT_POD_WORKLOADS)

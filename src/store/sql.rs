@@ -12,8 +12,8 @@ use sqlx::{ColumnIndex, Database, Decode, Encode, Row, Type};
 
 use super::model::{
     ClientRule, ClientSettings, CostFact, CostPeriod, FactBatch, FactRecord, GpuAllocation, GpuUsage,
-    InferenceUsage, IngestRun, InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodRecord, PodWorkload,
-    WorkloadCost,
+    InferenceUsage, IngestRun, InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodCost, PodRecord,
+    PodWorkload, WorkloadCost,
 };
 
 // ---- Reports ----
@@ -173,6 +173,19 @@ pub(crate) const SELECT_WORKLOAD_COSTS: &str = "SELECT p.namespace, p.workload, 
            FROM cost_facts WHERE period = $1 GROUP BY pod_id) c \
      JOIN cost_pods p ON p.period = $1 AND p.pod_id = c.pod_id \
      GROUP BY p.namespace, p.workload ORDER BY p.namespace, p.workload";
+
+/// One workload's pods over `[$4, $5)` of period `$1`, from the pod-day aggregates.
+pub(crate) const SELECT_POD_COSTS: &str = "SELECT p.cluster, p.pod, p.node, p.instance_type, \
+     p.purchase_option, CAST(SUM(d.gpu_hours) AS DOUBLE PRECISION) AS gpu_hours, \
+     CAST(SUM(d.gpu_cost_nanos) AS BIGINT) AS gpu_cost_nanos, \
+     CAST(SUM(d.split_cost_nanos) AS BIGINT) AS split_cost_nanos, \
+     CAST(SUM(d.unused_cost_nanos) AS BIGINT) AS unused_cost_nanos, \
+     CAST(SUM(d.net_cost_nanos) AS BIGINT) AS net_cost_nanos, \
+     CAST(SUM(d.public_on_demand_cost_nanos) AS BIGINT) AS public_on_demand_cost_nanos \
+     FROM cost_pods p JOIN cost_pod_days d ON d.period = p.period AND d.pod_id = p.pod_id \
+     WHERE p.period = $1 AND p.namespace = $2 AND p.workload = $3 AND d.day >= $4 AND d.day < $5 \
+     GROUP BY p.cluster, p.pod, p.node, p.instance_type, p.purchase_option \
+     ORDER BY p.pod, p.cluster, p.node";
 
 pub(crate) const SELECT_POD_WORKLOADS: &str = "SELECT DISTINCT namespace, pod, workload \
      FROM cost_pods WHERE period = $1 ORDER BY namespace, pod, workload";
@@ -582,6 +595,22 @@ pub(crate) fn workload_cost(row: &impl ReadRow) -> Result<WorkloadCost, sqlx::Er
         namespace: row.text("namespace")?,
         workload: row.text("workload")?,
         total_cost_nanos: row.int("total_cost_nanos")?,
+    })
+}
+
+pub(crate) fn pod_cost(row: &impl ReadRow) -> Result<PodCost, sqlx::Error> {
+    Ok(PodCost {
+        cluster: row.text("cluster")?,
+        pod: row.text("pod")?,
+        node: row.text("node")?,
+        instance_type: row.text("instance_type")?,
+        purchase_option: row.text("purchase_option")?,
+        gpu_hours: row.float("gpu_hours")?,
+        gpu_cost_nanos: row.int("gpu_cost_nanos")?,
+        split_cost_nanos: row.int("split_cost_nanos")?,
+        unused_cost_nanos: row.int("unused_cost_nanos")?,
+        net_cost_nanos: row.int("net_cost_nanos")?,
+        public_on_demand_cost_nanos: row.int("public_on_demand_cost_nanos")?,
     })
 }
 

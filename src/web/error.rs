@@ -13,6 +13,8 @@ pub enum WebError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Render(#[from] askama::Error),
+    #[error("writing a spreadsheet: {0}")]
+    Spreadsheet(#[from] rust_xlsxwriter::XlsxError),
     /// Something the visitor asked for that is not there; the message is safe to show.
     #[error("{0}")]
     NotFound(String),

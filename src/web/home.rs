@@ -36,6 +36,28 @@ struct RunLine {
     error: String,
 }
 
+/// A billing period's latest CUR reconciliation, as the ingest stored it.
+#[derive(serde::Serialize)]
+struct ReconciliationLine {
+    period: String,
+    run: i64,
+    bill_amortized: String,
+    kubernetes_allocated: String,
+    other_cost: String,
+    instance_hours_checked: u64,
+    instance_hours_disagreeing: u64,
+    reconciles: bool,
+}
+
+/// When each kind of data last arrived.
+#[derive(serde::Serialize)]
+struct FreshnessLine {
+    kind: String,
+    last_success: String,
+    age_hours: i64,
+    last_status: String,
+}
+
 #[derive(Template)]
 #[template(path = "home.html")]
 struct HomePage {
@@ -43,7 +65,57 @@ struct HomePage {
     banner: Option<String>,
     backend: &'static str,
     periods: Vec<PeriodLine>,
+    reconciliations: Vec<ReconciliationLine>,
+    freshness: Vec<FreshnessLine>,
     runs: Vec<RunLine>,
+}
+
+/// The newest CUR reconciliation of each period among `runs` (newest first).
+fn reconciliations(runs: &[IngestRun]) -> Vec<ReconciliationLine> {
+    let mut seen = std::collections::BTreeMap::new();
+    for run in runs.iter().filter(|r| r.kind == "cur" && r.status == "succeeded") {
+        let Some(v) =
+            run.reconciliation.as_deref().and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+        else {
+            continue;
+        };
+        let text = |key: &str| v[key].as_str().map(|s| format!("${s}")).unwrap_or_default();
+        seen.entry(run.period.clone()).or_insert_with(|| ReconciliationLine {
+            period: run.period.clone(),
+            run: run.id,
+            bill_amortized: text("bill_amortized_total"),
+            kubernetes_allocated: text("kubernetes_allocated_cost"),
+            other_cost: text("other_cost"),
+            instance_hours_checked: v["instance_hours_checked"].as_u64().unwrap_or(0),
+            instance_hours_disagreeing: v["instance_hours_disagreeing"].as_u64().unwrap_or(0),
+            reconciles: v["split_matches_parents"] == true,
+        });
+    }
+    seen.into_values().rev().collect()
+}
+
+/// Per kind of ingest: the last success and its age, and how the newest run ended.
+fn freshness(runs: &[IngestRun], now: i64) -> Vec<FreshnessLine> {
+    let mut kinds: Vec<&str> = runs.iter().map(|r| r.kind.as_str()).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    kinds
+        .into_iter()
+        .map(|kind| {
+            let of_kind = || runs.iter().filter(move |r| r.kind == kind);
+            let success = of_kind().find(|r| r.status == "succeeded");
+            FreshnessLine {
+                kind: kind.to_string(),
+                last_success: success
+                    .map(|r| utc(r.finished_at.unwrap_or(r.started_at)))
+                    .unwrap_or_else(|| "never".into()),
+                age_hours: success
+                    .map(|r| (now - r.finished_at.unwrap_or(r.started_at)) / 3600)
+                    .unwrap_or(-1),
+                last_status: of_kind().next().map(|r| r.status.clone()).unwrap_or_default(),
+            }
+        })
+        .collect()
 }
 
 fn utc(epoch: i64) -> String {
@@ -59,10 +131,14 @@ pub async fn page(
 ) -> Result<Response, WebError> {
     let periods: Vec<PeriodSummary> = state.store.periods().await?;
     let runs: Vec<IngestRun> = state.store.ingest_runs(50).await?;
+    let reconciliations = reconciliations(&runs);
+    let freshness = freshness(&runs, Utc::now().timestamp());
     if query.format.as_deref() == Some("json") {
         return Ok(axum::Json(serde_json::json!({
             "database": state.store.backend(),
             "periods": periods,
+            "reconciliation": reconciliations,
+            "freshness": freshness,
             "ingest_runs": runs,
         }))
         .into_response());
@@ -82,6 +158,8 @@ pub async fn page(
                 ingested_at: utc(p.ingested_at),
             })
             .collect(),
+        reconciliations,
+        freshness,
         runs: runs
             .into_iter()
             .map(|r| RunLine {

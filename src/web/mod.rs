@@ -4,6 +4,7 @@
 //! headers, request tracing, and its own Prometheus `/metrics`.
 
 mod charts;
+mod client;
 mod error;
 mod home;
 mod metrics;
@@ -116,7 +117,10 @@ async fn page_cache(
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     let cacheable = request.method() == axum::http::Method::GET
-        && matches!(request.uri().path(), "/" | "/costs" | "/clients" | "/gpus" | "/inference" | "/savings");
+        && (matches!(
+            request.uri().path(),
+            "/" | "/costs" | "/clients" | "/gpus" | "/inference" | "/savings"
+        ) || request.uri().path().starts_with("/clients/"));
     if !cacheable {
         return next.run(request).await;
     }
@@ -199,6 +203,7 @@ pub fn router(state: AppState) -> Router {
         .route("/", get(pages::overview))
         .route("/costs", get(pages::costs))
         .route("/clients", get(pages::clients))
+        .route("/clients/{client}", get(client::page))
         .route("/gpus", get(pages::gpus))
         .route("/inference", get(pages::inference))
         .route("/savings", get(pages::savings))

@@ -29,6 +29,8 @@ pub struct Filters {
     pub to: Option<String>,
     pub group: Option<String>,
     pub namespace: Option<String>,
+    pub workload: Option<String>,
+    pub cluster: Option<String>,
     pub format: Option<String>,
     pub table: Option<String>,
 }
@@ -43,6 +45,8 @@ impl Filters {
             ("to", &self.to),
             ("group", &self.group),
             ("namespace", &self.namespace),
+            ("workload", &self.workload),
+            ("cluster", &self.cluster),
         ] {
             if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
                 parts.push(format!("{key}={}", url_escape(value)));
@@ -52,7 +56,7 @@ impl Filters {
     }
 }
 
-fn url_escape(value: &str) -> String {
+pub(super) fn url_escape(value: &str) -> String {
     value
         .bytes()
         .map(|b| match b {
@@ -62,16 +66,21 @@ fn url_escape(value: &str) -> String {
         .collect()
 }
 
+const XLSX_TYPE: &str = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
+
 enum Wants {
     Html,
     Json,
+    /// A download of one table (by id; the page's first table when none is named).
     Csv(Option<String>),
+    Xlsx(Option<String>),
 }
 
 fn wants(filters: &Filters, headers: &HeaderMap) -> Wants {
     match filters.format.as_deref() {
         Some("json") => Wants::Json,
         Some("csv") => Wants::Csv(filters.table.clone()),
+        Some("xlsx") => Wants::Xlsx(filters.table.clone()),
         _ if headers
             .get(header::ACCEPT)
             .and_then(|v| v.to_str().ok())
@@ -92,6 +101,7 @@ pub struct TableView {
     /// Cells, and a link for the row's first cell (drill-down) when there is one.
     pub rows: Vec<RowView>,
     pub csv_href: String,
+    pub xlsx_href: String,
 }
 
 /// A row's cells (text, is a number) and the link of its first cell.
@@ -128,6 +138,10 @@ pub struct ReportPage {
     pub from: String,
     pub to: String,
     pub groups: Vec<(String, bool)>,
+    /// Clusters to filter by, with whether each is chosen; empty hides the filter.
+    pub clusters: Vec<(String, bool)>,
+    /// Drill-down filters carried through a filter change.
+    pub hidden: Vec<(&'static str, String)>,
     pub banner: Option<String>,
     pub cards: Vec<Card>,
     pub charts: Vec<String>,
@@ -138,19 +152,21 @@ pub struct ReportPage {
 }
 
 /// One page's content before it is answered in the format asked for.
-struct Content {
+pub(super) struct Content {
     title: String,
     active: &'static str,
-    cards: Vec<Card>,
-    charts: Vec<String>,
+    pub(super) cards: Vec<Card>,
+    pub(super) charts: Vec<String>,
     /// (id, caption, report, links for each row's first cell).
-    tables: Vec<(String, String, Report, Vec<Option<String>>)>,
-    notes: Vec<String>,
-    json: Map<String, Value>,
+    pub(super) tables: Vec<(String, String, Report, Vec<Option<String>>)>,
+    pub(super) notes: Vec<String>,
+    pub(super) json: Map<String, Value>,
+    /// The clusters to filter by (the Costs page), empty elsewhere.
+    clusters: Vec<String>,
 }
 
 impl Content {
-    fn new(title: &str, active: &'static str) -> Content {
+    pub(super) fn new(title: &str, active: &'static str) -> Content {
         Content {
             title: title.into(),
             active,
@@ -159,23 +175,24 @@ impl Content {
             tables: Vec::new(),
             notes: Vec::new(),
             json: Map::new(),
+            clusters: Vec::new(),
         }
     }
 
-    fn table(&mut self, id: &str, caption: &str, report: Report) {
+    pub(super) fn table(&mut self, id: &str, caption: &str, report: Report) {
         let links = vec![None; report.table.rows.len()];
         self.tables.push((id.into(), caption.into(), report, links));
     }
 }
 
 /// What a page view works from: every computed period (oldest first) and the range asked for.
-struct View {
-    computed: Vec<Arc<Rollups>>,
-    range: Option<RollupRange>,
+pub(super) struct View {
+    pub(super) computed: Vec<Arc<Rollups>>,
+    pub(super) range: Option<RollupRange>,
 }
 
 /// The range the filters name: `from`/`to` dates, a `period`, or the latest computed period.
-async fn resolve(state: &AppState, filters: &Filters) -> Result<View, WebError> {
+pub(super) async fn resolve(state: &AppState, filters: &Filters) -> Result<View, WebError> {
     let computed = state.cache.all(state.store.as_ref()).await?;
     let range = range_of(filters, &computed)?;
     Ok(View { computed, range })
@@ -210,7 +227,7 @@ fn range_of(filters: &Filters, computed: &[Arc<Rollups>]) -> Result<Option<Rollu
 }
 
 /// Answers a page in the format asked for.
-async fn answer(
+pub(super) async fn answer(
     state: &AppState,
     filters: &Filters,
     headers: &HeaderMap,
@@ -219,7 +236,8 @@ async fn answer(
 ) -> Result<Response, WebError> {
     let range = view.range.as_ref();
     let label = range.map(|r| r.label.clone()).unwrap_or_default();
-    match wants(filters, headers) {
+    let wanted = wants(filters, headers);
+    match &wanted {
         Wants::Json => {
             let mut top = Map::new();
             top.insert("period".into(), json!(label));
@@ -230,20 +248,26 @@ async fn answer(
             top.extend(content.json);
             Ok(axum::Json(Value::Object(top)).into_response())
         }
-        Wants::Csv(table) => {
+        Wants::Csv(table) | Wants::Xlsx(table) => {
             let chosen =
                 content.tables.iter().find(|(id, ..)| Some(id) == table.as_ref()).or(content.tables.first());
             let Some((id, _, report, _)) = chosen else {
                 return Err(WebError::NotFound("this page has no table".into()));
             };
-            let csv = report.render(OutputFormat::Csv, &label);
-            let filename = format!("gpuledger-{id}-{}.csv", label.replace('/', "_"));
+            let stem = format!("gpuledger-{id}-{}", label.replace('/', "_"));
+            let (content_type, filename, body) = if matches!(wanted, Wants::Xlsx(_)) {
+                let bytes = report.table.xlsx(id, &label)?;
+                (XLSX_TYPE, format!("{stem}.xlsx"), bytes)
+            } else {
+                let csv = report.render(OutputFormat::Csv, &label);
+                ("text/csv; charset=utf-8", format!("{stem}.csv"), csv.into_bytes())
+            };
             Ok((
                 [
-                    (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
+                    (header::CONTENT_TYPE, content_type.to_string()),
                     (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{filename}\"")),
                 ],
-                csv,
+                body,
             )
                 .into_response())
         }
@@ -261,13 +285,24 @@ async fn answer(
                 to: filters.to.clone().unwrap_or_default(),
                 groups: if content.active == "costs" {
                     let chosen = filters.group.clone().unwrap_or_else(|| "namespace".into());
-                    ["namespace", "workload", "team", "client", "cluster"]
-                        .iter()
-                        .map(|g| (g.to_string(), *g == chosen))
-                        .collect()
+                    let mut groups: Vec<(String, bool)> =
+                        GROUPS.iter().map(|g| (g.to_string(), *g == chosen)).collect();
+                    if chosen == "pod" {
+                        groups.push(("pod".into(), true));
+                    }
+                    groups
                 } else {
                     Vec::new()
                 },
+                clusters: content
+                    .clusters
+                    .iter()
+                    .map(|c| (c.clone(), filters.cluster.as_deref() == Some(c.as_str())))
+                    .collect(),
+                hidden: [("namespace", &filters.namespace), ("workload", &filters.workload)]
+                    .into_iter()
+                    .filter_map(|(k, v)| v.clone().filter(|v| !v.is_empty()).map(|v| (k, v)))
+                    .collect(),
                 banner: super::banner(state).await?,
                 cards: content.cards,
                 charts: content.charts,
@@ -311,14 +346,15 @@ fn table_view(
         },
         rows: rows.into_iter().zip(links.iter().cloned().chain(std::iter::repeat(None))).collect(),
         csv_href: format!("?{query}{joiner}format=csv&table={id}"),
+        xlsx_href: format!("?{query}{joiner}format=xlsx&table={id}"),
     }
 }
 
-fn usd(nanos: i64) -> String {
+pub(super) fn usd(nanos: i64) -> String {
     crate::money::format_usd(nanos / 1000)
 }
 
-fn percent(value: Option<f64>) -> String {
+pub(super) fn percent(value: Option<f64>) -> String {
     value.map(|v| format!("{:.1} %", v * 100.0)).unwrap_or_else(|| "n/a".into())
 }
 
@@ -493,125 +529,244 @@ pub async fn overview(
 }
 
 /// Costs (finance): grouped by namespace, workload, team, client or cluster, reconciled to
-/// the bill; namespaces drill down to their workloads.
+/// the bill; a namespace drills down to its workloads and a workload to its pods.
 pub async fn costs(
     State(state): State<AppState>,
     Query(filters): Query<Filters>,
     headers: HeaderMap,
 ) -> Result<Response, WebError> {
     let view = resolve(&state, &filters).await?;
-    let range = &view.range;
     let mut content = Content::new("Costs", "costs");
-    if let Some(range) = &range {
-        let group = filters.group.clone().unwrap_or_else(|| "namespace".into());
-        let namespace = filters.namespace.clone().filter(|n| !n.is_empty());
-        let mut sums: BTreeMap<String, [i64; 6]> = BTreeMap::new();
-        for c in range.costs().filter(|c| namespace.as_ref().is_none_or(|n| &c.namespace == n)) {
-            let key = match group.as_str() {
-                "workload" => format!("{}/{}", c.namespace, c.workload),
-                "team" => c.team.clone(),
-                "client" => c.client.clone(),
-                "cluster" => c.cluster.clone(),
-                _ => c.namespace.clone(),
-            };
-            let s = sums.entry(key).or_default();
-            s[0] += c.split_cost_nanos;
-            s[1] += c.unused_cost_nanos;
-            s[2] += c.net_cost_nanos;
-            s[3] += c.public_on_demand_cost_nanos;
-            s[4] += c.gpu_cost_nanos;
-            s[5] += c.idle_gpu_cost_nanos;
-        }
-        let money = |n: i64| Cell::Usd(Some(n as f64 / 1e9));
-        let mut rows: Vec<Vec<Cell>> = sums
-            .iter()
-            .map(|(k, s)| {
-                vec![
-                    Cell::Text(k.clone()),
-                    money(s[0]),
-                    money(s[1]),
-                    money(s[0] + s[1]),
-                    money(s[2]),
-                    money(s[3]),
-                    money(s[4]),
-                    money(s[5]),
-                ]
-            })
-            .collect();
-        let mut links: Vec<Option<String>> = sums
-            .keys()
-            .map(|k| {
-                (group == "namespace").then(|| {
-                    format!(
-                        "/costs?period={}&group=workload&namespace={}",
-                        url_escape(&range.label),
-                        url_escape(k)
-                    )
-                })
-            })
-            .collect();
-        let total: [i64; 6] = sums.values().fold([0; 6], |mut acc, s| {
-            acc.iter_mut().zip(s).for_each(|(a, b)| *a += b);
-            acc
-        });
-        rows.push(vec![
-            Cell::Text("Kubernetes total".into()),
-            money(total[0]),
-            money(total[1]),
-            money(total[0] + total[1]),
-            money(total[2]),
-            money(total[3]),
-            money(total[4]),
-            money(total[5]),
-        ]);
-        links.push(None);
-        let whole = range.parts.iter().all(|(_, whole)| *whole);
-        if namespace.is_none() && whole {
-            let other = range.other_cost_micros();
-            let bill: i64 = range.periods().map(|(p, _)| p.bill_amortized_micros).sum();
-            let blank = || Cell::Text(String::new());
-            for (label, micros) in [("Other AWS cost (not Kubernetes)", other), ("Bill (amortized)", bill)] {
-                rows.push(vec![
-                    Cell::Text(label.into()),
-                    blank(),
-                    blank(),
-                    Cell::Usd(Some(micros as f64 / 1e6)),
-                    blank(),
-                    blank(),
-                    blank(),
-                    blank(),
-                ]);
-                links.push(None);
+    if let Some(range) = &view.range {
+        let clusters: std::collections::BTreeSet<&str> = range.costs().map(|c| c.cluster.as_str()).collect();
+        content.clusters = clusters.into_iter().map(String::from).collect();
+        let (caption, table, links) = match (filters.group.as_deref(), &filters.namespace, &filters.workload)
+        {
+            (Some("pod"), Some(namespace), Some(workload)) => {
+                pod_costs(&state, &filters, range, namespace, workload).await?
             }
-        } else {
-            content.notes.push("Other AWS cost and the bill are shown for whole billing months only.".into());
-        }
-        let table = Table {
-            title: "Costs".into(),
-            columns: vec![
-                if group == "workload" { "namespace_workload" } else { leak(&group) },
-                "split_cost",
-                "unused_cost",
-                "total_cost",
-                "net_cost",
-                "public_on_demand_cost",
-                "gpu_cost",
-                "idle_gpu_cost",
-            ],
-            rows,
-        };
-        let caption = match &namespace {
-            Some(n) => format!("Workloads of {n}"),
-            None => format!("Kubernetes cost by {group}, reconciled to the bill"),
+            _ => grouped_costs(&filters, range, &mut content.notes),
         };
         content.tables.push(("costs".into(), caption, Report { table, extra: Map::new() }, links));
     }
     answer(&state, &filters, &headers, &view, content).await
 }
 
-/// Column names are `&'static str`; the group names are a fixed set.
-fn leak(group: &str) -> &'static str {
+/// The Costs page's own URL for a drill-down: the same range and cluster, another grouping.
+fn costs_link(
+    filters: &Filters,
+    range: &RollupRange,
+    group: &str,
+    namespace: &str,
+    workload: Option<&str>,
+) -> String {
+    let mut link = format!("/costs?{}", range_query(range));
+    if let Some(cluster) = filters.cluster.as_deref().filter(|c| !c.is_empty()) {
+        link.push_str(&format!("&cluster={}", url_escape(cluster)));
+    }
+    link.push_str(&format!("&group={group}&namespace={}", url_escape(namespace)));
+    if let Some(workload) = workload {
+        link.push_str(&format!("&workload={}", url_escape(workload)));
+    }
+    link
+}
+
+/// The query naming a range: `period=2026-10`, or `from=…&to=…` for a range of days.
+pub(super) fn range_query(range: &RollupRange) -> String {
+    match range.label.split_once('/') {
+        Some((from, to)) => format!("from={from}&to={to}"),
+        None => format!("period={}", url_escape(&range.label)),
+    }
+}
+
+/// A table's caption, the table, and the link of each row's first cell.
+type CostTable = (String, Table, Vec<Option<String>>);
+
+pub(super) fn money(nanos: i64) -> Cell {
+    Cell::Usd(Some(nanos as f64 / 1e9))
+}
+
+/// Kubernetes cost summed by the chosen group, with the lines that close it to the bill.
+fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>) -> CostTable {
+    let group =
+        filters.group.clone().filter(|g| GROUPS.contains(&g.as_str())).unwrap_or_else(|| "namespace".into());
+    let namespace = filters.namespace.clone().filter(|n| !n.is_empty());
+    let cluster = filters.cluster.clone().filter(|c| !c.is_empty());
+    // Keyed by the row's label and, for workloads, the namespace and workload apart (for links).
+    let mut sums: BTreeMap<(String, String, String), [i64; 6]> = BTreeMap::new();
+    let chosen = range.costs().filter(|c| {
+        namespace.as_ref().is_none_or(|n| &c.namespace == n)
+            && cluster.as_ref().is_none_or(|k| &c.cluster == k)
+    });
+    for c in chosen {
+        let key = match group.as_str() {
+            "workload" => {
+                (format!("{}/{}", c.namespace, c.workload), c.namespace.clone(), c.workload.clone())
+            }
+            "team" => (c.team.clone(), String::new(), String::new()),
+            "client" => (c.client.clone(), String::new(), String::new()),
+            "cluster" => (c.cluster.clone(), String::new(), String::new()),
+            _ => (c.namespace.clone(), c.namespace.clone(), String::new()),
+        };
+        let s = sums.entry(key).or_default();
+        s[0] += c.split_cost_nanos;
+        s[1] += c.unused_cost_nanos;
+        s[2] += c.net_cost_nanos;
+        s[3] += c.public_on_demand_cost_nanos;
+        s[4] += c.gpu_cost_nanos;
+        s[5] += c.idle_gpu_cost_nanos;
+    }
+    let line = |label: String, s: &[i64; 6]| {
+        vec![
+            Cell::Text(label),
+            money(s[0]),
+            money(s[1]),
+            money(s[0] + s[1]),
+            money(s[2]),
+            money(s[3]),
+            money(s[4]),
+            money(s[5]),
+        ]
+    };
+    let mut rows: Vec<Vec<Cell>> = sums.iter().map(|((label, ..), s)| line(label.clone(), s)).collect();
+    let mut links: Vec<Option<String>> = sums
+        .keys()
+        .map(|(_, namespace, workload)| match group.as_str() {
+            "namespace" => Some(costs_link(filters, range, "workload", namespace, None)),
+            "workload" => Some(costs_link(filters, range, "pod", namespace, Some(workload))),
+            _ => None,
+        })
+        .collect();
+    let total: [i64; 6] = sums.values().fold([0; 6], |mut acc, s| {
+        acc.iter_mut().zip(s).for_each(|(a, b)| *a += b);
+        acc
+    });
+    rows.push(line("Kubernetes total".into(), &total));
+    links.push(None);
+    let whole = range.parts.iter().all(|(_, whole)| *whole);
+    if namespace.is_none() && cluster.is_none() && whole {
+        let other = range.other_cost_micros();
+        let bill: i64 = range.periods().map(|(p, _)| p.bill_amortized_micros).sum();
+        for (label, micros) in [("Other AWS cost (not Kubernetes)", other), ("Bill (amortized)", bill)] {
+            let mut row = vec![Cell::Text(label.into()), Cell::Usd(None), Cell::Usd(None)];
+            row.push(Cell::Usd(Some(micros as f64 / 1e6)));
+            row.extend((0..4).map(|_| Cell::Usd(None)));
+            rows.push(row);
+            links.push(None);
+        }
+    } else if !whole {
+        notes.push("Other AWS cost and the bill are shown for whole billing months only.".into());
+    } else {
+        notes.push("Other AWS cost and the bill are shown when no namespace or cluster is chosen.".into());
+    }
+    let table = Table {
+        title: "Costs".into(),
+        columns: vec![
+            column_of(&group),
+            "split_cost",
+            "unused_cost",
+            "total_cost",
+            "net_cost",
+            "public_on_demand_cost",
+            "gpu_cost",
+            "idle_gpu_cost",
+        ],
+        rows,
+    };
+    let scope = cluster.map(|c| format!(" in cluster {c}")).unwrap_or_default();
+    let caption = match &namespace {
+        Some(n) => format!("Workloads of {n}{scope}"),
+        None if scope.is_empty() => format!("Kubernetes cost by {group}, reconciled to the bill"),
+        None => format!("Kubernetes cost by {group}{scope}"),
+    };
+    (caption, table, links)
+}
+
+/// One workload's pods over the range, from the pod-day aggregates of each period in it.
+async fn pod_costs(
+    state: &AppState,
+    filters: &Filters,
+    range: &RollupRange,
+    namespace: &str,
+    workload: &str,
+) -> Result<CostTable, WebError> {
+    use crate::store::PodCost;
+    let cluster = filters.cluster.clone().filter(|c| !c.is_empty());
+    let mut pods: BTreeMap<[String; 5], PodCost> = BTreeMap::new();
+    for (rollups, _) in &range.parts {
+        let Ok(period) = rollups.period.period.parse::<Period>() else { continue };
+        let (from, to) = (range.from.max(period.start()), range.to.min(period.end()));
+        for pod in state.store.pod_costs(&rollups.period.period, namespace, workload, from, to).await? {
+            if cluster.as_ref().is_some_and(|c| c != &pod.cluster) {
+                continue;
+            }
+            let key = [&pod.pod, &pod.cluster, &pod.node, &pod.instance_type, &pod.purchase_option]
+                .map(String::clone);
+            add_pod(pods.entry(key).or_default(), &pod);
+        }
+    }
+    let line = |labels: &[String; 5], p: &PodCost| {
+        let mut row: Vec<Cell> = labels.iter().map(|t| Cell::Text(t.clone())).collect();
+        row.extend([
+            Cell::Hours(p.gpu_hours),
+            money(p.split_cost_nanos),
+            money(p.unused_cost_nanos),
+            money(p.split_cost_nanos + p.unused_cost_nanos),
+            money(p.net_cost_nanos),
+            money(p.public_on_demand_cost_nanos),
+            money(p.gpu_cost_nanos),
+        ]);
+        row
+    };
+    let mut rows: Vec<Vec<Cell>> = pods.iter().map(|(labels, p)| line(labels, p)).collect();
+    let mut total = PodCost::default();
+    pods.values().for_each(|p| add_pod(&mut total, p));
+    rows.push(line(
+        &["Workload total".into(), String::new(), String::new(), String::new(), String::new()],
+        &total,
+    ));
+    let mut links: Vec<Option<String>> = vec![None; rows.len()];
+    if let Some(last) = links.last_mut() {
+        *last = Some(costs_link(filters, range, "workload", namespace, None));
+    }
+    let table = Table {
+        title: "Costs".into(),
+        columns: vec![
+            "pod",
+            "cluster",
+            "node",
+            "instance_type",
+            "purchase_option",
+            "gpu_hours",
+            "split_cost",
+            "unused_cost",
+            "total_cost",
+            "net_cost",
+            "public_on_demand_cost",
+            "gpu_cost",
+        ],
+        rows,
+    };
+    let caption = format!("Pods of {namespace}/{workload} (the total links back to {namespace}'s workloads)");
+    Ok((caption, table, links))
+}
+
+fn add_pod(sum: &mut crate::store::PodCost, pod: &crate::store::PodCost) {
+    sum.gpu_hours += pod.gpu_hours;
+    sum.gpu_cost_nanos += pod.gpu_cost_nanos;
+    sum.split_cost_nanos += pod.split_cost_nanos;
+    sum.unused_cost_nanos += pod.unused_cost_nanos;
+    sum.net_cost_nanos += pod.net_cost_nanos;
+    sum.public_on_demand_cost_nanos += pod.public_on_demand_cost_nanos;
+}
+
+/// The groupings of the Costs page (pods are reached by drilling down from a workload).
+const GROUPS: [&str; 5] = ["namespace", "workload", "team", "client", "cluster"];
+
+/// The first column's name for a grouping.
+fn column_of(group: &str) -> &'static str {
     match group {
+        "workload" => "namespace_workload",
         "team" => "team",
         "client" => "client",
         "cluster" => "cluster",
@@ -629,11 +784,23 @@ pub async fn clients(
     let range = &view.range;
     let mut content = Content::new("Clients", "clients");
     if let Some(range) = &range {
-        content.table(
-            "clients",
-            "Chargeback by client (shares of platform and idle cost, markup)",
-            rollup::clients(range),
-        );
+        let report = rollup::clients(range);
+        let links = report
+            .table
+            .rows
+            .iter()
+            .map(|row| match &row[0] {
+                Cell::Text(client) => Some(format!("/clients/{}?{}", url_escape(client), range_query(range))),
+                _ => None,
+            })
+            .collect();
+        content.tables.push((
+            "clients".into(),
+            "Chargeback by client (shares of platform and idle cost, markup); each client links to its detail"
+                .into(),
+            report,
+            links,
+        ));
         content.notes.push(
             "Direct cost is each client's pods' split cost. The platform pool (kube-system, monitoring, \
              gpu-operator) and the idle pool (unused capacity AWS pushed down to pods) are shared by each \

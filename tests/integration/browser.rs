@@ -157,6 +157,15 @@ impl Session {
     }
 }
 
+/// Waits (up to 10 s) until the browser's URL contains `part`.
+async fn wait_for_url(client: &Session, part: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !client.url().await.contains(part) {
+        assert!(Instant::now() < deadline, "the browser did not reach a URL with {part}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Standard base64 (screenshots and PDFs come back as text).
 fn base64(text: &str) -> Vec<u8> {
     let value = |c: u8| match c {
@@ -211,6 +220,7 @@ async fn the_dashboard_in_a_real_browser() {
         ("overview", "/?period=2026-10"),
         ("costs", "/costs?period=2026-10"),
         ("clients", "/clients?period=2026-10"),
+        ("client-acme", "/clients/acme?period=2026-10"),
         ("gpus", "/gpus?period=2026-10"),
         ("inference", "/inference?period=2026-10"),
         ("savings", "/savings?period=2026-10"),
@@ -221,6 +231,18 @@ async fn the_dashboard_in_a_real_browser() {
         assert!(png.starts_with(b"\x89PNG"), "{name}: a PNG");
         std::fs::write(shots.join(format!("{name}.png")), png).unwrap();
     }
+
+    // Drill-down by clicking: a namespace to its workloads, a workload to its pods.
+    client.goto(&format!("{base}/costs?period=2026-10")).await;
+    client
+        .click(&client.find("xpath", "//table[@id='costs']//th/a[normalize-space()='acme-llm']").await)
+        .await;
+    wait_for_url(&client, "group=workload").await;
+    client.click(&client.find("xpath", "//table[@id='costs']/tbody/tr[1]/th/a").await).await;
+    wait_for_url(&client, "group=pod").await;
+    let caption = client.text(&client.find("css selector", "#costs caption").await).await;
+    assert!(caption.starts_with("Pods of acme-llm/"), "{caption}");
+    std::fs::write(shots.join("costs-pods.png"), client.screenshot().await).unwrap();
 
     // Changing the period filter (select a month, press Show) updates the Costs table.
     let total_of = |period: &str| {
@@ -234,11 +256,7 @@ async fn the_dashboard_in_a_real_browser() {
     assert_eq!(october, total_of("2026-10"));
     client.click(&client.find("css selector", "#period option[value='2026-09']").await).await;
     client.click(&client.find("css selector", "form.filters button[type='submit']").await).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !client.url().await.contains("period=2026-09") {
-        assert!(Instant::now() < deadline, "the filter navigates to September");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_url(&client, "period=2026-09").await;
     let september = client.text(&client.find("xpath", total_row).await).await;
     assert_eq!(september, total_of("2026-09"));
     assert_ne!(september, october);

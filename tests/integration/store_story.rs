@@ -434,6 +434,28 @@ pub async fn story(store: &dyn Store) {
     assert_eq!(store.cost_period("2025-07").await.unwrap(), Some(july));
     let july_rows = store.periods().await.unwrap()[0].cost_fact_rows;
     assert_eq!(july_rows, 2_976);
+
+    // (i) A workload's pods over July's first ten days, from the pod-day sums: each replica
+    // holds one GPU for 240 hours at 1_134_400 nano-USD an hour = 272_256_000.
+    let ten_days = JULY_FIRST + 10 * 24 * HOUR;
+    let pods = store.pod_costs("2025-07", "team-b", "chat-api", JULY_FIRST, ten_days).await.unwrap();
+    let names: Vec<&str> = pods.iter().map(|p| p.pod.as_str()).collect();
+    assert_eq!(names, ["chat-api-7c9d-a", "chat-api-7c9d-b", "chat-api-7c9d-c", "chat-api-7c9d-d"]);
+    for pod in &pods {
+        assert_eq!(
+            (pod.gpu_hours, pod.split_cost_nanos, pod.gpu_cost_nanos),
+            (240.0, 272_256_000, 272_256_000)
+        );
+        assert_eq!(
+            (pod.unused_cost_nanos, pod.cluster.as_str(), pod.instance_type.as_str()),
+            (0, CLUSTER, "g5.12xlarge")
+        );
+    }
+    // Another namespace's workload, or a window outside the period, has no pods.
+    assert!(store.pod_costs("2025-07", "team-a", "chat-api", JULY_FIRST, ten_days).await.unwrap().is_empty());
+    assert!(
+        store.pod_costs("2025-07", "team-b", "chat-api", JUNE_FIRST, JULY_FIRST).await.unwrap().is_empty()
+    );
 }
 
 #[tokio::test]

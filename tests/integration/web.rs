@@ -1,6 +1,8 @@
 //! The web edge through `router()` and `oneshot`, no socket: the home page says plainly when
 //! the database is empty, and lists what an ingest wrote (with its JSON twin).
 
+use std::collections::BTreeMap;
+
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use gpuledger::money::format_usd;
@@ -229,4 +231,174 @@ async fn every_page_and_its_twins_tell_the_truth() {
     // A period that was never computed is a themed 404, not a 500.
     let (status, html) = get(&state, "/costs?from=2020-01-01&to=2020-02-01").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{html}");
+}
+
+/// An XLSX download's first sheet read back with a real zip reader: numbers and texts (shared
+/// strings resolved) by cell reference, e.g. `D7` → 123.45, `A7` → "Kubernetes total".
+fn xlsx_cells(bytes: &[u8]) -> (BTreeMap<String, f64>, BTreeMap<String, String>) {
+    use std::io::Read;
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).expect("an XLSX is a zip archive");
+    let mut read = |name: &str| {
+        let mut text = String::new();
+        archive.by_name(name).unwrap_or_else(|e| panic!("{name}: {e}")).read_to_string(&mut text).unwrap();
+        text
+    };
+    let sheet = read("xl/worksheets/sheet1.xml");
+    let shared = read("xl/sharedStrings.xml");
+    let strings: Vec<String> = regex::Regex::new(r"<si><t[^>]*>([^<]*)</t></si>")
+        .unwrap()
+        .captures_iter(&shared)
+        .map(|c| c[1].to_string())
+        .collect();
+    let cell = regex::Regex::new(r#"<c r="([A-Z]+[0-9]+)"([^>]*)><v>([^<]+)</v></c>"#).unwrap();
+    let (mut numbers, mut texts) = (BTreeMap::new(), BTreeMap::new());
+    for c in cell.captures_iter(&sheet) {
+        if c[2].contains("t=\"s\"") {
+            texts.insert(c[1].to_string(), strings[c[3].parse::<usize>().unwrap()].clone());
+        } else {
+            numbers.insert(c[1].to_string(), c[3].parse::<f64>().unwrap());
+        }
+    }
+    (numbers, texts)
+}
+
+#[tokio::test]
+async fn costs_drill_down_to_pods_filter_by_cluster_and_download_as_xlsx_clients_have_pages() {
+    use crate::engine::{close, generate_and_load};
+    let dir = tempfile::tempdir().unwrap();
+    let database = store::connect(&format!("sqlite:{}", dir.path().join("web.db").display())).await.unwrap();
+    let state = AppState::new(database);
+    generate_and_load(state.store.as_ref(), dir.path(), 1, 45).await;
+    let truth = crate::ingest_cur::truth(dir.path(), "2026-10");
+    let rows_of = |body: &str| json(body)["costs"]["rows"].as_array().unwrap().clone();
+
+    // Workloads: each to the cent against truth, and each links to its pods.
+    let (_, body) = get(&state, "/costs?period=2026-10&group=workload&format=json").await;
+    let workloads = rows_of(&body);
+    for (key, t) in truth["workloads"].as_object().unwrap() {
+        let row = workloads.iter().find(|r| r["namespace_workload"] == key.as_str()).unwrap();
+        close(row["total_cost"].as_f64().unwrap(), t["total_cost"].as_f64().unwrap(), key);
+    }
+    let (_, html) = get(&state, "/costs?period=2026-10&group=workload").await;
+    let (key, expected) = truth["workloads"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(k, _)| k.starts_with("acme-llm/"))
+        .map(|(k, t)| (k.clone(), t["total_cost"].as_f64().unwrap()))
+        .unwrap();
+    let (namespace, workload) = key.split_once('/').unwrap();
+    let link =
+        format!("/costs?period=2026-10&#38;group=pod&#38;namespace={namespace}&#38;workload={workload}");
+    assert!(html.contains(&link), "{link} in the workload view");
+
+    // Pods: a workload's pods add up to the workload (and to truth), each pod once.
+    let (status, body) = get(
+        &state,
+        &format!("/costs?period=2026-10&group=pod&namespace={namespace}&workload={workload}&format=json"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let pods = rows_of(&body);
+    let (total, pods) = pods.split_last().unwrap();
+    assert_eq!(total["pod"], "Workload total");
+    assert!(pods.len() > 1, "{key} runs several pods: {}", pods.len());
+    let sum: f64 = pods.iter().map(|p| p["total_cost"].as_f64().unwrap()).sum();
+    close(sum, expected, "pods add up to their workload");
+    close(total["total_cost"].as_f64().unwrap(), expected, "the workload total row");
+    let names: std::collections::BTreeSet<&str> = pods.iter().map(|p| p["pod"].as_str().unwrap()).collect();
+    assert_eq!(names.len(), pods.len(), "one row per pod");
+
+    // Cluster filter: each cluster's view holds its own row of the by-cluster grouping, and
+    // the clusters add up to the Kubernetes total; the bill lines need the whole fleet.
+    let (_, body) = get(&state, "/costs?period=2026-10&group=cluster&format=json").await;
+    let by_cluster = rows_of(&body);
+    let clusters: Vec<String> = by_cluster
+        .iter()
+        .map(|r| r["cluster"].as_str().unwrap().to_string())
+        .filter(|c| c.starts_with("ml-"))
+        .collect();
+    assert!(!clusters.is_empty(), "the demo fleet runs in ml-prod (and ml-west at larger scales)");
+    let mut fleet = 0.0;
+    for cluster in &clusters {
+        let (_, body) = get(&state, &format!("/costs?period=2026-10&cluster={cluster}&format=json")).await;
+        let rows = rows_of(&body);
+        let kubernetes = rows.iter().find(|r| r["namespace"] == "Kubernetes total").unwrap()["total_cost"]
+            .as_f64()
+            .unwrap();
+        let own = by_cluster.iter().find(|r| r["cluster"] == cluster.as_str()).unwrap()["total_cost"]
+            .as_f64()
+            .unwrap();
+        close(kubernetes, own, cluster);
+        assert!(!rows.iter().any(|r| r["namespace"] == "Bill (amortized)"), "no bill line for one cluster");
+        fleet += kubernetes;
+    }
+    close(fleet, truth["kubernetes_allocated_cost"].as_f64().unwrap(), "clusters add up to the fleet");
+    let (_, html) = get(&state, "/costs?period=2026-10&cluster=ml-prod").await;
+    assert!(html.contains("<option value=\"ml-prod\" selected>"), "the chosen cluster stays chosen");
+
+    // XLSX: the same table as numbers, the totals to the cent and the bill to the micro-dollar.
+    let (status, headers, bytes) =
+        get_with(&state, "/costs?period=2026-10&format=xlsx&table=costs", &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers["content-type"], "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet");
+    assert!(headers["content-disposition"].to_str().unwrap().contains("gpuledger-costs-2026-10.xlsx"));
+    let (numbers, texts) = xlsx_cells(&bytes);
+    assert_eq!(texts["A1"], "namespace");
+    assert_eq!(texts["D1"], "total_cost");
+    let row_of = |label: &str| {
+        texts.iter().find(|(r, t)| r.starts_with('A') && *t == label).unwrap().0[1..].to_string()
+    };
+    let total = |label: &str| numbers[&format!("D{}", row_of(label))];
+    close(total("Kubernetes total"), truth["kubernetes_allocated_cost"].as_f64().unwrap(), "xlsx total");
+    let bill = total("Bill (amortized)");
+    assert!((bill - truth["bill_amortized"].as_f64().unwrap()).abs() < 1e-6, "xlsx bill {bill}");
+    close(total("Kubernetes total") + total("Other AWS cost (not Kubernetes)"), bill, "xlsx reconciles");
+    close(
+        total("acme-llm"),
+        truth["namespaces"]["acme-llm"]["total_cost"].as_f64().unwrap(),
+        "xlsx acme-llm",
+    );
+
+    // Clients: each links to its page; the page's total and its workloads' split (its direct
+    // cost) match truth's chargeback.
+    let (_, html) = get(&state, "/clients?period=2026-10").await;
+    assert!(html.contains("href=\"/clients/acme?period=2026-10\""), "client links");
+    assert!(html.contains("href=\"/clients/%28unassigned%29?period=2026-10\""), "(unassigned) links too");
+    for (client, t) in truth["chargeback"].as_object().unwrap() {
+        let escaped = client.replace('(', "%28").replace(')', "%29");
+        let (status, body) = get(&state, &format!("/clients/{escaped}?period=2026-10&format=json")).await;
+        assert_eq!(status, StatusCode::OK, "{client}: {body}");
+        let page = json(&body);
+        close(page["total_cost"].as_f64().unwrap(), t["total_cost"].as_f64().unwrap(), client);
+        let direct: f64 = page["workloads"]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["split_cost"].as_f64().unwrap())
+            .sum();
+        close(direct, t["direct_cost"].as_f64().unwrap(), client);
+        let months = page["months"]["rows"].as_array().unwrap();
+        assert_eq!(months.len(), 1, "{client}: one computed month");
+        close(months[0]["total_cost"].as_f64().unwrap(), t["total_cost"].as_f64().unwrap(), client);
+    }
+    let (status, html) = get(&state, "/clients/acme?period=2026-10").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("Total to charge") && html.contains("role=\"img\""), "cards and the trend chart");
+    let (status, _) = get(&state, "/clients/nobody").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // Data: the reconciliation of the period's CUR ingest, and freshness per kind of data.
+    let (_, body) = get(&state, "/data?format=json").await;
+    let data = json(&body);
+    let reconciliation = &data["reconciliation"][0];
+    assert_eq!(reconciliation["period"], "2026-10");
+    assert_eq!(reconciliation["reconciles"], true);
+    assert_eq!(reconciliation["instance_hours_disagreeing"], 0);
+    let bill: f64 =
+        reconciliation["bill_amortized"].as_str().unwrap().trim_start_matches('$').parse().unwrap();
+    assert!((bill - truth["bill_amortized"].as_f64().unwrap()).abs() < 1e-6, "reconciled bill {bill}");
+    assert!(data["freshness"].as_array().unwrap().iter().any(|f| f["kind"] == "cur" && f["age_hours"] == 0));
+    let (_, html) = get(&state, "/data").await;
+    assert!(html.contains("Reconciliation") && html.contains(">reconciles<"), "reconciliation section");
 }

@@ -1,0 +1,195 @@
+//! One client's page (agency): its chargeback for the range asked for, how it came about
+//! (the policy and markup in force, its workloads), and its trend over every computed month.
+//! Same filters and twins (JSON, CSV, XLSX) as the other pages.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde_json::json;
+
+use super::pages::{Card, Content, Filters, answer, money, percent, resolve, usd};
+use super::{AppState, WebError, charts};
+use crate::report::rollup::Report;
+use crate::report::table::{Cell, Table};
+use crate::store::ClientRollup;
+
+/// Adds `c` to `sum` (a client's chargeback summed over months); the policy and markup
+/// rate shown are the latest month's.
+fn add(sum: &mut ClientRollup, c: &ClientRollup) {
+    sum.direct_cost_nanos += c.direct_cost_nanos;
+    sum.gpu_cost_nanos += c.gpu_cost_nanos;
+    sum.shared_platform_nanos += c.shared_platform_nanos;
+    sum.shared_idle_nanos += c.shared_idle_nanos;
+    sum.markup_nanos += c.markup_nanos;
+    sum.share_policy = c.share_policy.clone();
+    sum.markup_basis_points = c.markup_basis_points;
+}
+
+fn total(c: &ClientRollup) -> i64 {
+    c.direct_cost_nanos + c.shared_platform_nanos + c.shared_idle_nanos + c.markup_nanos
+}
+
+/// What a share policy means, in a sentence for the page.
+fn policy_text(policy: &str) -> &'static str {
+    match policy {
+        "gpu" => "shares the platform and idle pools in proportion to its GPU cost",
+        "total" => "shares the platform and idle pools in proportion to its total direct cost",
+        "even" => "takes an even share of the platform and idle pools",
+        "none" => "takes no share of the platform and idle pools (the house keeps them)",
+        _ => "has a policy this version does not describe",
+    }
+}
+
+/// `/clients/{client}`: the client's chargeback, workloads and monthly trend.
+pub async fn page(
+    State(state): State<AppState>,
+    Path(client): Path<String>,
+    Query(filters): Query<Filters>,
+    headers: HeaderMap,
+) -> Result<Response, WebError> {
+    let view = resolve(&state, &filters).await?;
+    let known = view.computed.iter().any(|r| r.clients.iter().any(|c| c.client == client));
+    if !known {
+        return Err(WebError::NotFound(format!("No client named \"{client}\" in any computed month.")));
+    }
+    let mut content = Content::new(&format!("Client {client}"), "clients");
+    let Some(range) = &view.range else {
+        return answer(&state, &filters, &headers, &view, content).await;
+    };
+    let mut sum = ClientRollup { client: client.clone(), ..ClientRollup::default() };
+    range.clients().filter(|c| c.client == client).for_each(|c| add(&mut sum, c));
+    let card = |label: &str, value: String| Card {
+        label: label.into(),
+        value,
+        previous: String::new(),
+        target: String::new(),
+        status: String::new(),
+    };
+    content.cards = vec![
+        card("Direct cost (its pods' split cost)", usd(sum.direct_cost_nanos)),
+        card("Shared platform cost", usd(sum.shared_platform_nanos)),
+        card("Shared idle cost", usd(sum.shared_idle_nanos)),
+        card(
+            "Markup",
+            format!(
+                "{} ({})",
+                usd(sum.markup_nanos),
+                percent(Some(sum.markup_basis_points as f64 / 10_000.0))
+            ),
+        ),
+        card("Total to charge", usd(total(&sum))),
+    ];
+    content.notes.push(format!(
+        "Policy in force: \"{}\" — {client} {}. Markup {} applies to direct and shared cost. \
+         Totals cover the whole billing months in the range. Invoices are not built yet.",
+        sum.share_policy,
+        policy_text(&sum.share_policy),
+        percent(Some(sum.markup_basis_points as f64 / 10_000.0)),
+    ));
+    content.json.insert("client".into(), json!(client));
+    content.json.insert("share_policy".into(), json!(sum.share_policy));
+    content.json.insert("markup_rate".into(), json!(sum.markup_basis_points as f64 / 10_000.0));
+    content.json.insert("total_cost".into(), json!(total(&sum) as f64 / 1e9));
+
+    // Every computed month, for the trend.
+    let months: Vec<&ClientRollup> =
+        view.computed.iter().flat_map(|r| r.clients.iter().filter(|c| c.client == client)).collect();
+    let labels: Vec<String> = months.iter().map(|c| c.period.clone()).collect();
+    let totals: Vec<f64> = months.iter().map(|c| total(c) as f64 / 1e9).collect();
+    content.charts.push(charts::bars(&format!("{client}: total charged by month"), "USD", &labels, &totals));
+    let trend = Table {
+        title: format!("{client} by month"),
+        columns: vec![
+            "month",
+            "share_policy",
+            "direct_cost",
+            "shared_platform_cost",
+            "shared_idle_cost",
+            "markup",
+            "total_cost",
+        ],
+        rows: months
+            .iter()
+            .map(|c| {
+                vec![
+                    Cell::Text(c.period.clone()),
+                    Cell::Text(c.share_policy.clone()),
+                    money(c.direct_cost_nanos),
+                    money(c.shared_platform_nanos),
+                    money(c.shared_idle_nanos),
+                    money(c.markup_nanos),
+                    money(total(c)),
+                ]
+            })
+            .collect(),
+    };
+    content.table("months", "By month (every computed month; the numbers behind the chart)", plain(trend));
+    content.table(
+        "workloads",
+        &format!("{client}'s workloads in {}", range.label),
+        workloads(range, &client),
+    );
+    answer(&state, &filters, &headers, &view, content).await
+}
+
+fn plain(table: Table) -> Report {
+    Report { table, extra: serde_json::Map::new() }
+}
+
+/// The client's workloads over the range: split (its direct cost), unused, GPU use.
+fn workloads(range: &crate::report::rollup::RollupRange, client: &str) -> Report {
+    #[derive(Default)]
+    struct W {
+        split: i64,
+        unused: i64,
+        gpu: i64,
+        idle: i64,
+        allocated: f64,
+        used: f64,
+    }
+    let mut rows: BTreeMap<(&str, &str, &str), W> = BTreeMap::new();
+    for c in range.costs().filter(|c| c.client == client) {
+        let w = rows.entry((&c.namespace, &c.workload, &c.workload_class)).or_default();
+        w.split += c.split_cost_nanos;
+        w.unused += c.unused_cost_nanos;
+        w.gpu += c.gpu_cost_nanos;
+        w.idle += c.idle_gpu_cost_nanos;
+        w.allocated += c.gpu_hours_allocated;
+        w.used += c.gpu_hours_used;
+    }
+    let table = Table {
+        title: format!("{client}'s workloads"),
+        columns: vec![
+            "namespace",
+            "workload",
+            "class",
+            "split_cost",
+            "unused_cost",
+            "total_cost",
+            "gpu_cost",
+            "idle_gpu_cost",
+            "allocated_gpu_hours",
+            "gpu_utilization",
+        ],
+        rows: rows
+            .iter()
+            .map(|((namespace, workload, class), w)| {
+                vec![
+                    Cell::Text(namespace.to_string()),
+                    Cell::Text(workload.to_string()),
+                    Cell::Text(class.to_string()),
+                    money(w.split),
+                    money(w.unused),
+                    money(w.split + w.unused),
+                    money(w.gpu),
+                    money(w.idle),
+                    Cell::Hours(w.allocated),
+                    Cell::Ratio((w.allocated > 0.0).then(|| w.used / w.allocated)),
+                ]
+            })
+            .collect(),
+    };
+    plain(table)
+}
