@@ -228,25 +228,30 @@ pub fn workloads(range: &RollupRange) -> Report {
     Report { table, extra }
 }
 
+/// Each client's chargeback summed over the whole periods of the range; the policy and markup
+/// rate are the latest period's.
+pub fn client_sums(range: &RollupRange) -> BTreeMap<String, ClientRollup> {
+    let mut sums: BTreeMap<String, ClientRollup> = BTreeMap::new();
+    for c in range.clients() {
+        let sum = sums.entry(c.client.clone()).or_insert_with(|| ClientRollup {
+            period: c.period.clone(),
+            client: c.client.clone(),
+            ..ClientRollup::default()
+        });
+        sum.direct_cost_nanos += c.direct_cost_nanos;
+        sum.gpu_cost_nanos += c.gpu_cost_nanos;
+        sum.shared_platform_nanos += c.shared_platform_nanos;
+        sum.shared_idle_nanos += c.shared_idle_nanos;
+        sum.markup_nanos += c.markup_nanos;
+        sum.share_policy = c.share_policy.clone();
+        sum.markup_basis_points = c.markup_basis_points;
+    }
+    sums
+}
+
 /// Per client: direct cost, shares of the platform and idle pools, markup, total.
 pub fn clients(range: &RollupRange) -> Report {
-    // Periods add up; the policy and markup shown are the latest period's.
-    let mut rows: BTreeMap<&str, ClientRollup> = BTreeMap::new();
-    for c in range.clients() {
-        match rows.get_mut(c.client.as_str()) {
-            None => {
-                rows.insert(&c.client, c.clone());
-            }
-            Some(r) => {
-                r.direct_cost_nanos += c.direct_cost_nanos;
-                r.shared_platform_nanos += c.shared_platform_nanos;
-                r.shared_idle_nanos += c.shared_idle_nanos;
-                r.markup_nanos += c.markup_nanos;
-                r.share_policy = c.share_policy.clone();
-                r.markup_basis_points = c.markup_basis_points;
-            }
-        }
-    }
+    let rows = client_sums(range);
     let table = Table {
         title: "Chargeback by client".into(),
         columns: vec![

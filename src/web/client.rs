@@ -2,8 +2,6 @@
 //! (the policy and markup in force, its workloads), and its trend over every computed month.
 //! Same filters and twins (JSON, CSV, XLSX) as the other pages.
 
-use std::collections::BTreeMap;
-
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
@@ -11,21 +9,9 @@ use serde_json::json;
 
 use super::pages::{Card, Content, Filters, answer, money, percent, resolve, usd};
 use super::{AppState, WebError, charts};
-use crate::report::rollup::Report;
+use crate::report::rollup::{self, Report};
 use crate::report::table::{Cell, Table};
 use crate::store::ClientRollup;
-
-/// Adds `c` to `sum` (a client's chargeback summed over months); the policy and markup
-/// rate shown are the latest month's.
-fn add(sum: &mut ClientRollup, c: &ClientRollup) {
-    sum.direct_cost_nanos += c.direct_cost_nanos;
-    sum.gpu_cost_nanos += c.gpu_cost_nanos;
-    sum.shared_platform_nanos += c.shared_platform_nanos;
-    sum.shared_idle_nanos += c.shared_idle_nanos;
-    sum.markup_nanos += c.markup_nanos;
-    sum.share_policy = c.share_policy.clone();
-    sum.markup_basis_points = c.markup_basis_points;
-}
 
 fn total(c: &ClientRollup) -> i64 {
     c.direct_cost_nanos + c.shared_platform_nanos + c.shared_idle_nanos + c.markup_nanos
@@ -58,8 +44,7 @@ pub async fn page(
     let Some(range) = &view.range else {
         return answer(&state, &filters, &headers, &view, content).await;
     };
-    let mut sum = ClientRollup { client: client.clone(), ..ClientRollup::default() };
-    range.clients().filter(|c| c.client == client).for_each(|c| add(&mut sum, c));
+    let sum = rollup::client_sums(range).remove(&client).unwrap_or_default();
     let card = |label: &str, value: String| Card {
         label: label.into(),
         value,
@@ -125,71 +110,12 @@ pub async fn page(
             })
             .collect(),
     };
-    content.table("months", "By month (every computed month; the numbers behind the chart)", plain(trend));
-    content.table(
-        "workloads",
-        &format!("{client}'s workloads in {}", range.label),
-        workloads(range, &client),
-    );
+    let trend = Report { table: trend, extra: serde_json::Map::new() };
+    content.table("months", "By month (every computed month; the numbers behind the chart)", trend);
+    // The workloads report, kept to this client's rows (column 3 is the client).
+    let mut workloads = rollup::workloads(range);
+    workloads.table.rows.retain(|row| matches!(&row[3], Cell::Text(c) if *c == client));
+    workloads.extra.clear();
+    content.table("workloads", &format!("{client}'s workloads in {}", range.label), workloads);
     answer(&state, &filters, &headers, &view, content).await
-}
-
-fn plain(table: Table) -> Report {
-    Report { table, extra: serde_json::Map::new() }
-}
-
-/// The client's workloads over the range: split (its direct cost), unused, GPU use.
-fn workloads(range: &crate::report::rollup::RollupRange, client: &str) -> Report {
-    #[derive(Default)]
-    struct W {
-        split: i64,
-        unused: i64,
-        gpu: i64,
-        idle: i64,
-        allocated: f64,
-        used: f64,
-    }
-    let mut rows: BTreeMap<(&str, &str, &str), W> = BTreeMap::new();
-    for c in range.costs().filter(|c| c.client == client) {
-        let w = rows.entry((&c.namespace, &c.workload, &c.workload_class)).or_default();
-        w.split += c.split_cost_nanos;
-        w.unused += c.unused_cost_nanos;
-        w.gpu += c.gpu_cost_nanos;
-        w.idle += c.idle_gpu_cost_nanos;
-        w.allocated += c.gpu_hours_allocated;
-        w.used += c.gpu_hours_used;
-    }
-    let table = Table {
-        title: format!("{client}'s workloads"),
-        columns: vec![
-            "namespace",
-            "workload",
-            "class",
-            "split_cost",
-            "unused_cost",
-            "total_cost",
-            "gpu_cost",
-            "idle_gpu_cost",
-            "allocated_gpu_hours",
-            "gpu_utilization",
-        ],
-        rows: rows
-            .iter()
-            .map(|((namespace, workload, class), w)| {
-                vec![
-                    Cell::Text(namespace.to_string()),
-                    Cell::Text(workload.to_string()),
-                    Cell::Text(class.to_string()),
-                    money(w.split),
-                    money(w.unused),
-                    money(w.split + w.unused),
-                    money(w.gpu),
-                    money(w.idle),
-                    Cell::Hours(w.allocated),
-                    Cell::Ratio((w.allocated > 0.0).then(|| w.used / w.allocated)),
-                ]
-            })
-            .collect(),
-    };
-    plain(table)
 }

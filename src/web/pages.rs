@@ -661,16 +661,7 @@ fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>
     }
     let table = Table {
         title: "Costs".into(),
-        columns: vec![
-            column_of(&group),
-            "split_cost",
-            "unused_cost",
-            "total_cost",
-            "net_cost",
-            "public_on_demand_cost",
-            "gpu_cost",
-            "idle_gpu_cost",
-        ],
+        columns: [&[column_of(&group)], &MONEY_COLUMNS[..], &["idle_gpu_cost"]].concat(),
         rows,
     };
     let scope = cluster.map(|c| format!(" in cluster {c}")).unwrap_or_default();
@@ -731,20 +722,10 @@ async fn pod_costs(
     }
     let table = Table {
         title: "Costs".into(),
-        columns: vec![
-            "pod",
-            "cluster",
-            "node",
-            "instance_type",
-            "purchase_option",
-            "gpu_hours",
-            "split_cost",
-            "unused_cost",
-            "total_cost",
-            "net_cost",
-            "public_on_demand_cost",
-            "gpu_cost",
-        ],
+        columns: vec!["pod", "cluster", "node", "instance_type", "purchase_option", "gpu_hours"]
+            .into_iter()
+            .chain(MONEY_COLUMNS)
+            .collect(),
         rows,
     };
     let caption = format!("Pods of {namespace}/{workload} (the total links back to {namespace}'s workloads)");
@@ -762,6 +743,10 @@ fn add_pod(sum: &mut crate::store::PodCost, pod: &crate::store::PodCost) {
 
 /// The groupings of the Costs page (pods are reached by drilling down from a workload).
 const GROUPS: [&str; 5] = ["namespace", "workload", "team", "client", "cluster"];
+
+/// The money columns of the Costs tables, in the order `grouped_costs` and `pod_costs` fill them.
+const MONEY_COLUMNS: [&str; 6] =
+    ["split_cost", "unused_cost", "total_cost", "net_cost", "public_on_demand_cost", "gpu_cost"];
 
 /// The first column's name for a grouping.
 fn column_of(group: &str) -> &'static str {
