@@ -7,10 +7,11 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
-use crate::engine::compute::{ComputeOptions, compute_period};
+use crate::engine::compute::{ComputeOptions, ComputeSummary};
+use crate::ingest::CurIngestOptions;
 use crate::ingest::metrics::{Detected, MetricsIngestOptions, MetricsSource};
-use crate::ingest::{self, CurIngestOptions};
-use crate::period::Period;
+use crate::period::{Period, Range};
+use crate::pipeline;
 use crate::report::rollup::{self, RollupRange};
 use crate::report::usage::{GpuReport, InferenceReport};
 use crate::report::{NamespaceReport, OutputFormat};
@@ -154,32 +155,29 @@ pub struct ClientMapArgs {
 pub struct RangeArgs {
     /// Billing period, YYYY-MM.
     #[arg(long, env = "GPULEDGER_REPORT_PERIOD", conflicts_with_all = ["from", "to"])]
-    pub period: Option<Period>,
+    pub period: Option<String>,
     /// First day (YYYY-MM-DD, UTC).
-    #[arg(long, env = "GPULEDGER_REPORT_FROM", value_parser = parse_time, requires = "to")]
-    pub from: Option<i64>,
-    /// Day after the last (exclusive).
-    #[arg(long, env = "GPULEDGER_REPORT_TO", value_parser = parse_time, requires = "from")]
-    pub to: Option<i64>,
+    #[arg(long, env = "GPULEDGER_REPORT_FROM", requires = "to")]
+    pub from: Option<String>,
+    /// Day after the last (YYYY-MM-DD, exclusive).
+    #[arg(long, env = "GPULEDGER_REPORT_TO", requires = "from")]
+    pub to: Option<String>,
     #[arg(long, env = "GPULEDGER_REPORT_FORMAT", value_enum, default_value = "table")]
     pub format: OutputFormat,
 }
 
+/// A command line that asks for something impossible (a bad period or range): exit code 2,
+/// as for clap's own usage errors.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
 impl RangeArgs {
     async fn load(&self, store: &dyn store::Store) -> anyhow::Result<RollupRange> {
-        let range = match (self.period, self.from, self.to) {
-            (Some(period), _, _) => RollupRange::period(store, period).await?,
-            (None, Some(from), Some(to)) => {
-                let (from, to) = (from - from.rem_euclid(86_400), to - to.rem_euclid(86_400));
-                anyhow::ensure!(from < to, "--from must be before --to");
-                let day =
-                    |t: i64| chrono::DateTime::from_timestamp(t, 0).map(|d| d.format("%Y-%m-%d").to_string());
-                let label = format!("{}/{}", day(from).unwrap_or_default(), day(to).unwrap_or_default());
-                RollupRange::load(store, label, from, to).await?
-            }
-            _ => anyhow::bail!("give --period YYYY-MM, or --from and --to"),
-        };
-        Ok(range)
+        let range = Range::parse(self.period.as_deref(), self.from.as_deref(), self.to.as_deref())
+            .map_err(|e| UsageError(format!("--{e}")))?
+            .ok_or_else(|| UsageError("give --period YYYY-MM, or --from and --to".into()))?;
+        Ok(RollupRange::load(store, range.label(), range.start(), range.end()).await?)
     }
 }
 
@@ -387,6 +385,10 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "GPULEDGER_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// Do not touch the schema (for a database role that may not change it); refuse to start
+    /// when the schema is older than this gpuledger.
+    #[arg(long, env = "GPULEDGER_NO_MIGRATE")]
+    pub no_migrate: bool,
 }
 
 #[derive(Debug, Args)]
@@ -404,7 +406,13 @@ pub struct DemoArgs {
 pub fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=error"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    // Colours only for a terminal: a log file or a pipe gets plain `key=value` fields.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 /// The last complete calendar month, the default end of generated data (never the future).
@@ -439,7 +447,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Serve(args) => {
-            let store = store::connect(&cli.database_url).await?;
+            let store = if args.no_migrate {
+                store::connect_without_migrating(&cli.database_url).await?
+            } else {
+                store::connect(&cli.database_url).await?
+            };
             web::serve(web::AppState::new(store), args.listen).await
         }
         Command::Ingest(IngestCommand::Cur(args)) => {
@@ -461,12 +473,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let options = args.into_options()?;
             let progress =
                 indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
-            let result = ingest::metrics::ingest_metrics(store.as_ref(), &options, &progress).await?;
+            let (result, computed) = pipeline::ingest_metrics_and_compute(
+                store.as_ref(),
+                &options,
+                &ComputeOptions::default(),
+                &progress,
+            )
+            .await?;
             print_detected(&result.detected);
-            if result.written {
-                let periods = periods_with_cost(store.as_ref(), result.from, result.to).await?;
-                compute_periods(store.as_ref(), &periods, &ComputeOptions::default()).await?;
-            }
+            print_computed(&computed);
             if detect {
                 println!("{}", serde_json::to_string_pretty(&result.detected)?);
             } else {
@@ -540,11 +555,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Compute(args) => {
             let store = store::connect(&cli.database_url).await?;
+            pipeline::close_abandoned_runs(store.as_ref()).await?;
             let periods: Vec<Period> = match args.period {
                 Some(period) => vec![period],
                 None => store.periods().await?.iter().filter_map(|p| p.period.parse().ok()).collect(),
             };
-            compute_periods(store.as_ref(), &periods, &args.engine.options()).await
+            print_computed(&pipeline::compute(store.as_ref(), &periods, &args.engine.options()).await?);
+            Ok(())
         }
         Command::Clients(command) => {
             let store = store::connect(&cli.database_url).await?;
@@ -714,26 +731,21 @@ async fn ingest_demo_metrics(store: &dyn store::Store, folder: &std::path::Path)
             continue;
         }
         let options = MetricsIngestOptions::file(file, Some(period));
-        let result = ingest::metrics::ingest_metrics(store, &options, &progress).await?;
+        let (result, computed) =
+            pipeline::ingest_metrics_and_compute(store, &options, &ComputeOptions::default(), &progress)
+                .await?;
         println!(
             "{period}: ingested {} GPU rows and {} inference rows of metrics",
             result.gpu_rows, result.inference_rows
         );
-        if periods_with_cost(store, result.from, result.to).await?.contains(&period) {
-            compute_periods(store, &[period], &ComputeOptions::default()).await?;
-        }
+        print_computed(&computed);
     }
     Ok(())
 }
 
-/// Computes periods one after another and prints what each took.
-async fn compute_periods(
-    store: &dyn store::Store,
-    periods: &[Period],
-    options: &ComputeOptions,
-) -> anyhow::Result<()> {
-    for period in periods {
-        let summary = compute_period(store, *period, options).await?;
+/// What each computed period took, for people (stderr).
+fn print_computed(summaries: &[ComputeSummary]) {
+    for summary in summaries {
         eprintln!(
             "{}: computed {} rollup rows, {} clients, {} opportunities (read {:.1} s, compute {:.1} s, write {:.1} s)",
             summary.period,
@@ -745,21 +757,6 @@ async fn compute_periods(
             summary.write_seconds
         );
     }
-    Ok(())
-}
-
-/// The periods a metrics window touches that have cost data (computed after the ingest).
-async fn periods_with_cost(store: &dyn store::Store, from: i64, to: i64) -> anyhow::Result<Vec<Period>> {
-    let stored: Vec<String> = store.periods().await?.into_iter().map(|p| p.period).collect();
-    let mut periods = Vec::new();
-    let mut period = Period::containing(from);
-    while period.start() < to {
-        if stored.contains(&period.to_string()) {
-            periods.push(period);
-        }
-        period = period.next();
-    }
-    Ok(periods)
 }
 
 async fn run_clients(store: &dyn store::Store, command: ClientsCommand) -> anyhow::Result<()> {
@@ -819,14 +816,16 @@ async fn run_clients(store: &dyn store::Store, command: ClientsCommand) -> anyho
     Ok(())
 }
 
-/// Runs a CUR ingest and prints each period's outcome and reconciliation.
+/// Runs a CUR ingest and the computes it calls for, and prints each period's outcome and
+/// reconciliation; a failed period is the command's error.
 async fn run_cur_ingest(store: &dyn store::Store, options: &CurIngestOptions) -> anyhow::Result<()> {
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
-    let results = ingest::ingest_cur(store, options, &progress).await?;
-    let ingested: Vec<Period> =
-        results.iter().filter(|r| r.status == "ingested").filter_map(|r| r.period.parse().ok()).collect();
-    compute_periods(store, &ingested, &ComputeOptions::default()).await?;
-    for result in &results {
+    let job = pipeline::ingest_cur_and_compute(store, options, &ComputeOptions::default(), &progress).await?;
+    print_computed(&job.computed);
+    if let Some(failure) = job.failure {
+        return Err(failure.into());
+    }
+    for result in &job.ingested {
         match &result.reconciliation {
             None => {
                 println!("{}: skipped, data version {} already ingested", result.period, result.data_version)

@@ -15,6 +15,7 @@
 //! - [`ingest`]: classification, reconciliation and the atomic per-period replace; the
 //!   atomic replace of a metrics window;
 //! - [`engine`]: cost joined with usage (GPU-hours used, idle, unmeasured);
+//! - [`pipeline`]: ingest → compute as one recorded job (runs, pending periods);
 //! - [`report`]: command-line reports (table, CSV, JSON);
 //! - [`web`]: the axum router (home page, health check);
 //! - [`money`], [`period`]: exact money and billing periods.
@@ -25,6 +26,7 @@ pub mod engine;
 pub mod ingest;
 pub mod money;
 pub mod period;
+pub mod pipeline;
 pub mod report;
 pub mod sources;
 pub mod split;

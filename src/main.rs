@@ -19,7 +19,12 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error:#}");
-            std::process::ExitCode::FAILURE
+            // A usage error exits like clap's own (2); anything else is a failure (1).
+            if error.downcast_ref::<gpuledger::cli::UsageError>().is_some() {
+                std::process::ExitCode::from(2)
+            } else {
+                std::process::ExitCode::FAILURE
+            }
         }
     }
 }

@@ -94,9 +94,116 @@ impl FromStr for Period {
     }
 }
 
+/// What a report or a page covers: one billing period, or whole UTC days `[from, to)`.
+/// Parsed once, the same way, from the command line and from a page's URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Range {
+    Month(Period),
+    Days { from: NaiveDate, to: NaiveDate },
+}
+
+/// Why a range was refused: which parameter, and what is wrong with it.
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+#[error("{parameter}: {message}")]
+pub struct RangeError {
+    /// `period`, `from` or `to`.
+    pub parameter: &'static str,
+    pub message: String,
+}
+
+impl Range {
+    /// A range from `period`, or `from` and `to` (`YYYY-MM-DD`, `to` exclusive). Empty texts
+    /// count as absent; with none of them, `None`. A period, when given, wins over days (a
+    /// form that shows a range also sends it when a month is picked).
+    pub fn parse(
+        period: Option<&str>,
+        from: Option<&str>,
+        to: Option<&str>,
+    ) -> Result<Option<Range>, RangeError> {
+        fn given(text: Option<&str>) -> Option<&str> {
+            text.map(str::trim).filter(|t| !t.is_empty())
+        }
+        if let Some(period) = given(period) {
+            let period = period.parse::<Period>().map_err(|_| RangeError {
+                parameter: "period",
+                message: format!("{period:?} is not a month: use YYYY-MM, e.g. 2026-10"),
+            })?;
+            return Ok(Some(Range::Month(period)));
+        }
+        let day = |parameter: &'static str, text: &str| {
+            NaiveDate::parse_from_str(text, "%Y-%m-%d").map_err(|_| RangeError {
+                parameter,
+                message: format!("{text:?} is not a date: use YYYY-MM-DD, e.g. 2026-10-01"),
+            })
+        };
+        match (given(from), given(to)) {
+            (None, None) => Ok(None),
+            (Some(_), None) => {
+                Err(RangeError { parameter: "to", message: "give to (exclusive) with from".into() })
+            }
+            (None, Some(_)) => Err(RangeError { parameter: "from", message: "give from with to".into() }),
+            (Some(from), Some(to)) => {
+                let (from, to) = (day("from", from)?, day("to", to)?);
+                if from >= to {
+                    return Err(RangeError {
+                        parameter: "to",
+                        message: format!("{to} is not after {from}: the range is [from, to), to exclusive"),
+                    });
+                }
+                Ok(Some(Range::Days { from, to }))
+            }
+        }
+    }
+
+    /// UTC epoch seconds of the first instant.
+    pub fn start(self) -> i64 {
+        match self {
+            Range::Month(period) => period.start(),
+            Range::Days { from, .. } => from.and_hms_opt(0, 0, 0).map_or(0, |t| t.and_utc().timestamp()),
+        }
+    }
+
+    /// UTC epoch seconds of the first instant after.
+    pub fn end(self) -> i64 {
+        match self {
+            Range::Month(period) => period.end(),
+            Range::Days { to, .. } => to.and_hms_opt(0, 0, 0).map_or(0, |t| t.and_utc().timestamp()),
+        }
+    }
+
+    /// `2026-10`, or `2026-10-01/2026-10-15`.
+    pub fn label(self) -> String {
+        match self {
+            Range::Month(period) => period.to_string(),
+            Range::Days { from, to } => format!("{from}/{to}"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_parse_one_way_and_name_the_bad_parameter() {
+        let month = Range::parse(Some("2026-10"), None, None).unwrap().unwrap();
+        assert_eq!((month.label(), month.start()), ("2026-10".to_string(), 1_790_812_800));
+        // A month wins over days the form also sent.
+        assert_eq!(
+            Range::parse(Some("2026-10"), Some("2026-09-01"), Some("2026-09-03")).unwrap(),
+            Some(month)
+        );
+        let days = Range::parse(Some(""), Some("2026-10-01"), Some("2026-10-03")).unwrap().unwrap();
+        assert_eq!((days.label().as_str(), days.end() - days.start()), ("2026-10-01/2026-10-03", 2 * 86_400));
+        assert_eq!(Range::parse(None, None, Some("")).unwrap(), None);
+        let bad = |p, f, t| Range::parse(p, f, t).unwrap_err().parameter;
+        assert_eq!(bad(Some("2026-13"), None, None), "period");
+        assert_eq!(bad(Some("2026-9"), None, None), "period");
+        assert_eq!(bad(None, Some("2026-02-30"), Some("2026-03-02")), "from");
+        assert_eq!(bad(None, Some("2026-10-01"), None), "to");
+        assert_eq!(bad(None, None, Some("2026-10-01")), "from");
+        assert_eq!(bad(None, Some("2026-10-05"), Some("2026-10-05")), "to");
+    }
 
     #[test]
     fn parses_and_bounds_months() {

@@ -71,13 +71,30 @@ pub struct ComputeSummary {
     pub write_seconds: f64,
 }
 
+impl ComputeSummary {
+    /// A period another job computed meanwhile: nothing written here.
+    pub fn nothing(period: String) -> ComputeSummary {
+        ComputeSummary {
+            period,
+            cost_rows: 0,
+            client_rows: 0,
+            opportunities: 0,
+            read_seconds: 0.0,
+            compute_seconds: 0.0,
+            write_seconds: 0.0,
+        }
+    }
+}
+
 /// Computes one period and replaces its rollups.
+#[tracing::instrument(skip_all, fields(period = %period))]
 pub async fn compute_period(
     store: &dyn Store,
     period: Period,
     options: &ComputeOptions,
 ) -> Result<ComputeSummary, ComputeError> {
     let started = std::time::Instant::now();
+    tracing::debug!(phase = "compute", "computing rollups");
     let name = period.to_string();
     let inputs = store.compute_inputs(&name).await?.ok_or(ComputeError::NoData(period))?;
     let rules = store.client_rules().await?;
@@ -351,6 +368,9 @@ pub fn build_rollups(
             kubernetes_cost_nanos: costs.iter().map(|c| c.split_cost_nanos + c.unused_cost_nanos).sum(),
             other_cost_micros: inputs.other_cost_micros,
             unattributed_gpu_hours: inputs.unattributed.iter().map(|(_, hours)| hours).sum(),
+            input_revision: inputs.input_revision,
+            // Taken by the store when it writes.
+            revision: 0,
         },
         heatmap: heatmap_cells(&period, &heatmap).map_err(polars_error)?,
         capacity: inputs.capacity.clone(),

@@ -22,7 +22,7 @@ use crate::catalog::INSTANCE_TYPES;
 use crate::sources::prometheus::api::{ApiError, ApiOptions, PrometheusApi};
 use crate::sources::prometheus::openmetrics::{self, ParseError};
 use crate::sources::prometheus::{Collector, LabelOverrides, LabelStyle, MetricNames, Role, label};
-use crate::store::{GpuUsage, InferenceUsage, IngestOutcome, NewIngestRun, Store, StoreError};
+use crate::store::{GpuUsage, InferenceUsage, IngestOutcome, NewIngestRun, RunStatus, Store, StoreError};
 
 /// Why a metrics ingest stopped. Nothing of its window was written.
 #[derive(Debug, thiserror::Error)]
@@ -116,14 +116,75 @@ pub struct MetricsIngestResult {
     pub seconds: f64,
 }
 
-/// Runs one ingest.
+/// Runs one ingest, recorded as a run (`running`, then `succeeded` or `failed` with the
+/// error) unless it only detects.
+#[tracing::instrument(skip_all, fields(source = %options.source_name()))]
 pub async fn ingest_metrics(
     store: &dyn Store,
     options: &MetricsIngestOptions,
     progress: &indicatif::MultiProgress,
 ) -> Result<MetricsIngestResult, MetricsError> {
+    if options.detect_only {
+        return collect_and_write(store, options, progress).await;
+    }
+    // The window's name when it is asked for; a file read without one is named by the file.
+    let window = match (options.from, options.to) {
+        (Some(from), Some(to)) => {
+            let (from, to) = whole_hours(from, to);
+            window_name(from, to)
+        }
+        _ => String::new(),
+    };
+    let run =
+        store.begin_ingest_run(&NewIngestRun::now("prometheus", &options.source_name(), &window, "")).await?;
+    match collect_and_write(store, options, progress).await {
+        Ok(result) => {
+            let outcome = IngestOutcome {
+                status: RunStatus::Succeeded,
+                rows_read: result.samples as i64,
+                rows_written: (result.gpu_rows + result.inference_rows) as i64,
+                finished_at: chrono::Utc::now().timestamp(),
+                error: None,
+                reconciliation: serde_json::to_string(&result.detected).ok(),
+            };
+            store.finish_ingest_run(run, &outcome).await?;
+            tracing::info!(
+                samples = result.samples,
+                gpu_rows = result.gpu_rows,
+                inference_rows = result.inference_rows,
+                seconds = result.seconds,
+                "metrics ingested"
+            );
+            Ok(result)
+        }
+        Err(error) => {
+            if let Err(record) =
+                store.finish_ingest_run(run, &IngestOutcome::failed(&error.to_string())).await
+            {
+                tracing::error!(run, %record, "could not record the failed metrics run");
+            }
+            Err(error)
+        }
+    }
+}
+
+impl MetricsIngestOptions {
+    /// The Prometheus URL or the file, as runs and messages name the source.
+    pub fn source_name(&self) -> String {
+        match &self.source {
+            MetricsSource::Prometheus(api) => api.url.clone(),
+            MetricsSource::File(path) => path.display().to_string(),
+        }
+    }
+}
+
+/// Reads the samples, folds them into hours and replaces the window (unless detecting).
+async fn collect_and_write(
+    store: &dyn Store,
+    options: &MetricsIngestOptions,
+    progress: &indicatif::MultiProgress,
+) -> Result<MetricsIngestResult, MetricsError> {
     let started = Instant::now();
-    let started_at = chrono::Utc::now().timestamp();
     let (collector, source) = match &options.source {
         MetricsSource::Prometheus(api) => {
             (collect_from_server(api, options, progress).await?, api.url.clone())
@@ -162,25 +223,6 @@ pub async fn ingest_metrics(
         return Err(MetricsError::Invalid(format!("no GPU or inference samples found in {source}")));
     }
     store.replace_usage_window(from, to, &folded.gpu, &folded.inference).await?;
-    let run = store
-        .begin_ingest_run(&NewIngestRun {
-            kind: "prometheus".into(),
-            source,
-            period: window_name(from, to),
-            data_version: format!("{} samples", collector.samples),
-            started_at,
-        })
-        .await?;
-    let rows = (folded.gpu.len() + folded.inference.len()) as i64;
-    let outcome = IngestOutcome {
-        status: "succeeded".into(),
-        rows_read: collector.samples as i64,
-        rows_written: rows,
-        finished_at: chrono::Utc::now().timestamp(),
-        error: None,
-        reconciliation: serde_json::to_string(&result.detected).ok(),
-    };
-    store.finish_ingest_run(run, &outcome).await?;
     result.written = true;
     result.seconds = started.elapsed().as_secs_f64();
     Ok(result)

@@ -18,8 +18,8 @@ use crate::period::Period;
 use crate::sources::cur::{self as cur_source, CurError, Delivery};
 use crate::sources::objects::{ObjectError, ObjectStore, S3Options, S3Store};
 use crate::store::{
-    CostPeriod, FactBatch, IngestOutcome, NewIngestRun, PeriodSource, PeriodTail, PodAttributes, Store,
-    StoreError,
+    CostPeriod, FactBatch, IngestOutcome, NewIngestRun, PeriodSource, PeriodTail, PodAttributes, RunStatus,
+    Store, StoreError,
 };
 
 pub use cur::Reconciliation;
@@ -68,6 +68,75 @@ pub async fn ingest_cur(
     options: &CurIngestOptions,
     progress: &indicatif::MultiProgress,
 ) -> Result<Vec<PeriodResult>, IngestError> {
+    let (objects, deliveries) = match discover(options).await {
+        Ok(found) => found,
+        Err(error) => {
+            // Nothing was found to ingest: the failure is recorded as a run of the whole source.
+            let period = options.period.map(|p| p.to_string()).unwrap_or_default();
+            let run = store.begin_ingest_run(&NewIngestRun::now("cur", &options.source, &period, "")).await?;
+            store.finish_ingest_run(run, &IngestOutcome::failed(&error.to_string())).await?;
+            return Err(error);
+        }
+    };
+    let mut results = Vec::new();
+    for delivery in deliveries {
+        let period = delivery.period.to_string();
+        // The stored bill's own version, committed with it: a run killed after its commit is
+        // not ingested again, and one killed before is.
+        if !options.force
+            && store.cost_data_version(&period).await?.as_deref() == Some(&delivery.data_version)
+        {
+            results.push(PeriodResult {
+                period,
+                status: "skipped",
+                data_version: delivery.data_version,
+                seconds: 0.0,
+                read_seconds: 0.0,
+                write_seconds: 0.0,
+                reconciliation: None,
+            });
+            continue;
+        }
+        let run = store
+            .begin_ingest_run(&NewIngestRun::now(
+                "cur",
+                &objects.locate(&delivery.manifest_key),
+                &period,
+                &delivery.data_version,
+            ))
+            .await?;
+        match ingest_period(store, objects.as_ref(), &delivery, progress).await {
+            Ok((result, rows_written)) => {
+                let reconciliation = result.reconciliation.as_ref();
+                store
+                    .finish_ingest_run(
+                        run,
+                        &IngestOutcome {
+                            status: RunStatus::Succeeded,
+                            rows_read: reconciliation.map_or(0, |r| r.rows_read as i64),
+                            rows_written: rows_written as i64,
+                            finished_at: chrono::Utc::now().timestamp(),
+                            error: None,
+                            reconciliation: reconciliation.and_then(|r| serde_json::to_string(r).ok()),
+                        },
+                    )
+                    .await?;
+                results.push(result);
+            }
+            Err(error) => {
+                let failed = IngestOutcome::failed(&error.to_string());
+                if let Err(record) = store.finish_ingest_run(run, &failed).await {
+                    tracing::error!(run, %record, "could not record the failed ingest run");
+                }
+                return Err(error);
+            }
+        }
+    }
+    Ok(results)
+}
+
+/// The source's object store and the deliveries its manifests describe (or the one asked for).
+async fn discover(options: &CurIngestOptions) -> Result<(Box<dyn ObjectStore>, Vec<Delivery>), IngestError> {
     let (objects, folder_period): (Box<dyn ObjectStore>, Option<Period>) =
         if options.source.starts_with("s3://") {
             (Box::new(S3Store::connect(&options.source, &options.s3).await?), None)
@@ -84,36 +153,20 @@ pub async fn ingest_cur(
         (asked, folder) => asked.or(folder),
     };
     let deliveries = cur_source::discover(objects.as_ref(), only).await?;
-    let mut results = Vec::new();
-    for delivery in deliveries {
-        let period = delivery.period.to_string();
-        if !options.force
-            && store.last_data_version("cur", &period).await?.as_deref() == Some(&delivery.data_version)
-        {
-            results.push(PeriodResult {
-                period,
-                status: "skipped",
-                data_version: delivery.data_version,
-                seconds: 0.0,
-                read_seconds: 0.0,
-                write_seconds: 0.0,
-                reconciliation: None,
-            });
-            continue;
-        }
-        results.push(ingest_period(store, objects.as_ref(), &delivery, progress).await?);
-    }
-    Ok(results)
+    Ok((objects, deliveries))
 }
 
+/// Reads and writes one period; returns its result and how many rows it wrote.
+#[tracing::instrument(skip_all, fields(period = %delivery.period, files = delivery.data_files.len()))]
 async fn ingest_period(
     store: &dyn Store,
     objects: &dyn ObjectStore,
     delivery: &Delivery,
     progress: &indicatif::MultiProgress,
-) -> Result<PeriodResult, IngestError> {
+) -> Result<(PeriodResult, usize), IngestError> {
     let started = Instant::now();
-    let started_at = chrono::Utc::now().timestamp();
+    // `phase` events say where a run is, for people reading the log and for the crash test.
+    tracing::debug!(phase = "read", "fetching, reading and writing the period");
     let scratch =
         cur::Scratch::new().map_err(|e| IngestError::Other(format!("creating a scratch folder: {e}")))?;
     // Fetch first: a manifest naming a missing file fails before any reading or writing.
@@ -148,71 +201,31 @@ async fn ingest_period(
     let outcome = source.outcome.take();
     match (written, outcome) {
         (Ok(()), Some(Ok((reconciliation, read_seconds, rows_written)))) => {
-            finish_period(
-                store,
-                objects,
-                delivery,
-                &bar,
-                started,
-                started_at,
-                reconciliation,
-                read_seconds,
+            bar.finish_with_message(format!("{} ingested", delivery.period));
+            let seconds = started.elapsed().as_secs_f64();
+            tracing::info!(
+                rows_read = reconciliation.rows_read,
                 rows_written,
-            )
-            .await
+                seconds,
+                read_seconds,
+                "period ingested"
+            );
+            let result = PeriodResult {
+                period: delivery.period.to_string(),
+                status: "ingested",
+                data_version: delivery.data_version.clone(),
+                seconds,
+                read_seconds,
+                write_seconds: seconds - read_seconds,
+                reconciliation: Some(reconciliation),
+            };
+            Ok((result, rows_written))
         }
         // The reader's own error says which file and what; prefer it to the store's echo.
         (_, Some(Err(error))) => Err(error.into()),
         (Err(error), _) => Err(error.into()),
         (Ok(()), None) => Err(IngestError::Other("the reader finished without a result".into())),
     }
-}
-
-/// Records a written period's run and builds its result.
-#[allow(clippy::too_many_arguments)]
-async fn finish_period(
-    store: &dyn Store,
-    objects: &dyn ObjectStore,
-    delivery: &Delivery,
-    bar: &indicatif::ProgressBar,
-    started: Instant,
-    started_at: i64,
-    reconciliation: Reconciliation,
-    read_seconds: f64,
-    rows_written: usize,
-) -> Result<PeriodResult, IngestError> {
-    let run = store
-        .begin_ingest_run(&NewIngestRun {
-            kind: "cur".into(),
-            source: objects.locate(&delivery.manifest_key),
-            period: delivery.period.to_string(),
-            data_version: delivery.data_version.clone(),
-            started_at,
-        })
-        .await?;
-    store
-        .finish_ingest_run(
-            run,
-            &IngestOutcome {
-                status: "succeeded".into(),
-                rows_read: reconciliation.rows_read as i64,
-                rows_written: rows_written as i64,
-                finished_at: chrono::Utc::now().timestamp(),
-                error: None,
-                reconciliation: serde_json::to_string(&reconciliation).ok(),
-            },
-        )
-        .await?;
-    bar.finish_with_message(format!("{} ingested", delivery.period));
-    Ok(PeriodResult {
-        period: delivery.period.to_string(),
-        status: "ingested",
-        data_version: delivery.data_version.clone(),
-        seconds: started.elapsed().as_secs_f64(),
-        read_seconds,
-        write_seconds: started.elapsed().as_secs_f64() - read_seconds,
-        reconciliation: Some(reconciliation),
-    })
 }
 
 /// What the reading thread hands back: the period's reconciliation, when reading ended, and
@@ -245,6 +258,7 @@ impl PeriodSource for StreamedPeriod {
         };
         match joined.and_then(|result| result) {
             Ok(((period, reconciliation, pod_attributes), read_seconds)) => {
+                tracing::debug!(phase = "write", read_seconds, "read; writing the rest of the period");
                 let rows = reconciliation.split_rows as usize
                     + period.instance_hours.len()
                     + period.other_costs.len();

@@ -187,6 +187,7 @@ pub fn workloads(range: &RollupRange) -> Report {
     }
     let table = Table {
         title: "Cost and GPU-hours by workload".into(),
+        totals: Vec::new(),
         columns: vec![
             "namespace",
             "workload",
@@ -254,6 +255,7 @@ pub fn clients(range: &RollupRange) -> Report {
     let rows = client_sums(range);
     let table = Table {
         title: "Chargeback by client".into(),
+        totals: Vec::new(),
         columns: vec![
             "client",
             "share_policy",
@@ -321,6 +323,7 @@ pub fn gpu(range: &RollupRange, unattributed: &BTreeMap<String, f64>) -> Report 
     }
     let table = Table {
         title: "GPU-hours by namespace and GPU model".into(),
+        totals: Vec::new(),
         columns: vec![
             "namespace",
             "gpu_model",
@@ -388,6 +391,7 @@ pub fn spot(range: &RollupRange) -> Report {
     }
     let table = Table {
         title: "Spot adoption (GPU-hours)".into(),
+        totals: Vec::new(),
         columns: vec!["namespace", "workload_class", "gpu_hours", "spot_gpu_hours", "spot_adoption", "flags"],
         rows: rows
             .iter()
@@ -426,6 +430,7 @@ pub fn savings(range: &RollupRange) -> Report {
     }
     let table = Table {
         title: "Realized savings (public on-demand − actual, Kubernetes cost)".into(),
+        totals: Vec::new(),
         columns: vec![
             "month",
             "public_on_demand_cost",
@@ -451,6 +456,7 @@ pub fn opportunities(range: &RollupRange) -> Report {
     list.sort_by_key(|o| std::cmp::Reverse(o.monthly_nanos));
     let table = Table {
         title: "Opportunities (USD per month)".into(),
+        totals: Vec::new(),
         columns: vec![
             "kind",
             "namespace",

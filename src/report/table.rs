@@ -28,6 +28,10 @@ pub struct Table {
     /// JSON and CSV names, also the table's headings.
     pub columns: Vec<&'static str>,
     pub rows: Vec<Vec<Cell>>,
+    /// Total lines under the rows (a Kubernetes total, other cost, the bill): printed after
+    /// them, but in JSON kept apart as `"totals"`, so a script that sums `rows` never counts
+    /// a total twice.
+    pub totals: Vec<Vec<Cell>>,
 }
 
 impl Table {
@@ -35,24 +39,30 @@ impl Table {
     pub fn render(&self, format: OutputFormat, period: &str, extra: Map<String, Value>) -> String {
         match format {
             OutputFormat::Json => {
-                let rows: Vec<Value> = self
-                    .rows
-                    .iter()
-                    .map(|row| {
-                        let fields =
-                            self.columns.iter().zip(row).map(|(c, cell)| (c.to_string(), json_value(cell)));
-                        Value::Object(fields.collect())
-                    })
-                    .collect();
+                let objects = |rows: &[Vec<Cell>]| -> Vec<Value> {
+                    rows.iter()
+                        .map(|row| {
+                            let fields = self
+                                .columns
+                                .iter()
+                                .zip(row)
+                                .map(|(c, cell)| (c.to_string(), json_value(cell)));
+                            Value::Object(fields.collect())
+                        })
+                        .collect()
+                };
                 let mut top = Map::new();
                 top.insert("period".into(), json!(period));
-                top.insert("rows".into(), Value::Array(rows));
+                top.insert("rows".into(), Value::Array(objects(&self.rows)));
+                if !self.totals.is_empty() {
+                    top.insert("totals".into(), Value::Array(objects(&self.totals)));
+                }
                 top.extend(extra);
                 serde_json::to_string_pretty(&Value::Object(top)).unwrap_or_default() + "\n"
             }
             OutputFormat::Csv => {
                 let mut out = self.columns.join(",") + "\n";
-                for row in &self.rows {
+                for row in self.all_rows() {
                     out.push_str(&row.iter().map(csv_text).collect::<Vec<_>>().join(","));
                     out.push('\n');
                 }
@@ -60,7 +70,7 @@ impl Table {
             }
             OutputFormat::Table => {
                 let mut lines = vec![self.columns.iter().map(|c| c.replace('_', " ")).collect::<Vec<_>>()];
-                lines.extend(self.rows.iter().map(|row| row.iter().map(table_text).collect()));
+                lines.extend(self.all_rows().map(|row| row.iter().map(table_text).collect()));
                 let widths: Vec<usize> = (0..self.columns.len())
                     .map(|i| lines.iter().map(|l| l[i].chars().count()).max().unwrap_or(0))
                     .collect();
@@ -124,7 +134,7 @@ impl Table {
         for (col, name) in self.columns.iter().enumerate() {
             worksheet.write_string_with_format(0, col as u16, *name, &header)?;
         }
-        for (r, row) in self.rows.iter().enumerate() {
+        for (r, row) in self.all_rows().enumerate() {
             let r = r as u32 + 1;
             for (col, cell) in row.iter().enumerate() {
                 let col = col as u16;
@@ -148,15 +158,27 @@ impl Table {
         worksheet.set_freeze_panes(1, 0)?;
         worksheet.set_repeat_rows(0, 0)?;
         worksheet.set_landscape();
+        // The filter covers the rows, not the totals under them.
         worksheet.autofilter(0, 0, self.rows.len() as u32, last_col)?;
         worksheet.autofit();
         workbook.save_to_buffer()
     }
 
-    /// Cells as people read them, each with whether it is a number (aligned right).
+    /// The rows, then the totals.
+    pub fn all_rows(&self) -> impl Iterator<Item = &Vec<Cell>> {
+        self.rows.iter().chain(&self.totals)
+    }
+
+    /// The index of a column by name: pages read cells by name, so a reordered column can
+    /// never put another number in its place.
+    pub fn column(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| *c == name)
+    }
+
+    /// Cells as people read them, each with whether it is a number (aligned right); the
+    /// rows, then the totals.
     pub fn display_rows(&self) -> Vec<Vec<(String, bool)>> {
-        self.rows
-            .iter()
+        self.all_rows()
             .map(|row| row.iter().map(|cell| (table_text(cell), !matches!(cell, Cell::Text(_)))).collect())
             .collect()
     }
@@ -223,6 +245,7 @@ mod tests {
         assert_eq!(table_text(&Cell::Ratio(Some(0.7244))), "72.4 %");
         let table = Table {
             title: "t".into(),
+            totals: Vec::new(),
             columns: vec!["namespace", "utilization"],
             rows: vec![vec![Cell::Text("=a".into()), Cell::Ratio(None)]],
         };
@@ -237,6 +260,7 @@ mod tests {
         use std::io::Read;
         let table = Table {
             title: "t".into(),
+            totals: Vec::new(),
             columns: vec!["namespace", "total_cost", "utilization"],
             rows: vec![vec![
                 Cell::Text("=HYPERLINK(\"x\")".into()),

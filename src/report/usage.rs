@@ -66,6 +66,7 @@ impl GpuReport {
                 "GPU-hours by namespace and GPU model (idle below {:.0} %)",
                 self.idle_threshold * 100.0
             ),
+            totals: Vec::new(),
             columns: vec![
                 "namespace",
                 "gpu_model",
@@ -141,6 +142,7 @@ impl InferenceReport {
     pub fn render(&self, format: OutputFormat) -> String {
         let table = Table {
             title: "Inference requests and tokens by workload".into(),
+            totals: Vec::new(),
             columns: vec![
                 "namespace",
                 "workload",

@@ -10,7 +10,7 @@
 //! - money is integer micro-dollars, time is UTC epoch seconds.
 
 mod aggregate;
-mod migrations;
+pub mod migrations;
 pub mod model;
 pub mod postgres;
 mod shared;
@@ -20,6 +20,7 @@ pub mod sqlite;
 
 use async_trait::async_trait;
 
+pub use migrations::SchemaStatus;
 pub use model::*;
 
 /// Errors from the store, already saying which backend and operation failed.
@@ -38,6 +39,19 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    #[error(
+        "migration {version} ({name}) was edited after it was applied: the database recorded \
+         checksum {recorded}, this gpuledger embeds {embedded}; restore the file and add a new migration instead"
+    )]
+    EditedMigration { version: i64, name: String, recorded: String, embedded: String },
+    #[error(
+        "the database schema is at version {applied} but this gpuledger needs version {latest}: \
+         run `gpuledger migrate` with a role that may change the schema, then start again"
+    )]
+    SchemaOutOfDate { applied: i64, latest: i64 },
+    /// A newer compute already wrote the period's rollups.
+    #[error("{0}")]
+    Stale(String),
     #[error("unsupported database URL {0:?}: expected sqlite:PATH or postgres://...")]
     UnsupportedUrl(String),
     /// The source of a streamed period failed; nothing was committed.
@@ -116,7 +130,11 @@ pub trait Store: Send + Sync {
     fn backend(&self) -> &'static str;
 
     /// Applies the embedded migrations that are not applied yet; returns how many ran.
+    /// Concurrent callers wait for each other; an edited applied migration is refused.
     async fn migrate(&self) -> StoreResult<usize>;
+
+    /// Where the schema stands, read without changing anything.
+    async fn schema_status(&self) -> StoreResult<SchemaStatus>;
 
     /// Records the start of an ingest run and returns its id.
     async fn begin_ingest_run(&self, run: &NewIngestRun) -> StoreResult<i64>;
@@ -129,6 +147,24 @@ pub trait Store: Send + Sync {
 
     /// The data version of the last successful ingest of `kind` for `period`, if any.
     async fn last_data_version(&self, kind: &str, period: &str) -> StoreResult<Option<String>>;
+
+    /// Marks this host's runs still `running` whose process is not `alive` as `interrupted`;
+    /// returns how many.
+    async fn close_abandoned_runs(
+        &self,
+        host: &str,
+        alive: &(dyn Fn(i64) -> bool + Sync),
+    ) -> StoreResult<usize>;
+
+    /// The data version of the stored bill of `period` (written in the same transaction as
+    /// the bill, so it can never name data that did not land).
+    async fn cost_data_version(&self, period: &str) -> StoreResult<Option<String>>;
+
+    /// Billing periods whose rollups are missing or older than their inputs, oldest first.
+    async fn pending_periods(&self) -> StoreResult<Vec<String>>;
+
+    /// A counter every write of data or rollups raises: what caches key on.
+    async fn data_revision(&self) -> StoreResult<i64>;
 
     /// Replaces a billing period whole, in one transaction: the period's previous cost facts,
     /// instance hours and other costs are removed and the new ones written.
@@ -193,7 +229,8 @@ pub trait Store: Send + Sync {
     /// What `compute` needs of a billing period's bill, or `None` when it is not stored.
     async fn compute_inputs(&self, period: &str) -> StoreResult<Option<ComputeInputs>>;
 
-    /// Replaces a period's rollups whole, in one transaction.
+    /// Replaces a period's rollups whole, in one transaction. Refused ([`StoreError::Stale`])
+    /// when the period's inputs changed since they were read, or newer rollups are stored.
     async fn replace_rollups(&self, rollups: &Rollups) -> StoreResult<()>;
 
     /// A period's rollups, or `None` when it was not computed.
@@ -219,13 +256,28 @@ pub trait Store: Send + Sync {
 ///
 /// `sqlite:PATH` (created when missing) or `postgres://...`.
 pub async fn connect(url: &str) -> StoreResult<Box<dyn Store>> {
-    let store: Box<dyn Store> = if url.starts_with("sqlite:") {
-        Box::new(sqlite::SqliteStore::open(url).await?)
-    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Box::new(postgres::PgStore::open(url).await?)
-    } else {
-        return Err(StoreError::UnsupportedUrl(url.to_string()));
-    };
+    let store = open(url).await?;
     store.migrate().await?;
     Ok(store)
+}
+
+/// Opens the database named by `url` without changing its schema, and refuses one whose
+/// schema is older than this binary's (for a role that may only read and write data).
+pub async fn connect_without_migrating(url: &str) -> StoreResult<Box<dyn Store>> {
+    let store = open(url).await?;
+    let status = store.schema_status().await?;
+    if !status.is_current() {
+        return Err(StoreError::SchemaOutOfDate { applied: status.applied, latest: status.latest });
+    }
+    Ok(store)
+}
+
+async fn open(url: &str) -> StoreResult<Box<dyn Store>> {
+    if url.starts_with("sqlite:") {
+        Ok(Box::new(sqlite::SqliteStore::open(url).await?))
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Box::new(postgres::PgStore::open(url).await?))
+    } else {
+        Err(StoreError::UnsupportedUrl(url.to_string()))
+    }
 }

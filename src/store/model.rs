@@ -5,11 +5,60 @@
 
 use serde::Serialize;
 
+/// How a recorded run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Started and not finished: still going, or its process died before the next run on
+    /// the same host noticed.
+    Running,
+    Succeeded,
+    Failed,
+    /// Its process ended (killed, crashed) before the run finished.
+    Interrupted,
+}
+
+impl RunStatus {
+    pub const ALL: [RunStatus; 4] =
+        [RunStatus::Running, RunStatus::Succeeded, RunStatus::Failed, RunStatus::Interrupted];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+
+    /// Failed or interrupted: the run's data did not land.
+    pub fn is_failure(self) -> bool {
+        matches!(self, RunStatus::Failed | RunStatus::Interrupted)
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for RunStatus {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        RunStatus::ALL
+            .into_iter()
+            .find(|s| s.as_str() == text)
+            .ok_or_else(|| format!("unknown run status {text:?}"))
+    }
+}
+
 /// One ingest attempt of one source and period, kept whether it succeeded or not.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct IngestRun {
     pub id: i64,
-    /// `cur`, `prometheus`, `cost-explorer`.
+    /// `cur`, `prometheus`, `compute` (`cost-explorer` later).
     pub kind: String,
     /// Where the data came from: a folder, an `s3://` URI, a Prometheus URL.
     pub source: String,
@@ -17,8 +66,7 @@ pub struct IngestRun {
     pub period: String,
     /// The manifest's executionId (else ETag/size) that identifies the delivery.
     pub data_version: String,
-    /// `running`, `succeeded`, `failed`, `skipped`.
-    pub status: String,
+    pub status: RunStatus,
     pub rows_read: i64,
     pub rows_written: i64,
     pub started_at: i64,
@@ -26,6 +74,9 @@ pub struct IngestRun {
     pub error: Option<String>,
     /// Reconciliation results as JSON text (bill totals, split vs parent).
     pub reconciliation: Option<String>,
+    /// The host and process that ran it.
+    pub host: String,
+    pub pid: i64,
 }
 
 /// What a new run records when it starts.
@@ -36,17 +87,58 @@ pub struct NewIngestRun {
     pub period: String,
     pub data_version: String,
     pub started_at: i64,
+    pub host: String,
+    pub pid: i64,
+}
+
+impl NewIngestRun {
+    /// A run of this process, starting now.
+    pub fn now(kind: &str, source: &str, period: &str, data_version: &str) -> NewIngestRun {
+        NewIngestRun {
+            kind: kind.into(),
+            source: source.into(),
+            period: period.into(),
+            data_version: data_version.into(),
+            started_at: chrono::Utc::now().timestamp(),
+            host: this_host(),
+            pid: i64::from(std::process::id()),
+        }
+    }
+}
+
+/// This machine's name, as runs record it (`/etc/hostname`, else `HOSTNAME`, else `localhost`).
+pub fn this_host() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
 }
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IngestOutcome {
-    pub status: String,
+    pub status: RunStatus,
     pub rows_read: i64,
     pub rows_written: i64,
     pub finished_at: i64,
     pub error: Option<String>,
     pub reconciliation: Option<String>,
+}
+
+impl IngestOutcome {
+    /// A run that failed now with `error`, having written nothing.
+    pub fn failed(error: &str) -> IngestOutcome {
+        IngestOutcome {
+            status: RunStatus::Failed,
+            rows_read: 0,
+            rows_written: 0,
+            finished_at: chrono::Utc::now().timestamp(),
+            error: Some(error.to_string()),
+            reconciliation: None,
+        }
+    }
 }
 
 /// A pod's share of one resource of one parent instance for one hour: the grain at which a
@@ -352,6 +444,8 @@ pub struct ServedPodHour {
 #[derive(Debug, Clone, Default)]
 pub struct ComputeInputs {
     pub period: String,
+    /// The revision of the inputs read (see `period_inputs`); the rollups carry it.
+    pub input_revision: i64,
     pub bill_unblended_micros: i64,
     pub bill_amortized_micros: i64,
     pub pods: Vec<PodRecord>,
@@ -440,6 +534,10 @@ pub struct PeriodRollup {
     pub kubernetes_cost_nanos: i64,
     pub other_cost_micros: i64,
     pub unattributed_gpu_hours: f64,
+    /// The revision of the inputs these rollups were computed from.
+    pub input_revision: i64,
+    /// The revision their write took: changes whenever a period is recomputed.
+    pub revision: i64,
 }
 
 /// One client's chargeback for a period. Shares add up to the shared pools exactly.

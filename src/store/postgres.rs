@@ -1,8 +1,9 @@
 //! The Postgres store, for teams that already run Postgres or share one gpuledger.
 //!
 //! Writes run at the default READ COMMITTED: each replace deletes and inserts inside one
-//! transaction, and the `cost_periods` primary key makes a second concurrent replace of the
-//! same period fail instead of doubling it. Multi-table reads use REPEATABLE READ, so they
+//! transaction that first takes an advisory lock named for what it replaces (a billing
+//! period, each month of a usage window, a period's rollups), so a second concurrent writer
+//! waits, then replaces what the first wrote instead of adding to it. Multi-table reads use REPEATABLE READ, so they
 //! see one snapshot.
 
 use sqlx::Postgres;
@@ -18,6 +19,10 @@ use super::{
 
 /// The Postgres wire protocol counts bound values in 16 bits.
 const MAX_BINDS: usize = 65_535;
+
+/// Held (per session) while migrating, so dashboard replicas starting together take turns.
+/// The key is arbitrary but fixed: ASCII "gpuledgr".
+const MIGRATION_LOCK: &str = "SELECT pg_advisory_lock(7453586491716167538)";
 
 /// How many connections the pool opens at most: pages read in parallel, ingests write alone.
 const MAX_CONNECTIONS: u32 = 10;
@@ -45,7 +50,9 @@ super::shared::store_impl!(
     PgStore,
     name: "postgres",
     migrations: migrations::POSTGRES,
+    migration_lock: migrations::MigrationLock { acquire: MIGRATION_LOCK, begin: "BEGIN" },
     write_begin: "BEGIN",
+    xact_lock: "SELECT pg_advisory_xact_lock($1)",
     connection: PgConnection,
     database: Postgres,
     read_begin: "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"

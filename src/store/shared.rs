@@ -3,10 +3,59 @@
 //! transaction begins differ. Each backend module invokes [`store_impl!`] once, with a
 //! `MAX_BINDS` constant in scope.
 
+/// The 64-bit key of a named advisory lock (FNV-1a of the name): stable across processes and
+/// versions, which is all a lock key needs.
+pub(crate) fn lock_key(name: &str) -> i64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in name.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash as i64
+}
+
 /// Implements `Store` for a backend struct with a `pool` field.
+///
+/// `xact_lock` is a statement taking a transaction-scoped lock on `$1` (a [`lock_key`]), or
+/// empty where the write transaction already excludes other writers (SQLite).
 macro_rules! store_impl {
-    ($store:ty, name: $name:literal, migrations: $migrations:expr, write_begin: $write_begin:literal,
+    ($store:ty, name: $name:literal, migrations: $migrations:expr, migration_lock: $migration_lock:expr,
+     write_begin: $write_begin:literal, xact_lock: $xact_lock:literal,
      connection: $connection:ty, database: $database:ty, read_begin: $read_begin:literal) => {
+        /// Takes the named lock until the transaction ends: a second writer of the same period
+        /// or window waits here, then replaces what the first wrote (never adds to it).
+        async fn lock_for_transaction(conn: &mut $connection, name: &str) -> Result<(), sqlx::Error> {
+            if $xact_lock.is_empty() {
+                return Ok(());
+            }
+            sqlx::query($xact_lock).bind(super::shared::lock_key(name)).execute(&mut *conn).await.map(|_| ())
+        }
+
+        /// Takes the next data revision. Run last before commit: on Postgres the counter row
+        /// stays locked until then.
+        async fn next_revision(conn: &mut $connection) -> Result<i64, sqlx::Error> {
+            sqlx::query(sql::NEXT_REVISION).fetch_one(&mut *conn).await?.int("value")
+        }
+
+        /// One integer column of the row `query` finds for `key`, if there is one.
+        async fn optional_int(
+            conn: &mut $connection,
+            query: &'static str,
+            key: &str,
+            column: &'static str,
+        ) -> Result<Option<i64>, sqlx::Error> {
+            let row = sqlx::query(query).bind(key).fetch_optional(&mut *conn).await?;
+            row.map(|row| row.int(column)).transpose()
+        }
+
+        /// Marks each billing period in `periods` as changed at `revision`.
+        async fn touch_periods(conn: &mut $connection, periods: &[String], revision: i64) -> Result<(), sqlx::Error> {
+            for period in periods {
+                sqlx::query(sql::TOUCH_PERIOD_INPUTS).bind(period.as_str()).bind(revision).execute(&mut *conn).await?;
+            }
+            Ok(())
+        }
+
         /// Writes a batch: its new pods to `cost_pods`, then its facts.
         async fn insert_facts(
             conn: &mut $connection,
@@ -58,7 +107,11 @@ macro_rules! store_impl {
             }
 
             async fn migrate(&self) -> StoreResult<usize> {
-                migrations::apply(&self.pool, $migrations).await
+                migrations::apply(&self.pool, $migrations, &$migration_lock).await
+            }
+
+            async fn schema_status(&self) -> StoreResult<migrations::SchemaStatus> {
+                migrations::check(&self.pool, $migrations).await
             }
 
             async fn begin_ingest_run(&self, run: &NewIngestRun) -> StoreResult<i64> {
@@ -68,10 +121,67 @@ macro_rules! store_impl {
                     .bind(run.period.as_str())
                     .bind(run.data_version.as_str())
                     .bind(run.started_at)
+                    .bind(run.host.as_str())
+                    .bind(run.pid)
                     .fetch_one(&self.pool)
                     .await
                     .context("starting an ingest run")?;
                 row.int("id").context("starting an ingest run")
+            }
+
+            async fn close_abandoned_runs(
+                &self,
+                host: &str,
+                alive: &(dyn Fn(i64) -> bool + Sync),
+            ) -> StoreResult<usize> {
+                const CONTEXT: &str = "closing abandoned runs";
+                let running = sqlx::query(sql::SELECT_RUNNING_RUNS)
+                    .bind(host)
+                    .fetch_all(&self.pool)
+                    .await
+                    .context(CONTEXT)?
+                    .iter()
+                    .map(|row| Ok((row.int("id")?, row.int("pid")?)))
+                    .collect::<Result<Vec<(i64, i64)>, sqlx::Error>>()
+                    .context(CONTEXT)?;
+                let mut closed = 0;
+                for (id, pid) in running.into_iter().filter(|(_, pid)| !alive(*pid)) {
+                    let error = format!("its process ({pid} on {host}) ended before the run finished");
+                    closed += sqlx::query(sql::INTERRUPT_RUN)
+                        .bind(chrono::Utc::now().timestamp())
+                        .bind(error)
+                        .bind(id)
+                        .execute(&self.pool)
+                        .await
+                        .context(CONTEXT)?
+                        .rows_affected() as usize;
+                }
+                Ok(closed)
+            }
+
+            async fn cost_data_version(&self, period: &str) -> StoreResult<Option<String>> {
+                const CONTEXT: &str = "reading a period's data version";
+                let row = sqlx::query(sql::SELECT_COST_DATA_VERSION)
+                    .bind(period)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .context(CONTEXT)?;
+                row.map(|row| row.text("data_version")).transpose().context(CONTEXT)
+            }
+
+            async fn pending_periods(&self) -> StoreResult<Vec<String>> {
+                const CONTEXT: &str = "listing periods to compute";
+                let rows = sqlx::query(sql::SELECT_PENDING_PERIODS).fetch_all(&self.pool).await.context(CONTEXT)?;
+                rows.iter().map(|row| row.text("period")).collect::<Result<Vec<_>, _>>().context(CONTEXT)
+            }
+
+            async fn data_revision(&self) -> StoreResult<i64> {
+                const CONTEXT: &str = "reading the data revision";
+                sqlx::query(sql::SELECT_REVISION)
+                    .fetch_one(&self.pool)
+                    .await
+                    .and_then(|row| row.int("value"))
+                    .context(CONTEXT)
             }
 
             async fn finish_ingest_run(&self, id: i64, outcome: &IngestOutcome) -> StoreResult<()> {
@@ -114,6 +224,7 @@ macro_rules! store_impl {
                 row.map(|row| row.text("data_version")).transpose().context(CONTEXT)
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $name, period = name))]
             async fn replace_cost_period_from(
                 &self,
                 name: &str,
@@ -122,6 +233,7 @@ macro_rules! store_impl {
                 const CONTEXT: &str = "replacing a cost period";
                 // Dropping `tx` on any early return rolls everything back.
                 let mut tx = self.pool.begin_with($write_begin).await.context(CONTEXT)?;
+                lock_for_transaction(&mut tx, &format!("cost:{name}")).await.context(CONTEXT)?;
                 for delete in sql::DELETE_PERIOD {
                     sqlx::query(delete).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
                 }
@@ -180,9 +292,13 @@ macro_rules! store_impl {
                 })
                 .await
                 .context(CONTEXT)?;
+                let revision = next_revision(&mut tx).await.context(CONTEXT)?;
+                touch_periods(&mut tx, &[name.to_string()], revision).await.context(CONTEXT)?;
+                tracing::debug!(phase = "commit", period = name, revision, "committing the period");
                 tx.commit().await.context(CONTEXT)
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $name, period = period))]
             async fn compute_inputs(&self, period: &str) -> StoreResult<Option<ComputeInputs>> {
                 const CONTEXT: &str = "reading a period for compute";
                 let aggregated = sqlx::query(sql_rollups::COUNT_POD_DAYS)
@@ -213,8 +329,13 @@ macro_rules! store_impl {
                 };
                 let by_period = |query: &'static str| sqlx::query(query).bind(period);
                 let in_hours = |query: &'static str| sqlx::query(query).bind(from).bind(to);
+                let input_revision = optional_int(&mut tx, sql::SELECT_PERIOD_INPUT_REVISION, period, "revision")
+                    .await
+                    .context(CONTEXT)?
+                    .unwrap_or(1);
                 let inputs = ComputeInputs {
                     period: period.to_string(),
+                    input_revision,
                     bill_unblended_micros: head.int("bill_unblended_micros").context(CONTEXT)?,
                     bill_amortized_micros: head.int("bill_amortized_micros").context(CONTEXT)?,
                     pods: read_all(&mut tx, by_period(sql::SELECT_COST_PODS), sql::cost_pod).await.context(CONTEXT)?,
@@ -264,14 +385,35 @@ macro_rules! store_impl {
                 Ok(Some(inputs))
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $name, period = %rollups.period.period))]
             async fn replace_rollups(&self, rollups: &Rollups) -> StoreResult<()> {
                 const CONTEXT: &str = "writing rollups";
                 let name = rollups.period.period.as_str();
+                let computed_from = rollups.period.input_revision;
                 let mut tx = self.pool.begin_with($write_begin).await.context(CONTEXT)?;
+                lock_for_transaction(&mut tx, &format!("rollups:{name}")).await.context(CONTEXT)?;
+                let inputs_now =
+                    optional_int(&mut tx, sql::SELECT_PERIOD_INPUT_REVISION, name, "revision").await.context(CONTEXT)?;
+                let written = optional_int(&mut tx, sql::SELECT_ROLLUP_INPUT_REVISION, name, "input_revision")
+                    .await
+                    .context(CONTEXT)?;
+                if inputs_now.unwrap_or(1) > computed_from {
+                    return Err(StoreError::Stale(format!(
+                        "{name}'s data changed while it was being computed (revision {computed_from} read, {} now): compute it again",
+                        inputs_now.unwrap_or(1)
+                    )));
+                }
+                if written.is_some_and(|written| written > computed_from) {
+                    return Err(StoreError::Stale(format!(
+                        "{name} was already computed from newer data (revision {} written, {computed_from} read); nothing written",
+                        written.unwrap_or(0)
+                    )));
+                }
                 for delete in sql_rollups::DELETE_ROLLUPS {
                     sqlx::query(delete).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
                 }
-                let period = std::slice::from_ref(&rollups.period);
+                let head = PeriodRollup { revision: next_revision(&mut tx).await.context(CONTEXT)?, ..rollups.period.clone() };
+                let period = std::slice::from_ref(&head);
                 insert_rows(&mut tx, &sql_rollups::INSERT_PERIOD_ROLLUP, period, |row, r| {
                     sql_rollups::push_period_rollup(row, r)
                 })
@@ -305,6 +447,7 @@ macro_rules! store_impl {
                 tx.commit().await.context(CONTEXT)
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $name, period = period))]
             async fn rollups(&self, period: &str) -> StoreResult<Option<Rollups>> {
                 const CONTEXT: &str = "reading rollups";
                 let mut tx = self.pool.begin_with($read_begin).await.context(CONTEXT)?;
@@ -418,6 +561,7 @@ macro_rules! store_impl {
                 rows.iter().map(sql::period_summary).collect::<Result<Vec<_>, _>>().context(CONTEXT)
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(backend = $name, from = from, to = to, rows = gpu.len() + inference.len()))]
             async fn replace_usage_window(
                 &self,
                 from: i64,
@@ -426,7 +570,18 @@ macro_rules! store_impl {
                 inference: &[InferenceUsage],
             ) -> StoreResult<()> {
                 const CONTEXT: &str = "replacing a usage window";
+                // The billing periods the window touches, oldest first: locks are taken in
+                // one order, so two overlapping windows never deadlock.
+                let mut periods = Vec::new();
+                let mut month = $crate::period::Period::containing(from);
+                while month.start() < to {
+                    periods.push(month.to_string());
+                    month = month.next();
+                }
                 let mut tx = self.pool.begin_with($write_begin).await.context(CONTEXT)?;
+                for period in &periods {
+                    lock_for_transaction(&mut tx, &format!("usage:{period}")).await.context(CONTEXT)?;
+                }
                 for delete in [sql::DELETE_GPU_USAGE_WINDOW, sql::DELETE_INFERENCE_USAGE_WINDOW] {
                     sqlx::query(delete).bind(from).bind(to).execute(&mut *tx).await.context(CONTEXT)?;
                 }
@@ -440,6 +595,8 @@ macro_rules! store_impl {
                 })
                 .await
                 .context(CONTEXT)?;
+                let revision = next_revision(&mut tx).await.context(CONTEXT)?;
+                touch_periods(&mut tx, &periods, revision).await.context(CONTEXT)?;
                 tx.commit().await.context(CONTEXT)
             }
 

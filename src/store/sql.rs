@@ -42,16 +42,49 @@ pub(crate) const SELECT_NAMESPACE_COSTS: &str = "SELECT \
 // ---- Ingest runs ----
 
 pub(crate) const INSERT_INGEST_RUN: &str = "INSERT INTO ingest_runs \
-     (kind, source, period, data_version, status, started_at) \
-     VALUES ($1, $2, $3, $4, 'running', $5) RETURNING id";
+     (kind, source, period, data_version, status, started_at, host, pid) \
+     VALUES ($1, $2, $3, $4, 'running', $5, $6, $7) RETURNING id";
+
+pub(crate) const SELECT_RUNNING_RUNS: &str =
+    "SELECT id, pid FROM ingest_runs WHERE status = 'running' AND host = $1 ORDER BY id";
+
+/// Closes a run whose process is gone; a run that finished meanwhile is left alone.
+pub(crate) const INTERRUPT_RUN: &str = "UPDATE ingest_runs SET status = 'interrupted', finished_at = $1, \
+     error = $2 WHERE id = $3 AND status = 'running'";
 
 pub(crate) const FINISH_INGEST_RUN: &str = "UPDATE ingest_runs \
      SET status = $1, rows_read = $2, rows_written = $3, finished_at = $4, error = $5, \
      reconciliation = $6 WHERE id = $7";
 
 pub(crate) const SELECT_INGEST_RUNS: &str = "SELECT id, kind, source, period, data_version, \
-     status, rows_read, rows_written, started_at, finished_at, error, reconciliation \
+     status, rows_read, rows_written, started_at, finished_at, error, reconciliation, host, pid \
      FROM ingest_runs ORDER BY id DESC LIMIT $1";
+
+// ---- Revisions ----
+
+/// Takes the next revision. On Postgres the row stays locked until commit, so writers run it
+/// last, just before committing.
+pub(crate) const NEXT_REVISION: &str =
+    "UPDATE data_revision SET value = value + 1 WHERE id = 1 RETURNING value";
+
+pub(crate) const SELECT_REVISION: &str = "SELECT value FROM data_revision WHERE id = 1";
+
+/// Marks a period's inputs changed at revision `$2`.
+pub(crate) const TOUCH_PERIOD_INPUTS: &str = "INSERT INTO period_inputs (period, revision) VALUES ($1, $2) \
+     ON CONFLICT (period) DO UPDATE SET revision = excluded.revision";
+
+pub(crate) const SELECT_PERIOD_INPUT_REVISION: &str = "SELECT revision FROM period_inputs WHERE period = $1";
+
+pub(crate) const SELECT_ROLLUP_INPUT_REVISION: &str =
+    "SELECT input_revision FROM rollup_periods WHERE period = $1";
+
+/// Billing periods whose bill is stored and whose rollups are missing or older than their inputs.
+pub(crate) const SELECT_PENDING_PERIODS: &str = "SELECT c.period AS period FROM cost_periods c \
+     LEFT JOIN period_inputs i ON i.period = c.period \
+     LEFT JOIN rollup_periods r ON r.period = c.period \
+     WHERE r.period IS NULL OR r.input_revision < COALESCE(i.revision, 1) ORDER BY c.period";
+
+pub(crate) const SELECT_COST_DATA_VERSION: &str = "SELECT data_version FROM cost_periods WHERE period = $1";
 
 pub(crate) const SELECT_LAST_DATA_VERSION: &str = "SELECT data_version FROM ingest_runs \
      WHERE kind = $1 AND period = $2 AND status = 'succeeded' ORDER BY id DESC LIMIT 1";
@@ -208,7 +241,7 @@ pub(crate) const INSERT_CLIENT: &str =
 
 pub(crate) const SELECT_ROLLUP_PERIODS: &str = "SELECT period, computed_at, idle_threshold, \
      p95_cost_per_inference, bill_unblended_micros, bill_amortized_micros, kubernetes_cost_nanos, \
-     other_cost_micros, unattributed_gpu_hours FROM rollup_periods ORDER BY period DESC";
+     other_cost_micros, unattributed_gpu_hours, input_revision, revision FROM rollup_periods ORDER BY period DESC";
 
 // ---- Client rules ----
 
@@ -320,13 +353,15 @@ pub(crate) fn ingest_run(row: &impl ReadRow) -> Result<IngestRun, sqlx::Error> {
         source: row.text("source")?,
         period: row.text("period")?,
         data_version: row.text("data_version")?,
-        status: row.text("status")?,
+        status: row.text("status")?.parse().map_err(|e: String| sqlx::Error::Decode(e.into()))?,
         rows_read: row.int("rows_read")?,
         rows_written: row.int("rows_written")?,
         started_at: row.int("started_at")?,
         finished_at: row.nullable_int("finished_at")?,
         error: row.nullable_text("error")?,
         reconciliation: row.nullable_text("reconciliation")?,
+        host: row.text("host")?,
+        pid: row.int("pid")?,
     })
 }
 

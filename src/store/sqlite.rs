@@ -67,8 +67,10 @@ super::shared::store_impl!(
     name: "sqlite",
     migrations: migrations::SQLITE,
     // Take the write lock up front rather than fail half-way when a read lock cannot be upgraded.
+    migration_lock: migrations::MigrationLock { acquire: "", begin: "BEGIN IMMEDIATE" },
     write_begin: "BEGIN IMMEDIATE",
     // WAL gives a read transaction one snapshot.
+    xact_lock: "",
     connection: SqliteConnection,
     database: Sqlite,
     read_begin: "BEGIN"

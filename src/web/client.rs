@@ -7,7 +7,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::json;
 
-use super::pages::{Card, Content, Filters, answer, money, percent, resolve, usd};
+use super::pages::{Card, Content, Filters, answer, money, percent, resolve, url_escape, usd};
 use super::{AppState, WebError, charts};
 use crate::report::rollup::{self, Report};
 use crate::report::table::{Cell, Table};
@@ -38,9 +38,23 @@ pub async fn page(
     let view = resolve(&state, &filters).await?;
     let known = view.computed.iter().any(|r| r.clients.iter().any(|c| c.client == client));
     if !known {
-        return Err(WebError::NotFound(format!("No client named \"{client}\" in any computed month.")));
+        let mut names: Vec<String> =
+            view.computed.iter().flat_map(|r| r.clients.iter().map(|c| c.client.clone())).collect();
+        names.sort();
+        names.dedup();
+        // A name that differs only in case is the likely one: offer it first.
+        names.sort_by_key(|name| !name.eq_ignore_ascii_case(&client));
+        let message = match names.first().filter(|n| n.eq_ignore_ascii_case(&client)) {
+            Some(close) => {
+                format!("No client named \"{client}\" in any computed month; did you mean \"{close}\"?")
+            }
+            None => format!("No client named \"{client}\" in any computed month."),
+        };
+        let choices = names.iter().map(|n| format!("/clients/{}", url_escape(n))).collect();
+        return Err(WebError::NotFound { message, choices });
     }
-    let mut content = Content::new(&format!("Client {client}"), "clients");
+    let path = format!("/clients/{}", url_escape(&client));
+    let mut content = Content::new(&format!("Client {client}"), "clients", &path);
     let Some(range) = &view.range else {
         return answer(&state, &filters, &headers, &view, content).await;
     };
@@ -86,6 +100,7 @@ pub async fn page(
     content.charts.push(charts::bars(&format!("{client}: total charged by month"), "USD", &labels, &totals));
     let trend = Table {
         title: format!("{client} by month"),
+        totals: Vec::new(),
         columns: vec![
             "month",
             "share_policy",
@@ -112,9 +127,10 @@ pub async fn page(
     };
     let trend = Report { table: trend, extra: serde_json::Map::new() };
     content.table("months", "By month (every computed month; the numbers behind the chart)", trend);
-    // The workloads report, kept to this client's rows (column 3 is the client).
+    // The workloads report, kept to this client's rows.
     let mut workloads = rollup::workloads(range);
-    workloads.table.rows.retain(|row| matches!(&row[3], Cell::Text(c) if *c == client));
+    let column = workloads.table.column("client").unwrap_or(usize::MAX);
+    workloads.table.rows.retain(|row| matches!(row.get(column), Some(Cell::Text(c)) if *c == client));
     workloads.extra.clear();
     content.table("workloads", &format!("{client}'s workloads in {}", range.label), workloads);
     answer(&state, &filters, &headers, &view, content).await

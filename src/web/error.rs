@@ -1,9 +1,11 @@
 //! One error type for the web edge: logged once here, shown as a themed page without
-//! internals.
+//! internals, or as JSON (`{"status", "error", "parameter"?, "choices"?}`) when the request
+//! asked for JSON ([`json_errors`]).
 
 use askama::Template;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
+use serde::Serialize;
 
 use crate::store::StoreError;
 
@@ -15,34 +17,99 @@ pub enum WebError {
     Render(#[from] askama::Error),
     #[error("writing a spreadsheet: {0}")]
     Spreadsheet(#[from] rust_xlsxwriter::XlsxError),
+    /// A parameter that names nothing valid; the message and choices are safe to show.
+    #[error("{parameter}: {message}")]
+    BadRequest { parameter: &'static str, message: String, choices: Vec<String> },
     /// Something the visitor asked for that is not there; the message is safe to show.
-    #[error("{0}")]
-    NotFound(String),
+    #[error("{message}")]
+    NotFound { message: String, choices: Vec<String> },
+}
+
+impl WebError {
+    pub fn not_found(message: impl Into<String>) -> WebError {
+        WebError::NotFound { message: message.into(), choices: Vec::new() }
+    }
+
+    /// `parameter` is not one of `choices`.
+    pub fn bad(parameter: &'static str, message: impl Into<String>, choices: Vec<String>) -> WebError {
+        WebError::BadRequest { parameter, message: message.into(), choices }
+    }
+}
+
+/// What the visitor is told, as the page shows it and as JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorBody {
+    pub status: u16,
+    pub error: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parameter: Option<&'static str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<String>,
 }
 
 #[derive(Template)]
 #[template(path = "error.html")]
-struct ErrorPage {
+struct ErrorPage<'a> {
     active: &'static str,
-    status: u16,
-    message: String,
+    body: &'a ErrorBody,
 }
 
 impl IntoResponse for WebError {
     fn into_response(self) -> Response {
-        let (status, message) = match &self {
-            WebError::NotFound(message) => (StatusCode::NOT_FOUND, message.clone()),
-            _ => {
+        let (status, parameter, message, choices) = match self {
+            WebError::BadRequest { parameter, message, choices } => {
+                (StatusCode::BAD_REQUEST, Some(parameter), message, choices)
+            }
+            WebError::NotFound { message, choices } => (StatusCode::NOT_FOUND, None, message, choices),
+            other => {
                 // Details go to the log, never into the body.
-                tracing::error!(error = %self, "request failed");
-                (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "Something went wrong on our side. It has been logged.".into(),
-                )
+                tracing::error!(error = %other, "request failed");
+                let message = "Something went wrong on our side. It has been logged.".to_string();
+                (StatusCode::INTERNAL_SERVER_ERROR, None, message, Vec::new())
             }
         };
-        let page = ErrorPage { active: "", status: status.as_u16(), message };
-        let body = page.render().unwrap_or_else(|_| "internal error".to_string());
-        (status, Html(body)).into_response()
+        let body = ErrorBody { status: status.as_u16(), error: message, parameter, choices };
+        let page = ErrorPage { active: "", body: &body };
+        let html = page.render().unwrap_or_else(|_| "internal error".to_string());
+        let mut response = (status, [(header::CACHE_CONTROL, "no-store")], Html(html)).into_response();
+        response.extensions_mut().insert(body);
+        response
+    }
+}
+
+/// Whether a request asks for JSON: `?format=json` or an `Accept` naming JSON.
+pub fn wants_json(request: &axum::extract::Request) -> bool {
+    let query = request.uri().query().unwrap_or("");
+    query.split('&').any(|pair| pair == "format=json")
+        || request
+            .headers()
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|accept| accept.contains("application/json"))
+}
+
+/// Middleware: an error answered to a request that asked for JSON becomes JSON.
+pub async fn json_errors(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let json = wants_json(&request);
+    let response = next.run(request).await;
+    if !json {
+        return response;
+    }
+    match response.extensions().get::<ErrorBody>().cloned() {
+        Some(body) => {
+            let status = response.status();
+            (status, [(header::CACHE_CONTROL, "no-store")], axum::Json(body)).into_response()
+        }
+        None => response,
+    }
+}
+
+/// Any path the dashboard does not serve.
+pub async fn unknown_path(uri: axum::http::Uri) -> WebError {
+    WebError::NotFound {
+        message: format!("There is no page at {}.", uri.path()),
+        choices: ["/", "/costs", "/clients", "/gpus", "/inference", "/savings", "/data"]
+            .map(String::from)
+            .to_vec(),
     }
 }

@@ -8,8 +8,8 @@ use chrono::{TimeZone, Utc};
 use serde::Deserialize;
 
 use super::{AppState, WebError};
-use crate::money::format_usd;
-use crate::store::{IngestRun, PeriodSummary};
+use crate::money::{format_usd, usd_decimal};
+use crate::store::{IngestRun, PeriodSummary, RunStatus};
 
 #[derive(Deserialize)]
 pub struct HomeQuery {
@@ -73,13 +73,13 @@ struct HomePage {
 /// The newest CUR reconciliation of each period among `runs` (newest first).
 fn reconciliations(runs: &[IngestRun]) -> Vec<ReconciliationLine> {
     let mut seen = std::collections::BTreeMap::new();
-    for run in runs.iter().filter(|r| r.kind == "cur" && r.status == "succeeded") {
+    for run in runs.iter().filter(|r| r.kind == "cur" && r.status == RunStatus::Succeeded) {
         let Some(v) =
             run.reconciliation.as_deref().and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
         else {
             continue;
         };
-        let text = |key: &str| v[key].as_str().map(|s| format!("${s}")).unwrap_or_default();
+        let text = |key: &str| v[key].as_str().map(String::from).unwrap_or_default();
         seen.entry(run.period.clone()).or_insert_with(|| ReconciliationLine {
             period: run.period.clone(),
             run: run.id,
@@ -103,7 +103,7 @@ fn freshness(runs: &[IngestRun], now: i64) -> Vec<FreshnessLine> {
         .into_iter()
         .map(|kind| {
             let of_kind = || runs.iter().filter(move |r| r.kind == kind);
-            let success = of_kind().find(|r| r.status == "succeeded");
+            let success = of_kind().find(|r| r.status == RunStatus::Succeeded);
             FreshnessLine {
                 kind: kind.to_string(),
                 last_success: success
@@ -112,7 +112,7 @@ fn freshness(runs: &[IngestRun], now: i64) -> Vec<FreshnessLine> {
                 age_hours: success
                     .map(|r| (now - r.finished_at.unwrap_or(r.started_at)) / 3600)
                     .unwrap_or(-1),
-                last_status: of_kind().next().map(|r| r.status.clone()).unwrap_or_default(),
+                last_status: of_kind().next().map(|r| r.status.to_string()).unwrap_or_default(),
             }
         })
         .collect()
@@ -134,11 +134,39 @@ pub async fn page(
     let reconciliations = reconciliations(&runs);
     let freshness = freshness(&runs, Utc::now().timestamp());
     if query.format.as_deref() == Some("json") {
+        // One money format in every JSON twin: USD as a decimal string ("108138.708318").
+        let periods: Vec<serde_json::Value> = periods
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "period": p.period,
+                    "data_version": p.data_version,
+                    "bill_unblended": usd_decimal(p.bill_unblended_micros),
+                    "bill_amortized": usd_decimal(p.bill_amortized_micros),
+                    "cost_fact_rows": p.cost_fact_rows,
+                    "ingested_at": p.ingested_at,
+                })
+            })
+            .collect();
+        // A run's reconciliation is a JSON object, not JSON text inside a string.
+        let runs: Vec<serde_json::Value> = runs
+            .iter()
+            .map(|run| {
+                let mut value = serde_json::to_value(run).unwrap_or_default();
+                value["reconciliation"] = run
+                    .reconciliation
+                    .as_deref()
+                    .and_then(|text| serde_json::from_str(text).ok())
+                    .unwrap_or(serde_json::Value::Null);
+                value
+            })
+            .collect();
         return Ok(axum::Json(serde_json::json!({
             "database": state.store.backend(),
             "periods": periods,
             "reconciliation": reconciliations,
             "freshness": freshness,
+            "pending_compute": state.store.pending_periods().await?,
             "ingest_runs": runs,
         }))
         .into_response());
@@ -167,7 +195,7 @@ pub async fn page(
                 kind: r.kind,
                 source: r.source,
                 period: r.period,
-                status: r.status,
+                status: r.status.to_string(),
                 rows_written: r.rows_written,
                 started_at: utc(r.started_at),
                 error: r.error.unwrap_or_default(),

@@ -88,10 +88,20 @@ pub async fn exposition(State(state): State<AppState>) -> Result<Response, WebEr
     out.push_str("# TYPE gpuledger_ingest_runs gauge\n");
     let mut runs: BTreeMap<(String, String), u64> = BTreeMap::new();
     for run in state.store.ingest_runs(100_000).await? {
-        *runs.entry((run.kind, run.status)).or_default() += 1;
+        *runs.entry((run.kind, run.status.to_string())).or_default() += 1;
     }
     for ((kind, status), count) in runs {
         let _ = writeln!(out, "gpuledger_ingest_runs{{kind=\"{kind}\",status=\"{status}\"}} {count}");
     }
+    out.push_str("# HELP gpuledger_pending_periods Billing periods whose rollups are missing or older than their data.\n");
+    out.push_str("# TYPE gpuledger_pending_periods gauge\n");
+    let _ = writeln!(out, "gpuledger_pending_periods {}", state.store.pending_periods().await?.len());
+    let (pages, bytes) = state.pages.usage();
+    out.push_str("# HELP gpuledger_page_cache_bytes Bytes of rendered pages held in the page cache.\n");
+    out.push_str("# TYPE gpuledger_page_cache_bytes gauge\n");
+    let _ = writeln!(out, "gpuledger_page_cache_bytes {bytes}");
+    out.push_str("# HELP gpuledger_page_cache_pages Rendered pages held in the page cache.\n");
+    out.push_str("# TYPE gpuledger_page_cache_pages gauge\n");
+    let _ = writeln!(out, "gpuledger_page_cache_pages {pages}");
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response())
 }

@@ -20,7 +20,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use tower_http::set_header::SetResponseHeaderLayer;
 
-use crate::store::{Rollups, Store, StoreError};
+use crate::store::{Rollups, RunStatus, Store, StoreError};
 
 pub use error::WebError;
 
@@ -48,8 +48,8 @@ impl AppState {
     }
 }
 
-/// Rollups of every computed period, loaded once and reloaded when `compute` ran again
-/// (its `computed_at` changed), so a page costs one small query plus work in memory.
+/// Rollups of every computed period, loaded once and reloaded when `compute` wrote them again
+/// (their revision changed), so a page costs one small query plus work in memory.
 #[derive(Default)]
 pub struct RollupCache {
     periods: tokio::sync::Mutex<HashMap<String, (i64, Arc<Rollups>)>>,
@@ -63,13 +63,13 @@ impl RollupCache {
         periods.retain(|name, _| computed.iter().any(|p| &p.period == name));
         let mut all = Vec::with_capacity(computed.len());
         for p in computed.iter().rev() {
-            let fresh = periods.get(&p.period).filter(|(at, _)| *at == p.computed_at).map(|(_, r)| r.clone());
+            let fresh = periods.get(&p.period).filter(|(at, _)| *at == p.revision).map(|(_, r)| r.clone());
             let rollups = match fresh {
                 Some(rollups) => rollups,
                 None => {
                     let Some(loaded) = store.rollups(&p.period).await? else { continue };
                     let loaded = Arc::new(loaded);
-                    periods.insert(p.period.clone(), (p.computed_at, loaded.clone()));
+                    periods.insert(p.period.clone(), (p.revision, loaded.clone()));
                     loaded
                 }
             };
@@ -79,12 +79,22 @@ impl RollupCache {
     }
 }
 
-/// Rendered dashboard pages (HTML, JSON, CSV) by URL and `Accept`. An entry is served only
-/// while the data generation it was rendered at still holds: the computed periods with
-/// their compute times, and the newest ingest run (which drives the banner).
-#[derive(Default)]
+/// Rendered dashboard pages (HTML, JSON, CSV, XLSX) by their parsed filters and `Accept`.
+/// An entry is served only while the data generation it was rendered at still holds (the
+/// store's data revision, which only goes up, and the newest run, which drives the banner).
+/// Bounded in bytes; the least recently used pages go first.
 pub struct PageCache {
-    entries: std::sync::Mutex<HashMap<String, CachedPage>>,
+    entries: std::sync::Mutex<PageEntries>,
+    /// The most body bytes kept.
+    budget: usize,
+}
+
+#[derive(Default)]
+struct PageEntries {
+    pages: HashMap<String, CachedPage>,
+    bytes: usize,
+    /// Ticks on every use; an entry's `used` is the tick of its last use.
+    clock: u64,
 }
 
 struct CachedPage {
@@ -92,22 +102,80 @@ struct CachedPage {
     status: axum::http::StatusCode,
     headers: axum::http::HeaderMap,
     body: axum::body::Bytes,
+    used: u64,
 }
 
-/// The most pages kept; the cache empties when full (pages are cheap to render again).
-const PAGE_CACHE_ENTRIES: usize = 1024;
+/// 64 MiB of rendered pages: the largest (a workload table of a 12-month range) is ~2 MB.
+const PAGE_CACHE_BYTES: usize = 64 << 20;
 
-/// What a rendered page depends on, as a short string.
-async fn generation(store: &dyn Store) -> Result<String, StoreError> {
-    let computed = store.rollup_periods().await?;
-    let latest = store.ingest_runs(1).await?;
-    let mut key: String = computed.iter().map(|p| format!("{}@{};", p.period, p.computed_at)).collect();
-    if let Some(run) = latest.first() {
-        key.push_str(&format!("run {} {}", run.id, run.status));
+impl Default for PageCache {
+    fn default() -> Self {
+        PageCache::with_budget(PAGE_CACHE_BYTES)
     }
-    // The staleness banner changes with the day, not only with the data.
-    key.push_str(&format!(" day {}", chrono::Utc::now().timestamp() / 86_400));
-    Ok(key)
+}
+
+impl PageCache {
+    /// A cache keeping at most `budget` bytes of page bodies.
+    pub fn with_budget(budget: usize) -> PageCache {
+        PageCache { entries: std::sync::Mutex::new(PageEntries::default()), budget }
+    }
+
+    /// How many pages and body bytes it holds.
+    pub fn usage(&self) -> (usize, usize) {
+        self.entries.lock().map(|e| (e.pages.len(), e.bytes)).unwrap_or((0, 0))
+    }
+
+    fn get(&self, key: &str, generation: &str) -> Option<axum::response::Response> {
+        let mut entries = self.entries.lock().ok()?;
+        entries.clock += 1;
+        let clock = entries.clock;
+        let hit = entries.pages.get_mut(key).filter(|e| e.generation == generation)?;
+        hit.used = clock;
+        let mut response = axum::response::Response::new(axum::body::Body::from(hit.body.clone()));
+        *response.status_mut() = hit.status;
+        *response.headers_mut() = hit.headers.clone();
+        Some(response)
+    }
+
+    fn put(&self, key: String, page: CachedPage) {
+        if page.body.len() > self.budget {
+            return;
+        }
+        let Ok(mut entries) = self.entries.lock() else { return };
+        entries.clock += 1;
+        let page = CachedPage { used: entries.clock, ..page };
+        entries.bytes += page.body.len();
+        if let Some(old) = entries.pages.insert(key, page) {
+            entries.bytes -= old.body.len();
+        }
+        while entries.bytes > self.budget {
+            let Some(oldest) = entries.pages.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            if let Some(evicted) = entries.pages.remove(&oldest) {
+                entries.bytes -= evicted.body.len();
+            }
+        }
+    }
+}
+
+/// What a rendered page depends on, as a short string: the data revision, the newest run and
+/// the day (the staleness banner changes with the day, not only with the data).
+async fn generation(store: &dyn Store) -> Result<String, StoreError> {
+    let revision = store.data_revision().await?;
+    let latest = store.ingest_runs(1).await?;
+    let run = latest.first().map(|r| format!("{}:{}", r.id, r.status)).unwrap_or_default();
+    Ok(format!("r{revision} run {run} day {}", chrono::Utc::now().timestamp() / 86_400))
+}
+
+/// The cache key of a request: its path, the filters it parses to (so `?b=1&a=2`, `?a=2&b=1`
+/// and unknown parameters share one entry) and whether it asks for JSON.
+fn page_key(request: &axum::extract::Request) -> String {
+    let filters =
+        axum::extract::Query::<pages::Filters>::try_from_uri(request.uri()).map(|q| q.0).unwrap_or_default();
+    let accept = request.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    format!("{}?{}|{}", request.uri().path(), filters.canonical(), accept.contains("application/json"))
 }
 
 /// Middleware: answers a dashboard page from the cache when its data has not changed.
@@ -124,17 +192,10 @@ async fn page_cache(
     if !cacheable {
         return next.run(request).await;
     }
-    let accept =
-        request.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-    let key = format!("{}|{}", request.uri(), accept.contains("application/json"));
+    let key = page_key(&request);
     let Ok(generation) = generation(state.store.as_ref()).await else { return next.run(request).await };
-    if let Ok(entries) = state.pages.entries.lock()
-        && let Some(hit) = entries.get(&key).filter(|e| e.generation == generation)
-    {
-        let mut response = axum::response::Response::new(axum::body::Body::from(hit.body.clone()));
-        *response.status_mut() = hit.status;
-        *response.headers_mut() = hit.headers.clone();
-        return response;
+    if let Some(hit) = state.pages.get(&key, &generation) {
+        return hit;
     }
     let response = next.run(request).await;
     if response.status() != axum::http::StatusCode::OK {
@@ -144,32 +205,50 @@ async fn page_cache(
     let Ok(bytes) = axum::body::to_bytes(body, 64 << 20).await else {
         return axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
-    if let Ok(mut entries) = state.pages.entries.lock() {
-        if entries.len() >= PAGE_CACHE_ENTRIES {
-            entries.clear();
-        }
-        entries.insert(
-            key,
-            CachedPage {
-                generation,
-                status: parts.status,
-                headers: parts.headers.clone(),
-                body: bytes.clone(),
-            },
-        );
-    }
+    let page = CachedPage {
+        generation,
+        status: parts.status,
+        headers: parts.headers.clone(),
+        body: bytes.clone(),
+        used: 0,
+    };
+    state.pages.put(key, page);
     axum::response::Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
-/// A warning for every page: the last ingest failed, the bill's split rows did not add up to
-/// their instances, or the data is more than two days old.
+/// A warning for every page: a recent run failed (or was interrupted) and nothing of its kind
+/// and period has succeeded since, the bill's split rows did not add up to their instances,
+/// or the data is more than two days old.
 pub async fn banner(state: &AppState) -> Result<Option<String>, StoreError> {
-    let runs = state.store.ingest_runs(20).await?;
+    let runs = state.store.ingest_runs(50).await?;
     let Some(latest) = runs.first() else { return Ok(None) };
-    if latest.status == "failed" {
+    // Runs are newest first: a failure counts until a later run of the same kind and period
+    // succeeds.
+    let unresolved: Vec<&crate::store::IngestRun> = runs
+        .iter()
+        .enumerate()
+        .filter(|(i, run)| {
+            run.status.is_failure()
+                && !runs[..*i].iter().any(|later| {
+                    // A run that failed before it knew its period is resolved by any later success.
+                    later.kind == run.kind
+                        && (later.period == run.period || run.period.is_empty())
+                        && later.status == RunStatus::Succeeded
+                })
+        })
+        .map(|(_, run)| run)
+        .collect();
+    if let Some(run) = unresolved.first() {
+        let what = if run.kind == "compute" { "compute" } else { "ingest" };
+        let period = if run.period.is_empty() { String::new() } else { format!(" {}", run.period) };
+        let more = match unresolved.len() {
+            1 => String::new(),
+            n => format!(" ({} more failed runs on Data.)", n - 1),
+        };
         return Ok(Some(format!(
-            "The latest ingest ({} {}) failed; figures may be out of date.",
-            latest.kind, latest.period
+            "The latest {what} ({}{period}) {}; figures may be out of date. See Data.{more}",
+            run.kind,
+            if run.status == RunStatus::Interrupted { "was interrupted" } else { "failed" },
         )));
     }
     let unreconciled =
@@ -212,7 +291,9 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics::exposition))
         .route("/static/style.css", get(stylesheet))
         .route("/static/htmx.min.js", get(htmx))
+        .fallback(error::unknown_path)
         .layer(axum::middleware::from_fn_with_state(state.clone(), page_cache))
+        .layer(axum::middleware::from_fn(error::json_errors))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .layer(tower_http::compression::CompressionLayer::new())
         .layer(tower_http::trace::TraceLayer::new_for_http());
@@ -280,5 +361,41 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {},
         _ = terminate => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(bytes: usize) -> CachedPage {
+        CachedPage {
+            generation: "r1".into(),
+            status: axum::http::StatusCode::OK,
+            headers: axum::http::HeaderMap::new(),
+            body: axum::body::Bytes::from(vec![b'x'; bytes]),
+            used: 0,
+        }
+    }
+
+    #[test]
+    fn the_page_cache_keeps_its_byte_budget_and_evicts_the_least_recently_used() {
+        let cache = PageCache::with_budget(300);
+        cache.put("a".into(), page(100));
+        cache.put("b".into(), page(100));
+        cache.put("c".into(), page(100));
+        assert_eq!(cache.usage(), (3, 300));
+        // `a` is used again, so `b` is now the least recently used and goes first.
+        assert!(cache.get("a", "r1").is_some());
+        cache.put("d".into(), page(100));
+        assert_eq!(cache.usage(), (3, 300));
+        assert!(cache.get("b", "r1").is_none() && cache.get("a", "r1").is_some());
+        // Another generation is a miss; a page larger than the budget is never kept.
+        assert!(cache.get("a", "r2").is_none());
+        cache.put("huge".into(), page(301));
+        assert!(cache.get("huge", "r1").is_none());
+        // Replacing an entry counts its bytes once: 100 + 100 + 50 = 250.
+        cache.put("d".into(), page(50));
+        assert_eq!(cache.usage(), (3, 250));
     }
 }

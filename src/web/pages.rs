@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use super::charts;
 use super::{AppState, WebError};
-use crate::period::Period;
+use crate::period::{Period, Range};
 use crate::report::OutputFormat;
 use crate::report::rollup::{self, Report, RollupRange};
 use crate::report::table::{Cell, Table};
@@ -36,6 +36,18 @@ pub struct Filters {
 }
 
 impl Filters {
+    /// Every filter including format and table, in one fixed order: equal for two URLs that
+    /// ask for the same thing.
+    pub(super) fn canonical(&self) -> String {
+        let mut query = self.query();
+        for (key, value) in [("format", &self.format), ("table", &self.table)] {
+            if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
+                query.push_str(&format!("&{key}={}", url_escape(value)));
+            }
+        }
+        query
+    }
+
     /// The query string of these filters (without format/table), for links.
     fn query(&self) -> String {
         let mut parts = Vec::new();
@@ -155,6 +167,8 @@ pub struct ReportPage {
 pub(super) struct Content {
     title: String,
     active: &'static str,
+    /// The page's own path, which its links (downloads, JSON twin) start from.
+    path: String,
     pub(super) cards: Vec<Card>,
     pub(super) charts: Vec<String>,
     /// (id, caption, report, links for each row's first cell).
@@ -166,10 +180,11 @@ pub(super) struct Content {
 }
 
 impl Content {
-    pub(super) fn new(title: &str, active: &'static str) -> Content {
+    pub(super) fn new(title: &str, active: &'static str, path: &str) -> Content {
         Content {
             title: title.into(),
             active,
+            path: path.into(),
             cards: Vec::new(),
             charts: Vec::new(),
             tables: Vec::new(),
@@ -180,7 +195,7 @@ impl Content {
     }
 
     pub(super) fn table(&mut self, id: &str, caption: &str, report: Report) {
-        let links = vec![None; report.table.rows.len()];
+        let links = vec![None; report.table.rows.len() + report.table.totals.len()];
         self.tables.push((id.into(), caption.into(), report, links));
     }
 }
@@ -191,38 +206,65 @@ pub(super) struct View {
     pub(super) range: Option<RollupRange>,
 }
 
-/// The range the filters name: `from`/`to` dates, a `period`, or the latest computed period.
+/// The formats a page answers in (`html` is the page itself).
+const FORMATS: [&str; 4] = ["html", "json", "csv", "xlsx"];
+
+/// The range the filters name (`period`, or `from`/`to` dates, or the latest computed period),
+/// checked: a filter that names nothing valid is a 400 that names it and lists the choices,
+/// never a silent fallback to the latest month.
 pub(super) async fn resolve(state: &AppState, filters: &Filters) -> Result<View, WebError> {
+    if let Some(format) = given(&filters.format)
+        && !FORMATS.contains(&format)
+    {
+        return Err(WebError::bad(
+            "format",
+            format!("{format:?} is not a format"),
+            FORMATS.map(String::from).to_vec(),
+        ));
+    }
     let computed = state.cache.all(state.store.as_ref()).await?;
-    let range = range_of(filters, &computed)?;
-    Ok(View { computed, range })
+    let months: Vec<String> = computed.iter().rev().map(|r| r.period.period.clone()).collect();
+    let asked = Range::parse(filters.period.as_deref(), filters.from.as_deref(), filters.to.as_deref())
+        .map_err(|e| WebError::bad(e.parameter, e.message, months.clone()))?;
+    let Some(latest) = computed.last().and_then(|r| r.period.period.parse::<Period>().ok()) else {
+        if let Some(asked) = asked {
+            let parameter = if matches!(asked, Range::Month(_)) { "period" } else { "from" };
+            return Err(WebError::bad(parameter, "nothing is computed yet", Vec::new()));
+        }
+        return Ok(View { computed, range: None });
+    };
+    let wanted = asked.unwrap_or(Range::Month(latest));
+    let range = RollupRange::from_parts(wanted.label(), wanted.start(), wanted.end(), computed.to_vec())
+        .map_err(|_| {
+            let parameter = if matches!(wanted, Range::Month(_)) { "period" } else { "from" };
+            WebError::bad(parameter, format!("nothing is computed for {}", wanted.label()), months.clone())
+        })?;
+    if let Some(cluster) = given(&filters.cluster) {
+        let clusters: std::collections::BTreeSet<&str> = range.costs().map(|c| c.cluster.as_str()).collect();
+        if !clusters.contains(cluster) {
+            let choices = clusters.into_iter().map(String::from).collect();
+            return Err(WebError::bad(
+                "cluster",
+                format!("no cluster {cluster:?} in {}", range.label),
+                choices,
+            ));
+        }
+    }
+    Ok(View { computed, range: Some(range) })
 }
 
-fn range_of(filters: &Filters, computed: &[Arc<Rollups>]) -> Result<Option<RollupRange>, WebError> {
-    if computed.is_empty() {
-        return Ok(None);
-    }
-    let day = |text: &Option<String>| {
-        text.as_deref().and_then(|t| chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d").ok())
-    };
-    let (label, from, to) = match (day(&filters.from), day(&filters.to)) {
-        (Some(from), Some(to)) if from < to => {
-            let at = |d: chrono::NaiveDate| d.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc().timestamp();
-            (format!("{from}/{to}"), at(from), at(to))
-        }
-        _ => {
-            let period = filters
-                .period
-                .as_deref()
-                .and_then(|p| p.parse::<Period>().ok())
-                .or_else(|| computed.last().and_then(|r| r.period.period.parse().ok()));
-            let Some(period) = period else { return Ok(None) };
-            (period.to_string(), period.start(), period.end())
-        }
-    };
-    match RollupRange::from_parts(label, from, to, computed.to_vec()) {
-        Ok(range) => Ok(Some(range)),
-        Err(_) => Err(WebError::NotFound("nothing computed for that period or range".into())),
+/// A filter's value, when it is given and not empty.
+fn given(value: &Option<String>) -> Option<&str> {
+    value.as_deref().map(str::trim).filter(|v| !v.is_empty())
+}
+
+/// `path?query&extra`, or `path?extra` when there is no query.
+fn href(path: &str, query: &str, extra: &str) -> String {
+    match (query.is_empty(), extra.is_empty()) {
+        (true, true) => path.to_string(),
+        (true, false) => format!("{path}?{extra}"),
+        (false, true) => format!("{path}?{query}"),
+        (false, false) => format!("{path}?{query}&{extra}"),
     }
 }
 
@@ -249,10 +291,22 @@ pub(super) async fn answer(
             Ok(axum::Json(Value::Object(top)).into_response())
         }
         Wants::Csv(table) | Wants::Xlsx(table) => {
-            let chosen =
-                content.tables.iter().find(|(id, ..)| Some(id) == table.as_ref()).or(content.tables.first());
+            let ids = || content.tables.iter().map(|(id, ..)| id.clone()).collect::<Vec<_>>();
+            let chosen = match table.as_deref().filter(|t| !t.is_empty()) {
+                Some(asked) => match content.tables.iter().find(|(id, ..)| id == asked) {
+                    Some(found) => Some(found),
+                    None => {
+                        return Err(WebError::bad(
+                            "table",
+                            format!("this page has no table {asked:?}"),
+                            ids(),
+                        ));
+                    }
+                },
+                None => content.tables.first(),
+            };
             let Some((id, _, report, _)) = chosen else {
-                return Err(WebError::NotFound("this page has no table".into()));
+                return Err(WebError::not_found("this page has no table to download"));
             };
             let stem = format!("gpuledger-{id}-{}", label.replace('/', "_"));
             let (content_type, filename, body) = if matches!(wanted, Wants::Xlsx(_)) {
@@ -274,15 +328,16 @@ pub(super) async fn answer(
         Wants::Html => {
             let computed = &view.computed;
             let query = filters.query();
-            let joiner = if query.is_empty() { "?" } else { "&" };
             let page = ReportPage {
                 title: content.title,
                 active: content.active,
                 label: label.clone(),
                 periods: computed.iter().rev().map(|r| r.period.period.clone()).collect(),
-                selected: if filters.from.is_some() { String::new() } else { label.clone() },
-                from: filters.from.clone().unwrap_or_default(),
-                to: filters.to.clone().unwrap_or_default(),
+                // A range of days shows its dates and "custom range" as the month; a month shows
+                // empty dates, so picking another month is never overridden by stale ones.
+                selected: if label.contains('/') { String::new() } else { label.clone() },
+                from: label.split_once('/').map(|(from, _)| from.to_string()).unwrap_or_default(),
+                to: label.split_once('/').map(|(_, to)| to.to_string()).unwrap_or_default(),
                 groups: if content.active == "costs" {
                     let chosen = filters.group.clone().unwrap_or_else(|| "namespace".into());
                     let mut groups: Vec<(String, bool)> =
@@ -310,11 +365,11 @@ pub(super) async fn answer(
                     .tables
                     .iter()
                     .map(|(id, caption, report, links)| {
-                        table_view(id, caption, &report.table, links, &query, joiner)
+                        table_view(id, caption, &report.table, links, &content.path, &query)
                     })
                     .collect(),
                 notes: content.notes,
-                json_href: format!("?{query}{}format=json", if query.is_empty() { "" } else { "&" }),
+                json_href: href(&content.path, &query, "format=json"),
                 empty: range.is_none(),
             };
             Ok(Html(page.render()?).into_response())
@@ -327,8 +382,8 @@ fn table_view(
     caption: &str,
     table: &Table,
     links: &[Option<String>],
+    path: &str,
     query: &str,
-    joiner: &str,
 ) -> TableView {
     let rows = table.display_rows();
     TableView {
@@ -345,8 +400,8 @@ fn table_view(
                 .collect()
         },
         rows: rows.into_iter().zip(links.iter().cloned().chain(std::iter::repeat(None))).collect(),
-        csv_href: format!("?{query}{joiner}format=csv&table={id}"),
-        xlsx_href: format!("?{query}{joiner}format=xlsx&table={id}"),
+        csv_href: href(path, query, &format!("format=csv&table={id}")),
+        xlsx_href: href(path, query, &format!("format=xlsx&table={id}")),
     }
 }
 
@@ -422,7 +477,7 @@ pub async fn overview(
 ) -> Result<Response, WebError> {
     let view = resolve(&state, &filters).await?;
     let range = &view.range;
-    let mut content = Content::new("Overview", "overview");
+    let mut content = Content::new("Overview", "overview", "/");
     if let Some(range) = &range {
         let computed = &view.computed;
         let current_period = range.parts.last().map(|(r, _)| r.period.period.clone()).unwrap_or_default();
@@ -491,6 +546,7 @@ pub async fn overview(
         content.charts.push(charts::bars("Idle GPU cost", "USD", &months, &idle));
         let table = Table {
             title: "Trend".into(),
+            totals: Vec::new(),
             columns: vec![
                 "month",
                 "spend",
@@ -536,20 +592,66 @@ pub async fn costs(
     headers: HeaderMap,
 ) -> Result<Response, WebError> {
     let view = resolve(&state, &filters).await?;
-    let mut content = Content::new("Costs", "costs");
+    let mut content = Content::new("Costs", "costs", "/costs");
     if let Some(range) = &view.range {
         let clusters: std::collections::BTreeSet<&str> = range.costs().map(|c| c.cluster.as_str()).collect();
         content.clusters = clusters.into_iter().map(String::from).collect();
-        let (caption, table, links) = match (filters.group.as_deref(), &filters.namespace, &filters.workload)
-        {
-            (Some("pod"), Some(namespace), Some(workload)) => {
-                pod_costs(&state, &filters, range, namespace, workload).await?
-            }
-            _ => grouped_costs(&filters, range, &mut content.notes),
-        };
+        check_drill_down(&filters, range)?;
+        let (caption, table, links) =
+            match (given(&filters.group), given(&filters.namespace), given(&filters.workload)) {
+                (Some("pod"), Some(namespace), Some(workload)) => {
+                    pod_costs(&state, &filters, range, namespace, workload).await?
+                }
+                _ => grouped_costs(&filters, range, &mut content.notes),
+            };
         content.tables.push(("costs".into(), caption, Report { table, extra: Map::new() }, links));
     }
     answer(&state, &filters, &headers, &view, content).await
+}
+
+/// Refuses a grouping, namespace or workload the range does not have, naming the choices.
+fn check_drill_down(filters: &Filters, range: &RollupRange) -> Result<(), WebError> {
+    let group = given(&filters.group);
+    if let Some(group) = group
+        && !GROUPS.contains(&group)
+        && group != "pod"
+    {
+        let choices = GROUPS.map(String::from).to_vec();
+        return Err(WebError::bad("group", format!("{group:?} is not a grouping"), choices));
+    }
+    let namespace = given(&filters.namespace);
+    if let Some(namespace) = namespace {
+        let namespaces: std::collections::BTreeSet<&str> =
+            range.costs().map(|c| c.namespace.as_str()).collect();
+        if !namespaces.contains(namespace) {
+            let choices = namespaces.into_iter().map(String::from).collect();
+            return Err(WebError::bad(
+                "namespace",
+                format!("no namespace {namespace:?} in {}", range.label),
+                choices,
+            ));
+        }
+    }
+    if group == Some("pod") {
+        let (Some(namespace), Some(workload)) = (namespace, given(&filters.workload)) else {
+            return Err(WebError::bad(
+                "group",
+                "group=pod needs a namespace and a workload",
+                GROUPS.map(String::from).to_vec(),
+            ));
+        };
+        let workloads: std::collections::BTreeSet<&str> =
+            range.costs().filter(|c| c.namespace == namespace).map(|c| c.workload.as_str()).collect();
+        if !workloads.contains(workload) {
+            let choices = workloads.into_iter().map(String::from).collect();
+            return Err(WebError::bad(
+                "workload",
+                format!("no workload {workload:?} in {namespace}"),
+                choices,
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The Costs page's own URL for a drill-down: the same range and cluster, another grouping.
@@ -628,7 +730,7 @@ fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>
             money(s[5]),
         ]
     };
-    let mut rows: Vec<Vec<Cell>> = sums.iter().map(|((label, ..), s)| line(label.clone(), s)).collect();
+    let rows: Vec<Vec<Cell>> = sums.iter().map(|((label, ..), s)| line(label.clone(), s)).collect();
     let mut links: Vec<Option<String>> = sums
         .keys()
         .map(|(_, namespace, workload)| match group.as_str() {
@@ -641,7 +743,7 @@ fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>
         acc.iter_mut().zip(s).for_each(|(a, b)| *a += b);
         acc
     });
-    rows.push(line("Kubernetes total".into(), &total));
+    let mut totals = vec![line("Kubernetes total".into(), &total)];
     links.push(None);
     let whole = range.parts.iter().all(|(_, whole)| *whole);
     if namespace.is_none() && cluster.is_none() && whole {
@@ -651,7 +753,7 @@ fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>
             let mut row = vec![Cell::Text(label.into()), Cell::Usd(None), Cell::Usd(None)];
             row.push(Cell::Usd(Some(micros as f64 / 1e6)));
             row.extend((0..4).map(|_| Cell::Usd(None)));
-            rows.push(row);
+            totals.push(row);
             links.push(None);
         }
     } else if !whole {
@@ -661,6 +763,7 @@ fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>
     }
     let table = Table {
         title: "Costs".into(),
+        totals,
         columns: [&[column_of(&group)], &MONEY_COLUMNS[..], &["idle_gpu_cost"]].concat(),
         rows,
     };
@@ -709,19 +812,19 @@ async fn pod_costs(
         ]);
         row
     };
-    let mut rows: Vec<Vec<Cell>> = pods.iter().map(|(labels, p)| line(labels, p)).collect();
+    let rows: Vec<Vec<Cell>> = pods.iter().map(|(labels, p)| line(labels, p)).collect();
     let mut total = PodCost::default();
     pods.values().for_each(|p| add_pod(&mut total, p));
-    rows.push(line(
+    let totals = vec![line(
         &["Workload total".into(), String::new(), String::new(), String::new(), String::new()],
         &total,
-    ));
+    )];
+    // The total links back to the namespace's workloads.
     let mut links: Vec<Option<String>> = vec![None; rows.len()];
-    if let Some(last) = links.last_mut() {
-        *last = Some(costs_link(filters, range, "workload", namespace, None));
-    }
+    links.push(Some(costs_link(filters, range, "workload", namespace, None)));
     let table = Table {
         title: "Costs".into(),
+        totals,
         columns: vec!["pod", "cluster", "node", "instance_type", "purchase_option", "gpu_hours"]
             .into_iter()
             .chain(MONEY_COLUMNS)
@@ -767,15 +870,17 @@ pub async fn clients(
 ) -> Result<Response, WebError> {
     let view = resolve(&state, &filters).await?;
     let range = &view.range;
-    let mut content = Content::new("Clients", "clients");
+    let mut content = Content::new("Clients", "clients", "/clients");
     if let Some(range) = &range {
         let report = rollup::clients(range);
         let links = report
             .table
             .rows
             .iter()
-            .map(|row| match &row[0] {
-                Cell::Text(client) => Some(format!("/clients/{}?{}", url_escape(client), range_query(range))),
+            .map(|row| match row.first() {
+                Some(Cell::Text(client)) => {
+                    Some(format!("/clients/{}?{}", url_escape(client), range_query(range)))
+                }
                 _ => None,
             })
             .collect();
@@ -804,7 +909,7 @@ pub async fn gpus(
 ) -> Result<Response, WebError> {
     let view = resolve(&state, &filters).await?;
     let range = &view.range;
-    let mut content = Content::new("GPUs", "gpus");
+    let mut content = Content::new("GPUs", "gpus", "/gpus");
     if let Some(range) = &range {
         let mut unattributed: BTreeMap<String, f64> = BTreeMap::new();
         for (period, _) in range.periods() {
@@ -835,12 +940,11 @@ pub async fn gpus(
         content.charts.push(charts::heatmap("GPU utilization by day and hour", &labels, &cells));
         content.table("gpu", "GPU-hours by namespace and GPU model", rollup::gpu(range, &unattributed));
         let mut worst = rollup::workloads(range);
-        // Sort by idle GPU cost (column 10), keep the ten worst with any idle cost.
-        worst.table.rows.retain(|r| matches!(r[10], Cell::Usd(Some(v)) if v > 0.0));
-        worst.table.rows.sort_by(|a, b| {
-            let v = |r: &Vec<Cell>| if let Cell::Usd(Some(v)) = r[10] { v } else { 0.0 };
-            v(b).total_cmp(&v(a))
-        });
+        // Sort by idle GPU cost, keep the ten worst with any idle cost.
+        let idle = worst.table.column("idle_gpu_cost").unwrap_or(usize::MAX);
+        let idle_cost = |r: &Vec<Cell>| if let Some(Cell::Usd(Some(v))) = r.get(idle) { *v } else { 0.0 };
+        worst.table.rows.retain(|r| idle_cost(r) > 0.0);
+        worst.table.rows.sort_by(|a, b| idle_cost(b).total_cmp(&idle_cost(a)));
         worst.table.rows.truncate(10);
         content.table("worst_idle", "Workloads with the most idle GPU cost", worst);
         let heat_rows: Vec<Vec<Cell>> = labels
@@ -856,7 +960,8 @@ pub async fn gpus(
             "day", "h00", "h01", "h02", "h03", "h04", "h05", "h06", "h07", "h08", "h09", "h10", "h11", "h12",
             "h13", "h14", "h15", "h16", "h17", "h18", "h19", "h20", "h21", "h22", "h23",
         ];
-        let heat = Table { title: "Heatmap".into(), columns: HOURS.to_vec(), rows: heat_rows };
+        let heat =
+            Table { title: "Heatmap".into(), columns: HOURS.to_vec(), rows: heat_rows, totals: Vec::new() };
         content.table(
             "heatmap",
             "Utilization by day and hour (UTC), the numbers behind the heatmap",
@@ -874,7 +979,7 @@ pub async fn inference(
 ) -> Result<Response, WebError> {
     let view = resolve(&state, &filters).await?;
     let range = &view.range;
-    let mut content = Content::new("Inference", "inference");
+    let mut content = Content::new("Inference", "inference", "/inference");
     if let Some(range) = &range {
         let mut sums: BTreeMap<(String, String), Served> = BTreeMap::new();
         for c in range.costs() {
@@ -887,6 +992,7 @@ pub async fn inference(
         }
         let table = Table {
             title: "Inference".into(),
+            totals: Vec::new(),
             columns: vec![
                 "namespace",
                 "workload",
@@ -937,7 +1043,7 @@ pub async fn savings(
 ) -> Result<Response, WebError> {
     let view = resolve(&state, &filters).await?;
     let range = &view.range;
-    let mut content = Content::new("Savings", "savings");
+    let mut content = Content::new("Savings", "savings", "/savings");
     if let Some(range) = &range {
         let computed = &view.computed;
         let first = computed.first().and_then(|r| r.period.period.parse::<Period>().ok());
@@ -945,14 +1051,17 @@ pub async fn savings(
         if let (Some(first), Some(last)) = (first, last) {
             let all =
                 RollupRange::from_parts("all months".into(), first.start(), last.end(), computed.clone())
-                    .map_err(|_| WebError::NotFound("nothing computed".into()))?;
+                    .map_err(|_| WebError::not_found("nothing computed"))?;
             let realized = rollup::savings(&all);
-            let months: Vec<String> = realized.table.rows.iter().map(|r| text_of(&r[0])).collect();
+            let month = realized.table.column("month").unwrap_or(usize::MAX);
+            let saved = realized.table.column("realized_savings").unwrap_or(usize::MAX);
+            let months: Vec<String> =
+                realized.table.rows.iter().map(|r| r.get(month).map(text_of).unwrap_or_default()).collect();
             let values: Vec<f64> = realized
                 .table
                 .rows
                 .iter()
-                .map(|r| if let Cell::Usd(Some(v)) = r[3] { v } else { 0.0 })
+                .map(|r| if let Some(Cell::Usd(Some(v))) = r.get(saved) { *v } else { 0.0 })
                 .collect();
             content.charts.push(charts::bars("Realized savings by month", "USD", &months, &values));
             content.table("realized", "Realized savings by month (all computed months)", realized);

@@ -92,10 +92,11 @@ pub async fn assert_matches_truth(store: &dyn Store, truth: &Value, period: &str
     );
 }
 
-/// Everything the store holds, for "nothing changed" checks.
+/// The data the store holds, for "nothing changed" checks: periods, their bills and the data
+/// revision (which any write raises). The run log is not data: a failed run is recorded there.
 pub async fn snapshot(store: &dyn Store) -> String {
     let mut text =
-        format!("{:?}\n{:?}\n", store.periods().await.unwrap(), store.ingest_runs(1000).await.unwrap());
+        format!("{:?}\nrevision {}\n", store.periods().await.unwrap(), store.data_revision().await.unwrap());
     for period in store.periods().await.unwrap() {
         text.push_str(&format!("{:?}\n", store.cost_period(&period.period).await.unwrap()));
     }
@@ -240,7 +241,11 @@ impl BadInputCase {
             s3: Default::default(),
         };
         let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
-        ingest::ingest_cur(store.as_ref(), &options, &progress).await.unwrap();
+        let engine = gpuledger::engine::compute::ComputeOptions::default();
+        let job = gpuledger::pipeline::ingest_cur_and_compute(store.as_ref(), &options, &engine, &progress)
+            .await
+            .unwrap();
+        assert!(job.failure.is_none() && job.computed.len() == 1, "September ingested and computed");
         BadInputCase { dir, database_url }
     }
 
@@ -268,7 +273,14 @@ impl BadInputCase {
         for text in expected {
             assert!(stderr.contains(text), "stderr should mention {text:?}: {stderr}");
         }
-        assert_eq!(before, snapshot(store.as_ref()).await, "the database must be left as it was");
+        assert_eq!(before, snapshot(store.as_ref()).await, "the data must be left as it was");
+        // The run that failed is recorded as failed, with the same message.
+        let run = store.ingest_runs(1).await.unwrap().remove(0);
+        assert_eq!((run.kind.as_str(), run.status), ("cur", gpuledger::store::RunStatus::Failed), "{run:?}");
+        let error = run.error.unwrap_or_default();
+        for text in expected {
+            assert!(error.contains(text), "the failed run's error should mention {text:?}: {error}");
+        }
     }
 }
 

@@ -98,14 +98,15 @@ fn expected_cost(workload: &Value) -> f64 {
     workload["total_cost"].as_f64().unwrap()
 }
 
-/// The usage rows of the month, for "nothing changed" checks.
+/// The usage rows of the month, for "nothing changed" checks (the run log is not data: a
+/// failed run is recorded there).
 async fn usage_snapshot(store: &dyn Store) -> String {
     let period: Period = PERIOD.parse().unwrap();
     format!(
-        "{:?}\n{:?}\n{:?}",
+        "{:?}\n{:?}\n{}",
         store.gpu_usage(period.start(), period.end()).await.unwrap(),
         store.inference_usage(period.start(), period.end()).await.unwrap(),
-        store.ingest_runs(100).await.unwrap()
+        store.data_revision().await.unwrap()
     )
 }
 
@@ -346,4 +347,8 @@ async fn prometheus_stopping_half_way_leaves_the_database_as_it_was() {
         "{stderr}"
     );
     assert_eq!(before, usage_snapshot(store.as_ref()).await, "nothing of the window was written");
+    // The failure itself is recorded, with what went wrong.
+    let run = store.ingest_runs(1).await.unwrap().remove(0);
+    assert_eq!((run.kind.as_str(), run.status), ("prometheus", gpuledger::store::RunStatus::Failed));
+    assert!(run.error.unwrap().contains("could not be reached"));
 }

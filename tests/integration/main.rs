@@ -8,6 +8,8 @@ mod helpers;
 mod ingest_cur;
 mod ingest_prometheus;
 mod prom_server;
+mod runs;
 mod s3;
 mod store_story;
 mod web;
+mod web_edge;

@@ -140,7 +140,8 @@ async fn an_export_in_s3_matches_truth() {
     let store = store::connect(&database_url).await.unwrap();
     assert_matches_truth(store.as_ref(), &truth(dir.path(), "2026-10"), "2026-10").await;
     let runs = store.ingest_runs(5).await.unwrap();
-    assert!(runs[0].source.starts_with(&format!("s3://{BUCKET}/cur/{EXPORT}/metadata/")), "{:?}", runs[0]);
+    let cur = runs.iter().find(|r| r.kind == "cur").unwrap();
+    assert!(cur.source.starts_with(&format!("s3://{BUCKET}/cur/{EXPORT}/metadata/")), "{cur:?}");
 }
 
 #[tokio::test]

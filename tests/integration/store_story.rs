@@ -5,7 +5,7 @@
 use gpuledger::store::sqlite::SqliteStore;
 use gpuledger::store::{
     ClientRule, CostFact, CostPeriod, GpuUsage, InferenceUsage, IngestOutcome, IngestRun, InstanceHour,
-    NewIngestRun, OtherCost, PeriodSummary, Store, connect,
+    NewIngestRun, OtherCost, PeriodSummary, RunStatus, Store, connect,
 };
 
 use crate::helpers;
@@ -255,11 +255,13 @@ pub async fn story(store: &dyn Store) {
         period: "2025-05".to_string(),
         data_version: data_version.to_string(),
         started_at,
+        host: "ingest-host".to_string(),
+        pid: 4242,
     };
     let started = 1_748_800_000;
     let succeeded_id = store.begin_ingest_run(&cur_run("exec-1", started)).await.unwrap();
     let succeeded = IngestOutcome {
-        status: "succeeded".to_string(),
+        status: RunStatus::Succeeded,
         rows_read: 14_212,
         rows_written: 10,
         finished_at: started + 42,
@@ -269,7 +271,7 @@ pub async fn story(store: &dyn Store) {
     store.finish_ingest_run(succeeded_id, &succeeded).await.unwrap();
     let failed_id = store.begin_ingest_run(&cur_run("exec-2", started + 60)).await.unwrap();
     let failed = IngestOutcome {
-        status: "failed".to_string(),
+        status: RunStatus::Failed,
         rows_read: 0,
         rows_written: 0,
         finished_at: started + 61,
@@ -283,6 +285,8 @@ pub async fn story(store: &dyn Store) {
         period: "2025-05-31".to_string(),
         data_version: String::new(),
         started_at: started + 120,
+        host: "ingest-host".to_string(),
+        pid: 4343,
     };
     let running_id = store.begin_ingest_run(&running).await.unwrap();
 
@@ -293,13 +297,15 @@ pub async fn story(store: &dyn Store) {
             source: running.source.clone(),
             period: running.period.clone(),
             data_version: String::new(),
-            status: "running".to_string(),
+            status: RunStatus::Running,
             rows_read: 0,
             rows_written: 0,
             started_at: started + 120,
             finished_at: None,
             error: None,
             reconciliation: None,
+            host: "ingest-host".to_string(),
+            pid: 4343,
         },
         IngestRun {
             id: failed_id,
@@ -307,13 +313,15 @@ pub async fn story(store: &dyn Store) {
             source: "s3://acme-billing/cur/gpuledger/".to_string(),
             period: "2025-05".to_string(),
             data_version: "exec-2".to_string(),
-            status: "failed".to_string(),
+            status: RunStatus::Failed,
             rows_read: 0,
             rows_written: 0,
             started_at: started + 60,
             finished_at: Some(started + 61),
             error: failed.error.clone(),
             reconciliation: None,
+            host: "ingest-host".to_string(),
+            pid: 4242,
         },
         IngestRun {
             id: succeeded_id,
@@ -321,13 +329,15 @@ pub async fn story(store: &dyn Store) {
             source: "s3://acme-billing/cur/gpuledger/".to_string(),
             period: "2025-05".to_string(),
             data_version: "exec-1".to_string(),
-            status: "succeeded".to_string(),
+            status: RunStatus::Succeeded,
             rows_read: 14_212,
             rows_written: 10,
             started_at: started,
             finished_at: Some(started + 42),
             error: None,
             reconciliation: succeeded.reconciliation.clone(),
+            host: "ingest-host".to_string(),
+            pid: 4242,
         },
     ];
     assert_eq!(store.ingest_runs(10).await.unwrap(), expected_runs);
@@ -336,6 +346,13 @@ pub async fn story(store: &dyn Store) {
     assert_eq!(store.last_data_version("cur", "2025-05").await.unwrap(), Some("exec-1".to_string()));
     assert_eq!(store.last_data_version("cur", "2025-06").await.unwrap(), None);
     assert!(store.finish_ingest_run(running_id + 1_000, &succeeded).await.is_err());
+    // Another host's runs are not this host's to close; of this host's, only dead processes'.
+    assert_eq!(store.close_abandoned_runs("other-host", &|_| false).await.unwrap(), 0);
+    assert_eq!(store.close_abandoned_runs("ingest-host", &|pid| pid == 4343).await.unwrap(), 0);
+    assert_eq!(store.close_abandoned_runs("ingest-host", &|_| false).await.unwrap(), 1);
+    let interrupted = store.ingest_runs(1).await.unwrap().remove(0);
+    assert_eq!((interrupted.id, interrupted.status), (running_id, RunStatus::Interrupted));
+    assert!(interrupted.error.unwrap().contains("4343 on ingest-host"));
 
     // (c) A period written whole reads back whole, sorted.
     assert_eq!(store.cost_period("2025-05").await.unwrap(), None);

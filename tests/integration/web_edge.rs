@@ -1,0 +1,176 @@
+//! The web edge as a newcomer meets it: every page bare and filtered, every download link on
+//! it followed (right content type, same totals as the page's JSON twin), every bad parameter
+//! a 400 that names it and lists the choices (JSON for JSON requests), unknown paths a
+//! themed 404, and a filter form that shows the range in use.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use gpuledger::store;
+use gpuledger::web::{AppState, router};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use tower::ServiceExt;
+
+async fn fetch(state: &AppState, uri: &str, accept: Option<&str>) -> (StatusCode, String, Vec<u8>) {
+    let mut request = Request::builder().uri(uri);
+    if let Some(accept) = accept {
+        request = request.header(header::ACCEPT, accept);
+    }
+    let response = router(state.clone()).oneshot(request.body(Body::empty()).unwrap()).await.unwrap();
+    let status = response.status();
+    let content_type = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let body = response.into_body().collect().await.unwrap().to_bytes().to_vec();
+    (status, content_type, body)
+}
+
+/// The download and JSON links of a page, unescaped (`&#38;` → `&`).
+fn format_links(html: &str) -> Vec<String> {
+    html.split("href=\"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .map(|href| href.replace("&#38;", "&").replace("&amp;", "&"))
+        .filter(|href| href.contains("format="))
+        .collect()
+}
+
+async fn loaded() -> (tempfile::TempDir, AppState) {
+    let dir = tempfile::tempdir().unwrap();
+    let database = store::connect(&format!("sqlite:{}", dir.path().join("edge.db").display())).await.unwrap();
+    let state = AppState::new(database);
+    crate::engine::generate_and_load(state.store.as_ref(), dir.path(), 2, 46).await;
+    (dir, state)
+}
+
+#[tokio::test]
+async fn every_download_on_every_page_works_bare_and_filtered() {
+    let (_dir, state) = loaded().await;
+    let mut followed = 0;
+    for page in ["/", "/costs", "/clients", "/gpus", "/inference", "/savings", "/clients/acme"] {
+        for filters in ["", "?period=2026-09", "?from=2026-10-01&to=2026-10-15", "?group=client"] {
+            if filters == "?group=client" && page != "/costs" {
+                continue;
+            }
+            let uri = format!("{page}{filters}");
+            let (status, _, html) = fetch(&state, &uri, None).await;
+            let html = String::from_utf8(html).unwrap();
+            assert_eq!(status, StatusCode::OK, "{uri}: {html}");
+            let links = format_links(&html);
+            assert!(links.iter().any(|l| l.contains("format=json")), "{uri} links its JSON twin");
+            for link in &links {
+                assert!(link.starts_with(page), "{uri}: {link} starts from the page's own path");
+                let (status, content_type, body) = fetch(&state, link, None).await;
+                assert_eq!(status, StatusCode::OK, "{uri}: {link}");
+                followed += 1;
+                if link.contains("format=json") {
+                    assert!(content_type.starts_with("application/json"), "{link}: {content_type}");
+                    continue;
+                }
+                let table = link.split("table=").nth(1).unwrap().split('&').next().unwrap().to_string();
+                let twin = link.replace("format=csv", "format=json").replace("format=xlsx", "format=json");
+                let (_, _, json) = fetch(&state, &twin, None).await;
+                let json: Value = serde_json::from_slice(&json).unwrap();
+                let rows = json[&table]["rows"].as_array().unwrap_or_else(|| panic!("{twin}: {table}"));
+                let totals = json[&table]["totals"].as_array().map_or(0, |t| t.len());
+                if link.contains("format=xlsx") {
+                    assert!(content_type.contains("spreadsheetml"), "{link}: {content_type}");
+                    zip::ZipArchive::new(std::io::Cursor::new(body)).expect("an XLSX is a zip archive");
+                    continue;
+                }
+                assert!(content_type.starts_with("text/csv"), "{link}: {content_type}");
+                let csv = String::from_utf8(body).unwrap();
+                let lines: Vec<&str> = csv.lines().collect();
+                assert_eq!(lines.len() - 1, rows.len() + totals, "{link}: header + rows + totals");
+                // Where the table has a total, the CSV's rows add up to the page's.
+                let header: Vec<&str> = lines[0].split(',').collect();
+                if let Some(column) = header.iter().position(|c| *c == "total_cost") {
+                    let csv_sum: f64 = lines[1..=rows.len()]
+                        .iter()
+                        .map(|l| l.split(',').nth(column).unwrap().parse::<f64>().unwrap_or(0.0))
+                        .sum();
+                    let json_sum: f64 = rows.iter().map(|r| r["total_cost"].as_f64().unwrap_or(0.0)).sum();
+                    assert!(
+                        (csv_sum - json_sum).abs() < 1e-6 * (rows.len() as f64 + 1.0),
+                        "{link}: {csv_sum} vs {json_sum}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(followed > 60, "followed {followed} links");
+}
+
+#[tokio::test]
+async fn bad_parameters_are_400s_naming_the_parameter_and_the_choices() {
+    let (_dir, state) = loaded().await;
+    let cases = [
+        ("/costs?period=2026-13", "period", "2026-10"),
+        ("/costs?period=2026-9", "period", "2026-09"),
+        ("/?period=2025-01", "period", "2026-10"),
+        ("/costs?from=2026-10-05&to=2026-10-01", "to", "2026-10"),
+        ("/costs?from=2026-02-30&to=2026-03-02", "from", "2026-10"),
+        ("/costs?from=2026-10-01", "to", "2026-10"),
+        ("/costs?to=2026-10-01", "from", "2026-10"),
+        ("/costs?group=bogus", "group", "namespace"),
+        ("/costs?format=csv&table=bogus", "table", "costs"),
+        ("/costs?format=pdf", "format", "xlsx"),
+        ("/costs?cluster=nope", "cluster", "ml-prod"),
+        ("/costs?namespace=nope", "namespace", "acme-llm"),
+        ("/costs?group=pod&namespace=acme-llm", "group", "workload"),
+    ];
+    for (uri, parameter, choice) in cases {
+        let (status, content_type, body) = fetch(&state, uri, None).await;
+        let html = String::from_utf8(body).unwrap();
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{uri}: {html}");
+        assert!(content_type.starts_with("text/html"), "{uri}: {content_type}");
+        assert!(
+            html.contains(&format!("<code>{parameter}</code>")) && html.contains(choice),
+            "{uri}: {html}"
+        );
+        // The same for a script: JSON with the parameter and the valid choices.
+        let (status, content_type, body) = fetch(&state, uri, Some("application/json")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{uri}");
+        assert!(content_type.starts_with("application/json"), "{uri}: {content_type}");
+        let error: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(error["parameter"], parameter, "{uri}: {error}");
+        assert!(
+            error["choices"].as_array().unwrap().iter().any(|c| c.as_str().unwrap().contains(choice)),
+            "{uri}: {error}"
+        );
+    }
+    // Unknown paths and clients: themed 404s that say what exists.
+    let (status, _, body) = fetch(&state, "/nope", None).await;
+    let html = String::from_utf8(body).unwrap();
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(html.contains("There is no page at /nope") && html.contains("href=\"/costs\""), "{html}");
+    let (status, _, body) = fetch(&state, "/nope?format=json", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(serde_json::from_slice::<Value>(&body).unwrap()["status"], 404);
+    let (status, _, body) = fetch(&state, "/clients/ACME", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(String::from_utf8(body).unwrap().contains("did you mean &#34;acme&#34;?"));
+}
+
+#[tokio::test]
+async fn the_filter_form_shows_the_range_in_use_and_a_month_wins_over_dates() {
+    let (_dir, state) = loaded().await;
+    let page = |uri: &'static str| {
+        let state = state.clone();
+        async move { String::from_utf8(fetch(&state, uri, None).await.2).unwrap() }
+    };
+    // A range: "custom range" chosen, its dates filled, its label in the heading.
+    let html = page("/costs?from=2026-10-01&to=2026-10-15").await;
+    assert!(html.contains("<option value=\"\" selected>custom range"), "{html}");
+    assert!(html.contains("value=\"2026-10-01\"") && html.contains("value=\"2026-10-15\""));
+    // A month picked while the form still holds dates: the month, and the dates cleared.
+    let html = page("/costs?period=2026-09&from=2026-10-01&to=2026-10-15").await;
+    assert!(html.contains("<option value=\"2026-09\" selected>"), "{html}");
+    assert!(!html.contains("value=\"2026-10-01\""), "the stale dates are not shown again");
+    let json: Value =
+        serde_json::from_str(&page("/costs?period=2026-09&from=2026-10-01&to=2026-10-15&format=json").await)
+            .unwrap();
+    assert_eq!(json["period"], "2026-09");
+}
