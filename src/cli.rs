@@ -1,26 +1,15 @@
 //! The command line: one typed configuration (`clap` derive), every option also readable
-//! from a `GPULEDGER_*` environment variable.
+//! from a `GPULEDGER_*` environment variable. What each command does is in [`crate::cmd`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
-use crate::engine::compute::{ComputeOptions, ComputeSummary};
-use crate::ingest::CurIngestOptions;
-use crate::ingest::metrics::{Detected, MetricsIngestOptions, MetricsSource};
-use crate::period::{Period, Range};
-use crate::pipeline;
-use crate::report::rollup::{self, RollupRange};
-use crate::report::usage::{GpuReport, InferenceReport};
-use crate::report::{NamespaceReport, OutputFormat};
-use crate::sources::objects::S3Options;
-use crate::sources::prometheus::api::ApiOptions;
-use crate::sources::prometheus::{LabelOverrides, MetricNames, Role};
-use crate::store;
-use crate::synth::{self, CurFormat, GenerateOptions, Scale};
-use crate::web;
+use crate::engine::compute::ComputeOptions;
+use crate::period::Period;
+use crate::report::OutputFormat;
+use crate::synth::{self, CurFormat, Scale};
 
 /// Bill-accurate GPU cost, usage and savings for Kubernetes GPU fleets on AWS.
 ///
@@ -95,7 +84,8 @@ pub struct EngineArgs {
 }
 
 impl EngineArgs {
-    fn options(&self) -> ComputeOptions {
+    /// The engine's options these arguments name.
+    pub fn options(&self) -> ComputeOptions {
         ComputeOptions {
             idle_threshold: self.idle_threshold,
             platform_namespaces: self.platform_namespaces.clone(),
@@ -171,15 +161,6 @@ pub struct RangeArgs {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
-
-impl RangeArgs {
-    async fn load(&self, store: &dyn store::Store) -> anyhow::Result<RollupRange> {
-        let range = Range::parse(self.period.as_deref(), self.from.as_deref(), self.to.as_deref())
-            .map_err(|e| UsageError(format!("--{e}")))?
-            .ok_or_else(|| UsageError("give --period YYYY-MM, or --from and --to".into()))?;
-        Ok(RollupRange::load(store, range.label(), range.start(), range.end()).await?)
-    }
-}
 
 #[derive(Debug, Subcommand)]
 pub enum IngestCommand {
@@ -351,7 +332,7 @@ pub struct GenerateArgs {
     #[arg(long, env = "GPULEDGER_GENERATE_OUT")]
     pub out: PathBuf,
     /// Random seed: the same seed gives byte-identical data.
-    #[arg(long, env = "GPULEDGER_GENERATE_SEED", default_value_t = 42)]
+    #[arg(long, env = "GPULEDGER_GENERATE_SEED", default_value_t = synth::DEFAULT_SEED)]
     pub seed: u64,
     /// Number of months, ending at --end.
     #[arg(long, env = "GPULEDGER_GENERATE_MONTHS", default_value_t = 1)]
@@ -367,13 +348,13 @@ pub struct GenerateArgs {
     #[arg(long, env = "GPULEDGER_GENERATE_FORMAT", value_enum, default_value = "parquet")]
     pub format: CurFormat,
     /// S3 bucket named in the manifest's dataFiles URIs.
-    #[arg(long, env = "GPULEDGER_GENERATE_BUCKET", default_value = "example-cur-bucket")]
+    #[arg(long, env = "GPULEDGER_GENERATE_BUCKET", default_value = synth::DEFAULT_BUCKET)]
     pub bucket: String,
     /// Key prefix before the export name.
-    #[arg(long, env = "GPULEDGER_GENERATE_PREFIX", default_value = "cur")]
+    #[arg(long, env = "GPULEDGER_GENERATE_PREFIX", default_value = synth::DEFAULT_PREFIX)]
     pub prefix: String,
     /// Data export name.
-    #[arg(long, env = "GPULEDGER_GENERATE_EXPORT_NAME", default_value = "gpuledger-cur2")]
+    #[arg(long, env = "GPULEDGER_GENERATE_EXPORT_NAME", default_value = synth::DEFAULT_EXPORT_NAME)]
     pub export_name: String,
     /// Skip the OpenMetrics files.
     #[arg(long, env = "GPULEDGER_GENERATE_NO_METRICS")]
@@ -420,264 +401,6 @@ pub fn last_complete_month() -> Period {
     Period::containing(chrono::Utc::now().timestamp()).previous()
 }
 
-/// Runs one command.
-pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
-        Command::Migrate => {
-            let store = store::connect(&cli.database_url).await?;
-            println!("database ready ({})", store.backend());
-            Ok(())
-        }
-        Command::Generate(args) => {
-            let options = GenerateOptions {
-                out: args.out,
-                seed: args.seed,
-                months: args.months,
-                end: args.end.unwrap_or_else(last_complete_month),
-                scale: args.scale,
-                format: args.format,
-                bucket: args.bucket,
-                prefix: args.prefix,
-                export_name: args.export_name,
-                metrics: !args.no_metrics,
-            };
-            let summary = generate_blocking(options).await?;
-            // The summary is for scripts: JSON on stdout; progress went to stderr.
-            println!("{}", serde_json::to_string(&summary)?);
-            Ok(())
-        }
-        Command::Serve(args) => {
-            let store = if args.no_migrate {
-                store::connect_without_migrating(&cli.database_url).await?
-            } else {
-                store::connect(&cli.database_url).await?
-            };
-            web::serve(web::AppState::new(store), args.listen).await
-        }
-        Command::Ingest(IngestCommand::Cur(args)) => {
-            let store = store::connect(&cli.database_url).await?;
-            let options = CurIngestOptions {
-                source: args.source,
-                period: args.period,
-                force: args.force,
-                s3: S3Options {
-                    endpoint_url: args.endpoint_url,
-                    timeout: std::time::Duration::from_secs(args.s3_timeout.max(1)),
-                },
-            };
-            run_cur_ingest(store.as_ref(), &options).await
-        }
-        Command::Ingest(IngestCommand::Prometheus(args)) => {
-            let store = store::connect(&cli.database_url).await?;
-            let detect = args.detect;
-            let options = args.into_options()?;
-            let progress =
-                indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
-            let (result, computed) = pipeline::ingest_metrics_and_compute(
-                store.as_ref(),
-                &options,
-                &ComputeOptions::default(),
-                &progress,
-            )
-            .await?;
-            print_detected(&result.detected);
-            print_computed(&computed);
-            if detect {
-                println!("{}", serde_json::to_string_pretty(&result.detected)?);
-            } else {
-                eprintln!(
-                    "wrote {} GPU rows and {} inference rows for {} in {:.1} s ({} samples, {} invalid)",
-                    result.gpu_rows,
-                    result.inference_rows,
-                    result.detected.source,
-                    result.seconds,
-                    result.samples,
-                    result.invalid_samples
-                );
-                println!("{}", serde_json::to_string(&result)?);
-            }
-            Ok(())
-        }
-        Command::Report(ReportCommand::Gpu(args)) => {
-            let store = store::connect(&cli.database_url).await?;
-            let computed = store.rollups(&args.period.to_string()).await?;
-            // Rollups carry provisioned hours and the compute run's threshold; without them
-            // (or with another threshold) the bill and the metrics are joined now.
-            match computed.filter(|r| (r.period.idle_threshold - args.idle_threshold).abs() < 1e-12) {
-                Some(rollups) => {
-                    let (start, end) = (args.period.start(), args.period.end());
-                    let parts = vec![std::sync::Arc::new(rollups)];
-                    let range = RollupRange::from_parts(args.period.to_string(), start, end, parts)?;
-                    let mut unattributed: std::collections::BTreeMap<String, f64> = Default::default();
-                    for u in store.gpu_usage(args.period.start(), args.period.end()).await? {
-                        if u.pod.is_empty() {
-                            *unattributed.entry(u.gpu_model).or_default() += u.gpu_hours;
-                        }
-                    }
-                    print!("{}", rollup::gpu(&range, &unattributed).render(args.format, &range.label));
-                }
-                None => {
-                    let report = GpuReport::load(store.as_ref(), args.period, args.idle_threshold).await?;
-                    print!("{}", report.render(args.format));
-                }
-            }
-            Ok(())
-        }
-        Command::Report(ReportCommand::Workloads(args)) => {
-            let store = store::connect(&cli.database_url).await?;
-            let range = args.load(store.as_ref()).await?;
-            print!("{}", rollup::workloads(&range).render(args.format, &range.label));
-            Ok(())
-        }
-        Command::Report(ReportCommand::Clients(args)) => {
-            let store = store::connect(&cli.database_url).await?;
-            let range = args.load(store.as_ref()).await?;
-            print!("{}", rollup::clients(&range).render(args.format, &range.label));
-            Ok(())
-        }
-        Command::Report(ReportCommand::Spot(args)) => {
-            let store = store::connect(&cli.database_url).await?;
-            let range = args.load(store.as_ref()).await?;
-            print!("{}", rollup::spot(&range).render(args.format, &range.label));
-            Ok(())
-        }
-        Command::Report(ReportCommand::Savings(args)) => {
-            let store = store::connect(&cli.database_url).await?;
-            let range = args.load(store.as_ref()).await?;
-            print!("{}", rollup::savings(&range).render(args.format, &range.label));
-            Ok(())
-        }
-        Command::Report(ReportCommand::Opportunities(args)) => {
-            let store = store::connect(&cli.database_url).await?;
-            let range = args.load(store.as_ref()).await?;
-            print!("{}", rollup::opportunities(&range).render(args.format, &range.label));
-            Ok(())
-        }
-        Command::Compute(args) => {
-            let store = store::connect(&cli.database_url).await?;
-            pipeline::close_abandoned_runs(store.as_ref()).await?;
-            let periods: Vec<Period> = match args.period {
-                Some(period) => vec![period],
-                None => store.periods().await?.iter().filter_map(|p| p.period.parse().ok()).collect(),
-            };
-            print_computed(&pipeline::compute(store.as_ref(), &periods, &args.engine.options()).await?);
-            Ok(())
-        }
-        Command::Clients(command) => {
-            let store = store::connect(&cli.database_url).await?;
-            run_clients(store.as_ref(), command).await
-        }
-        Command::Report(ReportCommand::Inference(args)) => {
-            let store = store::connect(&cli.database_url).await?;
-            let report = InferenceReport::load(store.as_ref(), args.period).await?;
-            print!("{}", report.render(args.format));
-            Ok(())
-        }
-        Command::Report(ReportCommand::Namespaces(args)) => {
-            let store = store::connect(&cli.database_url).await?;
-            let report =
-                NamespaceReport::load(store.as_ref(), args.period, args.cluster.as_deref(), args.by_cluster)
-                    .await?;
-            print!("{}", report.render(args.format));
-            Ok(())
-        }
-        Command::Demo(args) => {
-            if !args.data.join("truth.json").exists() {
-                let options = GenerateOptions {
-                    out: args.data.clone(),
-                    seed: 42,
-                    months: 6,
-                    end: last_complete_month(),
-                    scale: Scale::Demo,
-                    format: CurFormat::Parquet,
-                    bucket: "example-cur-bucket".into(),
-                    prefix: "cur".into(),
-                    export_name: "gpuledger-cur2".into(),
-                    metrics: true,
-                };
-                let summary = generate_blocking(options).await?;
-                eprintln!(
-                    "generated {} CUR rows for {} in {}",
-                    summary.cur_rows,
-                    summary.periods.join(", "),
-                    args.data.display()
-                );
-            }
-            let store = store::connect(&cli.database_url).await?;
-            let options = CurIngestOptions {
-                source: args.data.join("cur").join("gpuledger-cur2").display().to_string(),
-                period: None,
-                force: false,
-                s3: S3Options::default(),
-            };
-            run_cur_ingest(store.as_ref(), &options).await?;
-            ingest_demo_metrics(store.as_ref(), &args.data.join("metrics")).await?;
-            web::serve(web::AppState::new(store), args.listen).await
-        }
-    }
-}
-
-impl PrometheusArgs {
-    fn into_options(self) -> anyhow::Result<MetricsIngestOptions> {
-        let source = match (self.url, self.file) {
-            (Some(url), _) => {
-                let basic_auth = match self.basic_auth {
-                    Some(pair) => {
-                        let (user, password) =
-                            pair.split_once(':').context("--basic-auth must be USER:PASSWORD")?;
-                        Some((user.to_string(), password.to_string()))
-                    }
-                    None => None,
-                };
-                MetricsSource::Prometheus(ApiOptions {
-                    url,
-                    bearer_token: self.bearer_token,
-                    basic_auth,
-                    timeout: std::time::Duration::from_secs(self.timeout.max(1)),
-                    attempts: self.attempts.max(1),
-                })
-            }
-            (None, Some(file)) => MetricsSource::File(file),
-            (None, None) => anyhow::bail!("give --url or --file"),
-        };
-        let mut names = MetricNames::default();
-        let extra = [
-            (self.utilization_metric, Role::EngineActive),
-            (self.utilization_percent_metric, Role::UtilPercent),
-            (self.memory_metric, Role::FramebufferMib),
-            (self.requests_metric, Role::Requests),
-            (self.prompt_tokens_metric, Role::PromptTokens),
-            (self.generation_tokens_metric, Role::GenerationTokens),
-        ];
-        for (list, role) in extra {
-            for name in list {
-                names.add(&name, role);
-            }
-        }
-        let (from, to) = match self.period {
-            Some(period) => (Some(period.start()), Some(period.end())),
-            None => (self.from, self.to),
-        };
-        Ok(MetricsIngestOptions {
-            source,
-            from,
-            to,
-            names,
-            labels: LabelOverrides {
-                uuid: self.uuid_label,
-                host: self.host_label,
-                pod: self.pod_label,
-                namespace: self.namespace_label,
-                container: self.container_label,
-            },
-            requests_query: self.requests_query,
-            chunk_seconds: self.chunk_hours.clamp(1, 3) * 3600,
-            sample_interval: self.sample_interval,
-            detect_only: self.detect,
-        })
-    }
-}
-
 /// A time for --from/--to: RFC 3339, `YYYY-MM-DD` (midnight UTC), `YYYY-MM-DDTHH:MM` (UTC)
 /// or unix seconds.
 pub fn parse_time(text: &str) -> Result<i64, String> {
@@ -693,182 +416,4 @@ pub fn parse_time(text: &str) -> Result<i64, String> {
     chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
         .map(|day| day.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc().timestamp())
         .map_err(|_| format!("{text:?} is not a time: use RFC 3339, YYYY-MM-DD or unix seconds"))
-}
-
-/// What the source exports, for people (stderr).
-fn print_detected(detected: &Detected) {
-    let labels = &detected.labels;
-    eprintln!(
-        "detected in {}: utilization {} (fallback {}); labels pod={} namespace={} host={} gpu={}; \
-         {} GPUs, {} MIG instances {:?}; sample interval {} s",
-        detected.source,
-        detected.utilization_metric.as_deref().unwrap_or("none"),
-        detected.fallback_utilization_metric.as_deref().unwrap_or("none"),
-        labels.pod,
-        labels.namespace,
-        labels.host,
-        labels.uuid,
-        detected.gpus,
-        detected.mig_instances,
-        detected.mig_profiles,
-        detected.sample_interval_seconds.unwrap_or(0.0)
-    );
-}
-
-/// The demo's metrics files, each ingested once (a month already ingested is kept).
-async fn ingest_demo_metrics(store: &dyn store::Store, folder: &std::path::Path) -> anyhow::Result<()> {
-    let Ok(entries) = std::fs::read_dir(folder) else { return Ok(()) };
-    let mut files: Vec<PathBuf> =
-        entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "om")).collect();
-    files.sort();
-    let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
-    for file in files {
-        let Some(period) = file.file_stem().and_then(|s| s.to_str()).and_then(|s| s.parse::<Period>().ok())
-        else {
-            continue;
-        };
-        if store.last_data_version("prometheus", &period.to_string()).await?.is_some() {
-            continue;
-        }
-        let options = MetricsIngestOptions::file(file, Some(period));
-        let (result, computed) =
-            pipeline::ingest_metrics_and_compute(store, &options, &ComputeOptions::default(), &progress)
-                .await?;
-        println!(
-            "{period}: ingested {} GPU rows and {} inference rows of metrics",
-            result.gpu_rows, result.inference_rows
-        );
-        print_computed(&computed);
-    }
-    Ok(())
-}
-
-/// What each computed period took, for people (stderr).
-fn print_computed(summaries: &[ComputeSummary]) {
-    for summary in summaries {
-        eprintln!(
-            "{}: computed {} rollup rows, {} clients, {} opportunities (read {:.1} s, compute {:.1} s, write {:.1} s)",
-            summary.period,
-            summary.cost_rows,
-            summary.client_rows,
-            summary.opportunities,
-            summary.read_seconds,
-            summary.compute_seconds,
-            summary.write_seconds
-        );
-    }
-}
-
-async fn run_clients(store: &dyn store::Store, command: ClientsCommand) -> anyhow::Result<()> {
-    match command {
-        ClientsCommand::List => {
-            let out = serde_json::json!({
-                "clients": store.client_settings().await?,
-                "rules": store.client_rules().await?,
-            });
-            println!("{}", serde_json::to_string_pretty(&out)?);
-        }
-        ClientsCommand::Set(args) => {
-            anyhow::ensure!(
-                crate::engine::chargeback::POLICIES.contains(&args.policy.as_str()),
-                "--policy must be one of {:?}",
-                crate::engine::chargeback::POLICIES
-            );
-            anyhow::ensure!(args.markup_percent >= 0.0, "--markup-percent must not be negative");
-            store
-                .set_client_settings(&store::ClientSettings {
-                    name: args.name.clone(),
-                    share_policy: args.policy,
-                    markup_basis_points: (args.markup_percent * 100.0).round() as i64,
-                })
-                .await?;
-            eprintln!("client {} saved; run `gpuledger compute` to apply it", args.name);
-        }
-        ClientsCommand::Map(args) => {
-            let (kind, pattern, label_key) =
-                match (&args.namespace, &args.prefix, &args.regex, &args.label_value) {
-                    (Some(n), ..) => ("namespace", n.clone(), String::new()),
-                    (_, Some(p), ..) => ("prefix", p.clone(), String::new()),
-                    (_, _, Some(r), _) => {
-                        regex::Regex::new(r).with_context(|| format!("--regex {r:?}"))?;
-                        ("regex", r.clone(), String::new())
-                    }
-                    (_, _, _, Some(v)) => ("label", v.clone(), args.label_key.clone()),
-                    _ => anyhow::bail!("give --namespace, --prefix, --regex or --label-value"),
-                };
-            let mut rules = store.client_rules().await?;
-            rules.push(store::ClientRule {
-                client: args.client.clone(),
-                match_kind: kind.into(),
-                pattern,
-                label_key,
-                priority: args.priority,
-            });
-            store.set_client_rules(&rules).await?;
-            eprintln!("rule added for {}; run `gpuledger compute` to apply it", args.client);
-        }
-        ClientsCommand::Unmap { client } => {
-            let mut rules = store.client_rules().await?;
-            rules.retain(|r| r.client != client);
-            store.set_client_rules(&rules).await?;
-        }
-    }
-    Ok(())
-}
-
-/// Runs a CUR ingest and the computes it calls for, and prints each period's outcome and
-/// reconciliation; a failed period is the command's error.
-async fn run_cur_ingest(store: &dyn store::Store, options: &CurIngestOptions) -> anyhow::Result<()> {
-    let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
-    let job = pipeline::ingest_cur_and_compute(store, options, &ComputeOptions::default(), &progress).await?;
-    print_computed(&job.computed);
-    if let Some(failure) = job.failure {
-        return Err(failure.into());
-    }
-    for result in &job.ingested {
-        match &result.reconciliation {
-            None => {
-                println!("{}: skipped, data version {} already ingested", result.period, result.data_version)
-            }
-            Some(r) => {
-                println!(
-                    "{}: ingested {} rows in {:.1} s (read {:.1} s, write {:.1} s; data version {})",
-                    result.period,
-                    r.rows_read,
-                    result.seconds,
-                    result.read_seconds,
-                    result.write_seconds,
-                    result.data_version
-                );
-                println!(
-                    "  bill: unblended {} USD, amortized {} USD; Kubernetes (split + unused) {} USD + other {} USD",
-                    r.bill_unblended_total, r.bill_amortized_total, r.kubernetes_allocated_cost, r.other_cost
-                );
-                println!(
-                    "  split vs parent instances: {} of {} instance-hours disagree by more than 0.01 %{}",
-                    r.instance_hours_disagreeing,
-                    r.instance_hours_checked,
-                    if r.split_matches_parents { "" } else { " (see the ingest run for which)" }
-                );
-                for d in r.disagreements.iter().take(5) {
-                    println!(
-                        "    {} at {}: instance {:.6} USD, pods {:.6} USD",
-                        d.instance_id, d.hour, d.instance_amortized, d.pods_split_plus_unused
-                    );
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Generation is CPU-bound: run it off the async runtime, with progress on stderr.
-async fn generate_blocking(options: GenerateOptions) -> anyhow::Result<synth::GenerateSummary> {
-    let out = options.out.clone();
-    tokio::task::spawn_blocking(move || {
-        let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
-        synth::generate(&options, &progress)
-    })
-    .await?
-    .with_context(|| format!("generating into {}", out.display()))
 }

@@ -6,6 +6,7 @@
 //! What is here today:
 //!
 //! - [`cli`]: the command line, one typed configuration, every option also an env variable;
+//!   [`cmd`]: one module per command, each a thin layer over the library;
 //! - [`store`]: the storage trait with its SQLite (embedded default) and Postgres backends;
 //! - [`synth`]: the generator of realistic CUR 2.0 exports, DCGM/inference metrics and
 //!   `truth.json`, for the demo, tests and benchmarks;
@@ -22,6 +23,7 @@
 
 pub mod catalog;
 pub mod cli;
+pub mod cmd;
 pub mod engine;
 pub mod ingest;
 pub mod money;

@@ -15,7 +15,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(gpuledger::cli::run(cli)) {
+    match runtime.block_on(gpuledger::cmd::run(cli)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error:#}");

@@ -177,3 +177,27 @@ impl InferenceReport {
         table.render(format, &self.period.to_string(), Map::<String, Value>::new())
     }
 }
+
+/// `report gpu` as text in `format`: from the period's rollups when they were computed with
+/// this idle threshold (they carry provisioned hours), else the bill and the metrics joined now.
+pub async fn gpu_report(
+    store: &dyn Store,
+    period: Period,
+    idle_threshold: f64,
+    format: OutputFormat,
+) -> Result<String, ReportError> {
+    let computed = store.rollups(&period.to_string()).await?;
+    let Some(rollups) = computed.filter(|r| (r.period.idle_threshold - idle_threshold).abs() < 1e-12) else {
+        return Ok(GpuReport::load(store, period, idle_threshold).await?.render(format));
+    };
+    let parts = vec![std::sync::Arc::new(rollups)];
+    let range =
+        super::rollup::RollupRange::from_parts(period.to_string(), period.start(), period.end(), parts)?;
+    let mut unattributed: std::collections::BTreeMap<String, f64> = Default::default();
+    for usage in store.gpu_usage(period.start(), period.end()).await? {
+        if usage.pod.is_empty() {
+            *unattributed.entry(usage.gpu_model).or_default() += usage.gpu_hours;
+        }
+    }
+    Ok(super::rollup::gpu(&range, &unattributed).render(format, &range.label))
+}

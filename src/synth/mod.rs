@@ -30,6 +30,14 @@ use crate::period::Period;
 pub use cur_file::CurFormat;
 pub use fleet::Scale;
 
+/// The generator's defaults, shared by `generate`'s options and `demo`.
+pub const DEFAULT_SEED: u64 = 42;
+pub const DEFAULT_BUCKET: &str = "example-cur-bucket";
+pub const DEFAULT_PREFIX: &str = "cur";
+pub const DEFAULT_EXPORT_NAME: &str = "gpuledger-cur2";
+/// How many months `demo` generates.
+pub const DEMO_MONTHS: u32 = 6;
+
 /// What to generate.
 #[derive(Debug, Clone)]
 pub struct GenerateOptions {
@@ -44,6 +52,24 @@ pub struct GenerateOptions {
     pub export_name: String,
     /// Write the metrics files too (they dominate the size at large scale).
     pub metrics: bool,
+}
+
+impl GenerateOptions {
+    /// The demo's data: six demo-scale months ending at `end`, Parquet, with metrics.
+    pub fn demo(out: PathBuf, end: Period) -> GenerateOptions {
+        GenerateOptions {
+            out,
+            seed: DEFAULT_SEED,
+            months: DEMO_MONTHS,
+            end,
+            scale: Scale::Demo,
+            format: CurFormat::Parquet,
+            bucket: DEFAULT_BUCKET.into(),
+            prefix: DEFAULT_PREFIX.into(),
+            export_name: DEFAULT_EXPORT_NAME.into(),
+            metrics: true,
+        }
+    }
 }
 
 /// What was generated, for the command's summary.

@@ -1,0 +1,250 @@
+//! `gpuledger ingest cur|prometheus` and `gpuledger compute`: each a [`pipeline`] job, its
+//! outcome printed (people's lines on stderr, the metrics result as JSON on stdout).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::cli::{ComputeArgs, IngestCommand, PrometheusArgs};
+use crate::engine::compute::{ComputeOptions, ComputeSummary};
+use crate::ingest::CurIngestOptions;
+use crate::ingest::metrics::{Detected, MetricsIngestOptions, MetricsSource};
+use crate::period::Period;
+use crate::pipeline;
+use crate::sources::objects::S3Options;
+use crate::sources::prometheus::api::ApiOptions;
+use crate::sources::prometheus::{LabelOverrides, MetricNames, Role};
+use crate::store;
+
+/// Runs one ingest and the computes it calls for.
+pub(super) async fn run(store: &dyn store::Store, command: IngestCommand) -> anyhow::Result<()> {
+    match command {
+        IngestCommand::Cur(args) => {
+            let options = CurIngestOptions {
+                source: args.source,
+                period: args.period,
+                force: args.force,
+                s3: S3Options {
+                    endpoint_url: args.endpoint_url,
+                    timeout: std::time::Duration::from_secs(args.s3_timeout.max(1)),
+                },
+            };
+            run_cur_ingest(store, &options).await
+        }
+        IngestCommand::Prometheus(args) => {
+            let detect = args.detect;
+            let options = args.into_options()?;
+            let progress =
+                indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
+            let (result, computed) =
+                pipeline::ingest_metrics_and_compute(store, &options, &ComputeOptions::default(), &progress)
+                    .await?;
+            print_detected(&result.detected);
+            print_computed(&computed);
+            if detect {
+                println!("{}", serde_json::to_string_pretty(&result.detected)?);
+            } else {
+                eprintln!(
+                    "wrote {} GPU rows and {} inference rows for {} in {:.1} s ({} samples, {} invalid)",
+                    result.gpu_rows,
+                    result.inference_rows,
+                    result.detected.source,
+                    result.seconds,
+                    result.samples,
+                    result.invalid_samples
+                );
+                println!("{}", serde_json::to_string(&result)?);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `gpuledger compute`: one period, or every ingested period, with the options given.
+pub(super) async fn compute(store: &dyn store::Store, args: ComputeArgs) -> anyhow::Result<()> {
+    pipeline::close_abandoned_runs(store).await?;
+    let periods: Vec<Period> = match args.period {
+        Some(period) => vec![period],
+        None => store.periods().await?.iter().filter_map(|p| p.period.parse().ok()).collect(),
+    };
+    print_computed(&pipeline::compute(store, &periods, &args.engine.options()).await?);
+    Ok(())
+}
+
+impl PrometheusArgs {
+    /// What the metrics ingest is asked to do.
+    fn into_options(self) -> anyhow::Result<MetricsIngestOptions> {
+        let source = match (self.url, self.file) {
+            (Some(url), _) => {
+                let basic_auth = match self.basic_auth {
+                    Some(pair) => {
+                        let (user, password) =
+                            pair.split_once(':').context("--basic-auth must be USER:PASSWORD")?;
+                        Some((user.to_string(), password.to_string()))
+                    }
+                    None => None,
+                };
+                MetricsSource::Prometheus(ApiOptions {
+                    url,
+                    bearer_token: self.bearer_token,
+                    basic_auth,
+                    timeout: std::time::Duration::from_secs(self.timeout.max(1)),
+                    attempts: self.attempts.max(1),
+                })
+            }
+            (None, Some(file)) => MetricsSource::File(file),
+            (None, None) => anyhow::bail!("give --url or --file"),
+        };
+        let mut names = MetricNames::default();
+        let extra = [
+            (self.utilization_metric, Role::EngineActive),
+            (self.utilization_percent_metric, Role::UtilPercent),
+            (self.memory_metric, Role::FramebufferMib),
+            (self.requests_metric, Role::Requests),
+            (self.prompt_tokens_metric, Role::PromptTokens),
+            (self.generation_tokens_metric, Role::GenerationTokens),
+        ];
+        for (list, role) in extra {
+            for name in list {
+                names.add(&name, role);
+            }
+        }
+        let (from, to) = match self.period {
+            Some(period) => (Some(period.start()), Some(period.end())),
+            None => (self.from, self.to),
+        };
+        Ok(MetricsIngestOptions {
+            source,
+            from,
+            to,
+            names,
+            labels: LabelOverrides {
+                uuid: self.uuid_label,
+                host: self.host_label,
+                pod: self.pod_label,
+                namespace: self.namespace_label,
+                container: self.container_label,
+            },
+            requests_query: self.requests_query,
+            chunk_seconds: self.chunk_hours.clamp(1, 3) * 3600,
+            sample_interval: self.sample_interval,
+            detect_only: self.detect,
+        })
+    }
+}
+
+/// What the source exports, for people (stderr).
+fn print_detected(detected: &Detected) {
+    let labels = &detected.labels;
+    eprintln!(
+        "detected in {}: utilization {} (fallback {}); labels pod={} namespace={} host={} gpu={}; \
+         {} GPUs, {} MIG instances {:?}; sample interval {} s",
+        detected.source,
+        detected.utilization_metric.as_deref().unwrap_or("none"),
+        detected.fallback_utilization_metric.as_deref().unwrap_or("none"),
+        labels.pod,
+        labels.namespace,
+        labels.host,
+        labels.uuid,
+        detected.gpus,
+        detected.mig_instances,
+        detected.mig_profiles,
+        detected.sample_interval_seconds.unwrap_or(0.0)
+    );
+}
+
+/// The demo's metrics files, each ingested once (a month already ingested is kept).
+pub(super) async fn ingest_demo_metrics(
+    store: &dyn store::Store,
+    folder: &std::path::Path,
+) -> anyhow::Result<()> {
+    let Ok(entries) = std::fs::read_dir(folder) else { return Ok(()) };
+    let mut files: Vec<PathBuf> =
+        entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "om")).collect();
+    files.sort();
+    let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
+    for file in files {
+        let Some(period) = file.file_stem().and_then(|s| s.to_str()).and_then(|s| s.parse::<Period>().ok())
+        else {
+            continue;
+        };
+        if store.last_data_version("prometheus", &period.to_string()).await?.is_some() {
+            continue;
+        }
+        let options = MetricsIngestOptions::file(file, Some(period));
+        let (result, computed) =
+            pipeline::ingest_metrics_and_compute(store, &options, &ComputeOptions::default(), &progress)
+                .await?;
+        println!(
+            "{period}: ingested {} GPU rows and {} inference rows of metrics",
+            result.gpu_rows, result.inference_rows
+        );
+        print_computed(&computed);
+    }
+    Ok(())
+}
+
+/// What each computed period took, for people (stderr).
+fn print_computed(summaries: &[ComputeSummary]) {
+    for summary in summaries {
+        eprintln!(
+            "{}: computed {} rollup rows, {} clients, {} opportunities (read {:.1} s, compute {:.1} s, write {:.1} s)",
+            summary.period,
+            summary.cost_rows,
+            summary.client_rows,
+            summary.opportunities,
+            summary.read_seconds,
+            summary.compute_seconds,
+            summary.write_seconds
+        );
+    }
+}
+
+/// Runs a CUR ingest and the computes it calls for, and prints each period's outcome and
+/// reconciliation; a failed period is the command's error.
+pub(super) async fn run_cur_ingest(
+    store: &dyn store::Store,
+    options: &CurIngestOptions,
+) -> anyhow::Result<()> {
+    let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
+    let job = pipeline::ingest_cur_and_compute(store, options, &ComputeOptions::default(), &progress).await?;
+    print_computed(&job.computed);
+    if let Some(failure) = job.failure {
+        return Err(failure.into());
+    }
+    for result in &job.ingested {
+        match &result.reconciliation {
+            None => {
+                println!("{}: skipped, data version {} already ingested", result.period, result.data_version)
+            }
+            Some(r) => {
+                println!(
+                    "{}: ingested {} rows in {:.1} s (read {:.1} s, write {:.1} s; data version {})",
+                    result.period,
+                    r.rows_read,
+                    result.seconds,
+                    result.read_seconds,
+                    result.write_seconds,
+                    result.data_version
+                );
+                println!(
+                    "  bill: unblended {} USD, amortized {} USD; Kubernetes (split + unused) {} USD + other {} USD",
+                    r.bill_unblended_total, r.bill_amortized_total, r.kubernetes_allocated_cost, r.other_cost
+                );
+                println!(
+                    "  split vs parent instances: {} of {} instance-hours disagree by more than 0.01 %{}",
+                    r.instance_hours_disagreeing,
+                    r.instance_hours_checked,
+                    if r.split_matches_parents { "" } else { " (see the ingest run for which)" }
+                );
+                for d in r.disagreements.iter().take(5) {
+                    println!(
+                        "    {} at {}: instance {:.6} USD, pods {:.6} USD",
+                        d.instance_id, d.hour, d.instance_amortized, d.pods_split_plus_unused
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}

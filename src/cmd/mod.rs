@@ -1,0 +1,42 @@
+//! The commands: one module per subcommand, each a thin layer that turns its arguments into
+//! a library call (most often a [`crate::pipeline`] job) and prints the outcome: progress and
+//! people's text on stderr, what scripts read (CSV, JSON) on stdout.
+
+mod clients;
+mod ingest;
+mod report;
+mod serve;
+
+use crate::cli::{Cli, Command};
+use crate::store::{self, Store};
+
+/// Runs one command. Every command but `generate` opens the database once, here.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let url = cli.database_url.as_str();
+    match cli.command {
+        Command::Generate(args) => serve::generate(args).await,
+        Command::Serve(args) if args.no_migrate => {
+            serve::serve(store::connect_without_migrating(url).await?, args).await
+        }
+        command => {
+            let store = store::connect(url).await?;
+            run_with(store, command).await
+        }
+    }
+}
+
+async fn run_with(store: Box<dyn Store>, command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Migrate => {
+            println!("database ready ({})", store.backend());
+            Ok(())
+        }
+        Command::Generate(_) => unreachable!("generate needs no database"),
+        Command::Serve(args) => serve::serve(store, args).await,
+        Command::Demo(args) => serve::demo(store, args).await,
+        Command::Ingest(command) => ingest::run(store.as_ref(), command).await,
+        Command::Report(command) => report::run(store.as_ref(), command).await,
+        Command::Compute(args) => ingest::compute(store.as_ref(), args).await,
+        Command::Clients(command) => clients::run(store.as_ref(), command).await,
+    }
+}

@@ -1,0 +1,46 @@
+//! `gpuledger report …`: every report printed in the format asked for (a table for people,
+//! CSV or JSON for scripts) on stdout.
+
+use crate::cli::{RangeArgs, ReportCommand, UsageError};
+use crate::period::Range;
+use crate::report::NamespaceReport;
+use crate::report::rollup::{self, Report, RollupRange};
+use crate::report::usage::{InferenceReport, gpu_report};
+use crate::store::Store;
+
+/// Prints one report.
+pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Result<()> {
+    // The reports over rollups differ only in which table they build.
+    let (args, build): (RangeArgs, fn(&RollupRange) -> Report) = match command {
+        ReportCommand::Namespaces(args) => {
+            let report =
+                NamespaceReport::load(store, args.period, args.cluster.as_deref(), args.by_cluster).await?;
+            print!("{}", report.render(args.format));
+            return Ok(());
+        }
+        ReportCommand::Gpu(args) => {
+            print!("{}", gpu_report(store, args.period, args.idle_threshold, args.format).await?);
+            return Ok(());
+        }
+        ReportCommand::Inference(args) => {
+            print!("{}", InferenceReport::load(store, args.period).await?.render(args.format));
+            return Ok(());
+        }
+        ReportCommand::Workloads(args) => (args, rollup::workloads),
+        ReportCommand::Clients(args) => (args, rollup::clients),
+        ReportCommand::Spot(args) => (args, rollup::spot),
+        ReportCommand::Savings(args) => (args, rollup::savings),
+        ReportCommand::Opportunities(args) => (args, rollup::opportunities),
+    };
+    let range = load_range(store, &args).await?;
+    print!("{}", build(&range).render(args.format, &range.label));
+    Ok(())
+}
+
+/// The rollups of `--period`, or of `--from`/`--to`; a bad range is a usage error (exit 2).
+async fn load_range(store: &dyn Store, args: &RangeArgs) -> anyhow::Result<RollupRange> {
+    let range = Range::parse(args.period.as_deref(), args.from.as_deref(), args.to.as_deref())
+        .map_err(|e| UsageError(format!("--{e}")))?
+        .ok_or_else(|| UsageError("give --period YYYY-MM, or --from and --to".into()))?;
+    Ok(RollupRange::load(store, range.label(), range.start(), range.end()).await?)
+}
