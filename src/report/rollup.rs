@@ -486,3 +486,121 @@ pub fn opportunities(range: &RollupRange) -> Report {
     extra.insert("total_monthly_savings".into(), json!(total as f64 / NANOS));
     Report { table, extra }
 }
+
+/// The headline figures of one computed period, as the Overview shows them against their
+/// targets: each computed once, here, from the period's rollups.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Headline {
+    pub bill_amortized_micros: i64,
+    /// The accelerator rows' cost (split + unused).
+    pub gpu_cost_nanos: i64,
+    pub idle_gpu_cost_nanos: i64,
+    pub gpu_hours_allocated: f64,
+    pub gpu_hours_used: f64,
+    pub gpu_hours_idle: f64,
+    pub training_gpu_hours: f64,
+    pub training_spot_gpu_hours: f64,
+    pub public_on_demand_nanos: i64,
+    /// Split + unused: what the period actually cost in Kubernetes.
+    pub actual_nanos: i64,
+}
+
+impl Headline {
+    pub fn of(rollups: &Rollups) -> Headline {
+        let mut h =
+            Headline { bill_amortized_micros: rollups.period.bill_amortized_micros, ..Headline::default() };
+        for c in &rollups.costs {
+            h.gpu_cost_nanos += c.gpu_cost_nanos;
+            h.idle_gpu_cost_nanos += c.idle_gpu_cost_nanos;
+            h.gpu_hours_allocated += c.gpu_hours_allocated;
+            h.gpu_hours_used += c.gpu_hours_used;
+            h.gpu_hours_idle += c.gpu_hours_idle;
+            if c.workload_class == "training" {
+                h.training_gpu_hours += c.gpu_hours_allocated;
+                h.training_spot_gpu_hours += c.spot_gpu_hours;
+            }
+            h.public_on_demand_nanos += c.public_on_demand_cost_nanos;
+            h.actual_nanos += c.split_cost_nanos + c.unused_cost_nanos;
+        }
+        h
+    }
+
+    /// Used over allocated GPU-hours; undefined without allocated hours.
+    pub fn utilization(&self) -> Option<f64> {
+        (self.gpu_hours_allocated > 0.0).then(|| self.gpu_hours_used / self.gpu_hours_allocated)
+    }
+
+    /// Idle over allocated GPU-hours.
+    pub fn idle_share(&self) -> Option<f64> {
+        (self.gpu_hours_allocated > 0.0).then(|| self.gpu_hours_idle / self.gpu_hours_allocated)
+    }
+
+    /// Spot over all GPU-hours of training workloads.
+    pub fn spot_adoption(&self) -> Option<f64> {
+        (self.training_gpu_hours > 0.0).then(|| self.training_spot_gpu_hours / self.training_gpu_hours)
+    }
+
+    /// Public on-demand − actual.
+    pub fn realized_savings_nanos(&self) -> i64 {
+        self.public_on_demand_nanos - self.actual_nanos
+    }
+}
+
+/// A workload's serving month: cost (nano-USD), requests, tokens, serving hours, hours above P95.
+#[derive(Default)]
+struct Served {
+    cost: i64,
+    requests: f64,
+    tokens: f64,
+    hours: i64,
+    above_p95: i64,
+}
+
+/// Cost per inference and per 1M tokens by serving workload over the range: the workload's
+/// cost (GPU, CPU, memory; split + unused) over its successful requests, with its serving
+/// hours and those above the fleet's P95 of hourly cost per inference.
+pub fn inference(range: &RollupRange) -> Report {
+    let mut sums: BTreeMap<(String, String), Served> = BTreeMap::new();
+    for c in range.costs() {
+        let s = sums.entry((c.namespace.clone(), c.workload.clone())).or_default();
+        s.cost += c.split_cost_nanos + c.unused_cost_nanos;
+        s.requests += c.requests;
+        s.tokens += c.prompt_tokens + c.generation_tokens;
+        s.hours += c.inference_hours;
+        s.above_p95 += c.inference_hours_above_p95;
+    }
+    let table = Table {
+        title: "Inference".into(),
+        totals: Vec::new(),
+        columns: vec![
+            "namespace",
+            "workload",
+            "requests",
+            "tokens",
+            "cost",
+            "cost_per_inference",
+            "cost_per_million_tokens",
+            "serving_hours",
+            "hours_above_p95",
+        ],
+        rows: sums
+            .iter()
+            .filter(|(_, s)| s.requests > 0.0)
+            .map(|((ns, w), s)| {
+                let cost = s.cost as f64 / 1e9;
+                vec![
+                    Cell::Text(ns.clone()),
+                    Cell::Text(w.clone()),
+                    Cell::Count(s.requests),
+                    Cell::Count(s.tokens),
+                    Cell::Usd(Some(cost)),
+                    Cell::Rate(Some(cost / s.requests)),
+                    Cell::Usd((s.tokens > 0.0).then(|| cost / (s.tokens / 1e6))),
+                    Cell::Count(s.hours as f64),
+                    Cell::Count(s.above_p95 as f64),
+                ]
+            })
+            .collect(),
+    };
+    Report { table, extra: Map::new() }
+}

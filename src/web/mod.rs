@@ -4,9 +4,7 @@
 //! headers, request tracing, and its own Prometheus `/metrics`.
 
 mod charts;
-mod client;
 mod error;
-mod home;
 mod metrics;
 mod pages;
 
@@ -282,11 +280,11 @@ pub fn router(state: AppState) -> Router {
         .route("/", get(pages::overview))
         .route("/costs", get(pages::costs))
         .route("/clients", get(pages::clients))
-        .route("/clients/{client}", get(client::page))
+        .route("/clients/{client}", get(pages::client))
         .route("/gpus", get(pages::gpus))
         .route("/inference", get(pages::inference))
         .route("/savings", get(pages::savings))
-        .route("/data", get(home::page))
+        .route("/data", get(pages::data))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics::exposition))
         .route("/static/style.css", get(stylesheet))

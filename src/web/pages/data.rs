@@ -7,9 +7,9 @@ use axum::response::{Html, IntoResponse, Response};
 use chrono::{TimeZone, Utc};
 use serde::Deserialize;
 
-use super::{AppState, WebError};
 use crate::money::{format_usd, usd_decimal};
 use crate::store::{IngestRun, PeriodSummary, RunStatus};
+use crate::web::{AppState, WebError};
 
 #[derive(Deserialize)]
 pub struct HomeQuery {
@@ -173,7 +173,7 @@ pub async fn page(
     }
     let page = HomePage {
         active: "data",
-        banner: super::banner(&state).await?,
+        banner: crate::web::banner(&state).await?,
         backend: state.store.backend(),
         periods: periods
             .into_iter()

@@ -7,11 +7,12 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::json;
 
-use super::pages::{Card, Content, Filters, answer, money, percent, resolve, url_escape, usd};
-use super::{AppState, WebError, charts};
+use super::{AppState, WebError};
+use super::{Card, Content, Filters, answer, money, percent, resolve, url_escape, usd};
 use crate::report::rollup::{self, Report};
 use crate::report::table::{Cell, Table};
 use crate::store::ClientRollup;
+use crate::web::charts;
 
 fn total(c: &ClientRollup) -> i64 {
     c.direct_cost_nanos + c.shared_platform_nanos + c.shared_idle_nanos + c.markup_nanos

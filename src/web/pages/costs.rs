@@ -1,0 +1,279 @@
+//! Costs (finance): Kubernetes cost by namespace, workload, team, client or cluster,
+//! reconciled to the bill, drilling down to workloads and pods.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde_json::Map;
+
+use super::*;
+use crate::report::rollup::{Report, RollupRange};
+use crate::report::table::{Cell, Table};
+
+/// Costs (finance): grouped by namespace, workload, team, client or cluster, reconciled to
+/// the bill; a namespace drills down to its workloads and a workload to its pods.
+pub async fn costs(
+    State(state): State<AppState>,
+    Query(filters): Query<Filters>,
+    headers: HeaderMap,
+) -> Result<Response, WebError> {
+    let view = resolve(&state, &filters).await?;
+    let mut content = Content::new("Costs", "costs", "/costs");
+    if let Some(range) = &view.range {
+        let clusters: std::collections::BTreeSet<&str> = range.costs().map(|c| c.cluster.as_str()).collect();
+        content.clusters = clusters.into_iter().map(String::from).collect();
+        check_drill_down(&filters, range)?;
+        let (caption, table, links) =
+            match (given(&filters.group), given(&filters.namespace), given(&filters.workload)) {
+                (Some("pod"), Some(namespace), Some(workload)) => {
+                    pod_costs(&state, &filters, range, namespace, workload).await?
+                }
+                _ => grouped_costs(&filters, range, &mut content.notes),
+            };
+        content.tables.push(("costs".into(), caption, Report { table, extra: Map::new() }, links));
+    }
+    answer(&state, &filters, &headers, &view, content).await
+}
+
+/// Refuses a grouping, namespace or workload the range does not have, naming the choices.
+fn check_drill_down(filters: &Filters, range: &RollupRange) -> Result<(), WebError> {
+    let group = given(&filters.group);
+    if let Some(group) = group
+        && !GROUPS.contains(&group)
+        && group != "pod"
+    {
+        let choices = GROUPS.map(String::from).to_vec();
+        return Err(WebError::bad("group", format!("{group:?} is not a grouping"), choices));
+    }
+    let namespace = given(&filters.namespace);
+    if let Some(namespace) = namespace {
+        let namespaces: std::collections::BTreeSet<&str> =
+            range.costs().map(|c| c.namespace.as_str()).collect();
+        if !namespaces.contains(namespace) {
+            let choices = namespaces.into_iter().map(String::from).collect();
+            return Err(WebError::bad(
+                "namespace",
+                format!("no namespace {namespace:?} in {}", range.label),
+                choices,
+            ));
+        }
+    }
+    if group == Some("pod") {
+        let (Some(namespace), Some(workload)) = (namespace, given(&filters.workload)) else {
+            return Err(WebError::bad(
+                "group",
+                "group=pod needs a namespace and a workload",
+                GROUPS.map(String::from).to_vec(),
+            ));
+        };
+        let workloads: std::collections::BTreeSet<&str> =
+            range.costs().filter(|c| c.namespace == namespace).map(|c| c.workload.as_str()).collect();
+        if !workloads.contains(workload) {
+            let choices = workloads.into_iter().map(String::from).collect();
+            return Err(WebError::bad(
+                "workload",
+                format!("no workload {workload:?} in {namespace}"),
+                choices,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The Costs page's own URL for a drill-down: the same range and cluster, another grouping.
+fn costs_link(
+    filters: &Filters,
+    range: &RollupRange,
+    group: &str,
+    namespace: &str,
+    workload: Option<&str>,
+) -> String {
+    let mut link = format!("/costs?{}", range_query(range));
+    if let Some(cluster) = filters.cluster.as_deref().filter(|c| !c.is_empty()) {
+        link.push_str(&format!("&cluster={}", url_escape(cluster)));
+    }
+    link.push_str(&format!("&group={group}&namespace={}", url_escape(namespace)));
+    if let Some(workload) = workload {
+        link.push_str(&format!("&workload={}", url_escape(workload)));
+    }
+    link
+}
+
+/// A table's caption, the table, and the link of each row's first cell.
+type CostTable = (String, Table, Vec<Option<String>>);
+
+/// Kubernetes cost summed by the chosen group, with the lines that close it to the bill.
+fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>) -> CostTable {
+    let group =
+        filters.group.clone().filter(|g| GROUPS.contains(&g.as_str())).unwrap_or_else(|| "namespace".into());
+    let namespace = filters.namespace.clone().filter(|n| !n.is_empty());
+    let cluster = filters.cluster.clone().filter(|c| !c.is_empty());
+    // Keyed by the row's label and, for workloads, the namespace and workload apart (for links).
+    let mut sums: BTreeMap<(String, String, String), [i64; 6]> = BTreeMap::new();
+    let chosen = range.costs().filter(|c| {
+        namespace.as_ref().is_none_or(|n| &c.namespace == n)
+            && cluster.as_ref().is_none_or(|k| &c.cluster == k)
+    });
+    for c in chosen {
+        let key = match group.as_str() {
+            "workload" => {
+                (format!("{}/{}", c.namespace, c.workload), c.namespace.clone(), c.workload.clone())
+            }
+            "team" => (c.team.clone(), String::new(), String::new()),
+            "client" => (c.client.clone(), String::new(), String::new()),
+            "cluster" => (c.cluster.clone(), String::new(), String::new()),
+            _ => (c.namespace.clone(), c.namespace.clone(), String::new()),
+        };
+        let s = sums.entry(key).or_default();
+        s[0] += c.split_cost_nanos;
+        s[1] += c.unused_cost_nanos;
+        s[2] += c.net_cost_nanos;
+        s[3] += c.public_on_demand_cost_nanos;
+        s[4] += c.gpu_cost_nanos;
+        s[5] += c.idle_gpu_cost_nanos;
+    }
+    let line = |label: String, s: &[i64; 6]| {
+        vec![
+            Cell::Text(label),
+            money(s[0]),
+            money(s[1]),
+            money(s[0] + s[1]),
+            money(s[2]),
+            money(s[3]),
+            money(s[4]),
+            money(s[5]),
+        ]
+    };
+    let rows: Vec<Vec<Cell>> = sums.iter().map(|((label, ..), s)| line(label.clone(), s)).collect();
+    let mut links: Vec<Option<String>> = sums
+        .keys()
+        .map(|(_, namespace, workload)| match group.as_str() {
+            "namespace" => Some(costs_link(filters, range, "workload", namespace, None)),
+            "workload" => Some(costs_link(filters, range, "pod", namespace, Some(workload))),
+            _ => None,
+        })
+        .collect();
+    let total: [i64; 6] = sums.values().fold([0; 6], |mut acc, s| {
+        acc.iter_mut().zip(s).for_each(|(a, b)| *a += b);
+        acc
+    });
+    let mut totals = vec![line("Kubernetes total".into(), &total)];
+    links.push(None);
+    let whole = range.parts.iter().all(|(_, whole)| *whole);
+    if namespace.is_none() && cluster.is_none() && whole {
+        let other = range.other_cost_micros();
+        let bill: i64 = range.periods().map(|(p, _)| p.bill_amortized_micros).sum();
+        for (label, micros) in [("Other AWS cost (not Kubernetes)", other), ("Bill (amortized)", bill)] {
+            let mut row = vec![Cell::Text(label.into()), Cell::Usd(None), Cell::Usd(None)];
+            row.push(Cell::Usd(Some(micros as f64 / 1e6)));
+            row.extend((0..4).map(|_| Cell::Usd(None)));
+            totals.push(row);
+            links.push(None);
+        }
+    } else if !whole {
+        notes.push("Other AWS cost and the bill are shown for whole billing months only.".into());
+    } else {
+        notes.push("Other AWS cost and the bill are shown when no namespace or cluster is chosen.".into());
+    }
+    let table = Table {
+        title: "Costs".into(),
+        totals,
+        columns: [&[column_of(&group)], &MONEY_COLUMNS[..], &["idle_gpu_cost"]].concat(),
+        rows,
+    };
+    let scope = cluster.map(|c| format!(" in cluster {c}")).unwrap_or_default();
+    let caption = match &namespace {
+        Some(n) => format!("Workloads of {n}{scope}"),
+        None if scope.is_empty() => format!("Kubernetes cost by {group}, reconciled to the bill"),
+        None => format!("Kubernetes cost by {group}{scope}"),
+    };
+    (caption, table, links)
+}
+
+/// One workload's pods over the range, from the pod-day aggregates of each period in it.
+async fn pod_costs(
+    state: &AppState,
+    filters: &Filters,
+    range: &RollupRange,
+    namespace: &str,
+    workload: &str,
+) -> Result<CostTable, WebError> {
+    use crate::store::PodCost;
+    let cluster = filters.cluster.clone().filter(|c| !c.is_empty());
+    let mut pods: BTreeMap<[String; 5], PodCost> = BTreeMap::new();
+    for (rollups, _) in &range.parts {
+        let Ok(period) = rollups.period.period.parse::<Period>() else { continue };
+        let (from, to) = (range.from.max(period.start()), range.to.min(period.end()));
+        for pod in state.store.pod_costs(&rollups.period.period, namespace, workload, from, to).await? {
+            if cluster.as_ref().is_some_and(|c| c != &pod.cluster) {
+                continue;
+            }
+            let key = [&pod.pod, &pod.cluster, &pod.node, &pod.instance_type, &pod.purchase_option]
+                .map(String::clone);
+            add_pod(pods.entry(key).or_default(), &pod);
+        }
+    }
+    let line = |labels: &[String; 5], p: &PodCost| {
+        let mut row: Vec<Cell> = labels.iter().map(|t| Cell::Text(t.clone())).collect();
+        row.extend([
+            Cell::Hours(p.gpu_hours),
+            money(p.split_cost_nanos),
+            money(p.unused_cost_nanos),
+            money(p.split_cost_nanos + p.unused_cost_nanos),
+            money(p.net_cost_nanos),
+            money(p.public_on_demand_cost_nanos),
+            money(p.gpu_cost_nanos),
+        ]);
+        row
+    };
+    let rows: Vec<Vec<Cell>> = pods.iter().map(|(labels, p)| line(labels, p)).collect();
+    let mut total = PodCost::default();
+    pods.values().for_each(|p| add_pod(&mut total, p));
+    let totals = vec![line(
+        &["Workload total".into(), String::new(), String::new(), String::new(), String::new()],
+        &total,
+    )];
+    // The total links back to the namespace's workloads.
+    let mut links: Vec<Option<String>> = vec![None; rows.len()];
+    links.push(Some(costs_link(filters, range, "workload", namespace, None)));
+    let table = Table {
+        title: "Costs".into(),
+        totals,
+        columns: vec!["pod", "cluster", "node", "instance_type", "purchase_option", "gpu_hours"]
+            .into_iter()
+            .chain(MONEY_COLUMNS)
+            .collect(),
+        rows,
+    };
+    let caption = format!("Pods of {namespace}/{workload} (the total links back to {namespace}'s workloads)");
+    Ok((caption, table, links))
+}
+
+fn add_pod(sum: &mut crate::store::PodCost, pod: &crate::store::PodCost) {
+    sum.gpu_hours += pod.gpu_hours;
+    sum.gpu_cost_nanos += pod.gpu_cost_nanos;
+    sum.split_cost_nanos += pod.split_cost_nanos;
+    sum.unused_cost_nanos += pod.unused_cost_nanos;
+    sum.net_cost_nanos += pod.net_cost_nanos;
+    sum.public_on_demand_cost_nanos += pod.public_on_demand_cost_nanos;
+}
+
+/// The groupings of the Costs page (pods are reached by drilling down from a workload).
+pub(super) const GROUPS: [&str; 5] = ["namespace", "workload", "team", "client", "cluster"];
+
+/// The money columns of the Costs tables, in the order `grouped_costs` and `pod_costs` fill them.
+const MONEY_COLUMNS: [&str; 6] =
+    ["split_cost", "unused_cost", "total_cost", "net_cost", "public_on_demand_cost", "gpu_cost"];
+
+/// The first column's name for a grouping.
+fn column_of(group: &str) -> &'static str {
+    match group {
+        "workload" => "namespace_workload",
+        "team" => "team",
+        "client" => "client",
+        "cluster" => "cluster",
+        _ => "namespace",
+    }
+}

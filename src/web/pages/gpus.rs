@@ -1,0 +1,83 @@
+//! GPUs (platform): GPU-hours by model and namespace, the utilization heatmap, the
+//! worst-idle workloads.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde_json::Map;
+
+use super::*;
+use crate::report::rollup::{self, Report};
+use crate::report::table::{Cell, Table};
+
+/// GPUs: hours by model and namespace, a utilization heatmap, the worst-idle workloads.
+pub async fn gpus(
+    State(state): State<AppState>,
+    Query(filters): Query<Filters>,
+    headers: HeaderMap,
+) -> Result<Response, WebError> {
+    let view = resolve(&state, &filters).await?;
+    let range = &view.range;
+    let mut content = Content::new("GPUs", "gpus", "/gpus");
+    if let Some(range) = &range {
+        let mut unattributed: BTreeMap<String, f64> = BTreeMap::new();
+        for (period, _) in range.periods() {
+            if period.unattributed_gpu_hours > 0.0 {
+                *unattributed.entry("(all models)".into()).or_default() += period.unattributed_gpu_hours;
+            }
+        }
+        // Heatmap: utilization of allocated GPU-hours by day and hour of day.
+        let mut days: BTreeMap<i64, [Option<(f64, f64)>; 24]> = BTreeMap::new();
+        for (rollups, _) in &range.parts {
+            for cell in rollups.heatmap.iter().filter(|c| c.day >= range.from && c.day < range.to) {
+                let slot =
+                    &mut days.entry(cell.day).or_insert([None; 24])[cell.hour_of_day.clamp(0, 23) as usize];
+                let (a, u) = slot.unwrap_or((0.0, 0.0));
+                *slot = Some((a + cell.gpu_hours_allocated, u + cell.gpu_hours_used));
+            }
+        }
+        let labels: Vec<String> = days
+            .keys()
+            .map(|d| {
+                chrono::DateTime::from_timestamp(*d, 0)
+                    .map(|t| t.format("%a %m-%d").to_string())
+                    .unwrap_or_default()
+            })
+            .collect();
+        let cells: Vec<[Option<f64>; 24]> =
+            days.values().map(|h| h.map(|c| c.and_then(|(a, u)| (a > 0.0).then(|| u / a)))).collect();
+        content.charts.push(charts::heatmap("GPU utilization by day and hour", &labels, &cells));
+        content.table("gpu", "GPU-hours by namespace and GPU model", rollup::gpu(range, &unattributed));
+        let mut worst = rollup::workloads(range);
+        // Sort by idle GPU cost, keep the ten worst with any idle cost.
+        let idle = worst.table.column("idle_gpu_cost").unwrap_or(usize::MAX);
+        let idle_cost = |r: &Vec<Cell>| if let Some(Cell::Usd(Some(v))) = r.get(idle) { *v } else { 0.0 };
+        worst.table.rows.retain(|r| idle_cost(r) > 0.0);
+        worst.table.rows.sort_by(|a, b| idle_cost(b).total_cmp(&idle_cost(a)));
+        worst.table.rows.truncate(10);
+        content.table("worst_idle", "Workloads with the most idle GPU cost", worst);
+        let heat_rows: Vec<Vec<Cell>> = labels
+            .iter()
+            .zip(&cells)
+            .map(|(day, hours)| {
+                let mut row = vec![Cell::Text(day.clone())];
+                row.extend(hours.iter().map(|h| Cell::Ratio(*h)));
+                row
+            })
+            .collect();
+        const HOURS: [&str; 25] = [
+            "day", "h00", "h01", "h02", "h03", "h04", "h05", "h06", "h07", "h08", "h09", "h10", "h11", "h12",
+            "h13", "h14", "h15", "h16", "h17", "h18", "h19", "h20", "h21", "h22", "h23",
+        ];
+        let heat =
+            Table { title: "Heatmap".into(), columns: HOURS.to_vec(), rows: heat_rows, totals: Vec::new() };
+        content.table(
+            "heatmap",
+            "Utilization by day and hour (UTC), the numbers behind the heatmap",
+            Report { table: heat, extra: Map::new() },
+        );
+    }
+    answer(&state, &filters, &headers, &view, content).await
+}

@@ -1,0 +1,439 @@
+//! The dashboard pages, one module each. Each reads rollups (kept in memory per computed period, see
+//! [`super::RollupCache`]), builds the same tables the command-line reports print, and answers
+//! as HTML, JSON (`?format=json` or `Accept: application/json`) or CSV (`?format=csv&table=ID`).
+//! Every filter is in the URL.
+
+use std::sync::Arc;
+
+use askama::Template;
+use axum::http::{HeaderMap, header};
+use axum::response::{Html, IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::charts;
+use super::{AppState, WebError};
+use crate::period::{Period, Range};
+use crate::report::OutputFormat;
+use crate::report::rollup::{Report, RollupRange};
+use crate::report::table::{Cell, Table};
+use crate::store::Rollups;
+
+mod client;
+mod clients;
+mod costs;
+mod data;
+mod gpus;
+mod inference;
+mod overview;
+mod savings;
+
+pub use client::page as client;
+pub use clients::clients;
+pub use costs::costs;
+pub use data::page as data;
+pub use gpus::gpus;
+pub use inference::inference;
+pub use overview::overview;
+pub use savings::savings;
+
+/// The filters of every page, all in the URL.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Filters {
+    pub period: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub group: Option<String>,
+    pub namespace: Option<String>,
+    pub workload: Option<String>,
+    pub cluster: Option<String>,
+    pub format: Option<String>,
+    pub table: Option<String>,
+}
+
+impl Filters {
+    /// Every filter including format and table, in one fixed order: equal for two URLs that
+    /// ask for the same thing.
+    pub(super) fn canonical(&self) -> String {
+        let mut query = self.query();
+        for (key, value) in [("format", &self.format), ("table", &self.table)] {
+            if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
+                query.push_str(&format!("&{key}={}", url_escape(value)));
+            }
+        }
+        query
+    }
+
+    /// The query string of these filters (without format/table), for links.
+    fn query(&self) -> String {
+        let mut parts = Vec::new();
+        for (key, value) in [
+            ("period", &self.period),
+            ("from", &self.from),
+            ("to", &self.to),
+            ("group", &self.group),
+            ("namespace", &self.namespace),
+            ("workload", &self.workload),
+            ("cluster", &self.cluster),
+        ] {
+            if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
+                parts.push(format!("{key}={}", url_escape(value)));
+            }
+        }
+        parts.join("&")
+    }
+}
+
+pub(super) fn url_escape(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+const XLSX_TYPE: &str = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
+
+enum Wants {
+    Html,
+    Json,
+    /// A download of one table (by id; the page's first table when none is named).
+    Csv(Option<String>),
+    Xlsx(Option<String>),
+}
+
+fn wants(filters: &Filters, headers: &HeaderMap) -> Wants {
+    match filters.format.as_deref() {
+        Some("json") => Wants::Json,
+        Some("csv") => Wants::Csv(filters.table.clone()),
+        Some("xlsx") => Wants::Xlsx(filters.table.clone()),
+        _ if headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("application/json")) =>
+        {
+            Wants::Json
+        }
+        _ => Wants::Html,
+    }
+}
+
+/// A table as the template shows it.
+pub struct TableView {
+    pub id: String,
+    pub caption: String,
+    /// Headings, each with whether its column holds numbers.
+    pub headings: Vec<(String, bool)>,
+    /// Cells, and a link for the row's first cell (drill-down) when there is one.
+    pub rows: Vec<RowView>,
+    pub csv_href: String,
+    pub xlsx_href: String,
+}
+
+/// A row's cells (text, is a number) and the link of its first cell.
+pub type RowView = (Vec<(String, bool)>, Option<String>);
+
+/// A headline figure with its target band.
+pub struct Card {
+    pub label: String,
+    pub value: String,
+    pub previous: String,
+    pub target: String,
+    /// `ok`, `warn`, `bad` or empty.
+    pub status: String,
+}
+
+#[derive(Template)]
+#[template(path = "report.html")]
+pub struct ReportPage {
+    pub title: String,
+    pub active: &'static str,
+    pub label: String,
+    pub periods: Vec<String>,
+    pub selected: String,
+    pub from: String,
+    pub to: String,
+    pub groups: Vec<(String, bool)>,
+    /// Clusters to filter by, with whether each is chosen; empty hides the filter.
+    pub clusters: Vec<(String, bool)>,
+    /// Drill-down filters carried through a filter change.
+    pub hidden: Vec<(&'static str, String)>,
+    pub banner: Option<String>,
+    pub cards: Vec<Card>,
+    pub charts: Vec<String>,
+    pub tables: Vec<TableView>,
+    pub notes: Vec<String>,
+    pub json_href: String,
+    pub empty: bool,
+}
+
+/// One page's content before it is answered in the format asked for.
+pub(super) struct Content {
+    title: String,
+    active: &'static str,
+    /// The page's own path, which its links (downloads, JSON twin) start from.
+    path: String,
+    pub(super) cards: Vec<Card>,
+    pub(super) charts: Vec<String>,
+    /// (id, caption, report, links for each row's first cell).
+    pub(super) tables: Vec<(String, String, Report, Vec<Option<String>>)>,
+    pub(super) notes: Vec<String>,
+    pub(super) json: Map<String, Value>,
+    /// The clusters to filter by (the Costs page), empty elsewhere.
+    clusters: Vec<String>,
+}
+
+impl Content {
+    pub(super) fn new(title: &str, active: &'static str, path: &str) -> Content {
+        Content {
+            title: title.into(),
+            active,
+            path: path.into(),
+            cards: Vec::new(),
+            charts: Vec::new(),
+            tables: Vec::new(),
+            notes: Vec::new(),
+            json: Map::new(),
+            clusters: Vec::new(),
+        }
+    }
+
+    pub(super) fn table(&mut self, id: &str, caption: &str, report: Report) {
+        let links = vec![None; report.table.rows.len() + report.table.totals.len()];
+        self.tables.push((id.into(), caption.into(), report, links));
+    }
+}
+
+/// What a page view works from: every computed period (oldest first) and the range asked for.
+pub(super) struct View {
+    pub(super) computed: Vec<Arc<Rollups>>,
+    pub(super) range: Option<RollupRange>,
+}
+
+/// The formats a page answers in (`html` is the page itself).
+const FORMATS: [&str; 4] = ["html", "json", "csv", "xlsx"];
+
+/// The range the filters name (`period`, or `from`/`to` dates, or the latest computed period),
+/// checked: a filter that names nothing valid is a 400 that names it and lists the choices,
+/// never a silent fallback to the latest month.
+pub(super) async fn resolve(state: &AppState, filters: &Filters) -> Result<View, WebError> {
+    if let Some(format) = given(&filters.format)
+        && !FORMATS.contains(&format)
+    {
+        return Err(WebError::bad(
+            "format",
+            format!("{format:?} is not a format"),
+            FORMATS.map(String::from).to_vec(),
+        ));
+    }
+    let computed = state.cache.all(state.store.as_ref()).await?;
+    let months: Vec<String> = computed.iter().rev().map(|r| r.period.period.clone()).collect();
+    let asked = Range::parse(filters.period.as_deref(), filters.from.as_deref(), filters.to.as_deref())
+        .map_err(|e| WebError::bad(e.parameter, e.message, months.clone()))?;
+    let Some(latest) = computed.last().and_then(|r| r.period.period.parse::<Period>().ok()) else {
+        if let Some(asked) = asked {
+            let parameter = if matches!(asked, Range::Month(_)) { "period" } else { "from" };
+            return Err(WebError::bad(parameter, "nothing is computed yet", Vec::new()));
+        }
+        return Ok(View { computed, range: None });
+    };
+    let wanted = asked.unwrap_or(Range::Month(latest));
+    let range = RollupRange::from_parts(wanted.label(), wanted.start(), wanted.end(), computed.to_vec())
+        .map_err(|_| {
+            let parameter = if matches!(wanted, Range::Month(_)) { "period" } else { "from" };
+            WebError::bad(parameter, format!("nothing is computed for {}", wanted.label()), months.clone())
+        })?;
+    if let Some(cluster) = given(&filters.cluster) {
+        let clusters: std::collections::BTreeSet<&str> = range.costs().map(|c| c.cluster.as_str()).collect();
+        if !clusters.contains(cluster) {
+            let choices = clusters.into_iter().map(String::from).collect();
+            return Err(WebError::bad(
+                "cluster",
+                format!("no cluster {cluster:?} in {}", range.label),
+                choices,
+            ));
+        }
+    }
+    Ok(View { computed, range: Some(range) })
+}
+
+/// A filter's value, when it is given and not empty.
+fn given(value: &Option<String>) -> Option<&str> {
+    value.as_deref().map(str::trim).filter(|v| !v.is_empty())
+}
+
+/// `path?query&extra`, or `path?extra` when there is no query.
+fn href(path: &str, query: &str, extra: &str) -> String {
+    match (query.is_empty(), extra.is_empty()) {
+        (true, true) => path.to_string(),
+        (true, false) => format!("{path}?{extra}"),
+        (false, true) => format!("{path}?{query}"),
+        (false, false) => format!("{path}?{query}&{extra}"),
+    }
+}
+
+/// Answers a page in the format asked for.
+pub(super) async fn answer(
+    state: &AppState,
+    filters: &Filters,
+    headers: &HeaderMap,
+    view: &View,
+    content: Content,
+) -> Result<Response, WebError> {
+    let range = view.range.as_ref();
+    let label = range.map(|r| r.label.clone()).unwrap_or_default();
+    let wanted = wants(filters, headers);
+    match &wanted {
+        Wants::Json => {
+            let mut top = Map::new();
+            top.insert("period".into(), json!(label));
+            for (id, _, report, _) in &content.tables {
+                let rendered = report.render(OutputFormat::Json, &label);
+                top.insert(id.clone(), serde_json::from_str(&rendered).unwrap_or(Value::Null));
+            }
+            top.extend(content.json);
+            Ok(axum::Json(Value::Object(top)).into_response())
+        }
+        Wants::Csv(table) | Wants::Xlsx(table) => {
+            let ids = || content.tables.iter().map(|(id, ..)| id.clone()).collect::<Vec<_>>();
+            let chosen = match table.as_deref().filter(|t| !t.is_empty()) {
+                Some(asked) => match content.tables.iter().find(|(id, ..)| id == asked) {
+                    Some(found) => Some(found),
+                    None => {
+                        return Err(WebError::bad(
+                            "table",
+                            format!("this page has no table {asked:?}"),
+                            ids(),
+                        ));
+                    }
+                },
+                None => content.tables.first(),
+            };
+            let Some((id, _, report, _)) = chosen else {
+                return Err(WebError::not_found("this page has no table to download"));
+            };
+            let stem = format!("gpuledger-{id}-{}", label.replace('/', "_"));
+            let (content_type, filename, body) = if matches!(wanted, Wants::Xlsx(_)) {
+                let bytes = report.table.xlsx(id, &label)?;
+                (XLSX_TYPE, format!("{stem}.xlsx"), bytes)
+            } else {
+                let csv = report.render(OutputFormat::Csv, &label);
+                ("text/csv; charset=utf-8", format!("{stem}.csv"), csv.into_bytes())
+            };
+            Ok((
+                [
+                    (header::CONTENT_TYPE, content_type.to_string()),
+                    (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{filename}\"")),
+                ],
+                body,
+            )
+                .into_response())
+        }
+        Wants::Html => {
+            let computed = &view.computed;
+            let query = filters.query();
+            let page = ReportPage {
+                title: content.title,
+                active: content.active,
+                label: label.clone(),
+                periods: computed.iter().rev().map(|r| r.period.period.clone()).collect(),
+                // A range of days shows its dates and "custom range" as the month; a month shows
+                // empty dates, so picking another month is never overridden by stale ones.
+                selected: if label.contains('/') { String::new() } else { label.clone() },
+                from: label.split_once('/').map(|(from, _)| from.to_string()).unwrap_or_default(),
+                to: label.split_once('/').map(|(_, to)| to.to_string()).unwrap_or_default(),
+                groups: if content.active == "costs" {
+                    let chosen = filters.group.clone().unwrap_or_else(|| "namespace".into());
+                    let mut groups: Vec<(String, bool)> =
+                        costs::GROUPS.iter().map(|g| (g.to_string(), *g == chosen)).collect();
+                    if chosen == "pod" {
+                        groups.push(("pod".into(), true));
+                    }
+                    groups
+                } else {
+                    Vec::new()
+                },
+                clusters: content
+                    .clusters
+                    .iter()
+                    .map(|c| (c.clone(), filters.cluster.as_deref() == Some(c.as_str())))
+                    .collect(),
+                hidden: [("namespace", &filters.namespace), ("workload", &filters.workload)]
+                    .into_iter()
+                    .filter_map(|(k, v)| v.clone().filter(|v| !v.is_empty()).map(|v| (k, v)))
+                    .collect(),
+                banner: super::banner(state).await?,
+                cards: content.cards,
+                charts: content.charts,
+                tables: content
+                    .tables
+                    .iter()
+                    .map(|(id, caption, report, links)| {
+                        table_view(id, caption, &report.table, links, &content.path, &query)
+                    })
+                    .collect(),
+                notes: content.notes,
+                json_href: href(&content.path, &query, "format=json"),
+                empty: range.is_none(),
+            };
+            Ok(Html(page.render()?).into_response())
+        }
+    }
+}
+
+fn table_view(
+    id: &str,
+    caption: &str,
+    table: &Table,
+    links: &[Option<String>],
+    path: &str,
+    query: &str,
+) -> TableView {
+    let rows = table.display_rows();
+    TableView {
+        id: id.into(),
+        caption: caption.into(),
+        headings: {
+            let numeric: Vec<bool> =
+                rows.first().map(|r| r.iter().map(|(_, n)| *n).collect()).unwrap_or_default();
+            table
+                .headings()
+                .into_iter()
+                .enumerate()
+                .map(|(i, h)| (h, numeric.get(i).copied().unwrap_or(false)))
+                .collect()
+        },
+        rows: rows.into_iter().zip(links.iter().cloned().chain(std::iter::repeat(None))).collect(),
+        csv_href: href(path, query, &format!("format=csv&table={id}")),
+        xlsx_href: href(path, query, &format!("format=xlsx&table={id}")),
+    }
+}
+
+pub(super) fn usd(nanos: i64) -> String {
+    crate::money::format_usd(nanos / 1000)
+}
+
+pub(super) fn percent(value: Option<f64>) -> String {
+    value.map(|v| format!("{:.1} %", v * 100.0)).unwrap_or_else(|| "n/a".into())
+}
+
+/// The query naming a range: `period=2026-10`, or `from=…&to=…` for a range of days.
+pub(super) fn range_query(range: &RollupRange) -> String {
+    match range.label.split_once('/') {
+        Some((from, to)) => format!("from={from}&to={to}"),
+        None => format!("period={}", url_escape(&range.label)),
+    }
+}
+
+pub(super) fn money(nanos: i64) -> Cell {
+    Cell::Usd(Some(nanos as f64 / 1e9))
+}
+
+fn text_of(cell: &Cell) -> String {
+    match cell {
+        Cell::Text(t) => t.clone(),
+        _ => String::new(),
+    }
+}

@@ -1,0 +1,140 @@
+//! Overview (leadership): this month against last, trends against targets, the top
+//! opportunities.
+
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde_json::Map;
+
+use super::*;
+use crate::report::rollup::{self, Report};
+use crate::report::table::{Cell, Table};
+
+fn status(value: Option<f64>, good: impl Fn(f64) -> bool, bad: impl Fn(f64) -> bool) -> String {
+    match value {
+        Some(v) if bad(v) => "bad".into(),
+        Some(v) if good(v) => "ok".into(),
+        Some(_) => "warn".into(),
+        None => String::new(),
+    }
+}
+
+/// Overview (leadership): this month against last, trends, the top opportunities.
+pub async fn overview(
+    State(state): State<AppState>,
+    Query(filters): Query<Filters>,
+    headers: HeaderMap,
+) -> Result<Response, WebError> {
+    let view = resolve(&state, &filters).await?;
+    let range = &view.range;
+    let mut content = Content::new("Overview", "overview", "/");
+    if let Some(range) = &range {
+        let computed = &view.computed;
+        let current_period = range.parts.last().map(|(r, _)| r.period.period.clone()).unwrap_or_default();
+        let index = computed.iter().position(|r| r.period.period == current_period).unwrap_or(0);
+        let now = rollup::Headline::of(&computed[index]);
+        let before = index.checked_sub(1).map(|i| rollup::Headline::of(&computed[i]));
+        let prev =
+            |f: fn(&rollup::Headline) -> String| before.as_ref().map(f).unwrap_or_else(|| "n/a".into());
+        content.cards = vec![
+            Card {
+                label: "Total spend (amortized bill)".into(),
+                value: crate::money::format_usd(now.bill_amortized_micros),
+                previous: prev(|h| crate::money::format_usd(h.bill_amortized_micros)),
+                target: String::new(),
+                status: String::new(),
+            },
+            Card {
+                label: "GPU spend".into(),
+                value: usd(now.gpu_cost_nanos),
+                previous: prev(|h| usd(h.gpu_cost_nanos)),
+                target: String::new(),
+                status: String::new(),
+            },
+            Card {
+                label: "GPU utilization".into(),
+                value: percent(now.utilization()),
+                previous: prev(|h| percent(h.utilization())),
+                target: "60–85 %; below 40 % flagged".into(),
+                status: status(now.utilization(), |v| (0.60..=0.85).contains(&v), |v| v < 0.40),
+            },
+            Card {
+                label: "Idle GPU cost".into(),
+                value: format!(
+                    "{} ({} of GPU-hours)",
+                    usd(now.idle_gpu_cost_nanos),
+                    percent(now.idle_share())
+                ),
+                previous: prev(|h| usd(h.idle_gpu_cost_nanos)),
+                target: "under 10 % of GPU-hours; above 20 % flagged".into(),
+                status: status(now.idle_share(), |v| v < 0.10, |v| v > 0.20),
+            },
+            Card {
+                label: "Spot adoption (training)".into(),
+                value: percent(now.spot_adoption()),
+                previous: prev(|h| percent(h.spot_adoption())),
+                target: "above 50 %; under 30 % flagged".into(),
+                status: status(now.spot_adoption(), |v| v > 0.50, |v| v < 0.30),
+            },
+            Card {
+                label: "Realized savings".into(),
+                value: usd(now.realized_savings_nanos()),
+                previous: prev(|h| usd(h.realized_savings_nanos())),
+                target: "public on-demand − actual".into(),
+                status: String::new(),
+            },
+        ];
+        let trend: Vec<&std::sync::Arc<crate::store::Rollups>> =
+            computed.iter().rev().take(12).rev().collect();
+        let months: Vec<String> = trend.iter().map(|r| r.period.period.clone()).collect();
+        let heads: Vec<rollup::Headline> = trend.iter().map(|r| rollup::Headline::of(r)).collect();
+        let spend: Vec<f64> = heads.iter().map(|h| h.bill_amortized_micros as f64 / 1e6).collect();
+        let utilization: Vec<f64> = heads.iter().map(|h| h.utilization().unwrap_or(0.0) * 100.0).collect();
+        let idle: Vec<f64> = heads.iter().map(|h| h.idle_gpu_cost_nanos as f64 / 1e9).collect();
+        content.charts.push(charts::bars("Monthly spend (amortized bill)", "USD", &months, &spend));
+        content.charts.push(charts::bars(
+            "GPU utilization of allocated GPU-hours",
+            "%",
+            &months,
+            &utilization,
+        ));
+        content.charts.push(charts::bars("Idle GPU cost", "USD", &months, &idle));
+        let table = Table {
+            title: "Trend".into(),
+            totals: Vec::new(),
+            columns: vec![
+                "month",
+                "spend",
+                "gpu_spend",
+                "gpu_utilization",
+                "idle_gpu_cost",
+                "spot_adoption",
+                "realized_savings",
+            ],
+            rows: months
+                .iter()
+                .zip(&heads)
+                .map(|(m, h)| {
+                    vec![
+                        Cell::Text(m.clone()),
+                        Cell::Usd(Some(h.bill_amortized_micros as f64 / 1e6)),
+                        Cell::Usd(Some(h.gpu_cost_nanos as f64 / 1e9)),
+                        Cell::Ratio(h.utilization()),
+                        Cell::Usd(Some(h.idle_gpu_cost_nanos as f64 / 1e9)),
+                        Cell::Ratio(h.spot_adoption()),
+                        Cell::Usd(Some(h.realized_savings_nanos() as f64 / 1e9)),
+                    ]
+                })
+                .collect(),
+        };
+        content.table(
+            "trend",
+            "Monthly trend (the numbers behind the charts)",
+            Report { table, extra: Map::new() },
+        );
+        let mut top = rollup::opportunities(range);
+        top.table.rows.truncate(5);
+        content.table("opportunities", "Top 5 opportunities (USD per month)", top);
+    }
+    answer(&state, &filters, &headers, &view, content).await
+}

@@ -1,0 +1,45 @@
+//! Savings: realized savings by month and the opportunities still open.
+
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+
+use super::*;
+use crate::report::rollup::{self, RollupRange};
+use crate::report::table::Cell;
+
+/// Savings: realized by month, and opportunities with their evidence.
+pub async fn savings(
+    State(state): State<AppState>,
+    Query(filters): Query<Filters>,
+    headers: HeaderMap,
+) -> Result<Response, WebError> {
+    let view = resolve(&state, &filters).await?;
+    let range = &view.range;
+    let mut content = Content::new("Savings", "savings", "/savings");
+    if let Some(range) = &range {
+        let computed = &view.computed;
+        let first = computed.first().and_then(|r| r.period.period.parse::<Period>().ok());
+        let last = computed.last().and_then(|r| r.period.period.parse::<Period>().ok());
+        if let (Some(first), Some(last)) = (first, last) {
+            let all =
+                RollupRange::from_parts("all months".into(), first.start(), last.end(), computed.clone())
+                    .map_err(|_| WebError::not_found("nothing computed"))?;
+            let realized = rollup::savings(&all);
+            let month = realized.table.column("month").unwrap_or(usize::MAX);
+            let saved = realized.table.column("realized_savings").unwrap_or(usize::MAX);
+            let months: Vec<String> =
+                realized.table.rows.iter().map(|r| r.get(month).map(text_of).unwrap_or_default()).collect();
+            let values: Vec<f64> = realized
+                .table
+                .rows
+                .iter()
+                .map(|r| if let Some(Cell::Usd(Some(v))) = r.get(saved) { *v } else { 0.0 })
+                .collect();
+            content.charts.push(charts::bars("Realized savings by month", "USD", &months, &values));
+            content.table("realized", "Realized savings by month (all computed months)", realized);
+        }
+        content.table("opportunities", "Opportunities, ranked (USD per month)", rollup::opportunities(range));
+    }
+    answer(&state, &filters, &headers, &view, content).await
+}
