@@ -534,13 +534,35 @@ pub struct Scratch {
     pub dir: PathBuf,
 }
 
+/// Scratch folders are named `gpuledger-ingest-PID-NANOS` in the temporary folder.
+const SCRATCH_PREFIX: &str = "gpuledger-ingest-";
+
 impl Scratch {
     pub fn new() -> std::io::Result<Scratch> {
+        remove_abandoned_scratch();
         let nanos =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let dir = std::env::temp_dir().join(format!("gpuledger-ingest-{}-{nanos}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("{SCRATCH_PREFIX}{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         Ok(Scratch { dir })
+    }
+}
+
+/// Removes the scratch folders of ingests whose process is gone (killed before its `Drop`
+/// could run): a downloaded month is gigabytes. Only Linux can tell a live process (`/proc`).
+fn remove_abandoned_scratch() {
+    if !std::path::Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let Some(pid) = name.strip_prefix(SCRATCH_PREFIX).and_then(|rest| rest.split('-').next()) else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 

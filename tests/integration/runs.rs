@@ -237,6 +237,18 @@ fn a_cur_ingest_killed_at_20_random_moments_recovers_on_a_plain_rerun() {
         }
         assert_eq!(after.len(), reference.len());
     }
+    // The killed runs' scratch folders were cleaned up by the runs after them.
+    let scratch: Vec<String> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|name| name.starts_with("gpuledger-ingest-"))
+        .filter(|name| {
+            let pid = name.trim_start_matches("gpuledger-ingest-").split('-').next().unwrap_or("");
+            !Path::new(&format!("/proc/{pid}")).exists()
+        })
+        .collect();
+    assert!(scratch.is_empty(), "abandoned scratch folders left: {scratch:?}");
     eprintln!(
         "crash test: uninterrupted ingest {:.2} s; {} kills landed in {:?}",
         uninterrupted.as_secs_f64(),

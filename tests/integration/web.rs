@@ -26,20 +26,14 @@ async fn get(state: &AppState, uri: &str) -> (StatusCode, String) {
 
 #[tokio::test]
 async fn the_home_page_says_when_the_database_is_empty_and_lists_what_was_ingested() {
-    let dir = tempfile::tempdir().unwrap();
-    let database = store::connect(&format!("sqlite:{}", dir.path().join("web.db").display())).await.unwrap();
-    let state = AppState::new(database);
+    let app = crate::app::TestApp::empty().await;
+    assert_eq!(app.json("/healthz").await["database"], "sqlite");
+    assert!(app.page("/data").await.contains("The database is empty"));
 
-    let (status, health) = get(&state, "/healthz").await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&health).unwrap()["database"], "sqlite");
-    let (status, page) = get(&state, "/data").await;
-    assert_eq!(status, StatusCode::OK);
-    assert!(page.contains("The database is empty"), "{page}");
-
-    generate(dir.path(), Scale::Demo, CurFormat::Parquet, 1, 41);
-    ingest(state.store.as_ref(), &export_root(dir.path()).display().to_string(), false).await;
-    let summary = state.store.periods().await.unwrap().remove(0);
+    generate(app.data(), Scale::Demo, CurFormat::Parquet, 1, 41);
+    ingest(app.store(), &export_root(app.data()).display().to_string(), false).await;
+    let summary = app.store().periods().await.unwrap().remove(0);
+    let state = app.state.clone();
     let (_, page) = get(&state, "/data").await;
     assert!(!page.contains("The database is empty"));
     assert!(page.contains("<td>2026-10</td>"), "{page}");
@@ -82,13 +76,11 @@ fn json(body: &str) -> serde_json::Value {
 }
 
 #[tokio::test]
-async fn every_page_and_its_twins_tell_the_truth() {
-    use crate::engine::{close, generate_and_load};
-    let dir = tempfile::tempdir().unwrap();
-    let database = store::connect(&format!("sqlite:{}", dir.path().join("web.db").display())).await.unwrap();
-    let state = AppState::new(database);
-    generate_and_load(state.store.as_ref(), dir.path(), 2, 44).await;
-    let truth = crate::ingest_cur::truth(dir.path(), "2026-10");
+async fn costs_reconcile_each_namespace_to_truth_and_to_the_bill() {
+    use crate::engine::close;
+    let app = crate::app::TestApp::demo().await;
+    let state = app.state.clone();
+    let truth = app.truth("2026-10");
 
     // Costs: each namespace to the cent, the Kubernetes total, other AWS cost and the bill.
     let (status, body) = get(&state, "/costs?period=2026-10&format=json").await;
@@ -142,6 +134,14 @@ async fn every_page_and_its_twins_tell_the_truth() {
         .map(|r| r["total_cost"].as_f64().unwrap())
         .sum();
     close(sum, truth["namespaces"]["acme-llm"]["total_cost"].as_f64().unwrap(), "acme-llm drill-down");
+}
+
+#[tokio::test]
+async fn clients_match_truths_chargeback_and_accept_json_gets_the_twin() {
+    use crate::engine::close;
+    let app = crate::app::TestApp::demo().await;
+    let state = app.state.clone();
+    let truth = app.truth("2026-10");
 
     // Clients: totals with shared shares against truth's chargeback.
     let (_, headers, _) =
@@ -158,6 +158,13 @@ async fn every_page_and_its_twins_tell_the_truth() {
             .unwrap();
         close(row["total_cost"].as_f64().unwrap(), t["total_cost"].as_f64().unwrap(), client);
     }
+}
+
+#[tokio::test]
+async fn overview_gpus_and_inference_match_truth() {
+    let app = crate::app::TestApp::demo().await;
+    let state = app.state.clone();
+    let truth = app.truth("2026-10");
 
     // Overview: cards, charts with text alternatives, the trend over both months.
     let (status, html) = get(&state, "/").await;
@@ -207,15 +214,23 @@ async fn every_page_and_its_twins_tell_the_truth() {
         let actual = row["cost_per_inference"].as_f64().unwrap();
         assert!((actual - expected).abs() <= expected * 0.001, "{key}: {actual} vs {expected}");
     }
+}
+
+#[tokio::test]
+async fn headers_metrics_and_a_recompute_seen_at_once() {
+    let app = crate::app::TestApp::demo().await;
+    let state = app.state.clone();
 
     // Security headers, gzip, metrics.
     let (_, headers, _) = get_with(&state, "/", &[("accept-encoding", "gzip")]).await;
     assert_eq!(headers["content-encoding"], "gzip");
     assert_eq!(headers["x-content-type-options"], "nosniff");
     assert!(headers["content-security-policy"].to_str().unwrap().contains("default-src 'self'"));
+    let (status, _) = get(&state, "/costs").await;
+    assert_eq!(status, StatusCode::OK);
     let (_, metrics) = get(&state, "/metrics").await;
     assert!(
-        metrics.contains("gpuledger_http_requests_total{method=\"GET\",route=\"/costs\",status=\"200\"}"),
+        metrics.contains("gpuledger_http_requests_total{method=\"GET\",route=\"/costs\",status=\"200\"} 1"),
         "{metrics}"
     );
     assert!(metrics.contains("gpuledger_ingest_runs{kind=\"cur\",status=\"succeeded\"} 2"), "{metrics}");

@@ -3,29 +3,10 @@
 //! a 400 that names it and lists the choices (JSON for JSON requests), unknown paths a
 //! themed 404, and a filter form that shows the range in use.
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use gpuledger::store;
-use gpuledger::web::{AppState, router};
-use http_body_util::BodyExt;
+use axum::http::StatusCode;
 use serde_json::Value;
-use tower::ServiceExt;
 
-async fn fetch(state: &AppState, uri: &str, accept: Option<&str>) -> (StatusCode, String, Vec<u8>) {
-    let mut request = Request::builder().uri(uri);
-    if let Some(accept) = accept {
-        request = request.header(header::ACCEPT, accept);
-    }
-    let response = router(state.clone()).oneshot(request.body(Body::empty()).unwrap()).await.unwrap();
-    let status = response.status();
-    let content_type = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default();
-    let body = response.into_body().collect().await.unwrap().to_bytes().to_vec();
-    (status, content_type, body)
-}
+use crate::app::TestApp;
 
 /// The download and JSON links of a page, unescaped (`&#38;` → `&`).
 fn format_links(html: &str) -> Vec<String> {
@@ -37,17 +18,14 @@ fn format_links(html: &str) -> Vec<String> {
         .collect()
 }
 
-async fn loaded() -> (tempfile::TempDir, AppState) {
-    let dir = tempfile::tempdir().unwrap();
-    let database = store::connect(&format!("sqlite:{}", dir.path().join("edge.db").display())).await.unwrap();
-    let state = AppState::new(database);
-    crate::engine::generate_and_load(state.store.as_ref(), dir.path(), 2, 46).await;
-    (dir, state)
+async fn fetch(app: &TestApp, uri: &str, accept: Option<&str>) -> (StatusCode, String, Vec<u8>) {
+    let answer = app.fetch(uri, accept).await;
+    (answer.status, answer.content_type, answer.body)
 }
 
 #[tokio::test]
 async fn every_download_on_every_page_works_bare_and_filtered() {
-    let (_dir, state) = loaded().await;
+    let state = TestApp::demo().await;
     let mut followed = 0;
     for page in ["/", "/costs", "/clients", "/gpus", "/inference", "/savings", "/clients/acme"] {
         for filters in ["", "?period=2026-09", "?from=2026-10-01&to=2026-10-15", "?group=client"] {
@@ -105,7 +83,7 @@ async fn every_download_on_every_page_works_bare_and_filtered() {
 
 #[tokio::test]
 async fn bad_parameters_are_400s_naming_the_parameter_and_the_choices() {
-    let (_dir, state) = loaded().await;
+    let state = TestApp::demo().await;
     let cases = [
         ("/costs?period=2026-13", "period", "2026-10"),
         ("/costs?period=2026-9", "period", "2026-09"),
@@ -156,10 +134,10 @@ async fn bad_parameters_are_400s_naming_the_parameter_and_the_choices() {
 
 #[tokio::test]
 async fn the_filter_form_shows_the_range_in_use_and_a_month_wins_over_dates() {
-    let (_dir, state) = loaded().await;
+    let state = TestApp::demo().await;
     let page = |uri: &'static str| {
-        let state = state.clone();
-        async move { String::from_utf8(fetch(&state, uri, None).await.2).unwrap() }
+        let state = &state;
+        async move { String::from_utf8(fetch(state, uri, None).await.2).unwrap() }
     };
     // A range: "custom range" chosen, its dates filled, its label in the heading.
     let html = page("/costs?from=2026-10-01&to=2026-10-15").await;
