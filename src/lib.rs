@@ -18,7 +18,7 @@
 //! - [`engine`]: cost joined with usage (GPU-hours used, idle, unmeasured);
 //! - [`pipeline`]: ingest → compute as one recorded job (runs, pending periods);
 //! - [`report`]: command-line reports (table, CSV, JSON);
-//! - [`web`]: the axum router (home page, health check);
+//! - [`web`]: the axum router: the dashboard pages with their JSON/CSV/XLSX twins, `/metrics`;
 //! - [`money`], [`period`]: exact money and billing periods.
 
 pub mod catalog;

@@ -8,32 +8,18 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
 use gpuledger::engine::compute::ComputeOptions;
 use gpuledger::pipeline;
 use gpuledger::report::NamespaceReport;
 use gpuledger::store::{self, RunStatus, Store, StoreError};
 use gpuledger::synth::{CurFormat, Scale};
-use gpuledger::web::{AppState, router};
-use http_body_util::BodyExt;
-use tower::ServiceExt;
 
+use crate::app::TestApp;
 use crate::helpers;
 use crate::ingest_cur::{export_root, generate, generate_with, ingest, run, truth};
 
 fn sqlite_url(dir: &Path, name: &str) -> String {
     format!("sqlite:{}", dir.join(name).display())
-}
-
-async fn get(state: &AppState, uri: &str) -> (StatusCode, String) {
-    let response = router(state.clone())
-        .oneshot(Request::builder().uri(uri).body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    (status, String::from_utf8(body.to_vec()).unwrap())
 }
 
 /// Each stored period as text: its namespace report and its rollups without the fields that
@@ -52,55 +38,41 @@ async fn numbers(store: &dyn Store) -> BTreeMap<String, String> {
 
 #[tokio::test]
 async fn a_failed_ingest_is_recorded_shown_in_the_banner_and_counted_in_metrics() {
-    let dir = tempfile::tempdir().unwrap();
-    generate(dir.path(), Scale::Demo, CurFormat::Parquet, 1, 51);
-    let data = export_root(dir.path()).join("data").join("BILLING_PERIOD=2026-10");
+    let app = TestApp::empty().await;
+    generate(app.data(), Scale::Demo, CurFormat::Parquet, 1, 51);
+    let data = export_root(app.data()).join("data").join("BILLING_PERIOD=2026-10");
     let file = std::fs::read_dir(&data).unwrap().flatten().next().unwrap().path();
     let whole = std::fs::read(&file).unwrap();
     std::fs::write(&file, &whole[..whole.len() / 2]).unwrap();
 
-    let state = AppState::new(store::connect(&sqlite_url(dir.path(), "runs.db")).await.unwrap());
-    let source = export_root(dir.path()).display().to_string();
+    let source = export_root(app.data()).display().to_string();
     let options =
         gpuledger::ingest::CurIngestOptions { source, period: None, force: false, s3: Default::default() };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
-    let job = pipeline::ingest_cur_and_compute(
-        state.store.as_ref(),
-        &options,
-        &ComputeOptions::default(),
-        &progress,
-    )
-    .await
-    .unwrap();
-    let failure = job.failure.expect("a truncated Parquet file fails the ingest").to_string();
+    let engine = ComputeOptions::default();
+    let job = || pipeline::ingest_cur_and_compute(app.store(), &options, &engine, &progress);
+    let job_result = job().await.unwrap();
+    let failure = job_result.failure.expect("a truncated Parquet file fails the ingest").to_string();
     assert!(failure.contains(&file.file_name().unwrap().to_string_lossy().to_string()), "{failure}");
-    assert!(state.store.periods().await.unwrap().is_empty(), "nothing of the period was written");
+    assert!(app.store().periods().await.unwrap().is_empty(), "nothing of the period was written");
 
-    let (_, body) = get(&state, "/data?format=json").await;
-    let data: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let data = app.json("/data?format=json").await;
     let run = &data["ingest_runs"][0];
     assert_eq!((run["kind"].as_str(), run["status"].as_str()), (Some("cur"), Some("failed")), "{run}");
     assert_eq!(run["error"].as_str(), Some(failure.as_str()));
-    let (_, html) = get(&state, "/").await;
+    let html = app.page("/").await;
     assert!(html.contains("The latest ingest (cur 2026-10) failed"), "{html}");
-    let (_, metrics) = get(&state, "/metrics").await;
+    let metrics = app.page("/metrics").await;
     assert!(metrics.contains("gpuledger_ingest_runs{kind=\"cur\",status=\"failed\"} 1"), "{metrics}");
 
     // The file is delivered whole again: the next run succeeds and the banner clears.
     std::fs::write(&file, &whole).unwrap();
-    let job = pipeline::ingest_cur_and_compute(
-        state.store.as_ref(),
-        &options,
-        &ComputeOptions::default(),
-        &progress,
-    )
-    .await
-    .unwrap();
-    assert!(job.failure.is_none());
-    assert_eq!(job.computed.len(), 1, "the period it ingested is computed by the same job");
-    let (_, html) = get(&state, "/").await;
+    let job_result = job().await.unwrap();
+    assert!(job_result.failure.is_none());
+    assert_eq!(job_result.computed.len(), 1, "the period it ingested is computed by the same job");
+    let html = app.page("/").await;
     assert!(!html.contains("failed"), "{html}");
-    let runs = state.store.ingest_runs(10).await.unwrap();
+    let runs = app.store().ingest_runs(10).await.unwrap();
     let kinds: Vec<(&str, RunStatus)> = runs.iter().map(|r| (r.kind.as_str(), r.status)).collect();
     assert_eq!(
         kinds,
