@@ -149,12 +149,15 @@ pub async fn compute(
                     reconciliation: None,
                 };
                 store.finish_ingest_run(run, &outcome).await?;
+                // The one line a person sees per computed period (stderr), with its timings.
                 tracing::info!(
                     %period,
-                    rows,
-                    read_seconds = summary.read_seconds,
-                    compute_seconds = summary.compute_seconds,
-                    write_seconds = summary.write_seconds,
+                    rollup_rows = summary.cost_rows,
+                    clients = summary.client_rows,
+                    opportunities = summary.opportunities,
+                    read_seconds = tenths(summary.read_seconds),
+                    compute_seconds = tenths(summary.compute_seconds),
+                    write_seconds = tenths(summary.write_seconds),
                     "period computed"
                 );
                 summaries.push(summary);
@@ -170,4 +173,9 @@ pub async fn compute(
         }
     }
     Ok(summaries)
+}
+
+/// Seconds rounded to a tenth, for log fields people read.
+fn tenths(seconds: f64) -> f64 {
+    (seconds * 10.0).round() / 10.0
 }

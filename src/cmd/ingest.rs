@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use crate::cli::{ComputeArgs, IngestCommand, PrometheusArgs};
-use crate::engine::compute::{ComputeOptions, ComputeSummary};
+use crate::engine::compute::ComputeOptions;
 use crate::ingest::CurIngestOptions;
 use crate::ingest::metrics::{Detected, MetricsIngestOptions, MetricsSource};
 use crate::period::Period;
@@ -36,11 +36,10 @@ pub(super) async fn run(store: &dyn store::Store, command: IngestCommand) -> any
             let options = args.into_options()?;
             let progress =
                 indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
-            let (result, computed) =
+            let (result, _computed) =
                 pipeline::ingest_metrics_and_compute(store, &options, &ComputeOptions::default(), &progress)
                     .await?;
             print_detected(&result.detected);
-            print_computed(&computed);
             if detect {
                 println!("{}", serde_json::to_string_pretty(&result.detected)?);
             } else {
@@ -67,7 +66,7 @@ pub(super) async fn compute(store: &dyn store::Store, args: ComputeArgs) -> anyh
         Some(period) => vec![period],
         None => store.periods().await?.iter().filter_map(|p| p.period.parse().ok()).collect(),
     };
-    print_computed(&pipeline::compute(store, &periods, &args.engine.options()).await?);
+    pipeline::compute(store, &periods, &args.engine.options()).await?;
     Ok(())
 }
 
@@ -172,32 +171,15 @@ pub(super) async fn ingest_demo_metrics(
             continue;
         }
         let options = MetricsIngestOptions::file(file, Some(period));
-        let (result, computed) =
+        let (result, _computed) =
             pipeline::ingest_metrics_and_compute(store, &options, &ComputeOptions::default(), &progress)
                 .await?;
         println!(
             "{period}: ingested {} GPU rows and {} inference rows of metrics",
             result.gpu_rows, result.inference_rows
         );
-        print_computed(&computed);
     }
     Ok(())
-}
-
-/// What each computed period took, for people (stderr).
-fn print_computed(summaries: &[ComputeSummary]) {
-    for summary in summaries {
-        eprintln!(
-            "{}: computed {} rollup rows, {} clients, {} opportunities (read {:.1} s, compute {:.1} s, write {:.1} s)",
-            summary.period,
-            summary.cost_rows,
-            summary.client_rows,
-            summary.opportunities,
-            summary.read_seconds,
-            summary.compute_seconds,
-            summary.write_seconds
-        );
-    }
 }
 
 /// Runs a CUR ingest and the computes it calls for, and prints each period's outcome and
@@ -208,7 +190,6 @@ pub(super) async fn run_cur_ingest(
 ) -> anyhow::Result<()> {
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
     let job = pipeline::ingest_cur_and_compute(store, options, &ComputeOptions::default(), &progress).await?;
-    print_computed(&job.computed);
     if let Some(failure) = job.failure {
         return Err(failure.into());
     }

@@ -148,7 +148,7 @@ pub async fn ingest_metrics(
                 reconciliation: serde_json::to_string(&result.detected).ok(),
             };
             store.finish_ingest_run(run, &outcome).await?;
-            tracing::info!(
+            tracing::debug!(
                 samples = result.samples,
                 gpu_rows = result.gpu_rows,
                 inference_rows = result.inference_rows,

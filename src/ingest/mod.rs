@@ -203,7 +203,7 @@ async fn ingest_period(
         (Ok(()), Some(Ok((reconciliation, read_seconds, rows_written)))) => {
             bar.finish_with_message(format!("{} ingested", delivery.period));
             let seconds = started.elapsed().as_secs_f64();
-            tracing::info!(
+            tracing::debug!(
                 rows_read = reconciliation.rows_read,
                 rows_written,
                 seconds,
