@@ -19,7 +19,7 @@ use super::sql::ReadRow;
 use super::{SqlContext, StoreError, StoreResult};
 
 /// One embedded migration file.
-pub(crate) struct Migration {
+pub struct Migration {
     /// The number the file name starts with; applied in increasing order.
     pub(crate) version: i64,
     pub(crate) name: &'static str,
@@ -80,7 +80,7 @@ pub(crate) const POSTGRES: &[Migration] = &[
 ];
 
 /// How a backend keeps two migrating processes apart.
-pub(crate) struct MigrationLock {
+pub struct MigrationLock {
     /// Run once on the migrating connection before anything else (a session lock), or empty.
     pub(crate) acquire: &'static str,
     /// How each migration's transaction begins.

@@ -1,7 +1,10 @@
 //! The store: the only place that speaks SQL.
 //!
-//! [`Store`] is one trait with two implementations, [`sqlite::SqliteStore`] (the embedded
-//! default) and [`postgres::PgStore`] (for teams). Each backend has its own migrations under
+//! [`Store`] is one trait with one implementation, [`SqlStore<B>`], generic over a
+//! [`Backend`]: [`sqlite::Sqlite`] (the embedded default, [`sqlite::SqliteStore`]) and
+//! [`postgres::Postgres`] (for teams, [`postgres::PgStore`]). Both run the same SQL text
+//! (`sql.rs`, `sql_rollups.rs`); a backend names only its driver, bind limit, transaction
+//! begins, write lock and migrations. Each backend has its own migrations under
 //! `migrations/<backend>/`, embedded in the binary and applied on [`connect`].
 //!
 //! Invariants every implementation keeps:
@@ -13,15 +16,16 @@ mod aggregate;
 pub mod migrations;
 pub mod model;
 pub mod postgres;
-mod shared;
 mod sql;
 mod sql_rollups;
+mod sql_store;
 pub mod sqlite;
 
 use async_trait::async_trait;
 
 pub use migrations::SchemaStatus;
 pub use model::*;
+pub use sql_store::{Backend, SqlStore};
 
 /// Errors from the store, already saying which backend and operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -6,19 +6,11 @@
 //! waits, then replaces what the first wrote instead of adding to it. Multi-table reads use REPEATABLE READ, so they
 //! see one snapshot.
 
-use sqlx::Postgres;
-use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
+use sqlx::postgres::PgPoolOptions;
 
-use super::sql::{self, ReadRow};
-use super::sql_rollups;
-use super::{
-    ClientRule, ClientSettings, ComputeInputs, CostPeriod, GpuAllocation, GpuUsage, InferenceUsage,
-    IngestOutcome, IngestRun, NamespaceCost, NewIngestRun, PeriodRollup, PeriodSummary, PodCost, PodWorkload,
-    Rollups, SqlContext, Store, StoreError, StoreResult, WorkloadCost, migrations,
-};
-
-/// The Postgres wire protocol counts bound values in 16 bits.
-const MAX_BINDS: usize = 65_535;
+use super::migrations::{self, Migration, MigrationLock};
+use super::sql_store::{Backend, SqlStore};
+use super::{SqlContext, StoreResult};
 
 /// Held (per session) while migrating, so dashboard replicas starting together take turns.
 /// The key is arbitrary but fixed: ASCII "gpuledgr".
@@ -27,12 +19,31 @@ const MIGRATION_LOCK: &str = "SELECT pg_advisory_lock(7453586491716167538)";
 /// How many connections the pool opens at most: pages read in parallel, ingests write alone.
 const MAX_CONNECTIONS: u32 = 10;
 
-/// A [`Store`] in a Postgres database.
-pub struct PgStore {
-    pool: PgPool,
+/// The Postgres backend.
+pub struct Postgres;
+
+impl Backend for Postgres {
+    type Db = sqlx::Postgres;
+    const NAME: &'static str = "postgres";
+    /// The Postgres wire protocol counts bound values in 16 bits.
+    const MAX_BINDS: usize = 65_535;
+    const WRITE_BEGIN: &'static str = "BEGIN";
+    const READ_BEGIN: &'static str = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY";
+    const XACT_LOCK: &'static str = "SELECT pg_advisory_xact_lock($1)";
+    const MIGRATIONS: &'static [Migration] = migrations::POSTGRES;
+    fn rows_affected(result: &sqlx::postgres::PgQueryResult) -> u64 {
+        result.rows_affected()
+    }
+
+    super::sql_store::bulk_insert!();
+
+    const MIGRATION_LOCK: MigrationLock = MigrationLock { acquire: MIGRATION_LOCK, begin: "BEGIN" };
 }
 
-impl PgStore {
+/// A [`super::Store`] in a Postgres database.
+pub type PgStore = SqlStore<Postgres>;
+
+impl SqlStore<Postgres> {
     /// Connects to `postgres://USER:PASSWORD@HOST:PORT/DATABASE`.
     ///
     /// Does not migrate; [`super::connect`] does.
@@ -42,18 +53,6 @@ impl PgStore {
             .connect(url)
             .await
             .context("connecting to Postgres")?;
-        Ok(Self { pool })
+        Ok(SqlStore::with_pool(pool))
     }
 }
-
-super::shared::store_impl!(
-    PgStore,
-    name: "postgres",
-    migrations: migrations::POSTGRES,
-    migration_lock: migrations::MigrationLock { acquire: MIGRATION_LOCK, begin: "BEGIN" },
-    write_begin: "BEGIN",
-    xact_lock: "SELECT pg_advisory_xact_lock($1)",
-    connection: PgConnection,
-    database: Postgres,
-    read_begin: "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-);

@@ -7,29 +7,40 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::Sqlite;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-use super::sql::{self, ReadRow};
-use super::sql_rollups;
-use super::{
-    ClientRule, ClientSettings, ComputeInputs, CostPeriod, GpuAllocation, GpuUsage, InferenceUsage,
-    IngestOutcome, IngestRun, NamespaceCost, NewIngestRun, PeriodRollup, PeriodSummary, PodCost, PodWorkload,
-    Rollups, SqlContext, Store, StoreError, StoreResult, WorkloadCost, migrations,
-};
+use super::migrations::{self, Migration, MigrationLock};
+use super::sql_store::{Backend, SqlStore};
+use super::{SqlContext, StoreResult};
 
-/// SQLite limits one statement to 32,766 bound values.
-const MAX_BINDS: usize = 32_766;
+/// The SQLite backend.
+pub struct Sqlite;
 
-/// A [`Store`] in one SQLite file (or in memory, for tests).
-pub struct SqliteStore {
-    pool: SqlitePool,
+impl Backend for Sqlite {
+    type Db = sqlx::Sqlite;
+    const NAME: &'static str = "sqlite";
+    /// SQLite limits one statement to 32,766 bound values.
+    const MAX_BINDS: usize = 32_766;
+    /// Take the write lock up front rather than fail half-way when a read lock cannot be upgraded.
+    const WRITE_BEGIN: &'static str = "BEGIN IMMEDIATE";
+    /// WAL gives a read transaction one snapshot.
+    const READ_BEGIN: &'static str = "BEGIN";
+    /// `BEGIN IMMEDIATE` already excludes every other writer.
+    const XACT_LOCK: &'static str = "";
+    const MIGRATIONS: &'static [Migration] = migrations::SQLITE;
+    fn rows_affected(result: &sqlx::sqlite::SqliteQueryResult) -> u64 {
+        result.rows_affected()
+    }
+
+    super::sql_store::bulk_insert!();
+
+    const MIGRATION_LOCK: MigrationLock = MigrationLock { acquire: "", begin: "BEGIN IMMEDIATE" };
 }
 
-impl SqliteStore {
+/// A [`super::Store`] in one SQLite file (or in memory, for tests).
+pub type SqliteStore = SqlStore<Sqlite>;
+
+impl SqlStore<Sqlite> {
     /// Opens `sqlite:PATH`, creating the file when missing, or `sqlite::memory:`.
     ///
     /// Does not migrate; [`super::connect`] does.
@@ -58,20 +69,6 @@ impl SqliteStore {
             SqlitePoolOptions::new()
         };
         let pool = pool_options.connect_with(options).await.context("opening the SQLite database")?;
-        Ok(Self { pool })
+        Ok(SqlStore::with_pool(pool))
     }
 }
-
-super::shared::store_impl!(
-    SqliteStore,
-    name: "sqlite",
-    migrations: migrations::SQLITE,
-    // Take the write lock up front rather than fail half-way when a read lock cannot be upgraded.
-    migration_lock: migrations::MigrationLock { acquire: "", begin: "BEGIN IMMEDIATE" },
-    write_begin: "BEGIN IMMEDIATE",
-    // WAL gives a read transaction one snapshot.
-    xact_lock: "",
-    connection: SqliteConnection,
-    database: Sqlite,
-    read_begin: "BEGIN"
-);
