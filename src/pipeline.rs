@@ -14,7 +14,7 @@ use crate::engine::compute::{ComputeError, ComputeOptions, ComputeSummary, compu
 use crate::ingest::metrics::{MetricsError, MetricsIngestOptions, MetricsIngestResult, ingest_metrics};
 use crate::ingest::{CurIngestOptions, IngestError, PeriodResult, ingest_cur};
 use crate::period::Period;
-use crate::store::{IngestOutcome, NewIngestRun, RunStatus, Store, StoreError};
+use crate::store::{IngestOutcome, NewIngestRun, Store, StoreError};
 
 /// Why a job stopped.
 #[derive(Debug, thiserror::Error)]
@@ -41,20 +41,11 @@ pub struct CurJob {
 
 /// Closes this host's runs whose process is gone, so they read as `interrupted`.
 pub async fn close_abandoned_runs(store: &dyn Store) -> Result<usize, StoreError> {
-    let closed = store.close_abandoned_runs(&crate::store::this_host(), &process_alive).await?;
+    let closed = store.close_abandoned_runs(&crate::store::this_host(), &crate::store::process_alive).await?;
     if closed > 0 {
         tracing::warn!(closed, "runs left running by processes that no longer exist were marked interrupted");
     }
     Ok(closed)
-}
-
-/// Whether a process of this host is alive. Only Linux can tell (`/proc`); elsewhere every
-/// process counts as alive, so nothing is wrongly closed.
-fn process_alive(pid: i64) -> bool {
-    if !std::path::Path::new("/proc/self").exists() {
-        return true;
-    }
-    pid > 0 && std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// Ingests a CUR export, then computes every pending period (those it ingested, and any an
@@ -140,14 +131,7 @@ pub async fn compute(
         match compute_fresh(store, period, options).await {
             Ok(summary) => {
                 let rows = summary.cost_rows + summary.client_rows + summary.opportunities;
-                let outcome = IngestOutcome {
-                    status: RunStatus::Succeeded,
-                    rows_read: 0,
-                    rows_written: rows as i64,
-                    finished_at: chrono::Utc::now().timestamp(),
-                    error: None,
-                    reconciliation: None,
-                };
+                let outcome = IngestOutcome::succeeded(0, rows as i64, None);
                 store.finish_ingest_run(run, &outcome).await?;
                 // The one line a person sees per computed period (stderr), with its timings.
                 tracing::info!(

@@ -549,18 +549,15 @@ impl Scratch {
 }
 
 /// Removes the scratch folders of ingests whose process is gone (killed before its `Drop`
-/// could run): a downloaded month is gigabytes. Only Linux can tell a live process (`/proc`).
+/// could run): a downloaded month is gigabytes.
 fn remove_abandoned_scratch() {
-    if !std::path::Path::new("/proc/self").exists() {
-        return;
-    }
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().to_string();
         let Some(pid) = name.strip_prefix(SCRATCH_PREFIX).and_then(|rest| rest.split('-').next()) else {
             continue;
         };
-        if pid.parse::<u32>().is_ok() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        if pid.parse::<i64>().is_ok_and(|pid| !crate::store::process_alive(pid)) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }

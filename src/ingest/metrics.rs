@@ -22,7 +22,7 @@ use crate::catalog::INSTANCE_TYPES;
 use crate::sources::prometheus::api::{ApiError, ApiOptions, PrometheusApi};
 use crate::sources::prometheus::openmetrics::{self, ParseError};
 use crate::sources::prometheus::{Collector, LabelOverrides, LabelStyle, MetricNames, Role, label};
-use crate::store::{GpuUsage, InferenceUsage, IngestOutcome, NewIngestRun, RunStatus, Store, StoreError};
+use crate::store::{GpuUsage, InferenceUsage, IngestOutcome, NewIngestRun, Store, StoreError};
 
 /// Why a metrics ingest stopped. Nothing of its window was written.
 #[derive(Debug, thiserror::Error)]
@@ -139,14 +139,11 @@ pub async fn ingest_metrics(
         store.begin_ingest_run(&NewIngestRun::now("prometheus", &options.source_name(), &window, "")).await?;
     match collect_and_write(store, options, progress).await {
         Ok(result) => {
-            let outcome = IngestOutcome {
-                status: RunStatus::Succeeded,
-                rows_read: result.samples as i64,
-                rows_written: (result.gpu_rows + result.inference_rows) as i64,
-                finished_at: chrono::Utc::now().timestamp(),
-                error: None,
-                reconciliation: serde_json::to_string(&result.detected).ok(),
-            };
+            let outcome = IngestOutcome::succeeded(
+                result.samples as i64,
+                (result.gpu_rows + result.inference_rows) as i64,
+                serde_json::to_string(&result.detected).ok(),
+            );
             store.finish_ingest_run(run, &outcome).await?;
             tracing::debug!(
                 samples = result.samples,

@@ -18,8 +18,8 @@ use crate::period::Period;
 use crate::sources::cur::{self as cur_source, CurError, Delivery};
 use crate::sources::objects::{ObjectError, ObjectStore, S3Options, S3Store};
 use crate::store::{
-    CostPeriod, FactBatch, IngestOutcome, NewIngestRun, PeriodSource, PeriodTail, PodAttributes, RunStatus,
-    Store, StoreError,
+    CostPeriod, FactBatch, IngestOutcome, NewIngestRun, PeriodSource, PeriodTail, PodAttributes, Store,
+    StoreError,
 };
 
 pub use cur::Reconciliation;
@@ -111,14 +111,11 @@ pub async fn ingest_cur(
                 store
                     .finish_ingest_run(
                         run,
-                        &IngestOutcome {
-                            status: RunStatus::Succeeded,
-                            rows_read: reconciliation.map_or(0, |r| r.rows_read as i64),
-                            rows_written: rows_written as i64,
-                            finished_at: chrono::Utc::now().timestamp(),
-                            error: None,
-                            reconciliation: reconciliation.and_then(|r| serde_json::to_string(r).ok()),
-                        },
+                        &IngestOutcome::succeeded(
+                            reconciliation.map_or(0, |r| r.rows_read as i64),
+                            rows_written as i64,
+                            reconciliation.and_then(|r| serde_json::to_string(r).ok()),
+                        ),
                     )
                     .await?;
                 results.push(result);

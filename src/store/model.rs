@@ -116,6 +116,15 @@ pub fn this_host() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
+/// Whether a process of this host is alive. Only Linux can tell (`/proc`); elsewhere every
+/// process counts as alive, so nothing of a live run is wrongly closed or removed.
+pub fn process_alive(pid: i64) -> bool {
+    if !std::path::Path::new("/proc/self").exists() {
+        return true;
+    }
+    pid > 0 && std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IngestOutcome {
@@ -128,6 +137,19 @@ pub struct IngestOutcome {
 }
 
 impl IngestOutcome {
+    /// A run that succeeded now, with what it read and wrote and, where it has one, its
+    /// reconciliation as JSON text.
+    pub fn succeeded(rows_read: i64, rows_written: i64, reconciliation: Option<String>) -> IngestOutcome {
+        IngestOutcome {
+            status: RunStatus::Succeeded,
+            rows_read,
+            rows_written,
+            finished_at: chrono::Utc::now().timestamp(),
+            error: None,
+            reconciliation,
+        }
+    }
+
     /// A run that failed now with `error`, having written nothing.
     pub fn failed(error: &str) -> IngestOutcome {
         IngestOutcome {

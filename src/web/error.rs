@@ -77,15 +77,18 @@ impl IntoResponse for WebError {
     }
 }
 
+/// Whether the `Accept` header names JSON.
+pub fn accepts_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("application/json"))
+}
+
 /// Whether a request asks for JSON: `?format=json` or an `Accept` naming JSON.
 pub fn wants_json(request: &axum::extract::Request) -> bool {
     let query = request.uri().query().unwrap_or("");
-    query.split('&').any(|pair| pair == "format=json")
-        || request
-            .headers()
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|accept| accept.contains("application/json"))
+    query.split('&').any(|pair| pair == "format=json") || accepts_json(request.headers())
 }
 
 /// Middleware: an error answered to a request that asked for JSON becomes JSON.

@@ -172,8 +172,7 @@ async fn generation(store: &dyn Store) -> Result<String, StoreError> {
 fn page_key(request: &axum::extract::Request) -> String {
     let filters =
         axum::extract::Query::<pages::Filters>::try_from_uri(request.uri()).map(|q| q.0).unwrap_or_default();
-    let accept = request.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
-    format!("{}?{}|{}", request.uri().path(), filters.canonical(), accept.contains("application/json"))
+    format!("{}?{}|{}", request.uri().path(), filters.canonical(), error::accepts_json(request.headers()))
 }
 
 /// Middleware: answers a dashboard page from the cache when its data has not changed.

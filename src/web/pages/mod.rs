@@ -109,13 +109,7 @@ fn wants(filters: &Filters, headers: &HeaderMap) -> Wants {
         Some("json") => Wants::Json,
         Some("csv") => Wants::Csv(filters.table.clone()),
         Some("xlsx") => Wants::Xlsx(filters.table.clone()),
-        _ if headers
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|a| a.contains("application/json")) =>
-        {
-            Wants::Json
-        }
+        _ if crate::web::error::accepts_json(headers) => Wants::Json,
         _ => Wants::Html,
     }
 }
