@@ -261,6 +261,9 @@ pub struct CurArgs {
     /// Ingest even when the manifest's data version has not changed.
     #[arg(long, env = "GPULEDGER_CUR_FORCE")]
     pub force: bool,
+    /// Accept a manifest that lists no data files (the period becomes empty).
+    #[arg(long, env = "GPULEDGER_CUR_ALLOW_EMPTY")]
+    pub allow_empty: bool,
     /// An S3-compatible endpoint (switches to path-style addressing).
     #[arg(long, env = "GPULEDGER_S3_ENDPOINT_URL")]
     pub endpoint_url: Option<String>,
@@ -273,6 +276,9 @@ pub struct CurArgs {
 pub enum ReportCommand {
     /// Kubernetes cost per namespace with other AWS cost and the bill total.
     Namespaces(NamespacesArgs),
+    /// The period's bill: Kubernetes, EC2 not allocated to pods, other cost, and the bridge
+    /// from unblended to amortized, net and tax.
+    Bill(BillArgs),
     /// GPU-hours per namespace and GPU model: provisioned, allocated, used, idle,
     /// unallocated, unattributed.
     Gpu(GpuReportArgs),
@@ -304,6 +310,15 @@ pub struct GpuReportArgs {
 
 #[derive(Debug, Args)]
 pub struct InferenceReportArgs {
+    /// Billing period, YYYY-MM.
+    #[arg(long, env = "GPULEDGER_REPORT_PERIOD")]
+    pub period: Period,
+    #[arg(long, env = "GPULEDGER_REPORT_FORMAT", value_enum, default_value = "table")]
+    pub format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct BillArgs {
     /// Billing period, YYYY-MM.
     #[arg(long, env = "GPULEDGER_REPORT_PERIOD")]
     pub period: Period,

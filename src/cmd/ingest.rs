@@ -24,6 +24,7 @@ pub(super) async fn run(store: &dyn store::Store, command: IngestCommand) -> any
                 source: args.source,
                 period: args.period,
                 force: args.force,
+                allow_empty: args.allow_empty,
                 s3: S3Options {
                     endpoint_url: args.endpoint_url,
                     timeout: std::time::Duration::from_secs(args.s3_timeout.max(1)),
@@ -209,8 +210,13 @@ pub(super) async fn run_cur_ingest(
                     result.data_version
                 );
                 println!(
-                    "  bill: unblended {} USD, amortized {} USD; Kubernetes (split + unused) {} USD + other {} USD",
-                    r.bill_unblended_total, r.bill_amortized_total, r.kubernetes_allocated_cost, r.other_cost
+                    "  bill: unblended {} USD, amortized {} USD = Kubernetes (split + unused) {} USD \
+                     + EC2 not allocated to pods {} USD + other {} USD",
+                    r.bill_unblended_total,
+                    r.bill_amortized_total,
+                    r.kubernetes_allocated_cost,
+                    r.unallocated_ec2_cost,
+                    r.other_cost
                 );
                 println!(
                     "  split vs parent instances: {} of {} instance-hours disagree by more than 0.01 %{}",

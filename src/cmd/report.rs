@@ -18,6 +18,13 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
             print!("{}", report.render(args.format));
             return Ok(());
         }
+        ReportCommand::Bill(args) => {
+            print!(
+                "{}",
+                crate::report::bill::BillReport::load(store, args.period).await?.render(args.format)
+            );
+            return Ok(());
+        }
         ReportCommand::Gpu(args) => {
             print!("{}", gpu_report(store, args.period, args.idle_threshold, args.format).await?);
             return Ok(());

@@ -29,8 +29,7 @@ pub(super) async fn demo(store: Box<dyn Store>, args: DemoArgs) -> anyhow::Resul
     let options = CurIngestOptions {
         source: args.data.join("cur").join(synth::DEFAULT_EXPORT_NAME).display().to_string(),
         period: None,
-        force: false,
-        s3: Default::default(),
+        ..CurIngestOptions::default()
     };
     super::ingest::run_cur_ingest(store.as_ref(), &options).await?;
     super::ingest::ingest_demo_metrics(store.as_ref(), &args.data.join("metrics")).await?;

@@ -366,6 +366,7 @@ pub fn build_rollups(
             bill_unblended_micros: inputs.bill_unblended_micros,
             bill_amortized_micros: inputs.bill_amortized_micros,
             kubernetes_cost_nanos: costs.iter().map(|c| c.split_cost_nanos + c.unused_cost_nanos).sum(),
+            unallocated_ec2_micros: inputs.unallocated_ec2_micros,
             other_cost_micros: inputs.other_cost_micros,
             unattributed_gpu_hours: inputs.unattributed.iter().map(|(_, hours)| hours).sum(),
             input_revision: inputs.input_revision,
@@ -378,9 +379,25 @@ pub fn build_rollups(
         opportunities: Vec::new(),
         costs,
     };
+    check_bill_adds_up(&rollups.period, inputs.kubernetes_micros)?;
     let evidence = PodEvidence::gather(inputs);
     rollups.opportunities = opportunities::find(&period, &rollups.costs, &evidence);
     Ok(rollups)
+}
+
+/// Kubernetes + EC2 not allocated to pods + other cost = the amortized bill, to the
+/// micro-dollar, and the pods' cost rolled up is the cost the ingest read.
+fn check_bill_adds_up(p: &PeriodRollup, ingested_kubernetes_micros: i64) -> Result<(), ComputeError> {
+    let kubernetes = crate::money::micros_from_nanos(p.kubernetes_cost_nanos);
+    let placed = kubernetes + p.unallocated_ec2_micros + p.other_cost_micros;
+    if kubernetes != ingested_kubernetes_micros || placed != p.bill_amortized_micros {
+        return Err(ComputeError::Invalid(format!(
+            "{}: Kubernetes {kubernetes} (ingested {ingested_kubernetes_micros}) + unallocated EC2 {} + other {} \
+             = {placed} micro-dollars, not the amortized bill {}; ingest the period again (`ingest cur --force`)",
+            p.period, p.unallocated_ec2_micros, p.other_cost_micros, p.bill_amortized_micros
+        )));
+    }
+    Ok(())
 }
 
 /// The nearest-rank percentile `q` of `values`; `None` when empty.

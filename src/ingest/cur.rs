@@ -7,7 +7,15 @@
 //!   the bill (the parent EC2 rows already carry it);
 //! - parent EC2 rows (`RunInstances`, `Compute Instance`, usage line types): one
 //!   [`InstanceHour`] per instance and hour, purchase option by the CID rule;
-//! - everything else: [`OtherCost`] per day, service, line type and usage type.
+//! - discounts, credits, refunds and tax: outside the amortized bill, bill lines only;
+//! - everything else: [`OtherCost`] per day, service, line type, usage type, account,
+//!   cluster and allocation tags.
+//!
+//! Every line but the split rows is also summed into a [`BillLine`] per invoice, billing
+//! entity, account, service and line type (the tie-out bridge). Money is summed in integer
+//! nano-dollars and rounded to micro-dollars once per stored row; the amortized bill is the
+//! sum of the stored instance-hour and other-cost rows, so Kubernetes + unallocated EC2 +
+//! other = the bill exactly.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -15,12 +23,14 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::catalog;
-use crate::money::{micros_from_nanos, micros_from_usd, nanos_from_usd, usd_decimal};
+use crate::money::{micros_from_nanos, nanos_from_usd, usd_decimal};
 use crate::period::Period;
 use crate::sources::cur::reader::{self, Col, Columns};
 use crate::sources::cur::{CurError, invalid};
 use crate::split::Resource;
-use crate::store::{CostPeriod, FactBatch, FactRecord, InstanceHour, OtherCost, PodAttributes, PodRecord};
+use crate::store::{
+    BillLine, CostPeriod, FactBatch, FactRecord, InstanceHour, OtherCost, PodAttributes, PodRecord,
+};
 
 /// Σ(split + unused) may differ from the parent's amortized cost by this fraction.
 pub const SPLIT_TOLERANCE: f64 = 1e-4;
@@ -41,7 +51,10 @@ pub struct Reconciliation {
     pub instance_cost_with_pods: String,
     /// Amortized cost of instance-hours with no pods (stays unallocated).
     pub instance_cost_without_pods: String,
-    /// bill amortized − Kubernetes allocated.
+    /// Instance cost not allocated to pods: instance-hours without split rows, and parent
+    /// cost the split rows of an hour do not cover.
+    pub unallocated_ec2_cost: String,
+    /// bill amortized − Kubernetes − unallocated EC2.
     pub other_cost: String,
     pub instance_hours_checked: u64,
     pub instance_hours_disagreeing: u64,
@@ -59,13 +72,48 @@ pub struct Disagreement {
     pub pods_split_plus_unused: f64,
 }
 
-/// Running state of one instance-hour from its (possibly several) parent lines.
+/// Running state of one instance-hour from its (possibly several) parent lines; money in
+/// nano-dollars, rounded once at the end.
 struct InstanceBuilder {
     hour: InstanceHour,
     amortized: f64,
-    net_amortized: f64,
-    unblended: f64,
-    public_on_demand: f64,
+    amortized_nanos: i128,
+    net_amortized_nanos: i128,
+    unblended_nanos: i128,
+    public_on_demand_nanos: i128,
+}
+
+/// Sums of one group of bill lines, nano-dollars.
+#[derive(Default)]
+struct LineSums {
+    unblended: i128,
+    amortized: i128,
+    /// Σ (net unblended − unblended): the discount the lines carry in their net columns.
+    net_delta: i128,
+}
+
+/// What a line is to the bill: `usage` (usage and fees: the amortized bill) or an
+/// adjustment on the invoice outside it (`discount`, `credit`, `refund`, `tax`).
+fn category(line_type: &str, c: &Columns<'_>, row: usize) -> &'static str {
+    match line_type {
+        "Tax" => "tax",
+        "Credit" => "credit",
+        // A refund of a Savings Plan's upfront fee belongs to its amortization.
+        "Refund" if is_savings_plan_fee_refund(c, row) => "usage",
+        "Refund" => "refund",
+        other if other.ends_with("Discount") => "discount",
+        _ => "usage",
+    }
+}
+
+fn is_savings_plan_fee_refund(c: &Columns<'_>, row: usize) -> bool {
+    c.text(Col::LineItemProductCode, row) == "ComputeSavingsPlans"
+        && c.text(Col::LineItemLineItemDescription, row)
+            .starts_with("Refund for one-time fee for Savings Plan ID")
+}
+
+fn nanos(usd: f64) -> i128 {
+    i128::from(nanos_from_usd(usd))
 }
 
 /// Builds one billing period from its data files, chunk by chunk.
@@ -82,13 +130,17 @@ pub struct PeriodBuilder {
     pod_first_seen: Vec<(u32, i64)>,
     /// Facts (and new pods) read but not yet handed to the store.
     pending: FactBatch,
-    allocated_nanos: i64,
+    allocated_nanos: i128,
     /// Keyed by (interned instance id, hour).
     instances: HashMap<(u32, i64), InstanceBuilder>,
     pod_sums: HashMap<(u32, i64), f64>,
-    other: BTreeMap<(i64, String, String, String), (i64, i64)>,
-    unblended_micros: i64,
-    amortized_micros: i64,
+    /// Keyed by (day, interned service, line type, usage type, account, cluster, tags).
+    other: BTreeMap<(i64, [u32; 6]), (i128, i128)>,
+    /// Keyed by interned (billing entity, invoice, account, service, line type, category).
+    bill: BTreeMap<[u32; 6], LineSums>,
+    /// Some line carried a net column: the export has `net_*` columns.
+    has_net: bool,
+    currency: Option<String>,
     rows: u64,
     split_rows: u64,
     split_rows_skipped: u64,
@@ -108,8 +160,9 @@ impl PeriodBuilder {
             instances: HashMap::new(),
             pod_sums: HashMap::new(),
             other: BTreeMap::new(),
-            unblended_micros: 0,
-            amortized_micros: 0,
+            bill: BTreeMap::new(),
+            has_net: false,
+            currency: None,
             rows: 0,
             split_rows: 0,
             split_rows_skipped: 0,
@@ -156,26 +209,116 @@ impl PeriodBuilder {
         }
         let line_type = c.text(Col::LineItemLineItemType, row);
         let unblended = c.amount(Col::LineItemUnblendedCost, row)?;
-        let amortized = amortized_cost(c, row, line_type, unblended)?;
-        self.unblended_micros += micros_from_usd(unblended);
-        self.amortized_micros += micros_from_usd(amortized);
+        let category = category(line_type, c, row);
+        let adjustment = category != "usage";
+        let amortized = if adjustment { unblended } else { amortized_cost(c, row, line_type, unblended)? };
+        let net_unblended = c.number(Col::LineItemNetUnblendedCost, row)?;
+        self.has_net |= net_unblended.is_some();
+        self.check_currency(c, row)?;
         let start = c.epoch_seconds(Col::LineItemUsageStartDate, row)?;
+        // Credits and refunds may be dated at the usage they correct; everything else must
+        // fall in the billing period.
+        if !adjustment {
+            self.check_in_period(c, row, start)?;
+        }
+        let (unblended_nanos, amortized_nanos) = (nanos(unblended), nanos(amortized));
+        let bill_key = [
+            self.strings.id(c.text(Col::BillBillingEntity, row)),
+            self.strings.id(c.text(Col::BillInvoiceId, row)),
+            self.strings.id(c.text(Col::LineItemUsageAccountId, row)),
+            self.strings.id(c.text(Col::LineItemProductCode, row)),
+            self.strings.id(line_type),
+            self.strings.id(category),
+        ];
+        let sums = self.bill.entry(bill_key).or_default();
+        sums.unblended += unblended_nanos;
+        sums.amortized += amortized_nanos;
+        sums.net_delta += net_unblended.map_or(0, |net| nanos(net) - unblended_nanos);
+        if adjustment {
+            return Ok(());
+        }
         let is_instance = operation.contains("RunInstances")
             && c.text(Col::ProductProductFamily, row).contains("Compute Instance")
             && matches!(line_type, "Usage" | "SavingsPlanCoveredUsage" | "DiscountedUsage");
         if is_instance {
+            self.check_hourly(c, row, start)?;
             return self.add_instance_line(c, row, start, line_type, unblended, amortized);
         }
+        let tags = c.map(Col::ResourceTags, row)?;
+        let tag = |name: &str| tags.iter().find(|(k, _)| k == name).map_or("", |(_, v)| v.as_ref());
+        let resource_id = c.text(Col::LineItemResourceId, row);
+        // The control plane names its cluster in its ARN: arn:aws:eks:<region>:<account>:cluster/<name>.
+        let cluster = match tag("aws_eks_cluster_name") {
+            "" => resource_id.split_once(":cluster/").map_or("", |(_, name)| name),
+            named => named,
+        };
+        let allocation: BTreeMap<&str, &str> = tags
+            .iter()
+            .filter(|(k, _)| k.starts_with("user_"))
+            .map(|(k, v)| (k.as_ref(), v.as_ref()))
+            .collect();
+        let allocation = serde_json::to_string(&allocation).unwrap_or_else(|_| "{}".into());
         let key = (
             start - start.rem_euclid(86_400),
-            c.text(Col::LineItemProductCode, row).to_string(),
-            line_type.to_string(),
-            c.text(Col::LineItemUsageType, row).to_string(),
+            [
+                bill_key[3],
+                bill_key[4],
+                self.strings.id(c.text(Col::LineItemUsageType, row)),
+                bill_key[2],
+                self.strings.id(cluster),
+                self.strings.id(&allocation),
+            ],
         );
         let entry = self.other.entry(key).or_default();
-        entry.0 += micros_from_usd(unblended);
-        entry.1 += micros_from_usd(amortized);
+        entry.0 += unblended_nanos;
+        entry.1 += amortized_nanos;
         Ok(())
+    }
+
+    /// One currency per period: amounts in two cannot be added.
+    fn check_currency(&mut self, c: &Columns<'_>, row: usize) -> Result<(), CurError> {
+        let code = c.text(Col::LineItemCurrencyCode, row);
+        match &self.currency {
+            _ if code.is_empty() => Ok(()),
+            None => {
+                self.currency = Some(code.to_string());
+                Ok(())
+            }
+            Some(seen) if seen == code => Ok(()),
+            Some(seen) => Err(c.bad(
+                row,
+                Col::LineItemCurrencyCode,
+                format!("{code} in a period billed in {seen}: gpuledger does not add two currencies"),
+            )),
+        }
+    }
+
+    fn check_in_period(&self, c: &Columns<'_>, row: usize, start: i64) -> Result<(), CurError> {
+        if start < self.period.start() || start >= self.period.end() {
+            let when = chrono::DateTime::from_timestamp(start, 0).map(|t| t.to_rfc3339()).unwrap_or_default();
+            return Err(c.bad(
+                row,
+                Col::LineItemUsageStartDate,
+                format!("{when} is outside the billing period {}", self.period),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Instance and split lines span one hour in an hourly export; a daily or monthly one
+    /// cannot be joined with hourly GPU metrics.
+    fn check_hourly(&self, c: &Columns<'_>, row: usize, start: i64) -> Result<(), CurError> {
+        match c.optional_epoch_seconds(Col::LineItemUsageEndDate, row)? {
+            Some(end) if end - start > 3600 => Err(c.bad(
+                row,
+                Col::LineItemUsageEndDate,
+                format!(
+                    "a line of instance or pod usage spans {} hours: this is not an hourly export (create the CUR 2.0 export with time granularity HOURLY)",
+                    (end - start) as f64 / 3600.0
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn add_instance_line(
@@ -189,16 +332,17 @@ impl PeriodBuilder {
     ) -> Result<(), CurError> {
         let hour = start - start.rem_euclid(3600);
         let instance_id = c.text(Col::LineItemResourceId, row);
-        let net_amortized = net_amortized_cost(c, row, line_type, amortized)?;
-        let public_on_demand = c.amount(Col::PricingPublicOnDemandCost, row)?;
+        let net_amortized = nanos(net_amortized_cost(c, row, line_type, amortized)?);
+        let public_on_demand = nanos(c.amount(Col::PricingPublicOnDemandCost, row)?);
         let usage = c.amount(Col::LineItemUsageAmount, row)?;
         let key = (self.strings.id(instance_id), hour);
         if let Some(existing) = self.instances.get_mut(&key) {
             // Several lines for one instance-hour (part Savings Plan, part On-Demand): add up.
             existing.amortized += amortized;
-            existing.net_amortized += net_amortized;
-            existing.unblended += unblended;
-            existing.public_on_demand += public_on_demand;
+            existing.amortized_nanos += nanos(amortized);
+            existing.net_amortized_nanos += net_amortized;
+            existing.unblended_nanos += nanos(unblended);
+            existing.public_on_demand_nanos += public_on_demand;
             existing.hour.usage_hours += usage;
             return Ok(());
         }
@@ -256,9 +400,10 @@ impl PeriodBuilder {
                     public_on_demand_cost_micros: 0,
                 },
                 amortized,
-                net_amortized,
-                unblended,
-                public_on_demand,
+                amortized_nanos: nanos(amortized),
+                net_amortized_nanos: net_amortized,
+                unblended_nanos: nanos(unblended),
+                public_on_demand_nanos: public_on_demand,
             },
         );
         Ok(())
@@ -275,6 +420,8 @@ impl PeriodBuilder {
             return Ok(());
         }
         let start = c.epoch_seconds(Col::LineItemUsageStartDate, row)?;
+        self.check_in_period(c, row, start)?;
+        self.check_hourly(c, row, start)?;
         let hour = start - start.rem_euclid(3600);
         let tags = c.map(Col::ResourceTags, row)?;
         let tag = |name: &str| tags.iter().find(|(k, _)| k == name).map_or("", |(_, v)| v.as_ref());
@@ -341,7 +488,7 @@ impl PeriodBuilder {
         };
         *self.pod_sums.entry((instance, hour)).or_default() += split_cost + unused_cost;
         let (split_nanos, unused_nanos) = (nanos_from_usd(split_cost), nanos_from_usd(unused_cost));
-        self.allocated_nanos += split_nanos + unused_nanos;
+        self.allocated_nanos += i128::from(split_nanos) + i128::from(unused_nanos);
         self.pending.facts.push(FactRecord {
             pod_id,
             hour,
@@ -366,7 +513,16 @@ impl PeriodBuilder {
 
     /// The finished period (without its facts, which went to the store as they were read),
     /// how it reconciles, and the instance attributes of the pods written so far.
-    pub fn finish(mut self) -> (CostPeriod, Reconciliation, Vec<PodAttributes>) {
+    pub fn finish(mut self) -> Result<(CostPeriod, Reconciliation, Vec<PodAttributes>), CurError> {
+        let period_name = self.period.to_string();
+        let micros = |nanos: i128, what: &str| -> Result<i64, CurError> {
+            i64::try_from(nanos).map(micros_from_nanos).map_err(|_| {
+                invalid(
+                    &period_name,
+                    format!("{what} sums beyond 9.2 billion dollars: the export is corrupt"),
+                )
+            })
+        };
         let mut disagreements = Vec::new();
         let mut disagreeing = 0;
         let mut note = |instance_id: &str, hour: i64, instance_amortized: f64, pods: f64| {
@@ -392,10 +548,11 @@ impl PeriodBuilder {
         let mut parents = HashMap::with_capacity(self.instances.len());
         for (key, builder) in self.instances.drain() {
             let mut hour = builder.hour;
-            hour.amortized_cost_micros = micros_from_usd(builder.amortized);
-            hour.net_amortized_cost_micros = micros_from_usd(builder.net_amortized);
-            hour.unblended_cost_micros = micros_from_usd(builder.unblended);
-            hour.public_on_demand_cost_micros = micros_from_usd(builder.public_on_demand);
+            hour.amortized_cost_micros = micros(builder.amortized_nanos, "an instance-hour's cost")?;
+            hour.net_amortized_cost_micros = micros(builder.net_amortized_nanos, "an instance-hour's cost")?;
+            hour.unblended_cost_micros = micros(builder.unblended_nanos, "an instance-hour's cost")?;
+            hour.public_on_demand_cost_micros =
+                micros(builder.public_on_demand_nanos, "an instance-hour's cost")?;
             match self.pod_sums.get(&key) {
                 Some(&pods) => {
                     with_pods += hour.amortized_cost_micros;
@@ -413,45 +570,80 @@ impl PeriodBuilder {
         }
         instance_hours.sort_by(|a, b| (a.hour, &a.instance_id).cmp(&(b.hour, &b.instance_id)));
         let checked = self.pod_sums.len() as u64;
-        let allocated = micros_from_nanos(self.allocated_nanos);
-        let other_costs: Vec<OtherCost> = self
-            .other
-            .into_iter()
-            .map(|((day, service, line_item_type, usage_type), (unblended, amortized))| OtherCost {
+        let kubernetes = micros(self.allocated_nanos, "the pods' split cost")?;
+        let text = |id: u32| self.strings.get(id).to_string();
+        let mut other_costs = Vec::with_capacity(self.other.len());
+        for ((day, [service, line_type, usage_type, account, cluster, tags]), (unblended, amortized)) in
+            std::mem::take(&mut self.other)
+        {
+            other_costs.push(OtherCost {
                 day,
-                service,
-                line_item_type,
-                usage_type,
-                unblended_cost_micros: unblended,
-                amortized_cost_micros: amortized,
-            })
-            .collect();
+                service: text(service),
+                line_item_type: text(line_type),
+                usage_type: text(usage_type),
+                usage_account_id: text(account),
+                cluster: text(cluster),
+                tags: text(tags),
+                unblended_cost_micros: micros(unblended, "other cost")?,
+                amortized_cost_micros: micros(amortized, "other cost")?,
+            });
+        }
+        let mut bill_lines = Vec::with_capacity(self.bill.len());
+        for ([entity, invoice, account, service, line_type, category], sums) in std::mem::take(&mut self.bill)
+        {
+            let net = sums.amortized + sums.net_delta;
+            bill_lines.push(BillLine {
+                category: text(category),
+                billing_entity: text(entity),
+                invoice_id: text(invoice),
+                usage_account_id: text(account),
+                service: text(service),
+                line_item_type: text(line_type),
+                unblended_micros: micros(sums.unblended, "a bill line")?,
+                amortized_micros: micros(sums.amortized, "a bill line")?,
+                net_amortized_micros: if self.has_net { Some(micros(net, "a bill line")?) } else { None },
+            });
+        }
+        // Totals are sums of the stored rows, each rounded once.
+        let instance_total: i64 = instance_hours.iter().map(|h| h.amortized_cost_micros).sum();
+        let other_total: i64 = other_costs.iter().map(|o| o.amortized_cost_micros).sum();
+        let amortized = instance_total + other_total;
+        let unallocated = instance_total - kubernetes;
+        let unblended: i64 = bill_lines.iter().map(|l| l.unblended_micros).sum();
+        let net_amortized: Option<i64> = self.has_net.then(|| {
+            bill_lines.iter().filter(|l| l.category != "tax").filter_map(|l| l.net_amortized_micros).sum()
+        });
         let reconciliation = Reconciliation {
-            period: self.period.to_string(),
+            period: period_name.clone(),
             rows_read: self.rows,
             split_rows: self.split_rows,
             split_rows_skipped: self.split_rows_skipped,
-            bill_unblended_total: usd_decimal(self.unblended_micros),
-            bill_amortized_total: usd_decimal(self.amortized_micros),
-            kubernetes_allocated_cost: usd_decimal(allocated),
+            bill_unblended_total: usd_decimal(unblended),
+            bill_amortized_total: usd_decimal(amortized),
+            kubernetes_allocated_cost: usd_decimal(kubernetes),
             instance_cost_with_pods: usd_decimal(with_pods),
             instance_cost_without_pods: usd_decimal(without_pods),
-            other_cost: usd_decimal(self.amortized_micros - allocated),
+            unallocated_ec2_cost: usd_decimal(unallocated),
+            other_cost: usd_decimal(other_total),
             instance_hours_checked: checked,
             instance_hours_disagreeing: disagreeing,
             disagreements,
             split_matches_parents: disagreeing == 0,
         };
         let period = CostPeriod {
-            period: self.period.to_string(),
-            data_version: self.data_version,
-            bill_unblended_micros: self.unblended_micros,
-            bill_amortized_micros: self.amortized_micros,
+            period: period_name.clone(),
+            data_version: self.data_version.clone(),
+            bill_unblended_micros: unblended,
+            bill_amortized_micros: amortized,
+            net_amortized_micros: net_amortized,
+            kubernetes_micros: kubernetes,
+            unallocated_ec2_micros: unallocated,
+            currency: self.currency.clone().unwrap_or_else(|| "USD".into()),
             cost_facts: Vec::new(),
             instance_hours,
             other_costs,
+            bill_lines,
         };
-        let text = |id: u32| self.strings.get(id).to_string();
         let pod_attributes = self
             .pod_first_seen
             .iter()
@@ -463,7 +655,7 @@ impl PeriodBuilder {
                 })
             })
             .collect();
-        (period, reconciliation, pod_attributes)
+        Ok((period, reconciliation, pod_attributes))
     }
 }
 

@@ -38,12 +38,15 @@ pub enum IngestError {
 }
 
 /// What `gpuledger ingest cur` was asked to do.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct CurIngestOptions {
     /// A local export root or billing-period folder, or `s3://bucket/prefix/export-name`.
     pub source: String,
     pub period: Option<Period>,
     pub force: bool,
+    /// Accept a manifest whose `dataFiles` list is empty (the period becomes empty);
+    /// refused otherwise, because replacing a period with nothing wipes it.
+    pub allow_empty: bool,
     pub s3: S3Options,
 }
 
@@ -150,6 +153,16 @@ async fn discover(options: &CurIngestOptions) -> Result<(Box<dyn ObjectStore>, V
         (asked, folder) => asked.or(folder),
     };
     let deliveries = cur_source::discover(objects.as_ref(), only).await?;
+    if !options.allow_empty
+        && let Some(empty) = deliveries.iter().find(|d| d.data_files.is_empty())
+    {
+        return Err(IngestError::Source(cur_source::CurError::Invalid {
+            location: objects.locate(&empty.manifest_key),
+            message: "the manifest lists no data files: ingesting it would empty the period \
+                      (pass --allow-empty if the period really has no cost)"
+                .into(),
+        }));
+    }
     Ok((objects, deliveries))
 }
 
@@ -191,7 +204,7 @@ async fn ingest_period(
         }
         builder.flush(&mut emit)?;
         let read_seconds = started.elapsed().as_secs_f64();
-        Ok::<_, CurError>((builder.finish(), read_seconds))
+        Ok::<_, CurError>((builder.finish()?, read_seconds))
     });
     let mut source = StreamedPeriod { receiver, reader: Some(reader), outcome: None };
     let written = store.replace_cost_period_from(&delivery.period.to_string(), &mut source).await;
@@ -258,7 +271,8 @@ impl PeriodSource for StreamedPeriod {
                 tracing::debug!(phase = "write", read_seconds, "read; writing the rest of the period");
                 let rows = reconciliation.split_rows as usize
                     + period.instance_hours.len()
-                    + period.other_costs.len();
+                    + period.other_costs.len()
+                    + period.bill_lines.len();
                 self.outcome = Some(Ok((reconciliation, read_seconds, rows)));
                 Ok(PeriodTail { period, pod_attributes })
             }

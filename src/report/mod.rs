@@ -7,14 +7,15 @@
 //! {"period": "2026-10",
 //!  "rows": [{"cluster": "ml-prod", "namespace": "acme-llm", "split_cost": 1.5, "unused_cost": 0.25,
 //!            "total_cost": 1.75, "net_total_cost": 1.7, "public_on_demand_total_cost": 2.4}],
-//!  "kubernetes_total": 1.75, "other_cost": 10.0,
+//!  "kubernetes_total": 1.75, "unallocated_ec2_cost": 0.5, "other_cost": 9.5,
 //!  "bill_unblended_total": 12.0, "bill_amortized_total": 11.75}
 //! ```
 //!
 //! Amounts are USD as JSON numbers with at most six decimals; `cluster` appears only with
-//! `--by-cluster`. `other_cost` = `bill_amortized_total` − `kubernetes_total`, so the rows
-//! plus other cost add up to the amortized bill exactly.
+//! `--by-cluster`. `kubernetes_total` + `unallocated_ec2_cost` (EC2 instance cost no pod was
+//! given) + `other_cost` = `bill_amortized_total` exactly.
 
+pub mod bill;
 pub mod rollup;
 pub mod table;
 pub mod usage;
@@ -55,6 +56,7 @@ pub struct NamespaceReport {
     pub rows: Vec<NamespaceCost>,
     pub bill_unblended_micros: i64,
     pub bill_amortized_micros: i64,
+    pub unallocated_ec2_micros: i64,
 }
 
 impl NamespaceReport {
@@ -84,6 +86,7 @@ impl NamespaceReport {
             rows,
             bill_unblended_micros: summary.bill_unblended_micros,
             bill_amortized_micros: summary.bill_amortized_micros,
+            unallocated_ec2_micros: summary.unallocated_ec2_micros,
         })
     }
 
@@ -123,6 +126,7 @@ impl NamespaceReport {
             rows: rows.into_values().collect(),
             bill_unblended_micros: whole(|p| p.bill_unblended_micros),
             bill_amortized_micros: whole(|p| p.bill_amortized_micros),
+            unallocated_ec2_micros: whole(|p| p.unallocated_ec2_micros),
         }
     }
 
@@ -131,7 +135,7 @@ impl NamespaceReport {
     }
 
     pub fn other_cost_micros(&self) -> i64 {
-        self.bill_amortized_micros - self.kubernetes_total_micros()
+        self.bill_amortized_micros - self.kubernetes_total_micros() - self.unallocated_ec2_micros
     }
 
     pub fn render(&self, format: OutputFormat) -> String {
@@ -166,6 +170,7 @@ impl NamespaceReport {
             "period": self.period.to_string(),
             "rows": rows,
             "kubernetes_total": usd(self.kubernetes_total_micros()),
+            "unallocated_ec2_cost": usd(self.unallocated_ec2_micros),
             "other_cost": usd(self.other_cost_micros()),
             "bill_unblended_total": usd(self.bill_unblended_micros),
             "bill_amortized_total": usd(self.bill_amortized_micros),
@@ -193,6 +198,10 @@ impl NamespaceReport {
             ));
         }
         let blank = if self.by_cluster { "," } else { "" };
+        out.push_str(&format!(
+            "{blank}(EC2 not allocated to pods),,,{},,\n",
+            usd_decimal(self.unallocated_ec2_micros)
+        ));
         out.push_str(&format!("{blank}(other AWS cost),,,{},,\n", usd_decimal(self.other_cost_micros())));
         out.push_str(&format!(
             "{blank}(bill total amortized),,,{},,\n",
@@ -224,6 +233,7 @@ impl NamespaceReport {
         }
         for (label, micros) in [
             ("Kubernetes total", self.kubernetes_total_micros()),
+            ("EC2 not allocated to pods", self.unallocated_ec2_micros),
             ("Other AWS cost", self.other_cost_micros()),
             ("Bill (amortized)", self.bill_amortized_micros),
             ("Bill (unblended)", self.bill_unblended_micros),
@@ -294,12 +304,14 @@ mod tests {
             rows: vec![row("a", 1_500_000_000, 250_000_000), row("b", 2_000_000_000, 0)],
             bill_unblended_micros: 10_000_000,
             bill_amortized_micros: 9_000_000,
+            unallocated_ec2_micros: 500_000,
         };
-        // 9.00 − (1.50 + 0.25 + 2.00) = 5.25
-        assert_eq!(report.other_cost_micros(), 5_250_000);
+        // 9.00 − (1.50 + 0.25 + 2.00) − 0.50 = 4.75
+        assert_eq!(report.other_cost_micros(), 4_750_000);
         let json = report.to_json();
         assert_eq!(json["rows"][0]["total_cost"], 1.75);
-        assert_eq!(json["other_cost"], 5.25);
+        assert_eq!(json["unallocated_ec2_cost"], 0.5);
+        assert_eq!(json["other_cost"], 4.75);
         assert!(json["rows"][0].get("cluster").is_none());
         assert!(report.render(OutputFormat::Csv).ends_with("(bill total amortized),,,9.000000,,\n"));
     }

@@ -129,6 +129,11 @@ impl RollupRange {
         self.periods().filter(|(_, whole)| *whole).map(|(p, _)| p.other_cost_micros).sum()
     }
 
+    /// EC2 cost not allocated to pods, of the periods wholly inside the range.
+    pub fn unallocated_ec2_micros(&self) -> i64 {
+        self.periods().filter(|(_, whole)| *whole).map(|(p, _)| p.unallocated_ec2_micros).sum()
+    }
+
     fn kubernetes_nanos(&self) -> i64 {
         self.costs().map(|c| c.split_cost_nanos + c.unused_cost_nanos).sum()
     }

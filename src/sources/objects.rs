@@ -49,8 +49,16 @@ pub trait ObjectStore: Send + Sync {
     /// `scratch` for S3 (streamed to disk, never held whole in memory).
     async fn local_copy(&self, key: &str, scratch: &Path) -> Result<PathBuf, ObjectError>;
 
-    /// Turns a manifest's `dataFiles` URI into a key of this store.
-    fn key_of_uri(&self, uri: &str) -> String;
+    /// Turns a manifest's `dataFiles` URI into a key of this store; `None` when the URI
+    /// lies outside the export root (another bucket or prefix, or a `..` segment).
+    fn key_of_uri(&self, uri: &str) -> Option<String>;
+}
+
+/// A key stays under the export root: relative, no `..` or `.` segment, no empty name.
+fn inside_root(key: &str) -> bool {
+    !key.is_empty()
+        && !key.starts_with('/')
+        && key.split('/').all(|segment| !matches!(segment, "" | "." | ".."))
 }
 
 /// An export root on the local disk.
@@ -94,13 +102,14 @@ impl ObjectStore for LocalFolder {
         }
     }
 
-    fn key_of_uri(&self, uri: &str) -> String {
+    fn key_of_uri(&self, uri: &str) -> Option<String> {
         // The local copy of an export keeps the layout under the export root, so the key is
         // what follows the last `/data/` of the URI.
-        match uri.rfind("/data/") {
-            Some(index) => uri[index + 1..].to_string(),
-            None => uri.rsplit('/').next().unwrap_or(uri).to_string(),
-        }
+        let key = match uri.rfind("/data/") {
+            Some(index) => &uri[index + 1..],
+            None => uri.rsplit('/').next().unwrap_or(uri),
+        };
+        inside_root(key).then(|| key.to_string())
     }
 }
 
@@ -274,8 +283,9 @@ impl ObjectStore for S3Store {
             .send()
             .await
             .map_err(|e| failed(self.locate(key), describe_sdk_error(&e)))?;
-        let name = key.rsplit('/').next().unwrap_or("object");
-        let path = scratch.join(name);
+        // The whole key names the download: two data files may share a base name in
+        // different folders.
+        let path = scratch.join(key.replace('/', "__"));
         let mut file =
             tokio::fs::File::create(&path).await.map_err(|e| failed(path.display().to_string(), e))?;
         let mut body: ByteStream = response.body;
@@ -298,9 +308,10 @@ impl ObjectStore for S3Store {
         Ok(path)
     }
 
-    fn key_of_uri(&self, uri: &str) -> String {
+    fn key_of_uri(&self, uri: &str) -> Option<String> {
         let without_scheme = uri.strip_prefix("s3://").unwrap_or(uri);
-        let key = without_scheme.split_once('/').map_or("", |(_, key)| key);
-        key.strip_prefix(&self.root).unwrap_or(key).to_string()
+        let (bucket, key) = without_scheme.split_once('/')?;
+        let key = key.strip_prefix(&self.root).filter(|_| bucket == self.bucket)?;
+        inside_root(key).then(|| key.to_string())
     }
 }

@@ -52,6 +52,7 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "revisions",
         sql: include_str!("../../migrations/sqlite/0005_revisions.sql"),
     },
+    Migration { version: 6, name: "bill", sql: include_str!("../../migrations/sqlite/0006_bill.sql") },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -77,6 +78,7 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "revisions",
         sql: include_str!("../../migrations/postgres/0005_revisions.sql"),
     },
+    Migration { version: 6, name: "bill", sql: include_str!("../../migrations/postgres/0006_bill.sql") },
 ];
 
 /// How a backend keeps two migrating processes apart.

@@ -184,6 +184,10 @@ pub trait Store: Send + Sync {
     /// Reads a billing period back, rows in a stable order (hour, then keys).
     async fn cost_period(&self, period: &str) -> StoreResult<Option<CostPeriod>>;
 
+    /// A billing period's bill: its totals, other costs and bill lines (no facts or
+    /// instance-hours).
+    async fn bill(&self, period: &str) -> StoreResult<Option<CostPeriod>>;
+
     /// Cost per namespace (per cluster and namespace when `by_cluster`) for a period,
     /// optionally limited to one cluster; ordered by cluster, then namespace.
     async fn namespace_costs(

@@ -218,8 +218,10 @@ pub struct InstanceHour {
     pub public_on_demand_cost_micros: i64,
 }
 
-/// A non-Kubernetes cost (S3, data transfer, control plane, tax, credits, fees) per day.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A non-Kubernetes usage or fee line (S3, data transfer, control plane, unused
+/// commitments) summed per day and what it can be charged by. Discounts, credits, refunds
+/// and tax are not other cost: they are [`BillLine`]s only.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct OtherCost {
     /// UTC epoch seconds of the day's midnight.
     pub day: i64,
@@ -227,8 +229,33 @@ pub struct OtherCost {
     pub service: String,
     pub line_item_type: String,
     pub usage_type: String,
+    pub usage_account_id: String,
+    /// The EKS cluster the line belongs to (its `aws_eks_cluster_name` tag, or the cluster
+    /// ARN of the control plane), empty for none.
+    pub cluster: String,
+    /// The line's `user_*` allocation tags as a JSON object with sorted keys.
+    pub tags: String,
     pub unblended_cost_micros: i64,
     pub amortized_cost_micros: i64,
+}
+
+/// The whole period's lines of one type, service and account on one invoice: what the
+/// tie-out bridge and "other cost by service" are built from. Split rows are not bill lines.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct BillLine {
+    /// `bill_billing_entity`: `AWS` or `AWS Marketplace`.
+    pub billing_entity: String,
+    pub invoice_id: String,
+    pub usage_account_id: String,
+    pub service: String,
+    pub line_item_type: String,
+    /// `usage` (usage and fees, the amortized bill), `discount`, `credit`, `refund` or `tax`.
+    pub category: String,
+    pub unblended_micros: i64,
+    pub amortized_micros: i64,
+    /// Amortized cost net of discounts (amortized + net unblended − unblended), when the
+    /// export has `net_*` columns.
+    pub net_amortized_micros: Option<i64>,
 }
 
 /// Everything one billing period of the bill holds, as written and read back whole.
@@ -237,11 +264,31 @@ pub struct CostPeriod {
     /// `YYYY-MM`.
     pub period: String,
     pub data_version: String,
+    /// Σ unblended cost of every line: what the AWS invoice says, tax and credits included.
     pub bill_unblended_micros: i64,
+    /// The amortized bill: usage and fee lines (no discounts, credits, refunds or tax) =
+    /// Kubernetes + unallocated EC2 + other cost, exactly.
     pub bill_amortized_micros: i64,
+    /// The amortized bill net of discounts, credits and refunds, when the export has `net_*`
+    /// columns.
+    pub net_amortized_micros: Option<i64>,
+    /// Σ split + unused cost of the pods, rounded once.
+    pub kubernetes_micros: i64,
+    /// EC2 instance cost not allocated to pods (hours without split rows and parent cost the
+    /// split rows do not cover).
+    pub unallocated_ec2_micros: i64,
+    pub currency: String,
     pub cost_facts: Vec<CostFact>,
     pub instance_hours: Vec<InstanceHour>,
     pub other_costs: Vec<OtherCost>,
+    pub bill_lines: Vec<BillLine>,
+}
+
+impl CostPeriod {
+    /// Other cost: the amortized bill less Kubernetes and unallocated EC2 cost.
+    pub fn other_cost_micros(&self) -> i64 {
+        self.bill_amortized_micros - self.kubernetes_micros - self.unallocated_ec2_micros
+    }
 }
 
 /// A short line per stored period, for the home page.
@@ -251,6 +298,7 @@ pub struct PeriodSummary {
     pub data_version: String,
     pub bill_unblended_micros: i64,
     pub bill_amortized_micros: i64,
+    pub unallocated_ec2_micros: i64,
     pub cost_fact_rows: i64,
     pub ingested_at: i64,
 }
@@ -475,6 +523,10 @@ pub struct ComputeInputs {
     pub gpu_pod_hours: Vec<GpuPodHour>,
     /// Instance-hours summed per day, cluster, type and purchase option.
     pub capacity: Vec<CapacityRollup>,
+    /// Σ split + unused of the period's pods as the ingest rounded it, and the EC2 cost no
+    /// pod was given.
+    pub kubernetes_micros: i64,
+    pub unallocated_ec2_micros: i64,
     pub other_cost_micros: i64,
     /// Metrics of the period's hours: attributed GPU pod-hours, unattributed GPU-hours per
     /// GPU model, and serving pod-hours.
@@ -554,6 +606,9 @@ pub struct PeriodRollup {
     pub bill_unblended_micros: i64,
     pub bill_amortized_micros: i64,
     pub kubernetes_cost_nanos: i64,
+    /// EC2 instance cost not allocated to pods; Kubernetes (rounded to micro-dollars) +
+    /// unallocated EC2 + other = the amortized bill, exactly.
+    pub unallocated_ec2_micros: i64,
     pub other_cost_micros: i64,
     pub unattributed_gpu_hours: f64,
     /// The revision of the inputs these rollups were computed from.

@@ -11,9 +11,9 @@ use sqlx::query_builder::Separated;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Row, Type};
 
 use super::model::{
-    ClientRule, ClientSettings, CostFact, CostPeriod, FactBatch, FactRecord, GpuAllocation, GpuUsage,
-    InferenceUsage, IngestRun, InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodCost, PodRecord,
-    PodWorkload, WorkloadCost,
+    BillLine, ClientRule, ClientSettings, CostFact, CostPeriod, FactBatch, FactRecord, GpuAllocation,
+    GpuUsage, InferenceUsage, IngestRun, InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodCost,
+    PodRecord, PodWorkload, WorkloadCost,
 };
 
 // ---- Reports ----
@@ -84,7 +84,13 @@ pub(crate) const SELECT_PENDING_PERIODS: &str = "SELECT c.period AS period FROM 
      LEFT JOIN rollup_periods r ON r.period = c.period \
      WHERE r.period IS NULL OR r.input_revision < COALESCE(i.revision, 1) ORDER BY c.period";
 
-pub(crate) const SELECT_COST_DATA_VERSION: &str = "SELECT data_version FROM cost_periods WHERE period = $1";
+/// What the CUR reader stores of a period changed at version 2 (bill lines, unallocated EC2,
+/// other cost without discounts, credits, refunds and tax): a period stored by an older
+/// version is read again even when its data version has not changed.
+pub(crate) const READER_VERSION: i64 = 2;
+
+pub(crate) const SELECT_COST_DATA_VERSION: &str =
+    "SELECT data_version FROM cost_periods WHERE period = $1 AND reader_version >= $2";
 
 pub(crate) const SELECT_LAST_DATA_VERSION: &str = "SELECT data_version FROM ingest_runs \
      WHERE kind = $1 AND period = $2 AND status = 'succeeded' ORDER BY id DESC LIMIT 1";
@@ -92,24 +98,38 @@ pub(crate) const SELECT_LAST_DATA_VERSION: &str = "SELECT data_version FROM inge
 // ---- Cost periods ----
 
 /// Clears one period; children first, so a foreign key added later would still hold.
-pub(crate) const DELETE_PERIOD: [&str; 5] = [
+pub(crate) const DELETE_PERIOD: [&str; 6] = [
     "DELETE FROM cost_facts WHERE period = $1",
     "DELETE FROM cost_pods WHERE period = $1",
     "DELETE FROM instance_hours WHERE period = $1",
     "DELETE FROM other_costs WHERE period = $1",
+    "DELETE FROM bill_lines WHERE period = $1",
     "DELETE FROM cost_periods WHERE period = $1",
 ];
 
 pub(crate) const INSERT_COST_PERIOD: &str = "INSERT INTO cost_periods \
-     (period, data_version, bill_unblended_micros, bill_amortized_micros, ingested_at, cost_fact_rows) \
-     VALUES ($1, $2, $3, $4, $5, $6)";
+     (period, data_version, bill_unblended_micros, bill_amortized_micros, ingested_at, cost_fact_rows, \
+     net_amortized_micros, kubernetes_micros, unallocated_ec2_micros, currency, reader_version) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
 
 pub(crate) const SELECT_COST_PERIOD: &str = "SELECT period, data_version, \
-     bill_unblended_micros, bill_amortized_micros FROM cost_periods WHERE period = $1";
+     bill_unblended_micros, bill_amortized_micros, net_amortized_micros, kubernetes_micros, \
+     unallocated_ec2_micros, currency FROM cost_periods WHERE period = $1";
+
+pub(crate) const INSERT_BILL_LINES: BulkInsert = BulkInsert {
+    head: "INSERT INTO bill_lines (period, billing_entity, invoice_id, usage_account_id, service, \
+           line_item_type, category, unblended_micros, amortized_micros, net_amortized_micros) ",
+    columns: 10,
+};
+
+pub(crate) const SELECT_BILL_LINES: &str = "SELECT billing_entity, invoice_id, usage_account_id, \
+     service, line_item_type, category, unblended_micros, amortized_micros, net_amortized_micros \
+     FROM bill_lines WHERE period = $1 \
+     ORDER BY billing_entity, invoice_id, usage_account_id, service, line_item_type";
 
 pub(crate) const SELECT_PERIODS: &str = "SELECT p.period, p.data_version, \
-     p.bill_unblended_micros, p.bill_amortized_micros, p.ingested_at, p.cost_fact_rows \
-     FROM cost_periods p ORDER BY p.period DESC";
+     p.bill_unblended_micros, p.bill_amortized_micros, p.unallocated_ec2_micros, p.ingested_at, \
+     p.cost_fact_rows FROM cost_periods p ORDER BY p.period DESC";
 
 pub(crate) const INSERT_COST_PODS: BulkInsert = BulkInsert {
     head: "INSERT INTO cost_pods (period, pod_id, cluster, namespace, workload, workload_type, pod, \
@@ -152,14 +172,14 @@ pub(crate) const SELECT_INSTANCE_HOURS: &str = "SELECT hour, cluster, instance_i
 
 pub(crate) const INSERT_OTHER_COSTS: BulkInsert = BulkInsert {
     head: "INSERT INTO other_costs (period, day, service, line_item_type, usage_type, \
-           unblended_cost_micros, amortized_cost_micros) ",
-    columns: 7,
+           usage_account_id, cluster, tags, unblended_cost_micros, amortized_cost_micros) ",
+    columns: 10,
 };
 
 pub(crate) const SELECT_OTHER_COSTS: &str = "SELECT day, service, line_item_type, \
-     usage_type, unblended_cost_micros, amortized_cost_micros \
+     usage_type, usage_account_id, cluster, tags, unblended_cost_micros, amortized_cost_micros \
      FROM other_costs WHERE period = $1 \
-     ORDER BY day, service, line_item_type, usage_type";
+     ORDER BY day, service, line_item_type, usage_type, usage_account_id, cluster, tags";
 
 // ---- Usage ----
 
@@ -241,7 +261,7 @@ pub(crate) const INSERT_CLIENT: &str =
 
 pub(crate) const SELECT_ROLLUP_PERIODS: &str = "SELECT period, computed_at, idle_threshold, \
      p95_cost_per_inference, bill_unblended_micros, bill_amortized_micros, kubernetes_cost_nanos, \
-     other_cost_micros, unattributed_gpu_hours, input_revision, revision FROM rollup_periods ORDER BY period DESC";
+     unallocated_ec2_micros, other_cost_micros, unattributed_gpu_hours, input_revision, revision FROM rollup_periods ORDER BY period DESC";
 
 // ---- Client rules ----
 
@@ -309,6 +329,7 @@ where
 /// Binds the next value of one `VALUES (...)` tuple, for either backend.
 pub(crate) trait PushRow<'args> {
     fn int(&mut self, value: i64) -> &mut Self;
+    fn nullable_int(&mut self, value: Option<i64>) -> &mut Self;
     fn float(&mut self, value: f64) -> &mut Self;
     fn text(&mut self, value: &'args str) -> &mut Self;
 }
@@ -317,10 +338,15 @@ impl<'args, DB> PushRow<'args> for Separated<'_, 'args, DB, &'static str>
 where
     DB: Database,
     i64: Encode<'args, DB> + Type<DB>,
+    Option<i64>: Encode<'args, DB> + Type<DB>,
     f64: Encode<'args, DB> + Type<DB>,
     &'args str: Encode<'args, DB> + Type<DB>,
 {
     fn int(&mut self, value: i64) -> &mut Self {
+        self.push_bind(value)
+    }
+
+    fn nullable_int(&mut self, value: Option<i64>) -> &mut Self {
         self.push_bind(value)
     }
 
@@ -371,6 +397,7 @@ pub(crate) fn period_summary(row: &impl ReadRow) -> Result<PeriodSummary, sqlx::
         data_version: row.text("data_version")?,
         bill_unblended_micros: row.int("bill_unblended_micros")?,
         bill_amortized_micros: row.int("bill_amortized_micros")?,
+        unallocated_ec2_micros: row.int("unallocated_ec2_micros")?,
         cost_fact_rows: row.int("cost_fact_rows")?,
         ingested_at: row.int("ingested_at")?,
     })
@@ -382,16 +409,54 @@ pub(crate) fn cost_period<R: ReadRow>(
     cost_facts: &[R],
     instance_hours: &[R],
     other_costs: &[R],
+    bill_lines: &[R],
 ) -> Result<CostPeriod, sqlx::Error> {
     Ok(CostPeriod {
         period: head.text("period")?,
         data_version: head.text("data_version")?,
         bill_unblended_micros: head.int("bill_unblended_micros")?,
         bill_amortized_micros: head.int("bill_amortized_micros")?,
+        net_amortized_micros: head.nullable_int("net_amortized_micros")?,
+        kubernetes_micros: head.int("kubernetes_micros")?,
+        unallocated_ec2_micros: head.int("unallocated_ec2_micros")?,
+        currency: head.text("currency")?,
         cost_facts: cost_facts.iter().map(cost_fact).collect::<Result<Vec<_>, _>>()?,
         instance_hours: instance_hours.iter().map(instance_hour).collect::<Result<Vec<_>, _>>()?,
         other_costs: other_costs.iter().map(other_cost).collect::<Result<Vec<_>, _>>()?,
+        bill_lines: bill_lines.iter().map(bill_line).collect::<Result<Vec<_>, _>>()?,
     })
+}
+
+pub(crate) fn bill_line(row: &impl ReadRow) -> Result<BillLine, sqlx::Error> {
+    Ok(BillLine {
+        billing_entity: row.text("billing_entity")?,
+        invoice_id: row.text("invoice_id")?,
+        usage_account_id: row.text("usage_account_id")?,
+        service: row.text("service")?,
+        line_item_type: row.text("line_item_type")?,
+        category: row.text("category")?,
+        unblended_micros: row.int("unblended_micros")?,
+        amortized_micros: row.int("amortized_micros")?,
+        net_amortized_micros: row.nullable_int("net_amortized_micros")?,
+    })
+}
+
+/// Binds one bill line in [`INSERT_BILL_LINES`] column order.
+pub(crate) fn push_bill_line<'args>(
+    row: &mut impl PushRow<'args>,
+    period: &'args str,
+    line: &'args BillLine,
+) {
+    row.text(period)
+        .text(&line.billing_entity)
+        .text(&line.invoice_id)
+        .text(&line.usage_account_id)
+        .text(&line.service)
+        .text(&line.line_item_type)
+        .text(&line.category)
+        .int(line.unblended_micros)
+        .int(line.amortized_micros)
+        .nullable_int(line.net_amortized_micros);
 }
 
 pub(crate) fn cost_fact(row: &impl ReadRow) -> Result<CostFact, sqlx::Error> {
@@ -575,6 +640,9 @@ pub(crate) fn other_cost(row: &impl ReadRow) -> Result<OtherCost, sqlx::Error> {
         service: row.text("service")?,
         line_item_type: row.text("line_item_type")?,
         usage_type: row.text("usage_type")?,
+        usage_account_id: row.text("usage_account_id")?,
+        cluster: row.text("cluster")?,
+        tags: row.text("tags")?,
         unblended_cost_micros: row.int("unblended_cost_micros")?,
         amortized_cost_micros: row.int("amortized_cost_micros")?,
     })
@@ -591,6 +659,9 @@ pub(crate) fn push_other_cost<'args>(
         .text(&cost.service)
         .text(&cost.line_item_type)
         .text(&cost.usage_type)
+        .text(&cost.usage_account_id)
+        .text(&cost.cluster)
+        .text(&cost.tags)
         .int(cost.unblended_cost_micros)
         .int(cost.amortized_cost_micros);
 }
@@ -817,14 +888,8 @@ mod tests {
             net_amortized_cost_micros: 0,
             public_on_demand_cost_micros: 0,
         };
-        let other = OtherCost {
-            day: 0,
-            service: String::new(),
-            line_item_type: String::new(),
-            usage_type: String::new(),
-            unblended_cost_micros: 0,
-            amortized_cost_micros: 0,
-        };
+        let other = OtherCost::default();
+        let line = BillLine::default();
         let gpu = GpuUsage::default();
         let inference = InferenceUsage {
             hour: 0,
@@ -861,6 +926,12 @@ mod tests {
                 &INSERT_INSTANCE_HOURS,
                 columns_and_binds(&INSERT_INSTANCE_HOURS, &instance, |row, instance| {
                     push_instance_hour(row, "2025-05", instance)
+                }),
+            ),
+            (
+                &INSERT_BILL_LINES,
+                columns_and_binds(&INSERT_BILL_LINES, &line, |row, line| {
+                    push_bill_line(row, "2025-05", line)
                 }),
             ),
             (

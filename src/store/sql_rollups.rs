@@ -210,11 +210,11 @@ pub(crate) fn read_heatmap_cell(row: &impl ReadRow) -> Result<HeatmapCell, sqlx:
 }
 
 pub(crate) const INSERT_PERIOD_ROLLUP: BulkInsert = BulkInsert {
-    head: "INSERT INTO rollup_periods (period, computed_at, idle_threshold, p95_cost_per_inference, bill_unblended_micros, bill_amortized_micros, kubernetes_cost_nanos, other_cost_micros, unattributed_gpu_hours, input_revision, revision) ",
-    columns: 11,
+    head: "INSERT INTO rollup_periods (period, computed_at, idle_threshold, p95_cost_per_inference, bill_unblended_micros, bill_amortized_micros, kubernetes_cost_nanos, unallocated_ec2_micros, other_cost_micros, unattributed_gpu_hours, input_revision, revision) ",
+    columns: 12,
 };
 
-pub(crate) const SELECT_PERIOD_ROLLUP: &str = "SELECT period, computed_at, idle_threshold, p95_cost_per_inference, bill_unblended_micros, bill_amortized_micros, kubernetes_cost_nanos, other_cost_micros, unattributed_gpu_hours, input_revision, revision FROM rollup_periods WHERE period = $1 ORDER BY period";
+pub(crate) const SELECT_PERIOD_ROLLUP: &str = "SELECT period, computed_at, idle_threshold, p95_cost_per_inference, bill_unblended_micros, bill_amortized_micros, kubernetes_cost_nanos, unallocated_ec2_micros, other_cost_micros, unattributed_gpu_hours, input_revision, revision FROM rollup_periods WHERE period = $1 ORDER BY period";
 
 pub(crate) const DELETE_PERIOD_ROLLUP: &str = "DELETE FROM rollup_periods WHERE period = $1";
 
@@ -227,6 +227,7 @@ pub(crate) fn push_period_rollup<'args>(row: &mut impl PushRow<'args>, r: &'args
         .int(r.bill_unblended_micros)
         .int(r.bill_amortized_micros)
         .int(r.kubernetes_cost_nanos)
+        .int(r.unallocated_ec2_micros)
         .int(r.other_cost_micros)
         .float(r.unattributed_gpu_hours)
         .int(r.input_revision)
@@ -242,6 +243,7 @@ pub(crate) fn read_period_rollup(row: &impl ReadRow) -> Result<PeriodRollup, sql
         bill_unblended_micros: row.int("bill_unblended_micros")?,
         bill_amortized_micros: row.int("bill_amortized_micros")?,
         kubernetes_cost_nanos: row.int("kubernetes_cost_nanos")?,
+        unallocated_ec2_micros: row.int("unallocated_ec2_micros")?,
         other_cost_micros: row.int("other_cost_micros")?,
         unattributed_gpu_hours: row.float("unattributed_gpu_hours")?,
         input_revision: row.int("input_revision")?,

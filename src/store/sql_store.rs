@@ -115,6 +115,7 @@ where
     for<'c> &'c mut <B::Db as Database>::Connection: Executor<'c, Database = B::Db>,
     for<'q> <B::Db as Database>::Arguments<'q>: IntoArguments<'q, B::Db> + Default,
     for<'q> i64: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> Option<i64>: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> f64: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> String: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> &'q str: Encode<'q, B::Db> + Type<B::Db>,
@@ -213,6 +214,7 @@ where
     for<'c> &'c mut <B::Db as Database>::Connection: Executor<'c, Database = B::Db>,
     for<'q> <B::Db as Database>::Arguments<'q>: IntoArguments<'q, B::Db> + Default,
     for<'q> i64: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> Option<i64>: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> f64: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> String: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> &'q str: Encode<'q, B::Db> + Type<B::Db>,
@@ -279,6 +281,7 @@ where
         const CONTEXT: &str = "reading a period's data version";
         let row = sqlx::query(sql::SELECT_COST_DATA_VERSION)
             .bind(period)
+            .bind(sql::READER_VERSION)
             .fetch_optional(&self.pool)
             .await
             .context(CONTEXT)?;
@@ -369,6 +372,11 @@ where
             .bind(period.bill_amortized_micros)
             .bind(chrono::Utc::now().timestamp())
             .bind(fact_rows)
+            .bind(period.net_amortized_micros)
+            .bind(period.kubernetes_micros)
+            .bind(period.unallocated_ec2_micros)
+            .bind(period.currency.as_str())
+            .bind(sql::READER_VERSION)
             .execute(&mut *tx)
             .await
             .context(CONTEXT)?;
@@ -390,6 +398,11 @@ where
         .context(CONTEXT)?;
         Self::insert_rows(&mut tx, &sql::INSERT_OTHER_COSTS, &period.other_costs, |row, cost| {
             sql::push_other_cost(row, name, cost)
+        })
+        .await
+        .context(CONTEXT)?;
+        Self::insert_rows(&mut tx, &sql::INSERT_BILL_LINES, &period.bill_lines, |row, line| {
+            sql::push_bill_line(row, name, line)
         })
         .await
         .context(CONTEXT)?;
@@ -452,6 +465,8 @@ where
             input_revision,
             bill_unblended_micros: head.int("bill_unblended_micros").context(CONTEXT)?,
             bill_amortized_micros: head.int("bill_amortized_micros").context(CONTEXT)?,
+            kubernetes_micros: head.int("kubernetes_micros").context(CONTEXT)?,
+            unallocated_ec2_micros: head.int("unallocated_ec2_micros").context(CONTEXT)?,
             pods: Self::read_all(&mut tx, by_period(sql::SELECT_COST_PODS), sql::cost_pod)
                 .await
                 .context(CONTEXT)?,
@@ -670,8 +685,31 @@ where
             .context(CONTEXT)?;
         let other_costs =
             sqlx::query(sql::SELECT_OTHER_COSTS).bind(period).fetch_all(&mut *tx).await.context(CONTEXT)?;
+        let bill_lines =
+            sqlx::query(sql::SELECT_BILL_LINES).bind(period).fetch_all(&mut *tx).await.context(CONTEXT)?;
         tx.commit().await.context(CONTEXT)?;
-        sql::cost_period(&head, &cost_facts, &instance_hours, &other_costs).map(Some).context(CONTEXT)
+        sql::cost_period(&head, &cost_facts, &instance_hours, &other_costs, &bill_lines)
+            .map(Some)
+            .context(CONTEXT)
+    }
+
+    async fn bill(&self, period: &str) -> StoreResult<Option<CostPeriod>> {
+        const CONTEXT: &str = "reading a period's bill";
+        let mut tx = self.pool.begin_with(B::READ_BEGIN).await.context(CONTEXT)?;
+        let Some(head) = sqlx::query(sql::SELECT_COST_PERIOD)
+            .bind(period)
+            .fetch_optional(&mut *tx)
+            .await
+            .context(CONTEXT)?
+        else {
+            return Ok(None);
+        };
+        let other_costs =
+            sqlx::query(sql::SELECT_OTHER_COSTS).bind(period).fetch_all(&mut *tx).await.context(CONTEXT)?;
+        let bill_lines =
+            sqlx::query(sql::SELECT_BILL_LINES).bind(period).fetch_all(&mut *tx).await.context(CONTEXT)?;
+        tx.commit().await.context(CONTEXT)?;
+        sql::cost_period(&head, &[], &[], &other_costs, &bill_lines).map(Some).context(CONTEXT)
     }
 
     async fn namespace_costs(

@@ -199,6 +199,7 @@ pub fn write_month(
         line_item_usage_account_name: "ml-platform",
         ..CurRow::default()
     };
+    let bastion = bastion(world);
     let mut totals = BillTotals::default();
     let mut row_id = String::new();
     let mut rows_written = 0u64;
@@ -222,7 +223,11 @@ pub fn write_month(
                 ..base
             };
             for (node_index, node) in world.nodes.iter().enumerate() {
-                if !node.running[hour as usize] {
+                // A GPU node comes up the hour before its first pod lands: billed, no split rows.
+                let booting = node.instance_type.gpus > 0
+                    && !node.running[hour as usize]
+                    && node.running.get(hour as usize + 1).copied().unwrap_or(false);
+                if !node.running[hour as usize] && !booting {
                     continue;
                 }
                 let price = &pricing[node_index];
@@ -329,7 +334,11 @@ pub fn write_month(
                     },
                     Purchase::OnDemand | Purchase::Spot => {}
                 }
-                let split_rows = split_node_hour(world, node_index, hour, price.effective, price.on_demand);
+                let split_rows = if booting {
+                    Vec::new()
+                } else {
+                    split_node_hour(world, node_index, hour, price.effective, price.on_demand)
+                };
                 for split_row in &split_rows {
                     next_id(&mut row_id);
                     batch.push(&CurRow {
@@ -361,8 +370,47 @@ pub fn write_month(
                         ..hour_row
                     });
                 }
-                truth.add_node_hour(world, node_index, hour, price.effective, &split_rows);
+                if booting {
+                    let gpu = Some((itype.gpu_model, itype.gpus));
+                    truth.add_instance_hour_without_pods(node.purchase.label(), gpu, price.effective);
+                } else {
+                    truth.add_node_hour(world, node_index, hour, price.effective, &split_rows);
+                }
             }
+            // A bastion host outside Kubernetes: EC2 instance-hours with no split rows at all.
+            next_id(&mut row_id);
+            batch.push(&CurRow {
+                identity_line_item_id: &row_id,
+                line_item_line_item_type: "Usage",
+                line_item_unblended_cost: Some(bastion.cost),
+                line_item_unblended_rate: &bastion.rate,
+                line_item_blended_cost: Some(bastion.cost),
+                line_item_blended_rate: &bastion.rate,
+                line_item_net_unblended_cost: net(bastion.cost),
+                line_item_availability_zone: &bastion.availability_zone,
+                line_item_line_item_description: &bastion.description,
+                line_item_operation: "RunInstances",
+                line_item_product_code: "AmazonEC2",
+                line_item_resource_id: &bastion.instance_id,
+                line_item_usage_amount: Some(1.0),
+                line_item_usage_type: &bastion.usage_type,
+                pricing_public_on_demand_cost: Some(bastion.cost),
+                pricing_public_on_demand_rate: &bastion.rate,
+                pricing_term: "OnDemand",
+                pricing_unit: "Hrs",
+                product: &bastion.product,
+                product_instance_family: bastion.family,
+                product_instance_type: bastion.instance_type,
+                product_product_family: "Compute Instance",
+                product_region_code: CLUSTERS[0].region,
+                product_servicecode: "AmazonEC2",
+                resource_tags: &bastion.tags,
+                ..hour_row
+            });
+            totals.unblended += bastion.cost;
+            totals.amortized += bastion.cost;
+            totals.discountable += bastion.cost;
+            truth.add_instance_hour_without_pods("On-Demand", None, bastion.cost);
             for &cluster_index in &clusters {
                 let cluster = &CLUSTERS[cluster_index];
                 let resource =
@@ -391,6 +439,7 @@ pub fn write_month(
                     ..hour_row
                 });
                 totals.add_other(truth, "AmazonEKS", cost);
+                truth.add_cluster_line(cluster.name, cost);
             }
         }
         let day_start = start + i64::from(day) * 86_400;
@@ -402,7 +451,8 @@ pub fn write_month(
             line_item_line_item_type: "Usage",
             ..base
         };
-        for (service, usage_type, operation, amount, rate, unit) in daily_services(world, day) {
+        for line in daily_services(world, day) {
+            let DailyLine { service, usage_type, operation, amount, rate, unit, .. } = line;
             let cost = round_micro(amount * rate);
             let rate_text = rate.to_string();
             next_id(&mut row_id);
@@ -411,6 +461,8 @@ pub fn write_month(
                 line_item_product_code: service,
                 line_item_usage_type: usage_type,
                 line_item_operation: operation,
+                line_item_resource_id: &line.resource_id,
+                resource_tags: &line.tags,
                 line_item_usage_amount: Some(amount),
                 line_item_unblended_cost: Some(cost),
                 line_item_unblended_rate: &rate_text,
@@ -422,8 +474,13 @@ pub fn write_month(
                 product_servicecode: service,
                 ..day_row
             });
-            totals.discountable += cost;
             totals.add_other(truth, service, cost);
+            let tag = |key: &str| line.tags.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+            match (tag("user_client"), tag("aws_eks_cluster_name")) {
+                (Some(client), _) => truth.add_client_line(client, line.category, cost),
+                (None, Some(cluster)) => truth.add_cluster_line(cluster, cost),
+                (None, None) => {}
+            }
         }
         if day + 1 == hours / 24 {
             monthly_rows(world, &base, &mut batch, &mut totals, truth, &mut next_id, &mut row_id, edp);
@@ -435,6 +492,10 @@ pub fn write_month(
     }
     truth.bill_unblended += totals.unblended;
     truth.bill_amortized += totals.amortized;
+    if world.has_discount {
+        let a = &truth.adjustments;
+        truth.net_amortized = Some(truth.bill_amortized + a.discounts + a.credits + a.refunds);
+    }
     Ok(rows_written)
 }
 
@@ -442,8 +503,21 @@ impl BillTotals {
     /// A non-Kubernetes cost whose unblended and amortized cost are the same.
     fn add_other(&mut self, truth: &mut Truth, service: &str, cost: f64) {
         self.unblended += cost;
+        self.discountable += cost;
         self.amortized += cost;
         truth.add_other(service, cost);
+    }
+
+    /// A discount, credit, refund or tax line: on the invoice, outside the amortized bill.
+    fn add_adjustment(&mut self, truth: &mut Truth, line_type: &str, cost: f64) {
+        self.unblended += cost;
+        let adjustments = &mut truth.adjustments;
+        match line_type {
+            "Tax" => adjustments.tax += cost,
+            "Credit" => adjustments.credits += cost,
+            "Refund" => adjustments.refunds += cost,
+            _ => adjustments.discounts += cost,
+        }
     }
 }
 
@@ -451,51 +525,173 @@ fn round_micro(value: f64) -> f64 {
     (value * 1e6).round() / 1e6
 }
 
-/// Daily non-Kubernetes usage: storage, transfer, monitoring, volumes.
-/// (service, usage type, operation, amount, rate, unit)
-fn daily_services(
-    world: &World,
-    day: u32,
-) -> Vec<(&'static str, &'static str, &'static str, f64, f64, &'static str)> {
+/// One day's non-Kubernetes usage line.
+struct DailyLine {
+    service: &'static str,
+    usage_type: &'static str,
+    operation: &'static str,
+    amount: f64,
+    rate: f64,
+    unit: &'static str,
+    resource_id: String,
+    tags: Vec<(String, String)>,
+    /// What a client is charged for it as: `storage`, `network` or `other`.
+    category: &'static str,
+}
+
+/// The clients the workloads name, in catalog order, once each.
+fn clients() -> Vec<&'static str> {
+    let mut clients: Vec<&'static str> = Vec::new();
+    for client in WORKLOADS.iter().filter_map(|w| w.client) {
+        if !clients.contains(&client) {
+            clients.push(client);
+        }
+    }
+    clients
+}
+
+/// Daily non-Kubernetes usage: shared storage, transfer and monitoring; node root volumes of
+/// the main cluster; and per client a tagged S3 bucket and a tagged EBS volume (a PVC).
+fn daily_services(world: &World, day: u32) -> Vec<DailyLine> {
     let noise = |k: u64| 0.9 + 0.2 * rng::unit(world.seed, &[40, u64::from(day), k]);
     let nodes = world.nodes.len() as f64;
     let days = f64::from(world.period.days());
-    vec![
+    let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+    let line = |service, usage_type, operation, amount, rate, unit, category| DailyLine {
+        service,
+        usage_type,
+        operation,
+        amount,
+        rate,
+        unit,
+        resource_id: String::new(),
+        tags: Vec::new(),
+        category,
+    };
+    let main_cluster = CLUSTERS[0].name;
+    let mut lines = vec![
         // 0.023 USD per GB-month of S3 Standard, charged daily.
-        (
-            "AmazonS3",
-            "TimedStorage-ByteHrs",
-            "StandardStorage",
-            (nodes * 4000.0 * noise(1)).round() / days,
-            0.023,
-            "GB-Mo",
-        ),
-        (
+        DailyLine {
+            resource_id: "shared-artifacts".into(),
+            ..line(
+                "AmazonS3",
+                "TimedStorage-ByteHrs",
+                "StandardStorage",
+                (nodes * 4000.0 * noise(1)).round() / days,
+                0.023,
+                "GB-Mo",
+                "storage",
+            )
+        },
+        line(
             "AmazonS3",
             "Requests-Tier1",
             "PutObject",
             (nodes * 9000.0 * noise(2)).round(),
             0.000005,
             "Requests",
+            "other",
         ),
-        ("AWSDataTransfer", "DataTransfer-Out-Bytes", "", (nodes * 35.0 * noise(3)).round(), 0.09, "GB"),
-        (
-            "AmazonEC2",
-            "EBS:VolumeUsage.gp3",
-            "CreateVolume-Gp3",
-            (nodes * 250.0).round() / days,
-            0.08,
-            "GB-Mo",
+        line(
+            "AWSDataTransfer",
+            "DataTransfer-Out-Bytes",
+            "",
+            (nodes * 35.0 * noise(3)).round(),
+            0.09,
+            "GB",
+            "network",
         ),
-        (
+        // The nodes' root volumes: the cluster's, no client's.
+        DailyLine {
+            resource_id: "vol-0root0volumes0".into(),
+            tags: vec![pair("aws_eks_cluster_name", main_cluster)],
+            ..line(
+                "AmazonEC2",
+                "EBS:VolumeUsage.gp3",
+                "CreateVolume-Gp3",
+                (nodes * 250.0).round() / days,
+                0.08,
+                "GB-Mo",
+                "storage",
+            )
+        },
+        line(
             "AmazonCloudWatch",
             "CW:MetricMonitorUsage",
             "MetricStorage",
             (nodes * 40.0 / days * 100.0).round() / 100.0,
             0.30,
             "Metrics",
+            "other",
         ),
-    ]
+    ];
+    for (index, client) in clients().into_iter().enumerate() {
+        let k = 10 + index as u64;
+        lines.push(DailyLine {
+            resource_id: format!("{client}-datasets"),
+            tags: vec![pair("user_client", client), pair("user_team", "data")],
+            ..line(
+                "AmazonS3",
+                "TimedStorage-ByteHrs",
+                "StandardStorage",
+                (nodes * 900.0 * noise(k)).round() / days,
+                0.023,
+                "GB-Mo",
+                "storage",
+            )
+        });
+        lines.push(DailyLine {
+            resource_id: format!("vol-0{client}0pvc"),
+            tags: vec![pair("aws_eks_cluster_name", main_cluster), pair("user_client", client)],
+            ..line(
+                "AmazonEC2",
+                "EBS:VolumeUsage.gp3",
+                "CreateVolume-Gp3",
+                (nodes * 60.0).round() / days,
+                0.08,
+                "GB-Mo",
+                "storage",
+            )
+        });
+    }
+    lines
+}
+
+/// The one EC2 instance outside Kubernetes (a bastion host), on-demand all month.
+struct Bastion {
+    instance_id: String,
+    instance_type: &'static str,
+    family: &'static str,
+    availability_zone: String,
+    usage_type: String,
+    description: String,
+    cost: f64,
+    rate: String,
+    product: Vec<(String, String)>,
+    tags: Vec<(String, String)>,
+}
+
+fn bastion(world: &World) -> Bastion {
+    let itype = crate::catalog::instance_type("m5.xlarge").expect("m5.xlarge is in the catalog");
+    let pair = |k: &str, v: String| (k.to_string(), v);
+    Bastion {
+        instance_id: format!("i-0{:016x}", rng::hash(world.seed, &[50]) >> 4),
+        instance_type: itype.name,
+        family: itype.family,
+        availability_zone: format!("{}a", CLUSTERS[0].region),
+        usage_type: format!("BoxUsage:{}", itype.name),
+        description: format!("${} per On Demand Linux {} Instance Hour", itype.on_demand_hourly, itype.name),
+        cost: itype.on_demand_hourly,
+        rate: itype.on_demand_hourly.to_string(),
+        product: vec![
+            pair("instance_type_family", itype.family.to_string()),
+            pair("memory", format!("{} GiB", itype.memory_gib)),
+            pair("operating_system", "Linux".into()),
+            pair("region", CLUSTERS[0].region.into()),
+            pair("vcpu", itype.vcpu.to_string()),
+        ],
+        tags: vec![pair("user_team", "platform".into()), pair("user_name", "bastion".into())],
+    }
 }
 
 /// Commitment fees, tax, credit and discount, once a month.
@@ -546,6 +742,7 @@ fn monthly_rows(
             ..month
         });
         totals.unblended += commitment;
+        totals.discountable += commitment;
         totals.amortized += commitment - totals.savings_plan_used;
         truth.add_other("ComputeSavingsPlans", commitment - totals.savings_plan_used);
     }
@@ -573,13 +770,15 @@ fn monthly_rows(
             ..month
         });
         totals.unblended += fee;
+        totals.discountable += fee;
         totals.amortized += unused;
         truth.add_other("AmazonEC2 (unused reservations)", unused);
     }
     let scale = world.nodes.len() as f64;
-    let simple_rows: [(&str, &str, &str, f64); 2] = [
+    let simple_rows: [(&str, &str, &str, f64); 3] = [
         ("Tax", "AWSDataTransfer", "Sales tax", round_micro(scale * 3.75)),
         ("Credit", "AmazonEC2", "AWS Activate credit", round_micro(-scale * 12.5)),
+        ("Refund", "AmazonS3", "Refund for a duplicated S3 request charge", round_micro(-scale * 1.5)),
     ];
     for (line_type, service, description, cost) in simple_rows {
         next_id(row_id);
@@ -591,10 +790,11 @@ fn monthly_rows(
             line_item_tax_type: if line_type == "Tax" { "SalesTax" } else { "" },
             line_item_unblended_cost: Some(cost),
             line_item_blended_cost: Some(cost),
-            line_item_net_unblended_cost: net(cost),
+            // Discounts do not apply to tax, credits or refunds: their net cost is their cost.
+            line_item_net_unblended_cost: world.has_discount.then_some(cost),
             ..month
         });
-        totals.add_other(truth, line_type, cost);
+        totals.add_adjustment(truth, line_type, cost);
     }
     if world.has_discount {
         let discount = round_micro(-edp * totals.discountable);
@@ -609,7 +809,7 @@ fn monthly_rows(
             line_item_net_unblended_cost: Some(0.0),
             ..month
         });
-        totals.add_other(truth, "EdpDiscount", discount);
+        totals.add_adjustment(truth, "EdpDiscount", discount);
     }
 }
 

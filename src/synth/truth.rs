@@ -43,6 +43,9 @@ pub struct GpuModelHours {
     pub provisioned_gpu_hours: f64,
     pub allocated_gpu_hours: f64,
     pub unallocated_gpu_hours: f64,
+    /// Of the unallocated hours, those of nodes still booting: billed, but before any pod
+    /// (dcgm-exporter included) ran, so no metrics see them.
+    pub booting_gpu_hours: f64,
 }
 
 /// The answers for one billing period.
@@ -56,9 +59,26 @@ pub struct Truth {
     pub kubernetes_allocated_cost: f64,
     /// Σ amortized cost of the instance-hours that hosted pods.
     pub instance_amortized_cost: f64,
-    /// Everything on the bill that is not a pod's split + unused cost.
+    /// EC2 instance cost no pod was given: instance-hours with no split rows (a node's
+    /// hours before its first pod, an instance outside Kubernetes), plus any parent cost the
+    /// split rows of an hour do not cover.
+    pub unallocated_ec2_cost: f64,
+    /// Instance-hours with no split rows.
+    pub instance_hours_without_pods: f64,
+    /// The amortized bill less Kubernetes and unallocated EC2 cost: every other usage and
+    /// fee line (S3, data transfer, control plane, unused commitments).
     pub other_cost: f64,
     pub other_cost_by_service: BTreeMap<String, f64>,
+    /// Discounts, credits, refunds and tax: on the invoice, outside the amortized bill.
+    pub adjustments: Adjustments,
+    /// The amortized bill net of discounts, credits and refunds; only in months whose export
+    /// has `net_*` columns.
+    pub net_amortized: Option<f64>,
+    /// Non-Kubernetes lines tagged `user_client`, per client and category.
+    pub non_kubernetes_by_client: BTreeMap<String, NonKubernetes>,
+    /// Non-Kubernetes lines of a cluster that no client tag claims (control plane, node
+    /// root volumes), per cluster.
+    pub cluster_shared_cost: BTreeMap<String, f64>,
     /// Largest |Σ(split + unused) − amortized| over all instance-hours, USD.
     pub max_instance_hour_error: f64,
     pub instance_hours_by_purchase_option: BTreeMap<String, f64>,
@@ -83,6 +103,24 @@ pub struct Chargeback {
     pub shared_platform: f64,
     pub shared_idle: f64,
     pub total_cost: f64,
+}
+
+/// Lines of the invoice outside the amortized bill, USD.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Adjustments {
+    pub discounts: f64,
+    pub credits: f64,
+    pub refunds: f64,
+    pub tax: f64,
+}
+
+/// One client's tagged non-Kubernetes cost by category, USD.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct NonKubernetes {
+    pub storage: f64,
+    pub network: f64,
+    pub other: f64,
+    pub total: f64,
 }
 
 /// Namespaces whose cost is shared out (the engine's default list).
@@ -182,9 +220,45 @@ impl Truth {
         *self.other_cost_by_service.entry(service.to_string()).or_default() += amortized;
     }
 
+    /// Adds an instance-hour no pod was given (booting node, instance outside Kubernetes).
+    pub fn add_instance_hour_without_pods(
+        &mut self,
+        purchase_option: &str,
+        gpu: Option<(&str, u32)>,
+        cost: f64,
+    ) {
+        *self.instance_hours_by_purchase_option.entry(purchase_option.to_string()).or_default() += 1.0;
+        self.instance_hours_without_pods += 1.0;
+        self.unallocated_ec2_cost += cost;
+        if let Some((model, gpus)) = gpu.filter(|(_, gpus)| *gpus > 0) {
+            let model = self.gpu_models.entry(model.to_string()).or_default();
+            model.provisioned_gpu_hours += f64::from(gpus);
+            model.unallocated_gpu_hours += f64::from(gpus);
+            model.booting_gpu_hours += f64::from(gpus);
+        }
+    }
+
+    /// Adds a non-Kubernetes line carrying a `user_client` tag.
+    pub fn add_client_line(&mut self, client: &str, category: &str, cost: f64) {
+        let entry = self.non_kubernetes_by_client.entry(client.to_string()).or_default();
+        match category {
+            "storage" => entry.storage += cost,
+            "network" => entry.network += cost,
+            _ => entry.other += cost,
+        }
+        entry.total += cost;
+    }
+
+    /// Adds a non-Kubernetes line of a cluster that no client claims.
+    pub fn add_cluster_line(&mut self, cluster: &str, cost: f64) {
+        *self.cluster_shared_cost.entry(cluster.to_string()).or_default() += cost;
+    }
+
     /// Derives ratios and totals once the month is written.
     pub fn finish(&mut self) {
-        self.other_cost = self.bill_amortized - self.kubernetes_allocated_cost;
+        // Parent cost the split rows of hosting hours do not cover is unallocated too.
+        self.unallocated_ec2_cost += self.instance_amortized_cost - self.kubernetes_allocated_cost;
+        self.other_cost = self.bill_amortized - self.kubernetes_allocated_cost - self.unallocated_ec2_cost;
         for sums in
             self.workloads.values_mut().chain(self.namespaces.values_mut()).chain(self.clients.values_mut())
         {

@@ -136,11 +136,13 @@ async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, period: &
     close(usd(namespaces_total), truth["kubernetes_allocated_cost"].as_f64().unwrap(), "Kubernetes cost");
     let report = NamespaceReport::load(store, period.parse().unwrap(), None, false).await.unwrap();
     assert_eq!(
-        report.kubernetes_total_micros() + report.other_cost_micros(),
+        report.kubernetes_total_micros() + rollups.period.unallocated_ec2_micros + report.other_cost_micros(),
         rollups.period.bill_amortized_micros,
-        "{period}: namespaces + other = bill"
+        "{period}: namespaces + unallocated EC2 + other = bill"
     );
     close(report.other_cost_micros() as f64 / 1e6, truth["other_cost"].as_f64().unwrap(), "other cost");
+    let unallocated = rollups.period.unallocated_ec2_micros as f64 / 1e6;
+    close(unallocated, truth["unallocated_ec2_cost"].as_f64().unwrap(), "unallocated EC2");
 }
 
 /// Generates `months` demo months ending 2026-10 with metrics, ingests and computes them.

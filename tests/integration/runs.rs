@@ -46,8 +46,7 @@ async fn a_failed_ingest_is_recorded_shown_in_the_banner_and_counted_in_metrics(
     std::fs::write(&file, &whole[..whole.len() / 2]).unwrap();
 
     let source = export_root(app.data()).display().to_string();
-    let options =
-        gpuledger::ingest::CurIngestOptions { source, period: None, force: false, s3: Default::default() };
+    let options = gpuledger::ingest::CurIngestOptions { source, ..Default::default() };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     let engine = ComputeOptions::default();
     let job = || pipeline::ingest_cur_and_compute(app.store(), &options, &engine, &progress);

@@ -4,8 +4,8 @@
 
 use gpuledger::store::sqlite::SqliteStore;
 use gpuledger::store::{
-    ClientRule, CostFact, CostPeriod, GpuUsage, InferenceUsage, IngestOutcome, IngestRun, InstanceHour,
-    NewIngestRun, OtherCost, PeriodSummary, RunStatus, Store, connect,
+    BillLine, ClientRule, CostFact, CostPeriod, GpuUsage, InferenceUsage, IngestOutcome, IngestRun,
+    InstanceHour, NewIngestRun, OtherCost, PeriodSummary, RunStatus, Store, connect,
 };
 
 use crate::helpers;
@@ -92,8 +92,25 @@ fn other_cost(service: &str, usage_type: &str, cost_micros: i64) -> OtherCost {
         service: service.to_string(),
         line_item_type: "Usage".to_string(),
         usage_type: usage_type.to_string(),
+        usage_account_id: "111122223333".to_string(),
+        cluster: "ml-prod".to_string(),
+        tags: r#"{"user_client":"acme"}"#.to_string(),
         unblended_cost_micros: cost_micros,
         amortized_cost_micros: cost_micros,
+    }
+}
+
+fn bill_line(service: &str, line_item_type: &str, category: &str, micros: i64, net: Option<i64>) -> BillLine {
+    BillLine {
+        billing_entity: "AWS".into(),
+        invoice_id: "INV-1".into(),
+        usage_account_id: "111122223333".into(),
+        service: service.into(),
+        line_item_type: line_item_type.into(),
+        category: category.into(),
+        unblended_micros: micros,
+        amortized_micros: micros,
+        net_amortized_micros: net,
     }
 }
 
@@ -113,8 +130,19 @@ fn may_first_delivery() -> CostPeriod {
         data_version: "exec-1".to_string(),
         // Two instance hours, EKS control plane and S3:
         // 2 * 5_672_000 + 2_400_000 + 1_234_567 = 14_978_567.
-        bill_unblended_micros: 14_978_567,
+        bill_unblended_micros: 14_978_567 - 500_000,
         bill_amortized_micros: 14_978_567,
+        net_amortized_micros: Some(14_478_567),
+        // The first hour's pods; the second hour has none (unallocated).
+        kubernetes_micros: 5_672_000,
+        unallocated_ec2_micros: 5_672_000,
+        currency: "USD".into(),
+        bill_lines: vec![
+            bill_line("AmazonEC2", "Credit", "credit", -500_000, Some(-500_000)),
+            bill_line("AmazonEC2", "Usage", "usage", 11_344_000, Some(11_344_000)),
+            bill_line("AmazonEKS", "Usage", "usage", 2_400_000, Some(2_400_000)),
+            bill_line("AmazonS3", "Usage", "usage", 1_234_567, Some(1_234_567)),
+        ],
         cost_facts: vec![
             fact(MAY_FIRST, TRAINER, "gpu", 3.0, 0.75, 3_403_200, 0),
             fact(MAY_FIRST, TRAINER, "memory", 144.0, 0.75, 212_700, 0),
@@ -143,12 +171,16 @@ fn may_restated() -> CostPeriod {
         data_version: "exec-2".to_string(),
         bill_unblended_micros: 5_672_000,
         bill_amortized_micros: 3_970_400,
+        kubernetes_micros: 3_176_320,
+        unallocated_ec2_micros: 794_080,
+        currency: "USD".into(),
         cost_facts: vec![
             fact(MAY_FIRST, TRAINER, "gpu", 3.0, 0.75, 2_382_240, 0),
             fact(MAY_FIRST, INFERENCE, "gpu", 1.0, 0.25, 794_080, 0),
         ],
         instance_hours: vec![instance_hour(MAY_FIRST, 3_970_400)],
         other_costs: vec![],
+        ..CostPeriod::default()
     }
 }
 
@@ -163,6 +195,8 @@ fn june() -> CostPeriod {
         cost_facts: vec![fact(JUNE_FIRST, INFERENCE, "gpu", 1.0, 0.25, 1_134_400, 0)],
         instance_hours: vec![instance_hour(JUNE_FIRST, INSTANCE_HOUR_MICROS)],
         other_costs: vec![],
+        currency: "USD".into(),
+        ..CostPeriod::default()
     }
 }
 
@@ -187,6 +221,8 @@ fn july() -> CostPeriod {
         cost_facts,
         instance_hours: vec![],
         other_costs: vec![],
+        currency: "USD".into(),
+        ..CostPeriod::default()
     }
 }
 
@@ -197,6 +233,7 @@ async fn write_shuffled(store: &dyn Store, period: &CostPeriod) {
     shuffled.cost_facts.reverse();
     shuffled.instance_hours.reverse();
     shuffled.other_costs.reverse();
+    shuffled.bill_lines.reverse();
     store.replace_cost_period(&shuffled).await.unwrap();
 }
 
@@ -381,6 +418,7 @@ pub async fn story(store: &dyn Store) {
             data_version: "exec-2".to_string(),
             bill_unblended_micros: 5_672_000,
             bill_amortized_micros: 3_970_400,
+            unallocated_ec2_micros: 794_080,
             cost_fact_rows: 2,
             ingested_at,
         }]

@@ -102,7 +102,15 @@ async fn costs_reconcile_each_namespace_to_truth_and_to_the_bill() {
     close(line("Kubernetes total"), truth["kubernetes_allocated_cost"].as_f64().unwrap(), "Kubernetes total");
     close(line("Bill (amortized)"), truth["bill_amortized"].as_f64().unwrap(), "bill");
     close(
-        line("Kubernetes total") + line("Other AWS cost (not Kubernetes)"),
+        line("EC2 not allocated to pods"),
+        truth["unallocated_ec2_cost"].as_f64().unwrap(),
+        "unallocated EC2",
+    );
+    close(line("Other AWS cost (not Kubernetes)"), truth["other_cost"].as_f64().unwrap(), "other AWS cost");
+    close(
+        line("Kubernetes total")
+            + line("EC2 not allocated to pods")
+            + line("Other AWS cost (not Kubernetes)"),
         line("Bill (amortized)"),
         "reconciles",
     );
@@ -385,7 +393,13 @@ async fn costs_drill_down_to_pods_filter_by_cluster_and_download_as_xlsx_clients
     close(total("Kubernetes total"), truth["kubernetes_allocated_cost"].as_f64().unwrap(), "xlsx total");
     let bill = total("Bill (amortized)");
     assert!((bill - truth["bill_amortized"].as_f64().unwrap()).abs() < 1e-6, "xlsx bill {bill}");
-    close(total("Kubernetes total") + total("Other AWS cost (not Kubernetes)"), bill, "xlsx reconciles");
+    close(
+        total("Kubernetes total")
+            + total("EC2 not allocated to pods")
+            + total("Other AWS cost (not Kubernetes)"),
+        bill,
+        "xlsx reconciles",
+    );
     close(
         total("acme-llm"),
         truth["namespaces"]["acme-llm"]["total_cost"].as_f64().unwrap(),

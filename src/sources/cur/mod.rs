@@ -131,12 +131,24 @@ async fn read_manifest(
             manifest.execution_id.filter(|id| !id.is_empty()).or(object.etag).unwrap_or_else(|| {
                 format!("size:{}:{:016x}", object.bytes.len(), content_hash(&object.bytes))
             });
-        return Ok(Delivery {
-            period,
-            data_version,
-            data_files: manifest.data_files.iter().map(|uri| store.key_of_uri(uri)).collect(),
-            manifest_key: key,
-        });
+        let location = store.locate(&key);
+        let mut data_files: Vec<String> = Vec::with_capacity(manifest.data_files.len());
+        for uri in &manifest.data_files {
+            let data_key = store.key_of_uri(uri).ok_or_else(|| {
+                invalid(
+                    &location,
+                    format!("dataFiles entry {uri:?} lies outside the export root {}", store.describe()),
+                )
+            })?;
+            if data_files.contains(&data_key) {
+                return Err(invalid(
+                    &location,
+                    format!("dataFiles lists {uri:?} twice: its cost would count twice"),
+                ));
+            }
+            data_files.push(data_key);
+        }
+        return Ok(Delivery { period, data_version, data_files, manifest_key: key });
     }
     Err(invalid(
         store.locate(&prefix),
@@ -175,8 +187,15 @@ mod tests {
     fn data_file_uris_map_to_keys_under_the_export_root() {
         let local = LocalFolder { root: "/tmp/x/cur/exp".into() };
         assert_eq!(
-            local.key_of_uri("s3://bucket/cur/exp/data/BILLING_PERIOD=2026-10/exp-00001.snappy.parquet"),
-            "data/BILLING_PERIOD=2026-10/exp-00001.snappy.parquet"
+            local
+                .key_of_uri("s3://bucket/cur/exp/data/BILLING_PERIOD=2026-10/exp-00001.snappy.parquet")
+                .as_deref(),
+            Some("data/BILLING_PERIOD=2026-10/exp-00001.snappy.parquet")
         );
+        assert_eq!(
+            local.key_of_uri("s3://bucket/cur/exp/data/BILLING_PERIOD=2026-10/../../../etc/passwd"),
+            None
+        );
+        assert_eq!(local.key_of_uri("s3://bucket/cur/exp/data/"), None);
     }
 }

@@ -24,6 +24,11 @@ pub enum Col {
     LineItemUsageAmount,
     LineItemUsageStartDate,
     LineItemUsageType,
+    BillBillingEntity,
+    BillInvoiceId,
+    LineItemCurrencyCode,
+    LineItemUsageAccountId,
+    LineItemUsageEndDate,
     LineItemLineItemDescription,
     LineItemNetUnblendedCost,
     PricingPublicOnDemandCost,
@@ -58,7 +63,7 @@ pub enum Col {
 pub const REQUIRED: usize = 8;
 
 /// Column names in [`Col`] order.
-pub const COLUMN_NAMES: [&str; 36] = [
+pub const COLUMN_NAMES: [&str; 41] = [
     "line_item_line_item_type",
     "line_item_operation",
     "line_item_product_code",
@@ -67,6 +72,11 @@ pub const COLUMN_NAMES: [&str; 36] = [
     "line_item_usage_amount",
     "line_item_usage_start_date",
     "line_item_usage_type",
+    "bill_billing_entity",
+    "bill_invoice_id",
+    "line_item_currency_code",
+    "line_item_usage_account_id",
+    "line_item_usage_end_date",
     "line_item_line_item_description",
     "line_item_net_unblended_cost",
     "pricing_public_on_demand_cost",
@@ -103,6 +113,10 @@ impl Col {
     }
 }
 
+/// The largest magnitude a CUR number may have: a billion (dollars, hours or ratios). Nano-
+/// dollar sums of millions of such lines still fit in an `i64`.
+pub const MAX_ABS_AMOUNT: f64 = 1e9;
+
 /// Rows per chunk: bounds memory whatever the file size.
 pub const CHUNK_ROWS: usize = 100_000;
 
@@ -130,10 +144,7 @@ fn read_parquet(
     let open = || File::open(path).map_err(|e| invalid(location, e));
     let not_parquet =
         |e: PolarsError| invalid(location, format!("not a readable Parquet file (truncated?): {e}"));
-    if std::fs::metadata(path).map(|m| m.len()).unwrap_or(0) == 0 {
-        // OVERWRITE deliveries blank out chunks they no longer need.
-        return Ok(0);
-    }
+    refuse_empty(path, location)?;
     let mut reader = ParquetReader::new(open()?);
     let schema = reader.schema().map_err(not_parquet)?;
     let rows = reader.num_rows().map_err(not_parquet)?;
@@ -156,6 +167,19 @@ fn read_parquet(
     Ok(rows)
 }
 
+/// A data file the manifest lists is never empty: zero bytes is a cut download or a broken
+/// delivery (the chunks an OVERWRITE refresh blanks out are not in its manifest).
+fn refuse_empty(path: &Path, location: &str) -> Result<(), CurError> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.len() == 0 => Err(invalid(
+            location,
+            "the data file is empty (0 bytes): a cut download or a broken delivery; nothing was ingested",
+        )),
+        Ok(_) => Ok(()),
+        Err(e) => Err(invalid(location, e)),
+    }
+}
+
 fn check_required(present: &[String], location: &str) -> Result<(), CurError> {
     let missing: Vec<&str> =
         COLUMN_NAMES[..REQUIRED].iter().copied().filter(|c| !present.iter().any(|p| p == c)).collect();
@@ -172,6 +196,7 @@ fn read_csv(
     gzip: bool,
     visit: &mut dyn FnMut(&Columns<'_>) -> Result<(), CurError>,
 ) -> Result<usize, CurError> {
+    refuse_empty(path, location)?;
     let file = File::open(path).map_err(|e| invalid(location, e))?;
     let raw: Box<dyn Read> =
         if gzip { Box::new(flate2::read::MultiGzDecoder::new(file)) } else { Box::new(file) };
@@ -263,7 +288,8 @@ impl<'a> Columns<'a> {
         self.location
     }
 
-    fn bad(&self, row: usize, column: Col, message: impl std::fmt::Display) -> CurError {
+    /// An error naming this chunk's file, the row and the column.
+    pub fn bad(&self, row: usize, column: Col, message: impl std::fmt::Display) -> CurError {
         invalid(
             self.location,
             format!("data row {}, column {}: {message}", self.first_row + row + 1, column.name()),
@@ -278,8 +304,22 @@ impl<'a> Columns<'a> {
         }
     }
 
-    /// A number; `None` for nulls, empty text and absent columns.
+    /// A number; `None` for nulls, empty text and absent columns. Not-a-number, infinities
+    /// and amounts beyond [`MAX_ABS_AMOUNT`] are refused: they would wrap or vanish in sums.
     pub fn number(&self, column: Col, row: usize) -> Result<Option<f64>, CurError> {
+        let value = self.raw_number(column, row)?;
+        match value {
+            Some(v) if !v.is_finite() => Err(self.bad(row, column, format!("{v} is not a finite number"))),
+            Some(v) if v.abs() > MAX_ABS_AMOUNT => Err(self.bad(
+                row,
+                column,
+                format!("{v} is beyond any plausible amount (±{MAX_ABS_AMOUNT:e})"),
+            )),
+            _ => Ok(value),
+        }
+    }
+
+    fn raw_number(&self, column: Col, row: usize) -> Result<Option<f64>, CurError> {
         match self.views.get(column as usize) {
             Some(View::Float(array)) => Ok(array.is_valid(row).then(|| array.value(row))),
             Some(View::Int(array)) => Ok(array.is_valid(row).then(|| array.value(row) as f64)),
@@ -299,6 +339,16 @@ impl<'a> Columns<'a> {
     /// A number, 0 when absent.
     pub fn amount(&self, column: Col, row: usize) -> Result<f64, CurError> {
         Ok(self.number(column, row)?.unwrap_or(0.0))
+    }
+
+    /// A timestamp as UTC epoch seconds, `None` when the column is absent or the cell empty.
+    pub fn optional_epoch_seconds(&self, column: Col, row: usize) -> Result<Option<i64>, CurError> {
+        match self.views.get(column as usize) {
+            Some(View::Missing) | None => Ok(None),
+            Some(View::Text(array)) if !array.is_valid(row) || array.value(row).trim().is_empty() => Ok(None),
+            Some(View::Time(array, _) | View::Int(array)) if !array.is_valid(row) => Ok(None),
+            Some(_) => self.epoch_seconds(column, row).map(Some),
+        }
     }
 
     /// A timestamp as UTC epoch seconds.

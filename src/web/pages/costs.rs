@@ -164,8 +164,13 @@ fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>
     let whole = range.parts.iter().all(|(_, whole)| *whole);
     if namespace.is_none() && cluster.is_none() && whole {
         let other = range.other_cost_micros();
+        let unallocated = range.unallocated_ec2_micros();
         let bill: i64 = range.periods().map(|(p, _)| p.bill_amortized_micros).sum();
-        for (label, micros) in [("Other AWS cost (not Kubernetes)", other), ("Bill (amortized)", bill)] {
+        for (label, micros) in [
+            ("EC2 not allocated to pods", unallocated),
+            ("Other AWS cost (not Kubernetes)", other),
+            ("Bill (amortized)", bill),
+        ] {
             let mut row = vec![Cell::Text(label.into()), Cell::Usd(None), Cell::Usd(None)];
             row.push(Cell::Usd(Some(micros as f64 / 1e6)));
             row.extend((0..4).map(|_| Cell::Usd(None)));
@@ -173,9 +178,14 @@ fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>
             links.push(None);
         }
     } else if !whole {
-        notes.push("Other AWS cost and the bill are shown for whole billing months only.".into());
+        notes.push(
+            "Unallocated EC2, other AWS cost and the bill are shown for whole billing months only.".into(),
+        );
     } else {
-        notes.push("Other AWS cost and the bill are shown when no namespace or cluster is chosen.".into());
+        notes.push(
+            "Unallocated EC2, other AWS cost and the bill are shown when no namespace or cluster is chosen."
+                .into(),
+        );
     }
     let table = Table {
         title: "Costs".into(),

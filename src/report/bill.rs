@@ -1,0 +1,208 @@
+//! `gpuledger report bill`: one billing period's bill, every dollar placed, and the bridge
+//! from the unblended invoice to the amortized and net bill.
+//!
+//! JSON contract (stable; fields may be added, never renamed):
+//!
+//! ```json
+//! {"period": "2026-10", "currency": "USD",
+//!  "unblended_total": "1200.000000", "amortized_total": "1150.000000",
+//!  "net_amortized_total": null,
+//!  "kubernetes_cost": "900.000000", "unallocated_ec2_cost": "50.000000", "other_cost": "200.000000",
+//!  "bridge": [{"step": "Unblended usage and fees", "amount": "1250.000000", "kind": "start"}, …],
+//!  "other_by_service": [{"service": "AmazonS3", "line_item_type": "Usage", "amount": "120.000000"}],
+//!  "invoices": [{"billing_entity": "AWS", "invoice_id": "…", "unblended": "…", "amortized": "…"}]}
+//! ```
+//!
+//! Amounts are exact decimal strings of micro-dollars. `kubernetes_cost +
+//! unallocated_ec2_cost + other_cost = amortized_total` exactly; the bridge starts from the
+//! unblended usage and fee lines, moves to the amortized total (Savings Plan and RI
+//! amortization, line type by line type), then adds discounts, credits and refunds (the net
+//! amortized bill) and tax. `net_amortized_total` is the net bill as the export's `net_*`
+//! columns give it (null without them); the bridge's net step is computed from the
+//! discount, credit and refund lines, and the two agree when the export is consistent.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::{OutputFormat, ReportError, csv_cell};
+use crate::money::{format_usd, usd_decimal};
+use crate::period::Period;
+use crate::store::{BillLine, CostPeriod, Store};
+
+/// One step of the bridge: a starting amount, a change, or a subtotal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub step: String,
+    pub micros: i64,
+    pub kind: &'static str,
+}
+
+/// A period's bill, placed and bridged.
+#[derive(Debug, Clone)]
+pub struct BillReport {
+    pub period: CostPeriod,
+    pub bridge: Vec<Step>,
+    /// (service, line type) → amortized micros of other cost.
+    pub other_by_service: BTreeMap<(String, String), i64>,
+    /// (billing entity, invoice) → (unblended, amortized, net amortized) micros.
+    pub invoices: BTreeMap<(String, String), (i64, i64, Option<i64>)>,
+}
+
+/// How the amortization of a line type reads in the bridge.
+fn amortization_step(line_type: &str) -> String {
+    match line_type {
+        "SavingsPlanCoveredUsage" => "Savings Plan covered usage at the plan's rates".into(),
+        "SavingsPlanNegation" => "Savings Plan negations removed".into(),
+        "SavingsPlanRecurringFee" => "Savings Plan recurring fees: used commitment removed".into(),
+        "SavingsPlanUpfrontFee" => "Savings Plan upfront fees amortized".into(),
+        "DiscountedUsage" => "Reserved Instance usage at its effective rate".into(),
+        "RIFee" => "Reserved Instance fees: used part removed".into(),
+        "Fee" => "Reserved Instance upfront fees amortized".into(),
+        other => format!("{other}: amortized − unblended"),
+    }
+}
+
+impl BillReport {
+    pub async fn load(store: &dyn Store, period: Period) -> Result<BillReport, ReportError> {
+        let stored = store.bill(&period.to_string()).await?.ok_or(ReportError::NoData(period))?;
+        Ok(BillReport::from_period(stored))
+    }
+
+    pub fn from_period(period: CostPeriod) -> BillReport {
+        let usage: Vec<&BillLine> = period.bill_lines.iter().filter(|l| l.category == "usage").collect();
+        let sum = |category: &str| -> i64 {
+            period.bill_lines.iter().filter(|l| l.category == category).map(|l| l.unblended_micros).sum()
+        };
+        let mut bridge = vec![Step {
+            step: "Unblended usage and fees".into(),
+            micros: usage.iter().map(|l| l.unblended_micros).sum(),
+            kind: "start",
+        }];
+        let mut by_type: BTreeMap<&str, i64> = BTreeMap::new();
+        for line in &usage {
+            *by_type.entry(&line.line_item_type).or_default() +=
+                line.amortized_micros - line.unblended_micros;
+        }
+        for (line_type, change) in by_type.into_iter().filter(|(_, change)| *change != 0) {
+            bridge.push(Step { step: amortization_step(line_type), micros: change, kind: "change" });
+        }
+        // The bill's amortized total is the sum of its stored instance-hour and other-cost
+        // rows; the lines above are the same cost rounded in other groups.
+        let lines_amortized: i64 = usage.iter().map(|l| l.amortized_micros).sum();
+        if lines_amortized != period.bill_amortized_micros {
+            bridge.push(Step {
+                step: "Rounding (rows rounded to the micro-dollar in other groups)".into(),
+                micros: period.bill_amortized_micros - lines_amortized,
+                kind: "change",
+            });
+        }
+        bridge.push(Step {
+            step: "Amortized cost".into(),
+            micros: period.bill_amortized_micros,
+            kind: "subtotal",
+        });
+        let (discounts, credits, refunds, tax) = (sum("discount"), sum("credit"), sum("refund"), sum("tax"));
+        for (step, micros) in [("Discounts", discounts), ("Credits", credits), ("Refunds", refunds)] {
+            bridge.push(Step { step: step.into(), micros, kind: "change" });
+        }
+        let net = period.bill_amortized_micros + discounts + credits + refunds;
+        bridge.push(Step { step: "Net amortized cost".into(), micros: net, kind: "subtotal" });
+        bridge.push(Step { step: "Tax".into(), micros: tax, kind: "change" });
+        bridge.push(Step { step: "Net amortized cost with tax".into(), micros: net + tax, kind: "subtotal" });
+
+        let mut other_by_service = BTreeMap::new();
+        for cost in &period.other_costs {
+            *other_by_service.entry((cost.service.clone(), cost.line_item_type.clone())).or_default() +=
+                cost.amortized_cost_micros;
+        }
+        let mut invoices: BTreeMap<(String, String), (i64, i64, Option<i64>)> = BTreeMap::new();
+        for line in &period.bill_lines {
+            let entry = invoices
+                .entry((line.billing_entity.clone(), line.invoice_id.clone()))
+                .or_insert((0, 0, None));
+            entry.0 += line.unblended_micros;
+            if line.category == "usage" {
+                entry.1 += line.amortized_micros;
+            }
+            if let Some(net) = line.net_amortized_micros.filter(|_| line.category != "tax") {
+                entry.2 = Some(entry.2.unwrap_or(0) + net);
+            }
+        }
+        BillReport { period, bridge, other_by_service, invoices }
+    }
+
+    pub fn other_cost_micros(&self) -> i64 {
+        self.period.other_cost_micros()
+    }
+
+    pub fn render(&self, format: OutputFormat) -> String {
+        match format {
+            OutputFormat::Json => serde_json::to_string_pretty(&self.to_json()).unwrap_or_default() + "\n",
+            OutputFormat::Csv => {
+                let mut out = String::from("step,kind,amount\n");
+                for step in &self.bridge {
+                    out.push_str(&format!(
+                        "{},{},{}\n",
+                        csv_cell(&step.step),
+                        step.kind,
+                        usd_decimal(step.micros)
+                    ));
+                }
+                out
+            }
+            OutputFormat::Table => self.to_table(),
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        let p = &self.period;
+        json!({
+            "period": p.period,
+            "currency": p.currency,
+            "unblended_total": usd_decimal(p.bill_unblended_micros),
+            "amortized_total": usd_decimal(p.bill_amortized_micros),
+            "net_amortized_total": p.net_amortized_micros.map(usd_decimal),
+            "kubernetes_cost": usd_decimal(p.kubernetes_micros),
+            "unallocated_ec2_cost": usd_decimal(p.unallocated_ec2_micros),
+            "other_cost": usd_decimal(self.other_cost_micros()),
+            "bridge": self.bridge.iter().map(|s| json!({
+                "step": s.step, "amount": usd_decimal(s.micros), "kind": s.kind,
+            })).collect::<Vec<_>>(),
+            "other_by_service": self.other_by_service.iter().map(|((service, line_type), micros)| json!({
+                "service": service, "line_item_type": line_type, "amount": usd_decimal(*micros),
+            })).collect::<Vec<_>>(),
+            "invoices": self.invoices.iter().map(|((entity, invoice), (unblended, amortized, net))| json!({
+                "billing_entity": entity, "invoice_id": invoice, "unblended": usd_decimal(*unblended),
+                "amortized": usd_decimal(*amortized), "net_amortized": net.map(usd_decimal),
+            })).collect::<Vec<_>>(),
+        })
+    }
+
+    fn to_table(&self) -> String {
+        let p = &self.period;
+        let mut lines = vec![
+            format!("Bill {} ({})", p.period, p.currency),
+            format!("  {:<58} {:>16}", "Kubernetes (split + unused)", format_usd(p.kubernetes_micros)),
+            format!("  {:<58} {:>16}", "EC2 not allocated to pods", format_usd(p.unallocated_ec2_micros)),
+            format!("  {:<58} {:>16}", "Other AWS cost", format_usd(self.other_cost_micros())),
+            format!("  {:<58} {:>16}", "Amortized bill", format_usd(p.bill_amortized_micros)),
+            String::new(),
+            "Bridge".into(),
+        ];
+        for step in &self.bridge {
+            let label =
+                if step.kind == "subtotal" { format!("= {}", step.step) } else { format!("  {}", step.step) };
+            lines.push(format!("  {label:<58} {:>16}", format_usd(step.micros)));
+        }
+        if let Some(net) = p.net_amortized_micros {
+            lines.push(format!("  {:<58} {:>16}", "(net amortized from the net_* columns)", format_usd(net)));
+        }
+        lines.push(format!(
+            "  {:<58} {:>16}",
+            "(invoice total, unblended)",
+            format_usd(p.bill_unblended_micros)
+        ));
+        lines.join("\n") + "\n"
+    }
+}

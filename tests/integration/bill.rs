@@ -1,0 +1,158 @@
+//! Every dollar of the bill, refused when it cannot be trusted: each kind of bad number or
+//! bad manifest fails the ingest with the file, row and column named, exit status 1, and
+//! the database exactly as it was. (The bill against truth is checked with every ingest in
+//! `ingest_cur::assert_bill_matches_truth`.)
+
+use serde_json::Value;
+
+use crate::ingest_cur::{BadInputCase, EXPORT, gunzip, gzip, raw_csv_fields, run};
+use gpuledger::synth::CurFormat;
+
+/// Rewrites one cell of the first (or last) data row of 2026-10's CSV that contains
+/// `marker`, and returns that row's number as the messages count it.
+fn edit_cell(
+    case: &BadInputCase,
+    marker: &str,
+    last: bool,
+    column: &str,
+    edit: impl Fn(&str) -> String,
+) -> usize {
+    let file = case.data_file("csv.gz");
+    let text = gunzip(&file);
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    let index = lines[0].split(',').position(|c| c == column).unwrap_or_else(|| panic!("no column {column}"));
+    let row = if last {
+        lines.iter().rposition(|l| l.contains(marker))
+    } else {
+        lines.iter().skip(1).position(|l| l.contains(marker)).map(|i| i + 1)
+    }
+    .unwrap_or_else(|| panic!("no row with {marker}"));
+    let mut fields = raw_csv_fields(&lines[row]);
+    fields[index] = edit(&fields[index]);
+    lines[row] = fields.join(",");
+    gzip(&file, &(lines.join("\n") + "\n"));
+    row
+}
+
+fn edit_manifest(case: &BadInputCase, edit: impl Fn(&mut Vec<Value>)) {
+    let mut manifest: Value = serde_json::from_slice(&std::fs::read(case.manifest()).unwrap()).unwrap();
+    edit(manifest["dataFiles"].as_array_mut().unwrap());
+    std::fs::write(case.manifest(), manifest.to_string()).unwrap();
+}
+
+async fn refuses_cost(value: &str, expected: &str) {
+    let case = BadInputCase::new(CurFormat::Csv).await;
+    let row = edit_cell(&case, "perCluster", true, "line_item_unblended_cost", |_| value.into());
+    let row = format!("data row {row}");
+    case.assert_fails(&case.export(), &["00001.csv.gz", &row, "line_item_unblended_cost", expected]).await;
+}
+
+#[tokio::test]
+async fn not_a_number_is_refused() {
+    refuses_cost("NaN", "NaN is not a finite number").await;
+}
+
+#[tokio::test]
+async fn an_infinite_cost_is_refused() {
+    refuses_cost("inf", "inf is not a finite number").await;
+}
+
+#[tokio::test]
+async fn an_absurd_cost_is_refused() {
+    refuses_cost("4e15", "beyond any plausible amount").await;
+}
+
+#[tokio::test]
+async fn a_data_file_listed_twice_is_refused() {
+    let case = BadInputCase::new(CurFormat::Parquet).await;
+    edit_manifest(&case, |files| files.push(files[0].clone()));
+    case.assert_fails(&case.export(), &[&format!("{EXPORT}-Manifest.json"), "twice"]).await;
+}
+
+#[tokio::test]
+async fn a_data_file_outside_the_export_is_refused() {
+    let case = BadInputCase::new(CurFormat::Parquet).await;
+    edit_manifest(&case, |files| {
+        let first = files[0].as_str().unwrap().to_string();
+        let (folder, _) = first.rsplit_once('/').unwrap();
+        files.push(Value::String(format!("{folder}/../../../../../etc/passwd")));
+    });
+    case.assert_fails(&case.export(), &["etc/passwd", "outside the export root"]).await;
+}
+
+#[tokio::test]
+async fn a_zero_byte_data_file_is_refused() {
+    let case = BadInputCase::new(CurFormat::Parquet).await;
+    std::fs::write(case.data_file("snappy.parquet"), b"").unwrap();
+    case.assert_fails(&case.export(), &[&format!("{EXPORT}-00001.snappy.parquet"), "empty (0 bytes)"]).await;
+}
+
+#[tokio::test]
+async fn an_empty_manifest_is_refused_unless_allowed() {
+    let case = BadInputCase::new(CurFormat::Parquet).await;
+    edit_manifest(&case, |files| files.clear());
+    case.assert_fails(
+        &case.export(),
+        &[&format!("{EXPORT}-Manifest.json"), "no data files", "--allow-empty"],
+    )
+    .await;
+    // Asked for, the period is replaced with nothing: its bill is zero.
+    let source = case.export().display().to_string();
+    let output = run(&["--database-url", &case.database_url, "ingest", "cur", &source, "--allow-empty"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let bill = run(&[
+        "--database-url",
+        &case.database_url,
+        "report",
+        "bill",
+        "--period",
+        "2026-10",
+        "--format",
+        "json",
+    ]);
+    let bill: Value = serde_json::from_slice(&bill.stdout).unwrap();
+    assert_eq!(bill["amortized_total"], "0.000000");
+}
+
+#[tokio::test]
+async fn a_row_outside_the_billing_period_is_refused() {
+    let case = BadInputCase::new(CurFormat::Csv).await;
+    let row = edit_cell(&case, "perCluster", false, "line_item_usage_start_date", |date| {
+        date.replace("2026-10-", "2026-11-")
+    });
+    case.assert_fails(
+        &case.export(),
+        &[
+            "00001.csv.gz",
+            &format!("data row {row}"),
+            "line_item_usage_start_date",
+            "outside the billing period 2026-10",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_daily_export_is_refused() {
+    let case = BadInputCase::new(CurFormat::Csv).await;
+    // A daily export's instance lines span the day: 2026-10-01T00:00 to 2026-10-02T00:00.
+    let row = edit_cell(&case, "RunInstances", false, "line_item_usage_end_date", |_| {
+        "2026-10-02T00:00:00.000Z".into()
+    });
+    case.assert_fails(
+        &case.export(),
+        &["00001.csv.gz", &format!("data row {row}"), "spans 24 hours", "not an hourly export"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn two_currencies_in_a_period_are_refused() {
+    let case = BadInputCase::new(CurFormat::Csv).await;
+    let row = edit_cell(&case, "perCluster", true, "line_item_currency_code", |_| "EUR".into());
+    case.assert_fails(
+        &case.export(),
+        &["00001.csv.gz", &format!("data row {row}"), "EUR in a period billed in USD"],
+    )
+    .await;
+}
