@@ -26,6 +26,33 @@ pub fn micros_from_usd(usd: f64) -> i64 {
     (usd * MICROS_PER_USD as f64).round() as i64
 }
 
+/// Rounds nano-dollar amounts to micro-dollars so that they add up to `total_micros`
+/// exactly, by largest remainder: amounts are rounded down, and the micro-dollars still
+/// missing go one each to the largest remainders (ties to the earlier amount). Used where a
+/// report promises that its rows add up to the bill.
+pub fn apportion_micros(nanos: &[i64], total_micros: i64) -> Vec<i64> {
+    let mut micros: Vec<i64> = nanos.iter().map(|n| n.div_euclid(1000)).collect();
+    if micros.is_empty() {
+        return micros;
+    }
+    let mut order: Vec<usize> = (0..nanos.len()).collect();
+    order.sort_by(|&a, &b| nanos[b].rem_euclid(1000).cmp(&nanos[a].rem_euclid(1000)).then(a.cmp(&b)));
+    let mut missing = total_micros - micros.iter().sum::<i64>();
+    let mut step = 0;
+    while missing != 0 {
+        let slot = step % order.len();
+        if missing > 0 {
+            micros[order[slot]] += 1;
+            missing -= 1;
+        } else {
+            micros[order[order.len() - 1 - slot]] -= 1;
+            missing += 1;
+        }
+        step += 1;
+    }
+    micros
+}
+
 /// Dollars as a decimal number for JSON and CSV (`12340.501234`), exact.
 pub fn usd_decimal(micros: i64) -> String {
     let sign = if micros < 0 { "-" } else { "" };
@@ -66,5 +93,15 @@ mod tests {
         assert_eq!(micros_from_nanos(12_500), 13);
         assert_eq!(micros_from_nanos(-12_500), -13);
         assert_eq!(micros_from_nanos(12_499), 12);
+    }
+
+    #[test]
+    fn apportioned_rows_add_up_to_the_total() {
+        // 1.4 + 1.4 + 1.2 µ$ = 4.0: rounded one by one they make 3; the largest remainders
+        // (the first two, tie to the earlier) take the missing micro-dollar.
+        assert_eq!(apportion_micros(&[1_400, 1_400, 1_200], 4), vec![2, 1, 1]);
+        assert_eq!(apportion_micros(&[1_400, 1_400, 1_200], 3), vec![1, 1, 1]);
+        assert_eq!(apportion_micros(&[-1_500, 2_600], 1), vec![-2, 3]);
+        assert_eq!(apportion_micros(&[], 0), Vec::<i64>::new());
     }
 }

@@ -29,3 +29,24 @@ CREATE TABLE bill_lines (
 CREATE INDEX bill_lines_period_idx ON bill_lines (period);
 
 ALTER TABLE rollup_periods ADD COLUMN unallocated_ec2_micros BIGINT NOT NULL DEFAULT 0;
+
+-- Direct (split) cost by resource, so a client's direct cost breaks down into GPU, CPU and
+-- memory (memory = split − GPU − CPU).
+ALTER TABLE cost_pod_days ADD COLUMN gpu_split_nanos BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE cost_pod_days ADD COLUMN cpu_split_nanos BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE rollup_costs ADD COLUMN gpu_split_nanos BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE rollup_costs ADD COLUMN cpu_split_nanos BIGINT NOT NULL DEFAULT 0;
+
+-- Chargeback of the whole bill: tagged non-Kubernetes cost, the shared infrastructure pool
+-- (cluster cost no client claims and EC2 not allocated to pods), and the direct cost by
+-- resource, category and workload class.
+ALTER TABLE rollup_clients ADD COLUMN non_kubernetes_direct_nanos BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE rollup_clients ADD COLUMN shared_infrastructure_nanos BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE rollup_clients ADD COLUMN gpu_split_nanos BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE rollup_clients ADD COLUMN cpu_split_nanos BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE rollup_clients ADD COLUMN memory_split_nanos BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE rollup_clients ADD COLUMN storage_nanos BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE rollup_clients ADD COLUMN network_nanos BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE rollup_clients ADD COLUMN other_direct_nanos BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE rollup_clients ADD COLUMN training_nanos BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE rollup_clients ADD COLUMN inference_nanos BIGINT NOT NULL DEFAULT 0;

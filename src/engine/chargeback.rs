@@ -1,13 +1,17 @@
-//! Chargeback: each client's direct cost, its shares of the shared pools, and markup.
+//! Chargeback: each client's direct cost, its shares of the shared pools, and markup, so
+//! that clients + `(unassigned)` = the whole amortized bill.
 //!
-//! Two pools are shared: the **platform** pool (everything platform namespaces cost) and the
-//! **idle** pool (the unused cost AWS pushed down to every non-platform pod: capacity paid
-//! for and not requested). A client's direct cost is its pods' split cost. Each client takes
+//! A client's **direct cost** is its pods' split cost plus the non-Kubernetes lines tagged
+//! to it (an S3 bucket or EBS volume with its client tag), by category. Three pools are
+//! shared: the **platform** pool (everything platform namespaces cost), the **idle** pool
+//! (the unused cost AWS pushed down to every non-platform pod: capacity paid for and not
+//! requested) and the **infrastructure** pool (cluster cost no client claims — the control
+//! plane, node root volumes — and EC2 of a cluster not allocated to pods). Each client takes
 //! a share of each pool by its own policy — `gpu` (its GPU cost over everyone's), `total`
 //! (its direct cost over everyone's), `even` (one recipient's part) or `none` — in whole
-//! nano-dollars rounded down; `(unassigned)` (pods no client claims) keeps the rest, so the
-//! shares of every pool add up to the pool exactly and Σ clients + unassigned = Kubernetes
-//! cost. Markup (basis points) applies to direct + shared and is not on the bill.
+//! nano-dollars rounded down; `(unassigned)` (pods and lines no client claims, EC2 outside
+//! any cluster) keeps the rest, so the shares of every pool add up to the pool exactly.
+//! Markup (basis points) applies to direct + shared and is not on the bill.
 
 use std::collections::BTreeMap;
 
@@ -20,15 +24,39 @@ pub const DEFAULT_POLICY: &str = "gpu";
 /// Policies a client can have.
 pub const POLICIES: &[&str] = &["gpu", "total", "even", "none"];
 
+/// The period's non-Kubernetes cost, placed for chargeback; nano-dollars.
+#[derive(Debug, Default, Clone)]
+pub struct NonKubernetes {
+    /// Lines a client claims by tag, per (client, category); lines nobody claims and EC2
+    /// outside any cluster are `(unassigned)`'s.
+    pub direct: BTreeMap<(String, &'static str), i64>,
+    /// Cluster lines no client claims and EC2 of clusters not allocated to pods.
+    pub infrastructure_pool: i64,
+}
+
 #[derive(Default)]
 struct Entity {
     split: i64,
     unused: i64,
     gpu: i64,
+    gpu_split: i64,
+    cpu_split: i64,
+    training: i64,
+    inference: i64,
+    /// storage, network, other.
+    non_kubernetes: [i64; 3],
 }
 
-/// One row per client (and `(unassigned)`), from a period's cost rollups.
-pub fn chargeback(period: &str, costs: &[CostRollup], settings: &[ClientSettings]) -> Vec<ClientRollup> {
+const CATEGORIES: [&str; 3] = ["storage", "network", "other"];
+
+/// One row per client (and `(unassigned)`), from a period's cost rollups and its placed
+/// non-Kubernetes cost.
+pub fn chargeback(
+    period: &str,
+    costs: &[CostRollup],
+    non_kubernetes: &NonKubernetes,
+    settings: &[ClientSettings],
+) -> Vec<ClientRollup> {
     let mut entities: BTreeMap<&str, Entity> = BTreeMap::new();
     let mut platform_pool = 0i64;
     for row in costs {
@@ -40,9 +68,21 @@ pub fn chargeback(period: &str, costs: &[CostRollup], settings: &[ClientSettings
         e.split += row.split_cost_nanos;
         e.unused += row.unused_cost_nanos;
         e.gpu += row.gpu_cost_nanos;
+        e.gpu_split += row.gpu_split_nanos;
+        e.cpu_split += row.cpu_split_nanos;
+        match row.workload_class.as_str() {
+            "training" => e.training += row.split_cost_nanos,
+            "inference" => e.inference += row.split_cost_nanos,
+            _ => {}
+        }
     }
     let idle_pool: i64 = entities.values().map(|e| e.unused).sum();
+    for ((client, category), nanos) in &non_kubernetes.direct {
+        let index = CATEGORIES.iter().position(|c| c == category).unwrap_or(2);
+        entities.entry(client.as_str()).or_default().non_kubernetes[index] += nanos;
+    }
     entities.entry(UNASSIGNED).or_default();
+    let infrastructure_pool = non_kubernetes.infrastructure_pool;
     let total_gpu: i128 = entities.values().map(|e| i128::from(e.gpu)).sum();
     let total_direct: i128 = entities.values().map(|e| i128::from(e.split)).sum();
     let recipients = entities.len() as i128;
@@ -63,38 +103,43 @@ pub fn chargeback(period: &str, costs: &[CostRollup], settings: &[ClientSettings
         };
         part as i64
     };
+    let row = |client: &str, e: &Entity, policy: String, markup_basis_points: i64| ClientRollup {
+        period: period.to_string(),
+        client: client.to_string(),
+        share_policy: policy,
+        markup_basis_points,
+        direct_cost_nanos: e.split,
+        gpu_cost_nanos: e.gpu,
+        non_kubernetes_direct_nanos: e.non_kubernetes.iter().sum(),
+        gpu_split_nanos: e.gpu_split,
+        cpu_split_nanos: e.cpu_split,
+        memory_split_nanos: e.split - e.gpu_split - e.cpu_split,
+        storage_nanos: e.non_kubernetes[0],
+        network_nanos: e.non_kubernetes[1],
+        other_direct_nanos: e.non_kubernetes[2],
+        training_nanos: e.training,
+        inference_nanos: e.inference,
+        ..ClientRollup::default()
+    };
     let mut rows: Vec<ClientRollup> = Vec::new();
-    let (mut platform_given, mut idle_given) = (0i64, 0i64);
+    let (mut platform_given, mut idle_given, mut infrastructure_given) = (0i64, 0i64, 0i64);
     for (client, e) in entities.iter().filter(|(c, _)| **c != UNASSIGNED) {
         let (policy, markup_basis_points) = policy_of(client);
-        let shared_platform = share(platform_pool, &policy, e);
-        let shared_idle = share(idle_pool, &policy, e);
-        platform_given += shared_platform;
-        idle_given += shared_idle;
-        rows.push(ClientRollup {
-            period: period.to_string(),
-            client: client.to_string(),
-            share_policy: policy,
-            markup_basis_points,
-            direct_cost_nanos: e.split,
-            gpu_cost_nanos: e.gpu,
-            shared_platform_nanos: shared_platform,
-            shared_idle_nanos: shared_idle,
-            markup_nanos: markup(e.split + shared_platform + shared_idle, markup_basis_points),
-        });
+        let mut r = row(client, e, policy, markup_basis_points);
+        r.shared_platform_nanos = share(platform_pool, &r.share_policy, e);
+        r.shared_idle_nanos = share(idle_pool, &r.share_policy, e);
+        r.shared_infrastructure_nanos = share(infrastructure_pool, &r.share_policy, e);
+        platform_given += r.shared_platform_nanos;
+        idle_given += r.shared_idle_nanos;
+        infrastructure_given += r.shared_infrastructure_nanos;
+        r.markup_nanos = markup(r.direct_total_nanos() + r.shared_total_nanos(), markup_basis_points);
+        rows.push(r);
     }
-    let house = &entities[UNASSIGNED];
-    rows.push(ClientRollup {
-        period: period.to_string(),
-        client: UNASSIGNED.to_string(),
-        share_policy: "remainder".into(),
-        markup_basis_points: 0,
-        direct_cost_nanos: house.split,
-        gpu_cost_nanos: house.gpu,
-        shared_platform_nanos: platform_pool - platform_given,
-        shared_idle_nanos: idle_pool - idle_given,
-        markup_nanos: 0,
-    });
+    let mut house = row(UNASSIGNED, &entities[UNASSIGNED], "remainder".into(), 0);
+    house.shared_platform_nanos = platform_pool - platform_given;
+    house.shared_idle_nanos = idle_pool - idle_given;
+    house.shared_infrastructure_nanos = infrastructure_pool - infrastructure_given;
+    rows.push(house);
     rows
 }
 
@@ -135,7 +180,7 @@ mod tests {
             ClientSettings { name: "a".into(), share_policy: "gpu".into(), markup_basis_points: 1_000 },
             ClientSettings { name: "b".into(), share_policy: "even".into(), markup_basis_points: 0 },
         ];
-        let rows = chargeback("2026-10", &costs, &settings);
+        let rows = chargeback("2026-10", &costs, &NonKubernetes::default(), &settings);
         let view: Vec<(&str, i64, i64, i64, i64)> = rows
             .iter()
             .map(|r| {
@@ -152,5 +197,35 @@ mod tests {
         let without_markup: i64 =
             rows.iter().map(|r| r.direct_cost_nanos + r.shared_platform_nanos + r.shared_idle_nanos).sum();
         assert_eq!(without_markup, 100 + 10 + 50 + 20 + 40 + 101, "Σ = Kubernetes cost");
+    }
+
+    #[test]
+    fn non_kubernetes_cost_is_direct_or_pooled_and_the_whole_bill_adds_up() {
+        // a has pods (GPU 30 of 40) and a tagged bucket (storage 7); c has only a tagged
+        // volume (storage 5) and no GPU cost; the house has pods (GPU 10), untagged transfer
+        // (network 4) and a bastion (other 3). Infrastructure pool 101, gpu policy: a takes
+        // 101 × 30/40 = 75.75 → 75, c 0, the house 26.
+        let costs = [row("a", 100, 0, 30), row(UNASSIGNED, 40, 0, 10)];
+        let mut placed = NonKubernetes { infrastructure_pool: 101, ..NonKubernetes::default() };
+        placed.direct.insert(("a".into(), "storage"), 7);
+        placed.direct.insert(("c".into(), "storage"), 5);
+        placed.direct.insert((UNASSIGNED.into(), "network"), 4);
+        placed.direct.insert((UNASSIGNED.into(), "other"), 3);
+        let rows = chargeback("2026-10", &costs, &placed, &[]);
+        let view: Vec<(&str, i64, i64, i64)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.client.as_str(),
+                    r.direct_cost_nanos,
+                    r.non_kubernetes_direct_nanos,
+                    r.shared_infrastructure_nanos,
+                )
+            })
+            .collect();
+        assert_eq!(view, vec![("a", 100, 7, 75), ("c", 0, 5, 0), (UNASSIGNED, 40, 7, 26)]);
+        assert_eq!((rows[2].network_nanos, rows[2].other_direct_nanos, rows[0].storage_nanos), (4, 3, 7));
+        let whole: i64 = rows.iter().map(|r| r.total_nanos() - r.markup_nanos).sum();
+        assert_eq!(whole, 100 + 40 + 7 + 5 + 4 + 3 + 101, "clients + unassigned = the whole bill");
     }
 }

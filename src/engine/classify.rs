@@ -85,6 +85,22 @@ impl ClientMatcher {
     }
 }
 
+impl ClientMatcher {
+    /// The client a non-Kubernetes line's `user_*` tags name: label rules only (namespace
+    /// rules describe pods), else `(unassigned)`.
+    pub fn client_of_tags(&self, tags: &str) -> String {
+        for (rule, _) in self.rules.iter().filter(|(rule, _)| rule.match_kind == "label") {
+            let key = if rule.label_key.is_empty() { DEFAULT_CLIENT_LABEL } else { &rule.label_key };
+            match label(tags, key) {
+                Some(value) if rule.pattern == "*" || rule.pattern.is_empty() => return value,
+                Some(value) if value == rule.pattern => return rule.client.clone(),
+                _ => {}
+            }
+        }
+        UNASSIGNED.to_string()
+    }
+}
+
 /// A label's value from a pod's stored labels (a JSON object of `user_*` tags).
 pub fn label(labels: &str, key: &str) -> Option<String> {
     if labels.is_empty() {

@@ -13,8 +13,8 @@ use std::collections::HashSet;
 
 use polars::prelude::*;
 
-use super::chargeback::chargeback;
-use super::classify::{ClientMatcher, label, workload_class};
+use super::chargeback::{NonKubernetes, chargeback};
+use super::classify::{ClientMatcher, UNASSIGNED, label, workload_class};
 use super::opportunities::{self, PodEvidence};
 use crate::period::Period;
 use crate::store::{
@@ -168,6 +168,8 @@ pub fn build_rollups(
             "allocated" => d.iter().map(|d| d.gpu_hours).collect::<Vec<f64>>(),
             "gpu_cost" => d.iter().map(|d| d.gpu_cost_nanos).collect::<Vec<i64>>(),
             "split" => d.iter().map(|d| d.split_cost_nanos).collect::<Vec<i64>>(),
+            "gpu_split" => d.iter().map(|d| d.gpu_split_nanos).collect::<Vec<i64>>(),
+            "cpu_split" => d.iter().map(|d| d.cpu_split_nanos).collect::<Vec<i64>>(),
             "unused" => d.iter().map(|d| d.unused_cost_nanos).collect::<Vec<i64>>(),
             "net" => d.iter().map(|d| d.net_cost_nanos).collect::<Vec<i64>>(),
             "public" => d.iter().map(|d| d.public_on_demand_cost_nanos).collect::<Vec<i64>>(),
@@ -335,6 +337,8 @@ pub fn build_rollups(
         .group_by(group)
         .agg([
             col("split").sum(),
+            col("gpu_split").sum(),
+            col("cpu_split").sum(),
             col("unused").sum(),
             col("net").sum(),
             col("public").sum(),
@@ -375,7 +379,7 @@ pub fn build_rollups(
         },
         heatmap: heatmap_cells(&period, &heatmap).map_err(polars_error)?,
         capacity: inputs.capacity.clone(),
-        clients: chargeback(&period, &costs, settings),
+        clients: chargeback(&period, &costs, &place_non_kubernetes(inputs, &matcher), settings),
         opportunities: Vec::new(),
         costs,
     };
@@ -383,6 +387,28 @@ pub fn build_rollups(
     let evidence = PodEvidence::gather(inputs);
     rollups.opportunities = opportunities::find(&period, &rollups.costs, &evidence);
     Ok(rollups)
+}
+
+/// Places the period's non-Kubernetes cost for chargeback: a line a client's tag claims is
+/// that client's; a cluster's line nobody claims, and EC2 of a cluster not allocated to pods,
+/// go to the infrastructure pool; the rest (untagged lines outside any cluster, EC2 outside
+/// any cluster) is `(unassigned)`'s.
+fn place_non_kubernetes(inputs: &ComputeInputs, matcher: &ClientMatcher) -> NonKubernetes {
+    let mut placed = NonKubernetes::default();
+    for group in &inputs.other_groups {
+        let nanos = group.amortized_cost_micros * 1000;
+        let client = matcher.client_of_tags(&group.tags);
+        if client == UNASSIGNED && !group.cluster.is_empty() {
+            placed.infrastructure_pool += nanos;
+        } else {
+            *placed.direct.entry((client, group.category())).or_default() += nanos;
+        }
+    }
+    let outside_clusters: i64 =
+        inputs.capacity.iter().filter(|c| c.cluster.is_empty()).map(|c| c.amortized_cost_micros).sum();
+    *placed.direct.entry((UNASSIGNED.to_string(), "other")).or_default() += outside_clusters * 1000;
+    placed.infrastructure_pool += (inputs.unallocated_ec2_micros - outside_clusters) * 1000;
+    placed
 }
 
 /// Kubernetes + EC2 not allocated to pods + other cost = the amortized bill, to the
@@ -424,6 +450,7 @@ fn cost_rows(period: &str, frame: &DataFrame) -> PolarsResult<Vec<CostRollup>> {
     };
     let (day, split, unused, net, public) =
         (int("day")?, int("split")?, int("unused")?, int("net")?, int("public")?);
+    let (gpu_split, cpu_split) = (int("gpu_split")?, int("cpu_split")?);
     let (gpu_cost, idle_cost, hours, above) =
         (int("gpu_cost")?, int("idle_cost")?, int("inference_hours")?, int("inference_hours_above_p95")?);
     let (allocated, used, idle, unmeasured, spot, peak_fb) = (
@@ -458,6 +485,8 @@ fn cost_rows(period: &str, frame: &DataFrame) -> PolarsResult<Vec<CostRollup>> {
             public_on_demand_cost_nanos: public[i],
             gpu_cost_nanos: gpu_cost[i],
             idle_gpu_cost_nanos: idle_cost[i],
+            gpu_split_nanos: gpu_split[i],
+            cpu_split_nanos: cpu_split[i],
             gpu_hours_allocated: allocated[i],
             gpu_hours_used: used[i],
             gpu_hours_idle: idle[i],

@@ -6,9 +6,14 @@
 //! - `workloads`: `namespace, workload, workload_class, client, split_cost, unused_cost,
 //!   total_cost, gpu_hours, used_gpu_hours, idle_gpu_hours, idle_gpu_cost, spot_gpu_hours,
 //!   requests`;
-//! - `clients`: `client, share_policy, direct_cost, shared_platform_cost, shared_idle_cost,
-//!   shared_cost, markup_rate, markup, total_cost` (+ top-level `kubernetes_total`; Σ
-//!   rows' `direct_cost + shared_cost` = `kubernetes_total`);
+//! - `clients`: `client, share_policy, direct_cost, kubernetes_direct_cost,
+//!   non_kubernetes_direct_cost, shared_platform_cost, shared_idle_cost,
+//!   shared_infrastructure_cost, shared_cost, markup_rate, markup, total_cost, gpu_cost,
+//!   cpu_cost, memory_cost, storage_cost, network_cost, other_cost, training_cost,
+//!   inference_cost` (+ top-level `kubernetes_total` and `amortized_total`; Σ rows'
+//!   `total_cost − markup` = `amortized_total` exactly, `(unassigned)` included; the
+//!   direct-cost breakdown is `gpu + cpu + memory` = `kubernetes_direct_cost` and
+//!   `storage + network + other` = `non_kubernetes_direct_cost`);
 //! - `gpu`: `namespace, gpu_model, provisioned_gpu_hours, allocated_gpu_hours,
 //!   used_gpu_hours, idle_gpu_hours, unallocated_gpu_hours, utilization,
 //!   unmeasured_gpu_hours, unattributed_gpu_hours, utilization_of_provisioned, flags`; one
@@ -244,20 +249,28 @@ pub fn client_sums(range: &RollupRange) -> BTreeMap<String, ClientRollup> {
             client: c.client.clone(),
             ..ClientRollup::default()
         });
-        sum.direct_cost_nanos += c.direct_cost_nanos;
-        sum.gpu_cost_nanos += c.gpu_cost_nanos;
-        sum.shared_platform_nanos += c.shared_platform_nanos;
-        sum.shared_idle_nanos += c.shared_idle_nanos;
-        sum.markup_nanos += c.markup_nanos;
+        sum.add(c);
         sum.share_policy = c.share_policy.clone();
         sum.markup_basis_points = c.markup_basis_points;
     }
     sums
 }
 
-/// Per client: direct cost, shares of the platform and idle pools, markup, total.
+/// Per client: direct cost (Kubernetes and not), shares of the platform, idle and
+/// infrastructure pools, markup, total, and what the direct cost paid for. Σ rows'
+/// `total_cost − markup` = the amortized bill of the whole periods, to the micro-dollar:
+/// direct cost and markup are rounded row by row, and the rows' shared cost is apportioned
+/// (largest remainder) so that the rounded rows add up; its three parts are each rounded on
+/// their own.
 pub fn clients(range: &RollupRange) -> Report {
-    let rows = client_sums(range);
+    let sums = client_sums(range);
+    let rows: Vec<&ClientRollup> = sums.values().collect();
+    let bill: i64 = range.periods().filter(|(_, whole)| *whole).map(|(p, _)| p.bill_amortized_micros).sum();
+    let rounded = |nanos: i64| crate::money::micros_from_nanos(nanos);
+    let direct: Vec<i64> = rows.iter().map(|c| rounded(c.direct_total_nanos())).collect();
+    let shared_nanos: Vec<i64> = rows.iter().map(|c| c.shared_total_nanos()).collect();
+    let shared = crate::money::apportion_micros(&shared_nanos, bill - direct.iter().sum::<i64>());
+    let micros = |m: i64| Cell::Usd(Some(m as f64 / 1e6));
     let table = Table {
         title: "Chargeback by client".into(),
         totals: Vec::new(),
@@ -265,27 +278,50 @@ pub fn clients(range: &RollupRange) -> Report {
             "client",
             "share_policy",
             "direct_cost",
+            "kubernetes_direct_cost",
+            "non_kubernetes_direct_cost",
             "shared_platform_cost",
             "shared_idle_cost",
+            "shared_infrastructure_cost",
             "shared_cost",
             "markup_rate",
             "markup",
             "total_cost",
+            "gpu_cost",
+            "cpu_cost",
+            "memory_cost",
+            "storage_cost",
+            "network_cost",
+            "other_cost",
+            "training_cost",
+            "inference_cost",
         ],
         rows: rows
-            .values()
-            .map(|c| {
-                let shared = c.shared_platform_nanos + c.shared_idle_nanos;
+            .iter()
+            .zip(direct.iter().zip(&shared))
+            .map(|(c, (&direct, &shared))| {
+                let markup = rounded(c.markup_nanos);
                 vec![
                     text(&c.client),
                     text(&c.share_policy),
+                    micros(direct),
                     usd(c.direct_cost_nanos),
+                    usd(c.non_kubernetes_direct_nanos),
                     usd(c.shared_platform_nanos),
                     usd(c.shared_idle_nanos),
-                    usd(shared),
+                    usd(c.shared_infrastructure_nanos),
+                    micros(shared),
                     Cell::Ratio(Some(c.markup_basis_points as f64 / 10_000.0)),
-                    usd(c.markup_nanos),
-                    usd(c.direct_cost_nanos + shared + c.markup_nanos),
+                    micros(markup),
+                    micros(direct + shared + markup),
+                    usd(c.gpu_split_nanos),
+                    usd(c.cpu_split_nanos),
+                    usd(c.memory_split_nanos),
+                    usd(c.storage_nanos),
+                    usd(c.network_nanos),
+                    usd(c.other_direct_nanos),
+                    usd(c.training_nanos),
+                    usd(c.inference_nanos),
                 ]
             })
             .collect(),
@@ -294,6 +330,7 @@ pub fn clients(range: &RollupRange) -> Report {
     let whole_costs: i64 =
         range.periods().filter(|(_, whole)| *whole).map(|(p, _)| p.kubernetes_cost_nanos).sum();
     extra.insert("kubernetes_total".into(), json!(whole_costs as f64 / NANOS));
+    extra.insert("amortized_total".into(), json!(bill as f64 / 1e6));
     extra.insert("note".into(), json!("clients are computed per whole billing period"));
     Report { table, extra }
 }

@@ -30,8 +30,12 @@ impl FactAggregates {
                 "gpu" => {
                     d.gpu_hours += f.split_usage;
                     d.gpu_cost_nanos += cost;
+                    d.gpu_split_nanos += f.split_cost_nanos;
                 }
-                "vcpu" => d.cpu_cost_nanos += cost,
+                "vcpu" => {
+                    d.cpu_cost_nanos += cost;
+                    d.cpu_split_nanos += f.split_cost_nanos;
+                }
                 _ => d.memory_cost_nanos += cost,
             }
             d.split_cost_nanos += f.split_cost_nanos;

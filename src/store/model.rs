@@ -470,6 +470,9 @@ pub struct PodDay {
     pub cpu_cost_nanos: i64,
     pub memory_cost_nanos: i64,
     pub split_cost_nanos: i64,
+    /// Split cost of the accelerator and vCPU rows (memory's is the rest of `split`).
+    pub gpu_split_nanos: i64,
+    pub cpu_split_nanos: i64,
     pub unused_cost_nanos: i64,
     pub net_cost_nanos: i64,
     pub public_on_demand_cost_nanos: i64,
@@ -528,6 +531,8 @@ pub struct ComputeInputs {
     pub kubernetes_micros: i64,
     pub unallocated_ec2_micros: i64,
     pub other_cost_micros: i64,
+    /// Other cost grouped by cluster, tags, service and usage type, for chargeback.
+    pub other_groups: Vec<OtherCostGroup>,
     /// Metrics of the period's hours: attributed GPU pod-hours, unattributed GPU-hours per
     /// GPU model, and serving pod-hours.
     pub measured: Vec<MeasuredPodHour>,
@@ -555,6 +560,9 @@ pub struct CostRollup {
     pub public_on_demand_cost_nanos: i64,
     pub gpu_cost_nanos: i64,
     pub idle_gpu_cost_nanos: i64,
+    /// Split cost of the accelerator and vCPU rows (memory's is the rest of `split`).
+    pub gpu_split_nanos: i64,
+    pub cpu_split_nanos: i64,
     pub gpu_hours_allocated: f64,
     pub gpu_hours_used: f64,
     pub gpu_hours_idle: f64,
@@ -624,11 +632,97 @@ pub struct ClientRollup {
     pub client: String,
     pub share_policy: String,
     pub markup_basis_points: i64,
+    /// The client's pods' split cost (Kubernetes direct cost).
     pub direct_cost_nanos: i64,
+    /// Split + unused of the client's accelerator rows: the weight of the `gpu` policy.
     pub gpu_cost_nanos: i64,
     pub shared_platform_nanos: i64,
     pub shared_idle_nanos: i64,
     pub markup_nanos: i64,
+    /// Non-Kubernetes lines tagged to the client; for `(unassigned)`, every line nobody
+    /// claims and EC2 outside any cluster.
+    pub non_kubernetes_direct_nanos: i64,
+    /// The client's share of the shared infrastructure pool: cluster cost no client claims
+    /// (control plane, root volumes) and EC2 of a cluster not allocated to pods.
+    pub shared_infrastructure_nanos: i64,
+    /// Direct cost by what it paid for: pods' split cost by resource, non-Kubernetes cost by
+    /// category (`storage` S3/EBS/EFS/FSx, `network` data transfer, `other`).
+    pub gpu_split_nanos: i64,
+    pub cpu_split_nanos: i64,
+    pub memory_split_nanos: i64,
+    pub storage_nanos: i64,
+    pub network_nanos: i64,
+    pub other_direct_nanos: i64,
+    /// Pods' split cost by workload class (the rest is `other`).
+    pub training_nanos: i64,
+    pub inference_nanos: i64,
+}
+
+impl ClientRollup {
+    /// Kubernetes and non-Kubernetes direct cost.
+    pub fn direct_total_nanos(&self) -> i64 {
+        self.direct_cost_nanos + self.non_kubernetes_direct_nanos
+    }
+
+    /// Shares of the platform, idle and infrastructure pools.
+    pub fn shared_total_nanos(&self) -> i64 {
+        self.shared_platform_nanos + self.shared_idle_nanos + self.shared_infrastructure_nanos
+    }
+
+    /// What the client is charged: direct + shared + markup.
+    pub fn total_nanos(&self) -> i64 {
+        self.direct_total_nanos() + self.shared_total_nanos() + self.markup_nanos
+    }
+
+    /// Adds another period's money to this one (policy and markup rate are left alone).
+    pub fn add(&mut self, other: &ClientRollup) {
+        let pairs = [
+            (&mut self.direct_cost_nanos, other.direct_cost_nanos),
+            (&mut self.gpu_cost_nanos, other.gpu_cost_nanos),
+            (&mut self.shared_platform_nanos, other.shared_platform_nanos),
+            (&mut self.shared_idle_nanos, other.shared_idle_nanos),
+            (&mut self.markup_nanos, other.markup_nanos),
+            (&mut self.non_kubernetes_direct_nanos, other.non_kubernetes_direct_nanos),
+            (&mut self.shared_infrastructure_nanos, other.shared_infrastructure_nanos),
+            (&mut self.gpu_split_nanos, other.gpu_split_nanos),
+            (&mut self.cpu_split_nanos, other.cpu_split_nanos),
+            (&mut self.memory_split_nanos, other.memory_split_nanos),
+            (&mut self.storage_nanos, other.storage_nanos),
+            (&mut self.network_nanos, other.network_nanos),
+            (&mut self.other_direct_nanos, other.other_direct_nanos),
+            (&mut self.training_nanos, other.training_nanos),
+            (&mut self.inference_nanos, other.inference_nanos),
+        ];
+        for (sum, value) in pairs {
+            *sum += value;
+        }
+    }
+}
+
+/// Non-Kubernetes cost of a period summed by what chargeback needs to place it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct OtherCostGroup {
+    pub cluster: String,
+    /// `user_*` tags, a JSON object.
+    pub tags: String,
+    pub service: String,
+    pub usage_type: String,
+    pub amortized_cost_micros: i64,
+}
+
+impl OtherCostGroup {
+    /// What a client is charged for it as: `storage` (S3, EBS, EFS, FSx), `network` (data
+    /// transfer) or `other`.
+    pub fn category(&self) -> &'static str {
+        let storage_services = ["AmazonS3", "AmazonEFS", "AmazonFSx", "AmazonS3GlacierDeepArchive"];
+        if storage_services.contains(&self.service.as_str()) || self.usage_type.contains("EBS:") {
+            "storage"
+        } else if self.service == "AWSDataTransfer" || self.usage_type.contains("DataTransfer") {
+            "network"
+        } else {
+            "other"
+        }
+    }
 }
 
 /// A saving still on the table, in dollars per month, with the evidence behind it.

@@ -4,16 +4,16 @@
 
 use super::model::{
     CapacityRollup, ClientRollup, CostRollup, GpuPodHour, HeatmapCell, MeasuredPodHour, Opportunity,
-    PeriodRollup, PodDay, ServedPodHour,
+    OtherCostGroup, PeriodRollup, PodDay, ServedPodHour,
 };
 use super::sql::{BulkInsert, PushRow, ReadRow};
 
 pub(crate) const INSERT_POD_DAY: BulkInsert = BulkInsert {
-    head: "INSERT INTO cost_pod_days (period, pod_id, day, gpu_hours, gpu_cost_nanos, cpu_cost_nanos, memory_cost_nanos, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos) ",
-    columns: 11,
+    head: "INSERT INTO cost_pod_days (period, pod_id, day, gpu_hours, gpu_cost_nanos, cpu_cost_nanos, memory_cost_nanos, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos, gpu_split_nanos, cpu_split_nanos) ",
+    columns: 13,
 };
 
-pub(crate) const SELECT_POD_DAY: &str = "SELECT pod_id, day, gpu_hours, gpu_cost_nanos, cpu_cost_nanos, memory_cost_nanos, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos FROM cost_pod_days WHERE period = $1 ORDER BY pod_id, day";
+pub(crate) const SELECT_POD_DAY: &str = "SELECT pod_id, day, gpu_hours, gpu_cost_nanos, cpu_cost_nanos, memory_cost_nanos, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos, gpu_split_nanos, cpu_split_nanos FROM cost_pod_days WHERE period = $1 ORDER BY pod_id, day";
 
 pub(crate) const DELETE_POD_DAY: &str = "DELETE FROM cost_pod_days WHERE period = $1";
 
@@ -29,7 +29,9 @@ pub(crate) fn push_pod_day<'args>(row: &mut impl PushRow<'args>, period: &'args 
         .int(r.split_cost_nanos)
         .int(r.unused_cost_nanos)
         .int(r.net_cost_nanos)
-        .int(r.public_on_demand_cost_nanos);
+        .int(r.public_on_demand_cost_nanos)
+        .int(r.gpu_split_nanos)
+        .int(r.cpu_split_nanos);
 }
 
 pub(crate) fn read_pod_day(row: &impl ReadRow) -> Result<PodDay, sqlx::Error> {
@@ -44,6 +46,8 @@ pub(crate) fn read_pod_day(row: &impl ReadRow) -> Result<PodDay, sqlx::Error> {
         unused_cost_nanos: row.int("unused_cost_nanos")?,
         net_cost_nanos: row.int("net_cost_nanos")?,
         public_on_demand_cost_nanos: row.int("public_on_demand_cost_nanos")?,
+        gpu_split_nanos: row.int("gpu_split_nanos")?,
+        cpu_split_nanos: row.int("cpu_split_nanos")?,
     })
 }
 
@@ -76,11 +80,11 @@ pub(crate) fn read_gpu_pod_hour(row: &impl ReadRow) -> Result<GpuPodHour, sqlx::
 }
 
 pub(crate) const INSERT_COST_ROLLUP: BulkInsert = BulkInsert {
-    head: "INSERT INTO rollup_costs (period, day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos, gpu_cost_nanos, idle_gpu_cost_nanos, gpu_hours_allocated, gpu_hours_used, gpu_hours_idle, gpu_hours_unmeasured, spot_gpu_hours, peak_fb_used_mib, requests, prompt_tokens, generation_tokens, inference_hours, inference_hours_above_p95) ",
-    columns: 27,
+    head: "INSERT INTO rollup_costs (period, day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos, gpu_cost_nanos, idle_gpu_cost_nanos, gpu_hours_allocated, gpu_hours_used, gpu_hours_idle, gpu_hours_unmeasured, spot_gpu_hours, peak_fb_used_mib, requests, prompt_tokens, generation_tokens, inference_hours, inference_hours_above_p95, gpu_split_nanos, cpu_split_nanos) ",
+    columns: 29,
 };
 
-pub(crate) const SELECT_COST_ROLLUP: &str = "SELECT period, day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos, gpu_cost_nanos, idle_gpu_cost_nanos, gpu_hours_allocated, gpu_hours_used, gpu_hours_idle, gpu_hours_unmeasured, spot_gpu_hours, peak_fb_used_mib, requests, prompt_tokens, generation_tokens, inference_hours, inference_hours_above_p95 FROM rollup_costs WHERE period = $1 ORDER BY day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option";
+pub(crate) const SELECT_COST_ROLLUP: &str = "SELECT period, day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos, gpu_cost_nanos, idle_gpu_cost_nanos, gpu_hours_allocated, gpu_hours_used, gpu_hours_idle, gpu_hours_unmeasured, spot_gpu_hours, peak_fb_used_mib, requests, prompt_tokens, generation_tokens, inference_hours, inference_hours_above_p95, gpu_split_nanos, cpu_split_nanos FROM rollup_costs WHERE period = $1 ORDER BY day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option";
 
 pub(crate) const DELETE_COST_ROLLUP: &str = "DELETE FROM rollup_costs WHERE period = $1";
 
@@ -112,7 +116,9 @@ pub(crate) fn push_cost_rollup<'args>(row: &mut impl PushRow<'args>, r: &'args C
         .float(r.prompt_tokens)
         .float(r.generation_tokens)
         .int(r.inference_hours)
-        .int(r.inference_hours_above_p95);
+        .int(r.inference_hours_above_p95)
+        .int(r.gpu_split_nanos)
+        .int(r.cpu_split_nanos);
 }
 
 pub(crate) fn read_cost_rollup(row: &impl ReadRow) -> Result<CostRollup, sqlx::Error> {
@@ -144,6 +150,8 @@ pub(crate) fn read_cost_rollup(row: &impl ReadRow) -> Result<CostRollup, sqlx::E
         generation_tokens: row.float("generation_tokens")?,
         inference_hours: row.int("inference_hours")?,
         inference_hours_above_p95: row.int("inference_hours_above_p95")?,
+        gpu_split_nanos: row.int("gpu_split_nanos")?,
+        cpu_split_nanos: row.int("cpu_split_nanos")?,
     })
 }
 
@@ -252,11 +260,11 @@ pub(crate) fn read_period_rollup(row: &impl ReadRow) -> Result<PeriodRollup, sql
 }
 
 pub(crate) const INSERT_CLIENT_ROLLUP: BulkInsert = BulkInsert {
-    head: "INSERT INTO rollup_clients (period, client, share_policy, markup_basis_points, direct_cost_nanos, gpu_cost_nanos, shared_platform_nanos, shared_idle_nanos, markup_nanos) ",
-    columns: 9,
+    head: "INSERT INTO rollup_clients (period, client, share_policy, markup_basis_points, direct_cost_nanos, gpu_cost_nanos, shared_platform_nanos, shared_idle_nanos, markup_nanos, non_kubernetes_direct_nanos, shared_infrastructure_nanos, gpu_split_nanos, cpu_split_nanos, memory_split_nanos, storage_nanos, network_nanos, other_direct_nanos, training_nanos, inference_nanos) ",
+    columns: 19,
 };
 
-pub(crate) const SELECT_CLIENT_ROLLUP: &str = "SELECT period, client, share_policy, markup_basis_points, direct_cost_nanos, gpu_cost_nanos, shared_platform_nanos, shared_idle_nanos, markup_nanos FROM rollup_clients WHERE period = $1 ORDER BY client";
+pub(crate) const SELECT_CLIENT_ROLLUP: &str = "SELECT period, client, share_policy, markup_basis_points, direct_cost_nanos, gpu_cost_nanos, shared_platform_nanos, shared_idle_nanos, markup_nanos, non_kubernetes_direct_nanos, shared_infrastructure_nanos, gpu_split_nanos, cpu_split_nanos, memory_split_nanos, storage_nanos, network_nanos, other_direct_nanos, training_nanos, inference_nanos FROM rollup_clients WHERE period = $1 ORDER BY client";
 
 pub(crate) const DELETE_CLIENT_ROLLUP: &str = "DELETE FROM rollup_clients WHERE period = $1";
 
@@ -270,7 +278,17 @@ pub(crate) fn push_client_rollup<'args>(row: &mut impl PushRow<'args>, r: &'args
         .int(r.gpu_cost_nanos)
         .int(r.shared_platform_nanos)
         .int(r.shared_idle_nanos)
-        .int(r.markup_nanos);
+        .int(r.markup_nanos)
+        .int(r.non_kubernetes_direct_nanos)
+        .int(r.shared_infrastructure_nanos)
+        .int(r.gpu_split_nanos)
+        .int(r.cpu_split_nanos)
+        .int(r.memory_split_nanos)
+        .int(r.storage_nanos)
+        .int(r.network_nanos)
+        .int(r.other_direct_nanos)
+        .int(r.training_nanos)
+        .int(r.inference_nanos);
 }
 
 pub(crate) fn read_client_rollup(row: &impl ReadRow) -> Result<ClientRollup, sqlx::Error> {
@@ -284,6 +302,31 @@ pub(crate) fn read_client_rollup(row: &impl ReadRow) -> Result<ClientRollup, sql
         shared_platform_nanos: row.int("shared_platform_nanos")?,
         shared_idle_nanos: row.int("shared_idle_nanos")?,
         markup_nanos: row.int("markup_nanos")?,
+        non_kubernetes_direct_nanos: row.int("non_kubernetes_direct_nanos")?,
+        shared_infrastructure_nanos: row.int("shared_infrastructure_nanos")?,
+        gpu_split_nanos: row.int("gpu_split_nanos")?,
+        cpu_split_nanos: row.int("cpu_split_nanos")?,
+        memory_split_nanos: row.int("memory_split_nanos")?,
+        storage_nanos: row.int("storage_nanos")?,
+        network_nanos: row.int("network_nanos")?,
+        other_direct_nanos: row.int("other_direct_nanos")?,
+        training_nanos: row.int("training_nanos")?,
+        inference_nanos: row.int("inference_nanos")?,
+    })
+}
+
+/// Other cost per cluster, tags, service and usage type (amortized), for chargeback.
+pub(crate) const SELECT_OTHER_COST_GROUPS: &str = "SELECT cluster, tags, service, usage_type, \
+     CAST(SUM(amortized_cost_micros) AS BIGINT) AS amortized_cost_micros FROM other_costs \
+     WHERE period = $1 GROUP BY cluster, tags, service, usage_type ORDER BY cluster, tags, service, usage_type";
+
+pub(crate) fn read_other_cost_group(row: &impl ReadRow) -> Result<OtherCostGroup, sqlx::Error> {
+    Ok(OtherCostGroup {
+        cluster: row.text("cluster")?,
+        tags: row.text("tags")?,
+        service: row.text("service")?,
+        usage_type: row.text("usage_type")?,
+        amortized_cost_micros: row.int("amortized_cost_micros")?,
     })
 }
 
@@ -371,14 +414,17 @@ pub(crate) const COUNT_POD_DAYS: &str = "SELECT COUNT(*) AS n FROM cost_pod_days
 /// wrote them (a one-time scan of the facts).
 pub(crate) const BACKFILL_AGGREGATES: [&str; 2] = [
     "INSERT INTO cost_pod_days (period, pod_id, day, gpu_hours, gpu_cost_nanos, cpu_cost_nanos, \
-     memory_cost_nanos, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos) \
+     memory_cost_nanos, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos, \
+     gpu_split_nanos, cpu_split_nanos) \
      SELECT period, pod_id, hour - (hour % 86400), \
      SUM(CASE WHEN resource = 'gpu' THEN split_usage ELSE 0 END), \
      SUM(CASE WHEN resource = 'gpu' THEN split_cost_nanos + unused_cost_nanos ELSE 0 END), \
      SUM(CASE WHEN resource = 'vcpu' THEN split_cost_nanos + unused_cost_nanos ELSE 0 END), \
      SUM(CASE WHEN resource = 'memory' THEN split_cost_nanos + unused_cost_nanos ELSE 0 END), \
      SUM(split_cost_nanos), SUM(unused_cost_nanos), SUM(net_split_cost_nanos + net_unused_cost_nanos), \
-     SUM(public_on_demand_split_cost_nanos + public_on_demand_unused_cost_nanos) \
+     SUM(public_on_demand_split_cost_nanos + public_on_demand_unused_cost_nanos), \
+     SUM(CASE WHEN resource = 'gpu' THEN split_cost_nanos ELSE 0 END), \
+     SUM(CASE WHEN resource = 'vcpu' THEN split_cost_nanos ELSE 0 END) \
      FROM cost_facts WHERE period = $1 GROUP BY period, pod_id, hour - (hour % 86400)",
     "INSERT INTO cost_gpu_pod_hours (period, pod_id, hour, gpu_hours, gpu_cost_nanos, pod_cost_nanos) \
      SELECT period, pod_id, hour, \

@@ -496,6 +496,13 @@ where
                 .await
                 .and_then(|row| row.int("total"))
                 .context(CONTEXT)?,
+            other_groups: Self::read_all(
+                &mut tx,
+                by_period(sql_rollups::SELECT_OTHER_COST_GROUPS),
+                sql_rollups::read_other_cost_group,
+            )
+            .await
+            .context(CONTEXT)?,
             measured: Self::read_all(
                 &mut tx,
                 in_hours(sql_rollups::SELECT_MEASURED_POD_HOURS),

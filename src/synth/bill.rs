@@ -372,7 +372,7 @@ pub fn write_month(
                 }
                 if booting {
                     let gpu = Some((itype.gpu_model, itype.gpus));
-                    truth.add_instance_hour_without_pods(node.purchase.label(), gpu, price.effective);
+                    truth.add_instance_hour_without_pods(node.purchase.label(), gpu, true, price.effective);
                 } else {
                     truth.add_node_hour(world, node_index, hour, price.effective, &split_rows);
                 }
@@ -410,7 +410,7 @@ pub fn write_month(
             totals.unblended += bastion.cost;
             totals.amortized += bastion.cost;
             totals.discountable += bastion.cost;
-            truth.add_instance_hour_without_pods("On-Demand", None, bastion.cost);
+            truth.add_instance_hour_without_pods("On-Demand", None, false, bastion.cost);
             for &cluster_index in &clusters {
                 let cluster = &CLUSTERS[cluster_index];
                 let resource =

@@ -65,6 +65,8 @@ pub struct Truth {
     pub unallocated_ec2_cost: f64,
     /// Instance-hours with no split rows.
     pub instance_hours_without_pods: f64,
+    /// Of the unallocated EC2 cost, that of instances outside any cluster (the bastion).
+    pub ec2_outside_clusters_cost: f64,
     /// The amortized bill less Kubernetes and unallocated EC2 cost: every other usage and
     /// fee line (S3, data transfer, control plane, unused commitments).
     pub other_cost: f64,
@@ -100,8 +102,13 @@ pub struct Truth {
 pub struct Chargeback {
     /// The client's pods' split cost.
     pub direct_cost: f64,
+    /// Lines tagged to the client; for `(unassigned)`, every line nobody claims and EC2
+    /// outside any cluster.
+    pub non_kubernetes_direct: f64,
     pub shared_platform: f64,
     pub shared_idle: f64,
+    /// Share of cluster cost no client claims and EC2 of clusters not allocated to pods.
+    pub shared_infrastructure: f64,
     pub total_cost: f64,
 }
 
@@ -225,8 +232,12 @@ impl Truth {
         &mut self,
         purchase_option: &str,
         gpu: Option<(&str, u32)>,
+        in_cluster: bool,
         cost: f64,
     ) {
+        if !in_cluster {
+            self.ec2_outside_clusters_cost += cost;
+        }
         *self.instance_hours_by_purchase_option.entry(purchase_option.to_string()).or_default() += 1.0;
         self.instance_hours_without_pods += 1.0;
         self.unallocated_ec2_cost += cost;
@@ -269,17 +280,19 @@ impl Truth {
         self.chargeback = self.default_chargeback();
     }
 
-    /// Per client: split cost direct; the platform pool (platform namespaces' split + unused)
-    /// and the idle pool (everyone else's unused) shared by GPU cost over all recipients,
-    /// `(unassigned)` included, which also keeps what no client takes.
+    /// Per client: split cost and tagged non-Kubernetes cost direct; the platform pool
+    /// (platform namespaces' split + unused), the idle pool (everyone else's unused) and the
+    /// infrastructure pool (clusters' unclaimed lines and EC2 of clusters not allocated to
+    /// pods) shared by GPU cost over all recipients, `(unassigned)` included, which also keeps
+    /// what no client takes and every line nobody claims. Σ totals = the amortized bill.
     fn default_chargeback(&self) -> BTreeMap<String, Chargeback> {
-        let platform_pool: f64 =
-            PLATFORM_NAMESPACES.iter().filter_map(|ns| self.namespaces.get(*ns)).map(|s| s.total_cost).sum();
-        let platform_unused: f64 =
-            PLATFORM_NAMESPACES.iter().filter_map(|ns| self.namespaces.get(*ns)).map(|s| s.unused_cost).sum();
+        let platform = |f: fn(&Sums) -> f64| -> f64 {
+            PLATFORM_NAMESPACES.iter().filter_map(|ns| self.namespaces.get(*ns)).map(f).sum()
+        };
+        let platform_pool = platform(|s| s.total_cost);
+        let platform_unused = platform(|s| s.unused_cost);
         let platform_split = platform_pool - platform_unused;
-        let platform_gpu: f64 =
-            PLATFORM_NAMESPACES.iter().filter_map(|ns| self.namespaces.get(*ns)).map(|s| s.gpu_cost).sum();
+        let platform_gpu = platform(|s| s.gpu_cost);
         // Platform pods carry no client label: they sit in `(unassigned)` in `clients`.
         let mut direct: BTreeMap<String, (f64, f64, f64)> = BTreeMap::new();
         for (client, sums) in &self.clients {
@@ -289,31 +302,54 @@ impl Truth {
             }
             direct.insert(client.clone(), entry);
         }
+        for client in self.non_kubernetes_by_client.keys() {
+            direct.entry(client.clone()).or_default();
+        }
         direct.entry("(unassigned)".into()).or_default();
         let idle_pool: f64 = direct.values().map(|d| d.1).sum();
         let gpu_total: f64 = direct.values().map(|d| d.2).sum();
+        let clusters: f64 = self.cluster_shared_cost.values().sum();
+        let infrastructure_pool = clusters + self.unallocated_ec2_cost - self.ec2_outside_clusters_cost;
+        let tagged = |client: &str| self.non_kubernetes_by_client.get(client).map_or(0.0, |n| n.total);
         let mut out = BTreeMap::new();
-        let (mut platform_given, mut idle_given) = (0.0, 0.0);
+        let (mut platform_given, mut idle_given, mut infrastructure_given) = (0.0, 0.0, 0.0);
         for (client, (split, _, gpu)) in direct.iter().filter(|(c, _)| *c != "(unassigned)") {
             let weight = if gpu_total > 0.0 { gpu / gpu_total } else { 0.0 };
-            let (platform, idle) = (platform_pool * weight, idle_pool * weight);
+            let (platform, idle, infrastructure) =
+                (platform_pool * weight, idle_pool * weight, infrastructure_pool * weight);
             platform_given += platform;
             idle_given += idle;
-            let total_cost = split + platform + idle;
+            infrastructure_given += infrastructure;
+            let non_kubernetes = tagged(client);
             out.insert(
                 client.clone(),
-                Chargeback { direct_cost: *split, shared_platform: platform, shared_idle: idle, total_cost },
+                Chargeback {
+                    direct_cost: *split,
+                    non_kubernetes_direct: non_kubernetes,
+                    shared_platform: platform,
+                    shared_idle: idle,
+                    shared_infrastructure: infrastructure,
+                    total_cost: split + non_kubernetes + platform + idle + infrastructure,
+                },
             );
         }
         let house = direct["(unassigned)"].0;
-        let (platform, idle) = (platform_pool - platform_given, idle_pool - idle_given);
+        let claimed: f64 = self.non_kubernetes_by_client.values().map(|n| n.total).sum();
+        let unclaimed = self.other_cost - claimed - clusters + self.ec2_outside_clusters_cost;
+        let (platform, idle, infrastructure) = (
+            platform_pool - platform_given,
+            idle_pool - idle_given,
+            infrastructure_pool - infrastructure_given,
+        );
         out.insert(
             "(unassigned)".into(),
             Chargeback {
                 direct_cost: house,
+                non_kubernetes_direct: unclaimed,
                 shared_platform: platform,
                 shared_idle: idle,
-                total_cost: house + platform + idle,
+                shared_infrastructure: infrastructure,
+                total_cost: house + unclaimed + platform + idle + infrastructure,
             },
         );
         out

@@ -121,15 +121,35 @@ async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, period: &
         close(usd(c.direct_cost_nanos), t["direct_cost"].as_f64().unwrap(), &what("direct"));
         close(usd(c.shared_platform_nanos), t["shared_platform"].as_f64().unwrap(), &what("platform share"));
         close(usd(c.shared_idle_nanos), t["shared_idle"].as_f64().unwrap(), &what("idle share"));
-        let total = c.direct_cost_nanos + c.shared_platform_nanos + c.shared_idle_nanos + c.markup_nanos;
-        close(usd(total), t["total_cost"].as_f64().unwrap(), &what("total"));
+        close(
+            usd(c.non_kubernetes_direct_nanos),
+            t["non_kubernetes_direct"].as_f64().unwrap(),
+            &what("tagged"),
+        );
+        let infrastructure = t["shared_infrastructure"].as_f64().unwrap();
+        close(usd(c.shared_infrastructure_nanos), infrastructure, &what("infrastructure share"));
+        close(usd(c.total_nanos()), t["total_cost"].as_f64().unwrap(), &what("total"));
+        // The breakdown adds up: pods' cost by resource, tagged cost by category.
+        assert_eq!(c.gpu_split_nanos + c.cpu_split_nanos + c.memory_split_nanos, c.direct_cost_nanos);
+        assert_eq!(c.storage_nanos + c.network_nanos + c.other_direct_nanos, c.non_kubernetes_direct_nanos);
+        assert!(c.training_nanos + c.inference_nanos <= c.direct_cost_nanos, "{}", what("classes"));
+        if c.client != "(unassigned)" {
+            let tagged = &truth["non_kubernetes_by_client"][&c.client];
+            close(usd(c.storage_nanos), tagged["storage"].as_f64().unwrap(), &what("storage"));
+        }
     }
+    // Clients + unassigned = the whole amortized bill (to the half micro-dollar that rounds
+    // the Kubernetes cost once).
+    let whole: i64 = rollups.clients.iter().map(|c| c.total_nanos() - c.markup_nanos).sum();
+    let bill_nanos = rollups.period.bill_amortized_micros * 1000;
+    assert!((whole - bill_nanos).abs() <= 500, "{period}: clients {whole} vs bill {bill_nanos} nano-dollars");
     // Σ clients (with shares) = Σ namespaces = Kubernetes cost, exactly; + other = the bill.
     let clients: i64 = rollups
         .clients
         .iter()
         .map(|c| c.direct_cost_nanos + c.shared_platform_nanos + c.shared_idle_nanos)
         .sum();
+    // (Kubernetes cost only: direct pods' cost and the two pools made of it.)
     let namespaces_total: i64 = namespaces.values().map(|r| r.split_cost_nanos + r.unused_cost_nanos).sum();
     assert_eq!(clients, namespaces_total, "{period}: clients = namespaces to the nano-dollar");
     assert_eq!(namespaces_total, rollups.period.kubernetes_cost_nanos);
@@ -231,10 +251,35 @@ async fn chargeback_policies_markup_and_the_report_contracts() {
     // Even: one of five recipients (four clients and the house) takes a fifth of each pool.
     let pools: f64 = rows.iter().map(|r| r["shared_cost"].as_f64().unwrap()).sum();
     close(globex["shared_cost"].as_f64().unwrap(), pools / 5.0, "globex even share");
-    let direct_and_shared: f64 =
-        rows.iter().map(|r| r["direct_cost"].as_f64().unwrap() + r["shared_cost"].as_f64().unwrap()).sum();
-    close(direct_and_shared, clients["kubernetes_total"].as_f64().unwrap(), "clients add up");
-    for field in ["client", "direct_cost", "shared_cost", "markup", "total_cost"] {
+    // Σ (total − markup), (unassigned) included, = the amortized bill to the micro-dollar.
+    let micros = |v: &Value| (v.as_f64().unwrap() * 1e6).round() as i64;
+    let placed: i64 = rows.iter().map(|r| micros(&r["total_cost"]) - micros(&r["markup"])).sum();
+    let bill = store.rollups("2026-10").await.unwrap().unwrap().period.bill_amortized_micros;
+    assert_eq!(placed, bill, "clients + unassigned = the amortized bill");
+    assert_eq!(micros(&clients["amortized_total"]), bill);
+    for row in rows {
+        let sum = |fields: &[&str]| fields.iter().map(|f| micros(&row[*f])).sum::<i64>();
+        let kubernetes = micros(&row["kubernetes_direct_cost"]);
+        assert!((sum(&["gpu_cost", "cpu_cost", "memory_cost"]) - kubernetes).abs() <= 2, "{row}");
+        let tagged = micros(&row["non_kubernetes_direct_cost"]);
+        assert!((sum(&["storage_cost", "network_cost", "other_cost"]) - tagged).abs() <= 2, "{row}");
+    }
+    for field in [
+        "client",
+        "direct_cost",
+        "shared_cost",
+        "markup",
+        "total_cost",
+        "kubernetes_direct_cost",
+        "non_kubernetes_direct_cost",
+        "gpu_cost",
+        "cpu_cost",
+        "memory_cost",
+        "storage_cost",
+        "network_cost",
+        "training_cost",
+        "inference_cost",
+    ] {
         assert!(acme.get(field).is_some(), "clients row has {field}");
     }
     // The other contracts' fields, and a range of days reads the same rollups.

@@ -15,16 +15,18 @@ use crate::store::ClientRollup;
 use crate::web::charts;
 
 fn total(c: &ClientRollup) -> i64 {
-    c.direct_cost_nanos + c.shared_platform_nanos + c.shared_idle_nanos + c.markup_nanos
+    c.total_nanos()
 }
 
 /// What a share policy means, in a sentence for the page.
 fn policy_text(policy: &str) -> &'static str {
     match policy {
-        "gpu" => "shares the platform and idle pools in proportion to its GPU cost",
-        "total" => "shares the platform and idle pools in proportion to its total direct cost",
-        "even" => "takes an even share of the platform and idle pools",
-        "none" => "takes no share of the platform and idle pools (the house keeps them)",
+        "gpu" => "shares the platform, idle and infrastructure pools in proportion to its GPU cost",
+        "total" => {
+            "shares the platform, idle and infrastructure pools in proportion to its total direct cost"
+        }
+        "even" => "takes an even share of the platform, idle and infrastructure pools",
+        "none" => "takes no share of the platform, idle and infrastructure pools (the house keeps them)",
         _ => "has a policy this version does not describe",
     }
 }
@@ -68,9 +70,10 @@ pub async fn page(
         status: String::new(),
     };
     content.cards = vec![
-        card("Direct cost (its pods' split cost)", usd(sum.direct_cost_nanos)),
+        card("Direct cost (its pods and tagged resources)", usd(sum.direct_total_nanos())),
         card("Shared platform cost", usd(sum.shared_platform_nanos)),
         card("Shared idle cost", usd(sum.shared_idle_nanos)),
+        card("Shared infrastructure cost", usd(sum.shared_infrastructure_nanos)),
         card(
             "Markup",
             format!(
@@ -92,6 +95,37 @@ pub async fn page(
     content.json.insert("share_policy".into(), json!(sum.share_policy));
     content.json.insert("markup_rate".into(), json!(sum.markup_basis_points as f64 / 10_000.0));
     content.json.insert("total_cost".into(), json!(total(&sum) as f64 / 1e9));
+    // What the direct cost paid for: what an invoice itemizes.
+    let line = |what: &str, nanos: i64| vec![Cell::Text(what.into()), money(nanos)];
+    let breakdown = Table {
+        title: format!("{client}: what the charge is made of"),
+        totals: vec![line("Total to charge", total(&sum))],
+        columns: vec!["line", "cost"],
+        rows: vec![
+            line("GPU (pods' accelerator split cost)", sum.gpu_split_nanos),
+            line("CPU (pods' vCPU split cost)", sum.cpu_split_nanos),
+            line("Memory (pods' memory split cost)", sum.memory_split_nanos),
+            line("Storage (tagged S3, EBS, EFS, FSx)", sum.storage_nanos),
+            line("Network (tagged data transfer)", sum.network_nanos),
+            line("Other tagged AWS cost", sum.other_direct_nanos),
+            line("Shared platform", sum.shared_platform_nanos),
+            line("Shared idle capacity", sum.shared_idle_nanos),
+            line(
+                "Shared infrastructure (control plane, root volumes, EC2 not allocated to pods)",
+                sum.shared_infrastructure_nanos,
+            ),
+            line("Markup", sum.markup_nanos),
+        ],
+    };
+    content.table(
+        "breakdown",
+        &format!(
+            "What the charge is made of; of the pods' cost, training {} and inference {}",
+            usd(sum.training_nanos),
+            usd(sum.inference_nanos)
+        ),
+        Report { table: breakdown, extra: serde_json::Map::new() },
+    );
 
     // Every computed month, for the trend.
     let months: Vec<&ClientRollup> =
@@ -108,6 +142,7 @@ pub async fn page(
             "direct_cost",
             "shared_platform_cost",
             "shared_idle_cost",
+            "shared_infrastructure_cost",
             "markup",
             "total_cost",
         ],
@@ -117,9 +152,10 @@ pub async fn page(
                 vec![
                     Cell::Text(c.period.clone()),
                     Cell::Text(c.share_policy.clone()),
-                    money(c.direct_cost_nanos),
+                    money(c.direct_total_nanos()),
                     money(c.shared_platform_nanos),
                     money(c.shared_idle_nanos),
+                    money(c.shared_infrastructure_nanos),
                     money(c.markup_nanos),
                     money(total(c)),
                 ]

@@ -32,15 +32,18 @@ pub async fn clients(
             .collect();
         content.tables.push((
             "clients".into(),
-            "Chargeback by client (shares of platform and idle cost, markup); each client links to its detail"
+            "Chargeback by client (direct cost, shares of the platform, idle and infrastructure pools, markup); each client links to its detail"
                 .into(),
             report,
             links,
         ));
         content.notes.push(
-            "Direct cost is each client's pods' split cost. The platform pool (kube-system, monitoring, \
-             gpu-operator) and the idle pool (unused capacity AWS pushed down to pods) are shared by each \
-             client's policy; (unassigned) keeps the rest, so every shared dollar is accounted for."
+            "Direct cost is each client's pods' split cost plus the AWS resources tagged to it (user_client). \
+             The platform pool (kube-system, monitoring, gpu-operator), the idle pool (unused capacity AWS \
+             pushed down to pods) and the infrastructure pool (cluster cost no client claims: control plane, \
+             root volumes, EC2 not allocated to pods) are shared by each client's policy; (unassigned) keeps \
+             the rest and every untagged line, so the clients and (unassigned) add up to the whole amortized \
+             bill."
                 .into(),
         );
     }
