@@ -62,7 +62,16 @@ pub fn usd_decimal(micros: i64) -> String {
 
 /// Dollars for people: `$12,340.50`, rounded half away from zero to the cent.
 pub fn format_usd(micros: i64) -> String {
-    let cents = (micros.unsigned_abs() + 5_000) / 10_000;
+    format_cents(micros < 0, (micros.unsigned_abs() + 5_000) / 10_000)
+}
+
+/// Nano-dollars for people, rounded once, straight to the cent (never through micro-dollars:
+/// rounding twice turns $0.0049995 into $0.01).
+pub fn format_usd_nanos(nanos: i64) -> String {
+    format_cents(nanos < 0, (nanos.unsigned_abs() + 5_000_000) / 10_000_000)
+}
+
+fn format_cents(negative: bool, cents: u64) -> String {
     let dollars = (cents / 100).to_string();
     let mut grouped = String::with_capacity(dollars.len() + dollars.len() / 3);
     for (i, digit) in dollars.chars().enumerate() {
@@ -71,7 +80,7 @@ pub fn format_usd(micros: i64) -> String {
         }
         grouped.push(digit);
     }
-    let sign = if micros < 0 && cents > 0 { "-" } else { "" };
+    let sign = if negative && cents > 0 { "-" } else { "" };
     format!("{sign}${grouped}.{:02}", cents % 100)
 }
 
@@ -86,6 +95,10 @@ mod tests {
         assert_eq!(format_usd(-1_500_000), "-$1.50");
         assert_eq!(format_usd(999), "$0.00");
         assert_eq!(format_usd(1_000_000_000_000), "$1,000,000.00");
+        // Rounded once: 0.0049995 is under half a cent.
+        assert_eq!(format_usd_nanos(4_999_500), "$0.00");
+        assert_eq!(format_usd(micros_from_nanos(4_999_500)), "$0.01", "what rounding twice gave");
+        assert_eq!(format_usd_nanos(-12_345_000_000), "-$12.35");
         assert_eq!(usd_decimal(-1_234_567), "-1.234567");
         assert_eq!(usd_decimal(42), "0.000042");
         assert_eq!(micros_from_usd(32.7726), 32_772_600);

@@ -12,7 +12,8 @@
 //! ```
 //!
 //! Amounts are USD as JSON numbers with at most six decimals; `cluster` appears only with
-//! `--by-cluster`. `kubernetes_total` + `unallocated_ec2_cost` (EC2 instance cost no pod was
+//! `--by-cluster`. Rows are rounded so that they add up: Σ rows' `total_cost` =
+//! `kubernetes_total` (largest remainder, [`NamespaceReport::rounded_rows`]). `kubernetes_total` + `unallocated_ec2_cost` (EC2 instance cost no pod was
 //! given) + `other_cost` = `bill_amortized_total` exactly.
 
 pub mod bill;
@@ -22,7 +23,7 @@ pub mod usage;
 
 use serde_json::{Value, json};
 
-use crate::money::{format_usd, micros_from_nanos, usd_decimal};
+use crate::money::{apportion_micros, format_usd, micros_from_nanos, usd_decimal};
 use crate::period::Period;
 use crate::store::{NamespaceCost, Store, StoreError};
 
@@ -138,6 +139,18 @@ impl NamespaceReport {
         self.bill_amortized_micros - self.kubernetes_total_micros() - self.unallocated_ec2_micros
     }
 
+    /// Each row's (split, unused, total) in micro-dollars, rounded so that the rows add up:
+    /// totals to the Kubernetes total and splits to the rounded sum of splits (largest
+    /// remainder), unused = total − split. So rows + unallocated EC2 + other cost = the bill
+    /// in every format, to the micro-dollar.
+    pub fn rounded_rows(&self) -> Vec<(i64, i64, i64)> {
+        let totals: Vec<i64> = self.rows.iter().map(|r| r.split_cost_nanos + r.unused_cost_nanos).collect();
+        let splits: Vec<i64> = self.rows.iter().map(|r| r.split_cost_nanos).collect();
+        let totals = apportion_micros(&totals, self.kubernetes_total_micros());
+        let splits = apportion_micros(&splits, micros_from_nanos(splits.iter().sum()));
+        totals.into_iter().zip(splits).map(|(total, split)| (split, total - split, total)).collect()
+    }
+
     pub fn render(&self, format: OutputFormat) -> String {
         match format {
             OutputFormat::Json => serde_json::to_string_pretty(&self.to_json()).unwrap_or_default() + "\n",
@@ -150,12 +163,13 @@ impl NamespaceReport {
         let rows: Vec<Value> = self
             .rows
             .iter()
-            .map(|r| {
+            .zip(self.rounded_rows())
+            .map(|(r, (split, unused, total))| {
                 let mut row = json!({
                     "namespace": r.namespace,
-                    "split_cost": usd(micros_from_nanos(r.split_cost_nanos)),
-                    "unused_cost": usd(micros_from_nanos(r.unused_cost_nanos)),
-                    "total_cost": usd(micros_from_nanos(r.split_cost_nanos + r.unused_cost_nanos)),
+                    "split_cost": usd(split),
+                    "unused_cost": usd(unused),
+                    "total_cost": usd(total),
                     "net_total_cost": usd(micros_from_nanos(r.net_split_cost_nanos + r.net_unused_cost_nanos)),
                     "public_on_demand_total_cost":
                         usd(micros_from_nanos(r.public_on_demand_split_cost_nanos + r.public_on_demand_unused_cost_nanos)),
@@ -183,14 +197,14 @@ impl NamespaceReport {
         out.push_str(&format!(
             "{cluster_head}namespace,split_cost,unused_cost,total_cost,net_total_cost,public_on_demand_total_cost\n"
         ));
-        for r in &self.rows {
+        for (r, (split, unused, total)) in self.rows.iter().zip(self.rounded_rows()) {
             let cluster = if self.by_cluster { format!("{},", csv_cell(&r.cluster)) } else { String::new() };
             out.push_str(&format!(
                 "{cluster}{},{},{},{},{},{}\n",
                 csv_cell(&r.namespace),
-                usd_decimal(micros_from_nanos(r.split_cost_nanos)),
-                usd_decimal(micros_from_nanos(r.unused_cost_nanos)),
-                usd_decimal(micros_from_nanos(r.split_cost_nanos + r.unused_cost_nanos)),
+                usd_decimal(split),
+                usd_decimal(unused),
+                usd_decimal(total),
                 usd_decimal(micros_from_nanos(r.net_split_cost_nanos + r.net_unused_cost_nanos)),
                 usd_decimal(micros_from_nanos(
                     r.public_on_demand_split_cost_nanos + r.public_on_demand_unused_cost_nanos
@@ -214,7 +228,7 @@ impl NamespaceReport {
         let heading = if self.by_cluster { "cluster / namespace" } else { "namespace" };
         let mut lines: Vec<[String; 6]> =
             vec![[heading, "split", "unused", "total", "net total", "on-demand total"].map(String::from)];
-        for r in &self.rows {
+        for (r, (split, unused, total)) in self.rows.iter().zip(self.rounded_rows()) {
             let name = if self.by_cluster {
                 format!("{} / {}", r.cluster, r.namespace)
             } else {
@@ -222,9 +236,9 @@ impl NamespaceReport {
             };
             lines.push([
                 name,
-                format_usd(micros_from_nanos(r.split_cost_nanos)),
-                format_usd(micros_from_nanos(r.unused_cost_nanos)),
-                format_usd(micros_from_nanos(r.split_cost_nanos + r.unused_cost_nanos)),
+                format_usd(split),
+                format_usd(unused),
+                format_usd(total),
                 format_usd(micros_from_nanos(r.net_split_cost_nanos + r.net_unused_cost_nanos)),
                 format_usd(micros_from_nanos(
                     r.public_on_demand_split_cost_nanos + r.public_on_demand_unused_cost_nanos,

@@ -156,3 +156,15 @@ async fn two_currencies_in_a_period_are_refused() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_folder_holding_exports_lists_them() {
+    let case = BadInputCase::new(CurFormat::Parquet).await;
+    // The generator's output folder holds cur/<export>/ like a synced bucket.
+    let output =
+        run(&["--database-url", &case.database_url, "ingest", "cur", &case.dir.path().display().to_string()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("holds 1 CUR 2.0 export(s)"), "{stderr}");
+    assert!(stderr.contains(&case.export().display().to_string()), "the export is listed: {stderr}");
+}

@@ -90,6 +90,14 @@ pub async fn assert_matches_truth(store: &dyn Store, truth: &Value, period: &str
         report.bill_amortized_micros,
         "{period}: Kubernetes + unallocated EC2 + other = bill"
     );
+    // The rows as printed add up too: rounded so that they sum to the Kubernetes total.
+    let rows: i64 = json["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["total_cost"].as_f64().unwrap() * 1e6).round() as i64)
+        .sum();
+    assert_eq!(rows, report.kubernetes_total_micros(), "{period}: printed rows add up");
     assert_bill_matches_truth(store, truth, period).await;
 }
 

@@ -54,6 +54,15 @@ async fn the_home_page_says_when_the_database_is_empty_and_lists_what_was_ingest
         "an object, not text"
     );
     assert_eq!(json["ingest_runs"][0]["status"], "succeeded");
+    // The newest period's bill, tied out: the bridge's amortized step is the stored bill,
+    // and the page shows the bridge.
+    let bill = &json["bill"];
+    assert_eq!(bill["period"], "2026-10");
+    assert_eq!(bill["amortized_total"], json["periods"][0]["bill_amortized"]);
+    let step = |name: &str| bill["bridge"].as_array().unwrap().iter().find(|s| s["step"] == name).cloned();
+    assert_eq!(step("Amortized cost").unwrap()["amount"], bill["amortized_total"]);
+    assert!(step("Net amortized cost with tax").is_some(), "{bill}");
+    assert!(page.contains("The bill of 2026-10, tied out"), "{page}");
 }
 
 /// GET with headers, returning status, response headers and the body bytes.

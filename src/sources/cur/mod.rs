@@ -67,10 +67,44 @@ pub fn local_source(path: &Path) -> Result<(LocalFolder, Option<Period>), CurErr
     if !path.exists() {
         return Err(invalid(path.display().to_string(), "no such folder"));
     }
+    let mut exports = Vec::new();
+    find_exports(path, 4, &mut exports);
+    if !exports.is_empty() {
+        exports.sort();
+        let listed: Vec<String> = exports.iter().map(|e| format!("  {}", e.display())).collect();
+        return Err(invalid(
+            path.display().to_string(),
+            format!(
+                "this folder holds {} CUR 2.0 export(s) deeper down; give one of them as SOURCE:\n{}",
+                exports.len(),
+                listed.join("\n")
+            ),
+        ));
+    }
     Err(invalid(
         path.display().to_string(),
         "not a CUR 2.0 export: expected a folder holding metadata/, or a BILLING_PERIOD=YYYY-MM folder",
     ))
+}
+
+/// Export roots (folders holding `metadata/BILLING_PERIOD=…`) under `folder`, up to `depth`
+/// levels down: what a synced bucket looks like.
+fn find_exports(folder: &Path, depth: u32, found: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(folder) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !path.is_dir() {
+            continue;
+        }
+        let has_periods = std::fs::read_dir(path.join("metadata")).is_ok_and(|mut periods| {
+            periods.any(|p| p.is_ok_and(|p| partition_period(&p.file_name().to_string_lossy()).is_some()))
+        });
+        if has_periods {
+            found.push(path);
+        } else if depth > 1 {
+            find_exports(&path, depth - 1, found);
+        }
+    }
 }
 
 /// The export's name: the root folder's last segment (what manifests are named after).

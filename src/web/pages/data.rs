@@ -8,6 +8,7 @@ use chrono::{TimeZone, Utc};
 use serde::Deserialize;
 
 use crate::money::{format_usd, usd_decimal};
+use crate::report::bill::BillReport;
 use crate::store::{IngestRun, PeriodSummary, RunStatus};
 use crate::web::{AppState, WebError};
 
@@ -50,6 +51,14 @@ struct ReconciliationLine {
     reconciles: bool,
 }
 
+/// One line of the newest period's tie-out bridge.
+#[derive(serde::Serialize)]
+struct BridgeLine {
+    step: String,
+    amount: String,
+    subtotal: bool,
+}
+
 /// When each kind of data last arrived.
 #[derive(serde::Serialize)]
 struct FreshnessLine {
@@ -67,6 +76,11 @@ struct HomePage {
     backend: &'static str,
     periods: Vec<PeriodLine>,
     reconciliations: Vec<ReconciliationLine>,
+    /// The newest period's bill: its period, the bridge, and the net total from the net_*
+    /// columns when the export has them.
+    bill_period: String,
+    bridge: Vec<BridgeLine>,
+    net_from_columns: String,
     freshness: Vec<FreshnessLine>,
     runs: Vec<RunLine>,
 }
@@ -135,6 +149,11 @@ pub async fn page(
     let runs: Vec<IngestRun> = state.store.ingest_runs(50).await?;
     let reconciliations = reconciliations(&runs);
     let freshness = freshness(&runs, Utc::now().timestamp());
+    // The newest period's bill and its bridge (`report bill` for the others).
+    let bill = match periods.first() {
+        Some(newest) => state.store.bill(&newest.period).await?.map(BillReport::from_period),
+        None => None,
+    };
     if query.format.as_deref() == Some("json") {
         // One money format in every JSON twin: USD as a decimal string ("108138.708318").
         let periods: Vec<serde_json::Value> = periods
@@ -169,6 +188,7 @@ pub async fn page(
             "reconciliation": reconciliations,
             "freshness": freshness,
             "pending_compute": state.store.pending_periods().await?,
+            "bill": bill.as_ref().map(BillReport::to_json),
             "ingest_runs": runs,
         }))
         .into_response());
@@ -189,6 +209,25 @@ pub async fn page(
             })
             .collect(),
         reconciliations,
+        bill_period: bill.as_ref().map(|b| b.period.period.clone()).unwrap_or_default(),
+        bridge: bill
+            .as_ref()
+            .map(|b| {
+                b.bridge
+                    .iter()
+                    .map(|s| BridgeLine {
+                        step: s.step.clone(),
+                        amount: format_usd(s.micros),
+                        subtotal: s.kind != "change",
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        net_from_columns: bill
+            .as_ref()
+            .and_then(|b| b.period.net_amortized_micros)
+            .map(format_usd)
+            .unwrap_or_default(),
         freshness,
         runs: runs
             .into_iter()

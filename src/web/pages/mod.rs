@@ -406,7 +406,7 @@ fn table_view(
 }
 
 pub(super) fn usd(nanos: i64) -> String {
-    crate::money::format_usd(nanos / 1000)
+    crate::money::format_usd_nanos(nanos)
 }
 
 pub(super) fn percent(value: Option<f64>) -> String {
