@@ -168,3 +168,50 @@ async fn a_folder_holding_exports_lists_them() {
     assert!(stderr.contains("holds 1 CUR 2.0 export(s)"), "{stderr}");
     assert!(stderr.contains(&case.export().display().to_string()), "the export is listed: {stderr}");
 }
+
+/// AWS's own Parquet layout: key/value columns as Parquet MAP<string, string>. The fixture's
+/// sums were read back with pyarrow alone (`tests/fixtures/aws-parquet-map/README.md`).
+#[tokio::test]
+async fn parquet_map_columns_as_aws_writes_them_are_read() {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/aws-parquet-map");
+    let expected: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture.join("expected.json")).unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("ledger.db").display());
+    let source = fixture.join("gpuledger-cur2").display().to_string();
+    let output = run(&["--database-url", &url, "ingest", "cur", &source]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let store = gpuledger::store::connect(&url).await.unwrap();
+    let period: gpuledger::period::Period = "2026-10".parse().unwrap();
+    // Namespaces from the pod ARNs, to the nano-dollar rounding of 2,500 rows.
+    let report = gpuledger::report::NamespaceReport::load(store.as_ref(), period, None, false).await.unwrap();
+    let namespaces = expected["namespaces"].as_object().unwrap();
+    assert_eq!(report.rows.len(), namespaces.len());
+    for row in &report.rows {
+        let got = (row.split_cost_nanos + row.unused_cost_nanos) as f64 / 1e9;
+        let want = namespaces[&row.namespace].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-5, "{}: {got} vs pyarrow's {want}", row.namespace);
+    }
+    // The tags map: each pod's user_client label, through compute's client mapping.
+    gpuledger::engine::compute::compute_period(store.as_ref(), period, &Default::default()).await.unwrap();
+    let rollups = store.rollups("2026-10").await.unwrap().unwrap();
+    for (client, want) in expected["clients"].as_object().unwrap().iter().filter(|(c, _)| *c != "(none)") {
+        let got: i64 = rollups
+            .costs
+            .iter()
+            .filter(|c| &c.client == client)
+            .map(|c| c.split_cost_nanos + c.unused_cost_nanos)
+            .sum();
+        assert!(
+            (got as f64 / 1e9 - want.as_f64().unwrap()).abs() < 1e-5,
+            "{client}: {got} nano-dollars vs {want}"
+        );
+    }
+    let bill = run(&["--database-url", &url, "report", "bill", "--period", "2026-10", "--format", "json"]);
+    let bill: Value = serde_json::from_slice(&bill.stdout).unwrap();
+    let unblended: f64 = bill["unblended_total"].as_str().unwrap().parse().unwrap();
+    assert!(
+        (unblended - expected["unblended_total"].as_f64().unwrap()).abs() < 1e-5,
+        "unblended {unblended}"
+    );
+}
