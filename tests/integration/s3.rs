@@ -223,3 +223,40 @@ async fn an_endpoint_that_stops_answering_half_way_is_refused() {
     assert!(started.elapsed() < Duration::from_secs(60), "gives up after the timeout, not never");
     assert_eq!(before, snapshot(store.as_ref()).await);
 }
+
+/// Two data files with the same base name in different folders (as CREATE_NEW deliveries
+/// name them) are two files: each downloads under its whole key, neither overwrites the other.
+#[tokio::test]
+async fn data_files_with_the_same_base_name_stay_distinct() {
+    use polars::prelude::*;
+    let Some(moto) = start_moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path(), Scale::Demo, CurFormat::Parquet, 1, 32);
+    // The month's one data file, split in two halves with the same name in two folders.
+    let period = export_root(dir.path()).join("data/BILLING_PERIOD=2026-10");
+    let name = format!("{EXPORT}-00001.snappy.parquet");
+    let whole = ParquetReader::new(std::fs::File::open(period.join(&name)).unwrap()).finish().unwrap();
+    std::fs::remove_file(period.join(&name)).unwrap();
+    let half = whole.height() / 2;
+    let mut keys = Vec::new();
+    for (folder, mut part) in
+        [("part-a", whole.slice(0, half)), ("part-b", whole.slice(half as i64, whole.height() - half))]
+    {
+        std::fs::create_dir_all(period.join(folder)).unwrap();
+        ParquetWriter::new(std::fs::File::create(period.join(folder).join(&name)).unwrap())
+            .finish(&mut part)
+            .unwrap();
+        keys.push(format!("s3://{BUCKET}/cur/{EXPORT}/data/BILLING_PERIOD=2026-10/{folder}/{name}"));
+    }
+    let manifest =
+        export_root(dir.path()).join(format!("metadata/BILLING_PERIOD=2026-10/{EXPORT}-Manifest.json"));
+    let mut json: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    json["dataFiles"] = serde_json::json!(keys);
+    std::fs::write(&manifest, json.to_string()).unwrap();
+    upload(&moto.url, dir.path()).await;
+    let database_url = format!("sqlite:{}", dir.path().join("ledger.db").display());
+    let output = ingest_from(&moto.url, &database_url, &format!("s3://{BUCKET}/cur/{EXPORT}"));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let store = store::connect(&database_url).await.unwrap();
+    assert_matches_truth(store.as_ref(), &truth(dir.path(), "2026-10"), "2026-10").await;
+}
