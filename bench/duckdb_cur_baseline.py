@@ -3,6 +3,9 @@ into an on-disk table grouped the way gpuledger stores it (split rows by hour, c
 namespace, workload, node, instance and resource kind; other cost by day and service), with
 2 threads. Prints rows, seconds and rows/s as JSON. Run under `/usr/bin/time -v` for peak RSS.
 
+Reads both layouts: the generator's list<struct<key,value>> tag columns and Parquet MAP
+columns as AWS writes them (bench/cur_to_map_columns.py makes the latter from the former).
+
 usage: python bench/duckdb_cur_baseline.py EXPORT_DATA_PERIOD_FOLDER DB_PATH
 """
 import json
@@ -20,13 +23,23 @@ started = time.time()
 con = duckdb.connect(db_path)
 con.execute("SET threads = 2")
 rows = con.execute(f"SELECT count(*) FROM read_parquet('{files}')").fetchone()[0]
+tags_type = con.execute(f"SELECT typeof(resource_tags) FROM read_parquet('{files}') LIMIT 1").fetchone()[0]
+
+
+def tag(key):
+    """One tag's value, whichever layout the export uses."""
+    if tags_type.startswith("MAP"):
+        return f"resource_tags['{key}']"
+    return f"map_extract(map_from_entries(resource_tags), '{key}')[1]"
+
+
 con.execute(f"""
 CREATE TABLE pod_costs AS
 SELECT date_trunc('hour', line_item_usage_start_date) AS hour,
        split_part(line_item_resource_id, '/', 2) AS cluster,
        split_part(line_item_resource_id, '/', 3) AS namespace,
-       coalesce(nullif(map_extract(map_from_entries(resource_tags), 'aws_eks_workload_name')[1], ''), '') AS workload,
-       map_extract(map_from_entries(resource_tags), 'aws_eks_node')[1] AS node,
+       coalesce(nullif({tag('aws_eks_workload_name')}, ''), '') AS workload,
+       {tag('aws_eks_node')} AS node,
        split_line_item_parent_resource_id AS instance_id,
        CASE WHEN line_item_usage_type LIKE '%Accelerator-Hours' THEN 'gpu'
             WHEN line_item_usage_type LIKE '%vCPU-Hours' THEN 'vcpu' ELSE 'memory' END AS resource,
@@ -48,4 +61,4 @@ GROUP BY ALL
 """)
 con.close()
 seconds = time.time() - started
-print(json.dumps({"rows": rows, "seconds": round(seconds, 2), "rows_per_second": round(rows / seconds)}))
+print(json.dumps({"rows": rows, "tags": tags_type, "seconds": round(seconds, 2), "rows_per_second": round(rows / seconds)}))

@@ -231,6 +231,9 @@ struct PoolSpec {
     /// GPUs per pod (CPU pools: pods per node).
     per_pod: u32,
     workloads: &'static [usize],
+    /// At large scale, the pool runs short-lived Jobs (minutes each), as a real fleet's CI
+    /// and ETL pools do: hundreds of thousands of distinct pods a month.
+    churns_at_large: bool,
 }
 
 const POOLS: &[PoolSpec] = &[
@@ -242,6 +245,7 @@ const POOLS: &[PoolSpec] = &[
         nodes: [1, 2, 14],
         per_pod: 8,
         workloads: &[0, 3],
+        churns_at_large: false,
     },
     PoolSpec {
         name: "train-a100-spot",
@@ -251,6 +255,7 @@ const POOLS: &[PoolSpec] = &[
         nodes: [1, 2, 28],
         per_pod: 8,
         workloads: &[1, 2],
+        churns_at_large: false,
     },
     PoolSpec {
         name: "train-a100-ondemand",
@@ -260,6 +265,7 @@ const POOLS: &[PoolSpec] = &[
         nodes: [1, 1, 12],
         per_pod: 8,
         workloads: &[3, 4],
+        churns_at_large: false,
     },
     PoolSpec {
         name: "infer-a10g",
@@ -269,6 +275,7 @@ const POOLS: &[PoolSpec] = &[
         nodes: [2, 3, 30],
         per_pod: 1,
         workloads: &[5, 6],
+        churns_at_large: false,
     },
     PoolSpec {
         name: "infer-l4",
@@ -278,6 +285,7 @@ const POOLS: &[PoolSpec] = &[
         nodes: [1, 2, 26],
         per_pod: 1,
         workloads: &[7, 8],
+        churns_at_large: false,
     },
     PoolSpec {
         name: "infer-a100",
@@ -287,6 +295,7 @@ const POOLS: &[PoolSpec] = &[
         nodes: [1, 1, 6],
         per_pod: 1,
         workloads: &[9],
+        churns_at_large: false,
     },
     PoolSpec {
         name: "notebooks",
@@ -296,6 +305,7 @@ const POOLS: &[PoolSpec] = &[
         nodes: [2, 4, 34],
         per_pod: 1,
         workloads: &[10, 11, 12],
+        churns_at_large: false,
     },
     PoolSpec {
         name: "batch-l4-spot",
@@ -305,6 +315,7 @@ const POOLS: &[PoolSpec] = &[
         nodes: [1, 3, 22],
         per_pod: 1,
         workloads: &[13, 14],
+        churns_at_large: false,
     },
     PoolSpec {
         name: "west-infer-l40s",
@@ -314,6 +325,7 @@ const POOLS: &[PoolSpec] = &[
         nodes: [0, 2, 16],
         per_pod: 1,
         workloads: &[6, 8],
+        churns_at_large: false,
     },
     PoolSpec {
         name: "west-train-a10g-spot",
@@ -323,6 +335,7 @@ const POOLS: &[PoolSpec] = &[
         nodes: [0, 2, 12],
         per_pod: 8,
         workloads: &[2, 4],
+        churns_at_large: false,
     },
     PoolSpec {
         name: "general",
@@ -332,6 +345,7 @@ const POOLS: &[PoolSpec] = &[
         nodes: [3, 5, 130],
         per_pod: 8,
         workloads: &[15, 16, 17, 18],
+        churns_at_large: false,
     },
     PoolSpec {
         name: "general-ondemand",
@@ -341,6 +355,7 @@ const POOLS: &[PoolSpec] = &[
         nodes: [1, 2, 60],
         per_pod: 8,
         workloads: &[15, 16, 17],
+        churns_at_large: false,
     },
     PoolSpec {
         name: "cpu-spot",
@@ -350,6 +365,7 @@ const POOLS: &[PoolSpec] = &[
         nodes: [2, 4, 70],
         per_pod: 4,
         workloads: &[19, 20],
+        churns_at_large: true,
     },
     PoolSpec {
         name: "west-general",
@@ -359,6 +375,7 @@ const POOLS: &[PoolSpec] = &[
         nodes: [0, 2, 40],
         per_pod: 4,
         workloads: &[15, 16],
+        churns_at_large: false,
     },
 ];
 
@@ -515,12 +532,19 @@ impl World {
         };
         // Start some slots part-way into the month so the fleet is not in lock-step.
         let mut cursor = rng.int(0, 36) * 3600 + rng.int(0, 3600 / interval - 1) * interval;
+        let churns = pool.churns_at_large && self.scale == Scale::Large && !gpu_node;
         while cursor < month_seconds {
             let workload_index = pool.workloads[rng.int(0, pool.workloads.len() as i64 - 1) as usize];
             let workload = &WORKLOADS[workload_index];
-            let (run_hours, gap_hours) = tenancy_hours(workload.class, rng);
-            let end_offset = rng.int(0, 3600 / interval - 1) * interval;
-            let end = (cursor + run_hours * 3600 + end_offset).min(month_seconds);
+            let (run_seconds, gap_seconds) = if churns {
+                // Short Jobs: 10 to 60 minutes each, 5 to 40 minutes apart.
+                (rng.int(10, 60) * 60, rng.int(5, 40) * 60)
+            } else {
+                let (run_hours, gap_hours) = tenancy_hours(workload.class, rng);
+                let end_offset = rng.int(0, 3600 / interval - 1) * interval;
+                (run_hours * 3600 + end_offset, gap_hours * 3600 + rng.int(0, 3600 / interval - 1) * interval)
+            };
+            let end = (cursor + run_seconds).min(month_seconds);
             let pod_index = self.pods.len();
             let mut name_rng = Rng::derive(self.seed, &[3, pod_index as u64]);
             let (controller, name) = match workload.kind {
@@ -562,7 +586,7 @@ impl World {
                     node.running[hour as usize] = true;
                 }
             }
-            cursor = end + gap_hours * 3600 + rng.int(0, 3600 / interval - 1) * interval;
+            cursor = end + gap_seconds;
         }
     }
 
