@@ -28,9 +28,7 @@ use crate::period::Period;
 use crate::sources::cur::reader::{self, Col, Columns};
 use crate::sources::cur::{CurError, invalid};
 use crate::split::Resource;
-use crate::store::{
-    BillLine, CostPeriod, FactBatch, FactRecord, InstanceHour, OtherCost, PodAttributes, PodRecord,
-};
+use crate::store::{BillLine, CostPeriod, FactBatch, FactRecord, InstanceHour, OtherCost, PodRecord};
 
 /// Σ(split + unused) may differ from the parent's amortized cost by this fraction.
 pub const SPLIT_TOLERANCE: f64 = 1e-4;
@@ -124,10 +122,13 @@ pub struct PeriodBuilder {
     /// Pod dimensions (cluster, namespace, workload, workload type, pod, node, labels) as
     /// interned ids; facts point at them by index.
     pods: HashMap<[u32; 7], u32>,
-    /// Store pod id per (pod dimensions, instance), and where each stored pod was first seen
-    /// (instance, hour), to give it the instance's attributes at the end.
+    /// Store pod id per (pod dimensions, instance); the pods, in id order, and where each was
+    /// first seen (instance, hour), to give it the instance's attributes at the end.
     pod_ids: HashMap<(u32, u32), i64>,
+    pod_records: Vec<PodRecord>,
     pod_first_seen: Vec<(u32, i64)>,
+    /// Store pod id per (interned pod ARN, instance): the per-row shortcut past the tags.
+    pod_by_arn: HashMap<(u32, u32), i64>,
     /// Facts (and new pods) read but not yet handed to the store.
     pending: FactBatch,
     allocated_nanos: i128,
@@ -154,7 +155,9 @@ impl PeriodBuilder {
             strings: Interner::default(),
             pods: HashMap::new(),
             pod_ids: HashMap::new(),
+            pod_records: Vec::new(),
             pod_first_seen: Vec::new(),
+            pod_by_arn: HashMap::new(),
             pending: FactBatch::default(),
             allocated_nanos: 0,
             instances: HashMap::new(),
@@ -423,10 +426,61 @@ impl PeriodBuilder {
         self.check_in_period(c, row, start)?;
         self.check_hourly(c, row, start)?;
         let hour = start - start.rem_euclid(3600);
+        let instance = self.strings.id(parent);
+        // A pod's every row names it by the same ARN (its uid makes it unique): the tags
+        // are read and the pod resolved once per pod and instance, not once per row.
+        let arn = c.text(Col::LineItemResourceId, row);
+        let known = if arn.contains('/') { Some((self.strings.id(arn), instance)) } else { None };
+        let pod_id = match known.and_then(|key| self.pod_by_arn.get(&key)) {
+            Some(&pod_id) => pod_id,
+            None => {
+                let pod_id = self.resolve_pod(c, row, arn, parent, instance, hour)?;
+                if let Some(key) = known {
+                    self.pod_by_arn.insert(key, pod_id);
+                }
+                pod_id
+            }
+        };
+        // Net costs only when present and positive, else gross (CID rule).
+        let net = |column: Col, gross: f64| -> Result<f64, CurError> {
+            Ok(c.number(column, row)?.filter(|v| *v > 0.0).unwrap_or(gross))
+        };
+        *self.pod_sums.entry((instance, hour)).or_default() += split_cost + unused_cost;
+        let (split_nanos, unused_nanos) = (nanos_from_usd(split_cost), nanos_from_usd(unused_cost));
+        self.allocated_nanos += i128::from(split_nanos) + i128::from(unused_nanos);
+        self.pending.facts.push(FactRecord {
+            pod_id,
+            hour,
+            resource: resource.unwrap_or(Resource::Vcpu).as_str(),
+            split_usage: c.amount(Col::SplitLineItemSplitUsage, row)?,
+            split_cost_nanos: split_nanos,
+            unused_cost_nanos: unused_nanos,
+            net_split_cost_nanos: nanos_from_usd(net(Col::SplitLineItemNetSplitCost, split_cost)?),
+            net_unused_cost_nanos: nanos_from_usd(net(Col::SplitLineItemNetUnusedCost, unused_cost)?),
+            public_on_demand_split_cost_nanos: nanos_from_usd(
+                c.amount(Col::SplitLineItemPublicOnDemandSplitCost, row)?,
+            ),
+            public_on_demand_unused_cost_nanos: nanos_from_usd(
+                c.amount(Col::SplitLineItemPublicOnDemandUnusedCost, row)?,
+            ),
+        });
+        Ok(())
+    }
+
+    /// The store pod id of a split row's pod on `parent`: from its ARN (or, without one, its
+    /// tags), its dimensions and `user_*` labels; a new pod record the first time.
+    fn resolve_pod(
+        &mut self,
+        c: &Columns<'_>,
+        row: usize,
+        arn: &str,
+        parent: &str,
+        instance: u32,
+        hour: i64,
+    ) -> Result<i64, CurError> {
         let tags = c.map(Col::ResourceTags, row)?;
         let tag = |name: &str| tags.iter().find(|(k, _)| k == name).map_or("", |(_, v)| v.as_ref());
         // arn:aws:eks:<region>:<account>:pod/<cluster>/<namespace>/<pod>/<uid>
-        let arn = c.text(Col::LineItemResourceId, row);
         let mut parts = arn.split('/');
         let (cluster, namespace, pod) = match (parts.next(), parts.next(), parts.next(), parts.next()) {
             (Some(_), Some(cluster), Some(namespace), Some(pod)) => (cluster, namespace, pod),
@@ -461,13 +515,12 @@ impl PeriodBuilder {
         ];
         let next_pod = self.pods.len() as u32;
         let pod_index = *self.pods.entry(dimensions).or_insert(next_pod);
-        let instance = self.strings.id(parent);
         let next_id = self.pod_ids.len() as i64;
         let pod_id = *self.pod_ids.entry((pod_index, instance)).or_insert(next_id);
         if pod_id == next_id {
             self.pod_first_seen.push((instance, hour));
             let text = |id: u32| self.strings.get(id).to_string();
-            self.pending.pods.push(PodRecord {
+            self.pod_records.push(PodRecord {
                 id: pod_id,
                 cluster: text(dimensions[0]),
                 namespace: text(dimensions[1]),
@@ -482,38 +535,12 @@ impl PeriodBuilder {
                 labels: text(dimensions[6]),
             });
         }
-        // Net costs only when present and positive, else gross (CID rule).
-        let net = |column: Col, gross: f64| -> Result<f64, CurError> {
-            Ok(c.number(column, row)?.filter(|v| *v > 0.0).unwrap_or(gross))
-        };
-        *self.pod_sums.entry((instance, hour)).or_default() += split_cost + unused_cost;
-        let (split_nanos, unused_nanos) = (nanos_from_usd(split_cost), nanos_from_usd(unused_cost));
-        self.allocated_nanos += i128::from(split_nanos) + i128::from(unused_nanos);
-        self.pending.facts.push(FactRecord {
-            pod_id,
-            hour,
-            resource: resource.unwrap_or(Resource::Vcpu).as_str(),
-            reserved_usage: c.amount(Col::SplitLineItemReservedUsage, row)?,
-            actual_usage: c.amount(Col::SplitLineItemActualUsage, row)?,
-            split_usage: c.amount(Col::SplitLineItemSplitUsage, row)?,
-            split_usage_ratio: c.amount(Col::SplitLineItemSplitUsageRatio, row)?,
-            split_cost_nanos: split_nanos,
-            unused_cost_nanos: unused_nanos,
-            net_split_cost_nanos: nanos_from_usd(net(Col::SplitLineItemNetSplitCost, split_cost)?),
-            net_unused_cost_nanos: nanos_from_usd(net(Col::SplitLineItemNetUnusedCost, unused_cost)?),
-            public_on_demand_split_cost_nanos: nanos_from_usd(
-                c.amount(Col::SplitLineItemPublicOnDemandSplitCost, row)?,
-            ),
-            public_on_demand_unused_cost_nanos: nanos_from_usd(
-                c.amount(Col::SplitLineItemPublicOnDemandUnusedCost, row)?,
-            ),
-        });
-        Ok(())
+        Ok(pod_id)
     }
 
     /// The finished period (without its facts, which went to the store as they were read),
     /// how it reconciles, and the instance attributes of the pods written so far.
-    pub fn finish(mut self) -> Result<(CostPeriod, Reconciliation, Vec<PodAttributes>), CurError> {
+    pub fn finish(mut self) -> Result<(CostPeriod, Reconciliation, Vec<PodRecord>), CurError> {
         let period_name = self.period.to_string();
         let micros = |nanos: i128, what: &str| -> Result<i64, CurError> {
             i64::try_from(nanos).map(micros_from_nanos).map_err(|_| {
@@ -644,18 +671,13 @@ impl PeriodBuilder {
             other_costs,
             bill_lines,
         };
-        let pod_attributes = self
-            .pod_first_seen
-            .iter()
-            .enumerate()
-            .filter_map(|(pod_id, key)| {
-                parents.get(key).map(|ids| {
-                    let [instance_type, gpu_model, purchase_option] = ids.map(text);
-                    PodAttributes { pod_id: pod_id as i64, instance_type, gpu_model, purchase_option }
-                })
-            })
-            .collect();
-        Ok((period, reconciliation, pod_attributes))
+        let mut pods = std::mem::take(&mut self.pod_records);
+        for (pod, key) in pods.iter_mut().zip(&self.pod_first_seen) {
+            if let Some(ids) = parents.get(key) {
+                [pod.instance_type, pod.gpu_model, pod.purchase_option] = ids.map(text);
+            }
+        }
+        Ok((period, reconciliation, pods))
     }
 }
 

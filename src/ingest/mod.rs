@@ -18,7 +18,7 @@ use crate::period::Period;
 use crate::sources::cur::{self as cur_source, CurError, Delivery};
 use crate::sources::objects::{ObjectError, ObjectStore, S3Options, S3Store};
 use crate::store::{
-    CostPeriod, FactBatch, IngestOutcome, NewIngestRun, PeriodSource, PeriodTail, PodAttributes, Store,
+    CostPeriod, FactBatch, IngestOutcome, NewIngestRun, PeriodSource, PeriodTail, PodRecord, Store,
     StoreError,
 };
 
@@ -250,7 +250,7 @@ struct StreamedPeriod {
 }
 
 /// The builder's result: the period without facts, its reconciliation, pod attributes.
-type PeriodParts = (CostPeriod, Reconciliation, Vec<PodAttributes>);
+type PeriodParts = (CostPeriod, Reconciliation, Vec<PodRecord>);
 
 #[async_trait::async_trait]
 impl PeriodSource for StreamedPeriod {
@@ -267,14 +267,14 @@ impl PeriodSource for StreamedPeriod {
             None => Err(CurError::Invalid { location: "ingest".into(), message: "finished twice".into() }),
         };
         match joined.and_then(|result| result) {
-            Ok(((period, reconciliation, pod_attributes), read_seconds)) => {
+            Ok(((period, reconciliation, pods), read_seconds)) => {
                 tracing::debug!(phase = "write", read_seconds, "read; writing the rest of the period");
                 let rows = reconciliation.split_rows as usize
                     + period.instance_hours.len()
                     + period.other_costs.len()
                     + period.bill_lines.len();
                 self.outcome = Some(Ok((reconciliation, read_seconds, rows)));
-                Ok(PeriodTail { period, pod_attributes })
+                Ok(PeriodTail { period, pods })
             }
             Err(error) => {
                 let message = error.to_string();

@@ -84,7 +84,8 @@ pub trait PeriodSource: Send {
     async fn next_batch(&mut self) -> Option<FactBatch>;
 
     /// Once the facts are done: the period (bill totals, instance-hours, other costs; its
-    /// `cost_facts` are ignored) and instance attributes learned after pods were written.
+    /// `cost_facts` are ignored) and the pods not sent with the batches, with the instance
+    /// attributes learned once every parent line was read.
     /// An error here (a bad file found late) abandons the whole replace.
     async fn finish(&mut self) -> Result<PeriodTail, String>;
 }
@@ -93,17 +94,9 @@ pub trait PeriodSource: Send {
 #[derive(Debug, Clone, Default)]
 pub struct PeriodTail {
     pub period: CostPeriod,
-    /// Instance attributes for pods written without them.
-    pub pod_attributes: Vec<PodAttributes>,
-}
-
-/// The instance attributes of a stored pod, known once the parent rows are read.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PodAttributes {
-    pub pod_id: i64,
-    pub instance_type: String,
-    pub gpu_model: String,
-    pub purchase_option: String,
+    /// Pods the batches' facts point at but did not carry: written in bulk at the end, with
+    /// their instance's attributes (a churny month has hundreds of thousands).
+    pub pods: Vec<PodRecord>,
 }
 
 /// A period already whole in memory, as one batch.
@@ -123,7 +116,7 @@ impl PeriodSource for WholePeriod<'_> {
 
     async fn finish(&mut self) -> Result<PeriodTail, String> {
         let period = CostPeriod { cost_facts: Vec::new(), ..self.period.clone() };
-        Ok(PeriodTail { period, pod_attributes: Vec::new() })
+        Ok(PeriodTail { period, pods: Vec::new() })
     }
 }
 

@@ -438,10 +438,7 @@ pub struct FactRecord {
     pub hour: i64,
     /// `vcpu`, `memory` or `gpu`.
     pub resource: &'static str,
-    pub reserved_usage: f64,
-    pub actual_usage: f64,
     pub split_usage: f64,
-    pub split_usage_ratio: f64,
     pub split_cost_nanos: i64,
     pub unused_cost_nanos: i64,
     pub net_split_cost_nanos: i64,

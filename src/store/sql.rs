@@ -18,24 +18,23 @@ use super::model::{
 
 // ---- Reports ----
 
-/// Per-namespace sums, facts summed per pod before the join (one join per pod, not per
-/// row; CAST: Postgres sums BIGINT as NUMERIC); `$2` is a cluster name or '' for every cluster, `$3` is 1 to keep the
-/// cluster in the grouping (else it reads as '').
+/// Per-namespace sums from the pod-day aggregates, summed per pod before the join (one join
+/// per pod; CAST: Postgres sums BIGINT as NUMERIC); `$2` is a cluster name or '' for every
+/// cluster, `$3` is 1 to keep the cluster in the grouping (else it reads as ''). Pod-days keep
+/// net and public on-demand cost as split + unused totals, so they read as the split part.
 pub(crate) const SELECT_NAMESPACE_COSTS: &str = "SELECT \
      CASE WHEN $3 = 1 THEN p.cluster ELSE '' END AS grouped_cluster, p.namespace AS namespace, \
-     CAST(SUM(f.split_cost_nanos) AS BIGINT) AS split_cost_nanos, \
-     CAST(SUM(f.unused_cost_nanos) AS BIGINT) AS unused_cost_nanos, \
-     CAST(SUM(f.net_split_cost_nanos) AS BIGINT) AS net_split_cost_nanos, \
-     CAST(SUM(f.net_unused_cost_nanos) AS BIGINT) AS net_unused_cost_nanos, \
-     CAST(SUM(f.public_on_demand_split_cost_nanos) AS BIGINT) AS public_on_demand_split_cost_nanos, \
-     CAST(SUM(f.public_on_demand_unused_cost_nanos) AS BIGINT) AS public_on_demand_unused_cost_nanos \
+     CAST(SUM(d.split_cost_nanos) AS BIGINT) AS split_cost_nanos, \
+     CAST(SUM(d.unused_cost_nanos) AS BIGINT) AS unused_cost_nanos, \
+     CAST(SUM(d.net_cost_nanos) AS BIGINT) AS net_split_cost_nanos, \
+     CAST(0 AS BIGINT) AS net_unused_cost_nanos, \
+     CAST(SUM(d.public_on_demand_cost_nanos) AS BIGINT) AS public_on_demand_split_cost_nanos, \
+     CAST(0 AS BIGINT) AS public_on_demand_unused_cost_nanos \
      FROM (SELECT pod_id, SUM(split_cost_nanos) AS split_cost_nanos, \
-           SUM(unused_cost_nanos) AS unused_cost_nanos, SUM(net_split_cost_nanos) AS net_split_cost_nanos, \
-           SUM(net_unused_cost_nanos) AS net_unused_cost_nanos, \
-           SUM(public_on_demand_split_cost_nanos) AS public_on_demand_split_cost_nanos, \
-           SUM(public_on_demand_unused_cost_nanos) AS public_on_demand_unused_cost_nanos \
-           FROM cost_facts WHERE period = $1 GROUP BY pod_id) f \
-     JOIN cost_pods p ON p.period = $1 AND p.pod_id = f.pod_id \
+           SUM(unused_cost_nanos) AS unused_cost_nanos, SUM(net_cost_nanos) AS net_cost_nanos, \
+           SUM(public_on_demand_cost_nanos) AS public_on_demand_cost_nanos \
+           FROM cost_pod_days WHERE period = $1 GROUP BY pod_id) d \
+     JOIN cost_pods p ON p.period = $1 AND p.pod_id = d.pod_id \
      WHERE ($2 = '' OR p.cluster = $2) \
      GROUP BY grouped_cluster, p.namespace ORDER BY grouped_cluster, p.namespace";
 
@@ -137,16 +136,6 @@ pub(crate) const INSERT_COST_PODS: BulkInsert = BulkInsert {
     columns: 13,
 };
 
-pub(crate) const UPDATE_POD_ATTRIBUTES: &str = "UPDATE cost_pods \
-     SET instance_type = $1, gpu_model = $2, purchase_option = $3 WHERE period = $4 AND pod_id = $5";
-
-pub(crate) const INSERT_COST_FACTS: BulkInsert = BulkInsert {
-    head: "INSERT INTO cost_facts (period, pod_id, hour, resource, reserved_usage, actual_usage, \
-           split_usage, split_usage_ratio, split_cost_nanos, unused_cost_nanos, net_split_cost_nanos, \
-           net_unused_cost_nanos, public_on_demand_split_cost_nanos, public_on_demand_unused_cost_nanos) ",
-    columns: 14,
-};
-
 pub(crate) const SELECT_COST_FACTS: &str = "SELECT f.hour, p.cluster, p.namespace, p.workload, \
      p.workload_type, p.pod, p.node, p.instance_id, p.instance_type, p.gpu_model, p.purchase_option, \
      f.resource, f.reserved_usage, f.actual_usage, f.split_usage, f.split_usage_ratio, \
@@ -210,20 +199,21 @@ pub(crate) const SELECT_INFERENCE_USAGE: &str = "SELECT hour, namespace, pod, wo
      FROM inference_usage WHERE hour >= $1 AND hour < $2 \
      ORDER BY hour, namespace, pod, workload, model";
 
-/// Accelerator split usage per pod and hour, with the pod's workload and instance.
-pub(crate) const SELECT_GPU_ALLOCATIONS: &str = "SELECT f.hour, p.namespace, p.pod, p.workload, \
-     p.gpu_model, p.purchase_option, SUM(f.split_usage) AS gpu_hours \
-     FROM cost_facts f JOIN cost_pods p ON p.period = f.period AND p.pod_id = f.pod_id \
-     WHERE f.period = $1 AND f.resource = 'gpu' \
-     GROUP BY f.hour, p.namespace, p.pod, p.workload, p.gpu_model, p.purchase_option \
-     ORDER BY f.hour, p.namespace, p.pod";
+/// Accelerator split usage per pod and hour, with the pod's workload and instance, from the
+/// GPU pod-hour aggregates.
+pub(crate) const SELECT_GPU_ALLOCATIONS: &str = "SELECT h.hour, p.namespace, p.pod, p.workload, \
+     p.gpu_model, p.purchase_option, SUM(h.gpu_hours) AS gpu_hours \
+     FROM cost_gpu_pod_hours h JOIN cost_pods p ON p.period = h.period AND p.pod_id = h.pod_id \
+     WHERE h.period = $1 \
+     GROUP BY h.hour, p.namespace, p.pod, p.workload, p.gpu_model, p.purchase_option \
+     ORDER BY h.hour, p.namespace, p.pod";
 
-/// Split + unused cost per workload, summed per pod first (one join per pod, not per fact;
-/// CAST: Postgres sums BIGINT as NUMERIC).
+/// Split + unused cost per workload from the pod-day aggregates, summed per pod first (one
+/// join per pod; CAST: Postgres sums BIGINT as NUMERIC).
 pub(crate) const SELECT_WORKLOAD_COSTS: &str = "SELECT p.namespace, p.workload, \
      CAST(SUM(c.total_cost_nanos) AS BIGINT) AS total_cost_nanos \
      FROM (SELECT pod_id, SUM(split_cost_nanos + unused_cost_nanos) AS total_cost_nanos \
-           FROM cost_facts WHERE period = $1 GROUP BY pod_id) c \
+           FROM cost_pod_days WHERE period = $1 GROUP BY pod_id) c \
      JOIN cost_pods p ON p.period = $1 AND p.pod_id = c.pod_id \
      GROUP BY p.namespace, p.workload ORDER BY p.namespace, p.workload";
 
@@ -505,27 +495,6 @@ pub(crate) fn push_cost_pod<'args>(row: &mut impl PushRow<'args>, period: &'args
 }
 
 /// Binds one cost fact in [`INSERT_COST_FACTS`] column order.
-pub(crate) fn push_cost_fact<'args>(
-    row: &mut impl PushRow<'args>,
-    period: &'args str,
-    fact: &'args FactRecord,
-) {
-    row.text(period)
-        .int(fact.pod_id)
-        .int(fact.hour)
-        .text(fact.resource)
-        .float(fact.reserved_usage)
-        .float(fact.actual_usage)
-        .float(fact.split_usage)
-        .float(fact.split_usage_ratio)
-        .int(fact.split_cost_nanos)
-        .int(fact.unused_cost_nanos)
-        .int(fact.net_split_cost_nanos)
-        .int(fact.net_unused_cost_nanos)
-        .int(fact.public_on_demand_split_cost_nanos)
-        .int(fact.public_on_demand_unused_cost_nanos);
-}
-
 /// Splits whole [`CostFact`]s into pods (numbered from 0 in order of first appearance) and
 /// facts that refer to them.
 pub(crate) fn normalize(facts: &[CostFact]) -> FactBatch {
@@ -567,10 +536,7 @@ pub(crate) fn normalize(facts: &[CostFact]) -> FactBatch {
             pod_id,
             hour: fact.hour,
             resource: resource_name(&fact.resource),
-            reserved_usage: fact.reserved_usage,
-            actual_usage: fact.actual_usage,
             split_usage: fact.split_usage,
-            split_usage_ratio: fact.split_usage_ratio,
             split_cost_nanos: fact.split_cost_nanos,
             unused_cost_nanos: fact.unused_cost_nanos,
             net_split_cost_nanos: fact.net_split_cost_nanos,
@@ -917,12 +883,6 @@ mod tests {
                 }),
             ),
             (
-                &INSERT_COST_FACTS,
-                columns_and_binds(&INSERT_COST_FACTS, &normalized.facts[0], |row, fact| {
-                    push_cost_fact(row, "2025-05", fact)
-                }),
-            ),
-            (
                 &INSERT_INSTANCE_HOURS,
                 columns_and_binds(&INSERT_INSTANCE_HOURS, &instance, |row, instance| {
                     push_instance_hour(row, "2025-05", instance)
@@ -962,9 +922,9 @@ mod tests {
 
     #[test]
     fn rows_per_statement_stays_under_the_bind_limit() {
-        // 32_766 / 14 = 2_340 rows, binding 32_760 values.
-        assert_eq!(INSERT_COST_FACTS.rows_per_statement(32_766), 2_340);
-        // 65_535 / 14 = 4_681 rows, binding 65_534 values.
-        assert_eq!(INSERT_COST_FACTS.rows_per_statement(65_535), 4_681);
+        // 32_766 / 13 = 2_520 rows, binding 32_760 values.
+        assert_eq!(INSERT_COST_PODS.rows_per_statement(32_766), 2_520);
+        // 65_535 / 13 = 5_041 rows, binding 65_533 values.
+        assert_eq!(INSERT_COST_PODS.rows_per_statement(65_535), 5_041);
     }
 }

@@ -166,18 +166,16 @@ where
         Ok(())
     }
 
-    /// Writes a batch: its new pods to `cost_pods`, then its facts.
-    async fn insert_facts(
+    /// Writes a batch's new pods to `cost_pods`. Its facts are not stored: the period keeps
+    /// their pod-day and GPU pod-hour aggregates (what every page, report and compute reads),
+    /// and the CUR itself stays the line-level record.
+    async fn insert_batch_pods(
         conn: &mut <B::Db as Database>::Connection,
         period: &str,
         batch: &crate::store::FactBatch,
     ) -> Result<(), sqlx::Error> {
         Self::insert_rows(conn, &sql::INSERT_COST_PODS, &batch.pods, |row, pod| {
             sql::push_cost_pod(row, period, pod)
-        })
-        .await?;
-        Self::insert_rows(conn, &sql::INSERT_COST_FACTS, &batch.facts, |row, fact| {
-            sql::push_cost_fact(row, period, fact)
         })
         .await
     }
@@ -359,7 +357,7 @@ where
         let mut fact_rows = 0i64;
         let mut aggregates = crate::store::aggregate::FactAggregates::default();
         while let Some(batch) = source.next_batch().await {
-            Self::insert_facts(&mut tx, name, &batch).await.context(CONTEXT)?;
+            Self::insert_batch_pods(&mut tx, name, &batch).await.context(CONTEXT)?;
             aggregates.add(&batch.facts);
             fact_rows += batch.facts.len() as i64;
         }
@@ -380,17 +378,11 @@ where
             .execute(&mut *tx)
             .await
             .context(CONTEXT)?;
-        for pod in &tail.pod_attributes {
-            sqlx::query(sql::UPDATE_POD_ATTRIBUTES)
-                .bind(pod.instance_type.as_str())
-                .bind(pod.gpu_model.as_str())
-                .bind(pod.purchase_option.as_str())
-                .bind(name)
-                .bind(pod.pod_id)
-                .execute(&mut *tx)
-                .await
-                .context(CONTEXT)?;
-        }
+        Self::insert_rows(&mut tx, &sql::INSERT_COST_PODS, &tail.pods, |row, pod| {
+            sql::push_cost_pod(row, name, pod)
+        })
+        .await
+        .context(CONTEXT)?;
         Self::insert_rows(&mut tx, &sql::INSERT_INSTANCE_HOURS, &period.instance_hours, |row, instance| {
             sql::push_instance_hour(row, name, instance)
         })

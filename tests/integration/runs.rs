@@ -313,9 +313,14 @@ async fn concurrent_ingests_of_one_window_and_one_period_on_postgres_never_dupli
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     }
     crate::ingest_cur::assert_matches_truth(store.as_ref(), &truth(dir.path(), "2026-10"), "2026-10").await;
-    let facts = store.cost_period("2026-10").await.unwrap().unwrap().cost_facts.len();
-    let stored = store.periods().await.unwrap()[0].cost_fact_rows as usize;
-    assert_eq!(facts, stored, "one period's facts, not two");
+    // One period's pod-days, not two: the pod-day sums equal the bill's Kubernetes cost.
+    let inputs = store.compute_inputs("2026-10").await.unwrap().unwrap();
+    let kubernetes: i64 = inputs.pod_days.iter().map(|d| d.split_cost_nanos + d.unused_cost_nanos).sum();
+    assert_eq!(
+        gpuledger::money::micros_from_nanos(kubernetes),
+        inputs.kubernetes_micros,
+        "one period, not two"
+    );
 
     // The same metrics window twice at once: the window holds one ingest's rows.
     let outputs = both(&["ingest", "prometheus", "--file", &metrics, "--period", "2026-10"]);

@@ -226,6 +226,11 @@ fn july() -> CostPeriod {
     }
 }
 
+/// A period as the store keeps it: everything but the line-level facts.
+fn without_facts(period: &CostPeriod) -> CostPeriod {
+    CostPeriod { cost_facts: Vec::new(), ..period.clone() }
+}
+
 /// Writes the period with its rows reversed, so reading it back equal also proves the
 /// store sorts rather than returning insertion order.
 async fn write_shuffled(store: &dyn Store, period: &CostPeriod) {
@@ -391,22 +396,26 @@ pub async fn story(store: &dyn Store) {
     assert_eq!((interrupted.id, interrupted.status), (running_id, RunStatus::Interrupted));
     assert!(interrupted.error.unwrap().contains("4343 on ingest-host"));
 
-    // (c) A period written whole reads back whole, sorted.
+    // (c) A period written whole reads back whole, sorted; its facts are kept as pod-day and
+    // GPU pod-hour sums (the CUR is the line-level record), not line by line.
     assert_eq!(store.cost_period("2025-05").await.unwrap(), None);
     let first = may_first_delivery();
     let before_write = chrono::Utc::now().timestamp();
     write_shuffled(store, &first).await;
     let read = store.cost_period("2025-05").await.unwrap().expect("May was just written");
-    assert_eq!(read, first);
+    assert_eq!(read, without_facts(&first));
     // Every split and unused cost of the first hour adds up to what the instance cost.
-    let hour_total: i64 =
-        read.cost_facts.iter().map(|fact| fact.split_cost_nanos + fact.unused_cost_nanos).sum();
+    let inputs = store.compute_inputs("2025-05").await.unwrap().unwrap();
+    let hour_total: i64 = inputs.pod_days.iter().map(|d| d.split_cost_nanos + d.unused_cost_nanos).sum();
     assert_eq!(hour_total, INSTANCE_HOUR_MICROS);
+    // The trainer's three GPUs and the inference pod's one, in that hour's GPU pod-hours.
+    let gpu_hours: f64 = inputs.gpu_pod_hours.iter().map(|h| h.gpu_hours).sum();
+    assert_eq!((inputs.pod_days.len(), gpu_hours), (2, 4.0));
 
     // (d) Replacing the period leaves none of the old rows.
     let restated = may_restated();
     write_shuffled(store, &restated).await;
-    assert_eq!(store.cost_period("2025-05").await.unwrap(), Some(restated.clone()));
+    assert_eq!(store.cost_period("2025-05").await.unwrap(), Some(without_facts(&restated)));
     let periods = store.periods().await.unwrap();
     assert_eq!(periods.len(), 1, "{periods:?}");
     let ingested_at = periods[0].ingested_at;
@@ -434,8 +443,8 @@ pub async fn story(store: &dyn Store) {
         .map(|summary| (summary.period, summary.cost_fact_rows))
         .collect();
     assert_eq!(listed, vec![("2025-06".to_string(), 1), ("2025-05".to_string(), 2)]);
-    assert_eq!(store.cost_period("2025-05").await.unwrap(), Some(restated));
-    assert_eq!(store.cost_period("2025-06").await.unwrap(), Some(june()));
+    assert_eq!(store.cost_period("2025-05").await.unwrap(), Some(without_facts(&restated)));
+    assert_eq!(store.cost_period("2025-06").await.unwrap(), Some(without_facts(&june())));
 
     // (f) Replacing the usage window [hour 1, hour 2) touches neither hour 0 nor hour 2.
     let hours = [MAY_FIRST, MAY_FIRST + HOUR, MAY_FIRST + 2 * HOUR];
@@ -482,13 +491,15 @@ pub async fn story(store: &dyn Store) {
     store.set_client_rules(&only).await.unwrap();
     assert_eq!(store.client_rules().await.unwrap(), only);
 
-    // (h) A period too big for one INSERT (SQLite binds 1_365 facts a statement, Postgres
-    // 2_730) is written in several and read back whole.
+    // (h) A month of facts (2_976) is summed into pod-days (4 replicas × 31 days) and GPU
+    // pod-hours (4 × 744, more than one INSERT carries on either backend) and read back.
     let july = july();
     write_shuffled(store, &july).await;
-    assert_eq!(store.cost_period("2025-07").await.unwrap(), Some(july));
+    assert_eq!(store.cost_period("2025-07").await.unwrap(), Some(without_facts(&july)));
     let july_rows = store.periods().await.unwrap()[0].cost_fact_rows;
     assert_eq!(july_rows, 2_976);
+    let inputs = store.compute_inputs("2025-07").await.unwrap().unwrap();
+    assert_eq!((inputs.pod_days.len(), inputs.gpu_pod_hours.len()), (124, 2_976));
 
     // (i) A workload's pods over July's first ten days, from the pod-day sums: each replica
     // holds one GPU for 240 hours at 1_134_400 nano-USD an hour = 272_256_000.
