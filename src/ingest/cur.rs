@@ -110,6 +110,14 @@ fn is_savings_plan_fee_refund(c: &Columns<'_>, row: usize) -> bool {
             .starts_with("Refund for one-time fee for Savings Plan ID")
 }
 
+/// A line's `user_*` tags (imported labels and cost allocation tags) as a JSON object with
+/// sorted keys: how pods' labels and other costs' tags are stored.
+fn user_labels(tags: &reader::Pairs<'_>) -> String {
+    let labels: BTreeMap<&str, &str> =
+        tags.iter().filter(|(k, _)| k.starts_with("user_")).map(|(k, v)| (k.as_ref(), v.as_ref())).collect();
+    serde_json::to_string(&labels).unwrap_or_else(|_| "{}".into())
+}
+
 fn nanos(usd: f64) -> i128 {
     i128::from(nanos_from_usd(usd))
 }
@@ -125,7 +133,9 @@ pub struct PeriodBuilder {
     /// Store pod id per (pod dimensions, instance); the pods, in id order, and where each was
     /// first seen (instance, hour), to give it the instance's attributes at the end.
     pod_ids: HashMap<(u32, u32), i64>,
-    pod_records: Vec<PodRecord>,
+    /// Each stored pod's interned dimensions and instance, in id order: the records are made
+    /// at the end, so a churny month's pods are not held as strings while it is read.
+    pod_keys: Vec<([u32; 7], u32)>,
     pod_first_seen: Vec<(u32, i64)>,
     /// Store pod id per (interned pod ARN, instance): the per-row shortcut past the tags.
     pod_by_arn: HashMap<(u32, u32), i64>,
@@ -155,7 +165,7 @@ impl PeriodBuilder {
             strings: Interner::default(),
             pods: HashMap::new(),
             pod_ids: HashMap::new(),
-            pod_records: Vec::new(),
+            pod_keys: Vec::new(),
             pod_first_seen: Vec::new(),
             pod_by_arn: HashMap::new(),
             pending: FactBatch::default(),
@@ -255,12 +265,7 @@ impl PeriodBuilder {
             "" => resource_id.split_once(":cluster/").map_or("", |(_, name)| name),
             named => named,
         };
-        let allocation: BTreeMap<&str, &str> = tags
-            .iter()
-            .filter(|(k, _)| k.starts_with("user_"))
-            .map(|(k, v)| (k.as_ref(), v.as_ref()))
-            .collect();
-        let allocation = serde_json::to_string(&allocation).unwrap_or_else(|_| "{}".into());
+        let allocation = user_labels(&tags);
         let key = (
             start - start.rem_euclid(86_400),
             [
@@ -434,7 +439,7 @@ impl PeriodBuilder {
         let pod_id = match known.and_then(|key| self.pod_by_arn.get(&key)) {
             Some(&pod_id) => pod_id,
             None => {
-                let pod_id = self.resolve_pod(c, row, arn, parent, instance, hour)?;
+                let pod_id = self.resolve_pod(c, row, arn, instance, hour)?;
                 if let Some(key) = known {
                     self.pod_by_arn.insert(key, pod_id);
                 }
@@ -467,14 +472,13 @@ impl PeriodBuilder {
         Ok(())
     }
 
-    /// The store pod id of a split row's pod on `parent`: from its ARN (or, without one, its
+    /// The store pod id of a split row's pod on `instance`: from its ARN (or, without one, its
     /// tags), its dimensions and `user_*` labels; a new pod record the first time.
     fn resolve_pod(
         &mut self,
         c: &Columns<'_>,
         row: usize,
         arn: &str,
-        parent: &str,
         instance: u32,
         hour: i64,
     ) -> Result<i64, CurError> {
@@ -498,12 +502,7 @@ impl PeriodBuilder {
         };
         let deployment = tag("aws_eks_deployment");
         let workload = if deployment.is_empty() { tag("aws_eks_workload_name") } else { deployment };
-        let labels: BTreeMap<&str, &str> = tags
-            .iter()
-            .filter(|(k, _)| k.starts_with("user_"))
-            .map(|(k, v)| (k.as_ref(), v.as_ref()))
-            .collect();
-        let labels = serde_json::to_string(&labels).unwrap_or_else(|_| "{}".into());
+        let labels = user_labels(&tags);
         let dimensions = [
             self.strings.id(cluster),
             self.strings.id(namespace),
@@ -519,21 +518,7 @@ impl PeriodBuilder {
         let pod_id = *self.pod_ids.entry((pod_index, instance)).or_insert(next_id);
         if pod_id == next_id {
             self.pod_first_seen.push((instance, hour));
-            let text = |id: u32| self.strings.get(id).to_string();
-            self.pod_records.push(PodRecord {
-                id: pod_id,
-                cluster: text(dimensions[0]),
-                namespace: text(dimensions[1]),
-                workload: text(dimensions[2]),
-                workload_type: text(dimensions[3]),
-                pod: text(dimensions[4]),
-                node: text(dimensions[5]),
-                instance_id: parent.to_string(),
-                instance_type: String::new(),
-                gpu_model: String::new(),
-                purchase_option: String::new(),
-                labels: text(dimensions[6]),
-            });
+            self.pod_keys.push((dimensions, instance));
         }
         Ok(pod_id)
     }
@@ -671,12 +656,30 @@ impl PeriodBuilder {
             other_costs,
             bill_lines,
         };
-        let mut pods = std::mem::take(&mut self.pod_records);
-        for (pod, key) in pods.iter_mut().zip(&self.pod_first_seen) {
-            if let Some(ids) = parents.get(key) {
-                [pod.instance_type, pod.gpu_model, pod.purchase_option] = ids.map(text);
-            }
-        }
+        let pods = self
+            .pod_keys
+            .iter()
+            .zip(&self.pod_first_seen)
+            .enumerate()
+            .map(|(id, ((dimensions, instance), first_seen))| {
+                let [instance_type, gpu_model, purchase_option] =
+                    parents.get(first_seen).map(|ids| ids.map(text)).unwrap_or_default();
+                PodRecord {
+                    id: id as i64,
+                    cluster: text(dimensions[0]),
+                    namespace: text(dimensions[1]),
+                    workload: text(dimensions[2]),
+                    workload_type: text(dimensions[3]),
+                    pod: text(dimensions[4]),
+                    node: text(dimensions[5]),
+                    instance_id: text(*instance),
+                    instance_type,
+                    gpu_model,
+                    purchase_option,
+                    labels: text(dimensions[6]),
+                }
+            })
+            .collect();
         Ok((period, reconciliation, pods))
     }
 }

@@ -166,6 +166,34 @@ where
         Ok(())
     }
 
+    /// A stored period read in one snapshot (a concurrent replace is seen whole or not at
+    /// all): its totals, other costs and bill lines, and with `whole` its facts (periods stored
+    /// before facts were summed) and instance-hours.
+    async fn read_period(&self, period: &str, whole: bool) -> StoreResult<Option<CostPeriod>> {
+        const CONTEXT: &str = "reading a cost period";
+        let mut tx = self.pool.begin_with(B::READ_BEGIN).await.context(CONTEXT)?;
+        let Some(head) = sqlx::query(sql::SELECT_COST_PERIOD)
+            .bind(period)
+            .fetch_optional(&mut *tx)
+            .await
+            .context(CONTEXT)?
+        else {
+            return Ok(None);
+        };
+        let mut fetch = async |query: &'static str| {
+            sqlx::query(query).bind(period).fetch_all(&mut *tx).await.context(CONTEXT)
+        };
+        let (facts, instance_hours) = if whole {
+            (fetch(sql::SELECT_COST_FACTS).await?, fetch(sql::SELECT_INSTANCE_HOURS).await?)
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let other_costs = fetch(sql::SELECT_OTHER_COSTS).await?;
+        let bill_lines = fetch(sql::SELECT_BILL_LINES).await?;
+        tx.commit().await.context(CONTEXT)?;
+        sql::cost_period(&head, &facts, &instance_hours, &other_costs, &bill_lines).map(Some).context(CONTEXT)
+    }
+
     /// Writes a batch's new pods to `cost_pods`. Its facts are not stored: the period keeps
     /// their pod-day and GPU pod-hour aggregates (what every page, report and compute reads),
     /// and the CUR itself stays the line-level record.
@@ -664,51 +692,11 @@ where
     }
 
     async fn cost_period(&self, period: &str) -> StoreResult<Option<CostPeriod>> {
-        const CONTEXT: &str = "reading a cost period";
-        // One snapshot for the four reads, so a concurrent replace is seen whole or not at all.
-        let mut tx = self.pool.begin_with(B::READ_BEGIN).await.context(CONTEXT)?;
-        let Some(head) = sqlx::query(sql::SELECT_COST_PERIOD)
-            .bind(period)
-            .fetch_optional(&mut *tx)
-            .await
-            .context(CONTEXT)?
-        else {
-            return Ok(None);
-        };
-        let cost_facts =
-            sqlx::query(sql::SELECT_COST_FACTS).bind(period).fetch_all(&mut *tx).await.context(CONTEXT)?;
-        let instance_hours = sqlx::query(sql::SELECT_INSTANCE_HOURS)
-            .bind(period)
-            .fetch_all(&mut *tx)
-            .await
-            .context(CONTEXT)?;
-        let other_costs =
-            sqlx::query(sql::SELECT_OTHER_COSTS).bind(period).fetch_all(&mut *tx).await.context(CONTEXT)?;
-        let bill_lines =
-            sqlx::query(sql::SELECT_BILL_LINES).bind(period).fetch_all(&mut *tx).await.context(CONTEXT)?;
-        tx.commit().await.context(CONTEXT)?;
-        sql::cost_period(&head, &cost_facts, &instance_hours, &other_costs, &bill_lines)
-            .map(Some)
-            .context(CONTEXT)
+        self.read_period(period, true).await
     }
 
     async fn bill(&self, period: &str) -> StoreResult<Option<CostPeriod>> {
-        const CONTEXT: &str = "reading a period's bill";
-        let mut tx = self.pool.begin_with(B::READ_BEGIN).await.context(CONTEXT)?;
-        let Some(head) = sqlx::query(sql::SELECT_COST_PERIOD)
-            .bind(period)
-            .fetch_optional(&mut *tx)
-            .await
-            .context(CONTEXT)?
-        else {
-            return Ok(None);
-        };
-        let other_costs =
-            sqlx::query(sql::SELECT_OTHER_COSTS).bind(period).fetch_all(&mut *tx).await.context(CONTEXT)?;
-        let bill_lines =
-            sqlx::query(sql::SELECT_BILL_LINES).bind(period).fetch_all(&mut *tx).await.context(CONTEXT)?;
-        tx.commit().await.context(CONTEXT)?;
-        sql::cost_period(&head, &[], &[], &other_costs, &bill_lines).map(Some).context(CONTEXT)
+        self.read_period(period, false).await
     }
 
     async fn namespace_costs(

@@ -152,20 +152,54 @@ fn read_parquet(
     check_required(&present, location)?;
     let wanted: Vec<String> =
         COLUMN_NAMES.iter().filter(|c| present.iter().any(|p| p == *c)).map(|c| c.to_string()).collect();
+    // Chunks follow the row groups (a slice across two decodes both), a large group split in
+    // equal parts of at most MAX_CHUNK_ROWS.
+    let groups: Vec<usize> =
+        reader.get_metadata().map_err(not_parquet)?.row_groups.iter().map(|g| g.num_rows()).collect();
+    let mut chunks = Vec::new();
     let mut offset = 0;
-    while offset < rows {
-        let length = CHUNK_ROWS.min(rows - offset);
-        let mut frame = ParquetReader::new(open()?)
-            .with_columns(Some(wanted.clone()))
-            .with_slice(Some((offset, length)))
-            .finish()
-            .map_err(not_parquet)?;
-        frame.rechunk_mut();
-        visit(&Columns::new(&frame, location, offset)?)?;
-        offset += length;
+    for group in groups {
+        let parts = group.div_ceil(MAX_CHUNK_ROWS).max(1);
+        let size = group.div_ceil(parts);
+        let mut start = 0;
+        while start < group {
+            let length = size.min(group - start);
+            chunks.push((offset + start, length));
+            start += length;
+        }
+        offset += group;
     }
+    // One thread decodes the next chunk while this one visits the last: decoding and the
+    // row-by-row work overlap.
+    std::thread::scope(|scope| {
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<(usize, DataFrame), CurError>>(0);
+        scope.spawn(move || {
+            for (offset, length) in chunks {
+                let frame = open().and_then(|file| {
+                    ParquetReader::new(file)
+                        .with_columns(Some(wanted.clone()))
+                        .with_slice(Some((offset, length)))
+                        .finish()
+                        .map_err(not_parquet)
+                });
+                let failed = frame.is_err();
+                if sender.send(frame.map(|frame| (offset, frame))).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        for decoded in receiver {
+            let (offset, mut frame) = decoded?;
+            frame.rechunk_mut();
+            visit(&Columns::new(&frame, location, offset)?)?;
+        }
+        Ok::<(), CurError>(())
+    })?;
     Ok(rows)
 }
+
+/// The most rows a Parquet chunk holds (a row group larger than this is read in parts).
+const MAX_CHUNK_ROWS: usize = 100_000;
 
 /// A data file the manifest lists is never empty: zero bytes is a cut download or a broken
 /// delivery (the chunks an OVERWRITE refresh blanks out are not in its manifest).
