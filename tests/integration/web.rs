@@ -123,6 +123,16 @@ async fn costs_reconcile_each_namespace_to_truth_and_to_the_bill() {
         line("Bill (amortized)"),
         "reconciles",
     );
+    // The Overview states the same three parts, and they add up to its bill exactly.
+    let (_, overview) = get(&state, "/?period=2026-10&format=json").await;
+    let bill = &json(&overview)["bill"];
+    let micros = crate::ingest_cur::micros;
+    let parts = micros(&bill["kubernetes_cost"])
+        + micros(&bill["unallocated_ec2_cost"])
+        + micros(&bill["other_cost"]);
+    assert_eq!(parts, micros(&bill["amortized_total"]), "{bill}");
+    let unallocated = micros(&bill["unallocated_ec2_cost"]) as f64 / 1e6;
+    close(unallocated, line("EC2 not allocated to pods"), "the Overview's and the Costs page's");
     // The same table as HTML (people's numbers) and as CSV (a download).
     let (_, html) = get(&state, "/costs?period=2026-10").await;
     assert!(

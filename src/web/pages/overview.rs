@@ -36,6 +36,27 @@ pub async fn overview(
         let before = index.checked_sub(1).map(|i| rollup::Headline::of(&computed[i]));
         let prev =
             |f: fn(&rollup::Headline) -> String| before.as_ref().map(f).unwrap_or_else(|| "n/a".into());
+        // The bill in its three parts, as on the Costs and Data pages and in `report bill`.
+        let bill = &computed[index].period;
+        let kubernetes = crate::money::micros_from_nanos(bill.kubernetes_cost_nanos);
+        content.notes.push(format!(
+            "The amortized bill of {current_period}, {} = Kubernetes {} + EC2 not allocated to pods {} + \
+             other AWS cost {}.",
+            crate::money::format_usd(bill.bill_amortized_micros),
+            crate::money::format_usd(kubernetes),
+            crate::money::format_usd(bill.unallocated_ec2_micros),
+            crate::money::format_usd(bill.other_cost_micros),
+        ));
+        content.json.insert(
+            "bill".into(),
+            serde_json::json!({
+                "period": current_period,
+                "amortized_total": crate::money::usd_decimal(bill.bill_amortized_micros),
+                "kubernetes_cost": crate::money::usd_decimal(kubernetes),
+                "unallocated_ec2_cost": crate::money::usd_decimal(bill.unallocated_ec2_micros),
+                "other_cost": crate::money::usd_decimal(bill.other_cost_micros),
+            }),
+        );
         content.cards = vec![
             Card {
                 label: "Total spend (amortized bill)".into(),
