@@ -73,7 +73,13 @@ pub struct Disagreement {
 /// Running state of one instance-hour from its (possibly several) parent lines; money in
 /// nano-dollars, rounded once at the end.
 struct InstanceBuilder {
-    hour: InstanceHour,
+    /// Interned cluster, instance type, GPU model and purchase option (a month holds hundreds
+    /// of thousands of instance-hours: their strings are made at the end).
+    texts: [u32; 4],
+    gpu_count: i64,
+    vcpu: i64,
+    memory_gib: i64,
+    usage_hours: f64,
     amortized: f64,
     amortized_nanos: i128,
     net_amortized_nanos: i128,
@@ -351,7 +357,7 @@ impl PeriodBuilder {
             existing.net_amortized_nanos += net_amortized;
             existing.unblended_nanos += nanos(unblended);
             existing.public_on_demand_nanos += public_on_demand;
-            existing.hour.usage_hours += usage;
+            existing.usage_hours += usage;
             return Ok(());
         }
         let product = c.map(Col::Product, row)?;
@@ -386,27 +392,22 @@ impl PeriodBuilder {
             .find(|(k, _)| k == "aws_eks_cluster_name")
             .map(|(_, v)| v.to_string())
             .unwrap_or_default();
+        let texts = [
+            self.strings.id(&cluster),
+            self.strings.id(&instance_type),
+            self.strings.id(known.map_or("", |t| t.gpu_model)),
+            self.strings.id(purchase_option),
+        ];
         self.instances.insert(
             key,
             InstanceBuilder {
-                hour: InstanceHour {
-                    hour,
-                    cluster,
-                    instance_id: instance_id.to_string(),
-                    gpu_model: known.map(|t| t.gpu_model.to_string()).unwrap_or_default(),
-                    gpu_count: number(product_value("gpu")).or(known.map(|t| i64::from(t.gpus))).unwrap_or(0),
-                    vcpu: number(product_value("vcpu")).or(known.map(|t| i64::from(t.vcpu))).unwrap_or(0),
-                    memory_gib: number(product_value("memory"))
-                        .or(known.map(|t| i64::from(t.memory_gib)))
-                        .unwrap_or(0),
-                    instance_type,
-                    purchase_option: purchase_option.to_string(),
-                    usage_hours: usage,
-                    unblended_cost_micros: 0,
-                    amortized_cost_micros: 0,
-                    net_amortized_cost_micros: 0,
-                    public_on_demand_cost_micros: 0,
-                },
+                texts,
+                gpu_count: number(product_value("gpu")).or(known.map(|t| i64::from(t.gpus))).unwrap_or(0),
+                vcpu: number(product_value("vcpu")).or(known.map(|t| i64::from(t.vcpu))).unwrap_or(0),
+                memory_gib: number(product_value("memory"))
+                    .or(known.map(|t| i64::from(t.memory_gib)))
+                    .unwrap_or(0),
+                usage_hours: usage,
                 amortized,
                 amortized_nanos: nanos(amortized),
                 net_amortized_nanos: net_amortized,
@@ -558,13 +559,26 @@ impl PeriodBuilder {
         let mut without_pods = 0i64;
         let mut instance_hours = Vec::with_capacity(self.instances.len());
         let mut parents = HashMap::with_capacity(self.instances.len());
-        for (key, builder) in self.instances.drain() {
-            let mut hour = builder.hour;
-            hour.amortized_cost_micros = micros(builder.amortized_nanos, "an instance-hour's cost")?;
-            hour.net_amortized_cost_micros = micros(builder.net_amortized_nanos, "an instance-hour's cost")?;
-            hour.unblended_cost_micros = micros(builder.unblended_nanos, "an instance-hour's cost")?;
-            hour.public_on_demand_cost_micros =
-                micros(builder.public_on_demand_nanos, "an instance-hour's cost")?;
+        for (key, builder) in std::mem::take(&mut self.instances) {
+            let [cluster, instance_type, gpu_model, purchase_option] = builder.texts;
+            let text = |id: u32| self.strings.get(id).to_string();
+            let cost = |nanos: i128| micros(nanos, "an instance-hour's cost");
+            let hour = InstanceHour {
+                hour: key.1,
+                cluster: text(cluster),
+                instance_id: text(key.0),
+                instance_type: text(instance_type),
+                gpu_model: text(gpu_model),
+                gpu_count: builder.gpu_count,
+                vcpu: builder.vcpu,
+                memory_gib: builder.memory_gib,
+                purchase_option: text(purchase_option),
+                usage_hours: builder.usage_hours,
+                unblended_cost_micros: cost(builder.unblended_nanos)?,
+                amortized_cost_micros: cost(builder.amortized_nanos)?,
+                net_amortized_cost_micros: cost(builder.net_amortized_nanos)?,
+                public_on_demand_cost_micros: cost(builder.public_on_demand_nanos)?,
+            };
             match self.pod_sums.get(&key) {
                 Some(&pods) => {
                     with_pods += hour.amortized_cost_micros;
@@ -575,9 +589,7 @@ impl PeriodBuilder {
                 }
                 None => without_pods += hour.amortized_cost_micros,
             }
-            let attributes =
-                [&hour.instance_type, &hour.gpu_model, &hour.purchase_option].map(|t| self.strings.id(t));
-            parents.insert(key, attributes);
+            parents.insert(key, [instance_type, gpu_model, purchase_option]);
             instance_hours.push(hour);
         }
         instance_hours.sort_by(|a, b| (a.hour, &a.instance_id).cmp(&(b.hour, &b.instance_id)));
