@@ -117,7 +117,8 @@ impl Col {
 /// dollar sums of millions of such lines still fit in an `i64`.
 pub const MAX_ABS_AMOUNT: f64 = 1e9;
 
-/// Rows per chunk: bounds memory whatever the file size.
+/// Rows per chunk at most (a larger Parquet row group is read in parts): bounds memory
+/// whatever the file size.
 pub const CHUNK_ROWS: usize = 100_000;
 
 /// Reads a data file chunk by chunk; returns the rows read.
@@ -153,13 +154,13 @@ fn read_parquet(
     let wanted: Vec<String> =
         COLUMN_NAMES.iter().filter(|c| present.iter().any(|p| p == *c)).map(|c| c.to_string()).collect();
     // Chunks follow the row groups (a slice across two decodes both), a large group split in
-    // equal parts of at most MAX_CHUNK_ROWS.
+    // equal parts of at most CHUNK_ROWS.
     let groups: Vec<usize> =
         reader.get_metadata().map_err(not_parquet)?.row_groups.iter().map(|g| g.num_rows()).collect();
     let mut chunks = Vec::new();
     let mut offset = 0;
     for group in groups {
-        let parts = group.div_ceil(MAX_CHUNK_ROWS).max(1);
+        let parts = group.div_ceil(CHUNK_ROWS).max(1);
         let size = group.div_ceil(parts);
         let mut start = 0;
         while start < group {
@@ -197,9 +198,6 @@ fn read_parquet(
     })?;
     Ok(rows)
 }
-
-/// The most rows a Parquet chunk holds (a row group larger than this is read in parts).
-const MAX_CHUNK_ROWS: usize = 100_000;
 
 /// A data file the manifest lists is never empty: zero bytes is a cut download or a broken
 /// delivery (the chunks an OVERWRITE refresh blanks out are not in its manifest).
