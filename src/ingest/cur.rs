@@ -28,7 +28,9 @@ use crate::period::Period;
 use crate::sources::cur::reader::{self, Col, Columns};
 use crate::sources::cur::{CurError, invalid};
 use crate::split::Resource;
-use crate::store::{BillLine, CostPeriod, FactBatch, FactRecord, InstanceHour, OtherCost, PodRecord};
+use crate::store::{
+    BillLine, CostPeriod, FactBatch, FactRecord, InstanceHour, LineCategory, OtherCost, PodRecord,
+};
 
 /// Σ(split + unused) may differ from the parent's amortized cost by this fraction.
 pub const SPLIT_TOLERANCE: f64 = 1e-4;
@@ -96,17 +98,17 @@ struct LineSums {
     net_delta: i128,
 }
 
-/// What a line is to the bill: `usage` (usage and fees: the amortized bill) or an
-/// adjustment on the invoice outside it (`discount`, `credit`, `refund`, `tax`).
-fn category(line_type: &str, c: &Columns<'_>, row: usize) -> &'static str {
+/// What a line is to the bill: usage and fees (the amortized bill), or an adjustment on the
+/// invoice outside it.
+fn category(line_type: &str, c: &Columns<'_>, row: usize) -> LineCategory {
     match line_type {
-        "Tax" => "tax",
-        "Credit" => "credit",
+        "Tax" => LineCategory::Tax,
+        "Credit" => LineCategory::Credit,
         // A refund of a Savings Plan's upfront fee belongs to its amortization.
-        "Refund" if is_savings_plan_fee_refund(c, row) => "usage",
-        "Refund" => "refund",
-        other if other.ends_with("Discount") => "discount",
-        _ => "usage",
+        "Refund" if is_savings_plan_fee_refund(c, row) => LineCategory::Usage,
+        "Refund" => LineCategory::Refund,
+        other if other.ends_with("Discount") => LineCategory::Discount,
+        _ => LineCategory::Usage,
     }
 }
 
@@ -153,8 +155,8 @@ pub struct PeriodBuilder {
     pod_sums: HashMap<(u32, i64), f64>,
     /// Keyed by (day, interned service, line type, usage type, account, cluster, tags).
     other: BTreeMap<(i64, [u32; 6]), (i128, i128)>,
-    /// Keyed by interned (billing entity, invoice, account, service, line type, category).
-    bill: BTreeMap<[u32; 6], LineSums>,
+    /// Keyed by interned (billing entity, invoice, account, service, line type) and category.
+    bill: BTreeMap<([u32; 5], LineCategory), LineSums>,
     /// Some line carried a net column: the export has `net_*` columns.
     has_net: bool,
     currency: Option<String>,
@@ -229,7 +231,7 @@ impl PeriodBuilder {
         let line_type = c.text(Col::LineItemLineItemType, row);
         let unblended = c.amount(Col::LineItemUnblendedCost, row)?;
         let category = category(line_type, c, row);
-        let adjustment = category != "usage";
+        let adjustment = category != LineCategory::Usage;
         let amortized = if adjustment { unblended } else { amortized_cost(c, row, line_type, unblended)? };
         let net_unblended = c.number(Col::LineItemNetUnblendedCost, row)?;
         self.has_net |= net_unblended.is_some();
@@ -247,9 +249,8 @@ impl PeriodBuilder {
             self.strings.id(c.text(Col::LineItemUsageAccountId, row)),
             self.strings.id(c.text(Col::LineItemProductCode, row)),
             self.strings.id(line_type),
-            self.strings.id(category),
         ];
-        let sums = self.bill.entry(bill_key).or_default();
+        let sums = self.bill.entry((bill_key, category)).or_default();
         sums.unblended += unblended_nanos;
         sums.amortized += amortized_nanos;
         sums.net_delta += net_unblended.map_or(0, |net| nanos(net) - unblended_nanos);
@@ -613,11 +614,12 @@ impl PeriodBuilder {
             });
         }
         let mut bill_lines = Vec::with_capacity(self.bill.len());
-        for ([entity, invoice, account, service, line_type, category], sums) in std::mem::take(&mut self.bill)
+        for (([entity, invoice, account, service, line_type], category), sums) in
+            std::mem::take(&mut self.bill)
         {
             let net = sums.amortized + sums.net_delta;
             bill_lines.push(BillLine {
-                category: text(category),
+                category,
                 billing_entity: text(entity),
                 invoice_id: text(invoice),
                 usage_account_id: text(account),
@@ -635,7 +637,11 @@ impl PeriodBuilder {
         let unallocated = instance_total - kubernetes;
         let unblended: i64 = bill_lines.iter().map(|l| l.unblended_micros).sum();
         let net_amortized: Option<i64> = self.has_net.then(|| {
-            bill_lines.iter().filter(|l| l.category != "tax").filter_map(|l| l.net_amortized_micros).sum()
+            bill_lines
+                .iter()
+                .filter(|l| l.category != LineCategory::Tax)
+                .filter_map(|l| l.net_amortized_micros)
+                .sum()
         });
         let reconciliation = Reconciliation {
             period: period_name.clone(),

@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use super::{OutputFormat, ReportError, csv_cell};
 use crate::money::{format_usd, usd_decimal};
 use crate::period::Period;
-use crate::store::{BillLine, CostPeriod, Store};
+use crate::store::{BillLine, CostPeriod, LineCategory, Store};
 
 /// One step of the bridge: a starting amount, a change, or a subtotal.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,8 +70,9 @@ impl BillReport {
     }
 
     pub fn from_period(period: CostPeriod) -> BillReport {
-        let usage: Vec<&BillLine> = period.bill_lines.iter().filter(|l| l.category == "usage").collect();
-        let sum = |category: &str| -> i64 {
+        let usage: Vec<&BillLine> =
+            period.bill_lines.iter().filter(|l| l.category == LineCategory::Usage).collect();
+        let sum = |category: LineCategory| -> i64 {
             period.bill_lines.iter().filter(|l| l.category == category).map(|l| l.unblended_micros).sum()
         };
         let mut bridge = vec![Step {
@@ -102,7 +103,12 @@ impl BillReport {
             micros: period.bill_amortized_micros,
             kind: "subtotal",
         });
-        let (discounts, credits, refunds, tax) = (sum("discount"), sum("credit"), sum("refund"), sum("tax"));
+        let (discounts, credits, refunds, tax) = (
+            sum(LineCategory::Discount),
+            sum(LineCategory::Credit),
+            sum(LineCategory::Refund),
+            sum(LineCategory::Tax),
+        );
         for (step, micros) in [("Discounts", discounts), ("Credits", credits), ("Refunds", refunds)] {
             bridge.push(Step { step: step.into(), micros, kind: "change" });
         }
@@ -122,10 +128,10 @@ impl BillReport {
                 .entry((line.billing_entity.clone(), line.invoice_id.clone()))
                 .or_insert((0, 0, None));
             entry.0 += line.unblended_micros;
-            if line.category == "usage" {
+            if line.category == LineCategory::Usage {
                 entry.1 += line.amortized_micros;
             }
-            if let Some(net) = line.net_amortized_micros.filter(|_| line.category != "tax") {
+            if let Some(net) = line.net_amortized_micros.filter(|_| line.category != LineCategory::Tax) {
                 entry.2 = Some(entry.2.unwrap_or(0) + net);
             }
         }

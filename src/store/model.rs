@@ -37,6 +37,50 @@ impl RunStatus {
     }
 }
 
+/// What a bill line is to the bill: usage and fees make the amortized bill; discounts,
+/// credits, refunds and tax are on the invoice outside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LineCategory {
+    #[default]
+    Usage,
+    Discount,
+    Credit,
+    Refund,
+    Tax,
+}
+
+impl LineCategory {
+    pub const ALL: [LineCategory; 5] = [
+        LineCategory::Usage,
+        LineCategory::Discount,
+        LineCategory::Credit,
+        LineCategory::Refund,
+        LineCategory::Tax,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LineCategory::Usage => "usage",
+            LineCategory::Discount => "discount",
+            LineCategory::Credit => "credit",
+            LineCategory::Refund => "refund",
+            LineCategory::Tax => "tax",
+        }
+    }
+}
+
+impl std::str::FromStr for LineCategory {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        LineCategory::ALL
+            .into_iter()
+            .find(|c| c.as_str() == text)
+            .ok_or_else(|| format!("unknown bill line category {text:?}"))
+    }
+}
+
 impl std::fmt::Display for RunStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -249,8 +293,7 @@ pub struct BillLine {
     pub usage_account_id: String,
     pub service: String,
     pub line_item_type: String,
-    /// `usage` (usage and fees, the amortized bill), `discount`, `credit`, `refund` or `tax`.
-    pub category: String,
+    pub category: LineCategory,
     pub unblended_micros: i64,
     pub amortized_micros: i64,
     /// Amortized cost net of discounts (amortized + net unblended − unblended), when the

@@ -424,7 +424,7 @@ pub(crate) fn bill_line(row: &impl ReadRow) -> Result<BillLine, sqlx::Error> {
         usage_account_id: row.text("usage_account_id")?,
         service: row.text("service")?,
         line_item_type: row.text("line_item_type")?,
-        category: row.text("category")?,
+        category: row.text("category")?.parse().map_err(|e: String| sqlx::Error::Decode(e.into()))?,
         unblended_micros: row.int("unblended_micros")?,
         amortized_micros: row.int("amortized_micros")?,
         net_amortized_micros: row.nullable_int("net_amortized_micros")?,
@@ -443,7 +443,7 @@ pub(crate) fn push_bill_line<'args>(
         .text(&line.usage_account_id)
         .text(&line.service)
         .text(&line.line_item_type)
-        .text(&line.category)
+        .text(line.category.as_str())
         .int(line.unblended_micros)
         .int(line.amortized_micros)
         .nullable_int(line.net_amortized_micros);

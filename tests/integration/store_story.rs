@@ -107,7 +107,7 @@ fn bill_line(service: &str, line_item_type: &str, category: &str, micros: i64, n
         usage_account_id: "111122223333".into(),
         service: service.into(),
         line_item_type: line_item_type.into(),
-        category: category.into(),
+        category: category.parse().unwrap(),
         unblended_micros: micros,
         amortized_micros: micros,
         net_amortized_micros: net,
