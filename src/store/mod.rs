@@ -163,8 +163,10 @@ pub trait Store: Send + Sync {
     /// A counter every write of data or rollups raises: what caches key on.
     async fn data_revision(&self) -> StoreResult<i64>;
 
-    /// Replaces a billing period whole, in one transaction: the period's previous cost facts,
-    /// instance hours and other costs are removed and the new ones written.
+    /// Replaces a billing period whole, in one transaction: the period's previous pods, pod-day
+    /// and GPU pod-hour sums, instance hours, other costs and bill lines are removed and the new
+    /// ones written. The period's facts are summed into the pod-day and GPU pod-hour sums, not
+    /// stored line by line.
     async fn replace_cost_period(&self, period: &CostPeriod) -> StoreResult<()> {
         self.replace_cost_period_from(&period.period, &mut WholePeriod { period, sent: false }).await
     }
@@ -174,7 +176,8 @@ pub trait Store: Send + Sync {
     /// [`PeriodSource::finish`] succeeds.
     async fn replace_cost_period_from(&self, period: &str, source: &mut dyn PeriodSource) -> StoreResult<()>;
 
-    /// Reads a billing period back, rows in a stable order (hour, then keys).
+    /// Reads a billing period back, rows in a stable order (hour, then keys). Its `cost_facts`
+    /// are empty unless the period was stored before facts were summed.
     async fn cost_period(&self, period: &str) -> StoreResult<Option<CostPeriod>>;
 
     /// A billing period's bill: its totals, other costs and bill lines (no facts or

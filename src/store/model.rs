@@ -321,6 +321,8 @@ pub struct CostPeriod {
     /// split rows do not cover).
     pub unallocated_ec2_micros: i64,
     pub currency: String,
+    /// Line-level facts: written by the caller to be summed (into pod-days and GPU pod-hours),
+    /// never stored; read back only for periods stored before.
     pub cost_facts: Vec<CostFact>,
     pub instance_hours: Vec<InstanceHour>,
     pub other_costs: Vec<OtherCost>,
