@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::engine::compute::ComputeOptions;
 use crate::period::Period;
 use crate::report::OutputFormat;
+use crate::settings::{EffectiveFrom, Pool, ShareRule};
 use crate::synth::{self, CurFormat, Scale};
 
 /// Bill-accurate GPU cost, usage and savings for Kubernetes GPU fleets on AWS.
@@ -53,68 +53,118 @@ pub enum Command {
     /// Compute a period's rollups (cost, GPU-hours, idle, spot, inference, chargeback,
     /// opportunities); every ingest runs it for the periods it touched.
     Compute(ComputeArgs),
-    /// Clients for chargeback: their share policy, markup and mapping rules.
+    /// Clients for chargeback: their markup, exemption and mapping rules.
     #[command(subcommand)]
     Clients(ClientsCommand),
+    /// The shared pools' rules: how each is divided among the clients.
+    #[command(subcommand)]
+    Pools(PoolsCommand),
+    /// The engine's settings (idle threshold, platform namespaces) and every setting's
+    /// versions.
+    #[command(subcommand)]
+    Settings(SettingsCommand),
 }
 
 #[derive(Debug, Args)]
 pub struct ComputeArgs {
-    /// Only this billing period (default: every ingested period).
+    /// Only this billing period (default: every ingested period). Each period is computed
+    /// with the settings in force for it (`gpuledger settings list`).
     #[arg(long, env = "GPULEDGER_COMPUTE_PERIOD")]
     pub period: Option<Period>,
-    #[command(flatten)]
-    pub engine: EngineArgs,
 }
 
-/// Settings the engine computes with.
+/// The month a change takes effect.
 #[derive(Debug, Clone, Args)]
-pub struct EngineArgs {
-    /// GPU-hours whose hourly mean utilization is below this fraction are idle.
-    #[arg(long, env = "GPULEDGER_IDLE_THRESHOLD", default_value_t = 0.10)]
-    pub idle_threshold: f64,
-    /// Namespaces whose cost is shared between clients (comma-separated).
-    #[arg(
-        long,
-        env = "GPULEDGER_PLATFORM_NAMESPACES",
-        value_delimiter = ',',
-        default_value = "kube-system,monitoring,gpu-operator"
-    )]
-    pub platform_namespaces: Vec<String>,
+pub struct FromArgs {
+    /// The first month the change applies to (YYYY-MM); earlier months keep what was in
+    /// force for them. Without it, the change applies from the beginning, up to the next
+    /// dated change of the same setting.
+    #[arg(long, value_parser = parse_effective_from)]
+    pub from: Option<EffectiveFrom>,
 }
 
-impl EngineArgs {
-    /// The engine's options these arguments name.
-    pub fn options(&self) -> ComputeOptions {
-        ComputeOptions {
-            idle_threshold: self.idle_threshold,
-            platform_namespaces: self.platform_namespaces.clone(),
-        }
+impl FromArgs {
+    pub fn effective_from(&self) -> EffectiveFrom {
+        self.from.unwrap_or(EffectiveFrom::BEGINNING)
     }
+}
+
+fn parse_effective_from(text: &str) -> Result<EffectiveFrom, String> {
+    text.parse::<Period>().map(EffectiveFrom::month).map_err(|e| format!("{e} (expected YYYY-MM)"))
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PoolsCommand {
+    /// The rule of each pool, every version.
+    List,
+    /// Set how a pool is divided among the clients that take part.
+    Set(PoolSetArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PoolSetArgs {
+    #[arg(value_enum)]
+    pub pool: Pool,
+    /// gpu (by GPU cost), total (by direct cost) or even.
+    #[arg(long, value_enum)]
+    pub rule: ShareRule,
+    #[command(flatten)]
+    pub from: FromArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SettingsCommand {
+    /// Every version of every setting, and what is in force for --period (JSON).
+    List {
+        #[arg(long)]
+        period: Option<Period>,
+    },
+    /// Change the engine's settings.
+    Set(EngineSetArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EngineSetArgs {
+    /// GPU-hours whose hourly mean utilization is below this fraction are idle (0..1).
+    #[arg(long)]
+    pub idle_threshold: Option<f64>,
+    /// Namespaces whose cost is shared between clients (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub platform_namespaces: Option<Vec<String>>,
+    #[command(flatten)]
+    pub from: FromArgs,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum ClientsCommand {
     /// Clients with their settings, and the mapping rules.
     List,
-    /// Create or change a client: share policy and markup.
+    /// Create or change a client's terms: markup, exempt from the shared pools.
     Set(ClientSetArgs),
     /// Add a mapping rule: pods matching it belong to CLIENT.
     Map(ClientMapArgs),
     /// Remove every mapping rule of CLIENT.
-    Unmap { client: String },
+    Unmap {
+        client: String,
+        #[command(flatten)]
+        from: FromArgs,
+    },
 }
 
 #[derive(Debug, Args)]
 pub struct ClientSetArgs {
     pub name: String,
-    /// How the client shares platform and idle cost: gpu (by GPU cost), total (by direct
-    /// cost), even, or none.
-    #[arg(long, default_value = "gpu")]
-    pub policy: String,
-    /// Markup in percent on direct + shared cost (e.g. 12.5).
-    #[arg(long, default_value_t = 0.0)]
-    pub markup_percent: f64,
+    /// Markup in percent on direct + shared cost (e.g. 12.5); unchanged when not given.
+    #[arg(long)]
+    pub markup_percent: Option<f64>,
+    /// Takes no share of the shared pools: its shares stay with the house.
+    #[arg(long, overrides_with = "no_exempt")]
+    pub exempt: bool,
+    /// Takes its shares again.
+    #[arg(long)]
+    pub no_exempt: bool,
+    #[command(flatten)]
+    pub from: FromArgs,
 }
 
 #[derive(Debug, Args)]
@@ -138,6 +188,8 @@ pub struct ClientMapArgs {
     /// Lower numbers are tried first.
     #[arg(long, default_value_t = 100)]
     pub priority: i64,
+    #[command(flatten)]
+    pub from: FromArgs,
 }
 
 /// A billing period or a range of whole days.

@@ -19,6 +19,8 @@
 //! - [`pipeline`]: ingest → compute as one recorded job (runs, pending periods);
 //! - [`report`]: command-line reports (table, CSV, JSON);
 //! - [`web`]: the axum router: the dashboard pages with their JSON/CSV/XLSX twins, `/metrics`;
+//! - [`settings`]: client terms, pool rules, mappings and engine settings, each with the
+//!   month it takes effect;
 //! - [`money`], [`period`]: exact money and billing periods.
 
 pub mod catalog;
@@ -30,6 +32,7 @@ pub mod money;
 pub mod period;
 pub mod pipeline;
 pub mod report;
+pub mod settings;
 pub mod sources;
 pub mod split;
 pub mod store;

@@ -53,6 +53,28 @@ pub fn apportion_micros(nanos: &[i64], total_micros: i64) -> Vec<i64> {
     micros
 }
 
+/// `total` divided in proportion to `weights` by largest remainder: each part is
+/// `total × weight / Σ weights` rounded down, and the units left over go one each to the
+/// largest remainders (ties to the earlier), so the parts add up to `total` exactly and none
+/// has the other sign. Weights must not be negative; all zero (or none) gives no parts.
+pub fn apportion_by_weight(total: i64, weights: &[i128]) -> Option<Vec<i64>> {
+    let sum: i128 = weights.iter().sum();
+    if sum <= 0 || weights.iter().any(|w| *w < 0) {
+        return None;
+    }
+    let (sign, magnitude) = (total.signum() as i128, i128::from(total).abs());
+    let mut parts: Vec<i128> = weights.iter().map(|w| magnitude * w / sum).collect();
+    let mut order: Vec<usize> = (0..weights.len()).collect();
+    order.sort_by(|&a, &b| {
+        (magnitude * weights[b] % sum).cmp(&(magnitude * weights[a] % sum)).then(a.cmp(&b))
+    });
+    let left = magnitude - parts.iter().sum::<i128>();
+    for &i in order.iter().take(left as usize) {
+        parts[i] += 1;
+    }
+    Some(parts.into_iter().map(|p| (sign * p) as i64).collect())
+}
+
 /// Dollars as a decimal number for JSON and CSV (`12340.501234`), exact.
 pub fn usd_decimal(micros: i64) -> String {
     let sign = if micros < 0 { "-" } else { "" };
@@ -116,5 +138,19 @@ mod tests {
         assert_eq!(apportion_micros(&[1_400, 1_400, 1_200], 3), vec![1, 1, 1]);
         assert_eq!(apportion_micros(&[-1_500, 2_600], 1), vec![-2, 3]);
         assert_eq!(apportion_micros(&[], 0), Vec::<i64>::new());
+    }
+
+    #[test]
+    fn a_pool_divided_by_weight_adds_up_and_is_never_negative() {
+        // 100 by 1 : 1 : 1 → 33.33 each: 33, 33, 33 and the one left goes to the first (ties).
+        assert_eq!(apportion_by_weight(100, &[1, 1, 1]), Some(vec![34, 33, 33]));
+        // 10 by 6 : 3 : 1 → 6, 3, 1 exactly; −10 the same, negated.
+        assert_eq!(apportion_by_weight(10, &[6, 3, 1]), Some(vec![6, 3, 1]));
+        assert_eq!(apportion_by_weight(-10, &[6, 3, 1]), Some(vec![-6, -3, -1]));
+        // 7 by 1 : 2 : 4 → 1, 2, 4; 5 by 1 : 2 : 4 → 0.714, 1.429, 2.857: floors 0, 1, 2 and
+        // the two left go to the largest remainders (.857, then .714).
+        assert_eq!(apportion_by_weight(5, &[1, 2, 4]), Some(vec![1, 1, 3]));
+        assert_eq!(apportion_by_weight(5, &[0, 0]), None);
+        assert_eq!(apportion_by_weight(5, &[2, -1]), None);
     }
 }

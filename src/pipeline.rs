@@ -10,7 +10,7 @@
 //!   failed or was killed is computed by the next run, even when the next run finds nothing
 //!   new to ingest.
 
-use crate::engine::compute::{ComputeError, ComputeOptions, ComputeSummary, compute_period};
+use crate::engine::compute::{ComputeError, ComputeSummary, compute_period};
 use crate::ingest::metrics::{MetricsError, MetricsIngestOptions, MetricsIngestResult, ingest_metrics};
 use crate::ingest::{CurIngestOptions, IngestError, PeriodResult, ingest_cur};
 use crate::period::Period;
@@ -53,7 +53,6 @@ pub async fn close_abandoned_runs(store: &dyn Store) -> Result<usize, StoreError
 pub async fn ingest_cur_and_compute(
     store: &dyn Store,
     options: &CurIngestOptions,
-    engine: &ComputeOptions,
     progress: &indicatif::MultiProgress,
 ) -> Result<CurJob, JobError> {
     close_abandoned_runs(store).await?;
@@ -61,7 +60,7 @@ pub async fn ingest_cur_and_compute(
         Ok(results) => (results, None),
         Err(error) => (Vec::new(), Some(JobError::from(error))),
     };
-    let computed = compute_pending(store, engine).await?;
+    let computed = compute_pending(store).await?;
     Ok(CurJob { ingested, computed, failure })
 }
 
@@ -69,23 +68,19 @@ pub async fn ingest_cur_and_compute(
 pub async fn ingest_metrics_and_compute(
     store: &dyn Store,
     options: &MetricsIngestOptions,
-    engine: &ComputeOptions,
     progress: &indicatif::MultiProgress,
 ) -> Result<(MetricsIngestResult, Vec<ComputeSummary>), JobError> {
     close_abandoned_runs(store).await?;
     let result = ingest_metrics(store, options, progress).await;
     // Compute what is pending even when the ingest failed: an earlier run may have left work.
-    let computed = if options.detect_only { Vec::new() } else { compute_pending(store, engine).await? };
+    let computed = if options.detect_only { Vec::new() } else { compute_pending(store).await? };
     Ok((result?, computed))
 }
 
 /// Computes every period whose rollups are missing or older than its data.
-pub async fn compute_pending(
-    store: &dyn Store,
-    options: &ComputeOptions,
-) -> Result<Vec<ComputeSummary>, JobError> {
+pub async fn compute_pending(store: &dyn Store) -> Result<Vec<ComputeSummary>, JobError> {
     let pending: Vec<Period> = store.pending_periods().await?.iter().filter_map(|p| p.parse().ok()).collect();
-    compute(store, &pending, options).await
+    compute(store, &pending).await
 }
 
 /// How often a compute is tried again when another writer changed the period meanwhile.
@@ -94,14 +89,10 @@ const STALE_ATTEMPTS: usize = 3;
 /// Computes a period; when the store refuses the result because the period's data changed
 /// while it was computed (a concurrent ingest), computes it again from the new data, unless
 /// another job already did.
-async fn compute_fresh(
-    store: &dyn Store,
-    period: Period,
-    options: &ComputeOptions,
-) -> Result<ComputeSummary, ComputeError> {
+async fn compute_fresh(store: &dyn Store, period: Period) -> Result<ComputeSummary, ComputeError> {
     let mut attempt = 1;
     loop {
-        match compute_period(store, period, options).await {
+        match compute_period(store, period).await {
             Err(ComputeError::Store(StoreError::Stale(reason))) if attempt < STALE_ATTEMPTS => {
                 let name = period.to_string();
                 if !store.pending_periods().await?.contains(&name) {
@@ -118,17 +109,13 @@ async fn compute_fresh(
 }
 
 /// Computes the given periods one after another, each recorded as a `compute` run.
-pub async fn compute(
-    store: &dyn Store,
-    periods: &[Period],
-    options: &ComputeOptions,
-) -> Result<Vec<ComputeSummary>, JobError> {
+pub async fn compute(store: &dyn Store, periods: &[Period]) -> Result<Vec<ComputeSummary>, JobError> {
     let mut summaries = Vec::new();
     for &period in periods {
         let run = store
             .begin_ingest_run(&NewIngestRun::now("compute", "gpuledger compute", &period.to_string(), ""))
             .await?;
-        match compute_fresh(store, period, options).await {
+        match compute_fresh(store, period).await {
             Ok(summary) => {
                 let rows = summary.cost_rows + summary.client_rows + summary.opportunities;
                 let outcome = IngestOutcome::succeeded(0, rows as i64, None);

@@ -1,35 +1,44 @@
-//! `gpuledger clients`: share policies, markups and mapping rules.
+//! `gpuledger clients`, `pools` and `settings`: client terms, mapping rules, pool rules and
+//! the engine's settings, each saved as a version from the month it takes effect.
 
 use anyhow::Context;
 
-use crate::cli::ClientsCommand;
-use crate::store;
+use crate::cli::{ClientsCommand, EngineSetArgs, PoolsCommand, SettingsCommand};
+use crate::settings::{EffectiveFrom, SettingKind, SettingVersion};
+use crate::store::{self, Store};
 
 /// Lists, sets, maps or unmaps clients.
-pub(super) async fn run(store: &dyn store::Store, command: ClientsCommand) -> anyhow::Result<()> {
+pub(super) async fn run(store: &dyn Store, command: ClientsCommand) -> anyhow::Result<()> {
+    let history = store.settings().await?;
     match command {
         ClientsCommand::List => {
-            let out = serde_json::json!({
-                "clients": store.client_settings().await?,
-                "rules": store.client_rules().await?,
-            });
-            println!("{}", serde_json::to_string_pretty(&out)?);
+            let kinds = [SettingKind::Client, SettingKind::Mapping];
+            print_versions(history.versions.iter().filter(|v| kinds.contains(&v.kind)))?;
         }
         ClientsCommand::Set(args) => {
-            anyhow::ensure!(
-                crate::engine::chargeback::POLICIES.contains(&args.policy.as_str()),
-                "--policy must be one of {:?}",
-                crate::engine::chargeback::POLICIES
-            );
-            anyhow::ensure!(args.markup_percent >= 0.0, "--markup-percent must not be negative");
-            store
-                .set_client_settings(&store::ClientSettings {
-                    name: args.name.clone(),
-                    share_policy: args.policy,
-                    markup_basis_points: (args.markup_percent * 100.0).round() as i64,
+            if let Some(percent) = args.markup_percent {
+                anyhow::ensure!(
+                    percent.is_finite() && (0.0..=1_000.0).contains(&percent),
+                    "--markup-percent must be between 0 and 1000, not {percent}"
+                );
+            }
+            let exempt = match (args.exempt, args.no_exempt) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            };
+            let from = args.from.effective_from();
+            let version = history
+                .client_version(&args.name, from, |terms| {
+                    if let Some(percent) = args.markup_percent {
+                        terms.markup_basis_points = (percent * 100.0).round() as i64;
+                    }
+                    if let Some(exempt) = exempt {
+                        terms.exempt = exempt;
+                    }
                 })
-                .await?;
-            eprintln!("client {} saved; run `gpuledger compute` to apply it", args.name);
+                .map_err(anyhow::Error::msg)?;
+            save(store, &[version], &format!("client {}", args.name), from).await?;
         }
         ClientsCommand::Map(args) => {
             let (kind, pattern, label_key) =
@@ -43,22 +52,110 @@ pub(super) async fn run(store: &dyn store::Store, command: ClientsCommand) -> an
                     (_, _, _, Some(v)) => ("label", v.clone(), args.label_key.clone()),
                     _ => anyhow::bail!("give --namespace, --prefix, --regex or --label-value"),
                 };
-            let mut rules = store.client_rules().await?;
-            rules.push(store::ClientRule {
+            let rule = store::ClientRule {
                 client: args.client.clone(),
                 match_kind: kind.into(),
                 pattern,
                 label_key,
                 priority: args.priority,
-            });
-            store.set_client_rules(&rules).await?;
-            eprintln!("rule added for {}; run `gpuledger compute` to apply it", args.client);
+            };
+            let from = args.from.effective_from();
+            let versions = history
+                .mapping_versions(from, |rules| {
+                    if !rules.contains(&rule) {
+                        rules.push(rule.clone());
+                    }
+                })
+                .map_err(anyhow::Error::msg)?;
+            save(store, &versions, &format!("a rule for {}", args.client), from).await?;
         }
-        ClientsCommand::Unmap { client } => {
-            let mut rules = store.client_rules().await?;
-            rules.retain(|r| r.client != client);
-            store.set_client_rules(&rules).await?;
+        ClientsCommand::Unmap { client, from } => {
+            let from = from.effective_from();
+            let versions = history
+                .mapping_versions(from, |rules| rules.retain(|r| r.client != client))
+                .map_err(anyhow::Error::msg)?;
+            save(store, &versions, &format!("{client}'s rules removed"), from).await?;
         }
     }
+    Ok(())
+}
+
+/// Lists or sets the pools' rules.
+pub(super) async fn pools(store: &dyn Store, command: PoolsCommand) -> anyhow::Result<()> {
+    let history = store.settings().await?;
+    match command {
+        PoolsCommand::List => {
+            print_versions(history.versions.iter().filter(|v| v.kind == SettingKind::Pool))?
+        }
+        PoolsCommand::Set(args) => {
+            let from = args.from.effective_from();
+            let version = history.pool_version(args.pool, args.rule, from);
+            let what = format!("the {} pool's rule ({})", args.pool.as_str(), args.rule.as_str());
+            save(store, &[version], &what, from).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Lists every setting, or sets the engine's.
+pub(super) async fn settings(store: &dyn Store, command: SettingsCommand) -> anyhow::Result<()> {
+    let history = store.settings().await?;
+    match command {
+        SettingsCommand::List { period } => {
+            let mut out = serde_json::json!({ "versions": history.versions });
+            if let Some(period) = period {
+                out["period"] = serde_json::json!(period.to_string());
+                out["in_force"] =
+                    serde_json::to_value(history.in_force(period).map_err(anyhow::Error::msg)?)?;
+            }
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        }
+        SettingsCommand::Set(EngineSetArgs { idle_threshold, platform_namespaces, from }) => {
+            anyhow::ensure!(
+                idle_threshold.is_some() || platform_namespaces.is_some(),
+                "give --idle-threshold and/or --platform-namespaces"
+            );
+            if let Some(threshold) = idle_threshold {
+                anyhow::ensure!(
+                    (0.0..=1.0).contains(&threshold),
+                    "--idle-threshold is a fraction between 0 and 1, not {threshold}"
+                );
+            }
+            let from = from.effective_from();
+            let version = history
+                .engine_version(from, |engine| {
+                    if let Some(threshold) = idle_threshold {
+                        engine.idle_threshold = threshold;
+                    }
+                    if let Some(namespaces) = platform_namespaces {
+                        engine.platform_namespaces = namespaces;
+                    }
+                })
+                .map_err(anyhow::Error::msg)?;
+            save(store, &[version], "the engine's settings", from).await?;
+        }
+    }
+    Ok(())
+}
+
+fn print_versions<'a>(versions: impl Iterator<Item = &'a SettingVersion>) -> anyhow::Result<()> {
+    let versions: Vec<&SettingVersion> = versions.collect();
+    println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "versions": versions }))?);
+    Ok(())
+}
+
+async fn save(
+    store: &dyn Store,
+    versions: &[SettingVersion],
+    what: &str,
+    from: EffectiveFrom,
+) -> anyhow::Result<()> {
+    store.save_settings(versions).await?;
+    let when = if from == EffectiveFrom::BEGINNING {
+        "from the beginning".to_string()
+    } else {
+        format!("from {from}")
+    };
+    eprintln!("{what} saved, in force {when}; run `gpuledger compute` to apply it to computed months");
     Ok(())
 }

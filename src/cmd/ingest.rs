@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use crate::cli::{ComputeArgs, IngestCommand, PrometheusArgs};
-use crate::engine::compute::ComputeOptions;
 use crate::ingest::CurIngestOptions;
 use crate::ingest::metrics::{Detected, MetricsIngestOptions, MetricsSource};
 use crate::period::Period;
@@ -38,8 +37,7 @@ pub(super) async fn run(store: &dyn store::Store, command: IngestCommand) -> any
             let progress =
                 indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
             let (result, _computed) =
-                pipeline::ingest_metrics_and_compute(store, &options, &ComputeOptions::default(), &progress)
-                    .await?;
+                pipeline::ingest_metrics_and_compute(store, &options, &progress).await?;
             print_detected(&result.detected);
             if detect {
                 println!("{}", serde_json::to_string_pretty(&result.detected)?);
@@ -60,14 +58,15 @@ pub(super) async fn run(store: &dyn store::Store, command: IngestCommand) -> any
     }
 }
 
-/// `gpuledger compute`: one period, or every ingested period, with the options given.
+/// `gpuledger compute`: one period, or every ingested period, each with the settings in
+/// force for it.
 pub(super) async fn compute(store: &dyn store::Store, args: ComputeArgs) -> anyhow::Result<()> {
     pipeline::close_abandoned_runs(store).await?;
     let periods: Vec<Period> = match args.period {
         Some(period) => vec![period],
         None => store.periods().await?.iter().filter_map(|p| p.period.parse().ok()).collect(),
     };
-    pipeline::compute(store, &periods, &args.engine.options()).await?;
+    pipeline::compute(store, &periods).await?;
     Ok(())
 }
 
@@ -172,9 +171,7 @@ pub(super) async fn ingest_demo_metrics(
             continue;
         }
         let options = MetricsIngestOptions::file(file, Some(period));
-        let (result, _computed) =
-            pipeline::ingest_metrics_and_compute(store, &options, &ComputeOptions::default(), &progress)
-                .await?;
+        let (result, _computed) = pipeline::ingest_metrics_and_compute(store, &options, &progress).await?;
         println!(
             "{period}: ingested {} GPU rows and {} inference rows of metrics",
             result.gpu_rows, result.inference_rows
@@ -190,7 +187,7 @@ pub(super) async fn run_cur_ingest(
     options: &CurIngestOptions,
 ) -> anyhow::Result<()> {
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
-    let job = pipeline::ingest_cur_and_compute(store, options, &ComputeOptions::default(), &progress).await?;
+    let job = pipeline::ingest_cur_and_compute(store, options, &progress).await?;
     if let Some(failure) = job.failure {
         return Err(failure.into());
     }

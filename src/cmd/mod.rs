@@ -38,5 +38,7 @@ async fn run_with(store: Box<dyn Store>, command: Command) -> anyhow::Result<()>
         Command::Report(command) => report::run(store.as_ref(), command).await,
         Command::Compute(args) => ingest::compute(store.as_ref(), args).await,
         Command::Clients(command) => clients::run(store.as_ref(), command).await,
+        Command::Pools(command) => clients::pools(store.as_ref(), command).await,
+        Command::Settings(command) => clients::settings(store.as_ref(), command).await,
     }
 }

@@ -1,28 +1,31 @@
 //! Chargeback: each client's direct cost, its shares of the shared pools, and markup, so
-//! that clients + `(unassigned)` = the whole amortized bill.
+//! that clients + `(house)` + `(unassigned)` = the whole amortized bill.
 //!
 //! A client's **direct cost** is its pods' split cost plus the non-Kubernetes lines tagged
-//! to it (an S3 bucket or EBS volume with its client tag), by category. Three pools are
-//! shared: the **platform** pool (everything platform namespaces cost), the **idle** pool
-//! (the unused cost AWS pushed down to every non-platform pod: capacity paid for and not
-//! requested) and the **infrastructure** pool (cluster cost no client claims — the control
-//! plane, node root volumes — and EC2 of a cluster not allocated to pods). Each client takes
-//! a share of each pool by its own policy — `gpu` (its GPU cost over everyone's), `total`
-//! (its direct cost over everyone's), `even` (one recipient's part) or `none` — in whole
-//! nano-dollars rounded down; `(unassigned)` (pods and lines no client claims, EC2 outside
-//! any cluster) keeps the rest, so the shares of every pool add up to the pool exactly.
-//! Markup (basis points) applies to direct + shared and is not on the bill.
+//! to it (an S3 bucket or EBS volume with its client tag), by category. Four pools are
+//! shared ([`Pool`]): **platform** (everything platform namespaces cost), **idle** (the
+//! unused cost AWS pushed down to every other pod: capacity paid for and not requested),
+//! **unallocated** (EC2 of a cluster not allocated to pods) and **shared** (cluster cost no
+//! client's tag claims: the control plane, node root volumes).
+//!
+//! Each pool is divided by its own rule ([`ShareRule`]: by GPU cost, by direct cost, or
+//! even) among those that take part, by largest remainder in nano-dollars, so the shares add
+//! up to the pool exactly and none has the pool's opposite sign. Every client takes part;
+//! `(unassigned)` (pods and lines no client claims) takes part by its weight under `gpu` and
+//! `total` (the house pays for its own use) and not under `even` (it is not a client). An
+//! exempt client's share is computed like any other and kept by `(house)`, as is a pool
+//! nobody has weight for (a `gpu` pool in a month without GPU cost). Markup (basis points)
+//! applies to direct + shared and is not on the bill.
 
 use std::collections::BTreeMap;
 
 use super::classify::{PLATFORM, UNASSIGNED};
-use crate::store::{ClientRollup, ClientSettings, CostRollup};
+use crate::money::apportion_by_weight;
+use crate::settings::{Pool, Settings, ShareRule};
+use crate::store::{ClientRollup, CostRollup};
 
-/// The default policy for clients without settings.
-pub const DEFAULT_POLICY: &str = "gpu";
-
-/// Policies a client can have.
-pub const POLICIES: &[&str] = &["gpu", "total", "even", "none"];
+/// The row that keeps exempt clients' shares and pools nobody takes.
+pub const HOUSE: &str = "(house)";
 
 /// The period's non-Kubernetes cost, placed for chargeback; nano-dollars.
 #[derive(Debug, Default, Clone)]
@@ -30,8 +33,10 @@ pub struct NonKubernetes {
     /// Lines a client claims by tag, per (client, category); lines nobody claims and EC2
     /// outside any cluster are `(unassigned)`'s.
     pub direct: BTreeMap<(String, &'static str), i64>,
-    /// Cluster lines no client claims and EC2 of clusters not allocated to pods.
-    pub infrastructure_pool: i64,
+    /// EC2 of clusters not allocated to pods.
+    pub unallocated_pool: i64,
+    /// Cluster lines no client claims.
+    pub shared_pool: i64,
 }
 
 #[derive(Default)]
@@ -45,17 +50,31 @@ struct Entity {
     inference: i64,
     /// storage, network, other.
     non_kubernetes: [i64; 3],
+    /// Shares taken, by pool (in [`Pool::ALL`] order).
+    shares: [i64; 4],
+}
+
+impl Entity {
+    fn weight(&self, rule: ShareRule) -> i128 {
+        let weight = match rule {
+            ShareRule::Gpu => self.gpu,
+            ShareRule::Total => self.split + self.non_kubernetes.iter().sum::<i64>(),
+            ShareRule::Even => 1,
+        };
+        i128::from(weight.max(0))
+    }
 }
 
 const CATEGORIES: [&str; 3] = ["storage", "network", "other"];
 
-/// One row per client (and `(unassigned)`), from a period's cost rollups and its placed
-/// non-Kubernetes cost.
+/// One row per client, then `(house)` (when a client is exempt or a pool went untaken) and
+/// `(unassigned)`, from a period's cost rollups, its placed non-Kubernetes cost and the
+/// settings in force for it.
 pub fn chargeback(
     period: &str,
     costs: &[CostRollup],
     non_kubernetes: &NonKubernetes,
-    settings: &[ClientSettings],
+    settings: &Settings,
 ) -> Vec<ClientRollup> {
     let mut entities: BTreeMap<&str, Entity> = BTreeMap::new();
     let mut platform_pool = 0i64;
@@ -82,32 +101,29 @@ pub fn chargeback(
         entities.entry(client.as_str()).or_default().non_kubernetes[index] += nanos;
     }
     entities.entry(UNASSIGNED).or_default();
-    let infrastructure_pool = non_kubernetes.infrastructure_pool;
-    let total_gpu: i128 = entities.values().map(|e| i128::from(e.gpu)).sum();
-    let total_direct: i128 = entities.values().map(|e| i128::from(e.split)).sum();
-    let recipients = entities.len() as i128;
-    let policy_of = |client: &str| {
-        settings
-            .iter()
-            .find(|s| s.name == client)
-            .map_or((DEFAULT_POLICY.to_string(), 0), |s| (s.share_policy.clone(), s.markup_basis_points))
-    };
-    // A client's share of `pool`, rounded down; the house keeps the remainders.
-    let share = |pool: i64, policy: &str, e: &Entity| -> i64 {
-        let pool = i128::from(pool);
-        let part = match policy {
-            "gpu" if total_gpu > 0 => pool * i128::from(e.gpu) / total_gpu,
-            "total" if total_direct > 0 => pool * i128::from(e.split) / total_direct,
-            "even" => pool / recipients,
-            _ => 0,
+    let mut house = Entity::default();
+    let pools = [platform_pool, idle_pool, non_kubernetes.unallocated_pool, non_kubernetes.shared_pool];
+    for (index, (pool, amount)) in Pool::ALL.iter().zip(pools).enumerate() {
+        let rule = settings.pools.rule(*pool);
+        let takers: Vec<&str> =
+            entities.keys().copied().filter(|name| rule != ShareRule::Even || *name != UNASSIGNED).collect();
+        let weights: Vec<i128> = takers.iter().map(|name| entities[name].weight(rule)).collect();
+        let Some(shares) = apportion_by_weight(amount, &weights) else {
+            house.shares[index] += amount;
+            continue;
         };
-        part as i64
-    };
-    let row = |client: &str, e: &Entity, policy: String, markup_basis_points: i64| ClientRollup {
+        for (name, share) in takers.into_iter().zip(shares) {
+            if name != UNASSIGNED && settings.terms(name).exempt {
+                house.shares[index] += share;
+            } else if let Some(e) = entities.get_mut(name) {
+                e.shares[index] += share;
+            }
+        }
+    }
+    let row = |client: &str, e: &Entity, policy: String| ClientRollup {
         period: period.to_string(),
         client: client.to_string(),
         share_policy: policy,
-        markup_basis_points,
         direct_cost_nanos: e.split,
         gpu_cost_nanos: e.gpu,
         non_kubernetes_direct_nanos: e.non_kubernetes.iter().sum(),
@@ -119,27 +135,26 @@ pub fn chargeback(
         other_direct_nanos: e.non_kubernetes[2],
         training_nanos: e.training,
         inference_nanos: e.inference,
+        shared_platform_nanos: e.shares[0],
+        shared_idle_nanos: e.shares[1],
+        shared_unallocated_nanos: e.shares[2],
+        shared_infrastructure_nanos: e.shares[3],
         ..ClientRollup::default()
     };
     let mut rows: Vec<ClientRollup> = Vec::new();
-    let (mut platform_given, mut idle_given, mut infrastructure_given) = (0i64, 0i64, 0i64);
     for (client, e) in entities.iter().filter(|(c, _)| **c != UNASSIGNED) {
-        let (policy, markup_basis_points) = policy_of(client);
-        let mut r = row(client, e, policy, markup_basis_points);
-        r.shared_platform_nanos = share(platform_pool, &r.share_policy, e);
-        r.shared_idle_nanos = share(idle_pool, &r.share_policy, e);
-        r.shared_infrastructure_nanos = share(infrastructure_pool, &r.share_policy, e);
-        platform_given += r.shared_platform_nanos;
-        idle_given += r.shared_idle_nanos;
-        infrastructure_given += r.shared_infrastructure_nanos;
-        r.markup_nanos = markup(r.direct_total_nanos() + r.shared_total_nanos(), markup_basis_points);
+        let terms = settings.terms(client);
+        let policy = if terms.exempt { "exempt".to_string() } else { settings.pools.describe() };
+        let mut r = row(client, e, policy);
+        r.exempt = terms.exempt;
+        r.markup_basis_points = terms.markup_basis_points;
+        r.markup_nanos = markup(r.direct_total_nanos() + r.shared_total_nanos(), terms.markup_basis_points);
         rows.push(r);
     }
-    let mut house = row(UNASSIGNED, &entities[UNASSIGNED], "remainder".into(), 0);
-    house.shared_platform_nanos = platform_pool - platform_given;
-    house.shared_idle_nanos = idle_pool - idle_given;
-    house.shared_infrastructure_nanos = infrastructure_pool - infrastructure_given;
-    rows.push(house);
+    if house.shares.iter().any(|s| *s != 0) || rows.iter().any(|r| r.exempt) {
+        rows.push(row(HOUSE, &house, "remainder".into()));
+    }
+    rows.push(row(UNASSIGNED, &entities[UNASSIGNED], "remainder".into()));
     rows
 }
 
@@ -153,6 +168,7 @@ fn markup(amount: i64, basis_points: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::{ClientTerms, PoolRules};
 
     fn row(client: &str, split: i64, unused: i64, gpu: i64) -> CostRollup {
         CostRollup {
@@ -164,55 +180,99 @@ mod tests {
         }
     }
 
-    #[test]
-    fn pools_are_shared_exactly_and_everything_adds_up() {
-        // Platform pool 100 + 1 = 101; idle pool 10 + 20 + 0 = 30. GPU costs a 60, b 30, house
-        // 10 (of 100). a (gpu policy): 101 × 0.6 = 60.6 → 60 and 30 × 0.6 = 18; b (even, 3
-        // recipients): 101 / 3 = 33 and 30 / 3 = 10; the house keeps 101 − 93 = 8 and
-        // 30 − 28 = 2. a's markup 10 % of 100 + 60 + 18 = 17.8 → 18.
-        let costs = [
-            row("a", 100, 10, 60),
-            row("b", 50, 20, 30),
-            row(UNASSIGNED, 40, 0, 10),
-            row(PLATFORM, 100, 1, 0),
-        ];
-        let settings = [
-            ClientSettings { name: "a".into(), share_policy: "gpu".into(), markup_basis_points: 1_000 },
-            ClientSettings { name: "b".into(), share_policy: "even".into(), markup_basis_points: 0 },
-        ];
-        let rows = chargeback("2026-10", &costs, &NonKubernetes::default(), &settings);
-        let view: Vec<(&str, i64, i64, i64, i64)> = rows
-            .iter()
+    /// (client, platform, idle, unallocated, shared) shares of each row.
+    fn shares(rows: &[ClientRollup]) -> Vec<(&str, i64, i64, i64, i64)> {
+        rows.iter()
             .map(|r| {
                 (
                     r.client.as_str(),
-                    r.direct_cost_nanos,
                     r.shared_platform_nanos,
                     r.shared_idle_nanos,
-                    r.markup_nanos,
+                    r.shared_unallocated_nanos,
+                    r.shared_infrastructure_nanos,
                 )
             })
-            .collect();
-        assert_eq!(view, vec![("a", 100, 60, 18, 18), ("b", 50, 33, 10, 0), (UNASSIGNED, 40, 8, 2, 0)]);
-        let without_markup: i64 =
-            rows.iter().map(|r| r.direct_cost_nanos + r.shared_platform_nanos + r.shared_idle_nanos).sum();
-        assert_eq!(without_markup, 100 + 10 + 50 + 20 + 40 + 101, "Σ = Kubernetes cost");
+            .collect()
+    }
+
+    #[test]
+    fn four_clients_under_mixed_rules_and_an_exempt_one_share_each_pool_exactly() {
+        // a, b, c, d are clients, d exempt; a pays 10 % markup. Pools: platform 1,001 (even),
+        // idle 100 + 50 + 0 + 30 + 20 = 200 (gpu), unallocated 999 (total), shared 7 (gpu).
+        let costs = [
+            row("a", 1_000, 100, 800),
+            row("b", 500, 50, 150),
+            row("c", 300, 0, 50),
+            row("d", 200, 30, 0),
+            row(UNASSIGNED, 100, 20, 0),
+            row(PLATFORM, 1_001, 0, 0),
+        ];
+        let placed = NonKubernetes { unallocated_pool: 999, shared_pool: 7, ..NonKubernetes::default() };
+        let mut settings = Settings {
+            pools: PoolRules {
+                platform: ShareRule::Even,
+                idle: ShareRule::Gpu,
+                unallocated: ShareRule::Total,
+                shared: ShareRule::Gpu,
+            },
+            ..Settings::default()
+        };
+        settings.clients.insert("a".into(), ClientTerms { markup_basis_points: 1_000, exempt: false });
+        settings.clients.insert("d".into(), ClientTerms { markup_basis_points: 0, exempt: true });
+        let rows = chargeback("2026-10", &costs, &placed, &settings);
+        // Platform, even over the four clients: 1,001 / 4 = 250.25 → 250 each, the unit left
+        // to the first (a); d's 250 stays with the house.
+        // Idle by GPU cost (800 : 150 : 50 : 0 : 0 of 1,000): 160, 30, 10.
+        // Unallocated by direct cost (1,000 : 500 : 300 : 200 : 100 of 2,100): floors 475,
+        // 237, 142, 95, 47 (996); the 3 left go to the largest remainders: b (.857), then a
+        // and c (.714 each, a first). d's 95 stays with the house.
+        // Shared by GPU cost: 7 × 0.8 = 5.6 → 5, 7 × 0.15 = 1.05 → 1, 0.35 → 0; the unit
+        // left goes to a (.6).
+        assert_eq!(
+            shares(&rows),
+            vec![
+                ("a", 251, 160, 476, 6),
+                ("b", 250, 30, 238, 1),
+                ("c", 250, 10, 143, 0),
+                ("d", 0, 0, 0, 0),
+                (HOUSE, 250, 0, 95, 0),
+                (UNASSIGNED, 0, 0, 47, 0),
+            ]
+        );
+        let pool_sums: Vec<i64> =
+            (0..4).map(|i| shares(&rows).iter().map(|s| [s.1, s.2, s.3, s.4][i]).sum()).collect();
+        assert_eq!(pool_sums, vec![1_001, 200, 999, 7], "each pool adds up to the nano-dollar");
+        assert!(rows.iter().all(|r| r.shared_total_nanos() >= 0), "no share is negative");
+        assert!(rows[3].exempt && rows[3].share_policy == "exempt");
+        assert_eq!(rows[0].share_policy, "platform:even idle:gpu unallocated:total shared:gpu");
+        // a's markup: 10 % of 1,000 + 251 + 160 + 476 + 6 = 1,893 → 189.3 → 189.
+        assert_eq!(rows[0].markup_nanos, 189);
+        let without_markup: i64 = rows.iter().map(|r| r.total_nanos() - r.markup_nanos).sum();
+        assert_eq!(without_markup, 1_000 + 100 + 500 + 50 + 300 + 200 + 30 + 100 + 20 + 1_001 + 999 + 7);
+    }
+
+    #[test]
+    fn a_pool_nobody_has_weight_for_stays_with_the_house() {
+        // No GPU cost anywhere: the gpu-rule platform pool has no takers.
+        let costs = [row("a", 100, 0, 0), row(PLATFORM, 40, 0, 0)];
+        let rows = chargeback("2026-10", &costs, &NonKubernetes::default(), &Settings::default());
+        assert_eq!(shares(&rows), vec![("a", 0, 0, 0, 0), (HOUSE, 40, 0, 0, 0), (UNASSIGNED, 0, 0, 0, 0)]);
     }
 
     #[test]
     fn non_kubernetes_cost_is_direct_or_pooled_and_the_whole_bill_adds_up() {
         // a has pods (GPU 30 of 40) and a tagged bucket (storage 7); c has only a tagged
-        // volume (storage 5) and no GPU cost; the house has pods (GPU 10), untagged transfer
-        // (network 4) and a bastion (other 3). Infrastructure pool 101, gpu policy: a takes
-        // 101 × 30/40 = 75.75 → 75, c 0, the house 26.
+        // volume (storage 5) and no GPU cost; `(unassigned)` has pods (GPU 10), untagged
+        // transfer (network 4) and a bastion (other 3). Shared pool 101 by GPU cost: a 75.75,
+        // `(unassigned)` 25.25 → 75 and 25, the unit left to a (.75). Unallocated 20: 15, 5.
         let costs = [row("a", 100, 0, 30), row(UNASSIGNED, 40, 0, 10)];
-        let mut placed = NonKubernetes { infrastructure_pool: 101, ..NonKubernetes::default() };
+        let mut placed = NonKubernetes { unallocated_pool: 20, shared_pool: 101, ..NonKubernetes::default() };
         placed.direct.insert(("a".into(), "storage"), 7);
         placed.direct.insert(("c".into(), "storage"), 5);
         placed.direct.insert((UNASSIGNED.into(), "network"), 4);
         placed.direct.insert((UNASSIGNED.into(), "other"), 3);
-        let rows = chargeback("2026-10", &costs, &placed, &[]);
-        let view: Vec<(&str, i64, i64, i64)> = rows
+        let rows = chargeback("2026-10", &costs, &placed, &Settings::default());
+        let view: Vec<(&str, i64, i64, i64, i64)> = rows
             .iter()
             .map(|r| {
                 (
@@ -220,12 +280,13 @@ mod tests {
                     r.direct_cost_nanos,
                     r.non_kubernetes_direct_nanos,
                     r.shared_infrastructure_nanos,
+                    r.shared_unallocated_nanos,
                 )
             })
             .collect();
-        assert_eq!(view, vec![("a", 100, 7, 75), ("c", 0, 5, 0), (UNASSIGNED, 40, 7, 26)]);
+        assert_eq!(view, vec![("a", 100, 7, 76, 15), ("c", 0, 5, 0, 0), (UNASSIGNED, 40, 7, 25, 5)]);
         assert_eq!((rows[2].network_nanos, rows[2].other_direct_nanos, rows[0].storage_nanos), (4, 3, 7));
         let whole: i64 = rows.iter().map(|r| r.total_nanos() - r.markup_nanos).sum();
-        assert_eq!(whole, 100 + 40 + 7 + 5 + 4 + 3 + 101, "clients + unassigned = the whole bill");
+        assert_eq!(whole, 100 + 40 + 7 + 5 + 4 + 3 + 101 + 20, "clients + unassigned = the whole bill");
     }
 }

@@ -17,10 +17,8 @@ use super::chargeback::{NonKubernetes, chargeback};
 use super::classify::{ClientMatcher, UNASSIGNED, label, workload_class};
 use super::opportunities::{self, PodEvidence};
 use crate::period::Period;
-use crate::store::{
-    ClientRule, ClientSettings, ComputeInputs, CostRollup, HeatmapCell, PeriodRollup, Rollups, Store,
-    StoreError,
-};
+use crate::settings::Settings;
+use crate::store::{ComputeInputs, CostRollup, HeatmapCell, PeriodRollup, Rollups, Store, StoreError};
 
 /// Why a compute run stopped; nothing was written.
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +37,7 @@ pub enum ComputeError {
     Invalid(String),
 }
 
-/// Settings of a compute run.
+/// The engine's part of the settings in force for a period ([`crate::settings::Settings`]).
 #[derive(Debug, Clone)]
 pub struct ComputeOptions {
     /// Hourly mean utilization below which allocated GPU-hours are idle.
@@ -86,22 +84,16 @@ impl ComputeSummary {
     }
 }
 
-/// Computes one period and replaces its rollups.
+/// Computes one period with the settings in force for it and replaces its rollups.
 #[tracing::instrument(skip_all, fields(period = %period))]
-pub async fn compute_period(
-    store: &dyn Store,
-    period: Period,
-    options: &ComputeOptions,
-) -> Result<ComputeSummary, ComputeError> {
+pub async fn compute_period(store: &dyn Store, period: Period) -> Result<ComputeSummary, ComputeError> {
     let started = std::time::Instant::now();
     tracing::debug!(phase = "compute", "computing rollups");
     let name = period.to_string();
     let inputs = store.compute_inputs(&name).await?.ok_or(ComputeError::NoData(period))?;
-    let rules = store.client_rules().await?;
-    let settings = store.client_settings().await?;
+    let settings = store.settings().await?.in_force(period).map_err(ComputeError::Invalid)?;
     let read_seconds = started.elapsed().as_secs_f64();
-    let options = options.clone();
-    let rollups = tokio::task::spawn_blocking(move || build_rollups(&inputs, &rules, &settings, &options))
+    let rollups = tokio::task::spawn_blocking(move || build_rollups(&inputs, &settings))
         .await
         .map_err(|e| ComputeError::Invalid(format!("the compute task failed: {e}")))??;
     let compute_seconds = started.elapsed().as_secs_f64() - read_seconds;
@@ -117,16 +109,13 @@ pub async fn compute_period(
     })
 }
 
-/// Everything of one period, computed off the async runtime.
-pub fn build_rollups(
-    inputs: &ComputeInputs,
-    rules: &[ClientRule],
-    settings: &[ClientSettings],
-    options: &ComputeOptions,
-) -> Result<Rollups, ComputeError> {
+/// Everything of one period, computed off the async runtime with the settings in force.
+pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Rollups, ComputeError> {
     let period = inputs.period.clone();
     let polars_error = |source| ComputeError::Polars { period: period.clone(), source };
-    let matcher = ClientMatcher::new(rules, &options.platform_namespaces).map_err(ComputeError::Invalid)?;
+    let options = settings.compute_options();
+    let matcher =
+        ClientMatcher::new(&settings.rules, &options.platform_namespaces).map_err(ComputeError::Invalid)?;
     let serving: HashSet<(&str, &str)> = inputs
         .served
         .iter()
@@ -376,6 +365,7 @@ pub fn build_rollups(
             input_revision: inputs.input_revision,
             // Taken by the store when it writes.
             revision: 0,
+            settings: serde_json::to_string(settings).unwrap_or_default(),
         },
         heatmap: heatmap_cells(&period, &heatmap).map_err(polars_error)?,
         capacity: inputs.capacity.clone(),
@@ -390,8 +380,8 @@ pub fn build_rollups(
 }
 
 /// Places the period's non-Kubernetes cost for chargeback: a line a client's tag claims is
-/// that client's; a cluster's line nobody claims, and EC2 of a cluster not allocated to pods,
-/// go to the infrastructure pool; the rest (untagged lines outside any cluster, EC2 outside
+/// that client's; a cluster's line nobody claims goes to the shared pool, and EC2 of a
+/// cluster not allocated to pods to the unallocated pool; the rest (untagged lines outside any cluster, EC2 outside
 /// any cluster) is `(unassigned)`'s.
 fn place_non_kubernetes(inputs: &ComputeInputs, matcher: &ClientMatcher) -> NonKubernetes {
     let mut placed = NonKubernetes::default();
@@ -399,7 +389,7 @@ fn place_non_kubernetes(inputs: &ComputeInputs, matcher: &ClientMatcher) -> NonK
         let nanos = group.amortized_cost_micros * 1000;
         let client = matcher.client_of_tags(&group.tags);
         if client == UNASSIGNED && !group.cluster.is_empty() {
-            placed.infrastructure_pool += nanos;
+            placed.shared_pool += nanos;
         } else {
             *placed.direct.entry((client, group.category())).or_default() += nanos;
         }
@@ -407,7 +397,7 @@ fn place_non_kubernetes(inputs: &ComputeInputs, matcher: &ClientMatcher) -> NonK
     let outside_clusters: i64 =
         inputs.capacity.iter().filter(|c| c.cluster.is_empty()).map(|c| c.amortized_cost_micros).sum();
     *placed.direct.entry((UNASSIGNED.to_string(), "other")).or_default() += outside_clusters * 1000;
-    placed.infrastructure_pool += (inputs.unallocated_ec2_micros - outside_clusters) * 1000;
+    placed.unallocated_pool += (inputs.unallocated_ec2_micros - outside_clusters) * 1000;
     placed
 }
 

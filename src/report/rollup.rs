@@ -6,12 +6,13 @@
 //! - `workloads`: `namespace, workload, workload_class, client, split_cost, unused_cost,
 //!   total_cost, gpu_hours, used_gpu_hours, idle_gpu_hours, idle_gpu_cost, spot_gpu_hours,
 //!   requests`;
-//! - `clients`: `client, share_policy, direct_cost, kubernetes_direct_cost,
+//! - `clients`: `client, share_policy, exempt, direct_cost, kubernetes_direct_cost,
 //!   non_kubernetes_direct_cost, shared_platform_cost, shared_idle_cost,
-//!   shared_infrastructure_cost, shared_cost, markup_rate, markup, total_cost, gpu_cost,
-//!   cpu_cost, memory_cost, storage_cost, network_cost, other_cost, training_cost,
-//!   inference_cost` (+ top-level `kubernetes_total` and `amortized_total`; Σ rows'
-//!   `total_cost − markup` = `amortized_total` exactly, `(unassigned)` included; the
+//!   shared_unallocated_cost, shared_infrastructure_cost, shared_cost, markup_rate, markup,
+//!   total_cost, gpu_cost, cpu_cost, memory_cost, storage_cost, network_cost, other_cost,
+//!   training_cost, inference_cost` (+ top-level `kubernetes_total` and `amortized_total`; Σ
+//!   rows' `total_cost − markup` = `amortized_total` exactly, `(house)` (exempt clients'
+//!   shares, when any) and `(unassigned)` included; the
 //!   direct-cost breakdown is `gpu + cpu + memory` = `kubernetes_direct_cost` and
 //!   `storage + network + other` = `non_kubernetes_direct_cost`);
 //! - `gpu`: `namespace, gpu_model, provisioned_gpu_hours, allocated_gpu_hours,
@@ -252,15 +253,16 @@ pub fn client_sums(range: &RollupRange) -> BTreeMap<String, ClientRollup> {
         sum.add(c);
         sum.share_policy = c.share_policy.clone();
         sum.markup_basis_points = c.markup_basis_points;
+        sum.exempt = c.exempt;
     }
     sums
 }
 
-/// Per client: direct cost (Kubernetes and not), shares of the platform, idle and
-/// infrastructure pools, markup, total, and what the direct cost paid for. Σ rows'
+/// Per client: direct cost (Kubernetes and not), shares of the platform, idle, unallocated
+/// and shared non-Kubernetes pools, markup, total, and what the direct cost paid for. Σ rows'
 /// `total_cost − markup` = the amortized bill of the whole periods, to the micro-dollar:
 /// direct cost and markup are rounded row by row, and the rows' shared cost is apportioned
-/// (largest remainder) so that the rounded rows add up; its three parts are each rounded on
+/// (largest remainder) so that the rounded rows add up; its four parts are each rounded on
 /// their own.
 pub fn clients(range: &RollupRange) -> Report {
     let sums = client_sums(range);
@@ -277,11 +279,13 @@ pub fn clients(range: &RollupRange) -> Report {
         columns: vec![
             "client",
             "share_policy",
+            "exempt",
             "direct_cost",
             "kubernetes_direct_cost",
             "non_kubernetes_direct_cost",
             "shared_platform_cost",
             "shared_idle_cost",
+            "shared_unallocated_cost",
             "shared_infrastructure_cost",
             "shared_cost",
             "markup_rate",
@@ -304,11 +308,13 @@ pub fn clients(range: &RollupRange) -> Report {
                 vec![
                     text(&c.client),
                     text(&c.share_policy),
+                    Cell::Flag(c.exempt),
                     micros(direct),
                     usd(c.direct_cost_nanos),
                     usd(c.non_kubernetes_direct_nanos),
                     usd(c.shared_platform_nanos),
                     usd(c.shared_idle_nanos),
+                    usd(c.shared_unallocated_nanos),
                     usd(c.shared_infrastructure_nanos),
                     micros(shared),
                     Cell::Ratio(Some(c.markup_basis_points as f64 / 10_000.0)),

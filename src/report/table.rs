@@ -19,6 +19,8 @@ pub enum Cell {
     Usd(Option<f64>),
     /// Dollars per unit (per inference): 12 significant decimals in CSV/JSON, 6 in the table.
     Rate(Option<f64>),
+    /// Yes or no: `true`/`false` in JSON and CSV, `yes` or empty in the table.
+    Flag(bool),
 }
 
 /// A report as rows of cells under column names.
@@ -143,6 +145,10 @@ impl Table {
                         worksheet.write_string(r, col, text)?;
                         continue;
                     }
+                    Cell::Flag(flag) => {
+                        worksheet.write_boolean(r, col, *flag)?;
+                        continue;
+                    }
                     Cell::Hours(x) => Some((round6(*x), &formats[0])),
                     Cell::Ratio(x) => x.map(|x| (x, &formats[1])),
                     Cell::Count(x) => Some((x.round(), &formats[2])),
@@ -191,6 +197,7 @@ fn round6(x: f64) -> f64 {
 fn json_value(cell: &Cell) -> Value {
     match cell {
         Cell::Text(text) => json!(text),
+        Cell::Flag(flag) => json!(flag),
         Cell::Hours(x) => json!(round6(*x)),
         Cell::Ratio(x) | Cell::Usd(x) => x.map_or(Value::Null, |x| json!(round6(x))),
         Cell::Count(x) => json!(x.round()),
@@ -201,6 +208,7 @@ fn json_value(cell: &Cell) -> Value {
 fn csv_text(cell: &Cell) -> String {
     match cell {
         Cell::Text(text) => csv_cell(text),
+        Cell::Flag(flag) => flag.to_string(),
         Cell::Hours(x) => format!("{x:.6}"),
         Cell::Ratio(x) | Cell::Usd(x) => x.map(|x| format!("{x:.6}")).unwrap_or_default(),
         Cell::Count(x) => format!("{:.0}", x.round()),
@@ -211,6 +219,13 @@ fn csv_text(cell: &Cell) -> String {
 fn table_text(cell: &Cell) -> String {
     match cell {
         Cell::Text(text) => text.clone(),
+        Cell::Flag(flag) => {
+            if *flag {
+                "yes".into()
+            } else {
+                String::new()
+            }
+        }
         Cell::Hours(x) => thousands(*x, 1),
         Cell::Ratio(x) => x.map(|x| format!("{:.1} %", x * 100.0)).unwrap_or_else(|| "n/a".into()),
         Cell::Count(x) => thousands(*x, 0),

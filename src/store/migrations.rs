@@ -53,6 +53,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         sql: include_str!("../../migrations/sqlite/0005_revisions.sql"),
     },
     Migration { version: 6, name: "bill", sql: include_str!("../../migrations/sqlite/0006_bill.sql") },
+    Migration {
+        version: 7,
+        name: "settings",
+        sql: include_str!("../../migrations/sqlite/0007_settings.sql"),
+    },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -79,6 +84,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         sql: include_str!("../../migrations/postgres/0005_revisions.sql"),
     },
     Migration { version: 6, name: "bill", sql: include_str!("../../migrations/postgres/0006_bill.sql") },
+    Migration {
+        version: 7,
+        name: "settings",
+        sql: include_str!("../../migrations/postgres/0007_settings.sql"),
+    },
 ];
 
 /// How a backend keeps two migrating processes apart.

@@ -23,6 +23,7 @@ pub mod sqlite;
 
 use async_trait::async_trait;
 
+pub use crate::settings::{SettingVersion, SettingsHistory};
 pub use migrations::SchemaStatus;
 pub use model::*;
 pub use sql_store::{Backend, SqlStore};
@@ -61,6 +62,9 @@ pub enum StoreError {
     /// The source of a streamed period failed; nothing was committed.
     #[error("{0}")]
     Source(String),
+    /// A stored value this gpuledger cannot read or write (a setting, a snapshot).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -243,17 +247,15 @@ pub trait Store: Send + Sync {
     /// Computed periods, newest first.
     async fn rollup_periods(&self) -> StoreResult<Vec<PeriodRollup>>;
 
-    /// Every client's billing settings.
-    async fn client_settings(&self) -> StoreResult<Vec<ClientSettings>>;
+    /// Every stored version of every setting.
+    async fn settings(&self) -> StoreResult<SettingsHistory>;
 
-    /// Creates or replaces one client's billing settings.
-    async fn set_client_settings(&self, settings: &ClientSettings) -> StoreResult<()>;
+    /// Saves versions of settings in one transaction, each replacing the stored version of
+    /// the same setting and month.
+    async fn save_settings(&self, versions: &[SettingVersion]) -> StoreResult<()>;
 
-    /// Replaces all client mapping rules.
-    async fn set_client_rules(&self, rules: &[ClientRule]) -> StoreResult<()>;
-
-    /// Client mapping rules by priority.
-    async fn client_rules(&self) -> StoreResult<Vec<ClientRule>>;
+    /// A period's chargeback as it stood before each compute that changed it, newest first.
+    async fn chargeback_snapshots(&self, period: &str) -> StoreResult<Vec<ChargebackSnapshot>>;
 }
 
 /// Opens the database named by `url` and applies pending migrations.

@@ -432,7 +432,7 @@ pub struct InferenceUsage {
 }
 
 /// How a namespace or label maps to a client.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct ClientRule {
     pub client: String,
     /// `namespace` (exact), `prefix`, `regex` or `label`.
@@ -665,15 +665,21 @@ pub struct PeriodRollup {
     pub input_revision: i64,
     /// The revision their write took: changes whenever a period is recomputed.
     pub revision: i64,
+    /// The settings in force for the period, as they were computed with (JSON).
+    pub settings: String,
 }
 
 /// One client's chargeback for a period. Shares add up to the shared pools exactly.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, serde::Deserialize)]
 pub struct ClientRollup {
     pub period: String,
     pub client: String,
+    /// The pools' rules in force (`gpu`, or `platform:gpu idle:even …`); `exempt` for an
+    /// exempt client; `remainder` for `(house)` and `(unassigned)`.
     pub share_policy: String,
     pub markup_basis_points: i64,
+    /// Takes no share of any pool: the shares it would take are the house's.
+    pub exempt: bool,
     /// The client's pods' split cost (Kubernetes direct cost).
     pub direct_cost_nanos: i64,
     /// Split + unused of the client's accelerator rows: the weight of the `gpu` policy.
@@ -684,9 +690,11 @@ pub struct ClientRollup {
     /// Non-Kubernetes lines tagged to the client; for `(unassigned)`, every line nobody
     /// claims and EC2 outside any cluster.
     pub non_kubernetes_direct_nanos: i64,
-    /// The client's share of the shared infrastructure pool: cluster cost no client claims
-    /// (control plane, root volumes) and EC2 of a cluster not allocated to pods.
+    /// The client's share of the shared non-Kubernetes pool: cluster cost no client's tag
+    /// claims (control plane, root volumes).
     pub shared_infrastructure_nanos: i64,
+    /// The client's share of the unallocated pool: EC2 of a cluster not allocated to pods.
+    pub shared_unallocated_nanos: i64,
     /// Direct cost by what it paid for: pods' split cost by resource, non-Kubernetes cost by
     /// category (`storage` S3/EBS/EFS/FSx, `network` data transfer, `other`).
     pub gpu_split_nanos: i64,
@@ -706,9 +714,12 @@ impl ClientRollup {
         self.direct_cost_nanos + self.non_kubernetes_direct_nanos
     }
 
-    /// Shares of the platform, idle and infrastructure pools.
+    /// Shares of the platform, idle, unallocated and shared non-Kubernetes pools.
     pub fn shared_total_nanos(&self) -> i64 {
-        self.shared_platform_nanos + self.shared_idle_nanos + self.shared_infrastructure_nanos
+        self.shared_platform_nanos
+            + self.shared_idle_nanos
+            + self.shared_unallocated_nanos
+            + self.shared_infrastructure_nanos
     }
 
     /// What the client is charged: direct + shared + markup.
@@ -726,6 +737,7 @@ impl ClientRollup {
             (&mut self.markup_nanos, other.markup_nanos),
             (&mut self.non_kubernetes_direct_nanos, other.non_kubernetes_direct_nanos),
             (&mut self.shared_infrastructure_nanos, other.shared_infrastructure_nanos),
+            (&mut self.shared_unallocated_nanos, other.shared_unallocated_nanos),
             (&mut self.gpu_split_nanos, other.gpu_split_nanos),
             (&mut self.cpu_split_nanos, other.cpu_split_nanos),
             (&mut self.memory_split_nanos, other.memory_split_nanos),
@@ -792,11 +804,13 @@ pub struct Rollups {
     pub opportunities: Vec<Opportunity>,
 }
 
-/// A client's billing settings.
+/// A period's chargeback as it stood before a compute replaced it with different numbers.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ClientSettings {
-    pub name: String,
-    /// `gpu` (proportional to GPU cost), `total`, `even` or `none`.
-    pub share_policy: String,
-    pub markup_basis_points: i64,
+pub struct ChargebackSnapshot {
+    pub period: String,
+    /// The revision the replaced rollups were written at.
+    pub revision: i64,
+    /// When they were replaced (UTC epoch seconds).
+    pub replaced_at: i64,
+    pub clients: Vec<ClientRollup>,
 }

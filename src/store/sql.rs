@@ -10,10 +10,12 @@
 use sqlx::query_builder::Separated;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Row, Type};
 
+use crate::settings::SettingVersion;
+
 use super::model::{
-    BillLine, ClientRule, ClientSettings, CostFact, CostPeriod, FactBatch, FactRecord, GpuAllocation,
-    GpuUsage, InferenceUsage, IngestRun, InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodCost,
-    PodRecord, PodWorkload, WorkloadCost,
+    BillLine, CostFact, CostPeriod, FactBatch, FactRecord, GpuAllocation, GpuUsage, InferenceUsage,
+    IngestRun, InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodCost, PodRecord, PodWorkload,
+    WorkloadCost,
 };
 
 // ---- Reports ----
@@ -73,6 +75,8 @@ pub(crate) const TOUCH_PERIOD_INPUTS: &str = "INSERT INTO period_inputs (period,
      ON CONFLICT (period) DO UPDATE SET revision = excluded.revision";
 
 pub(crate) const SELECT_PERIOD_INPUT_REVISION: &str = "SELECT revision FROM period_inputs WHERE period = $1";
+
+pub(crate) const SELECT_ROLLUP_REVISION: &str = "SELECT revision FROM rollup_periods WHERE period = $1";
 
 pub(crate) const SELECT_ROLLUP_INPUT_REVISION: &str =
     "SELECT input_revision FROM rollup_periods WHERE period = $1";
@@ -241,29 +245,28 @@ pub(crate) const SELECT_COST_PODS: &str = "SELECT pod_id, cluster, namespace, wo
 pub(crate) const SELECT_OTHER_COST_TOTAL: &str = "SELECT \
      CAST(COALESCE(SUM(amortized_cost_micros), 0) AS BIGINT) AS total FROM other_costs WHERE period = $1";
 
-pub(crate) const SELECT_CLIENTS: &str =
-    "SELECT name, share_policy, markup_basis_points FROM clients ORDER BY name";
-
-pub(crate) const DELETE_CLIENT: &str = "DELETE FROM clients WHERE name = $1";
-
-pub(crate) const INSERT_CLIENT: &str =
-    "INSERT INTO clients (name, share_policy, markup_basis_points) VALUES ($1, $2, $3)";
-
 pub(crate) const SELECT_ROLLUP_PERIODS: &str = "SELECT period, computed_at, idle_threshold, \
      p95_cost_per_inference, bill_unblended_micros, bill_amortized_micros, kubernetes_cost_nanos, \
-     unallocated_ec2_micros, other_cost_micros, unattributed_gpu_hours, input_revision, revision FROM rollup_periods ORDER BY period DESC";
+     unallocated_ec2_micros, other_cost_micros, unattributed_gpu_hours, input_revision, revision, settings FROM rollup_periods ORDER BY period DESC";
 
-// ---- Client rules ----
+// ---- Settings ----
 
-pub(crate) const DELETE_CLIENT_RULES: &str = "DELETE FROM client_rules";
+pub(crate) const SELECT_SETTINGS: &str = "SELECT kind, key, effective_from, value, set_at FROM settings \
+     ORDER BY kind, key, effective_from";
 
-pub(crate) const INSERT_CLIENT_RULES: BulkInsert = BulkInsert {
-    head: "INSERT INTO client_rules (client, match_kind, pattern, label_key, priority) ",
-    columns: 5,
-};
+pub(crate) const DELETE_SETTING: &str =
+    "DELETE FROM settings WHERE kind = $1 AND key = $2 AND effective_from = $3";
 
-pub(crate) const SELECT_CLIENT_RULES: &str = "SELECT client, match_kind, pattern, label_key, \
-     priority FROM client_rules ORDER BY priority, client, match_kind, pattern, label_key";
+pub(crate) const INSERT_SETTING: &str =
+    "INSERT INTO settings (kind, key, effective_from, value, set_at) VALUES ($1, $2, $3, $4, $5)";
+
+// ---- Chargeback snapshots ----
+
+pub(crate) const INSERT_CHARGEBACK_SNAPSHOT: &str =
+    "INSERT INTO chargeback_snapshots (period, revision, replaced_at, clients) VALUES ($1, $2, $3, $4)";
+
+pub(crate) const SELECT_CHARGEBACK_SNAPSHOTS: &str = "SELECT revision, replaced_at, clients \
+     FROM chargeback_snapshots WHERE period = $1 ORDER BY revision DESC";
 
 /// The head of a multi-row `INSERT` (up to `VALUES`) and how many values each row binds.
 pub(crate) struct BulkInsert {
@@ -753,31 +756,16 @@ pub(crate) fn cost_pod(row: &impl ReadRow) -> Result<PodRecord, sqlx::Error> {
     })
 }
 
-pub(crate) fn client_settings(row: &impl ReadRow) -> Result<ClientSettings, sqlx::Error> {
-    Ok(ClientSettings {
-        name: row.text("name")?,
-        share_policy: row.text("share_policy")?,
-        markup_basis_points: row.int("markup_basis_points")?,
+pub(crate) fn setting_version(row: &impl ReadRow) -> Result<SettingVersion, sqlx::Error> {
+    let invalid = |what: String| sqlx::Error::Decode(what.into());
+    let value = row.text("value")?;
+    Ok(SettingVersion {
+        kind: row.text("kind")?.parse().map_err(invalid)?,
+        key: row.text("key")?,
+        effective_from: row.text("effective_from")?.parse().map_err(invalid)?,
+        value: serde_json::from_str(&value).map_err(|e| invalid(format!("setting value {value:?}: {e}")))?,
+        set_at: row.int("set_at")?,
     })
-}
-
-pub(crate) fn client_rule(row: &impl ReadRow) -> Result<ClientRule, sqlx::Error> {
-    Ok(ClientRule {
-        client: row.text("client")?,
-        match_kind: row.text("match_kind")?,
-        pattern: row.text("pattern")?,
-        label_key: row.text("label_key")?,
-        priority: row.int("priority")?,
-    })
-}
-
-/// Binds one client rule in [`INSERT_CLIENT_RULES`] column order.
-pub(crate) fn push_client_rule<'args>(row: &mut impl PushRow<'args>, rule: &'args ClientRule) {
-    row.text(&rule.client)
-        .text(&rule.match_kind)
-        .text(&rule.pattern)
-        .text(&rule.label_key)
-        .int(rule.priority);
 }
 
 #[cfg(test)]
@@ -867,13 +855,6 @@ mod tests {
             prompt_tokens: 0.0,
             generation_tokens: 0.0,
         };
-        let rule = ClientRule {
-            client: String::new(),
-            match_kind: String::new(),
-            pattern: String::new(),
-            label_key: String::new(),
-            priority: 0,
-        };
 
         let checks = [
             (
@@ -909,10 +890,6 @@ mod tests {
                 columns_and_binds(&INSERT_INFERENCE_USAGE, &inference, |row, usage| {
                     push_inference_usage(row, usage)
                 }),
-            ),
-            (
-                &INSERT_CLIENT_RULES,
-                columns_and_binds(&INSERT_CLIENT_RULES, &rule, |row, rule| push_client_rule(row, rule)),
             ),
         ];
         for (insert, (named, bound)) in checks {

@@ -218,11 +218,11 @@ pub(crate) fn read_heatmap_cell(row: &impl ReadRow) -> Result<HeatmapCell, sqlx:
 }
 
 pub(crate) const INSERT_PERIOD_ROLLUP: BulkInsert = BulkInsert {
-    head: "INSERT INTO rollup_periods (period, computed_at, idle_threshold, p95_cost_per_inference, bill_unblended_micros, bill_amortized_micros, kubernetes_cost_nanos, unallocated_ec2_micros, other_cost_micros, unattributed_gpu_hours, input_revision, revision) ",
-    columns: 12,
+    head: "INSERT INTO rollup_periods (period, computed_at, idle_threshold, p95_cost_per_inference, bill_unblended_micros, bill_amortized_micros, kubernetes_cost_nanos, unallocated_ec2_micros, other_cost_micros, unattributed_gpu_hours, input_revision, revision, settings) ",
+    columns: 13,
 };
 
-pub(crate) const SELECT_PERIOD_ROLLUP: &str = "SELECT period, computed_at, idle_threshold, p95_cost_per_inference, bill_unblended_micros, bill_amortized_micros, kubernetes_cost_nanos, unallocated_ec2_micros, other_cost_micros, unattributed_gpu_hours, input_revision, revision FROM rollup_periods WHERE period = $1 ORDER BY period";
+pub(crate) const SELECT_PERIOD_ROLLUP: &str = "SELECT period, computed_at, idle_threshold, p95_cost_per_inference, bill_unblended_micros, bill_amortized_micros, kubernetes_cost_nanos, unallocated_ec2_micros, other_cost_micros, unattributed_gpu_hours, input_revision, revision, settings FROM rollup_periods WHERE period = $1 ORDER BY period";
 
 pub(crate) const DELETE_PERIOD_ROLLUP: &str = "DELETE FROM rollup_periods WHERE period = $1";
 
@@ -239,7 +239,8 @@ pub(crate) fn push_period_rollup<'args>(row: &mut impl PushRow<'args>, r: &'args
         .int(r.other_cost_micros)
         .float(r.unattributed_gpu_hours)
         .int(r.input_revision)
-        .int(r.revision);
+        .int(r.revision)
+        .text(&r.settings);
 }
 
 pub(crate) fn read_period_rollup(row: &impl ReadRow) -> Result<PeriodRollup, sqlx::Error> {
@@ -256,15 +257,16 @@ pub(crate) fn read_period_rollup(row: &impl ReadRow) -> Result<PeriodRollup, sql
         unattributed_gpu_hours: row.float("unattributed_gpu_hours")?,
         input_revision: row.int("input_revision")?,
         revision: row.int("revision")?,
+        settings: row.text("settings")?,
     })
 }
 
 pub(crate) const INSERT_CLIENT_ROLLUP: BulkInsert = BulkInsert {
-    head: "INSERT INTO rollup_clients (period, client, share_policy, markup_basis_points, direct_cost_nanos, gpu_cost_nanos, shared_platform_nanos, shared_idle_nanos, markup_nanos, non_kubernetes_direct_nanos, shared_infrastructure_nanos, gpu_split_nanos, cpu_split_nanos, memory_split_nanos, storage_nanos, network_nanos, other_direct_nanos, training_nanos, inference_nanos) ",
-    columns: 19,
+    head: "INSERT INTO rollup_clients (period, client, share_policy, markup_basis_points, direct_cost_nanos, gpu_cost_nanos, shared_platform_nanos, shared_idle_nanos, markup_nanos, non_kubernetes_direct_nanos, shared_infrastructure_nanos, gpu_split_nanos, cpu_split_nanos, memory_split_nanos, storage_nanos, network_nanos, other_direct_nanos, training_nanos, inference_nanos, exempt, shared_unallocated_nanos) ",
+    columns: 21,
 };
 
-pub(crate) const SELECT_CLIENT_ROLLUP: &str = "SELECT period, client, share_policy, markup_basis_points, direct_cost_nanos, gpu_cost_nanos, shared_platform_nanos, shared_idle_nanos, markup_nanos, non_kubernetes_direct_nanos, shared_infrastructure_nanos, gpu_split_nanos, cpu_split_nanos, memory_split_nanos, storage_nanos, network_nanos, other_direct_nanos, training_nanos, inference_nanos FROM rollup_clients WHERE period = $1 ORDER BY client";
+pub(crate) const SELECT_CLIENT_ROLLUP: &str = "SELECT period, client, share_policy, markup_basis_points, direct_cost_nanos, gpu_cost_nanos, shared_platform_nanos, shared_idle_nanos, markup_nanos, non_kubernetes_direct_nanos, shared_infrastructure_nanos, gpu_split_nanos, cpu_split_nanos, memory_split_nanos, storage_nanos, network_nanos, other_direct_nanos, training_nanos, inference_nanos, exempt, shared_unallocated_nanos FROM rollup_clients WHERE period = $1 ORDER BY client";
 
 pub(crate) const DELETE_CLIENT_ROLLUP: &str = "DELETE FROM rollup_clients WHERE period = $1";
 
@@ -288,7 +290,9 @@ pub(crate) fn push_client_rollup<'args>(row: &mut impl PushRow<'args>, r: &'args
         .int(r.network_nanos)
         .int(r.other_direct_nanos)
         .int(r.training_nanos)
-        .int(r.inference_nanos);
+        .int(r.inference_nanos)
+        .int(i64::from(r.exempt))
+        .int(r.shared_unallocated_nanos);
 }
 
 pub(crate) fn read_client_rollup(row: &impl ReadRow) -> Result<ClientRollup, sqlx::Error> {
@@ -312,6 +316,8 @@ pub(crate) fn read_client_rollup(row: &impl ReadRow) -> Result<ClientRollup, sql
         other_direct_nanos: row.int("other_direct_nanos")?,
         training_nanos: row.int("training_nanos")?,
         inference_nanos: row.int("inference_nanos")?,
+        exempt: row.int("exempt")? != 0,
+        shared_unallocated_nanos: row.int("shared_unallocated_nanos")?,
     })
 }
 

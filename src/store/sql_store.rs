@@ -13,9 +13,9 @@ use super::migrations::{self, Migration, MigrationLock};
 use super::sql::{self, ReadRow};
 use super::sql_rollups;
 use super::{
-    ClientRule, ClientSettings, ComputeInputs, CostPeriod, GpuAllocation, GpuUsage, InferenceUsage,
+    ChargebackSnapshot, ClientRollup, ComputeInputs, CostPeriod, GpuAllocation, GpuUsage, InferenceUsage,
     IngestOutcome, IngestRun, NamespaceCost, NewIngestRun, PeriodRollup, PeriodSummary, PodCost, PodWorkload,
-    Rollups, SqlContext, Store, StoreError, StoreResult, WorkloadCost,
+    Rollups, SettingVersion, SettingsHistory, SqlContext, Store, StoreError, StoreResult, WorkloadCost,
 };
 
 /// What one database needs said that the shared SQL cannot say.
@@ -572,6 +572,36 @@ where
                 written.unwrap_or(0)
             )));
         }
+        // The chargeback this write replaces, kept when it differs (invoices need the delta).
+        let replaced = sqlx::query(sql_rollups::SELECT_CLIENT_ROLLUP)
+            .bind(name)
+            .fetch_all(&mut *tx)
+            .await
+            .context(CONTEXT)?
+            .iter()
+            .map(sql_rollups::read_client_rollup)
+            .collect::<Result<Vec<_>, _>>()
+            .context(CONTEXT)?;
+        let by_client = |rows: &[ClientRollup]| -> Vec<ClientRollup> {
+            let mut rows = rows.to_vec();
+            rows.sort_by(|a, b| a.client.cmp(&b.client));
+            rows
+        };
+        if !replaced.is_empty() && by_client(&replaced) != by_client(&rollups.clients) {
+            let revision = Self::optional_int(&mut tx, sql::SELECT_ROLLUP_REVISION, name, "revision")
+                .await
+                .context(CONTEXT)?
+                .unwrap_or(0);
+            let clients = serde_json::to_string(&replaced).map_err(|e| StoreError::Invalid(e.to_string()))?;
+            sqlx::query(sql::INSERT_CHARGEBACK_SNAPSHOT)
+                .bind(name)
+                .bind(revision)
+                .bind(chrono::Utc::now().timestamp())
+                .bind(clients)
+                .execute(&mut *tx)
+                .await
+                .context(CONTEXT)?;
+        }
         for delete in sql_rollups::DELETE_ROLLUPS {
             sqlx::query(delete).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
         }
@@ -667,28 +697,59 @@ where
         rows.iter().map(sql_rollups::read_period_rollup).collect::<Result<Vec<_>, _>>().context(CONTEXT)
     }
 
-    async fn client_settings(&self) -> StoreResult<Vec<ClientSettings>> {
-        const CONTEXT: &str = "reading client settings";
-        let rows = sqlx::query(sql::SELECT_CLIENTS).fetch_all(&self.pool).await.context(CONTEXT)?;
-        rows.iter().map(sql::client_settings).collect::<Result<Vec<_>, _>>().context(CONTEXT)
+    async fn settings(&self) -> StoreResult<SettingsHistory> {
+        const CONTEXT: &str = "reading settings";
+        let rows = sqlx::query(sql::SELECT_SETTINGS).fetch_all(&self.pool).await.context(CONTEXT)?;
+        let versions =
+            rows.iter().map(sql::setting_version).collect::<Result<Vec<_>, _>>().context(CONTEXT)?;
+        Ok(SettingsHistory { versions })
     }
 
-    async fn set_client_settings(&self, settings: &ClientSettings) -> StoreResult<()> {
-        const CONTEXT: &str = "writing client settings";
+    async fn save_settings(&self, versions: &[SettingVersion]) -> StoreResult<()> {
+        const CONTEXT: &str = "saving settings";
         let mut tx = self.pool.begin_with(B::WRITE_BEGIN).await.context(CONTEXT)?;
-        sqlx::query(sql::DELETE_CLIENT)
-            .bind(settings.name.as_str())
-            .execute(&mut *tx)
-            .await
-            .context(CONTEXT)?;
-        sqlx::query(sql::INSERT_CLIENT)
-            .bind(settings.name.as_str())
-            .bind(settings.share_policy.as_str())
-            .bind(settings.markup_basis_points)
-            .execute(&mut *tx)
-            .await
-            .context(CONTEXT)?;
+        for version in versions {
+            let (kind, from) = (version.kind.as_str(), version.effective_from.to_string());
+            sqlx::query(sql::DELETE_SETTING)
+                .bind(kind)
+                .bind(version.key.as_str())
+                .bind(from.as_str())
+                .execute(&mut *tx)
+                .await
+                .context(CONTEXT)?;
+            sqlx::query(sql::INSERT_SETTING)
+                .bind(kind)
+                .bind(version.key.as_str())
+                .bind(from.as_str())
+                .bind(version.value.to_string())
+                .bind(version.set_at)
+                .execute(&mut *tx)
+                .await
+                .context(CONTEXT)?;
+        }
         tx.commit().await.context(CONTEXT)
+    }
+
+    async fn chargeback_snapshots(&self, period: &str) -> StoreResult<Vec<ChargebackSnapshot>> {
+        const CONTEXT: &str = "reading chargeback snapshots";
+        let rows = sqlx::query(sql::SELECT_CHARGEBACK_SNAPSHOTS)
+            .bind(period)
+            .fetch_all(&self.pool)
+            .await
+            .context(CONTEXT)?;
+        rows.iter()
+            .map(|row| {
+                let clients = row.text("clients").context(CONTEXT)?;
+                Ok(ChargebackSnapshot {
+                    period: period.to_string(),
+                    revision: row.int("revision").context(CONTEXT)?,
+                    replaced_at: row.int("replaced_at").context(CONTEXT)?,
+                    clients: serde_json::from_str(&clients).map_err(|e| {
+                        StoreError::Invalid(format!("a chargeback snapshot of {period}: {e}"))
+                    })?,
+                })
+            })
+            .collect()
     }
 
     async fn cost_period(&self, period: &str) -> StoreResult<Option<CostPeriod>> {
@@ -830,23 +891,5 @@ where
             .await
             .context(CONTEXT)?;
         rows.iter().map(sql::pod_workload).collect::<Result<Vec<_>, _>>().context(CONTEXT)
-    }
-
-    async fn set_client_rules(&self, rules: &[ClientRule]) -> StoreResult<()> {
-        const CONTEXT: &str = "replacing client rules";
-        let mut tx = self.pool.begin_with(B::WRITE_BEGIN).await.context(CONTEXT)?;
-        sqlx::query(sql::DELETE_CLIENT_RULES).execute(&mut *tx).await.context(CONTEXT)?;
-        Self::insert_rows(&mut tx, &sql::INSERT_CLIENT_RULES, rules, |row, rule| {
-            sql::push_client_rule(row, rule)
-        })
-        .await
-        .context(CONTEXT)?;
-        tx.commit().await.context(CONTEXT)
-    }
-
-    async fn client_rules(&self) -> StoreResult<Vec<ClientRule>> {
-        const CONTEXT: &str = "reading client rules";
-        let rows = sqlx::query(sql::SELECT_CLIENT_RULES).fetch_all(&self.pool).await.context(CONTEXT)?;
-        rows.iter().map(sql::client_rule).collect::<Result<Vec<_>, _>>().context(CONTEXT)
     }
 }

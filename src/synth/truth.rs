@@ -107,8 +107,10 @@ pub struct Chargeback {
     pub non_kubernetes_direct: f64,
     pub shared_platform: f64,
     pub shared_idle: f64,
-    /// Share of cluster cost no client claims and EC2 of clusters not allocated to pods.
+    /// Share of cluster cost no client claims (control plane, root volumes).
     pub shared_infrastructure: f64,
+    /// Share of EC2 of clusters not allocated to pods.
+    pub shared_unallocated: f64,
     pub total_cost: f64,
 }
 
@@ -282,9 +284,10 @@ impl Truth {
 
     /// Per client: split cost and tagged non-Kubernetes cost direct; the platform pool
     /// (platform namespaces' split + unused), the idle pool (everyone else's unused) and the
-    /// infrastructure pool (clusters' unclaimed lines and EC2 of clusters not allocated to
-    /// pods) shared by GPU cost over all recipients, `(unassigned)` included, which also keeps
-    /// what no client takes and every line nobody claims. Σ totals = the amortized bill.
+    /// shared pool (clusters' unclaimed lines) and the unallocated pool (EC2 of clusters not
+    /// allocated to pods) shared by GPU cost over all recipients, `(unassigned)` included
+    /// (the default rule of every pool), which also keeps every line nobody claims. Σ totals
+    /// = the amortized bill.
     fn default_chargeback(&self) -> BTreeMap<String, Chargeback> {
         let platform = |f: fn(&Sums) -> f64| -> f64 {
             PLATFORM_NAMESPACES.iter().filter_map(|ns| self.namespaces.get(*ns)).map(f).sum()
@@ -309,17 +312,19 @@ impl Truth {
         let idle_pool: f64 = direct.values().map(|d| d.1).sum();
         let gpu_total: f64 = direct.values().map(|d| d.2).sum();
         let clusters: f64 = self.cluster_shared_cost.values().sum();
-        let infrastructure_pool = clusters + self.unallocated_ec2_cost - self.ec2_outside_clusters_cost;
+        let unallocated_pool = self.unallocated_ec2_cost - self.ec2_outside_clusters_cost;
         let tagged = |client: &str| self.non_kubernetes_by_client.get(client).map_or(0.0, |n| n.total);
         let mut out = BTreeMap::new();
-        let (mut platform_given, mut idle_given, mut infrastructure_given) = (0.0, 0.0, 0.0);
+        let (mut platform_given, mut idle_given, mut infrastructure_given, mut unallocated_given) =
+            (0.0, 0.0, 0.0, 0.0);
         for (client, (split, _, gpu)) in direct.iter().filter(|(c, _)| *c != "(unassigned)") {
             let weight = if gpu_total > 0.0 { gpu / gpu_total } else { 0.0 };
-            let (platform, idle, infrastructure) =
-                (platform_pool * weight, idle_pool * weight, infrastructure_pool * weight);
+            let (platform, idle, infrastructure, unallocated) =
+                (platform_pool * weight, idle_pool * weight, clusters * weight, unallocated_pool * weight);
             platform_given += platform;
             idle_given += idle;
             infrastructure_given += infrastructure;
+            unallocated_given += unallocated;
             let non_kubernetes = tagged(client);
             out.insert(
                 client.clone(),
@@ -329,17 +334,19 @@ impl Truth {
                     shared_platform: platform,
                     shared_idle: idle,
                     shared_infrastructure: infrastructure,
-                    total_cost: split + non_kubernetes + platform + idle + infrastructure,
+                    shared_unallocated: unallocated,
+                    total_cost: split + non_kubernetes + platform + idle + infrastructure + unallocated,
                 },
             );
         }
         let house = direct["(unassigned)"].0;
         let claimed: f64 = self.non_kubernetes_by_client.values().map(|n| n.total).sum();
         let unclaimed = self.other_cost - claimed - clusters + self.ec2_outside_clusters_cost;
-        let (platform, idle, infrastructure) = (
+        let (platform, idle, infrastructure, unallocated) = (
             platform_pool - platform_given,
             idle_pool - idle_given,
-            infrastructure_pool - infrastructure_given,
+            clusters - infrastructure_given,
+            unallocated_pool - unallocated_given,
         );
         out.insert(
             "(unassigned)".into(),
@@ -349,7 +356,8 @@ impl Truth {
                 shared_platform: platform,
                 shared_idle: idle,
                 shared_infrastructure: infrastructure,
-                total_cost: house + unclaimed + platform + idle + infrastructure,
+                shared_unallocated: unallocated,
+                total_cost: house + unclaimed + platform + idle + infrastructure + unallocated,
             },
         );
         out

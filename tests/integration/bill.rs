@@ -193,7 +193,7 @@ async fn parquet_map_columns_as_aws_writes_them_are_read() {
         assert!((got - want).abs() < 1e-5, "{}: {got} vs pyarrow's {want}", row.namespace);
     }
     // The tags map: each pod's user_client label, through compute's client mapping.
-    gpuledger::engine::compute::compute_period(store.as_ref(), period, &Default::default()).await.unwrap();
+    gpuledger::engine::compute::compute_period(store.as_ref(), period).await.unwrap();
     let rollups = store.rollups("2026-10").await.unwrap().unwrap();
     for (client, want) in expected["clients"].as_object().unwrap().iter().filter(|(c, _)| *c != "(none)") {
         let got: i64 = rollups

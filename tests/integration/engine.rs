@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use gpuledger::engine::compute::{ComputeOptions, compute_period};
+use gpuledger::engine::compute::compute_period;
 use gpuledger::ingest::metrics::{MetricsIngestOptions, ingest_metrics};
 use gpuledger::period::Period;
 use gpuledger::report::NamespaceReport;
@@ -28,7 +28,7 @@ async fn load(store: &dyn Store, out: &Path, periods: &[&str]) {
     for period in periods {
         let options = MetricsIngestOptions::file(out.join("metrics").join(format!("{period}.om")), None);
         ingest_metrics(store, &options, &progress).await.expect("metrics");
-        compute_period(store, period.parse().unwrap(), &ComputeOptions::default()).await.expect("compute");
+        compute_period(store, period.parse().unwrap()).await.expect("compute");
     }
 }
 
@@ -127,7 +127,9 @@ async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, period: &
             &what("tagged"),
         );
         let infrastructure = t["shared_infrastructure"].as_f64().unwrap();
-        close(usd(c.shared_infrastructure_nanos), infrastructure, &what("infrastructure share"));
+        close(usd(c.shared_infrastructure_nanos), infrastructure, &what("shared cluster cost share"));
+        let unallocated = t["shared_unallocated"].as_f64().unwrap();
+        close(usd(c.shared_unallocated_nanos), unallocated, &what("unallocated EC2 share"));
         close(usd(c.total_nanos()), t["total_cost"].as_f64().unwrap(), &what("total"));
         // The breakdown adds up: pods' cost by resource, tagged cost by category.
         assert_eq!(c.gpu_split_nanos + c.cpu_split_nanos + c.memory_split_nanos, c.direct_cost_nanos);
@@ -197,7 +199,7 @@ async fn demo_rollups_match_truth_on_sqlite_and_postgres() {
         }
         // Computing again replaces, never adds.
         let before = store.rollups("2026-10").await.unwrap().unwrap();
-        compute_period(store.as_ref(), "2026-10".parse().unwrap(), &ComputeOptions::default()).await.unwrap();
+        compute_period(store.as_ref(), "2026-10".parse().unwrap()).await.unwrap();
         let after = store.rollups("2026-10").await.unwrap().unwrap();
         assert!(
             before.costs == after.costs && before.clients == after.clients,
@@ -224,33 +226,69 @@ fn report_json(database_url: &str, args: &[&str]) -> Value {
 }
 
 #[tokio::test]
-async fn chargeback_policies_markup_and_the_report_contracts() {
+async fn chargeback_pools_exempt_clients_settings_from_a_month_and_the_report_contracts() {
     let dir = tempfile::tempdir().unwrap();
-    generate(dir.path(), Scale::Demo, 1, 43);
+    generate(dir.path(), Scale::Demo, 2, 43);
     let url = format!("sqlite:{}", dir.path().join("ledger.db").display());
     let store = store::connect(&url).await.unwrap();
-    load(store.as_ref(), dir.path(), &["2026-10"]).await;
-    // acme pays 12.5 % markup and shares nothing; globex shares evenly.
-    for args in [
-        &["clients", "set", "acme", "--policy", "none", "--markup-percent", "12.5"][..],
-        &["clients", "set", "globex", "--policy", "even"][..],
-    ] {
+    load(store.as_ref(), dir.path(), &["2026-09", "2026-10"]).await;
+    let cli = |args: &[&str]| {
         let mut all = vec!["--database-url", url.as_str()];
         all.extend(args);
-        assert!(run(&all).status.success());
-    }
-    assert!(run(&["--database-url", &url, "compute", "--period", "2026-10"]).status.success());
+        let output = run(&all);
+        assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        output.stdout
+    };
+    let september = ["report", "clients", "--period", "2026-09", "--format", "json"];
+    let september_before = cli(&september);
+    // From October: acme pays 12.5 % markup and is exempt; the platform pool is shared evenly.
+    cli(&["clients", "set", "acme", "--exempt", "--markup-percent", "12.5", "--from", "2026-10"]);
+    cli(&["pools", "set", "platform", "--rule", "even", "--from", "2026-10"]);
+    cli(&["compute"]);
+    assert_eq!(
+        String::from_utf8(cli(&september)).unwrap(),
+        String::from_utf8(september_before).unwrap(),
+        "a change from October leaves September's chargeback byte-identical after computing every month"
+    );
+    let settings_of = |period: &'static str| {
+        let store = store.as_ref();
+        async move { store.rollups(period).await.unwrap().unwrap().period.settings }
+    };
+    assert!(
+        settings_of("2026-10").await.contains(r#""exempt":true"#),
+        "October records the settings in force"
+    );
+    assert!(!settings_of("2026-09").await.contains(r#""exempt":true"#));
+    // The October chargeback the settings replaced is kept; September's, unchanged, is not.
+    assert!(store.chargeback_snapshots("2026-09").await.unwrap().is_empty());
+    let snapshots = store.chargeback_snapshots("2026-10").await.unwrap();
+    assert_eq!(snapshots.len(), 1);
+    let before = snapshots[0].clients.iter().find(|c| c.client == "acme").unwrap();
+    assert!(!before.exempt && before.shared_total_nanos() > 0, "acme shared before October's change");
     let clients = report_json(&url, &["clients", "--period", "2026-10", "--format", "json"]);
     let rows = clients["rows"].as_array().unwrap();
     let row = |name: &str| rows.iter().find(|r| r["client"] == name).unwrap().clone();
     let acme = row("acme");
-    assert_eq!((acme["shared_cost"].as_f64(), acme["share_policy"].as_str()), (Some(0.0), Some("none")));
+    assert_eq!(
+        (acme["shared_cost"].as_f64(), acme["share_policy"].as_str(), acme["exempt"].as_bool()),
+        (Some(0.0), Some("exempt"), Some(true))
+    );
     // markup = 12.5 % of the direct cost (nothing shared), to the cent.
     close(acme["markup"].as_f64().unwrap(), acme["direct_cost"].as_f64().unwrap() * 0.125, "acme markup");
-    let globex = row("globex");
-    // Even: one of five recipients (four clients and the house) takes a fifth of each pool.
-    let pools: f64 = rows.iter().map(|r| r["shared_cost"].as_f64().unwrap()).sum();
-    close(globex["shared_cost"].as_f64().unwrap(), pools / 5.0, "globex even share");
+    // Even: the platform pool in equal parts over the clients (not `(unassigned)`); acme's
+    // part stays with `(house)`, which takes no other pool's share but acme's.
+    let named: Vec<&Value> =
+        rows.iter().filter(|r| !r["client"].as_str().unwrap().starts_with('(')).collect();
+    let platform: f64 = rows.iter().map(|r| r["shared_platform_cost"].as_f64().unwrap()).sum();
+    let part = platform / named.len() as f64;
+    let house = row("(house)");
+    for r in named.iter().filter(|r| r["client"] != "acme") {
+        close(r["shared_platform_cost"].as_f64().unwrap(), part, "an even platform share");
+        assert_eq!(r["share_policy"], "platform:even idle:gpu unallocated:gpu shared:gpu");
+    }
+    close(house["shared_platform_cost"].as_f64().unwrap(), part, "acme's platform share, kept by the house");
+    assert!(house["shared_idle_cost"].as_f64().unwrap() > 0.0, "acme's idle share, kept by the house");
+    assert_eq!(row("(unassigned)")["shared_platform_cost"].as_f64(), Some(0.0), "not a client: no even part");
     // Σ (total − markup), (unassigned) included, = the amortized bill to the micro-dollar.
     let micros = |v: &Value| (v.as_f64().unwrap() * 1e6).round() as i64;
     let placed: i64 = rows.iter().map(|r| micros(&r["total_cost"]) - micros(&r["markup"])).sum();

@@ -325,10 +325,8 @@ impl BadInputCase {
             ..Default::default()
         };
         let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
-        let engine = gpuledger::engine::compute::ComputeOptions::default();
-        let job = gpuledger::pipeline::ingest_cur_and_compute(store.as_ref(), &options, &engine, &progress)
-            .await
-            .unwrap();
+        let job =
+            gpuledger::pipeline::ingest_cur_and_compute(store.as_ref(), &options, &progress).await.unwrap();
         assert!(job.failure.is_none() && job.computed.len() == 1, "September ingested and computed");
         BadInputCase { dir, database_url }
     }

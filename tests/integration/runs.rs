@@ -8,7 +8,6 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use gpuledger::engine::compute::ComputeOptions;
 use gpuledger::pipeline;
 use gpuledger::report::NamespaceReport;
 use gpuledger::store::{self, RunStatus, Store, StoreError};
@@ -48,8 +47,7 @@ async fn a_failed_ingest_is_recorded_shown_in_the_banner_and_counted_in_metrics(
     let source = export_root(app.data()).display().to_string();
     let options = gpuledger::ingest::CurIngestOptions { source, ..Default::default() };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
-    let engine = ComputeOptions::default();
-    let job = || pipeline::ingest_cur_and_compute(app.store(), &options, &engine, &progress);
+    let job = || pipeline::ingest_cur_and_compute(app.store(), &options, &progress);
     let job_result = job().await.unwrap();
     let failure = job_result.failure.expect("a truncated Parquet file fails the ingest").to_string();
     assert!(failure.contains(&file.file_name().unwrap().to_string_lossy().to_string()), "{failure}");
@@ -90,16 +88,15 @@ async fn periods_left_uncomputed_are_found_and_older_rollups_never_overwrite_new
     if let Some(database) = &postgres {
         stores.push(store::connect(&database.url).await.unwrap());
     }
-    let options = ComputeOptions::default();
     for store in &stores {
         let store = store.as_ref();
         // The ingest alone (as a run killed before its compute leaves it): both pending.
         ingest(store, &export_root(dir.path()).display().to_string(), false).await;
         assert_eq!(store.pending_periods().await.unwrap(), ["2026-09", "2026-10"], "{}", store.backend());
-        let computed = pipeline::compute_pending(store, &options).await.unwrap();
+        let computed = pipeline::compute_pending(store).await.unwrap();
         assert_eq!(computed.len(), 2);
         assert!(store.pending_periods().await.unwrap().is_empty());
-        assert!(pipeline::compute_pending(store, &options).await.unwrap().is_empty(), "nothing left");
+        assert!(pipeline::compute_pending(store).await.unwrap().is_empty(), "nothing left");
 
         // New metrics for October make October (only) pending again.
         let old = store.rollups("2026-10").await.unwrap().unwrap();
@@ -117,7 +114,7 @@ async fn periods_left_uncomputed_are_found_and_older_rollups_never_overwrite_new
             Err(StoreError::Stale(message)) => assert!(message.contains("2026-10"), "{message}"),
             other => panic!("stale rollups must be refused, got {other:?}"),
         }
-        pipeline::compute_pending(store, &options).await.unwrap();
+        pipeline::compute_pending(store).await.unwrap();
         let new = store.rollups("2026-10").await.unwrap().unwrap();
         assert!(new.period.input_revision > old.period.input_revision);
         assert!(new.period.revision > old.period.revision, "the caches see a new revision");

@@ -2,6 +2,7 @@
 //! held to the same behaviour. SQLite always runs; Postgres runs when
 //! `GPULEDGER_TEST_POSTGRES_URL` is set (see `helpers`).
 
+use gpuledger::settings::{ClientTerms, EffectiveFrom, Pool, ShareRule};
 use gpuledger::store::sqlite::SqliteStore;
 use gpuledger::store::{
     BillLine, ClientRule, CostFact, CostPeriod, GpuUsage, InferenceUsage, IngestOutcome, IngestRun,
@@ -477,19 +478,34 @@ pub async fn story(store: &dyn Store) {
     // Half-open: a window ending at hour 2 excludes hour 2.
     assert_eq!(store.gpu_usage(hours[1], hours[2]).await.unwrap(), vec![gpu_rerun]);
 
-    // (g) Client rules come back by priority, and setting them replaces them all.
+    // (g) Settings: versions saved, read back, and the one in force for each month; saving
+    // the same (setting, month) again replaces it, and a rule list saved from a month reaches
+    // that month only.
     let rules = vec![
         rule("acme", "label", "acme", "user_client", 5),
         rule("acme", "namespace", "team-b", "", 10),
         rule("research", "prefix", "team-a", "", 20),
     ];
-    let mut shuffled_rules = rules.clone();
-    shuffled_rules.reverse();
-    store.set_client_rules(&shuffled_rules).await.unwrap();
-    assert_eq!(store.client_rules().await.unwrap(), rules);
-    let only = vec![rule("globex", "regex", "^globex-.*$", "", 1)];
-    store.set_client_rules(&only).await.unwrap();
-    assert_eq!(store.client_rules().await.unwrap(), only);
+    let september = EffectiveFrom::month("2026-09".parse().unwrap());
+    let mut history = store.settings().await.unwrap();
+    let markup = history.client_version("acme", EffectiveFrom::BEGINNING, |t| t.markup_basis_points = 1_250);
+    store.save_settings(&[markup.unwrap()]).await.unwrap();
+    history = store.settings().await.unwrap();
+    let exempt = history.client_version("acme", september, |t| t.exempt = true).unwrap();
+    let even = history.pool_version(Pool::Platform, ShareRule::Even, september);
+    let mut versions = vec![exempt, even];
+    versions.extend(history.mapping_versions(september, |r| r.extend(rules.clone())).unwrap());
+    store.save_settings(&versions).await.unwrap();
+    let replaced = store.settings().await.unwrap().pool_version(Pool::Platform, ShareRule::Total, september);
+    store.save_settings(&[replaced]).await.unwrap();
+    let history = store.settings().await.unwrap();
+    assert_eq!(history.versions.len(), 4, "{:?}", history.versions);
+    let august = history.in_force("2026-08".parse().unwrap()).unwrap();
+    assert_eq!(august.terms("acme"), ClientTerms { markup_basis_points: 1_250, exempt: false });
+    assert_eq!((august.pools.platform, august.rules.len()), (ShareRule::Gpu, 0));
+    let october = history.in_force("2026-10".parse().unwrap()).unwrap();
+    assert_eq!(october.terms("acme"), ClientTerms { markup_basis_points: 1_250, exempt: true });
+    assert_eq!((october.pools.platform, october.rules), (ShareRule::Total, rules));
 
     // (h) A month of facts (2_976) is summed into pod-days (4 replicas × 31 days) and GPU
     // pod-hours (4 × 744, more than one INSERT carries on either backend) and read back.

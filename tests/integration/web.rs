@@ -270,15 +270,13 @@ async fn headers_metrics_and_a_recompute_seen_at_once() {
     };
     let (_, before) = get(&state, "/clients?period=2026-10&format=json").await;
     assert!(acme_shared(&before) > 0.0);
-    let settings = gpuledger::store::ClientSettings {
-        name: "acme".into(),
-        share_policy: "none".into(),
-        markup_basis_points: 0,
-    };
-    state.store.set_client_settings(&settings).await.unwrap();
+    let history = state.store.settings().await.unwrap();
+    let exempt = history
+        .client_version("acme", gpuledger::settings::EffectiveFrom::BEGINNING, |terms| terms.exempt = true)
+        .unwrap();
+    state.store.save_settings(&[exempt]).await.unwrap();
     // No sleep: the cache keys on the data revision, which every compute raises.
-    let options = gpuledger::engine::compute::ComputeOptions::default();
-    gpuledger::engine::compute::compute_period(state.store.as_ref(), "2026-10".parse().unwrap(), &options)
+    gpuledger::engine::compute::compute_period(state.store.as_ref(), "2026-10".parse().unwrap())
         .await
         .unwrap();
     let (_, after) = get(&state, "/clients?period=2026-10&format=json").await;

@@ -19,15 +19,14 @@ fn total(c: &ClientRollup) -> i64 {
 }
 
 /// What a share policy means, in a sentence for the page.
-fn policy_text(policy: &str) -> &'static str {
+fn policy_text(policy: &str) -> String {
+    let pools = "the platform, idle, unallocated EC2 and shared cluster pools";
     match policy {
-        "gpu" => "shares the platform, idle and infrastructure pools in proportion to its GPU cost",
-        "total" => {
-            "shares the platform, idle and infrastructure pools in proportion to its total direct cost"
-        }
-        "even" => "takes an even share of the platform, idle and infrastructure pools",
-        "none" => "takes no share of the platform, idle and infrastructure pools (the house keeps them)",
-        _ => "has a policy this version does not describe",
+        "exempt" => format!("is exempt: it takes no share of {pools} (the house keeps its shares)"),
+        "gpu" => format!("shares {pools} in proportion to its GPU cost"),
+        "total" => format!("shares {pools} in proportion to its direct cost"),
+        "even" => format!("takes an even share of {pools}"),
+        rules => format!("shares each pool by the pool's rule ({rules})"),
     }
 }
 
@@ -73,7 +72,8 @@ pub async fn page(
         card("Direct cost (its pods and tagged resources)", usd(sum.direct_total_nanos())),
         card("Shared platform cost", usd(sum.shared_platform_nanos)),
         card("Shared idle cost", usd(sum.shared_idle_nanos)),
-        card("Shared infrastructure cost", usd(sum.shared_infrastructure_nanos)),
+        card("Shared unallocated EC2", usd(sum.shared_unallocated_nanos)),
+        card("Shared cluster cost", usd(sum.shared_infrastructure_nanos)),
         card(
             "Markup",
             format!(
@@ -85,7 +85,7 @@ pub async fn page(
         card("Total to charge", usd(total(&sum))),
     ];
     content.notes.push(format!(
-        "Policy in force: \"{}\" — {client} {}. Markup {} applies to direct and shared cost. \
+        "Rules in force: \"{}\" — {client} {}. Markup {} applies to direct and shared cost. \
          Totals cover the whole billing months in the range. Invoices are not built yet.",
         sum.share_policy,
         policy_text(&sum.share_policy),
@@ -110,10 +110,8 @@ pub async fn page(
             line("Other tagged AWS cost", sum.other_direct_nanos),
             line("Shared platform", sum.shared_platform_nanos),
             line("Shared idle capacity", sum.shared_idle_nanos),
-            line(
-                "Shared infrastructure (control plane, root volumes, EC2 not allocated to pods)",
-                sum.shared_infrastructure_nanos,
-            ),
+            line("Shared EC2 not allocated to pods", sum.shared_unallocated_nanos),
+            line("Shared cluster cost (control plane, root volumes)", sum.shared_infrastructure_nanos),
             line("Markup", sum.markup_nanos),
         ],
     };
@@ -142,6 +140,7 @@ pub async fn page(
             "direct_cost",
             "shared_platform_cost",
             "shared_idle_cost",
+            "shared_unallocated_cost",
             "shared_infrastructure_cost",
             "markup",
             "total_cost",
@@ -155,6 +154,7 @@ pub async fn page(
                     money(c.direct_total_nanos()),
                     money(c.shared_platform_nanos),
                     money(c.shared_idle_nanos),
+                    money(c.shared_unallocated_nanos),
                     money(c.shared_infrastructure_nanos),
                     money(c.markup_nanos),
                     money(total(c)),

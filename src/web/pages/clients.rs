@@ -32,18 +32,19 @@ pub async fn clients(
             .collect();
         content.tables.push((
             "clients".into(),
-            "Chargeback by client (direct cost, shares of the platform, idle and infrastructure pools, markup); each client links to its detail"
+            "Chargeback by client (direct cost, shares of the four shared pools, markup); each client links to its detail"
                 .into(),
             report,
             links,
         ));
         content.notes.push(
             "Direct cost is each client's pods' split cost plus the AWS resources tagged to it (user_client). \
-             The platform pool (kube-system, monitoring, gpu-operator), the idle pool (unused capacity AWS \
-             pushed down to pods) and the infrastructure pool (cluster cost no client claims: control plane, \
-             root volumes, EC2 not allocated to pods) are shared by each client's policy; (unassigned) keeps \
-             the rest and every untagged line, so the clients and (unassigned) add up to the whole amortized \
-             bill."
+             Four pools are shared, each by its own rule (by GPU cost, by direct cost, or even; \
+             `gpuledger pools set`): the platform namespaces, the idle capacity AWS pushed down to pods, \
+             EC2 not allocated to pods, and cluster cost no client's tag claims (control plane, root \
+             volumes). Shares are exact to the nano-dollar (largest remainder) and add up to each pool; \
+             (unassigned) takes part by its own weight, an exempt client's shares stay with (house). \
+             Clients, (house) and (unassigned) add up to the whole amortized bill."
                 .into(),
         );
     }
