@@ -338,8 +338,10 @@ pub enum ReportCommand {
     Inference(InferenceReportArgs),
     /// Cost, GPU-hours, idle and Spot per workload.
     Workloads(RangeArgs),
-    /// Chargeback per client: direct cost, shared platform and idle cost, markup.
+    /// Chargeback per client: direct cost, shares of the pools, markup.
     Clients(RangeArgs),
+    /// A period's chargeback before and after the compute that last changed it, per client.
+    Restatements(BillArgs),
     /// Spot adoption of GPU-hours per namespace and workload class.
     Spot(RangeArgs),
     /// Realized savings per month (public on-demand − actual), by Spot and commitments.

@@ -25,6 +25,19 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
             );
             return Ok(());
         }
+        ReportCommand::Restatements(args) => {
+            let period = args.period.to_string();
+            let current = store.rollups(&period).await?.map(|r| r.clients).unwrap_or_default();
+            match store.chargeback_snapshots(&period).await?.first() {
+                Some(snapshot) => {
+                    print!("{}", rollup::restatement(&current, snapshot).render(args.format, &period))
+                }
+                None => {
+                    eprintln!("{period}: no compute has changed its chargeback since it was first computed")
+                }
+            }
+            return Ok(());
+        }
         ReportCommand::Gpu(args) => {
             print!("{}", gpu_report(store, args.period, args.idle_threshold, args.format).await?);
             return Ok(());

@@ -38,7 +38,9 @@ use serde_json::{Map, json};
 use super::table::{Cell, Table};
 use super::{OutputFormat, ReportError};
 use crate::period::Period;
-use crate::store::{CapacityRollup, ClientRollup, CostRollup, Opportunity, PeriodRollup, Rollups, Store};
+use crate::store::{
+    CapacityRollup, ChargebackSnapshot, ClientRollup, CostRollup, Opportunity, PeriodRollup, Rollups, Store,
+};
 
 const NANOS: f64 = 1e9;
 
@@ -338,6 +340,60 @@ pub fn clients(range: &RollupRange) -> Report {
     extra.insert("kubernetes_total".into(), json!(whole_costs as f64 / NANOS));
     extra.insert("amortized_total".into(), json!(bill as f64 / 1e6));
     extra.insert("note".into(), json!("clients are computed per whole billing period"));
+    Report { table, extra }
+}
+
+/// Each client's charge as it stood before the compute that last changed the period
+/// (`snapshot`) and as it stands now, with the difference: what a credit or debit note would
+/// carry. Clients present on one side only count as zero on the other.
+pub fn restatement(current: &[ClientRollup], snapshot: &ChargebackSnapshot) -> Report {
+    let index = |rows: &[ClientRollup]| -> BTreeMap<String, ClientRollup> {
+        rows.iter().map(|c| (c.client.clone(), c.clone())).collect()
+    };
+    let (before, after) = (index(&snapshot.clients), index(current));
+    let mut names: Vec<&String> = before.keys().chain(after.keys()).collect();
+    names.sort();
+    names.dedup();
+    let zero = ClientRollup::default();
+    let rows = names
+        .into_iter()
+        .map(|name| {
+            let (b, a) = (before.get(name).unwrap_or(&zero), after.get(name).unwrap_or(&zero));
+            vec![
+                text(name),
+                usd(b.direct_total_nanos()),
+                usd(a.direct_total_nanos()),
+                usd(b.shared_total_nanos()),
+                usd(a.shared_total_nanos()),
+                usd(b.markup_nanos),
+                usd(a.markup_nanos),
+                usd(b.total_nanos()),
+                usd(a.total_nanos()),
+                usd(a.total_nanos() - b.total_nanos()),
+            ]
+        })
+        .collect();
+    let table = Table {
+        title: format!("{}: chargeback before and after the last change", snapshot.period),
+        totals: Vec::new(),
+        columns: vec![
+            "client",
+            "direct_cost_before",
+            "direct_cost_after",
+            "shared_cost_before",
+            "shared_cost_after",
+            "markup_before",
+            "markup_after",
+            "total_cost_before",
+            "total_cost_after",
+            "difference",
+        ],
+        rows,
+    };
+    let mut extra = Map::new();
+    let replaced_at = chrono::DateTime::from_timestamp(snapshot.replaced_at, 0).map(|t| t.to_rfc3339());
+    extra.insert("replaced_at".into(), json!(replaced_at));
+    extra.insert("replaced_revision".into(), json!(snapshot.revision));
     Report { table, extra }
 }
 

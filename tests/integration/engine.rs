@@ -265,6 +265,12 @@ async fn chargeback_pools_exempt_clients_settings_from_a_month_and_the_report_co
     assert_eq!(snapshots.len(), 1);
     let before = snapshots[0].clients.iter().find(|c| c.client == "acme").unwrap();
     assert!(!before.exempt && before.shared_total_nanos() > 0, "acme shared before October's change");
+    let restated = report_json(&url, &["restatements", "--period", "2026-10", "--format", "json"]);
+    let acme = restated["rows"].as_array().unwrap().iter().find(|r| r["client"] == "acme").unwrap();
+    close(acme["shared_cost_before"].as_f64().unwrap(), before.shared_total_nanos() as f64 / 1e9, "before");
+    assert_eq!(acme["shared_cost_after"].as_f64(), Some(0.0));
+    let (was, is) = (acme["total_cost_before"].as_f64().unwrap(), acme["total_cost_after"].as_f64().unwrap());
+    close(acme["difference"].as_f64().unwrap(), is - was, "the difference a note would carry");
     let clients = report_json(&url, &["clients", "--period", "2026-10", "--format", "json"]);
     let rows = clients["rows"].as_array().unwrap();
     let row = |name: &str| rows.iter().find(|r| r["client"] == name).unwrap().clone();

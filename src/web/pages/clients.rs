@@ -7,6 +7,7 @@ use axum::response::Response;
 use super::*;
 use crate::report::rollup::{self};
 use crate::report::table::Cell;
+use crate::store::PeriodRollup;
 
 /// Clients (agency): chargeback with the policy in force.
 pub async fn clients(
@@ -37,6 +38,25 @@ pub async fn clients(
             report,
             links,
         ));
+        // A single month whose chargeback a later compute changed: what changed, per client.
+        let single: Vec<&PeriodRollup> =
+            range.periods().filter(|(_, whole)| *whole).map(|(p, _)| p).collect();
+        if let [period] = single.as_slice()
+            && range.periods().count() == 1
+            && let Some(snapshot) = state.store.chargeback_snapshots(&period.period).await?.first()
+        {
+            let current: Vec<_> = range.clients().cloned().collect();
+            content.tables.push((
+                "restatement".into(),
+                format!(
+                    "Restated: {}'s chargeback changed after it was first computed (a re-delivered bill, new \
+                     metrics or a setting for that month); before and after, per client",
+                    period.period
+                ),
+                rollup::restatement(&current, snapshot),
+                Vec::new(),
+            ));
+        }
         content.notes.push(
             "Direct cost is each client's pods' split cost plus the AWS resources tagged to it (user_client). \
              Four pools are shared, each by its own rule (by GPU cost, by direct cost, or even; \
