@@ -355,9 +355,10 @@ pub struct GpuReportArgs {
     /// Billing period, YYYY-MM.
     #[arg(long, env = "GPULEDGER_REPORT_PERIOD")]
     pub period: Period,
-    /// GPU-hours whose hourly mean utilization is below this fraction are idle.
-    #[arg(long, env = "GPULEDGER_IDLE_THRESHOLD", default_value_t = 0.10)]
-    pub idle_threshold: f64,
+    /// GPU-hours whose hourly mean utilization is below this fraction are idle (default: the
+    /// threshold the period was computed with).
+    #[arg(long, env = "GPULEDGER_IDLE_THRESHOLD")]
+    pub idle_threshold: Option<f64>,
     #[arg(long, env = "GPULEDGER_REPORT_FORMAT", value_enum, default_value = "table")]
     pub format: OutputFormat,
 }

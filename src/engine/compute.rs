@@ -90,8 +90,11 @@ pub async fn compute_period(store: &dyn Store, period: Period) -> Result<Compute
     let started = std::time::Instant::now();
     tracing::debug!(phase = "compute", "computing rollups");
     let name = period.to_string();
-    let inputs = store.compute_inputs(&name).await?.ok_or(ComputeError::NoData(period))?;
     let settings = store.settings().await?.in_force(period).map_err(ComputeError::Invalid)?;
+    let inputs = store
+        .compute_inputs(&name, settings.engine.idle_threshold)
+        .await?
+        .ok_or(ComputeError::NoData(period))?;
     let read_seconds = started.elapsed().as_secs_f64();
     let rollups = tokio::task::spawn_blocking(move || build_rollups(&inputs, &settings))
         .await
@@ -183,6 +186,7 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
         "hour" => m.iter().map(|u| u.hour).collect::<Vec<i64>>(),
         "busy" => m.iter().map(|u| u.busy).collect::<Vec<f64>>(),
         "weight" => m.iter().map(|u| u.weight).collect::<Vec<f64>>(),
+        "idle_weight" => m.iter().map(|u| u.idle_weight).collect::<Vec<f64>>(),
         "peak_fb" => m.iter().map(|u| u.peak_fb_used_mib).collect::<Vec<f64>>(),
     )
     .map_err(polars_error)?;
@@ -200,13 +204,20 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
     let threshold = options.idle_threshold;
     let day_of = |hour: Expr| hour.clone() - hour % lit(86_400i64);
     let pod_names = pods.clone().lazy().select([col("pod_id"), col("namespace"), col("pod")]);
-    // GPU pod-hours with what the metrics measured (the store summed a pod-hour's GPUs).
-    let measured = usage.lazy().with_column(
+    // GPU pod-hours with what the metrics measured (the store summed a pod-hour's GPUs, and
+    // the GPU-hours of those idle on their own: idle is judged per GPU, not on the mean).
+    // A pod-hour's idle share takes that share of its GPU-hours, of its accelerator cost and
+    // of its full cost (costs are not negative: + 0.5 and truncation round to the nano).
+    let measured = usage.lazy().with_columns([
         when(col("weight").gt(lit(0.0)))
             .then(col("busy") / col("weight"))
             .otherwise(lit(NULL))
             .alias("utilization"),
-    );
+        when(col("weight").gt(lit(0.0)))
+            .then(col("idle_weight") / col("weight"))
+            .otherwise(lit(NULL))
+            .alias("idle_share"),
+    ]);
     let gpu_pod_hours = gpu_hours
         .lazy()
         .join(pod_names.clone(), [col("pod_id")], [col("pod_id")], JoinArgs::new(JoinType::Left))
@@ -218,14 +229,15 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
         )
         .with_columns([
             (col("utilization") * col("gpu_hours")).fill_null(lit(0.0)).alias("used"),
-            when(col("utilization").lt(lit(threshold)))
-                .then(col("gpu_hours"))
-                .otherwise(lit(0.0))
-                .alias("idle"),
-            when(col("utilization").lt(lit(threshold)))
-                .then(col("gpu_cost"))
-                .otherwise(lit(0i64))
+            (col("idle_share") * col("gpu_hours")).fill_null(lit(0.0)).alias("idle"),
+            (col("idle_share") * col("gpu_cost").cast(DataType::Float64) + lit(0.5))
+                .cast(DataType::Int64)
+                .fill_null(lit(0i64))
                 .alias("idle_cost"),
+            (col("idle_share") * col("pod_cost").cast(DataType::Float64) + lit(0.5))
+                .cast(DataType::Int64)
+                .fill_null(lit(0i64))
+                .alias("idle_full_cost"),
             when(col("utilization").is_null()).then(col("gpu_hours")).otherwise(lit(0.0)).alias("unmeasured"),
             day_of(col("hour")).alias("day"),
         ]);
@@ -240,6 +252,7 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
         col("used").sum(),
         col("idle").sum(),
         col("idle_cost").sum(),
+        col("idle_full_cost").sum(),
         col("unmeasured").sum(),
         col("peak_fb").max(),
     ]);
@@ -333,6 +346,7 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
             col("public").sum(),
             col("gpu_cost").sum(),
             col("idle_cost").sum(),
+            col("idle_full_cost").sum(),
             col("allocated").sum(),
             col("used").sum(),
             col("idle").sum(),
@@ -443,6 +457,7 @@ fn cost_rows(period: &str, frame: &DataFrame) -> PolarsResult<Vec<CostRollup>> {
     let (gpu_split, cpu_split) = (int("gpu_split")?, int("cpu_split")?);
     let (gpu_cost, idle_cost, hours, above) =
         (int("gpu_cost")?, int("idle_cost")?, int("inference_hours")?, int("inference_hours_above_p95")?);
+    let idle_full_cost = int("idle_full_cost")?;
     let (allocated, used, idle, unmeasured, spot, peak_fb) = (
         float("allocated")?,
         float("used")?,
@@ -475,6 +490,7 @@ fn cost_rows(period: &str, frame: &DataFrame) -> PolarsResult<Vec<CostRollup>> {
             public_on_demand_cost_nanos: public[i],
             gpu_cost_nanos: gpu_cost[i],
             idle_gpu_cost_nanos: idle_cost[i],
+            idle_cost_nanos: idle_full_cost[i],
             gpu_split_nanos: gpu_split[i],
             cpu_split_nanos: cpu_split[i],
             gpu_hours_allocated: allocated[i],

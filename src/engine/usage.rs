@@ -50,8 +50,9 @@ pub fn gpu_hours(
     usage: &[GpuUsage],
     idle_threshold: f64,
 ) -> (Vec<GpuHours>, f64) {
-    // Mean utilization per pod-hour across its GPUs, weighted by the GPU-hours each row holds.
-    let mut measured: HashMap<(&str, &str, i64), (f64, f64, &str)> = HashMap::new();
+    // Per pod-hour across its GPUs: busy and measured GPU-hours (the mean, weighted by the
+    // GPU-hours each row holds) and the GPU-hours of GPUs idle on their own.
+    let mut measured: HashMap<(&str, &str, i64), Measured> = HashMap::new();
     let mut rows: BTreeMap<(String, String), GpuHours> = BTreeMap::new();
     for u in usage {
         if u.pod.is_empty() {
@@ -63,31 +64,33 @@ pub fn gpu_hours(
             }
             continue;
         }
-        let entry = measured.entry((&u.namespace, &u.pod, u.hour)).or_insert((0.0, 0.0, &u.gpu_model));
-        entry.0 += u.mean_utilization * u.gpu_hours.max(1e-9);
-        entry.1 += u.gpu_hours.max(1e-9);
+        let entry = measured.entry((&u.namespace, &u.pod, u.hour)).or_insert(Measured {
+            busy: 0.0,
+            weight: 0.0,
+            idle: 0.0,
+            model: &u.gpu_model,
+        });
+        let weight = u.gpu_hours.max(1e-9);
+        entry.busy += u.mean_utilization * weight;
+        entry.weight += weight;
+        if u.mean_utilization < idle_threshold {
+            entry.idle += weight;
+        }
     }
     let mut unbilled = 0.0;
     if allocations.is_empty() {
-        for ((namespace, _, _), (busy, hours, model)) in &measured {
-            let r = row(&mut rows, namespace, model);
-            add_pod_hour(r, *hours, Some(busy / hours), idle_threshold);
+        for ((namespace, _, _), m) in &measured {
+            add_pod_hour(row(&mut rows, namespace, m.model), m.weight, Some(m));
         }
     } else {
         let mut billed: std::collections::HashSet<(&str, &str, i64)> = std::collections::HashSet::new();
         // DaemonSet pods on GPU nodes have accelerator rows with no GPUs.
         for a in allocations.iter().filter(|a| a.gpu_hours > 0.0) {
-            let utilization =
-                measured.get(&(a.namespace.as_str(), a.pod.as_str(), a.hour)).map(|m| m.0 / m.1);
+            let m = measured.get(&(a.namespace.as_str(), a.pod.as_str(), a.hour));
             billed.insert((&a.namespace, &a.pod, a.hour));
-            add_pod_hour(
-                row(&mut rows, &a.namespace, &a.gpu_model),
-                a.gpu_hours,
-                utilization,
-                idle_threshold,
-            );
+            add_pod_hour(row(&mut rows, &a.namespace, &a.gpu_model), a.gpu_hours, m);
         }
-        unbilled = measured.iter().filter(|(key, _)| !billed.contains(*key)).map(|(_, m)| m.1).sum();
+        unbilled = measured.iter().filter(|(key, _)| !billed.contains(*key)).map(|(_, m)| m.weight).sum();
     }
     (rows.into_values().collect(), unbilled)
 }
@@ -105,14 +108,24 @@ fn row<'a>(
     })
 }
 
-fn add_pod_hour(row: &mut GpuHours, allocated: f64, utilization: Option<f64>, idle_threshold: f64) {
+/// What the metrics measured of one pod-hour, summed over its GPUs.
+struct Measured<'a> {
+    busy: f64,
+    weight: f64,
+    /// Of `weight`, the GPU-hours of GPUs whose own mean was below the idle threshold.
+    idle: f64,
+    model: &'a str,
+}
+
+/// Adds a pod-hour's allocated GPU-hours: used at its measured mean, idle in the share of
+/// its GPUs that idled on their own (an 8-GPU pod with seven GPUs at 0 % is 7/8 idle though
+/// its mean is 11 %), unmeasured without metrics.
+fn add_pod_hour(row: &mut GpuHours, allocated: f64, measured: Option<&Measured>) {
     row.allocated_gpu_hours += allocated;
-    match utilization {
-        Some(u) => {
-            row.used_gpu_hours += u * allocated;
-            if u < idle_threshold {
-                row.idle_gpu_hours += allocated;
-            }
+    match measured {
+        Some(m) => {
+            row.used_gpu_hours += m.busy / m.weight * allocated;
+            row.idle_gpu_hours += m.idle / m.weight * allocated;
         }
         None => row.unmeasured_gpu_hours += allocated,
     }
@@ -261,6 +274,17 @@ mod tests {
         assert_eq!((totals[0].cost, totals[0].cost_per_inference()), (Some(30.0), Some(0.1)));
         assert_eq!(totals[0].cost_per_million_tokens(), Some(30.0));
         assert_eq!((totals[1].cost, totals[1].cost_per_million_tokens()), (Some(10.0), None));
+    }
+
+    #[test]
+    fn idle_is_judged_per_gpu_not_on_the_pods_mean() {
+        // An 8-GPU pod: seven GPUs at 0 % and one at 90 %. Its mean is 11.25 %, above the 10 %
+        // threshold; judged per GPU, 7 of its 8 GPU-hours are idle and 0.9 is used.
+        let mut metrics = vec![usage("a", 0, 0.9, 1.0)];
+        metrics.extend((0..7).map(|_| usage("a", 0, 0.0, 1.0)));
+        let (rows, _) = gpu_hours(&[allocation("a", 0, 8.0)], &metrics, 0.10);
+        assert_eq!((rows[0].allocated_gpu_hours, rows[0].idle_gpu_hours), (8.0, 7.0));
+        assert!((rows[0].used_gpu_hours - 0.9).abs() < 1e-12);
     }
 
     #[test]

@@ -45,6 +45,9 @@ pub enum ReportError {
     NoUsage(Period),
     #[error("nothing computed for {0}: run `gpuledger compute` (ingest runs it) first")]
     NotComputed(String),
+    /// A stored setting this gpuledger cannot read.
+    #[error("{0}")]
+    Settings(String),
 }
 
 /// Per-namespace Kubernetes cost for a period (or a range of days), with other cost and

@@ -17,10 +17,15 @@
 //!   `storage + network + other` = `non_kubernetes_direct_cost`);
 //! - `gpu`: `namespace, gpu_model, provisioned_gpu_hours, allocated_gpu_hours,
 //!   used_gpu_hours, idle_gpu_hours, unallocated_gpu_hours, utilization,
-//!   unmeasured_gpu_hours, unattributed_gpu_hours, utilization_of_provisioned, flags`; one
-//!   `(all)` row per GPU model carries the fleet's provisioned and unallocated hours
-//!   (namespace rows have 0 there); `(unattributed)` rows hold GPU time no pod held in the
-//!   metrics;
+//!   unmeasured_gpu_hours, unattributed_gpu_hours, utilization_of_provisioned,
+//!   gpu_fleet_cost, accelerator_cost, idle_cost, idle_accelerator_cost,
+//!   unallocated_gpu_cost, flags`; one `(all)` row per GPU model carries the fleet's
+//!   provisioned and unallocated hours and its fleet cost (every instance-hour of the model)
+//!   and unallocated cost (fleet − the pods' split cost); a namespace row's fleet cost is its
+//!   pods' split + unused on GPU instances (unallocated 0); `idle_cost` is the full cost of
+//!   idle GPU pod-hours (every resource the pod reserved), `accelerator_cost` and
+//!   `idle_accelerator_cost` AWS's accelerator rows alone; `(unattributed)` rows hold GPU time
+//!   no pod held in the metrics;
 //! - `spot`: `namespace, workload_class, gpu_hours, spot_gpu_hours, spot_adoption, flags`;
 //! - `savings`: `month, public_on_demand_cost, actual_cost, realized_savings, spot_savings,
 //!   commitment_savings, other_savings`;
@@ -407,23 +412,39 @@ pub fn gpu(range: &RollupRange, unattributed: &BTreeMap<String, f64>) -> Report 
         idle: f64,
         unmeasured: f64,
         unattributed: f64,
+        /// Nano-dollars: the pods' split + unused on GPU instances (the `(all)` row: every
+        /// instance-hour of the model, in `fleet_micros`), their split alone, their
+        /// accelerator rows, and the full and accelerator cost of idle GPU pod-hours.
+        pods_cost: i64,
+        pods_split: i64,
+        accelerator: i64,
+        idle_cost: i64,
+        idle_accelerator: i64,
+        fleet_micros: i64,
     }
     let mut rows: BTreeMap<(String, String), G> = BTreeMap::new();
     for (model, hours) in unattributed {
         rows.entry(("(unattributed)".to_string(), model.clone())).or_default().unattributed += hours;
     }
-    for c in range.costs().filter(|c| c.gpu_hours_allocated > 0.0) {
+    // Every pod on a GPU instance (DaemonSets and CPU pods beside the GPUs included).
+    for c in range.costs().filter(|c| c.gpu_hours_allocated > 0.0 || !c.gpu_model.is_empty()) {
         for namespace in [c.namespace.as_str(), "(all)"] {
             let g = rows.entry((namespace.to_string(), c.gpu_model.clone())).or_default();
             g.allocated += c.gpu_hours_allocated;
             g.used += c.gpu_hours_used;
             g.idle += c.gpu_hours_idle;
             g.unmeasured += c.gpu_hours_unmeasured;
+            g.pods_cost += c.split_cost_nanos + c.unused_cost_nanos;
+            g.pods_split += c.split_cost_nanos;
+            g.accelerator += c.gpu_cost_nanos;
+            g.idle_cost += c.idle_cost_nanos;
+            g.idle_accelerator += c.idle_gpu_cost_nanos;
         }
     }
     for c in range.capacity().filter(|c| c.gpu_hours_provisioned > 0.0) {
-        rows.entry(("(all)".to_string(), c.gpu_model.clone())).or_default().provisioned +=
-            c.gpu_hours_provisioned;
+        let g = rows.entry(("(all)".to_string(), c.gpu_model.clone())).or_default();
+        g.provisioned += c.gpu_hours_provisioned;
+        g.fleet_micros += c.amortized_cost_micros;
     }
     let table = Table {
         title: "GPU-hours by namespace and GPU model".into(),
@@ -440,12 +461,22 @@ pub fn gpu(range: &RollupRange, unattributed: &BTreeMap<String, f64>) -> Report 
             "unattributed_gpu_hours",
             "utilization",
             "utilization_of_provisioned",
+            "gpu_fleet_cost",
+            "accelerator_cost",
+            "idle_cost",
+            "idle_accelerator_cost",
+            "unallocated_gpu_cost",
             "flags",
         ],
         rows: rows
             .iter()
             .map(|((namespace, model), g)| {
                 let utilization = ratio(g.used, g.allocated - g.unmeasured);
+                let all = namespace == "(all)";
+                // The model's fleet is every instance-hour of it; a namespace's share of the
+                // fleet is its pods' cost there. What no pod requested: fleet − pods' split.
+                let fleet = if all { g.fleet_micros * 1000 } else { g.pods_cost };
+                let unallocated = if all { fleet - g.pods_split } else { 0 };
                 let mut flags = Vec::new();
                 if utilization.is_some_and(|u| u < 0.40) {
                     flags.push("utilization below 40 %");
@@ -468,7 +499,12 @@ pub fn gpu(range: &RollupRange, unattributed: &BTreeMap<String, f64>) -> Report 
                     Cell::Hours(g.unmeasured),
                     Cell::Hours(g.unattributed),
                     Cell::Ratio(utilization),
-                    Cell::Ratio(if namespace == "(all)" { ratio(g.used, g.provisioned) } else { None }),
+                    Cell::Ratio(if all { ratio(g.used, g.provisioned) } else { None }),
+                    usd(fleet),
+                    usd(g.accelerator),
+                    usd(g.idle_cost),
+                    usd(g.idle_accelerator),
+                    usd(unallocated),
                     Cell::Text(flags.join("; ")),
                 ]
             })

@@ -76,6 +76,10 @@ impl GpuReport {
                 "unmeasured_gpu_hours",
                 "unattributed_gpu_hours",
                 "utilization",
+                "gpu_fleet_cost",
+                "accelerator_cost",
+                "idle_cost",
+                "unallocated_gpu_cost",
             ],
             rows: self
                 .rows
@@ -90,6 +94,11 @@ impl GpuReport {
                         Cell::Hours(r.unmeasured_gpu_hours),
                         Cell::Hours(r.unattributed_gpu_hours),
                         Cell::Ratio(r.utilization()),
+                        // Joined live, hours only: the costs come with `compute`'s rollups.
+                        Cell::Usd(None),
+                        Cell::Usd(None),
+                        Cell::Usd(None),
+                        Cell::Usd(None),
                     ]
                 })
                 .collect(),
@@ -178,16 +187,26 @@ impl InferenceReport {
     }
 }
 
-/// `report gpu` as text in `format`: from the period's rollups when they were computed with
-/// this idle threshold (they carry provisioned hours), else the bill and the metrics joined now.
+/// `report gpu` as text in `format`: from the period's rollups (they carry provisioned hours
+/// and the costs) unless another idle threshold than theirs is asked for; else the bill and
+/// the metrics joined now, hours only (the cost columns are `null`).
 pub async fn gpu_report(
     store: &dyn Store,
     period: Period,
-    idle_threshold: f64,
+    idle_threshold: Option<f64>,
     format: OutputFormat,
 ) -> Result<String, ReportError> {
     let computed = store.rollups(&period.to_string()).await?;
-    let Some(rollups) = computed.filter(|r| (r.period.idle_threshold - idle_threshold).abs() < 1e-12) else {
+    let asked = |r: &crate::store::Rollups| {
+        idle_threshold.is_none_or(|t| (r.period.idle_threshold - t).abs() < 1e-12)
+    };
+    let Some(rollups) = computed.filter(asked) else {
+        let idle_threshold = match idle_threshold {
+            Some(threshold) => threshold,
+            None => {
+                store.settings().await?.in_force(period).map_err(ReportError::Settings)?.engine.idle_threshold
+            }
+        };
         return Ok(GpuReport::load(store, period, idle_threshold).await?.render(format));
     };
     let parts = vec![std::sync::Arc::new(rollups)];

@@ -234,8 +234,9 @@ pub trait Store: Send + Sync {
     /// The pods a billing period's bill names, with their workloads.
     async fn pod_workloads(&self, period: &str) -> StoreResult<Vec<PodWorkload>>;
 
-    /// What `compute` needs of a billing period's bill, or `None` when it is not stored.
-    async fn compute_inputs(&self, period: &str) -> StoreResult<Option<ComputeInputs>>;
+    /// What `compute` needs of a billing period's bill, or `None` when it is not stored; the
+    /// measured GPU-hours below `idle_threshold` are counted per GPU (or MIG instance).
+    async fn compute_inputs(&self, period: &str, idle_threshold: f64) -> StoreResult<Option<ComputeInputs>>;
 
     /// Replaces a period's rollups whole, in one transaction. Refused ([`StoreError::Stale`])
     /// when the period's inputs changed since they were read, or newer rollups are stored.

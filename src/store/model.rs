@@ -541,6 +541,8 @@ pub struct MeasuredPodHour {
     pub hour: i64,
     pub busy: f64,
     pub weight: f64,
+    /// Of `weight`, the GPU-hours of GPUs whose own hourly mean was below the idle threshold.
+    pub idle_weight: f64,
     pub peak_fb_used_mib: f64,
 }
 
@@ -602,6 +604,9 @@ pub struct CostRollup {
     pub public_on_demand_cost_nanos: i64,
     pub gpu_cost_nanos: i64,
     pub idle_gpu_cost_nanos: i64,
+    /// The full cost (split + unused of every row: GPU, vCPU, memory) of the idle share of
+    /// GPU pod-hours, idle judged per GPU.
+    pub idle_cost_nanos: i64,
     /// Split cost of the accelerator and vCPU rows (memory's is the rest of `split`).
     pub gpu_split_nanos: i64,
     pub cpu_split_nanos: i64,

@@ -80,11 +80,11 @@ pub(crate) fn read_gpu_pod_hour(row: &impl ReadRow) -> Result<GpuPodHour, sqlx::
 }
 
 pub(crate) const INSERT_COST_ROLLUP: BulkInsert = BulkInsert {
-    head: "INSERT INTO rollup_costs (period, day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos, gpu_cost_nanos, idle_gpu_cost_nanos, gpu_hours_allocated, gpu_hours_used, gpu_hours_idle, gpu_hours_unmeasured, spot_gpu_hours, peak_fb_used_mib, requests, prompt_tokens, generation_tokens, inference_hours, inference_hours_above_p95, gpu_split_nanos, cpu_split_nanos) ",
-    columns: 29,
+    head: "INSERT INTO rollup_costs (period, day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos, gpu_cost_nanos, idle_gpu_cost_nanos, gpu_hours_allocated, gpu_hours_used, gpu_hours_idle, gpu_hours_unmeasured, spot_gpu_hours, peak_fb_used_mib, requests, prompt_tokens, generation_tokens, inference_hours, inference_hours_above_p95, gpu_split_nanos, cpu_split_nanos, idle_cost_nanos) ",
+    columns: 30,
 };
 
-pub(crate) const SELECT_COST_ROLLUP: &str = "SELECT period, day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos, gpu_cost_nanos, idle_gpu_cost_nanos, gpu_hours_allocated, gpu_hours_used, gpu_hours_idle, gpu_hours_unmeasured, spot_gpu_hours, peak_fb_used_mib, requests, prompt_tokens, generation_tokens, inference_hours, inference_hours_above_p95, gpu_split_nanos, cpu_split_nanos FROM rollup_costs WHERE period = $1 ORDER BY day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option";
+pub(crate) const SELECT_COST_ROLLUP: &str = "SELECT period, day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos, gpu_cost_nanos, idle_gpu_cost_nanos, gpu_hours_allocated, gpu_hours_used, gpu_hours_idle, gpu_hours_unmeasured, spot_gpu_hours, peak_fb_used_mib, requests, prompt_tokens, generation_tokens, inference_hours, inference_hours_above_p95, gpu_split_nanos, cpu_split_nanos, idle_cost_nanos FROM rollup_costs WHERE period = $1 ORDER BY day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option";
 
 pub(crate) const DELETE_COST_ROLLUP: &str = "DELETE FROM rollup_costs WHERE period = $1";
 
@@ -118,7 +118,8 @@ pub(crate) fn push_cost_rollup<'args>(row: &mut impl PushRow<'args>, r: &'args C
         .int(r.inference_hours)
         .int(r.inference_hours_above_p95)
         .int(r.gpu_split_nanos)
-        .int(r.cpu_split_nanos);
+        .int(r.cpu_split_nanos)
+        .int(r.idle_cost_nanos);
 }
 
 pub(crate) fn read_cost_rollup(row: &impl ReadRow) -> Result<CostRollup, sqlx::Error> {
@@ -152,6 +153,7 @@ pub(crate) fn read_cost_rollup(row: &impl ReadRow) -> Result<CostRollup, sqlx::E
         inference_hours_above_p95: row.int("inference_hours_above_p95")?,
         gpu_split_nanos: row.int("gpu_split_nanos")?,
         cpu_split_nanos: row.int("cpu_split_nanos")?,
+        idle_cost_nanos: row.int("idle_cost_nanos")?,
     })
 }
 
@@ -377,6 +379,7 @@ pub(crate) fn read_measured_pod_hour(row: &impl ReadRow) -> Result<MeasuredPodHo
         hour: row.int("hour")?,
         busy: row.float("busy")?,
         weight: row.float("weight")?,
+        idle_weight: row.float("idle_weight")?,
         peak_fb_used_mib: row.float("peak_fb_used_mib")?,
     })
 }
@@ -453,9 +456,11 @@ pub(crate) const SELECT_CAPACITY_SUMS: &str = "SELECT period, hour - (hour % 864
      GROUP BY period, hour - (hour % 86400), cluster, instance_type, gpu_model, purchase_option \
      ORDER BY day, cluster, instance_type, gpu_model, purchase_option";
 
-/// Attributed GPU usage per pod-hour in `[$1, $2)`.
+/// Attributed GPU usage per pod-hour in `[$1, $2)`; `idle_weight` is the GPU-hours of the
+/// pod-hour's GPUs (or MIG instances) whose own mean is below `$3`.
 pub(crate) const SELECT_MEASURED_POD_HOURS: &str = "SELECT namespace, pod, hour, \
      SUM(mean_utilization * gpu_hours) AS busy, SUM(gpu_hours) AS weight, \
+     SUM(CASE WHEN mean_utilization < $3 THEN gpu_hours ELSE 0.0 END) AS idle_weight, \
      MAX(peak_fb_used_mib) AS peak_fb_used_mib \
      FROM gpu_usage WHERE hour >= $1 AND hour < $2 AND pod <> '' \
      GROUP BY namespace, pod, hour ORDER BY namespace, pod, hour";

@@ -445,7 +445,7 @@ where
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = B::NAME, period = period))]
-    async fn compute_inputs(&self, period: &str) -> StoreResult<Option<ComputeInputs>> {
+    async fn compute_inputs(&self, period: &str, idle_threshold: f64) -> StoreResult<Option<ComputeInputs>> {
         const CONTEXT: &str = "reading a period for compute";
         let aggregated = sqlx::query(sql_rollups::COUNT_POD_DAYS)
             .bind(period)
@@ -525,7 +525,7 @@ where
             .context(CONTEXT)?,
             measured: Self::read_all(
                 &mut tx,
-                in_hours(sql_rollups::SELECT_MEASURED_POD_HOURS),
+                in_hours(sql_rollups::SELECT_MEASURED_POD_HOURS).bind(idle_threshold),
                 sql_rollups::read_measured_pod_hour,
             )
             .await

@@ -637,11 +637,18 @@ impl World {
         overlap.max(0) as f64 / 3600.0
     }
 
-    /// GPU utilization of a pod in an hour, a whole percent as a fraction (0.37), so that
-    /// DCGM's percent and ratio metrics agree exactly.
-    pub fn gpu_utilization(&self, pod: usize, hour: u32) -> f64 {
+    /// Utilization of one of a pod's GPUs (`gpu` counts from 0 within the pod) in an hour, a
+    /// whole percent as a fraction (0.37), so that DCGM's percent and ratio metrics agree
+    /// exactly. A multi-GPU training pod stalls in about 8 % of its hours: its first GPU keeps
+    /// working while the others wait at 0–1 % (a straggler, a starved data loader), so the
+    /// pod's mean (~11 %) hides seven idle GPUs of eight.
+    pub fn gpu_utilization_of(&self, pod: usize, gpu: u32, hour: u32) -> f64 {
         let workload = &WORKLOADS[self.pods[pod].workload];
         let noise = rng::unit(self.seed, &[5, pod as u64, u64::from(hour)]);
+        if gpu > 0 && self.stalled(pod, hour) {
+            return (2.0 * rng::unit(self.seed, &[6, pod as u64, u64::from(hour), u64::from(gpu)])).floor()
+                / 100.0;
+        }
         let percent = match workload.class {
             Class::Training => 80.0 + 18.0 * noise,
             Class::Inference => 12.0 + 60.0 * self.load(hour) + 6.0 * noise,
@@ -652,6 +659,28 @@ impl World {
             Class::Service | Class::Platform => 0.0,
         };
         percent.floor().clamp(0.0, 100.0) / 100.0
+    }
+
+    /// A multi-GPU training pod waiting on one GPU in this hour.
+    fn stalled(&self, pod: usize, hour: u32) -> bool {
+        let p = &self.pods[pod];
+        p.gpus > 1
+            && WORKLOADS[p.workload].class == Class::Training
+            && rng::unit(self.seed, &[7, pod as u64, u64::from(hour)]) < 0.08
+    }
+
+    /// The mean utilization of a pod's GPUs in an hour (0 for a pod without GPUs).
+    pub fn gpu_utilization(&self, pod: usize, hour: u32) -> f64 {
+        let gpus = self.pods[pod].gpus.max(1);
+        (0..gpus).map(|gpu| self.gpu_utilization_of(pod, gpu, hour)).sum::<f64>() / f64::from(gpus)
+    }
+
+    /// The share of a pod's GPUs whose utilization in the hour is below `threshold`: idle is
+    /// judged per GPU, never on the pod's mean.
+    pub fn idle_gpu_share(&self, pod: usize, hour: u32, threshold: f64) -> f64 {
+        let gpus = self.pods[pod].gpus.max(1);
+        let idle = (0..gpus).filter(|&gpu| self.gpu_utilization_of(pod, gpu, hour) < threshold).count();
+        idle as f64 / f64::from(gpus)
     }
 
     /// The diurnal request curve, 0..1, peaking mid-afternoon UTC, lower at weekends.
@@ -792,9 +821,25 @@ mod tests {
     fn utilization_is_whole_percent_and_in_range() {
         let world = world();
         for pod in 0..world.pods.len().min(50) {
-            let u = world.gpu_utilization(pod, 10);
-            assert!((0.0..=1.0).contains(&u));
-            assert_eq!((u * 100.0).round() / 100.0, u);
+            for gpu in 0..world.pods[pod].gpus {
+                let u = world.gpu_utilization_of(pod, gpu, 10);
+                assert!((0.0..=1.0).contains(&u));
+                assert_eq!((u * 100.0).round() / 100.0, u);
+            }
         }
+    }
+
+    #[test]
+    fn a_stalled_training_pod_idles_seven_gpus_behind_a_mean_above_the_threshold() {
+        let world = world();
+        let stalled = (0..world.pods.len())
+            .flat_map(|pod| (0..world.period.hours()).map(move |hour| (pod, hour)))
+            .find(|&(pod, hour)| world.pods[pod].gpus == 8 && world.stalled(pod, hour))
+            .expect("the demo world has a stalled 8-GPU training hour");
+        let (pod, hour) = stalled;
+        assert!(world.gpu_utilization_of(pod, 0, hour) >= 0.80);
+        assert!((1..8).all(|gpu| world.gpu_utilization_of(pod, gpu, hour) <= 0.01));
+        assert!(world.gpu_utilization(pod, hour) >= 0.10, "the pod's mean is not idle");
+        assert_eq!(world.idle_gpu_share(pod, hour, 0.10), 7.0 / 8.0);
     }
 }

@@ -83,8 +83,10 @@ fn write_gpu_series(
             let value = match (family, holder) {
                 (_, None) => 0.0,
                 ("DCGM_FI_DEV_FB_USED", Some(p)) => f64::from(world.framebuffer_used(p, hour)),
-                ("DCGM_FI_DEV_GPU_UTIL", Some(p)) => (world.gpu_utilization(p, hour) * 100.0).round(),
-                (_, Some(p)) => world.gpu_utilization(p, hour),
+                ("DCGM_FI_DEV_GPU_UTIL", Some(p)) => {
+                    (world.gpu_utilization_of(p, gpu - world.pods[p].first_gpu, hour) * 100.0).round()
+                }
+                (_, Some(p)) => world.gpu_utilization_of(p, gpu - world.pods[p].first_gpu, hour),
             };
             if !samples.contains_key(&key) {
                 order.push(key);

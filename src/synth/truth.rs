@@ -26,6 +26,8 @@ pub struct Sums {
     /// Split + unused cost of accelerator rows, and of those in idle GPU-hours.
     pub gpu_cost: f64,
     pub idle_gpu_cost: f64,
+    /// The full cost (GPU, vCPU and memory rows) of idle GPU pod-hours, judged per GPU.
+    pub idle_cost: f64,
     /// Public on-demand − actual (split + unused), on Spot nodes and on Savings Plans/RI nodes.
     pub spot_savings: f64,
     pub commitment_savings: f64,
@@ -46,6 +48,16 @@ pub struct GpuModelHours {
     /// Of the unallocated hours, those of nodes still booting: billed, but before any pod
     /// (dcgm-exporter included) ran, so no metrics see them.
     pub booting_gpu_hours: f64,
+    /// GPU fleet cost: every instance-hour of this model (amortized), pods or not.
+    pub fleet_cost: f64,
+    /// Split + unused of the accelerator rows on these instances (AWS's accelerator share).
+    pub accelerator_cost: f64,
+    /// The full cost (every resource) of idle GPU pod-hours, judged per GPU.
+    pub idle_cost: f64,
+    /// The accelerator rows of idle GPU pod-hours alone.
+    pub idle_accelerator_cost: f64,
+    /// What no pod requested: fleet cost − the pods' split cost on these instances.
+    pub unallocated_cost: f64,
 }
 
 /// The answers for one billing period.
@@ -169,15 +181,26 @@ impl Truth {
             let workload = &WORKLOADS[pod.workload];
             let total = row.split.split_cost + row.split.unused_cost;
             hour_total += total;
+            // Idle is judged per GPU: the share of the pod's GPUs below the threshold.
+            let idle_share =
+                if pod.gpus > 0 { world.idle_gpu_share(row.pod, hour, IDLE_THRESHOLD) } else { 0.0 };
             let (allocated, used, idle, gpu_cost, idle_cost) = if row.resource == Resource::Accelerator {
                 let utilization = world.gpu_utilization(row.pod, hour);
                 let allocated = row.split.split_usage;
-                let is_idle = utilization < IDLE_THRESHOLD && allocated > 0.0;
-                let idle = if is_idle { allocated } else { 0.0 };
-                (allocated, utilization * allocated, idle, total, if is_idle { total } else { 0.0 })
+                let idle_share = if allocated > 0.0 { idle_share } else { 0.0 };
+                (allocated, utilization * allocated, allocated * idle_share, total, total * idle_share)
             } else {
                 (0.0, 0.0, 0.0, 0.0, 0.0)
             };
+            // The full cost of idle GPU pod-hours: every resource the pod reserved.
+            let idle_full_cost = total * idle_share;
+            if gpus > 0 {
+                let model = self.gpu_models.entry(node.instance_type.gpu_model.to_string()).or_default();
+                model.accelerator_cost += gpu_cost;
+                model.idle_cost += idle_full_cost;
+                model.idle_accelerator_cost += idle_cost;
+                model.unallocated_cost -= row.split.split_cost;
+            }
             let saved = row.public_split + row.public_unused - total;
             let (spot_saved, commitment_saved) = match node.purchase {
                 Purchase::Spot => (saved, 0.0),
@@ -207,6 +230,7 @@ impl Truth {
                 sums.spot_gpu_hours += spot;
                 sums.gpu_cost += gpu_cost;
                 sums.idle_gpu_cost += idle_cost;
+                sums.idle_cost += idle_full_cost;
                 sums.spot_savings += spot_saved;
                 sums.commitment_savings += commitment_saved;
                 sums.requests += requests;
@@ -221,6 +245,8 @@ impl Truth {
             model.provisioned_gpu_hours += f64::from(gpus);
             model.allocated_gpu_hours += allocated_here;
             model.unallocated_gpu_hours += f64::from(gpus) - allocated_here;
+            model.fleet_cost += amortized;
+            model.unallocated_cost += amortized;
         }
     }
 
@@ -248,6 +274,8 @@ impl Truth {
             model.provisioned_gpu_hours += f64::from(gpus);
             model.unallocated_gpu_hours += f64::from(gpus);
             model.booting_gpu_hours += f64::from(gpus);
+            model.fleet_cost += cost;
+            model.unallocated_cost += cost;
         }
     }
 

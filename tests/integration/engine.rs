@@ -60,6 +60,7 @@ fn group<'a>(rows: &'a [CostRollup], key: impl Fn(&'a CostRollup) -> String) -> 
         g.unused_cost_nanos += r.unused_cost_nanos;
         g.gpu_cost_nanos += r.gpu_cost_nanos;
         g.idle_gpu_cost_nanos += r.idle_gpu_cost_nanos;
+        g.idle_cost_nanos += r.idle_cost_nanos;
         g.public_on_demand_cost_nanos += r.public_on_demand_cost_nanos;
         g.gpu_hours_allocated += r.gpu_hours_allocated;
         g.gpu_hours_used += r.gpu_hours_used;
@@ -84,6 +85,7 @@ async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, period: &
         close(usd(r.unused_cost_nanos), t["unused_cost"].as_f64().unwrap(), &what("unused"));
         close(usd(r.gpu_cost_nanos), t["gpu_cost"].as_f64().unwrap(), &what("GPU cost"));
         close(usd(r.idle_gpu_cost_nanos), t["idle_gpu_cost"].as_f64().unwrap(), &what("idle GPU cost"));
+        close(usd(r.idle_cost_nanos), t["idle_cost"].as_f64().unwrap(), &what("idle cost, every resource"));
         hours(r.gpu_hours_allocated, t["gpu_hours_allocated"].as_f64().unwrap(), &what("allocated"));
         hours(r.gpu_hours_idle, t["gpu_hours_idle"].as_f64().unwrap(), &what("idle"));
         hours(r.spot_gpu_hours, t["spot_gpu_hours"].as_f64().unwrap(), &what("spot"));
@@ -96,6 +98,34 @@ async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, period: &
         let saved = usd(r.public_on_demand_cost_nanos - r.split_cost_nanos - r.unused_cost_nanos);
         let expected = t["public_on_demand_total_cost"].as_f64().unwrap() - t["total_cost"].as_f64().unwrap();
         close(saved, expected, &what("realized savings"));
+    }
+    // The GPU fleet per model: every instance-hour, AWS's accelerator share, the full cost of
+    // idle GPU pod-hours (idle judged per GPU) and what no pod requested.
+    let format = gpuledger::report::OutputFormat::Json;
+    let gpu =
+        gpuledger::report::usage::gpu_report(store, period.parse().unwrap(), None, format).await.unwrap();
+    let gpu: Value = serde_json::from_str(&gpu).unwrap();
+    for (model, t) in truth["gpu_models"].as_object().unwrap() {
+        let rows = gpu["rows"].as_array().unwrap();
+        let all =
+            rows.iter().find(|r| r["namespace"] == "(all)" && r["gpu_model"] == model.as_str()).unwrap();
+        let what = |field: &str| format!("{period} {model} {field}");
+        for (column, truth_field) in [
+            ("gpu_fleet_cost", "fleet_cost"),
+            ("accelerator_cost", "accelerator_cost"),
+            ("idle_cost", "idle_cost"),
+            ("idle_accelerator_cost", "idle_accelerator_cost"),
+            ("unallocated_gpu_cost", "unallocated_cost"),
+        ] {
+            close(all[column].as_f64().unwrap(), t[truth_field].as_f64().unwrap(), &what(column));
+        }
+        let (idle, accelerator) =
+            (all["idle_cost"].as_f64().unwrap(), all["idle_accelerator_cost"].as_f64().unwrap());
+        assert!(
+            idle > accelerator || idle == 0.0,
+            "{}: the CPU and memory beside idle GPUs count",
+            what("idle")
+        );
     }
     let workloads = group(&rollups.costs, |r| format!("{}/{}", r.namespace, r.workload));
     let mut served = 0;

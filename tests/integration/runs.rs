@@ -311,7 +311,7 @@ async fn concurrent_ingests_of_one_window_and_one_period_on_postgres_never_dupli
     }
     crate::ingest_cur::assert_matches_truth(store.as_ref(), &truth(dir.path(), "2026-10"), "2026-10").await;
     // One period's pod-days, not two: the pod-day sums equal the bill's Kubernetes cost.
-    let inputs = store.compute_inputs("2026-10").await.unwrap().unwrap();
+    let inputs = store.compute_inputs("2026-10", 0.10).await.unwrap().unwrap();
     let kubernetes: i64 = inputs.pod_days.iter().map(|d| d.split_cost_nanos + d.unused_cost_nanos).sum();
     assert_eq!(
         gpuledger::money::micros_from_nanos(kubernetes),

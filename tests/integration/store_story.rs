@@ -406,7 +406,7 @@ pub async fn story(store: &dyn Store) {
     let read = store.cost_period("2025-05").await.unwrap().expect("May was just written");
     assert_eq!(read, without_facts(&first));
     // Every split and unused cost of the first hour adds up to what the instance cost.
-    let inputs = store.compute_inputs("2025-05").await.unwrap().unwrap();
+    let inputs = store.compute_inputs("2025-05", 0.10).await.unwrap().unwrap();
     let hour_total: i64 = inputs.pod_days.iter().map(|d| d.split_cost_nanos + d.unused_cost_nanos).sum();
     assert_eq!(hour_total, INSTANCE_HOUR_MICROS);
     // The trainer's three GPUs and the inference pod's one, in that hour's GPU pod-hours.
@@ -477,6 +477,22 @@ pub async fn story(store: &dyn Store) {
     );
     // Half-open: a window ending at hour 2 excludes hour 2.
     assert_eq!(store.gpu_usage(hours[1], hours[2]).await.unwrap(), vec![gpu_rerun]);
+    // Idle is counted per GPU: an 8-GPU pod-hour with seven GPUs at 0 % and one at 90 %
+    // (mean 11.25 %) has 7 of its 8 GPU-hours below a 10 % threshold, none below 0 %.
+    let stalled_hour = MAY_FIRST + 5 * HOUR;
+    let eight: Vec<GpuUsage> = (0..8)
+        .map(|gpu| GpuUsage {
+            gpu_uuid: format!("GPU-{gpu}"),
+            ..gpu_usage(stalled_hour, "stalled-0", if gpu == 0 { 0.9 } else { 0.0 })
+        })
+        .collect();
+    store.replace_usage_window(stalled_hour, stalled_hour + HOUR, &eight, &[]).await.unwrap();
+    for (threshold, idle) in [(0.10, 7.0), (0.0, 0.0)] {
+        let inputs = store.compute_inputs("2025-05", threshold).await.unwrap().unwrap();
+        let pod_hour = inputs.measured.iter().find(|m| m.pod == "stalled-0").unwrap();
+        assert_eq!((pod_hour.weight, pod_hour.idle_weight), (8.0, idle), "{}", store.backend());
+        assert!((pod_hour.busy - 0.9).abs() < 1e-12);
+    }
 
     // (g) Settings: versions saved, read back, and the one in force for each month; saving
     // the same (setting, month) again replaces it, and a rule list saved from a month reaches
@@ -514,7 +530,7 @@ pub async fn story(store: &dyn Store) {
     assert_eq!(store.cost_period("2025-07").await.unwrap(), Some(without_facts(&july)));
     let july_rows = store.periods().await.unwrap()[0].cost_fact_rows;
     assert_eq!(july_rows, 2_976);
-    let inputs = store.compute_inputs("2025-07").await.unwrap().unwrap();
+    let inputs = store.compute_inputs("2025-07", 0.10).await.unwrap().unwrap();
     assert_eq!((inputs.pod_days.len(), inputs.gpu_pod_hours.len()), (124, 2_976));
 
     // (i) A workload's pods over July's first ten days, from the pod-day sums: each replica
