@@ -632,12 +632,20 @@ pub fn opportunities(range: &RollupRange) -> Report {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Headline {
     pub bill_amortized_micros: i64,
-    /// The accelerator rows' cost (split + unused).
+    /// GPU fleet cost: every instance-hour of GPU instances, pods or not.
+    pub gpu_fleet_nanos: i64,
+    /// Of the fleet cost, what no pod requested (fleet − the pods' split cost there).
+    pub unallocated_gpu_nanos: i64,
+    /// The accelerator rows' cost (split + unused): AWS's accelerator share.
     pub gpu_cost_nanos: i64,
+    /// The accelerator rows of idle GPU pod-hours.
     pub idle_gpu_cost_nanos: i64,
+    /// The full cost of idle GPU pod-hours (every resource the pods reserved).
+    pub idle_cost_nanos: i64,
     pub gpu_hours_allocated: f64,
     pub gpu_hours_used: f64,
     pub gpu_hours_idle: f64,
+    pub gpu_hours_unmeasured: f64,
     pub training_gpu_hours: f64,
     pub training_spot_gpu_hours: f64,
     pub public_on_demand_nanos: i64,
@@ -649,12 +657,25 @@ impl Headline {
     pub fn of(rollups: &Rollups) -> Headline {
         let mut h =
             Headline { bill_amortized_micros: rollups.period.bill_amortized_micros, ..Headline::default() };
+        h.gpu_fleet_nanos = rollups
+            .capacity
+            .iter()
+            .filter(|c| c.gpu_hours_provisioned > 0.0)
+            .map(|c| c.amortized_cost_micros)
+            .sum::<i64>()
+            * 1000;
+        h.unallocated_gpu_nanos = h.gpu_fleet_nanos;
         for c in &rollups.costs {
+            if !c.gpu_model.is_empty() {
+                h.unallocated_gpu_nanos -= c.split_cost_nanos;
+            }
             h.gpu_cost_nanos += c.gpu_cost_nanos;
             h.idle_gpu_cost_nanos += c.idle_gpu_cost_nanos;
+            h.idle_cost_nanos += c.idle_cost_nanos;
             h.gpu_hours_allocated += c.gpu_hours_allocated;
             h.gpu_hours_used += c.gpu_hours_used;
             h.gpu_hours_idle += c.gpu_hours_idle;
+            h.gpu_hours_unmeasured += c.gpu_hours_unmeasured;
             if c.workload_class == "training" {
                 h.training_gpu_hours += c.gpu_hours_allocated;
                 h.training_spot_gpu_hours += c.spot_gpu_hours;
@@ -665,9 +686,16 @@ impl Headline {
         h
     }
 
-    /// Used over allocated GPU-hours; undefined without allocated hours.
+    /// Used over measured allocated GPU-hours (allocated hours without metrics are left out,
+    /// as in `report gpu`); undefined when nothing was measured.
     pub fn utilization(&self) -> Option<f64> {
-        (self.gpu_hours_allocated > 0.0).then(|| self.gpu_hours_used / self.gpu_hours_allocated)
+        let measured = self.gpu_hours_allocated - self.gpu_hours_unmeasured;
+        (measured > 1e-9).then(|| self.gpu_hours_used / measured)
+    }
+
+    /// Allocated GPU-hours without metrics, over allocated.
+    pub fn unmeasured_share(&self) -> Option<f64> {
+        (self.gpu_hours_allocated > 0.0).then(|| self.gpu_hours_unmeasured / self.gpu_hours_allocated)
     }
 
     /// Idle over allocated GPU-hours.

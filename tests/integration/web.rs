@@ -201,6 +201,25 @@ async fn overview_gpus_and_inference_match_truth() {
     let (_, body) = get(&state, "/?format=json").await;
     let overview = json(&body);
     assert_eq!(overview["trend"]["rows"].as_array().unwrap().len(), 2, "two months");
+    // GPU spend as leadership means it: the GPU fleet, not AWS's accelerator rows alone; idle
+    // GPU cost as the full cost of idle GPU pod-hours.
+    let october =
+        overview["trend"]["rows"].as_array().unwrap().iter().find(|r| r["month"] == "2026-10").unwrap();
+    let models = truth["gpu_models"].as_object().unwrap();
+    let sum = |field: &str| models.values().map(|m| m[field].as_f64().unwrap()).sum::<f64>();
+    for (column, field) in [
+        ("gpu_fleet_cost", "fleet_cost"),
+        ("accelerator_cost", "accelerator_cost"),
+        ("idle_cost", "idle_cost"),
+        ("unallocated_gpu_cost", "unallocated_cost"),
+    ] {
+        let (shown, expected) = (october[column].as_f64().unwrap(), sum(field));
+        assert!((shown - expected).abs() < 0.01, "{column}: {shown} vs {expected}");
+    }
+    assert!(
+        sum("fleet_cost") > 2.0 * sum("accelerator_cost"),
+        "the accelerator share is a fraction of the fleet"
+    );
 
     // GPUs, inference, savings and data pages answer, with their JSON twins.
     for page in ["/gpus", "/inference", "/savings", "/data"] {

@@ -66,15 +66,29 @@ pub async fn overview(
                 status: String::new(),
             },
             Card {
-                label: "GPU spend".into(),
-                value: usd(now.gpu_cost_nanos),
-                previous: prev(|h| usd(h.gpu_cost_nanos)),
-                target: String::new(),
+                label: "GPU fleet cost".into(),
+                value: format!(
+                    "{} (accelerator share {}; {} not requested by any pod)",
+                    usd(now.gpu_fleet_nanos),
+                    usd(now.gpu_cost_nanos),
+                    usd(now.unallocated_gpu_nanos)
+                ),
+                previous: prev(|h| usd(h.gpu_fleet_nanos)),
+                target: "every GPU instance-hour".into(),
                 status: String::new(),
             },
             Card {
                 label: "GPU utilization".into(),
-                value: percent(now.utilization()),
+                value: match now.unmeasured_share() {
+                    Some(unmeasured) if unmeasured > 0.0 => {
+                        format!(
+                            "{} ({} of GPU-hours unmeasured)",
+                            percent(now.utilization()),
+                            percent(Some(unmeasured))
+                        )
+                    }
+                    _ => percent(now.utilization()),
+                },
                 previous: prev(|h| percent(h.utilization())),
                 target: "60–85 %; below 40 % flagged".into(),
                 status: status(now.utilization(), |v| (0.60..=0.85).contains(&v), |v| v < 0.40),
@@ -82,11 +96,12 @@ pub async fn overview(
             Card {
                 label: "Idle GPU cost".into(),
                 value: format!(
-                    "{} ({} of GPU-hours)",
-                    usd(now.idle_gpu_cost_nanos),
-                    percent(now.idle_share())
+                    "{} ({} of GPU-hours; accelerator rows alone {})",
+                    usd(now.idle_cost_nanos),
+                    percent(now.idle_share()),
+                    usd(now.idle_gpu_cost_nanos)
                 ),
-                previous: prev(|h| usd(h.idle_gpu_cost_nanos)),
+                previous: prev(|h| usd(h.idle_cost_nanos)),
                 target: "under 10 % of GPU-hours; above 20 % flagged".into(),
                 status: status(now.idle_share(), |v| v < 0.10, |v| v > 0.20),
             },
@@ -111,24 +126,33 @@ pub async fn overview(
         let heads: Vec<rollup::Headline> = trend.iter().map(|r| rollup::Headline::of(r)).collect();
         let spend: Vec<f64> = heads.iter().map(|h| h.bill_amortized_micros as f64 / 1e6).collect();
         let utilization: Vec<f64> = heads.iter().map(|h| h.utilization().unwrap_or(0.0) * 100.0).collect();
-        let idle: Vec<f64> = heads.iter().map(|h| h.idle_gpu_cost_nanos as f64 / 1e9).collect();
+        let idle: Vec<f64> = heads.iter().map(|h| h.idle_cost_nanos as f64 / 1e9).collect();
         content.charts.push(charts::bars("Monthly spend (amortized bill)", "USD", &months, &spend));
         content.charts.push(charts::bars(
-            "GPU utilization of allocated GPU-hours",
+            "GPU utilization of measured allocated GPU-hours",
             "%",
             &months,
             &utilization,
         ));
-        content.charts.push(charts::bars("Idle GPU cost", "USD", &months, &idle));
+        content.charts.push(charts::bars(
+            "Idle GPU cost (the full cost of idle GPU pod-hours)",
+            "USD",
+            &months,
+            &idle,
+        ));
         let table = Table {
             title: "Trend".into(),
             totals: Vec::new(),
             columns: vec![
                 "month",
                 "spend",
-                "gpu_spend",
+                "gpu_fleet_cost",
+                "accelerator_cost",
                 "gpu_utilization",
-                "idle_gpu_cost",
+                "unmeasured_share",
+                "idle_cost",
+                "idle_accelerator_cost",
+                "unallocated_gpu_cost",
                 "spot_adoption",
                 "realized_savings",
             ],
@@ -139,9 +163,13 @@ pub async fn overview(
                     vec![
                         Cell::Text(m.clone()),
                         Cell::Usd(Some(h.bill_amortized_micros as f64 / 1e6)),
+                        Cell::Usd(Some(h.gpu_fleet_nanos as f64 / 1e9)),
                         Cell::Usd(Some(h.gpu_cost_nanos as f64 / 1e9)),
                         Cell::Ratio(h.utilization()),
+                        Cell::Ratio(h.unmeasured_share()),
+                        Cell::Usd(Some(h.idle_cost_nanos as f64 / 1e9)),
                         Cell::Usd(Some(h.idle_gpu_cost_nanos as f64 / 1e9)),
+                        Cell::Usd(Some(h.unallocated_gpu_nanos as f64 / 1e9)),
                         Cell::Ratio(h.spot_adoption()),
                         Cell::Usd(Some(h.realized_savings_nanos() as f64 / 1e9)),
                     ]
