@@ -10,6 +10,9 @@
 //!  "metrics_without_bill_gpu_hours": 0.0}
 //! ```
 //!
+//! This is the live join, used before `compute` or for another idle threshold than the
+//! period's; it carries the rollups' cost columns (`gpu_fleet_cost`, `accelerator_cost`,
+//! `idle_cost`, `unallocated_gpu_cost`) as `null`. Idle is judged per GPU (or MIG instance).
 //! `source` is `bill` when allocation comes from CUR accelerator split usage, `metrics`
 //! when the period has no cost data. GPU time no pod held is on rows with namespace
 //! `(unattributed)`. `utilization` is a fraction, `null` when nothing was measured.
