@@ -34,6 +34,8 @@ ALTER TABLE rollup_clients ADD COLUMN exempt BIGINT NOT NULL DEFAULT 0;
 -- The full cost of idle GPU pod-hours (every resource the pod reserved), idle judged per GPU.
 ALTER TABLE rollup_costs ADD COLUMN idle_cost_nanos BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE rollup_clients ADD COLUMN shared_unallocated_nanos BIGINT NOT NULL DEFAULT 0;
+-- Opportunities are per workload family (a CronJob's Jobs are one family).
+ALTER TABLE rollup_opportunities ADD COLUMN family TEXT NOT NULL DEFAULT '';
 -- The settings in force when the period was computed, as JSON.
 ALTER TABLE rollup_periods ADD COLUMN settings TEXT NOT NULL DEFAULT '';
 

@@ -28,9 +28,11 @@
 //!   no pod held in the metrics;
 //! - `spot`: `namespace, workload_class, gpu_hours, spot_gpu_hours, spot_adoption, flags`;
 //! - `savings`: `month, public_on_demand_cost, actual_cost, realized_savings, spot_savings,
-//!   commitment_savings, other_savings`;
-//! - `opportunities`: `kind, namespace, workload, gpu_model, purchase_option,
-//!   monthly_savings, evidence`.
+//!   commitment_savings, other_savings` (+ `opportunities`: the `opportunities` rows,
+//!   `total_monthly_savings`, `monthly_spend`, `months`);
+//! - `opportunities`: `kind, namespace, family, workload (= family), gpu_model,
+//!   purchase_option, monthly_savings, evidence`, one row per kind and workload family, a
+//!   waterfall: Σ `monthly_savings` ≤ `monthly_spend`.
 //!
 //! Flags follow DESIGN.md: utilization < 40 %, idle > 20 % of allocated, Spot adoption
 //! < 30 % for training.
@@ -587,19 +589,45 @@ pub fn savings(range: &RollupRange) -> Report {
             })
             .collect(),
     };
-    Report { table, extra: Map::new() }
+    // The opportunities still open, as rows, beside the realized savings.
+    let open = opportunities(range);
+    let mut extra = Map::new();
+    extra.insert("opportunities".into(), open.table.json_rows());
+    for field in ["total_monthly_savings", "monthly_spend", "months"] {
+        extra.insert(field.into(), open.extra[field].clone());
+    }
+    Report { table, extra }
 }
 
-/// Opportunities ranked by dollars per month.
+/// (kind, namespace, family, GPU model, purchase option).
+type FamilyKey = (String, String, String, String, String);
+
+/// Opportunities per workload family, ranked by dollars per month: over a range of several
+/// whole months, each family's month averaged (its total over the range / the months). Each
+/// family's opportunities are a waterfall (`engine::opportunities`), so their total never
+/// exceeds the range's monthly Kubernetes spend.
 pub fn opportunities(range: &RollupRange) -> Report {
-    let mut list: Vec<Opportunity> = range.opportunities().cloned().collect();
-    list.sort_by_key(|o| std::cmp::Reverse(o.monthly_nanos));
+    let months = range.periods().filter(|(_, whole)| *whole).count().max(1) as i64;
+    let mut sums: BTreeMap<FamilyKey, (i64, String)> = BTreeMap::new();
+    for o in range.opportunities() {
+        let family = if o.family.is_empty() { o.workload.clone() } else { o.family.clone() };
+        let key =
+            (o.kind.clone(), o.namespace.clone(), family, o.gpu_model.clone(), o.purchase_option.clone());
+        let entry = sums.entry(key).or_default();
+        entry.0 += o.monthly_nanos;
+        // The latest month's evidence.
+        entry.1 = o.evidence.clone();
+    }
+    let mut list: Vec<(&FamilyKey, i64, &String)> =
+        sums.iter().map(|(key, (total, evidence))| (key, total / months, evidence)).collect();
+    list.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
     let table = Table {
         title: "Opportunities (USD per month)".into(),
         totals: Vec::new(),
         columns: vec![
             "kind",
             "namespace",
+            "family",
             "workload",
             "gpu_model",
             "purchase_option",
@@ -608,22 +636,25 @@ pub fn opportunities(range: &RollupRange) -> Report {
         ],
         rows: list
             .iter()
-            .map(|o| {
+            .map(|((kind, namespace, family, model, purchase), monthly, evidence)| {
                 vec![
-                    text(&o.kind),
-                    text(&o.namespace),
-                    text(&o.workload),
-                    text(&o.gpu_model),
-                    text(&o.purchase_option),
-                    usd(o.monthly_nanos),
-                    text(&o.evidence),
+                    text(kind),
+                    text(namespace),
+                    text(family),
+                    text(family),
+                    text(model),
+                    text(purchase),
+                    usd(*monthly),
+                    text(evidence),
                 ]
             })
             .collect(),
     };
-    let total: i64 = list.iter().map(|o| o.monthly_nanos).sum();
+    let total: i64 = list.iter().map(|(_, monthly, _)| monthly).sum();
     let mut extra = Map::new();
     extra.insert("total_monthly_savings".into(), json!(total as f64 / NANOS));
+    extra.insert("monthly_spend".into(), json!(range.kubernetes_nanos() as f64 / NANOS / months as f64));
+    extra.insert("months".into(), json!(months));
     Report { table, extra }
 }
 

@@ -38,26 +38,32 @@ pub struct Table {
 
 impl Table {
     /// Prints in `format`; `extra` fields join `period` and `rows` at the JSON top level.
+    /// Rows as JSON objects keyed by column.
+    fn objects(&self, rows: &[Vec<Cell>]) -> Value {
+        Value::Array(
+            rows.iter()
+                .map(|row| {
+                    let fields =
+                        self.columns.iter().zip(row).map(|(c, cell)| (c.to_string(), json_value(cell)));
+                    Value::Object(fields.collect())
+                })
+                .collect(),
+        )
+    }
+
+    /// The rows as a JSON array of objects, as `render` writes them under `rows`.
+    pub fn json_rows(&self) -> Value {
+        self.objects(&self.rows)
+    }
+
     pub fn render(&self, format: OutputFormat, period: &str, extra: Map<String, Value>) -> String {
         match format {
             OutputFormat::Json => {
-                let objects = |rows: &[Vec<Cell>]| -> Vec<Value> {
-                    rows.iter()
-                        .map(|row| {
-                            let fields = self
-                                .columns
-                                .iter()
-                                .zip(row)
-                                .map(|(c, cell)| (c.to_string(), json_value(cell)));
-                            Value::Object(fields.collect())
-                        })
-                        .collect()
-                };
                 let mut top = Map::new();
                 top.insert("period".into(), json!(period));
-                top.insert("rows".into(), Value::Array(objects(&self.rows)));
+                top.insert("rows".into(), self.objects(&self.rows));
                 if !self.totals.is_empty() {
-                    top.insert("totals".into(), Value::Array(objects(&self.totals)));
+                    top.insert("totals".into(), self.objects(&self.totals));
                 }
                 top.extend(extra);
                 serde_json::to_string_pretty(&Value::Object(top)).unwrap_or_default() + "\n"

@@ -791,7 +791,9 @@ pub struct Opportunity {
     /// `idle_gpu`, `spot_training`, `right_size`, `mig_or_time_slicing`.
     pub kind: String,
     pub namespace: String,
+    /// The workload family (a Deployment, StatefulSet or CronJob); `workload` repeats it.
     pub workload: String,
+    pub family: String,
     pub gpu_model: String,
     pub purchase_option: String,
     pub monthly_nanos: i64,

@@ -339,11 +339,11 @@ pub(crate) fn read_other_cost_group(row: &impl ReadRow) -> Result<OtherCostGroup
 }
 
 pub(crate) const INSERT_OPPORTUNITY: BulkInsert = BulkInsert {
-    head: "INSERT INTO rollup_opportunities (period, kind, namespace, workload, gpu_model, purchase_option, monthly_nanos, evidence) ",
-    columns: 8,
+    head: "INSERT INTO rollup_opportunities (period, kind, namespace, workload, gpu_model, purchase_option, monthly_nanos, evidence, family) ",
+    columns: 9,
 };
 
-pub(crate) const SELECT_OPPORTUNITY: &str = "SELECT period, kind, namespace, workload, gpu_model, purchase_option, monthly_nanos, evidence FROM rollup_opportunities WHERE period = $1 ORDER BY monthly_nanos DESC, kind, namespace, workload";
+pub(crate) const SELECT_OPPORTUNITY: &str = "SELECT period, kind, namespace, workload, gpu_model, purchase_option, monthly_nanos, evidence, family FROM rollup_opportunities WHERE period = $1 ORDER BY monthly_nanos DESC, kind, namespace, workload";
 
 pub(crate) const DELETE_OPPORTUNITY: &str = "DELETE FROM rollup_opportunities WHERE period = $1";
 
@@ -356,7 +356,8 @@ pub(crate) fn push_opportunity<'args>(row: &mut impl PushRow<'args>, r: &'args O
         .text(&r.gpu_model)
         .text(&r.purchase_option)
         .int(r.monthly_nanos)
-        .text(&r.evidence);
+        .text(&r.evidence)
+        .text(&r.family);
 }
 
 pub(crate) fn read_opportunity(row: &impl ReadRow) -> Result<Opportunity, sqlx::Error> {
@@ -369,6 +370,7 @@ pub(crate) fn read_opportunity(row: &impl ReadRow) -> Result<Opportunity, sqlx::
         purchase_option: row.text("purchase_option")?,
         monthly_nanos: row.int("monthly_nanos")?,
         evidence: row.text("evidence")?,
+        family: row.text("family")?,
     })
 }
 

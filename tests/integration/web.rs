@@ -484,3 +484,53 @@ async fn costs_drill_down_to_pods_filter_by_cluster_and_download_as_xlsx_clients
     let (_, html) = get(&state, "/data").await;
     assert!(html.contains("Reconciliation") && html.contains(">reconciles<"), "reconciliation section");
 }
+
+#[tokio::test]
+async fn opportunities_are_a_waterfall_per_workload_family() {
+    use gpuledger::engine::opportunities::family;
+    use gpuledger::report::rollup::{self, RollupRange};
+    let app = crate::app::TestApp::demo().await;
+    let period: gpuledger::period::Period = "2026-10".parse().unwrap();
+    let range = RollupRange::load(app.store(), "2026-10".into(), period.start(), period.end()).await.unwrap();
+    let text = rollup::savings(&range).render(gpuledger::report::OutputFormat::Json, "2026-10");
+    let savings: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let rows = savings["opportunities"].as_array().unwrap();
+    assert!(rows.len() >= 3, "{rows:?}");
+    // Each family's dollars are claimed once: per family, the opportunities add up to at most
+    // what it spent; so does the whole list against the month's spend.
+    let mut spent: BTreeMap<(String, String, String, String), f64> = BTreeMap::new();
+    for c in range.costs() {
+        let key = (
+            c.namespace.clone(),
+            family(&c.workload).to_string(),
+            c.gpu_model.clone(),
+            c.purchase_option.clone(),
+        );
+        *spent.entry(key).or_default() += (c.split_cost_nanos + c.unused_cost_nanos) as f64 / 1e9;
+    }
+    let mut claimed: BTreeMap<(String, String, String, String), f64> = BTreeMap::new();
+    let text_of = |r: &serde_json::Value, f: &str| r[f].as_str().unwrap().to_string();
+    let mut kinds = std::collections::BTreeSet::new();
+    for r in rows {
+        let key = (
+            text_of(r, "namespace"),
+            text_of(r, "family"),
+            text_of(r, "gpu_model"),
+            text_of(r, "purchase_option"),
+        );
+        *claimed.entry(key.clone()).or_default() += r["monthly_savings"].as_f64().unwrap();
+        assert!(kinds.insert((text_of(r, "kind"), key)), "one row per kind and family: {r}");
+        // Families, not Job runs: no CronJob schedule suffix left.
+        let family = text_of(r, "family");
+        assert_eq!(gpuledger::engine::opportunities::family(&family), family, "{r}");
+    }
+    for (key, claimed) in &claimed {
+        assert!(*claimed <= spent[key] + 1e-6, "{key:?}: {claimed} claimed of {} spent", spent[key]);
+    }
+    let total: f64 = claimed.values().sum();
+    assert!(total > 0.0 && total <= savings["monthly_spend"].as_f64().unwrap(), "{total}");
+    assert!((savings["total_monthly_savings"].as_f64().unwrap() - total).abs() < 1e-3);
+    // The CronJob-style training Jobs are one family with their runs counted.
+    let spot: Vec<&serde_json::Value> = rows.iter().filter(|r| r["kind"] == "spot_training").collect();
+    assert!(spot.iter().any(|r| r["evidence"].as_str().unwrap().contains(" runs)")), "{spot:?}");
+}
