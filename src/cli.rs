@@ -296,6 +296,14 @@ pub struct PrometheusArgs {
     /// Workload container label on DCGM series.
     #[arg(long, env = "GPULEDGER_CONTAINER_LABEL")]
     pub container_label: Option<String>,
+    /// The label naming each series' cluster (default: detected, `cluster`, `cluster_name`
+    /// or `k8s_cluster_name`).
+    #[arg(long, env = "GPULEDGER_CLUSTER_LABEL")]
+    pub cluster_label: Option<String>,
+    /// The EKS cluster of series without a cluster label (one Prometheus per cluster): pods
+    /// are matched in this cluster, and the window is replaced for this cluster only.
+    #[arg(long, env = "GPULEDGER_CLUSTER")]
+    pub cluster: Option<String>,
     /// Only print what the source exports (JSON on stdout); write nothing.
     #[arg(long, env = "GPULEDGER_PROMETHEUS_DETECT")]
     pub detect: bool,

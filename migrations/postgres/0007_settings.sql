@@ -33,7 +33,14 @@ DROP TABLE client_rules;
 ALTER TABLE rollup_clients ADD COLUMN exempt BIGINT NOT NULL DEFAULT 0;
 -- The full cost of idle GPU pod-hours (every resource the pod reserved), idle judged per GPU.
 ALTER TABLE rollup_costs ADD COLUMN idle_cost_nanos BIGINT NOT NULL DEFAULT 0;
+-- The cost of the pod-hours that served requests: cost per inference divides this.
+ALTER TABLE rollup_costs ADD COLUMN serving_cost_nanos BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE rollup_clients ADD COLUMN shared_unallocated_nanos BIGINT NOT NULL DEFAULT 0;
+-- Metrics keep their cluster (a `cluster` label or the source's --cluster), so a pod name
+-- present in two clusters is told apart.
+ALTER TABLE gpu_usage ADD COLUMN cluster TEXT NOT NULL DEFAULT '';
+ALTER TABLE inference_usage ADD COLUMN cluster TEXT NOT NULL DEFAULT '';
+
 -- Opportunities are per workload family (a CronJob's Jobs are one family).
 ALTER TABLE rollup_opportunities ADD COLUMN family TEXT NOT NULL DEFAULT '';
 -- The settings in force when the period was computed, as JSON.

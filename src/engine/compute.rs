@@ -16,6 +16,7 @@ use polars::prelude::*;
 use super::chargeback::{NonKubernetes, chargeback};
 use super::classify::{ClientMatcher, UNASSIGNED, label, workload_class};
 use super::opportunities::{self, PodEvidence};
+use super::pods::PodNames;
 use crate::period::Period;
 use crate::settings::Settings;
 use crate::store::{ComputeInputs, CostRollup, HeatmapCell, PeriodRollup, Rollups, Store, StoreError};
@@ -119,16 +120,13 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
     let options = settings.compute_options();
     let matcher =
         ClientMatcher::new(&settings.rules, &options.platform_namespaces).map_err(ComputeError::Invalid)?;
-    let serving: HashSet<(&str, &str)> = inputs
-        .served
+    // Metrics name pods by (cluster, namespace, pod): resolve them to the bill's pods once.
+    let names = PodNames::new(inputs);
+    let served = names.served(&inputs.served);
+    let serving_workloads: HashSet<(&str, &str)> = served
         .iter()
         .filter(|s| s.requests > 0.0)
-        .map(|s| (s.namespace.as_str(), s.pod.as_str()))
-        .collect();
-    let serving_workloads: HashSet<(&str, &str)> = inputs
-        .pods
-        .iter()
-        .filter(|p| serving.contains(&(p.namespace.as_str(), p.pod.as_str())))
+        .filter_map(|s| names.pod(s.pod_id))
         .map(|p| (p.namespace.as_str(), p.workload.as_str()))
         .collect();
     let pods = {
@@ -179,8 +177,9 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
         )
         .map_err(polars_error)?
     };
-    let m = &inputs.measured;
+    let m = names.measured(&inputs.measured);
     let usage = df!(
+        "cluster" => m.iter().map(|u| u.cluster.clone()).collect::<Vec<String>>(),
         "namespace" => m.iter().map(|u| u.namespace.clone()).collect::<Vec<String>>(),
         "pod" => m.iter().map(|u| u.pod.clone()).collect::<Vec<String>>(),
         "hour" => m.iter().map(|u| u.hour).collect::<Vec<i64>>(),
@@ -190,10 +189,9 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
         "peak_fb" => m.iter().map(|u| u.peak_fb_used_mib).collect::<Vec<f64>>(),
     )
     .map_err(polars_error)?;
-    let r = &inputs.served;
+    let r = &served;
     let requests = df!(
-        "namespace" => r.iter().map(|i| i.namespace.clone()).collect::<Vec<String>>(),
-        "pod" => r.iter().map(|i| i.pod.clone()).collect::<Vec<String>>(),
+        "pod_id" => r.iter().map(|i| i.pod_id).collect::<Vec<i64>>(),
         "hour" => r.iter().map(|i| i.hour).collect::<Vec<i64>>(),
         "requests" => r.iter().map(|i| i.requests).collect::<Vec<f64>>(),
         "prompt_tokens" => r.iter().map(|i| i.prompt_tokens).collect::<Vec<f64>>(),
@@ -203,7 +201,7 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
 
     let threshold = options.idle_threshold;
     let day_of = |hour: Expr| hour.clone() - hour % lit(86_400i64);
-    let pod_names = pods.clone().lazy().select([col("pod_id"), col("namespace"), col("pod")]);
+    let pod_names = pods.clone().lazy().select([col("pod_id"), col("cluster"), col("namespace"), col("pod")]);
     // GPU pod-hours with what the metrics measured (the store summed a pod-hour's GPUs, and
     // the GPU-hours of those idle on their own: idle is judged per GPU, not on the mean).
     // A pod-hour's idle share takes that share of its GPU-hours, of its accelerator cost and
@@ -223,8 +221,8 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
         .join(pod_names.clone(), [col("pod_id")], [col("pod_id")], JoinArgs::new(JoinType::Left))
         .join(
             measured,
-            [col("namespace"), col("pod"), col("hour")],
-            [col("namespace"), col("pod"), col("hour")],
+            [col("cluster"), col("namespace"), col("pod"), col("hour")],
+            [col("cluster"), col("namespace"), col("pod"), col("hour")],
             JoinArgs::new(JoinType::Left),
         )
         .with_columns([
@@ -259,12 +257,6 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
     // Serving pod-hours: requests, and the pod-hour's cost where it held GPUs.
     let served_hours = requests
         .lazy()
-        .join(
-            pod_names,
-            [col("namespace"), col("pod")],
-            [col("namespace"), col("pod")],
-            JoinArgs::new(JoinType::Inner),
-        )
         .group_by([col("pod_id"), col("hour")])
         .agg([col("requests").sum(), col("prompt_tokens").sum(), col("generation_tokens").sum()])
         .join(
@@ -303,9 +295,16 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
             .then(lit(1i64))
             .otherwise(lit(0i64))
             .alias("inference_hours_above_p95"),
+            // What the hours that served cost (every resource of the pod-hour).
+            when(col("requests").gt(lit(0.0)))
+                .then(col("pod_cost"))
+                .otherwise(lit(0i64))
+                .fill_null(lit(0i64))
+                .alias("serving_cost"),
         ])
         .group_by([col("pod_id"), col("day")])
         .agg([
+            col("serving_cost").sum(),
             col("requests").sum(),
             col("prompt_tokens").sum(),
             col("generation_tokens").sum(),
@@ -354,6 +353,7 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
             col("spot").sum(),
             col("peak_fb").max(),
             col("requests").sum(),
+            col("serving_cost").sum(),
             col("prompt_tokens").sum(),
             col("generation_tokens").sum(),
             col("inference_hours").sum(),
@@ -458,6 +458,7 @@ fn cost_rows(period: &str, frame: &DataFrame) -> PolarsResult<Vec<CostRollup>> {
     let (gpu_cost, idle_cost, hours, above) =
         (int("gpu_cost")?, int("idle_cost")?, int("inference_hours")?, int("inference_hours_above_p95")?);
     let idle_full_cost = int("idle_full_cost")?;
+    let serving_cost = int("serving_cost")?;
     let (allocated, used, idle, unmeasured, spot, peak_fb) = (
         float("allocated")?,
         float("used")?,
@@ -491,6 +492,7 @@ fn cost_rows(period: &str, frame: &DataFrame) -> PolarsResult<Vec<CostRollup>> {
             gpu_cost_nanos: gpu_cost[i],
             idle_gpu_cost_nanos: idle_cost[i],
             idle_cost_nanos: idle_full_cost[i],
+            serving_cost_nanos: serving_cost[i],
             gpu_split_nanos: gpu_split[i],
             cpu_split_nanos: cpu_split[i],
             gpu_hours_allocated: allocated[i],

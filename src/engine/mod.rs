@@ -11,4 +11,5 @@ pub mod chargeback;
 pub mod classify;
 pub mod compute;
 pub mod opportunities;
+pub mod pods;
 pub mod usage;

@@ -54,6 +54,8 @@ pub struct MetricsIngestOptions {
     pub to: Option<i64>,
     pub names: MetricNames,
     pub labels: LabelOverrides,
+    /// The cluster of series without a cluster label (one Prometheus per cluster).
+    pub cluster: Option<String>,
     /// Extra PromQL whose result series are counters of successful requests.
     pub requests_query: Option<String>,
     /// Seconds of samples per query (at most 11,000 points per series even at a 1 s scrape).
@@ -74,6 +76,7 @@ impl MetricsIngestOptions {
             to: period.map(|p| p.end()),
             names: MetricNames::default(),
             labels: LabelOverrides::default(),
+            cluster: None,
             requests_query: None,
             chunk_seconds: 7200,
             sample_interval: None,
@@ -196,7 +199,7 @@ async fn collect_and_write(
     };
     let interval = options.sample_interval.or_else(|| collector.sample_interval()).unwrap_or(60.0);
     let (detected, style) = detect(&collector, &options.labels, &source, interval);
-    let folded = fold(&collector, &style, interval);
+    let folded = fold(&collector, &style, interval, options.cluster.as_deref().unwrap_or(""));
     let mut result = MetricsIngestResult {
         from,
         to,
@@ -219,7 +222,8 @@ async fn collect_and_write(
     if from >= to {
         return Err(MetricsError::Invalid(format!("no GPU or inference samples found in {source}")));
     }
-    store.replace_usage_window(from, to, &folded.gpu, &folded.inference).await?;
+    let cluster = options.cluster.as_deref().unwrap_or("");
+    store.replace_usage_window(from, to, cluster, &folded.gpu, &folded.inference).await?;
     result.written = true;
     result.seconds = started.elapsed().as_secs_f64();
     Ok(result)
@@ -404,6 +408,7 @@ struct Folded {
 #[derive(Default)]
 struct GpuHour {
     host: String,
+    cluster: String,
     model: String,
     profile: String,
     engine: (f64, u32),
@@ -414,11 +419,19 @@ struct GpuHour {
 
 type GpuKey = (i64, String, String, String, String, String); // hour, uuid, instance, ns, pod, container
 
-fn fold(collector: &Collector, style: &LabelStyle, interval: f64) -> Folded {
+fn fold(collector: &Collector, style: &LabelStyle, interval: f64, default_cluster: &str) -> Folded {
     let mut hours: BTreeMap<GpuKey, GpuHour> = BTreeMap::new();
-    let mut inference: BTreeMap<(i64, String, String, String), [f64; 3]> = BTreeMap::new();
+    let mut inference: BTreeMap<(i64, String, String, String, String), [f64; 3]> = BTreeMap::new();
     for series in &collector.series {
         let labels = &series.labels;
+        // The series' cluster label, else the one this source was given.
+        let cluster = match style.cluster.as_str() {
+            "" => default_cluster,
+            key => match label(labels, key) {
+                "" => default_cluster,
+                value => value,
+            },
+        };
         if series.role.is_counter() {
             // Serving pods are scrape targets: their own namespace/pod labels, unless the
             // server set them and Prometheus renamed ours.
@@ -440,8 +453,13 @@ fn fold(collector: &Collector, style: &LabelStyle, interval: f64) -> Folded {
                 _ => 2,
             };
             for hour in &series.hours {
-                let key =
-                    (hour.hour, namespace.to_string(), pod.to_string(), model.unwrap_or("").to_string());
+                let key = (
+                    hour.hour,
+                    cluster.to_string(),
+                    namespace.to_string(),
+                    pod.to_string(),
+                    model.unwrap_or("").to_string(),
+                );
                 inference.entry(key).or_default()[slot] += hour.sum;
             }
             continue;
@@ -469,6 +487,7 @@ fn fold(collector: &Collector, style: &LabelStyle, interval: f64) -> Folded {
             let acc = hours.entry(key).or_default();
             if acc.host.is_empty() {
                 acc.host = label(labels, &style.host).to_string();
+                acc.cluster = cluster.to_string();
                 acc.model = label(labels, &style.model).to_string();
                 acc.profile = label(labels, &style.gpu_profile).to_string();
             }
@@ -536,12 +555,14 @@ fn fold(collector: &Collector, style: &LabelStyle, interval: f64) -> Folded {
             peak_fb_used_mib: acc.framebuffer.unwrap_or(0.0),
             samples: i64::from(acc.samples),
             gpu_hours: gpu_hours * fraction,
+            cluster: acc.cluster.clone(),
         });
     }
     let inference = inference
         .into_iter()
-        .map(|((hour, namespace, pod, model), [requests, prompt, generation])| InferenceUsage {
+        .map(|((hour, cluster, namespace, pod, model), [requests, prompt, generation])| InferenceUsage {
             hour,
+            cluster,
             workload: workload_of_pod(&pod),
             namespace,
             pod,
@@ -630,7 +651,7 @@ mod tests {
         series(&mut c, "E", Role::EngineActive, &with("a"), &[(H, 0.8), (H + 900, 0.8)]);
         series(&mut c, "E", Role::EngineActive, &gpu, &[(H + 1800, 0.0)]);
         series(&mut c, "E", Role::EngineActive, &with("b"), &[(H + 2700, 0.2)]);
-        let folded = fold(&c, &style(), 900.0);
+        let folded = fold(&c, &style(), 900.0, "");
         let rows: Vec<(&str, f64, f64, &str)> = folded
             .gpu
             .iter()
@@ -651,7 +672,7 @@ mod tests {
         series(&mut c, "E", Role::EngineActive, &instance, &[(H, 0.5), (H + 1800, 0.7)]);
         // GPU_UTIL is not supported for MIG instances and must not be used there.
         series(&mut c, "U", Role::UtilPercent, &instance, &[(H, 99.0), (H + 1800, 99.0)]);
-        let folded = fold(&c, &style(), 1800.0);
+        let folded = fold(&c, &style(), 1800.0, "");
         assert_eq!(folded.gpu.len(), 1);
         let row = &folded.gpu[0];
         assert_eq!((row.gpu_instance.as_str(), row.pod.as_str()), ("2", "p"));
@@ -675,7 +696,7 @@ mod tests {
             );
         }
         series(&mut c, "E", Role::EngineActive, &[("UUID", "GPU-1")], &points);
-        let folded = fold(&c, &style(), 1800.0);
+        let folded = fold(&c, &style(), 1800.0, "");
         let hours: Vec<(&str, f64)> = folded.gpu.iter().map(|r| (r.pod.as_str(), r.gpu_hours)).collect();
         assert_eq!(hours, vec![("", 0.0), ("a", 0.5), ("b", 0.5)]);
     }
@@ -687,7 +708,7 @@ mod tests {
             |reason| vec![("pod", "chat-7d9f8c6b5-abcde"), ("namespace", "llm"), ("finished_reason", reason)];
         series(&mut c, "R", Role::Requests, &labels("stop"), &[(H, 0.0), (H + 1800, 40.0)]);
         series(&mut c, "R", Role::Requests, &labels("abort"), &[(H, 0.0), (H + 1800, 3.0)]);
-        let folded = fold(&c, &style(), 1800.0);
+        let folded = fold(&c, &style(), 1800.0, "");
         assert_eq!(folded.inference.len(), 1);
         assert_eq!((folded.inference[0].requests, folded.inference[0].workload.as_str()), (40.0, "chat"));
         assert_eq!(workload_of_pod("train-llama-29012345-x7k2p"), "train-llama-29012345");

@@ -755,14 +755,15 @@ struct Served {
     above_p95: i64,
 }
 
-/// Cost per inference and per 1M tokens by serving workload over the range: the workload's
-/// cost (GPU, CPU, memory; split + unused) over its successful requests, with its serving
-/// hours and those above the fleet's P95 of hourly cost per inference.
+/// Cost per inference and per 1M tokens by serving workload over the range: the cost of the
+/// pod-hours that served (GPU, CPU, memory; split + unused) over the successful requests of
+/// those hours, with the serving hours and those above the fleet's P95 of hourly cost per
+/// inference. Requests are the pods' own: matched by cluster, namespace and pod.
 pub fn inference(range: &RollupRange) -> Report {
     let mut sums: BTreeMap<(String, String), Served> = BTreeMap::new();
     for c in range.costs() {
         let s = sums.entry((c.namespace.clone(), c.workload.clone())).or_default();
-        s.cost += c.split_cost_nanos + c.unused_cost_nanos;
+        s.cost += c.serving_cost_nanos;
         s.requests += c.requests;
         s.tokens += c.prompt_tokens + c.generation_tokens;
         s.hours += c.inference_hours;

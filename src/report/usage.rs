@@ -19,9 +19,10 @@
 //!
 //! `report inference` JSON: `{"period", "rows": [{"namespace", "workload", "model",
 //! "requests", "tokens", "prompt_tokens", "generation_tokens", "cost", "cost_per_inference",
-//! "cost_per_million_tokens"}]}`: cost is the serving workload's split + unused cost (GPU,
-//! CPU, memory) in USD, shared between its models by requests; the ratios are `null` when
-//! there were no requests (or tokens) or no bill.
+//! "cost_per_million_tokens"}]}`: cost is the split + unused cost (GPU, CPU, memory) in USD
+//! of the pod-hours that served requests, shared between the workload's models by requests
+//! (before `compute`, the workload's whole cost); the ratios are `null` when there were no
+//! requests (or tokens) or no bill.
 
 use serde_json::{Map, Value, json};
 
@@ -135,8 +136,9 @@ impl InferenceReport {
             Some(rollups) => {
                 let mut sums: std::collections::BTreeMap<(String, String), i64> = Default::default();
                 for c in &rollups.costs {
+                    // The cost of the hours that served (compute resolved pods by cluster).
                     *sums.entry((c.namespace.clone(), c.workload.clone())).or_default() +=
-                        c.split_cost_nanos + c.unused_cost_nanos;
+                        c.serving_cost_nanos;
                 }
                 sums.into_iter()
                     .map(|((namespace, workload), total_cost_nanos)| WorkloadCost {

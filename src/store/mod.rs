@@ -200,11 +200,13 @@ pub trait Store: Send + Sync {
     /// Stored billing periods, newest first.
     async fn periods(&self) -> StoreResult<Vec<PeriodSummary>>;
 
-    /// Replaces GPU usage and inference usage for hours in `[from, to)`, in one transaction.
+    /// Replaces GPU usage and inference usage for hours in `[from, to)` of one `cluster` (of
+    /// every cluster when empty), in one transaction.
     async fn replace_usage_window(
         &self,
         from: i64,
         to: i64,
+        cluster: &str,
         gpu: &[GpuUsage],
         inference: &[InferenceUsage],
     ) -> StoreResult<()>;

@@ -370,6 +370,8 @@ pub struct GpuUsage {
     /// The GPU-hours this row stands for, from observed time: at most 1 per GPU and hour,
     /// a MIG instance's slice fraction, a time-sliced pod's share.
     pub gpu_hours: f64,
+    /// The cluster the series came from; empty when unknown.
+    pub cluster: String,
 }
 
 /// One pod's GPU allocation in one hour, from the bill's accelerator split rows.
@@ -422,6 +424,9 @@ pub struct PodWorkload {
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct InferenceUsage {
     pub hour: i64,
+    /// The cluster the series came from (its `cluster` label, or the source's `--cluster`);
+    /// empty when unknown.
+    pub cluster: String,
     pub namespace: String,
     pub pod: String,
     pub workload: String,
@@ -536,6 +541,8 @@ pub struct GpuPodHour {
 /// mean weighted by the GPU-hours each GPU row holds.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct MeasuredPodHour {
+    /// Empty when the metrics did not say.
+    pub cluster: String,
     pub namespace: String,
     pub pod: String,
     pub hour: i64,
@@ -549,6 +556,8 @@ pub struct MeasuredPodHour {
 /// A pod-hour's successful requests and tokens.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct ServedPodHour {
+    /// Empty when the metrics did not say.
+    pub cluster: String,
     pub namespace: String,
     pub pod: String,
     pub hour: i64,
@@ -607,6 +616,8 @@ pub struct CostRollup {
     /// The full cost (split + unused of every row: GPU, vCPU, memory) of the idle share of
     /// GPU pod-hours, idle judged per GPU.
     pub idle_cost_nanos: i64,
+    /// Split + unused of the pod-hours that served requests (the cost of the serving hours).
+    pub serving_cost_nanos: i64,
     /// Split cost of the accelerator and vCPU rows (memory's is the rest of `split`).
     pub gpu_split_nanos: i64,
     pub cpu_split_nanos: i64,

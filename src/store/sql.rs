@@ -176,30 +176,32 @@ pub(crate) const SELECT_OTHER_COSTS: &str = "SELECT day, service, line_item_type
 
 // ---- Usage ----
 
-pub(crate) const DELETE_GPU_USAGE_WINDOW: &str = "DELETE FROM gpu_usage WHERE hour >= $1 AND hour < $2";
+/// A window's rows, of one cluster (`$3`) or of all (`$3` empty).
+pub(crate) const DELETE_GPU_USAGE_WINDOW: &str =
+    "DELETE FROM gpu_usage WHERE hour >= $1 AND hour < $2 AND ($3 = '' OR cluster = $3)";
 
 pub(crate) const DELETE_INFERENCE_USAGE_WINDOW: &str =
-    "DELETE FROM inference_usage WHERE hour >= $1 AND hour < $2";
+    "DELETE FROM inference_usage WHERE hour >= $1 AND hour < $2 AND ($3 = '' OR cluster = $3)";
 
 pub(crate) const INSERT_GPU_USAGE: BulkInsert = BulkInsert {
     head: "INSERT INTO gpu_usage (hour, hostname, gpu_uuid, gpu_instance, gpu_profile, gpu_model, \
-           namespace, pod, container, mean_utilization, peak_fb_used_mib, samples, gpu_hours) ",
-    columns: 13,
+           namespace, pod, container, mean_utilization, peak_fb_used_mib, samples, gpu_hours, cluster) ",
+    columns: 14,
 };
 
 pub(crate) const SELECT_GPU_USAGE: &str = "SELECT hour, hostname, gpu_uuid, gpu_instance, gpu_profile, \
-     gpu_model, namespace, pod, container, mean_utilization, peak_fb_used_mib, samples, gpu_hours \
-     FROM gpu_usage WHERE hour >= $1 AND hour < $2 \
+     gpu_model, namespace, pod, container, mean_utilization, peak_fb_used_mib, samples, gpu_hours, \
+     cluster FROM gpu_usage WHERE hour >= $1 AND hour < $2 \
      ORDER BY hour, hostname, gpu_uuid, gpu_instance, namespace, pod, container";
 
 pub(crate) const INSERT_INFERENCE_USAGE: BulkInsert = BulkInsert {
     head: "INSERT INTO inference_usage (hour, namespace, pod, workload, model, requests, \
-           prompt_tokens, generation_tokens) ",
-    columns: 8,
+           prompt_tokens, generation_tokens, cluster) ",
+    columns: 9,
 };
 
 pub(crate) const SELECT_INFERENCE_USAGE: &str = "SELECT hour, namespace, pod, workload, \
-     model, requests, prompt_tokens, generation_tokens \
+     model, requests, prompt_tokens, generation_tokens, cluster \
      FROM inference_usage WHERE hour >= $1 AND hour < $2 \
      ORDER BY hour, namespace, pod, workload, model";
 
@@ -650,6 +652,7 @@ pub(crate) fn gpu_usage(row: &impl ReadRow) -> Result<GpuUsage, sqlx::Error> {
         peak_fb_used_mib: row.float("peak_fb_used_mib")?,
         samples: row.int("samples")?,
         gpu_hours: row.float("gpu_hours")?,
+        cluster: row.text("cluster")?,
     })
 }
 
@@ -711,7 +714,8 @@ pub(crate) fn push_gpu_usage<'args>(row: &mut impl PushRow<'args>, usage: &'args
         .float(usage.mean_utilization)
         .float(usage.peak_fb_used_mib)
         .int(usage.samples)
-        .float(usage.gpu_hours);
+        .float(usage.gpu_hours)
+        .text(&usage.cluster);
 }
 
 pub(crate) fn inference_usage(row: &impl ReadRow) -> Result<InferenceUsage, sqlx::Error> {
@@ -724,6 +728,7 @@ pub(crate) fn inference_usage(row: &impl ReadRow) -> Result<InferenceUsage, sqlx
         requests: row.float("requests")?,
         prompt_tokens: row.float("prompt_tokens")?,
         generation_tokens: row.float("generation_tokens")?,
+        cluster: row.text("cluster")?,
     })
 }
 
@@ -736,7 +741,8 @@ pub(crate) fn push_inference_usage<'args>(row: &mut impl PushRow<'args>, usage: 
         .text(&usage.model)
         .float(usage.requests)
         .float(usage.prompt_tokens)
-        .float(usage.generation_tokens);
+        .float(usage.generation_tokens)
+        .text(&usage.cluster);
 }
 
 pub(crate) fn cost_pod(row: &impl ReadRow) -> Result<PodRecord, sqlx::Error> {
@@ -854,6 +860,7 @@ mod tests {
             requests: 0.0,
             prompt_tokens: 0.0,
             generation_tokens: 0.0,
+            cluster: String::new(),
         };
 
         let checks = [

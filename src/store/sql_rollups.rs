@@ -80,11 +80,11 @@ pub(crate) fn read_gpu_pod_hour(row: &impl ReadRow) -> Result<GpuPodHour, sqlx::
 }
 
 pub(crate) const INSERT_COST_ROLLUP: BulkInsert = BulkInsert {
-    head: "INSERT INTO rollup_costs (period, day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos, gpu_cost_nanos, idle_gpu_cost_nanos, gpu_hours_allocated, gpu_hours_used, gpu_hours_idle, gpu_hours_unmeasured, spot_gpu_hours, peak_fb_used_mib, requests, prompt_tokens, generation_tokens, inference_hours, inference_hours_above_p95, gpu_split_nanos, cpu_split_nanos, idle_cost_nanos) ",
-    columns: 30,
+    head: "INSERT INTO rollup_costs (period, day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos, gpu_cost_nanos, idle_gpu_cost_nanos, gpu_hours_allocated, gpu_hours_used, gpu_hours_idle, gpu_hours_unmeasured, spot_gpu_hours, peak_fb_used_mib, requests, prompt_tokens, generation_tokens, inference_hours, inference_hours_above_p95, gpu_split_nanos, cpu_split_nanos, idle_cost_nanos, serving_cost_nanos) ",
+    columns: 31,
 };
 
-pub(crate) const SELECT_COST_ROLLUP: &str = "SELECT period, day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos, gpu_cost_nanos, idle_gpu_cost_nanos, gpu_hours_allocated, gpu_hours_used, gpu_hours_idle, gpu_hours_unmeasured, spot_gpu_hours, peak_fb_used_mib, requests, prompt_tokens, generation_tokens, inference_hours, inference_hours_above_p95, gpu_split_nanos, cpu_split_nanos, idle_cost_nanos FROM rollup_costs WHERE period = $1 ORDER BY day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option";
+pub(crate) const SELECT_COST_ROLLUP: &str = "SELECT period, day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos, gpu_cost_nanos, idle_gpu_cost_nanos, gpu_hours_allocated, gpu_hours_used, gpu_hours_idle, gpu_hours_unmeasured, spot_gpu_hours, peak_fb_used_mib, requests, prompt_tokens, generation_tokens, inference_hours, inference_hours_above_p95, gpu_split_nanos, cpu_split_nanos, idle_cost_nanos, serving_cost_nanos FROM rollup_costs WHERE period = $1 ORDER BY day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option";
 
 pub(crate) const DELETE_COST_ROLLUP: &str = "DELETE FROM rollup_costs WHERE period = $1";
 
@@ -119,7 +119,8 @@ pub(crate) fn push_cost_rollup<'args>(row: &mut impl PushRow<'args>, r: &'args C
         .int(r.inference_hours_above_p95)
         .int(r.gpu_split_nanos)
         .int(r.cpu_split_nanos)
-        .int(r.idle_cost_nanos);
+        .int(r.idle_cost_nanos)
+        .int(r.serving_cost_nanos);
 }
 
 pub(crate) fn read_cost_rollup(row: &impl ReadRow) -> Result<CostRollup, sqlx::Error> {
@@ -154,6 +155,7 @@ pub(crate) fn read_cost_rollup(row: &impl ReadRow) -> Result<CostRollup, sqlx::E
         gpu_split_nanos: row.int("gpu_split_nanos")?,
         cpu_split_nanos: row.int("cpu_split_nanos")?,
         idle_cost_nanos: row.int("idle_cost_nanos")?,
+        serving_cost_nanos: row.int("serving_cost_nanos")?,
     })
 }
 
@@ -376,6 +378,7 @@ pub(crate) fn read_opportunity(row: &impl ReadRow) -> Result<Opportunity, sqlx::
 
 pub(crate) fn read_measured_pod_hour(row: &impl ReadRow) -> Result<MeasuredPodHour, sqlx::Error> {
     Ok(MeasuredPodHour {
+        cluster: row.text("cluster")?,
         namespace: row.text("namespace")?,
         pod: row.text("pod")?,
         hour: row.int("hour")?,
@@ -388,6 +391,7 @@ pub(crate) fn read_measured_pod_hour(row: &impl ReadRow) -> Result<MeasuredPodHo
 
 pub(crate) fn read_served_pod_hour(row: &impl ReadRow) -> Result<ServedPodHour, sqlx::Error> {
     Ok(ServedPodHour {
+        cluster: row.text("cluster")?,
         namespace: row.text("namespace")?,
         pod: row.text("pod")?,
         hour: row.int("hour")?,
@@ -460,19 +464,19 @@ pub(crate) const SELECT_CAPACITY_SUMS: &str = "SELECT period, hour - (hour % 864
 
 /// Attributed GPU usage per pod-hour in `[$1, $2)`; `idle_weight` is the GPU-hours of the
 /// pod-hour's GPUs (or MIG instances) whose own mean is below `$3`.
-pub(crate) const SELECT_MEASURED_POD_HOURS: &str = "SELECT namespace, pod, hour, \
+pub(crate) const SELECT_MEASURED_POD_HOURS: &str = "SELECT cluster, namespace, pod, hour, \
      SUM(mean_utilization * gpu_hours) AS busy, SUM(gpu_hours) AS weight, \
      SUM(CASE WHEN mean_utilization < $3 THEN gpu_hours ELSE 0.0 END) AS idle_weight, \
      MAX(peak_fb_used_mib) AS peak_fb_used_mib \
      FROM gpu_usage WHERE hour >= $1 AND hour < $2 AND pod <> '' \
-     GROUP BY namespace, pod, hour ORDER BY namespace, pod, hour";
+     GROUP BY cluster, namespace, pod, hour ORDER BY cluster, namespace, pod, hour";
 
 /// GPU-hours no pod held in `[$1, $2)`, per GPU model.
 pub(crate) const SELECT_UNATTRIBUTED: &str = "SELECT gpu_model, SUM(gpu_hours) AS gpu_hours \
      FROM gpu_usage WHERE hour >= $1 AND hour < $2 AND pod = '' GROUP BY gpu_model ORDER BY gpu_model";
 
 /// Requests and tokens per pod-hour in `[$1, $2)`.
-pub(crate) const SELECT_SERVED_POD_HOURS: &str = "SELECT namespace, pod, hour, SUM(requests) AS requests, \
-     SUM(prompt_tokens) AS prompt_tokens, SUM(generation_tokens) AS generation_tokens \
+pub(crate) const SELECT_SERVED_POD_HOURS: &str = "SELECT cluster, namespace, pod, hour, \
+     SUM(requests) AS requests, SUM(prompt_tokens) AS prompt_tokens, SUM(generation_tokens) AS generation_tokens \
      FROM inference_usage WHERE hour >= $1 AND hour < $2 \
-     GROUP BY namespace, pod, hour ORDER BY namespace, pod, hour";
+     GROUP BY cluster, namespace, pod, hour ORDER BY cluster, namespace, pod, hour";

@@ -788,6 +788,7 @@ where
         &self,
         from: i64,
         to: i64,
+        cluster: &str,
         gpu: &[GpuUsage],
         inference: &[InferenceUsage],
     ) -> StoreResult<()> {
@@ -805,7 +806,7 @@ where
             Self::lock_for_transaction(&mut tx, &format!("usage:{period}")).await.context(CONTEXT)?;
         }
         for delete in [sql::DELETE_GPU_USAGE_WINDOW, sql::DELETE_INFERENCE_USAGE_WINDOW] {
-            sqlx::query(delete).bind(from).bind(to).execute(&mut *tx).await.context(CONTEXT)?;
+            sqlx::query(delete).bind(from).bind(to).bind(cluster).execute(&mut *tx).await.context(CONTEXT)?;
         }
         Self::insert_rows(&mut tx, &sql::INSERT_GPU_USAGE, gpu, |row, usage| sql::push_gpu_usage(row, usage))
             .await

@@ -205,6 +205,20 @@ pub const WORKLOADS: &[Workload] = &[
     /* 28 */
     workload!("kube-system", "eks-pod-identity-agent", "DaemonSet", Platform, None, "platform"),
     /* 29 */ workload!("security", "falco", "DaemonSet", Platform, None, "security"),
+    /* 30 */
+    // A Triton StatefulSet deployed in both clusters: its pods are `ocr-triton-0`, … in each,
+    // so only the cluster tells their metrics apart.
+    Workload {
+        namespace: "globex-vision",
+        name: "ocr-triton",
+        kind: "StatefulSet",
+        class: Class::Inference,
+        client: Some("globex"),
+        team: "vision",
+        model: Some("ocr-recognizer"),
+        server: Server::Triton,
+        peak_requests_per_hour: 9000,
+    },
 ];
 
 /// DaemonSets on every node: (workload index, vCPU request, GiB request).
@@ -377,6 +391,26 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[15, 16],
         churns_at_large: false,
     },
+    PoolSpec {
+        name: "infer-ocr-l4",
+        cluster: 0,
+        instance_type: "g6.xlarge",
+        purchase: Purchase::OnDemand,
+        nodes: [1, 1, 4],
+        per_pod: 1,
+        workloads: &[30],
+        churns_at_large: false,
+    },
+    PoolSpec {
+        name: "west-infer-ocr-l4",
+        cluster: 1,
+        instance_type: "g6.xlarge",
+        purchase: Purchase::OnDemand,
+        nodes: [0, 1, 4],
+        per_pod: 1,
+        workloads: &[30],
+        churns_at_large: false,
+    },
 ];
 
 /// One EC2 instance in the month.
@@ -498,7 +532,7 @@ impl World {
                         node_index,
                         &mut node,
                         pool,
-                        slot,
+                        (slot, slot + node_number * slots),
                         &mut schedule_rng,
                         month_seconds,
                         interval,
@@ -511,14 +545,15 @@ impl World {
         world
     }
 
-    /// Fills one slot of a node with a sequence of pods separated by idle gaps.
+    /// Fills one slot of a node with a sequence of pods separated by idle gaps; `ordinal` is
+    /// the slot's place in its pool, which names StatefulSet pods.
     #[allow(clippy::too_many_arguments)]
     fn schedule_slot(
         &mut self,
         node_index: usize,
         node: &mut Node,
         pool: &PoolSpec,
-        slot: u32,
+        (slot, ordinal): (u32, u32),
         rng: &mut Rng,
         month_seconds: i64,
         interval: i64,
@@ -553,9 +588,9 @@ impl World {
                     let name = format!("{replica_set}-{}", name_rng.suffix(5));
                     (replica_set, name)
                 }
-                "StatefulSet" => {
-                    (workload.name.to_string(), format!("{}-{}", workload.name, slot + node_index as u32 * 8))
-                }
+                // A StatefulSet's ordinal is its place in the pool, the same in every cluster,
+                // and kept by the next pod of the slot (the same name, a new UID).
+                "StatefulSet" => (workload.name.to_string(), format!("{}-{}", workload.name, ordinal)),
                 _ => {
                     let job = format!("{}-{}", workload.name, 29_000_000 + cursor / 60 + i64::from(slot));
                     let name = format!("{job}-{}", name_rng.suffix(5));

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use super::fleet::{Class, Server, WORKLOADS, World};
+use super::fleet::{CLUSTERS, Class, Server, WORKLOADS, World};
 
 struct Family {
     name: &'static str,
@@ -103,7 +103,12 @@ fn write_gpu_series(
         itype.gpu_model_name,
         node.node_name
     );
-    let exporter = format!("job=\"dcgm-exporter\",instance=\"{}:9400\"", node_ip(&node.node_name));
+    // The central Prometheus (or its remote-write target) labels every series with its cluster.
+    let exporter = format!(
+        "job=\"dcgm-exporter\",instance=\"{}:9400\",cluster=\"{}\"",
+        node_ip(&node.node_name),
+        CLUSTERS[node.cluster].name
+    );
     let mut lines = 0;
     for key in order {
         let labels = match key {
@@ -179,12 +184,13 @@ fn write_counters(world: &World, out: &mut impl Write) -> io::Result<u64> {
             let node = &world.nodes[pod.node];
             let model = workload.model.unwrap_or("");
             let target = format!(
-                "namespace=\"{}\",pod=\"{}\",container=\"{}\",job=\"{}\",instance=\"{}:8000\"",
+                "namespace=\"{}\",pod=\"{}\",container=\"{}\",job=\"{}\",instance=\"{}:8000\",cluster=\"{}\"",
                 workload.namespace,
                 pod.name,
                 container_for(workload.class, server),
                 workload.name,
-                node_ip(&node.node_name)
+                node_ip(&node.node_name),
+                CLUSTERS[node.cluster].name
             );
             let labels = match server {
                 Server::Vllm if measure == 0 => {

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::split::Resource;
 
 use super::bill::SplitRow;
-use super::fleet::{Purchase, WORKLOADS, World};
+use super::fleet::{Purchase, Server, WORKLOADS, World};
 
 /// Sums for one namespace, workload or client. Costs in USD at full precision.
 #[derive(Debug, Default, Clone, Serialize)]
@@ -34,7 +34,9 @@ pub struct Sums {
     pub requests: u64,
     pub prompt_tokens: u64,
     pub generation_tokens: u64,
-    /// `total_cost / requests`, when the workload served requests.
+    /// Split + unused of the pod-hours that served requests (every row of those hours).
+    pub serving_cost: f64,
+    /// `serving_cost / requests`, when the workload served requests.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost_per_inference: Option<f64>,
 }
@@ -107,6 +109,9 @@ pub struct Truth {
     pub chargeback: BTreeMap<String, Chargeback>,
     pub platform_namespaces: Vec<String>,
     pub idle_threshold: f64,
+    /// Requests per `cluster/namespace/workload`: a StatefulSet in two clusters has pods of
+    /// the same name in each, and each cluster's requests are its own.
+    pub requests_by_cluster: BTreeMap<String, u64>,
 }
 
 /// One client's chargeback under the default policy, USD.
@@ -210,8 +215,23 @@ impl Truth {
             allocated_here += allocated;
             let spot = if node.purchase == Purchase::Spot { allocated } else { 0.0 };
             // Requests and tokens are counted once per pod-hour, on its vCPU row.
+            let served = if WORKLOADS[pod.workload].server == Server::None {
+                (0, 0, 0)
+            } else {
+                world.served(row.pod, hour)
+            };
+            let serving_cost = if served.0 > 0 { total } else { 0.0 };
             let (requests, prompt, generation) =
-                if row.resource == Resource::Vcpu { world.served(row.pod, hour) } else { (0, 0, 0) };
+                if row.resource == Resource::Vcpu { served } else { (0, 0, 0) };
+            if requests > 0 {
+                let key = format!(
+                    "{}/{}/{}",
+                    super::fleet::CLUSTERS[node.cluster].name,
+                    workload.namespace,
+                    workload_name(world, row.pod)
+                );
+                *self.requests_by_cluster.entry(key).or_default() += requests;
+            }
             let workload_key = format!("{}/{}", workload.namespace, workload_name(world, row.pod));
             let client = workload.client.unwrap_or("(unassigned)").to_string();
             for sums in [
@@ -234,6 +254,7 @@ impl Truth {
                 sums.spot_savings += spot_saved;
                 sums.commitment_savings += commitment_saved;
                 sums.requests += requests;
+                sums.serving_cost += serving_cost;
                 sums.prompt_tokens += prompt;
                 sums.generation_tokens += generation;
             }
@@ -304,7 +325,7 @@ impl Truth {
             self.workloads.values_mut().chain(self.namespaces.values_mut()).chain(self.clients.values_mut())
         {
             if sums.requests > 0 {
-                sums.cost_per_inference = Some(sums.total_cost / sums.requests as f64);
+                sums.cost_per_inference = Some(sums.serving_cost / sums.requests as f64);
             }
         }
         self.chargeback = self.default_chargeback();

@@ -61,6 +61,7 @@ fn group<'a>(rows: &'a [CostRollup], key: impl Fn(&'a CostRollup) -> String) -> 
         g.gpu_cost_nanos += r.gpu_cost_nanos;
         g.idle_gpu_cost_nanos += r.idle_gpu_cost_nanos;
         g.idle_cost_nanos += r.idle_cost_nanos;
+        g.serving_cost_nanos += r.serving_cost_nanos;
         g.public_on_demand_cost_nanos += r.public_on_demand_cost_nanos;
         g.gpu_hours_allocated += r.gpu_hours_allocated;
         g.gpu_hours_used += r.gpu_hours_used;
@@ -133,15 +134,26 @@ async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, period: &
         let r = &workloads[key];
         assert_eq!(r.requests, t["requests"].as_f64().unwrap(), "{period} {key} requests");
         if let Some(expected) = t.get("cost_per_inference").and_then(Value::as_f64) {
-            ratio(
-                usd(r.split_cost_nanos + r.unused_cost_nanos) / r.requests,
-                expected,
-                &format!("{key} cost/inference"),
-            );
+            // The cost of the hours that served, over their requests.
+            ratio(usd(r.serving_cost_nanos) / r.requests, expected, &format!("{key} cost/inference"));
             served += 1;
         }
     }
     assert!(served >= 3, "{period}: vLLM and Triton workloads served");
+    // Requests per cluster: `ocr-triton-0` runs in both clusters at small scale, and each
+    // cluster's requests are its own pod's (matched by cluster), never counted twice.
+    for (key, expected) in truth["requests_by_cluster"].as_object().unwrap() {
+        let mut parts = key.splitn(3, '/');
+        let (cluster, namespace, workload) =
+            (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+        let requests: f64 = rollups
+            .costs
+            .iter()
+            .filter(|c| c.cluster == cluster && c.namespace == namespace && c.workload == workload)
+            .map(|c| c.requests)
+            .sum();
+        assert_eq!(requests, expected.as_f64().unwrap(), "{period} requests of {key}");
+    }
     // Chargeback, with shares, against truth's default-policy figures.
     let chargeback = truth["chargeback"].as_object().unwrap();
     assert_eq!(rollups.clients.len(), chargeback.len(), "{period}: same clients");
@@ -244,7 +256,13 @@ async fn small_rollups_match_truth() {
     generate(dir.path(), Scale::Small, 1, 42);
     let store = store::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await.unwrap();
     load(store.as_ref(), dir.path(), &["2026-10"]).await;
-    assert_period_matches_truth(store.as_ref(), &truth(dir.path(), "2026-10"), "2026-10").await;
+    let truth = truth(dir.path(), "2026-10");
+    let same_name = ["ml-prod", "ml-west"].map(|c| format!("{c}/globex-vision/ocr-triton"));
+    assert!(
+        same_name.iter().all(|k| truth["requests_by_cluster"].get(k).is_some()),
+        "ocr-triton-0 in both clusters"
+    );
+    assert_period_matches_truth(store.as_ref(), &truth, "2026-10").await;
 }
 
 fn report_json(database_url: &str, args: &[&str]) -> Value {

@@ -87,7 +87,7 @@ async fn assert_usage_matches_truth(store: &dyn Store, truth: &Value) {
             expected["prompt_tokens"].as_f64().unwrap() + expected["generation_tokens"].as_f64().unwrap();
         assert_eq!(tokens, expected_tokens, "{key}: tokens");
         served += usize::from(requests > 0.0);
-        // Cost per inference = the workload's split + unused cost / its requests.
+        // Cost per inference = the cost of the hours that served / their requests.
         if let Some(expected) = expected.get("cost_per_inference").and_then(Value::as_f64) {
             let cost: f64 = rows.iter().filter_map(|r| r.cost).sum();
             assert!((cost - expected_cost(&truth["workloads"][key])).abs() < 0.01, "{key}: cost {cost}");
@@ -97,8 +97,9 @@ async fn assert_usage_matches_truth(store: &dyn Store, truth: &Value) {
     assert!(served >= 3, "vLLM and Triton workloads served requests");
 }
 
+/// The cost of the hours that served.
 fn expected_cost(workload: &Value) -> f64 {
-    workload["total_cost"].as_f64().unwrap()
+    workload["serving_cost"].as_f64().unwrap()
 }
 
 /// The usage rows of the month, for "nothing changed" checks (the run log is not data: a

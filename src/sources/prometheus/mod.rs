@@ -111,6 +111,9 @@ pub struct LabelStyle {
     pub model: String,
     pub gpu_instance: String,
     pub gpu_profile: String,
+    /// The cluster a series comes from: `cluster`, `cluster_name` or `k8s_cluster_name` (an
+    /// external label or relabeling of a central Prometheus); empty when no series has one.
+    pub cluster: String,
 }
 
 /// Label names the user fixed with options; empty means detect.
@@ -121,6 +124,7 @@ pub struct LabelOverrides {
     pub pod: Option<String>,
     pub namespace: Option<String>,
     pub container: Option<String>,
+    pub cluster: Option<String>,
 }
 
 impl LabelStyle {
@@ -154,6 +158,7 @@ impl LabelStyle {
             model: "modelName".into(),
             gpu_instance: "GPU_I_ID".into(),
             gpu_profile: "GPU_I_PROFILE".into(),
+            cluster: pick(&overrides.cluster, first(&["cluster", "cluster_name", "k8s_cluster_name"], "")),
         }
     }
 }
@@ -205,5 +210,12 @@ mod tests {
         );
         let forced = LabelOverrides { pod: Some("my_pod".into()), ..LabelOverrides::default() };
         assert_eq!(LabelStyle::detect(old.into_iter(), &forced).pod, "my_pod");
+        // A central Prometheus labels series with their cluster; without one, no cluster.
+        assert_eq!(LabelStyle::detect(old.into_iter(), &LabelOverrides::default()).cluster, "");
+        let central = ["UUID", "pod", "namespace", "cluster_name"];
+        assert_eq!(
+            LabelStyle::detect(central.into_iter(), &LabelOverrides::default()).cluster,
+            "cluster_name"
+        );
     }
 }
