@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::model::{FactRecord, GpuPodHour, PodDay};
+use super::model::{FactRecord, GpuPodHour, PodDay, PodRecord};
 
 const DAY: i64 = 86_400;
 
@@ -52,6 +52,42 @@ impl FactAggregates {
         }
     }
 
+    /// Time-sliced GPUs: when the pods on an instance were allocated more GPU-hours in an
+    /// hour than it has GPUs (the device plugin advertises replicas and each pod requests
+    /// one), each pod's GPU-hours are scaled by GPUs / allocated — its split usage ratio of the
+    /// instance's GPUs, as AWS divides the cost — so a GPU never counts more than one GPU-hour
+    /// per hour; pod-days follow. Instances whose type the catalog does not know are left as
+    /// the bill says. Returns the instance-hours scaled.
+    pub(crate) fn share_oversubscribed_gpus(&mut self, pods: &[PodRecord]) -> usize {
+        let capacity: HashMap<i64, (&str, f64)> = pods
+            .iter()
+            .filter_map(|p| {
+                let gpus = crate::catalog::instance_type(&p.instance_type)?.gpus;
+                Some((p.id, (p.instance_id.as_str(), f64::from(gpus))))
+            })
+            .collect();
+        let mut allocated: HashMap<(&str, i64), f64> = HashMap::new();
+        for (&(pod, hour), h) in &self.hours {
+            if let Some((instance, _)) = capacity.get(&pod) {
+                *allocated.entry((instance, hour)).or_default() += h.0;
+            }
+        }
+        let mut scaled = std::collections::HashSet::new();
+        for (&(pod, hour), h) in self.hours.iter_mut() {
+            let Some(&(instance, gpus)) = capacity.get(&pod) else { continue };
+            let total = allocated[&(instance, hour)];
+            if gpus > 0.0 && total > gpus + 1e-9 {
+                let shared = h.0 * gpus / total;
+                if let Some(day) = self.days.get_mut(&(pod, hour - hour.rem_euclid(DAY))) {
+                    day.gpu_hours -= h.0 - shared;
+                }
+                h.0 = shared;
+                scaled.insert((instance, hour));
+            }
+        }
+        scaled.len()
+    }
+
     /// Pod-days in a stable order.
     pub(crate) fn pod_days(&self) -> Vec<PodDay> {
         let mut days: Vec<PodDay> = self.days.values().cloned().collect();
@@ -81,6 +117,45 @@ impl FactAggregates {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_time_sliced_gpu_counts_one_gpu_hour_per_hour() {
+        // A g6.xlarge (one L4) time-sliced into four replicas: pods 1–4 each requested one in
+        // hour 0 (4 GPU-hours billed on 1 GPU) → a quarter each. Pod 5 on a g6.12xlarge (four
+        // L4) holds two of them: not oversubscribed, left alone.
+        let gpu = |pod_id, usage: f64| FactRecord {
+            pod_id,
+            hour: 0,
+            resource: "gpu",
+            split_usage: usage,
+            split_cost_nanos: 1_000,
+            unused_cost_nanos: 0,
+            net_split_cost_nanos: 1_000,
+            net_unused_cost_nanos: 0,
+            public_on_demand_split_cost_nanos: 1_000,
+            public_on_demand_unused_cost_nanos: 0,
+        };
+        let pod = |id, instance_id: &str, instance_type: &str| PodRecord {
+            id,
+            instance_id: instance_id.into(),
+            instance_type: instance_type.into(),
+            ..PodRecord::default()
+        };
+        let mut a = FactAggregates::default();
+        a.add(&[gpu(1, 1.0), gpu(2, 1.0), gpu(3, 1.0), gpu(4, 1.0), gpu(5, 2.0)]);
+        let pods = [
+            pod(1, "i-shared", "g6.xlarge"),
+            pod(2, "i-shared", "g6.xlarge"),
+            pod(3, "i-shared", "g6.xlarge"),
+            pod(4, "i-shared", "g6.xlarge"),
+            pod(5, "i-big", "g6.12xlarge"),
+        ];
+        assert_eq!(a.share_oversubscribed_gpus(&pods), 1, "one instance-hour was oversubscribed");
+        let hours: Vec<(i64, f64)> = a.gpu_pod_hours().iter().map(|h| (h.pod_id, h.gpu_hours)).collect();
+        assert_eq!(hours, vec![(1, 0.25), (2, 0.25), (3, 0.25), (4, 0.25), (5, 2.0)]);
+        let days: f64 = a.pod_days().iter().filter(|d| d.pod_id <= 4).map(|d| d.gpu_hours).sum();
+        assert_eq!(days, 1.0, "pod-days follow: the shared L4 is one GPU-hour");
+    }
 
     #[test]
     fn facts_fold_into_pod_days_and_gpu_pod_hours() {

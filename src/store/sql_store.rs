@@ -390,6 +390,13 @@ where
             fact_rows += batch.facts.len() as i64;
         }
         let tail = source.finish().await.map_err(StoreError::Source)?;
+        let time_sliced = aggregates.share_oversubscribed_gpus(&tail.pods);
+        if time_sliced > 0 {
+            tracing::info!(
+                instance_hours = time_sliced,
+                "time-sliced GPUs: allocated GPU-hours shared by split usage"
+            );
+        }
         let period = &tail.period;
         sqlx::query(sql::INSERT_COST_PERIOD)
             .bind(name)
