@@ -415,6 +415,10 @@ pub struct GenerateArgs {
     /// Number of months, ending at --end.
     #[arg(long, env = "GPULEDGER_GENERATE_MONTHS", default_value_t = 1)]
     pub months: u32,
+    /// Demo scale: the month the fleet applies its fixes (Spot training, L4 inference, small
+    /// GPUs for notebooks); earlier months are the wasteful world. Default: always fixed.
+    #[arg(long, env = "GPULEDGER_GENERATE_FIXES_FROM")]
+    pub fixes_from: Option<Period>,
     /// Last billing period, YYYY-MM (default: the last complete month).
     #[arg(long, env = "GPULEDGER_GENERATE_END")]
     pub end: Option<Period>,

@@ -49,6 +49,7 @@ pub(super) async fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         prefix: args.prefix,
         export_name: args.export_name,
         metrics: !args.no_metrics,
+        fixes_from: args.fixes_from,
     };
     let summary = generate_blocking(options).await?;
     println!("{}", serde_json::to_string(&summary)?);

@@ -23,11 +23,13 @@ pub enum Scale {
 }
 
 impl Scale {
-    fn index(self) -> usize {
-        match self {
-            Scale::Demo => 0,
-            Scale::Small => 1,
-            Scale::Large => 2,
+    /// The column of [`PoolSpec::nodes`] for this scale in `era`.
+    fn index(self, era: Era) -> usize {
+        match (self, era) {
+            (Scale::Demo, Era::Before) => 0,
+            (Scale::Demo, Era::After) => 1,
+            (Scale::Small, _) => 2,
+            (Scale::Large, _) => 3,
         }
     }
 
@@ -240,8 +242,8 @@ struct PoolSpec {
     cluster: usize,
     instance_type: &'static str,
     purchase: Purchase,
-    /// Node count at demo, small and large scale.
-    nodes: [u32; 3],
+    /// Node count at demo scale before and after the demo's fixes, at small and at large scale.
+    nodes: [u32; 4],
     /// GPUs per pod (CPU pools: pods per node).
     per_pod: u32,
     workloads: &'static [usize],
@@ -256,7 +258,7 @@ const POOLS: &[PoolSpec] = &[
         cluster: 0,
         instance_type: "p5.48xlarge",
         purchase: Purchase::SavingsPlan,
-        nodes: [1, 2, 14],
+        nodes: [0, 0, 2, 14],
         per_pod: 8,
         workloads: &[0, 3],
         churns_at_large: false,
@@ -266,7 +268,7 @@ const POOLS: &[PoolSpec] = &[
         cluster: 0,
         instance_type: "p4d.24xlarge",
         purchase: Purchase::Spot,
-        nodes: [1, 2, 28],
+        nodes: [0, 0, 2, 28],
         per_pod: 8,
         workloads: &[1, 2],
         churns_at_large: false,
@@ -276,7 +278,7 @@ const POOLS: &[PoolSpec] = &[
         cluster: 0,
         instance_type: "p4d.24xlarge",
         purchase: Purchase::OnDemand,
-        nodes: [1, 1, 12],
+        nodes: [0, 0, 1, 12],
         per_pod: 8,
         workloads: &[3, 4],
         churns_at_large: false,
@@ -286,7 +288,7 @@ const POOLS: &[PoolSpec] = &[
         cluster: 0,
         instance_type: "g5.12xlarge",
         purchase: Purchase::Reserved,
-        nodes: [2, 3, 30],
+        nodes: [0, 0, 3, 30],
         per_pod: 1,
         workloads: &[5, 6],
         churns_at_large: false,
@@ -296,7 +298,7 @@ const POOLS: &[PoolSpec] = &[
         cluster: 0,
         instance_type: "g6.12xlarge",
         purchase: Purchase::OnDemand,
-        nodes: [1, 2, 26],
+        nodes: [0, 0, 2, 26],
         per_pod: 1,
         workloads: &[7, 8],
         churns_at_large: false,
@@ -306,7 +308,7 @@ const POOLS: &[PoolSpec] = &[
         cluster: 0,
         instance_type: "p4d.24xlarge",
         purchase: Purchase::OnDemand,
-        nodes: [1, 1, 6],
+        nodes: [0, 0, 1, 6],
         per_pod: 1,
         workloads: &[9],
         churns_at_large: false,
@@ -316,7 +318,7 @@ const POOLS: &[PoolSpec] = &[
         cluster: 0,
         instance_type: "g5.xlarge",
         purchase: Purchase::OnDemand,
-        nodes: [2, 4, 34],
+        nodes: [0, 0, 4, 34],
         per_pod: 1,
         workloads: &[10, 11, 12],
         churns_at_large: false,
@@ -326,7 +328,7 @@ const POOLS: &[PoolSpec] = &[
         cluster: 0,
         instance_type: "g6.xlarge",
         purchase: Purchase::Spot,
-        nodes: [1, 3, 22],
+        nodes: [1, 1, 3, 22],
         per_pod: 1,
         workloads: &[13, 14],
         churns_at_large: false,
@@ -336,7 +338,7 @@ const POOLS: &[PoolSpec] = &[
         cluster: 1,
         instance_type: "g6e.12xlarge",
         purchase: Purchase::OnDemand,
-        nodes: [0, 2, 16],
+        nodes: [0, 0, 2, 16],
         per_pod: 1,
         workloads: &[6, 8],
         churns_at_large: false,
@@ -346,7 +348,7 @@ const POOLS: &[PoolSpec] = &[
         cluster: 1,
         instance_type: "g5.48xlarge",
         purchase: Purchase::Spot,
-        nodes: [0, 2, 12],
+        nodes: [0, 0, 2, 12],
         per_pod: 8,
         workloads: &[2, 4],
         churns_at_large: false,
@@ -356,7 +358,7 @@ const POOLS: &[PoolSpec] = &[
         cluster: 0,
         instance_type: "m5.4xlarge",
         purchase: Purchase::SavingsPlan,
-        nodes: [3, 5, 130],
+        nodes: [3, 3, 5, 130],
         per_pod: 8,
         workloads: &[15, 16, 17, 18],
         churns_at_large: false,
@@ -366,7 +368,7 @@ const POOLS: &[PoolSpec] = &[
         cluster: 0,
         instance_type: "m6i.8xlarge",
         purchase: Purchase::OnDemand,
-        nodes: [1, 2, 60],
+        nodes: [1, 1, 2, 60],
         per_pod: 8,
         workloads: &[15, 16, 17],
         churns_at_large: false,
@@ -376,7 +378,7 @@ const POOLS: &[PoolSpec] = &[
         cluster: 0,
         instance_type: "c5.2xlarge",
         purchase: Purchase::Spot,
-        nodes: [2, 4, 70],
+        nodes: [2, 2, 4, 70],
         per_pod: 4,
         workloads: &[19, 20],
         churns_at_large: true,
@@ -386,7 +388,7 @@ const POOLS: &[PoolSpec] = &[
         cluster: 1,
         instance_type: "m5.xlarge",
         purchase: Purchase::OnDemand,
-        nodes: [0, 2, 40],
+        nodes: [0, 0, 2, 40],
         per_pod: 4,
         workloads: &[15, 16],
         churns_at_large: false,
@@ -396,7 +398,7 @@ const POOLS: &[PoolSpec] = &[
         cluster: 0,
         instance_type: "g6.xlarge",
         purchase: Purchase::OnDemand,
-        nodes: [1, 1, 4],
+        nodes: [1, 1, 1, 4],
         per_pod: 1,
         workloads: &[30],
         churns_at_large: false,
@@ -406,9 +408,82 @@ const POOLS: &[PoolSpec] = &[
         cluster: 1,
         instance_type: "g6.xlarge",
         purchase: Purchase::OnDemand,
-        nodes: [0, 1, 4],
+        nodes: [0, 0, 1, 4],
         per_pod: 1,
         workloads: &[30],
+        churns_at_large: false,
+    },
+    // The demo's own pools (the story `gpuledger demo` tells): before the fixes, training on
+    // On-Demand A100s and inference and notebooks on an A100 node; after, training on Spot
+    // (one family left On-Demand), inference on L4s, notebooks on small L4 instances.
+    PoolSpec {
+        name: "demo-train-a100-ondemand",
+        cluster: 0,
+        instance_type: "p4d.24xlarge",
+        purchase: Purchase::OnDemand,
+        nodes: [1, 0, 0, 0],
+        per_pod: 8,
+        workloads: &[0, 1, 2, 3, 4],
+        churns_at_large: false,
+    },
+    PoolSpec {
+        name: "demo-infer-a100",
+        cluster: 0,
+        instance_type: "p4d.24xlarge",
+        purchase: Purchase::OnDemand,
+        nodes: [1, 0, 0, 0],
+        per_pod: 1,
+        workloads: &[5, 6, 7, 8, 9, 10, 11, 12],
+        churns_at_large: false,
+    },
+    PoolSpec {
+        name: "demo-notebooks-a10g",
+        cluster: 0,
+        instance_type: "g5.12xlarge",
+        purchase: Purchase::OnDemand,
+        nodes: [1, 0, 0, 0],
+        per_pod: 1,
+        workloads: &[10, 11, 12],
+        churns_at_large: false,
+    },
+    PoolSpec {
+        name: "demo-train-a100-spot",
+        cluster: 0,
+        instance_type: "p4d.24xlarge",
+        purchase: Purchase::Spot,
+        nodes: [0, 1, 0, 0],
+        per_pod: 8,
+        workloads: &[0, 1, 2, 4],
+        churns_at_large: false,
+    },
+    PoolSpec {
+        name: "demo-train-a10g-ondemand",
+        cluster: 0,
+        instance_type: "g5.12xlarge",
+        purchase: Purchase::OnDemand,
+        nodes: [0, 1, 0, 0],
+        per_pod: 4,
+        workloads: &[3],
+        churns_at_large: false,
+    },
+    PoolSpec {
+        name: "demo-infer-l4",
+        cluster: 0,
+        instance_type: "g6.12xlarge",
+        purchase: Purchase::OnDemand,
+        nodes: [0, 2, 0, 0],
+        per_pod: 1,
+        workloads: &[5, 6, 7, 8, 9],
+        churns_at_large: false,
+    },
+    PoolSpec {
+        name: "demo-notebooks-l4",
+        cluster: 0,
+        instance_type: "g6.xlarge",
+        purchase: Purchase::OnDemand,
+        nodes: [0, 2, 0, 0],
+        per_pod: 1,
+        workloads: &[10, 11, 12],
         churns_at_large: false,
     },
 ];
@@ -453,10 +528,21 @@ pub struct Pod {
 }
 
 /// The whole month.
+/// Where the demo's story stands in a month: before the fixes (training on On-Demand A100s
+/// with input-bound jobs, inference and notebooks on an A100 node) or after (Spot training,
+/// inference on L4s, notebooks on small L4 instances). Only the demo scale's pools differ;
+/// a world built without a story is `After`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    Before,
+    After,
+}
+
 pub struct World {
     pub seed: u64,
     pub period: Period,
     pub scale: Scale,
+    pub era: Era,
     pub nodes: Vec<Node>,
     pub pods: Vec<Pod>,
     /// The month has an enterprise discount, so the export carries `net_*` columns.
@@ -475,8 +561,19 @@ fn tenancy_hours(class: Class, rng: &mut Rng) -> (i64, i64) {
 }
 
 impl World {
-    /// Builds the month deterministically from the seed, period and scale.
+    /// Builds the month deterministically from the seed, period and scale (after any fixes).
     pub fn build(seed: u64, period: Period, scale: Scale) -> World {
+        World::build_in(seed, period, scale, Era::After)
+    }
+
+    /// Builds the month of a world that applies the fixes from `fixes_from` on (`None`: they
+    /// always were applied).
+    pub fn build_story(seed: u64, period: Period, scale: Scale, fixes_from: Option<Period>) -> World {
+        let era = if fixes_from.is_some_and(|from| period < from) { Era::Before } else { Era::After };
+        World::build_in(seed, period, scale, era)
+    }
+
+    fn build_in(seed: u64, period: Period, scale: Scale, era: Era) -> World {
         let month_seconds = i64::from(period.hours()) * 3600;
         let interval = scale.sample_interval();
         let month_seed = rng::hash(seed, &[period.year() as u64, u64::from(period.month())]);
@@ -484,6 +581,7 @@ impl World {
             seed: month_seed,
             period,
             scale,
+            era,
             nodes: Vec::new(),
             pods: Vec::new(),
             has_discount: period.month() % 2 == 0,
@@ -493,7 +591,7 @@ impl World {
         for (pool_index, pool) in POOLS.iter().enumerate() {
             let instance_type = catalog::instance_type(pool.instance_type)
                 .unwrap_or_else(|| panic!("pool {} uses unknown type", pool.name));
-            for node_number in 0..pool.nodes[scale.index()] {
+            for node_number in 0..pool.nodes[scale.index(era)] {
                 let mut id_rng = Rng::derive(seed, &[1, pool_index as u64, u64::from(node_number)]);
                 let cluster = &CLUSTERS[pool.cluster];
                 let node_index = world.nodes.len();
@@ -684,9 +782,15 @@ impl World {
             return (2.0 * rng::unit(self.seed, &[6, pod as u64, u64::from(hour), u64::from(gpu)])).floor()
                 / 100.0;
         }
+        // The same request load keeps a big GPU less busy than a small one.
+        let model = self.nodes[self.pods[pod].node].instance_type.gpu_model;
+        let size = if matches!(model, "A100" | "H100") { 0.35 } else { 1.0 };
         let percent = match workload.class {
+            // Before the demo's fixes, training jobs are input-bound: the data loader starves
+            // the GPUs.
+            Class::Training if self.era == Era::Before => 25.0 + 25.0 * noise,
             Class::Training => 80.0 + 18.0 * noise,
-            Class::Inference => 12.0 + 60.0 * self.load(hour) + 6.0 * noise,
+            Class::Inference => (12.0 + 60.0 * self.load(hour) + 6.0 * noise) * size,
             // Notebooks hold a GPU and mostly sit idle, with the odd busy hour.
             Class::Notebook if noise < 0.12 => 25.0 + 300.0 * noise,
             Class::Notebook => 4.0 * noise / 0.88,
@@ -862,6 +966,31 @@ mod tests {
                 assert_eq!((u * 100.0).round() / 100.0, u);
             }
         }
+    }
+
+    #[test]
+    fn the_demo_fixes_its_fleet_in_the_month_it_is_told() {
+        let (period, fixes) = ("2026-07".parse().unwrap(), Some("2026-08".parse().unwrap()));
+        let before = World::build_story(42, period, Scale::Demo, fixes);
+        let after = World::build_story(42, "2026-08".parse().unwrap(), Scale::Demo, fixes);
+        let gpu_pools = |w: &World| -> Vec<(&str, Purchase)> {
+            let mut pools: Vec<(&str, Purchase)> = w
+                .nodes
+                .iter()
+                .filter(|n| n.instance_type.gpus > 0)
+                .map(|n| (n.instance_type.gpu_model, n.purchase))
+                .collect();
+            pools.dedup();
+            pools
+        };
+        assert_eq!((before.era, after.era), (Era::Before, Era::After));
+        // Before: A100s On-Demand for training, inference and notebooks; no Spot A100.
+        assert!(gpu_pools(&before).contains(&("A100", Purchase::OnDemand)));
+        assert!(!gpu_pools(&before).contains(&("A100", Purchase::Spot)));
+        // After: training on Spot A100s, inference on L4s, no On-Demand A100 left.
+        assert!(gpu_pools(&after).contains(&("A100", Purchase::Spot)));
+        assert!(!gpu_pools(&after).contains(&("A100", Purchase::OnDemand)));
+        assert!(after.nodes.iter().any(|n| n.pool == "demo-infer-l4"));
     }
 
     #[test]

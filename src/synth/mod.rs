@@ -52,12 +52,17 @@ pub struct GenerateOptions {
     pub export_name: String,
     /// Write the metrics files too (they dominate the size at large scale).
     pub metrics: bool,
+    /// The month the demo's world applies its fixes (Spot training, L4 inference, small GPUs
+    /// for notebooks); earlier months are the wasteful world. `None`: always fixed.
+    pub fixes_from: Option<Period>,
 }
 
 impl GenerateOptions {
-    /// The demo's data: six demo-scale months ending at `end`, Parquet, with metrics.
+    /// The demo's data: six demo-scale months ending at `end`, Parquet, with metrics; the
+    /// fixes land in the fourth month, so three months before and three after.
     pub fn demo(out: PathBuf, end: Period) -> GenerateOptions {
         GenerateOptions {
+            fixes_from: Some(end.previous().previous()),
             out,
             seed: DEFAULT_SEED,
             months: DEMO_MONTHS,
@@ -128,7 +133,7 @@ pub fn generate(
     };
     let mut truths = serde_json::Map::new();
     for period in periods {
-        let world = fleet::World::build(options.seed, period, options.scale);
+        let world = fleet::World::build_story(options.seed, period, options.scale, options.fixes_from);
         let bar = progress.add(indicatif::ProgressBar::new_spinner());
         bar.set_style(
             indicatif::ProgressStyle::with_template("{spinner} {msg} {human_pos} CUR rows ({per_sec})")

@@ -20,6 +20,7 @@ fn options(out: &Path, format: CurFormat) -> GenerateOptions {
         prefix: "cur".into(),
         export_name: "test-export".into(),
         metrics: true,
+        fixes_from: None,
     }
 }
 

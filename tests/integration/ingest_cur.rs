@@ -34,6 +34,7 @@ pub fn generate_with(out: &Path, scale: Scale, format: CurFormat, months: u32, s
         prefix: "cur".into(),
         export_name: EXPORT.into(),
         metrics,
+        fixes_from: None,
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     synth::generate(&options, &progress).expect("generate");
