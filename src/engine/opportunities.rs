@@ -14,7 +14,9 @@
 //!    50 % utilization whose peak framebuffer (+20 %) fits a GPU with a lower per-GPU price in
 //!    the built-in catalog (`src/catalog.rs`): what stays × (1 − the price ratio);
 //! 3. `spot_training`: of what remains of On-Demand training, × the Spot discount this bill
-//!    shows for the same instance type (none offered when the bill has no Spot hours of it).
+//!    shows for the same instance type; without Spot hours of that type, the bill's Spot
+//!    discount over all its Spot instance-hours; with no Spot at all (the fleet that most needs
+//!    the advice), an assumed [`ASSUMED_SPOT_DISCOUNT`], said so in the evidence.
 //!
 //! So a family's opportunities never add up to more than it spent.
 
@@ -23,12 +25,18 @@ use std::collections::{BTreeMap, HashMap};
 use crate::catalog::{INSTANCE_TYPES, InstanceType, instance_type};
 use crate::store::{ComputeInputs, CostRollup, Opportunity};
 
+/// The Spot discount assumed for a fleet whose bill has no Spot hours at all: GPU Spot
+/// capacity commonly sells 60–70 % below On-Demand; the lower end is taken.
+pub const ASSUMED_SPOT_DISCOUNT: f64 = 0.60;
+
 /// What the bill says about instance types: each workload's type, and Spot discounts.
 pub struct PodEvidence {
     /// (namespace, workload, gpu model, purchase option) → instance type.
     instance_types: HashMap<(String, String, String, String), String>,
     /// Instance type → 1 − Spot amortized cost / public on-demand cost of its Spot hours.
     spot_discount: HashMap<String, f64>,
+    /// The same over every Spot instance-hour of the bill, when it has any.
+    fleet_spot_discount: Option<f64>,
 }
 
 impl PodEvidence {
@@ -45,12 +53,14 @@ impl PodEvidence {
             e.0 += i.amortized_cost_micros;
             e.1 += i.public_on_demand_cost_micros;
         }
+        let (paid, public) = spot.values().fold((0i64, 0i64), |(a, b), (p, q)| (a + p, b + q));
+        let fleet_spot_discount = (public > 0).then(|| 1.0 - paid as f64 / public as f64);
         let spot_discount = spot
             .into_iter()
             .filter(|(_, (_, public))| *public > 0)
             .map(|(t, (paid, public))| (t.to_string(), 1.0 - paid as f64 / public as f64))
             .collect();
-        PodEvidence { instance_types, spot_discount }
+        PodEvidence { instance_types, spot_discount, fleet_spot_discount }
     }
 }
 
@@ -206,19 +216,21 @@ pub fn find(period: &str, costs: &[CostRollup], evidence: &PodEvidence) -> Vec<O
                 );
             }
         }
-        if m.class == "training" && purchase == "On-Demand" {
-            let discount = current.and_then(|t| evidence.spot_discount.get(t.name).map(|d| (t, *d)));
-            if let Some((t, discount)) = discount {
-                claim(
-                    "spot_training",
-                    (left_after_idle as f64 * discount).round() as i64,
-                    format!(
-                        "On-Demand {}; Spot hours of it cost {:.0} % less in this bill",
-                        t.name,
-                        discount * 100.0
-                    ),
-                );
-            }
+        if m.class == "training"
+            && purchase == "On-Demand"
+            && let Some(t) = current
+        {
+            let (discount, source) = match (evidence.spot_discount.get(t.name), evidence.fleet_spot_discount)
+            {
+                (Some(&d), _) => (d, "Spot hours of it cost".to_string()),
+                (None, Some(d)) => (d, format!("no Spot {} in this bill; its Spot hours cost", t.name)),
+                (None, None) => (ASSUMED_SPOT_DISCOUNT, "no Spot in this bill; assumed Spot at".to_string()),
+            };
+            claim(
+                "spot_training",
+                (left_after_idle as f64 * discount).round() as i64,
+                format!("On-Demand {}; {source} {:.0} % less", t.name, discount * 100.0),
+            );
         }
     }
     found.sort_by(|a, b| b.monthly_nanos.cmp(&a.monthly_nanos).then_with(|| a.kind.cmp(&b.kind)));
@@ -283,6 +295,7 @@ mod tests {
                 .map(|k| (k, "p5.48xlarge".to_string()))
                 .collect(),
             spot_discount: [("p5.48xlarge".to_string(), 0.6)].into_iter().collect(),
+            fleet_spot_discount: Some(0.6),
         };
         let found = find("2026-10", &costs, &evidence);
         let by_kind = |kind: &str| found.iter().find(|o| o.kind == kind).map(|o| o.monthly_nanos).unwrap();

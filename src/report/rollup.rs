@@ -572,7 +572,15 @@ pub fn savings(range: &RollupRange) -> Report {
     }
     let table = Table {
         title: "Realized savings (public on-demand − actual, Kubernetes cost)".into(),
-        totals: Vec::new(),
+        totals: {
+            let t = months.values().fold([0i64; 5], |mut t, m| {
+                for (sum, value) in t.iter_mut().zip(m) {
+                    *sum += value;
+                }
+                t
+            });
+            vec![vec![text("total"), usd(t[0]), usd(t[1]), usd(t[0] - t[1]), usd(t[2]), usd(t[3]), usd(t[4])]]
+        },
         columns: vec![
             "month",
             "public_on_demand_cost",
@@ -715,6 +723,28 @@ impl Headline {
             h.actual_nanos += c.split_cost_nanos + c.unused_cost_nanos;
         }
         h
+    }
+
+    /// The headline of several periods together: money and hours summed, ratios of the sums.
+    pub fn sum<'a>(heads: impl IntoIterator<Item = &'a Headline>) -> Headline {
+        let mut s = Headline::default();
+        for h in heads {
+            s.bill_amortized_micros += h.bill_amortized_micros;
+            s.gpu_fleet_nanos += h.gpu_fleet_nanos;
+            s.unallocated_gpu_nanos += h.unallocated_gpu_nanos;
+            s.gpu_cost_nanos += h.gpu_cost_nanos;
+            s.idle_gpu_cost_nanos += h.idle_gpu_cost_nanos;
+            s.idle_cost_nanos += h.idle_cost_nanos;
+            s.gpu_hours_allocated += h.gpu_hours_allocated;
+            s.gpu_hours_used += h.gpu_hours_used;
+            s.gpu_hours_idle += h.gpu_hours_idle;
+            s.gpu_hours_unmeasured += h.gpu_hours_unmeasured;
+            s.training_gpu_hours += h.training_gpu_hours;
+            s.training_spot_gpu_hours += h.training_spot_gpu_hours;
+            s.public_on_demand_nanos += h.public_on_demand_nanos;
+            s.actual_nanos += h.actual_nanos;
+        }
+        s
     }
 
     /// Used over measured allocated GPU-hours (allocated hours without metrics are left out,

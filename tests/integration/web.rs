@@ -220,6 +220,17 @@ async fn overview_gpus_and_inference_match_truth() {
         sum("fleet_cost") > 2.0 * sum("accelerator_cost"),
         "the accelerator share is a fraction of the fleet"
     );
+    // The cards describe the chosen range: September and October together, not October.
+    let (_, body) = get(&state, "/?from=2026-09-01&to=2026-11-01&format=json").await;
+    let both = json(&body);
+    let card = |label: &str| {
+        both["cards"].as_array().unwrap().iter().find(|c| c["label"] == label).unwrap()["value"].clone()
+    };
+    let bills: i64 = ["2026-09", "2026-10"]
+        .iter()
+        .map(|p| (app.truth(p)["bill_amortized"].as_f64().unwrap() * 1e6).round() as i64)
+        .sum();
+    assert_eq!(card("Total spend (amortized bill)"), format_usd(bills), "{}", both["cards"]);
 
     // GPUs, inference, savings and data pages answer, with their JSON twins.
     for page in ["/gpus", "/inference", "/savings", "/data"] {

@@ -32,10 +32,38 @@ pub async fn overview(
         let computed = &view.computed;
         let current_period = range.parts.last().map(|(r, _)| r.period.period.clone()).unwrap_or_default();
         let index = computed.iter().position(|r| r.period.period == current_period).unwrap_or(0);
-        let now = rollup::Headline::of(&computed[index]);
-        let before = index.checked_sub(1).map(|i| rollup::Headline::of(&computed[i]));
-        let prev =
-            |f: fn(&rollup::Headline) -> String| before.as_ref().map(f).unwrap_or_else(|| "n/a".into());
+        // The cards describe the range: its whole months together (or the month a range of
+        // days lies in), against as many computed months just before it.
+        let whole: Vec<&str> =
+            range.parts.iter().filter(|(_, whole)| *whole).map(|(r, _)| r.period.period.as_str()).collect();
+        let (first, months) = match whole.first() {
+            Some(first) => {
+                (computed.iter().position(|r| r.period.period == *first).unwrap_or(index), whole.len())
+            }
+            None => (index, 1),
+        };
+        let heads: Vec<rollup::Headline> = computed[first..(first + months).min(computed.len())]
+            .iter()
+            .map(|r| rollup::Headline::of(r))
+            .collect();
+        let now = rollup::Headline::sum(&heads);
+        let before = first.checked_sub(months).map(|start| {
+            rollup::Headline::sum(
+                &computed[start..first].iter().map(|r| rollup::Headline::of(r)).collect::<Vec<_>>(),
+            )
+        });
+        let before_label =
+            if months == 1 { "last month".to_string() } else { format!("the {months} months before") };
+        let prev = |f: fn(&rollup::Headline) -> String| {
+            format!("{before_label}: {}", before.as_ref().map(f).unwrap_or_else(|| "n/a".into()))
+        };
+        if months > 1 {
+            content.notes.push(format!(
+                "The cards total the {months} whole months of the range ({}–{}); ratios are over the whole range.",
+                whole[0],
+                whole[whole.len() - 1]
+            ));
+        }
         // The bill in its three parts, as on the Costs and Data pages and in `report bill`.
         let bill = &computed[index].period;
         let kubernetes = crate::money::micros_from_nanos(bill.kubernetes_cost_nanos);
@@ -67,14 +95,13 @@ pub async fn overview(
             },
             Card {
                 label: "GPU fleet cost".into(),
-                value: format!(
-                    "{} (accelerator share {}; {} not requested by any pod)",
-                    usd(now.gpu_fleet_nanos),
+                value: usd(now.gpu_fleet_nanos),
+                previous: prev(|h| usd(h.gpu_fleet_nanos)),
+                target: format!(
+                    "every GPU instance-hour; accelerator share {}, not requested by any pod {}",
                     usd(now.gpu_cost_nanos),
                     usd(now.unallocated_gpu_nanos)
                 ),
-                previous: prev(|h| usd(h.gpu_fleet_nanos)),
-                target: "every GPU instance-hour".into(),
                 status: String::new(),
             },
             Card {
@@ -95,14 +122,12 @@ pub async fn overview(
             },
             Card {
                 label: "Idle GPU cost".into(),
-                value: format!(
-                    "{} ({} of GPU-hours; accelerator rows alone {})",
-                    usd(now.idle_cost_nanos),
-                    percent(now.idle_share()),
+                value: format!("{} ({} of GPU-hours)", usd(now.idle_cost_nanos), percent(now.idle_share())),
+                previous: prev(|h| usd(h.idle_cost_nanos)),
+                target: format!(
+                    "every resource of idle GPU pod-hours (accelerator rows alone {}); under 10 % of GPU-hours, above 20 % flagged",
                     usd(now.idle_gpu_cost_nanos)
                 ),
-                previous: prev(|h| usd(h.idle_cost_nanos)),
-                target: "under 10 % of GPU-hours; above 20 % flagged".into(),
                 status: status(now.idle_share(), |v| v < 0.10, |v| v > 0.20),
             },
             Card {
@@ -120,6 +145,12 @@ pub async fn overview(
                 status: String::new(),
             },
         ];
+        let cards: Vec<serde_json::Value> = content
+            .cards
+            .iter()
+            .map(|c| serde_json::json!({"label": c.label, "value": c.value, "previous": c.previous, "target": c.target}))
+            .collect();
+        content.json.insert("cards".into(), serde_json::Value::Array(cards));
         let trend: Vec<&std::sync::Arc<crate::store::Rollups>> =
             computed.iter().rev().take(12).rev().collect();
         let months: Vec<String> = trend.iter().map(|r| r.period.period.clone()).collect();

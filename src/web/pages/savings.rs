@@ -36,9 +36,18 @@ pub async fn savings(
                 .iter()
                 .map(|r| if let Some(Cell::Usd(Some(v))) = r.get(saved) { *v } else { 0.0 })
                 .collect();
-            content.charts.push(charts::bars("Realized savings by month", "USD", &months, &values));
-            content.table("realized", "Realized savings by month (all computed months)", realized);
+            content.charts.push(charts::bars(
+                "Realized savings by month (every computed month)",
+                "USD",
+                &months,
+                &values,
+            ));
         }
+        content.table(
+            "realized",
+            &format!("Realized savings in {}, by month, with the range's total", range.label),
+            rollup::savings(range),
+        );
         content.table("opportunities", "Opportunities, ranked (USD per month)", rollup::opportunities(range));
     }
     answer(&state, &filters, &headers, &view, content).await
