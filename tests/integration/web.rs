@@ -231,6 +231,10 @@ async fn overview_gpus_and_inference_match_truth() {
         .map(|p| (app.truth(p)["bill_amortized"].as_f64().unwrap() * 1e6).round() as i64)
         .sum();
     assert_eq!(card("Total spend (amortized bill)"), format_usd(bills), "{}", both["cards"]);
+    // A range inside a month has no chargeback of its own, and the Clients page says why.
+    let (status, html) = get(&state, "/clients?from=2026-10-05&to=2026-10-20").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("Chargeback is computed per whole billing month"), "{html}");
 
     // GPUs, inference, savings and data pages answer, with their JSON twins.
     for page in ["/gpus", "/inference", "/savings", "/data"] {

@@ -19,6 +19,16 @@ pub async fn clients(
     let range = &view.range;
     let mut content = Content::new("Clients", "clients", "/clients");
     if let Some(range) = &range {
+        if range.periods().all(|(_, whole)| !whole) {
+            // Shares of a pool are fixed per billing month (the pools, the markup and the
+            // settings in force are monthly), so a part of a month has no chargeback of its own.
+            content.notes.push(format!(
+                "Chargeback is computed per whole billing month, with the settings in force for that month, \
+                 and {} holds no whole month: choose a month, or a range from the first of a month to the \
+                 first of a later one.",
+                range.label
+            ));
+        }
         let report = rollup::clients(range);
         let links = report
             .table
