@@ -45,6 +45,8 @@ ALTER TABLE inference_usage ADD COLUMN cluster TEXT NOT NULL DEFAULT '';
 ALTER TABLE rollup_opportunities ADD COLUMN family TEXT NOT NULL DEFAULT '';
 -- The settings in force when the period was computed, as JSON.
 ALTER TABLE rollup_periods ADD COLUMN settings TEXT NOT NULL DEFAULT '';
+-- GPU-hours the metrics measured on pods with no accelerator rows in the bill.
+ALTER TABLE rollup_periods ADD COLUMN measured_unbilled_gpu_hours DOUBLE PRECISION NOT NULL DEFAULT 0;
 
 -- A period's chargeback as it stood before a compute changed it (a re-delivered bill, new
 -- metrics, a setting for that month): the rows as JSON, the revision they were written at.

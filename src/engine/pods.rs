@@ -86,6 +86,20 @@ impl<'a> PodNames<'a> {
         out
     }
 
+    /// GPU-hours the metrics measured on pods with no accelerator rows in the bill in that
+    /// hour (a MIG resource AWS does not report as an accelerator, a pod the bill does not
+    /// name): shown as measured but unbilled, not dropped.
+    pub fn unbilled_gpu_hours(&self, rows: &'a [MeasuredPodHour]) -> f64 {
+        rows.iter()
+            .filter(|row| {
+                !self
+                    .named(&row.cluster, &row.namespace, &row.pod)
+                    .any(|p| self.gpu_hours.contains(&(p.id, row.hour)))
+            })
+            .map(|row| row.weight)
+            .sum()
+    }
+
     /// Serving rows resolved to the pods running in their hour, requests split evenly among
     /// them; rows no running pod matches are dropped (`tracing` says how many requests).
     pub fn served(&self, rows: &'a [ServedPodHour]) -> Vec<ServedByPod> {
@@ -166,5 +180,17 @@ mod tests {
         assert_eq!(blind.iter().map(|s| s.requests).sum::<f64>(), 130.0);
         // A pod not running in the hour takes nothing.
         assert!(names.served(&[served("east", 7200, 5.0)]).is_empty());
+        // GPU metrics of east's pod in hour 0 are billed; in hour 7200 (no accelerator rows)
+        // and of a pod the bill does not name, they are measured but unbilled.
+        let measured = |pod: &str, hour, weight| MeasuredPodHour {
+            cluster: "east".into(),
+            namespace: "vision".into(),
+            pod: pod.into(),
+            hour,
+            weight,
+            ..MeasuredPodHour::default()
+        };
+        let rows = [measured("ocr-0", 0, 1.0), measured("ocr-0", 7200, 0.5), measured("ghost", 0, 2.0)];
+        assert_eq!(names.unbilled_gpu_hours(&rows), 2.5);
     }
 }

@@ -514,6 +514,9 @@ pub fn gpu(range: &RollupRange, unattributed: &BTreeMap<String, f64>) -> Report 
     };
     let mut extra = Map::new();
     extra.insert("unattributed_gpu_hours".into(), json!(unattributed.values().sum::<f64>()));
+    // Measured on pods the bill gave no accelerator rows (the same name as the live report's).
+    let unbilled: f64 = range.periods().map(|(p, _)| p.measured_unbilled_gpu_hours).sum();
+    extra.insert("metrics_without_bill_gpu_hours".into(), json!((unbilled * 1e6).round() / 1e6));
     extra.insert(
         "idle_threshold".into(),
         json!(range.periods().next().map_or(0.1, |(p, _)| p.idle_threshold)),

@@ -677,6 +677,8 @@ pub struct PeriodRollup {
     pub unallocated_ec2_micros: i64,
     pub other_cost_micros: i64,
     pub unattributed_gpu_hours: f64,
+    /// GPU-hours the metrics measured on pods with no accelerator rows in the bill.
+    pub measured_unbilled_gpu_hours: f64,
     /// The revision of the inputs these rollups were computed from.
     pub input_revision: i64,
     /// The revision their write took: changes whenever a period is recomputed.

@@ -249,7 +249,7 @@ pub(crate) const SELECT_OTHER_COST_TOTAL: &str = "SELECT \
 
 pub(crate) const SELECT_ROLLUP_PERIODS: &str = "SELECT period, computed_at, idle_threshold, \
      p95_cost_per_inference, bill_unblended_micros, bill_amortized_micros, kubernetes_cost_nanos, \
-     unallocated_ec2_micros, other_cost_micros, unattributed_gpu_hours, input_revision, revision, settings FROM rollup_periods ORDER BY period DESC";
+     unallocated_ec2_micros, other_cost_micros, unattributed_gpu_hours, input_revision, revision, settings, measured_unbilled_gpu_hours FROM rollup_periods ORDER BY period DESC";
 
 // ---- Settings ----
 

@@ -128,6 +128,8 @@ async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, period: &
             what("idle")
         );
     }
+    // Every pod the metrics saw on a GPU has accelerator rows in the bill for that hour.
+    assert_eq!(rollups.period.measured_unbilled_gpu_hours, 0.0, "{period}: measured but unbilled");
     let workloads = group(&rollups.costs, |r| format!("{}/{}", r.namespace, r.workload));
     let mut served = 0;
     for (key, t) in truth["workloads"].as_object().unwrap() {

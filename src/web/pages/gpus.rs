@@ -49,6 +49,14 @@ pub async fn gpus(
         let cells: Vec<[Option<f64>; 24]> =
             days.values().map(|h| h.map(|c| c.and_then(|(a, u)| (a > 0.0).then(|| u / a)))).collect();
         content.charts.push(charts::heatmap("GPU utilization by day and hour", &labels, &cells));
+        let unbilled: f64 = range.periods().map(|(p, _)| p.measured_unbilled_gpu_hours).sum();
+        if unbilled > 0.0 {
+            content.notes.push(format!(
+                "{unbilled:.1} GPU-hours were measured on pods the bill gave no accelerator rows in those hours \
+                 (a MIG resource AWS does not report as an accelerator, or a pod the bill does not name): \
+                 measured but unbilled, outside the allocated hours above."
+            ));
+        }
         content.table("gpu", "GPU-hours by namespace and GPU model", rollup::gpu(range, &unattributed));
         let mut worst = rollup::workloads(range);
         // Sort by idle GPU cost, keep the ten worst with any idle cost.
