@@ -669,6 +669,23 @@ pub fn opportunities(range: &RollupRange) -> Report {
     Report { table, extra }
 }
 
+/// A month whose data stops before its end (AWS delivers the current month as it goes): the
+/// days with data and the days of the month; `None` for a whole month.
+pub fn month_progress(rollups: &Rollups) -> Option<(i64, i64)> {
+    let period: Period = rollups.period.period.parse().ok()?;
+    let last_day = rollups.costs.iter().map(|c| c.day).max()?;
+    let days = (last_day - period.start()) / 86_400 + 1;
+    let of = i64::from(period.days());
+    (days < of).then_some((days, of))
+}
+
+/// Kubernetes cost (split + unused) of a period's first `days` days, nano-dollars.
+pub fn cost_through(rollups: &Rollups, days: i64) -> i64 {
+    let Ok(period) = rollups.period.period.parse::<Period>() else { return 0 };
+    let end = period.start() + days * 86_400;
+    rollups.costs.iter().filter(|c| c.day < end).map(|c| c.split_cost_nanos + c.unused_cost_nanos).sum()
+}
+
 /// The headline figures of one computed period, as the Overview shows them against their
 /// targets: each computed once, here, from the period's rollups.
 #[derive(Debug, Default, Clone, Copy)]
@@ -836,4 +853,29 @@ pub fn inference(range: &RollupRange) -> Report {
             .collect(),
     };
     Report { table, extra: Map::new() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_month_whose_data_stops_early_is_in_progress() {
+        // November 2026 (30 days) with cost on days 1–22: in progress, 22 of 30; $1 a day.
+        let start: i64 = "2026-11".parse::<Period>().unwrap().start();
+        let day = |n: i64| CostRollup {
+            day: start + (n - 1) * 86_400,
+            split_cost_nanos: 1_000_000_000,
+            ..CostRollup::default()
+        };
+        let mut r = Rollups {
+            period: PeriodRollup { period: "2026-11".into(), ..PeriodRollup::default() },
+            ..Rollups::default()
+        };
+        r.costs = (1..=22).map(day).collect();
+        assert_eq!(month_progress(&r), Some((22, 30)));
+        assert_eq!(cost_through(&r, 10), 10_000_000_000);
+        r.costs.extend((23..=30).map(day));
+        assert_eq!(month_progress(&r), None, "a whole month");
+    }
 }

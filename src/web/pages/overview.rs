@@ -57,6 +57,26 @@ pub async fn overview(
         let prev = |f: fn(&rollup::Headline) -> String| {
             format!("{before_label}: {}", before.as_ref().map(f).unwrap_or_else(|| "n/a".into()))
         };
+        // A month in progress is compared with the month before at the same day, with a run-rate.
+        if let Some((days, of)) = rollup::month_progress(&computed[index]) {
+            let so_far = rollup::cost_through(&computed[index], days);
+            let earlier = index.checked_sub(1).map(|i| rollup::cost_through(&computed[i], days));
+            content.notes.push(format!(
+                "{current_period} is in progress: data through day {days} of {of}. Its Kubernetes cost so far is {} \
+                 ({} through the same day of the month before); at this rate the month comes to {}. The cards and \
+                 opportunities show the month to date.",
+                usd(so_far),
+                earlier.map_or_else(|| "n/a".to_string(), usd),
+                usd((i128::from(so_far) * i128::from(of) / i128::from(days)) as i64),
+            ));
+            content.json.insert(
+                "in_progress".into(),
+                serde_json::json!({"period": current_period, "days": days, "of": of,
+                    "cost_to_date": so_far as f64 / 1e9,
+                    "previous_to_same_day": earlier.map(|e| e as f64 / 1e9),
+                    "run_rate": so_far as f64 / 1e9 * of as f64 / days as f64}),
+            );
+        }
         if months > 1 {
             content.notes.push(format!(
                 "The cards total the {months} whole months of the range ({}–{}); ratios are over the whole range.",
