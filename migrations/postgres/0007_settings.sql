@@ -45,6 +45,9 @@ ALTER TABLE inference_usage ADD COLUMN cluster TEXT NOT NULL DEFAULT '';
 ALTER TABLE rollup_opportunities ADD COLUMN family TEXT NOT NULL DEFAULT '';
 -- The settings in force when the period was computed, as JSON.
 ALTER TABLE rollup_periods ADD COLUMN settings TEXT NOT NULL DEFAULT '';
+-- Commitment paid for and not used (Savings Plans, reservations): realized savings subtract it.
+ALTER TABLE rollup_periods ADD COLUMN unused_savings_plan_micros BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE rollup_periods ADD COLUMN unused_reservation_micros BIGINT NOT NULL DEFAULT 0;
 -- GPU-hours the metrics measured on pods with no accelerator rows in the bill.
 ALTER TABLE rollup_periods ADD COLUMN measured_unbilled_gpu_hours DOUBLE PRECISION NOT NULL DEFAULT 0;
 

@@ -376,6 +376,8 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
             unallocated_ec2_micros: inputs.unallocated_ec2_micros,
             other_cost_micros: inputs.other_cost_micros,
             unattributed_gpu_hours: inputs.unattributed.iter().map(|(_, hours)| hours).sum(),
+            unused_savings_plan_micros: inputs.unused_savings_plan_micros,
+            unused_reservation_micros: inputs.unused_reservation_micros,
             measured_unbilled_gpu_hours: (names.unbilled_gpu_hours(&inputs.measured) * 1e9).round() / 1e9,
             input_revision: inputs.input_revision,
             // Taken by the store when it writes.

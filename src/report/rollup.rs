@@ -28,7 +28,11 @@
 //!   no pod held in the metrics;
 //! - `spot`: `namespace, workload_class, gpu_hours, spot_gpu_hours, spot_adoption, flags`;
 //! - `savings`: `month, public_on_demand_cost, actual_cost, realized_savings, spot_savings,
-//!   commitment_savings, other_savings` (+ `opportunities`: the `opportunities` rows,
+//!   commitment_savings, other_savings, savings_plan_savings, reserved_savings,
+//!   unused_commitment`: a whole month's unused commitment (Savings Plan commitment and
+//!   reservations not used) is subtracted from its Savings Plan and RI savings, so
+//!   `realized_savings = public − actual − unused_commitment` and `commitment_savings =
+//!   savings_plan_savings + reserved_savings` (+ `opportunities`: the `opportunities` rows,
 //!   `total_monthly_savings`, `monthly_spend`, `months`);
 //! - `opportunities`: `kind, namespace, family, workload (= family), gpu_model,
 //!   purchase_option, monthly_savings, evidence`, one row per kind and workload family, a
@@ -559,8 +563,9 @@ pub fn spot(range: &RollupRange) -> Report {
 
 /// Realized savings per month: public on-demand cost − actual, by purchase option.
 pub fn savings(range: &RollupRange) -> Report {
-    // (public on-demand, actual, spot savings, commitment savings, other savings)
-    let mut months: BTreeMap<&str, [i64; 5]> = BTreeMap::new();
+    // Per month: public on-demand, actual, Spot savings, Savings Plan savings, RI savings,
+    // other savings, unused Savings Plan commitment, unused reservations.
+    let mut months: BTreeMap<&str, [i64; 8]> = BTreeMap::new();
     for c in range.costs() {
         let m = months.entry(&c.period).or_default();
         let actual = c.split_cost_nanos + c.unused_cost_nanos;
@@ -569,21 +574,43 @@ pub fn savings(range: &RollupRange) -> Report {
         m[1] += actual;
         match c.purchase_option.as_str() {
             "Spot" => m[2] += saved,
-            "Savings Plans" | "Reserved" => m[3] += saved,
-            _ => m[4] += saved,
+            "Savings Plans" => m[3] += saved,
+            "Reserved" => m[4] += saved,
+            _ => m[5] += saved,
         }
     }
+    // Commitment is bought by the month: a whole month's unused part is subtracted.
+    for (p, whole) in range.periods() {
+        if let (true, Some(m)) = (whole, months.get_mut(p.period.as_str())) {
+            m[6] = p.unused_savings_plan_micros * 1000;
+            m[7] = p.unused_reservation_micros * 1000;
+        }
+    }
+    let cells = |label: &str, m: &[i64; 8]| {
+        let unused = m[6] + m[7];
+        vec![
+            text(label),
+            usd(m[0]),
+            usd(m[1]),
+            usd(m[0] - m[1] - unused),
+            usd(m[2]),
+            usd(m[3] + m[4] - unused),
+            usd(m[5]),
+            usd(m[3] - m[6]),
+            usd(m[4] - m[7]),
+            usd(unused),
+        ]
+    };
+    let total = months.values().fold([0i64; 8], |mut t, m| {
+        for (sum, value) in t.iter_mut().zip(m) {
+            *sum += value;
+        }
+        t
+    });
     let table = Table {
-        title: "Realized savings (public on-demand − actual, Kubernetes cost)".into(),
-        totals: {
-            let t = months.values().fold([0i64; 5], |mut t, m| {
-                for (sum, value) in t.iter_mut().zip(m) {
-                    *sum += value;
-                }
-                t
-            });
-            vec![vec![text("total"), usd(t[0]), usd(t[1]), usd(t[0] - t[1]), usd(t[2]), usd(t[3]), usd(t[4])]]
-        },
+        title: "Realized savings (public on-demand − actual, Kubernetes cost, unused commitment subtracted)"
+            .into(),
+        totals: vec![cells("total", &total)],
         columns: vec![
             "month",
             "public_on_demand_cost",
@@ -592,13 +619,11 @@ pub fn savings(range: &RollupRange) -> Report {
             "spot_savings",
             "commitment_savings",
             "other_savings",
+            "savings_plan_savings",
+            "reserved_savings",
+            "unused_commitment",
         ],
-        rows: months
-            .iter()
-            .map(|(month, m)| {
-                vec![text(month), usd(m[0]), usd(m[1]), usd(m[0] - m[1]), usd(m[2]), usd(m[3]), usd(m[4])]
-            })
-            .collect(),
+        rows: months.iter().map(|(month, m)| cells(month, m)).collect(),
     };
     // The opportunities still open, as rows, beside the realized savings.
     let open = opportunities(range);
@@ -710,12 +735,18 @@ pub struct Headline {
     pub public_on_demand_nanos: i64,
     /// Split + unused: what the period actually cost in Kubernetes.
     pub actual_nanos: i64,
+    /// Commitment paid for and not used.
+    pub unused_commitment_nanos: i64,
 }
 
 impl Headline {
     pub fn of(rollups: &Rollups) -> Headline {
-        let mut h =
-            Headline { bill_amortized_micros: rollups.period.bill_amortized_micros, ..Headline::default() };
+        let p = &rollups.period;
+        let mut h = Headline {
+            bill_amortized_micros: p.bill_amortized_micros,
+            unused_commitment_nanos: (p.unused_savings_plan_micros + p.unused_reservation_micros) * 1000,
+            ..Headline::default()
+        };
         h.gpu_fleet_nanos = rollups
             .capacity
             .iter()
@@ -763,6 +794,7 @@ impl Headline {
             s.training_spot_gpu_hours += h.training_spot_gpu_hours;
             s.public_on_demand_nanos += h.public_on_demand_nanos;
             s.actual_nanos += h.actual_nanos;
+            s.unused_commitment_nanos += h.unused_commitment_nanos;
         }
         s
     }
@@ -789,9 +821,9 @@ impl Headline {
         (self.training_gpu_hours > 0.0).then(|| self.training_spot_gpu_hours / self.training_gpu_hours)
     }
 
-    /// Public on-demand − actual.
+    /// Public on-demand − actual − unused commitment.
     pub fn realized_savings_nanos(&self) -> i64 {
-        self.public_on_demand_nanos - self.actual_nanos
+        self.public_on_demand_nanos - self.actual_nanos - self.unused_commitment_nanos
     }
 }
 

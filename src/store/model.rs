@@ -584,6 +584,10 @@ pub struct ComputeInputs {
     pub kubernetes_micros: i64,
     pub unallocated_ec2_micros: i64,
     pub other_cost_micros: i64,
+    /// Unused commitment (amortized): Savings Plan commitment not used
+    /// (`SavingsPlanRecurringFee`) and reservations not used (`RIFee`).
+    pub unused_savings_plan_micros: i64,
+    pub unused_reservation_micros: i64,
     /// Other cost grouped by cluster, tags, service and usage type, for chargeback.
     pub other_groups: Vec<OtherCostGroup>,
     /// Metrics of the period's hours: attributed GPU pod-hours, unattributed GPU-hours per
@@ -679,6 +683,10 @@ pub struct PeriodRollup {
     pub unattributed_gpu_hours: f64,
     /// GPU-hours the metrics measured on pods with no accelerator rows in the bill.
     pub measured_unbilled_gpu_hours: f64,
+    /// Commitment paid for and not used in the period (part of other cost): realized
+    /// savings subtract it.
+    pub unused_savings_plan_micros: i64,
+    pub unused_reservation_micros: i64,
     /// The revision of the inputs these rollups were computed from.
     pub input_revision: i64,
     /// The revision their write took: changes whenever a period is recomputed.

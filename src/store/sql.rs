@@ -244,12 +244,18 @@ pub(crate) const SELECT_COST_PODS: &str = "SELECT pod_id, cluster, namespace, wo
      FROM cost_pods WHERE period = $1 ORDER BY pod_id";
 
 /// CAST: Postgres sums BIGINT as NUMERIC.
+/// Unused commitment of a period by line type (Savings Plans, reservations).
+pub(crate) const SELECT_UNUSED_COMMITMENT: &str = "SELECT \
+     CAST(COALESCE(SUM(CASE WHEN line_item_type = 'SavingsPlanRecurringFee' THEN amortized_micros ELSE 0 END), 0) AS BIGINT) AS savings_plan, \
+     CAST(COALESCE(SUM(CASE WHEN line_item_type = 'RIFee' THEN amortized_micros ELSE 0 END), 0) AS BIGINT) AS reservation \
+     FROM bill_lines WHERE period = $1";
+
 pub(crate) const SELECT_OTHER_COST_TOTAL: &str = "SELECT \
      CAST(COALESCE(SUM(amortized_cost_micros), 0) AS BIGINT) AS total FROM other_costs WHERE period = $1";
 
 pub(crate) const SELECT_ROLLUP_PERIODS: &str = "SELECT period, computed_at, idle_threshold, \
      p95_cost_per_inference, bill_unblended_micros, bill_amortized_micros, kubernetes_cost_nanos, \
-     unallocated_ec2_micros, other_cost_micros, unattributed_gpu_hours, input_revision, revision, settings, measured_unbilled_gpu_hours FROM rollup_periods ORDER BY period DESC";
+     unallocated_ec2_micros, other_cost_micros, unattributed_gpu_hours, input_revision, revision, settings, measured_unbilled_gpu_hours, unused_savings_plan_micros, unused_reservation_micros FROM rollup_periods ORDER BY period DESC";
 
 // ---- Settings ----
 

@@ -222,11 +222,11 @@ pub(crate) fn read_heatmap_cell(row: &impl ReadRow) -> Result<HeatmapCell, sqlx:
 }
 
 pub(crate) const INSERT_PERIOD_ROLLUP: BulkInsert = BulkInsert {
-    head: "INSERT INTO rollup_periods (period, computed_at, idle_threshold, p95_cost_per_inference, bill_unblended_micros, bill_amortized_micros, kubernetes_cost_nanos, unallocated_ec2_micros, other_cost_micros, unattributed_gpu_hours, input_revision, revision, settings, measured_unbilled_gpu_hours) ",
-    columns: 14,
+    head: "INSERT INTO rollup_periods (period, computed_at, idle_threshold, p95_cost_per_inference, bill_unblended_micros, bill_amortized_micros, kubernetes_cost_nanos, unallocated_ec2_micros, other_cost_micros, unattributed_gpu_hours, input_revision, revision, settings, measured_unbilled_gpu_hours, unused_savings_plan_micros, unused_reservation_micros) ",
+    columns: 16,
 };
 
-pub(crate) const SELECT_PERIOD_ROLLUP: &str = "SELECT period, computed_at, idle_threshold, p95_cost_per_inference, bill_unblended_micros, bill_amortized_micros, kubernetes_cost_nanos, unallocated_ec2_micros, other_cost_micros, unattributed_gpu_hours, input_revision, revision, settings, measured_unbilled_gpu_hours FROM rollup_periods WHERE period = $1 ORDER BY period";
+pub(crate) const SELECT_PERIOD_ROLLUP: &str = "SELECT period, computed_at, idle_threshold, p95_cost_per_inference, bill_unblended_micros, bill_amortized_micros, kubernetes_cost_nanos, unallocated_ec2_micros, other_cost_micros, unattributed_gpu_hours, input_revision, revision, settings, measured_unbilled_gpu_hours, unused_savings_plan_micros, unused_reservation_micros FROM rollup_periods WHERE period = $1 ORDER BY period";
 
 pub(crate) const DELETE_PERIOD_ROLLUP: &str = "DELETE FROM rollup_periods WHERE period = $1";
 
@@ -245,7 +245,9 @@ pub(crate) fn push_period_rollup<'args>(row: &mut impl PushRow<'args>, r: &'args
         .int(r.input_revision)
         .int(r.revision)
         .text(&r.settings)
-        .float(r.measured_unbilled_gpu_hours);
+        .float(r.measured_unbilled_gpu_hours)
+        .int(r.unused_savings_plan_micros)
+        .int(r.unused_reservation_micros);
 }
 
 pub(crate) fn read_period_rollup(row: &impl ReadRow) -> Result<PeriodRollup, sqlx::Error> {
@@ -264,6 +266,8 @@ pub(crate) fn read_period_rollup(row: &impl ReadRow) -> Result<PeriodRollup, sql
         revision: row.int("revision")?,
         settings: row.text("settings")?,
         measured_unbilled_gpu_hours: row.float("measured_unbilled_gpu_hours")?,
+        unused_savings_plan_micros: row.int("unused_savings_plan_micros")?,
+        unused_reservation_micros: row.int("unused_reservation_micros")?,
     })
 }
 

@@ -482,6 +482,7 @@ where
         };
         let by_period = |query: &'static str| sqlx::query(query).bind(period);
         let in_hours = |query: &'static str| sqlx::query(query).bind(from).bind(to);
+        let unused = by_period(sql::SELECT_UNUSED_COMMITMENT).fetch_one(&mut *tx).await.context(CONTEXT)?;
         let input_revision =
             Self::optional_int(&mut tx, sql::SELECT_PERIOD_INPUT_REVISION, period, "revision")
                 .await
@@ -523,6 +524,8 @@ where
                 .await
                 .and_then(|row| row.int("total"))
                 .context(CONTEXT)?,
+            unused_savings_plan_micros: unused.int("savings_plan").context(CONTEXT)?,
+            unused_reservation_micros: unused.int("reservation").context(CONTEXT)?,
             other_groups: Self::read_all(
                 &mut tx,
                 by_period(sql_rollups::SELECT_OTHER_COST_GROUPS),

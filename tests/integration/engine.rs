@@ -128,6 +128,28 @@ async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, period: &
             what("idle")
         );
     }
+    // Realized savings subtract the month's unused commitment (Savings Plans and RIs).
+    let period_of: gpuledger::period::Period = period.parse().unwrap();
+    let range = gpuledger::report::rollup::RollupRange::load(
+        store,
+        period.into(),
+        period_of.start(),
+        period_of.end(),
+    )
+    .await
+    .unwrap();
+    let savings = gpuledger::report::rollup::savings(&range).render(format, period);
+    let savings: Value = serde_json::from_str(&savings).unwrap();
+    let month = &savings["rows"][0];
+    let by_service = &truth["other_cost_by_service"];
+    let unused = ["ComputeSavingsPlans", "AmazonEC2 (unused reservations)"]
+        .iter()
+        .map(|s| by_service.get(*s).and_then(Value::as_f64).unwrap_or(0.0))
+        .sum::<f64>();
+    assert!(unused > 0.0, "{period}: the fleet leaves some commitment unused");
+    close(month["unused_commitment"].as_f64().unwrap(), unused, &format!("{period} unused commitment"));
+    let gross = month["public_on_demand_cost"].as_f64().unwrap() - month["actual_cost"].as_f64().unwrap();
+    close(month["realized_savings"].as_f64().unwrap(), gross - unused, &format!("{period} realized savings"));
     // Every pod the metrics saw on a GPU has accelerator rows in the bill for that hour.
     assert_eq!(rollups.period.measured_unbilled_gpu_hours, 0.0, "{period}: measured but unbilled");
     let workloads = group(&rollups.costs, |r| format!("{}/{}", r.namespace, r.workload));

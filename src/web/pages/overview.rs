@@ -161,7 +161,7 @@ pub async fn overview(
                 label: "Realized savings".into(),
                 value: usd(now.realized_savings_nanos()),
                 previous: prev(|h| usd(h.realized_savings_nanos())),
-                target: "public on-demand − actual".into(),
+                target: "public on-demand − actual − unused commitment".into(),
                 status: String::new(),
             },
         ];
