@@ -208,11 +208,6 @@ impl EffectiveFrom {
     pub fn month(period: Period) -> EffectiveFrom {
         EffectiveFrom(Some(period))
     }
-
-    /// In force for `period` (given no later version).
-    pub fn covers(self, period: Period) -> bool {
-        self.0.is_none_or(|from| from <= period)
-    }
 }
 
 impl fmt::Display for EffectiveFrom {
@@ -260,11 +255,11 @@ pub struct SettingsHistory {
 }
 
 impl SettingsHistory {
-    /// The version of (kind, key) in force for `period`: the latest that covers it.
-    fn in_force_version(&self, kind: SettingKind, key: &str, period: Period) -> Option<&SettingVersion> {
+    /// The version of (kind, key) in force at `at`: the latest that takes effect by then.
+    fn version_at(&self, kind: SettingKind, key: &str, at: EffectiveFrom) -> Option<&SettingVersion> {
         self.versions
             .iter()
-            .filter(|v| v.kind == kind && v.key == key && v.effective_from.covers(period))
+            .filter(|v| v.kind == kind && v.key == key && v.effective_from <= at)
             .max_by_key(|v| v.effective_from)
     }
 
@@ -281,23 +276,24 @@ impl SettingsHistory {
 
     /// The settings in force for `period`.
     pub fn in_force(&self, period: Period) -> Result<Settings, String> {
+        let at = EffectiveFrom::month(period);
         let mut settings = Settings::default();
         let clients: std::collections::BTreeSet<&str> =
             self.versions.iter().filter(|v| v.kind == SettingKind::Client).map(|v| v.key.as_str()).collect();
         for client in clients {
-            if let Some(version) = self.in_force_version(SettingKind::Client, client, period) {
+            if let Some(version) = self.version_at(SettingKind::Client, client, at) {
                 settings.clients.insert(client.to_string(), Self::value(version)?);
             }
         }
         for pool in Pool::ALL {
-            if let Some(version) = self.in_force_version(SettingKind::Pool, pool.as_str(), period) {
+            if let Some(version) = self.version_at(SettingKind::Pool, pool.as_str(), at) {
                 settings.pools.set(pool, Self::value(version)?);
             }
         }
-        if let Some(version) = self.in_force_version(SettingKind::Mapping, "", period) {
+        if let Some(version) = self.version_at(SettingKind::Mapping, "", at) {
             settings.rules = Self::value(version)?;
         }
-        if let Some(version) = self.in_force_version(SettingKind::Engine, "", period) {
+        if let Some(version) = self.version_at(SettingKind::Engine, "", at) {
             settings.engine = Self::value(version)?;
         }
         Ok(settings)
@@ -311,12 +307,7 @@ impl SettingsHistory {
         from: EffectiveFrom,
         default: T,
     ) -> Result<T, String> {
-        let version = self
-            .versions
-            .iter()
-            .filter(|v| v.kind == kind && v.key == key && v.effective_from <= from)
-            .max_by_key(|v| v.effective_from);
-        version.map_or(Ok(default), Self::value)
+        self.version_at(kind, key, from).map_or(Ok(default), Self::value)
     }
 
     /// A client's terms from `from` on, changed by `change`: the version to save.
