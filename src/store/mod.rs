@@ -20,6 +20,7 @@ mod sql;
 mod sql_rollups;
 mod sql_store;
 pub mod sqlite;
+mod table;
 
 use async_trait::async_trait;
 

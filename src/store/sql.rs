@@ -12,6 +12,8 @@ use sqlx::{ColumnIndex, Database, Decode, Encode, Row, Type};
 
 use crate::settings::SettingVersion;
 
+use super::table::{Table, from_row, table};
+
 use super::model::{
     BillLine, CostFact, CostPeriod, FactBatch, FactRecord, GpuAllocation, GpuUsage, InferenceUsage,
     IngestRun, InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodCost, PodRecord, PodWorkload,
@@ -119,26 +121,9 @@ pub(crate) const SELECT_COST_PERIOD: &str = "SELECT period, data_version, \
      bill_unblended_micros, bill_amortized_micros, net_amortized_micros, kubernetes_micros, \
      unallocated_ec2_micros, currency FROM cost_periods WHERE period = $1";
 
-pub(crate) const INSERT_BILL_LINES: BulkInsert = BulkInsert {
-    head: "INSERT INTO bill_lines (period, billing_entity, invoice_id, usage_account_id, service, \
-           line_item_type, category, unblended_micros, amortized_micros, net_amortized_micros) ",
-    columns: 10,
-};
-
-pub(crate) const SELECT_BILL_LINES: &str = "SELECT billing_entity, invoice_id, usage_account_id, \
-     service, line_item_type, category, unblended_micros, amortized_micros, net_amortized_micros \
-     FROM bill_lines WHERE period = $1 \
-     ORDER BY billing_entity, invoice_id, usage_account_id, service, line_item_type";
-
 pub(crate) const SELECT_PERIODS: &str = "SELECT p.period, p.data_version, \
      p.bill_unblended_micros, p.bill_amortized_micros, p.unallocated_ec2_micros, p.ingested_at, \
      p.cost_fact_rows FROM cost_periods p ORDER BY p.period DESC";
-
-pub(crate) const INSERT_COST_PODS: BulkInsert = BulkInsert {
-    head: "INSERT INTO cost_pods (period, pod_id, cluster, namespace, workload, workload_type, pod, \
-           node, instance_id, instance_type, gpu_model, purchase_option, labels) ",
-    columns: 13,
-};
 
 pub(crate) const SELECT_COST_FACTS: &str = "SELECT f.hour, p.cluster, p.namespace, p.workload, \
      p.workload_type, p.pod, p.node, p.instance_id, p.instance_type, p.gpu_model, p.purchase_option, \
@@ -149,31 +134,6 @@ pub(crate) const SELECT_COST_FACTS: &str = "SELECT f.hour, p.cluster, p.namespac
      WHERE f.period = $1 \
      ORDER BY f.hour, p.instance_id, p.namespace, p.pod, f.resource";
 
-pub(crate) const INSERT_INSTANCE_HOURS: BulkInsert = BulkInsert {
-    head: "INSERT INTO instance_hours (period, hour, cluster, instance_id, instance_type, \
-           gpu_model, gpu_count, vcpu, memory_gib, purchase_option, usage_hours, \
-           unblended_cost_micros, amortized_cost_micros, net_amortized_cost_micros, \
-           public_on_demand_cost_micros) ",
-    columns: 15,
-};
-
-pub(crate) const SELECT_INSTANCE_HOURS: &str = "SELECT hour, cluster, instance_id, \
-     instance_type, gpu_model, gpu_count, vcpu, memory_gib, purchase_option, usage_hours, \
-     unblended_cost_micros, amortized_cost_micros, net_amortized_cost_micros, \
-     public_on_demand_cost_micros \
-     FROM instance_hours WHERE period = $1 ORDER BY hour, instance_id";
-
-pub(crate) const INSERT_OTHER_COSTS: BulkInsert = BulkInsert {
-    head: "INSERT INTO other_costs (period, day, service, line_item_type, usage_type, \
-           usage_account_id, cluster, tags, unblended_cost_micros, amortized_cost_micros) ",
-    columns: 10,
-};
-
-pub(crate) const SELECT_OTHER_COSTS: &str = "SELECT day, service, line_item_type, \
-     usage_type, usage_account_id, cluster, tags, unblended_cost_micros, amortized_cost_micros \
-     FROM other_costs WHERE period = $1 \
-     ORDER BY day, service, line_item_type, usage_type, usage_account_id, cluster, tags";
-
 // ---- Usage ----
 
 /// A window's rows, of one cluster (`$3`) or of all (`$3` empty).
@@ -182,28 +142,6 @@ pub(crate) const DELETE_GPU_USAGE_WINDOW: &str =
 
 pub(crate) const DELETE_INFERENCE_USAGE_WINDOW: &str =
     "DELETE FROM inference_usage WHERE hour >= $1 AND hour < $2 AND ($3 = '' OR cluster = $3)";
-
-pub(crate) const INSERT_GPU_USAGE: BulkInsert = BulkInsert {
-    head: "INSERT INTO gpu_usage (hour, hostname, gpu_uuid, gpu_instance, gpu_profile, gpu_model, \
-           namespace, pod, container, mean_utilization, peak_fb_used_mib, samples, gpu_hours, cluster) ",
-    columns: 14,
-};
-
-pub(crate) const SELECT_GPU_USAGE: &str = "SELECT hour, hostname, gpu_uuid, gpu_instance, gpu_profile, \
-     gpu_model, namespace, pod, container, mean_utilization, peak_fb_used_mib, samples, gpu_hours, \
-     cluster FROM gpu_usage WHERE hour >= $1 AND hour < $2 \
-     ORDER BY hour, hostname, gpu_uuid, gpu_instance, namespace, pod, container";
-
-pub(crate) const INSERT_INFERENCE_USAGE: BulkInsert = BulkInsert {
-    head: "INSERT INTO inference_usage (hour, namespace, pod, workload, model, requests, \
-           prompt_tokens, generation_tokens, cluster) ",
-    columns: 9,
-};
-
-pub(crate) const SELECT_INFERENCE_USAGE: &str = "SELECT hour, namespace, pod, workload, \
-     model, requests, prompt_tokens, generation_tokens, cluster \
-     FROM inference_usage WHERE hour >= $1 AND hour < $2 \
-     ORDER BY hour, namespace, pod, workload, model";
 
 /// Accelerator split usage per pod and hour, with the pod's workload and instance, from the
 /// GPU pod-hour aggregates.
@@ -239,10 +177,6 @@ pub(crate) const SELECT_POD_COSTS: &str = "SELECT p.cluster, p.pod, p.node, p.in
 pub(crate) const SELECT_POD_WORKLOADS: &str = "SELECT DISTINCT namespace, pod, workload \
      FROM cost_pods WHERE period = $1 ORDER BY namespace, pod, workload";
 
-pub(crate) const SELECT_COST_PODS: &str = "SELECT pod_id, cluster, namespace, workload, workload_type, \
-     pod, node, instance_id, instance_type, gpu_model, purchase_option, labels \
-     FROM cost_pods WHERE period = $1 ORDER BY pod_id";
-
 /// CAST: Postgres sums BIGINT as NUMERIC.
 /// Unused commitment of a period by line type (Savings Plans, reservations).
 pub(crate) const SELECT_UNUSED_COMMITMENT: &str = "SELECT \
@@ -252,10 +186,6 @@ pub(crate) const SELECT_UNUSED_COMMITMENT: &str = "SELECT \
 
 pub(crate) const SELECT_OTHER_COST_TOTAL: &str = "SELECT \
      CAST(COALESCE(SUM(amortized_cost_micros), 0) AS BIGINT) AS total FROM other_costs WHERE period = $1";
-
-pub(crate) const SELECT_ROLLUP_PERIODS: &str = "SELECT period, computed_at, idle_threshold, \
-     p95_cost_per_inference, bill_unblended_micros, bill_amortized_micros, kubernetes_cost_nanos, \
-     unallocated_ec2_micros, other_cost_micros, unattributed_gpu_hours, input_revision, revision, settings, measured_unbilled_gpu_hours, unused_savings_plan_micros, unused_reservation_micros FROM rollup_periods ORDER BY period DESC";
 
 // ---- Settings ----
 
@@ -360,58 +290,8 @@ where
     }
 }
 
-pub(crate) fn namespace_cost(row: &impl ReadRow) -> Result<NamespaceCost, sqlx::Error> {
-    Ok(NamespaceCost {
-        cluster: row.text("grouped_cluster")?,
-        namespace: row.text("namespace")?,
-        split_cost_nanos: row.int("split_cost_nanos")?,
-        unused_cost_nanos: row.int("unused_cost_nanos")?,
-        net_split_cost_nanos: row.int("net_split_cost_nanos")?,
-        net_unused_cost_nanos: row.int("net_unused_cost_nanos")?,
-        public_on_demand_split_cost_nanos: row.int("public_on_demand_split_cost_nanos")?,
-        public_on_demand_unused_cost_nanos: row.int("public_on_demand_unused_cost_nanos")?,
-    })
-}
-
-pub(crate) fn ingest_run(row: &impl ReadRow) -> Result<IngestRun, sqlx::Error> {
-    Ok(IngestRun {
-        id: row.int("id")?,
-        kind: row.text("kind")?,
-        source: row.text("source")?,
-        period: row.text("period")?,
-        data_version: row.text("data_version")?,
-        status: row.text("status")?.parse().map_err(|e: String| sqlx::Error::Decode(e.into()))?,
-        rows_read: row.int("rows_read")?,
-        rows_written: row.int("rows_written")?,
-        started_at: row.int("started_at")?,
-        finished_at: row.nullable_int("finished_at")?,
-        error: row.nullable_text("error")?,
-        reconciliation: row.nullable_text("reconciliation")?,
-        host: row.text("host")?,
-        pid: row.int("pid")?,
-    })
-}
-
-pub(crate) fn period_summary(row: &impl ReadRow) -> Result<PeriodSummary, sqlx::Error> {
-    Ok(PeriodSummary {
-        period: row.text("period")?,
-        data_version: row.text("data_version")?,
-        bill_unblended_micros: row.int("bill_unblended_micros")?,
-        bill_amortized_micros: row.int("bill_amortized_micros")?,
-        unallocated_ec2_micros: row.int("unallocated_ec2_micros")?,
-        cost_fact_rows: row.int("cost_fact_rows")?,
-        ingested_at: row.int("ingested_at")?,
-    })
-}
-
-/// Assembles a period from its `cost_periods` row and its rows in the three fact tables.
-pub(crate) fn cost_period<R: ReadRow>(
-    head: &R,
-    cost_facts: &[R],
-    instance_hours: &[R],
-    other_costs: &[R],
-    bill_lines: &[R],
-) -> Result<CostPeriod, sqlx::Error> {
+/// A period's `cost_periods` row, without its rows in other tables.
+pub(crate) fn cost_period(head: &impl ReadRow) -> Result<CostPeriod, sqlx::Error> {
     Ok(CostPeriod {
         period: head.text("period")?,
         data_version: head.text("data_version")?,
@@ -421,91 +301,124 @@ pub(crate) fn cost_period<R: ReadRow>(
         kubernetes_micros: head.int("kubernetes_micros")?,
         unallocated_ec2_micros: head.int("unallocated_ec2_micros")?,
         currency: head.text("currency")?,
-        cost_facts: cost_facts.iter().map(cost_fact).collect::<Result<Vec<_>, _>>()?,
-        instance_hours: instance_hours.iter().map(instance_hour).collect::<Result<Vec<_>, _>>()?,
-        other_costs: other_costs.iter().map(other_cost).collect::<Result<Vec<_>, _>>()?,
-        bill_lines: bill_lines.iter().map(bill_line).collect::<Result<Vec<_>, _>>()?,
+        ..CostPeriod::default()
     })
 }
 
-pub(crate) fn bill_line(row: &impl ReadRow) -> Result<BillLine, sqlx::Error> {
-    Ok(BillLine {
-        billing_entity: row.text("billing_entity")?,
-        invoice_id: row.text("invoice_id")?,
-        usage_account_id: row.text("usage_account_id")?,
-        service: row.text("service")?,
-        line_item_type: row.text("line_item_type")?,
-        category: row.text("category")?.parse().map_err(|e: String| sqlx::Error::Decode(e.into()))?,
-        unblended_micros: row.int("unblended_micros")?,
-        amortized_micros: row.int("amortized_micros")?,
-        net_amortized_micros: row.nullable_int("net_amortized_micros")?,
-    })
+table!(BillLine in "bill_lines" keyed by period {
+    billing_entity, invoice_id, usage_account_id, service, line_item_type, category,
+    unblended_micros, amortized_micros, net_amortized_micros,
+} order by "billing_entity, invoice_id, usage_account_id, service, line_item_type");
+
+table!(PodRecord in "cost_pods" keyed by period {
+    id = "pod_id", cluster, namespace, workload, workload_type, pod, node, instance_id,
+    instance_type, gpu_model, purchase_option, labels,
+} order by "pod_id");
+
+table!(InstanceHour in "instance_hours" keyed by period {
+    hour, cluster, instance_id, instance_type, gpu_model, gpu_count, vcpu, memory_gib,
+    purchase_option, usage_hours, unblended_cost_micros, amortized_cost_micros,
+    net_amortized_cost_micros, public_on_demand_cost_micros,
+} order by "hour, instance_id");
+
+table!(OtherCost in "other_costs" keyed by period {
+    day, service, line_item_type, usage_type, usage_account_id, cluster, tags,
+    unblended_cost_micros, amortized_cost_micros,
+} order by "day, service, line_item_type, usage_type, usage_account_id, cluster, tags");
+
+table!(GpuUsage in "gpu_usage" {
+    hour, hostname, gpu_uuid, gpu_instance, gpu_profile, gpu_model, namespace, pod, container,
+    mean_utilization, peak_fb_used_mib, samples, gpu_hours, cluster,
+} order by "hour, hostname, gpu_uuid, gpu_instance, namespace, pod, container");
+
+table!(InferenceUsage in "inference_usage" {
+    hour, namespace, pod, workload, model, requests, prompt_tokens, generation_tokens, cluster,
+} order by "hour, namespace, pod, workload, model");
+
+/// Usage rows with `$1 <= hour < $2`, in the table's stable order.
+pub(crate) fn select_usage_window<T: Table>() -> String {
+    T::sql().select_where("hour >= $1 AND hour < $2")
 }
 
-/// Binds one bill line in [`INSERT_BILL_LINES`] column order.
-pub(crate) fn push_bill_line<'args>(
-    row: &mut impl PushRow<'args>,
-    period: &'args str,
-    line: &'args BillLine,
-) {
-    row.text(period)
-        .text(&line.billing_entity)
-        .text(&line.invoice_id)
-        .text(&line.usage_account_id)
-        .text(&line.service)
-        .text(&line.line_item_type)
-        .text(line.category.as_str())
-        .int(line.unblended_micros)
-        .int(line.amortized_micros)
-        .nullable_int(line.net_amortized_micros);
-}
+from_row!(NamespaceCost {
+    cluster = "grouped_cluster", namespace, split_cost_nanos, unused_cost_nanos,
+    net_split_cost_nanos, net_unused_cost_nanos, public_on_demand_split_cost_nanos,
+    public_on_demand_unused_cost_nanos,
+});
 
-pub(crate) fn cost_fact(row: &impl ReadRow) -> Result<CostFact, sqlx::Error> {
-    Ok(CostFact {
-        hour: row.int("hour")?,
-        cluster: row.text("cluster")?,
-        namespace: row.text("namespace")?,
-        workload: row.text("workload")?,
-        workload_type: row.text("workload_type")?,
-        pod: row.text("pod")?,
-        node: row.text("node")?,
-        instance_id: row.text("instance_id")?,
-        instance_type: row.text("instance_type")?,
-        gpu_model: row.text("gpu_model")?,
-        purchase_option: row.text("purchase_option")?,
-        resource: row.text("resource")?,
-        reserved_usage: row.float("reserved_usage")?,
-        actual_usage: row.float("actual_usage")?,
-        split_usage: row.float("split_usage")?,
-        split_usage_ratio: row.float("split_usage_ratio")?,
-        split_cost_nanos: row.int("split_cost_nanos")?,
-        unused_cost_nanos: row.int("unused_cost_nanos")?,
-        net_split_cost_nanos: row.int("net_split_cost_nanos")?,
-        net_unused_cost_nanos: row.int("net_unused_cost_nanos")?,
-        public_on_demand_split_cost_nanos: row.int("public_on_demand_split_cost_nanos")?,
-        public_on_demand_unused_cost_nanos: row.int("public_on_demand_unused_cost_nanos")?,
-        labels: row.text("labels")?,
-    })
-}
+from_row!(IngestRun {
+    id,
+    kind,
+    source,
+    period,
+    data_version,
+    status,
+    rows_read,
+    rows_written,
+    started_at,
+    finished_at,
+    error,
+    reconciliation,
+    host,
+    pid,
+});
 
-/// Binds one pod in [`INSERT_COST_PODS`] column order.
-pub(crate) fn push_cost_pod<'args>(row: &mut impl PushRow<'args>, period: &'args str, pod: &'args PodRecord) {
-    row.text(period)
-        .int(pod.id)
-        .text(&pod.cluster)
-        .text(&pod.namespace)
-        .text(&pod.workload)
-        .text(&pod.workload_type)
-        .text(&pod.pod)
-        .text(&pod.node)
-        .text(&pod.instance_id)
-        .text(&pod.instance_type)
-        .text(&pod.gpu_model)
-        .text(&pod.purchase_option)
-        .text(&pod.labels);
-}
+from_row!(PeriodSummary {
+    period,
+    data_version,
+    bill_unblended_micros,
+    bill_amortized_micros,
+    unallocated_ec2_micros,
+    cost_fact_rows,
+    ingested_at,
+});
 
-/// Binds one cost fact in [`INSERT_COST_FACTS`] column order.
+from_row!(CostFact {
+    hour,
+    cluster,
+    namespace,
+    workload,
+    workload_type,
+    pod,
+    node,
+    instance_id,
+    instance_type,
+    gpu_model,
+    purchase_option,
+    resource,
+    reserved_usage,
+    actual_usage,
+    split_usage,
+    split_usage_ratio,
+    split_cost_nanos,
+    unused_cost_nanos,
+    net_split_cost_nanos,
+    net_unused_cost_nanos,
+    public_on_demand_split_cost_nanos,
+    public_on_demand_unused_cost_nanos,
+    labels,
+});
+
+from_row!(GpuAllocation { hour, namespace, pod, workload, gpu_model, purchase_option, gpu_hours });
+
+from_row!(WorkloadCost { namespace, workload, total_cost_nanos });
+
+from_row!(PodCost {
+    cluster,
+    pod,
+    node,
+    instance_type,
+    purchase_option,
+    gpu_hours,
+    gpu_cost_nanos,
+    split_cost_nanos,
+    unused_cost_nanos,
+    net_cost_nanos,
+    public_on_demand_cost_nanos,
+});
+
+from_row!(PodWorkload { namespace, pod, workload });
+
 /// Splits whole [`CostFact`]s into pods (numbered from 0 in order of first appearance) and
 /// facts that refer to them.
 pub(crate) fn normalize(facts: &[CostFact]) -> FactBatch {
@@ -569,205 +482,6 @@ fn resource_name(resource: &str) -> &'static str {
     }
 }
 
-pub(crate) fn instance_hour(row: &impl ReadRow) -> Result<InstanceHour, sqlx::Error> {
-    Ok(InstanceHour {
-        hour: row.int("hour")?,
-        cluster: row.text("cluster")?,
-        instance_id: row.text("instance_id")?,
-        instance_type: row.text("instance_type")?,
-        gpu_model: row.text("gpu_model")?,
-        gpu_count: row.int("gpu_count")?,
-        vcpu: row.int("vcpu")?,
-        memory_gib: row.int("memory_gib")?,
-        purchase_option: row.text("purchase_option")?,
-        usage_hours: row.float("usage_hours")?,
-        unblended_cost_micros: row.int("unblended_cost_micros")?,
-        amortized_cost_micros: row.int("amortized_cost_micros")?,
-        net_amortized_cost_micros: row.int("net_amortized_cost_micros")?,
-        public_on_demand_cost_micros: row.int("public_on_demand_cost_micros")?,
-    })
-}
-
-/// Binds one instance hour in [`INSERT_INSTANCE_HOURS`] column order.
-pub(crate) fn push_instance_hour<'args>(
-    row: &mut impl PushRow<'args>,
-    period: &'args str,
-    instance: &'args InstanceHour,
-) {
-    row.text(period)
-        .int(instance.hour)
-        .text(&instance.cluster)
-        .text(&instance.instance_id)
-        .text(&instance.instance_type)
-        .text(&instance.gpu_model)
-        .int(instance.gpu_count)
-        .int(instance.vcpu)
-        .int(instance.memory_gib)
-        .text(&instance.purchase_option)
-        .float(instance.usage_hours)
-        .int(instance.unblended_cost_micros)
-        .int(instance.amortized_cost_micros)
-        .int(instance.net_amortized_cost_micros)
-        .int(instance.public_on_demand_cost_micros);
-}
-
-pub(crate) fn other_cost(row: &impl ReadRow) -> Result<OtherCost, sqlx::Error> {
-    Ok(OtherCost {
-        day: row.int("day")?,
-        service: row.text("service")?,
-        line_item_type: row.text("line_item_type")?,
-        usage_type: row.text("usage_type")?,
-        usage_account_id: row.text("usage_account_id")?,
-        cluster: row.text("cluster")?,
-        tags: row.text("tags")?,
-        unblended_cost_micros: row.int("unblended_cost_micros")?,
-        amortized_cost_micros: row.int("amortized_cost_micros")?,
-    })
-}
-
-/// Binds one other cost in [`INSERT_OTHER_COSTS`] column order.
-pub(crate) fn push_other_cost<'args>(
-    row: &mut impl PushRow<'args>,
-    period: &'args str,
-    cost: &'args OtherCost,
-) {
-    row.text(period)
-        .int(cost.day)
-        .text(&cost.service)
-        .text(&cost.line_item_type)
-        .text(&cost.usage_type)
-        .text(&cost.usage_account_id)
-        .text(&cost.cluster)
-        .text(&cost.tags)
-        .int(cost.unblended_cost_micros)
-        .int(cost.amortized_cost_micros);
-}
-
-pub(crate) fn gpu_usage(row: &impl ReadRow) -> Result<GpuUsage, sqlx::Error> {
-    Ok(GpuUsage {
-        hour: row.int("hour")?,
-        hostname: row.text("hostname")?,
-        gpu_uuid: row.text("gpu_uuid")?,
-        gpu_instance: row.text("gpu_instance")?,
-        gpu_profile: row.text("gpu_profile")?,
-        gpu_model: row.text("gpu_model")?,
-        namespace: row.text("namespace")?,
-        pod: row.text("pod")?,
-        container: row.text("container")?,
-        mean_utilization: row.float("mean_utilization")?,
-        peak_fb_used_mib: row.float("peak_fb_used_mib")?,
-        samples: row.int("samples")?,
-        gpu_hours: row.float("gpu_hours")?,
-        cluster: row.text("cluster")?,
-    })
-}
-
-pub(crate) fn gpu_allocation(row: &impl ReadRow) -> Result<GpuAllocation, sqlx::Error> {
-    Ok(GpuAllocation {
-        hour: row.int("hour")?,
-        namespace: row.text("namespace")?,
-        pod: row.text("pod")?,
-        workload: row.text("workload")?,
-        gpu_model: row.text("gpu_model")?,
-        purchase_option: row.text("purchase_option")?,
-        gpu_hours: row.float("gpu_hours")?,
-    })
-}
-
-pub(crate) fn workload_cost(row: &impl ReadRow) -> Result<WorkloadCost, sqlx::Error> {
-    Ok(WorkloadCost {
-        namespace: row.text("namespace")?,
-        workload: row.text("workload")?,
-        total_cost_nanos: row.int("total_cost_nanos")?,
-    })
-}
-
-pub(crate) fn pod_cost(row: &impl ReadRow) -> Result<PodCost, sqlx::Error> {
-    Ok(PodCost {
-        cluster: row.text("cluster")?,
-        pod: row.text("pod")?,
-        node: row.text("node")?,
-        instance_type: row.text("instance_type")?,
-        purchase_option: row.text("purchase_option")?,
-        gpu_hours: row.float("gpu_hours")?,
-        gpu_cost_nanos: row.int("gpu_cost_nanos")?,
-        split_cost_nanos: row.int("split_cost_nanos")?,
-        unused_cost_nanos: row.int("unused_cost_nanos")?,
-        net_cost_nanos: row.int("net_cost_nanos")?,
-        public_on_demand_cost_nanos: row.int("public_on_demand_cost_nanos")?,
-    })
-}
-
-pub(crate) fn pod_workload(row: &impl ReadRow) -> Result<PodWorkload, sqlx::Error> {
-    Ok(PodWorkload {
-        namespace: row.text("namespace")?,
-        pod: row.text("pod")?,
-        workload: row.text("workload")?,
-    })
-}
-
-/// Binds one GPU usage row in [`INSERT_GPU_USAGE`] column order.
-pub(crate) fn push_gpu_usage<'args>(row: &mut impl PushRow<'args>, usage: &'args GpuUsage) {
-    row.int(usage.hour)
-        .text(&usage.hostname)
-        .text(&usage.gpu_uuid)
-        .text(&usage.gpu_instance)
-        .text(&usage.gpu_profile)
-        .text(&usage.gpu_model)
-        .text(&usage.namespace)
-        .text(&usage.pod)
-        .text(&usage.container)
-        .float(usage.mean_utilization)
-        .float(usage.peak_fb_used_mib)
-        .int(usage.samples)
-        .float(usage.gpu_hours)
-        .text(&usage.cluster);
-}
-
-pub(crate) fn inference_usage(row: &impl ReadRow) -> Result<InferenceUsage, sqlx::Error> {
-    Ok(InferenceUsage {
-        hour: row.int("hour")?,
-        namespace: row.text("namespace")?,
-        pod: row.text("pod")?,
-        workload: row.text("workload")?,
-        model: row.text("model")?,
-        requests: row.float("requests")?,
-        prompt_tokens: row.float("prompt_tokens")?,
-        generation_tokens: row.float("generation_tokens")?,
-        cluster: row.text("cluster")?,
-    })
-}
-
-/// Binds one inference row in [`INSERT_INFERENCE_USAGE`] column order.
-pub(crate) fn push_inference_usage<'args>(row: &mut impl PushRow<'args>, usage: &'args InferenceUsage) {
-    row.int(usage.hour)
-        .text(&usage.namespace)
-        .text(&usage.pod)
-        .text(&usage.workload)
-        .text(&usage.model)
-        .float(usage.requests)
-        .float(usage.prompt_tokens)
-        .float(usage.generation_tokens)
-        .text(&usage.cluster);
-}
-
-pub(crate) fn cost_pod(row: &impl ReadRow) -> Result<PodRecord, sqlx::Error> {
-    Ok(PodRecord {
-        id: row.int("pod_id")?,
-        cluster: row.text("cluster")?,
-        namespace: row.text("namespace")?,
-        workload: row.text("workload")?,
-        workload_type: row.text("workload_type")?,
-        pod: row.text("pod")?,
-        node: row.text("node")?,
-        instance_id: row.text("instance_id")?,
-        instance_type: row.text("instance_type")?,
-        gpu_model: row.text("gpu_model")?,
-        purchase_option: row.text("purchase_option")?,
-        labels: row.text("labels")?,
-    })
-}
-
 pub(crate) fn setting_version(row: &impl ReadRow) -> Result<SettingVersion, sqlx::Error> {
     let invalid = |what: String| sqlx::Error::Decode(what.into());
     let value = row.text("value")?;
@@ -820,22 +534,26 @@ mod tests {
 
     use super::*;
 
-    /// Builds a one-row insert and returns (columns named in the head, values bound).
-    fn columns_and_binds<'a, T>(
-        insert: &BulkInsert,
-        row: &'a T,
-        push: impl Fn(&mut Separated<'_, 'a, Sqlite, &'static str>, &'a T),
-    ) -> (usize, usize) {
-        let mut builder: QueryBuilder<'a, Sqlite> = QueryBuilder::new(insert.head);
-        builder.push_values([row], |mut tuple, item| push(&mut tuple, item));
+    /// Builds a one-row insert of `row` and returns (columns named in the head, values bound).
+    fn columns_and_binds<T: Table>(row: &T) -> (usize, usize) {
+        let insert = T::sql().insert();
+        let mut builder: QueryBuilder<'_, Sqlite> = QueryBuilder::new(insert.head);
+        builder.push_values([row], |mut tuple, item| {
+            if T::sql().keyed_by_period {
+                tuple.text("2025-05");
+            }
+            item.bind(&mut tuple);
+        });
         let named = insert.head.matches(',').count() + 1;
         // SQLite's QueryBuilder writes one `?` per bound value.
         let bound = builder.sql().matches('?').count();
+        assert_eq!(insert.columns, named, "{}", insert.head);
         (named, bound)
     }
 
     #[test]
-    fn every_bulk_insert_binds_one_value_per_named_column() {
+    fn every_table_binds_one_value_per_named_column() {
+        use crate::store::model::*;
         let fact = CostFact::default();
         let normalized = normalize(std::slice::from_ref(&fact));
         let instance = InstanceHour {
@@ -854,67 +572,33 @@ mod tests {
             net_amortized_cost_micros: 0,
             public_on_demand_cost_micros: 0,
         };
-        let other = OtherCost::default();
-        let line = BillLine::default();
-        let gpu = GpuUsage::default();
-        let inference = InferenceUsage {
-            hour: 0,
-            namespace: String::new(),
-            pod: String::new(),
-            workload: String::new(),
-            model: String::new(),
-            requests: 0.0,
-            prompt_tokens: 0.0,
-            generation_tokens: 0.0,
-            cluster: String::new(),
-        };
-
         let checks = [
-            (
-                &INSERT_COST_PODS,
-                columns_and_binds(&INSERT_COST_PODS, &normalized.pods[0], |row, pod| {
-                    push_cost_pod(row, "2025-05", pod)
-                }),
-            ),
-            (
-                &INSERT_INSTANCE_HOURS,
-                columns_and_binds(&INSERT_INSTANCE_HOURS, &instance, |row, instance| {
-                    push_instance_hour(row, "2025-05", instance)
-                }),
-            ),
-            (
-                &INSERT_BILL_LINES,
-                columns_and_binds(&INSERT_BILL_LINES, &line, |row, line| {
-                    push_bill_line(row, "2025-05", line)
-                }),
-            ),
-            (
-                &INSERT_OTHER_COSTS,
-                columns_and_binds(&INSERT_OTHER_COSTS, &other, |row, cost| {
-                    push_other_cost(row, "2025-05", cost)
-                }),
-            ),
-            (
-                &INSERT_GPU_USAGE,
-                columns_and_binds(&INSERT_GPU_USAGE, &gpu, |row, usage| push_gpu_usage(row, usage)),
-            ),
-            (
-                &INSERT_INFERENCE_USAGE,
-                columns_and_binds(&INSERT_INFERENCE_USAGE, &inference, |row, usage| {
-                    push_inference_usage(row, usage)
-                }),
-            ),
+            ("cost_pods", columns_and_binds(&normalized.pods[0]), 13),
+            ("instance_hours", columns_and_binds(&instance), 15),
+            ("bill_lines", columns_and_binds(&BillLine::default()), 10),
+            ("other_costs", columns_and_binds(&OtherCost::default()), 10),
+            ("gpu_usage", columns_and_binds(&GpuUsage::default()), 14),
+            ("inference_usage", columns_and_binds(&InferenceUsage::default()), 9),
+            ("cost_pod_days", columns_and_binds(&PodDay::default()), 13),
+            ("cost_gpu_pod_hours", columns_and_binds(&GpuPodHour::default()), 6),
+            ("rollup_costs", columns_and_binds(&CostRollup::default()), 31),
+            ("rollup_capacity", columns_and_binds(&CapacityRollup::default()), 10),
+            ("rollup_heatmap", columns_and_binds(&HeatmapCell::default()), 5),
+            ("rollup_periods", columns_and_binds(&PeriodRollup::default()), 16),
+            ("rollup_clients", columns_and_binds(&ClientRollup::default()), 21),
+            ("rollup_opportunities", columns_and_binds(&Opportunity::default()), 9),
         ];
-        for (insert, (named, bound)) in checks {
-            assert_eq!((named, bound), (insert.columns, insert.columns), "{}", insert.head);
+        for (table, (named, bound), columns) in checks {
+            assert_eq!((named, bound), (columns, columns), "{table}");
         }
     }
 
     #[test]
     fn rows_per_statement_stays_under_the_bind_limit() {
+        let pods = PodRecord::sql().insert();
         // 32_766 / 13 = 2_520 rows, binding 32_760 values.
-        assert_eq!(INSERT_COST_PODS.rows_per_statement(32_766), 2_520);
+        assert_eq!(pods.rows_per_statement(32_766), 2_520);
         // 65_535 / 13 = 5_041 rows, binding 65_533 values.
-        assert_eq!(INSERT_COST_PODS.rows_per_statement(65_535), 5_041);
+        assert_eq!(pods.rows_per_statement(65_535), 5_041);
     }
 }

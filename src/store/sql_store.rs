@@ -12,6 +12,7 @@ use sqlx::{Database, Encode, Executor, IntoArguments, Pool, Type};
 use super::migrations::{self, Migration, MigrationLock};
 use super::sql::{self, ReadRow};
 use super::sql_rollups;
+use super::table::{FromRow, Table};
 use super::{
     ChargebackSnapshot, ClientRollup, ComputeInputs, CostPeriod, GpuAllocation, GpuUsage, InferenceUsage,
     IngestOutcome, IngestRun, NamespaceCost, NewIngestRun, PeriodRollup, PeriodSummary, PodCost, PodWorkload,
@@ -180,18 +181,17 @@ where
         else {
             return Ok(None);
         };
-        let mut fetch = async |query: &'static str| {
-            sqlx::query(query).bind(period).fetch_all(&mut *tx).await.context(CONTEXT)
-        };
-        let (facts, instance_hours) = if whole {
-            (fetch(sql::SELECT_COST_FACTS).await?, fetch(sql::SELECT_INSTANCE_HOURS).await?)
-        } else {
-            (Vec::new(), Vec::new())
-        };
-        let other_costs = fetch(sql::SELECT_OTHER_COSTS).await?;
-        let bill_lines = fetch(sql::SELECT_BILL_LINES).await?;
+        let mut stored = sql::cost_period(&head).context(CONTEXT)?;
+        if whole {
+            stored.cost_facts = Self::fetch_rows(&mut tx, sqlx::query(sql::SELECT_COST_FACTS).bind(period))
+                .await
+                .context(CONTEXT)?;
+            stored.instance_hours = Self::read_table(&mut tx, period).await.context(CONTEXT)?;
+        }
+        stored.other_costs = Self::read_table(&mut tx, period).await.context(CONTEXT)?;
+        stored.bill_lines = Self::read_table(&mut tx, period).await.context(CONTEXT)?;
         tx.commit().await.context(CONTEXT)?;
-        sql::cost_period(&head, &facts, &instance_hours, &other_costs, &bill_lines).map(Some).context(CONTEXT)
+        Ok(Some(stored))
     }
 
     /// Writes a batch's new pods to `cost_pods`. Its facts are not stored: the period keeps
@@ -202,10 +202,7 @@ where
         period: &str,
         batch: &crate::store::FactBatch,
     ) -> Result<(), sqlx::Error> {
-        Self::insert_rows(conn, &sql::INSERT_COST_PODS, &batch.pods, |row, pod| {
-            sql::push_cost_pod(row, period, pod)
-        })
-        .await
+        Self::insert(conn, period, &batch.pods).await
     }
 
     /// Streams a query's rows through `map`, so the driver's rows are never all held at once.
@@ -222,14 +219,48 @@ where
         Ok(out)
     }
 
-    /// Inserts `rows` with as few multi-row `INSERT`s as the bind limit allows.
-    async fn insert_rows<'a, T: Sync>(
+    /// Inserts `rows` into their table with as few multi-row `INSERT`s as the bind limit
+    /// allows; `period` fills the leading column of a table keyed by period.
+    async fn insert<'a, T: Table>(
         conn: &mut <B::Db as Database>::Connection,
-        insert: &sql::BulkInsert,
+        period: &'a str,
         rows: &'a [T],
-        push_row: impl FnMut(&mut Separated<'_, 'a, B::Db, &'static str>, &'a T) + Send,
     ) -> Result<(), sqlx::Error> {
-        B::insert_rows(conn, insert.head, insert.rows_per_statement(B::MAX_BINDS), rows, push_row).await
+        let sql = T::sql();
+        let insert = sql.insert();
+        B::insert_rows(conn, insert.head, insert.rows_per_statement(B::MAX_BINDS), rows, move |row, item| {
+            if sql.keyed_by_period {
+                sql::PushRow::text(row, period);
+            }
+            item.bind(row);
+        })
+        .await
+    }
+
+    /// Reads a query's rows as `T`, streamed.
+    async fn fetch_rows<'q, T: FromRow>(
+        conn: &mut <B::Db as Database>::Connection,
+        query: sqlx::query::Query<'q, B::Db, <B::Db as sqlx::Database>::Arguments<'q>>,
+    ) -> Result<Vec<T>, sqlx::Error> {
+        Self::read_all(conn, query, |row| T::from_row(row)).await
+    }
+
+    /// A query's rows as `T`, on a connection of the pool.
+    async fn rows<'q, T: FromRow>(
+        &self,
+        query: sqlx::query::Query<'q, B::Db, <B::Db as sqlx::Database>::Arguments<'q>>,
+        context: &'static str,
+    ) -> StoreResult<Vec<T>> {
+        let mut conn = self.pool.acquire().await.context(context)?;
+        Self::fetch_rows(&mut conn, query).await.context(context)
+    }
+
+    /// Every row of `T`'s table for `period`, in its stable order.
+    async fn read_table<T: Table>(
+        conn: &mut <B::Db as Database>::Connection,
+        period: &str,
+    ) -> Result<Vec<T>, sqlx::Error> {
+        Self::fetch_rows(conn, sqlx::query(&T::sql().select_period).bind(period)).await
     }
 }
 
@@ -350,9 +381,7 @@ where
 
     async fn ingest_runs(&self, limit: i64) -> StoreResult<Vec<IngestRun>> {
         const CONTEXT: &str = "listing ingest runs";
-        let rows =
-            sqlx::query(sql::SELECT_INGEST_RUNS).bind(limit).fetch_all(&self.pool).await.context(CONTEXT)?;
-        rows.iter().map(sql::ingest_run).collect::<Result<Vec<_>, _>>().context(CONTEXT)
+        self.rows(sqlx::query(sql::SELECT_INGEST_RUNS).bind(limit), CONTEXT).await
     }
 
     async fn last_data_version(&self, kind: &str, period: &str) -> StoreResult<Option<String>> {
@@ -379,8 +408,8 @@ where
         for delete in sql::DELETE_PERIOD {
             sqlx::query(delete).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
         }
-        for delete in sql_rollups::DELETE_FOR_PERIOD {
-            sqlx::query(delete).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
+        for table in sql_rollups::period_tables() {
+            sqlx::query(&table.delete_period).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
         }
         let mut fact_rows = 0i64;
         let mut aggregates = crate::store::aggregate::FactAggregates::default();
@@ -413,38 +442,14 @@ where
             .execute(&mut *tx)
             .await
             .context(CONTEXT)?;
-        Self::insert_rows(&mut tx, &sql::INSERT_COST_PODS, &tail.pods, |row, pod| {
-            sql::push_cost_pod(row, name, pod)
-        })
-        .await
-        .context(CONTEXT)?;
-        Self::insert_rows(&mut tx, &sql::INSERT_INSTANCE_HOURS, &period.instance_hours, |row, instance| {
-            sql::push_instance_hour(row, name, instance)
-        })
-        .await
-        .context(CONTEXT)?;
-        Self::insert_rows(&mut tx, &sql::INSERT_OTHER_COSTS, &period.other_costs, |row, cost| {
-            sql::push_other_cost(row, name, cost)
-        })
-        .await
-        .context(CONTEXT)?;
-        Self::insert_rows(&mut tx, &sql::INSERT_BILL_LINES, &period.bill_lines, |row, line| {
-            sql::push_bill_line(row, name, line)
-        })
-        .await
-        .context(CONTEXT)?;
+        Self::insert(&mut tx, name, &tail.pods).await.context(CONTEXT)?;
+        Self::insert(&mut tx, name, &period.instance_hours).await.context(CONTEXT)?;
+        Self::insert(&mut tx, name, &period.other_costs).await.context(CONTEXT)?;
+        Self::insert(&mut tx, name, &period.bill_lines).await.context(CONTEXT)?;
         let pod_days = aggregates.pod_days();
-        Self::insert_rows(&mut tx, &sql_rollups::INSERT_POD_DAY, &pod_days, |row, day| {
-            sql_rollups::push_pod_day(row, name, day)
-        })
-        .await
-        .context(CONTEXT)?;
+        Self::insert(&mut tx, name, &pod_days).await.context(CONTEXT)?;
         let gpu_hours = aggregates.gpu_pod_hours();
-        Self::insert_rows(&mut tx, &sql_rollups::INSERT_GPU_POD_HOUR, &gpu_hours, |row, hour| {
-            sql_rollups::push_gpu_pod_hour(row, name, hour)
-        })
-        .await
-        .context(CONTEXT)?;
+        Self::insert(&mut tx, name, &gpu_hours).await.context(CONTEXT)?;
         let revision = Self::next_revision(&mut tx).await.context(CONTEXT)?;
         Self::touch_periods(&mut tx, &[name.to_string()], revision).await.context(CONTEXT)?;
         tracing::debug!(phase = "commit", period = name, revision, "committing the period");
@@ -495,30 +500,12 @@ where
             bill_amortized_micros: head.int("bill_amortized_micros").context(CONTEXT)?,
             kubernetes_micros: head.int("kubernetes_micros").context(CONTEXT)?,
             unallocated_ec2_micros: head.int("unallocated_ec2_micros").context(CONTEXT)?,
-            pods: Self::read_all(&mut tx, by_period(sql::SELECT_COST_PODS), sql::cost_pod)
+            pods: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
+            pod_days: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
+            gpu_pod_hours: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
+            capacity: Self::fetch_rows(&mut tx, by_period(sql_rollups::SELECT_CAPACITY_SUMS))
                 .await
                 .context(CONTEXT)?,
-            pod_days: Self::read_all(
-                &mut tx,
-                by_period(sql_rollups::SELECT_POD_DAY),
-                sql_rollups::read_pod_day,
-            )
-            .await
-            .context(CONTEXT)?,
-            gpu_pod_hours: Self::read_all(
-                &mut tx,
-                by_period(sql_rollups::SELECT_GPU_POD_HOUR),
-                sql_rollups::read_gpu_pod_hour,
-            )
-            .await
-            .context(CONTEXT)?,
-            capacity: Self::read_all(
-                &mut tx,
-                by_period(sql_rollups::SELECT_CAPACITY_SUMS),
-                sql_rollups::read_capacity_rollup,
-            )
-            .await
-            .context(CONTEXT)?,
             other_cost_micros: by_period(sql::SELECT_OTHER_COST_TOTAL)
                 .fetch_one(&mut *tx)
                 .await
@@ -526,17 +513,12 @@ where
                 .context(CONTEXT)?,
             unused_savings_plan_micros: unused.int("savings_plan").context(CONTEXT)?,
             unused_reservation_micros: unused.int("reservation").context(CONTEXT)?,
-            other_groups: Self::read_all(
-                &mut tx,
-                by_period(sql_rollups::SELECT_OTHER_COST_GROUPS),
-                sql_rollups::read_other_cost_group,
-            )
-            .await
-            .context(CONTEXT)?,
-            measured: Self::read_all(
+            other_groups: Self::fetch_rows(&mut tx, by_period(sql_rollups::SELECT_OTHER_COST_GROUPS))
+                .await
+                .context(CONTEXT)?,
+            measured: Self::fetch_rows(
                 &mut tx,
                 in_hours(sql_rollups::SELECT_MEASURED_POD_HOURS).bind(idle_threshold),
-                sql_rollups::read_measured_pod_hour,
             )
             .await
             .context(CONTEXT)?,
@@ -545,13 +527,9 @@ where
             })
             .await
             .context(CONTEXT)?,
-            served: Self::read_all(
-                &mut tx,
-                in_hours(sql_rollups::SELECT_SERVED_POD_HOURS),
-                sql_rollups::read_served_pod_hour,
-            )
-            .await
-            .context(CONTEXT)?,
+            served: Self::fetch_rows(&mut tx, in_hours(sql_rollups::SELECT_SERVED_POD_HOURS))
+                .await
+                .context(CONTEXT)?,
         };
         tx.commit().await.context(CONTEXT)?;
         Ok(Some(inputs))
@@ -583,15 +561,7 @@ where
             )));
         }
         // The chargeback this write replaces, kept when it differs (invoices need the delta).
-        let replaced = sqlx::query(sql_rollups::SELECT_CLIENT_ROLLUP)
-            .bind(name)
-            .fetch_all(&mut *tx)
-            .await
-            .context(CONTEXT)?
-            .iter()
-            .map(sql_rollups::read_client_rollup)
-            .collect::<Result<Vec<_>, _>>()
-            .context(CONTEXT)?;
+        let replaced: Vec<ClientRollup> = Self::read_table(&mut tx, name).await.context(CONTEXT)?;
         let by_client = |rows: &[ClientRollup]| -> Vec<ClientRollup> {
             let mut rows = rows.to_vec();
             rows.sort_by(|a, b| a.client.cmp(&b.client));
@@ -612,44 +582,20 @@ where
                 .await
                 .context(CONTEXT)?;
         }
-        for delete in sql_rollups::DELETE_ROLLUPS {
-            sqlx::query(delete).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
+        for table in sql_rollups::rollup_tables() {
+            sqlx::query(&table.delete_period).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
         }
         let head = PeriodRollup {
             revision: Self::next_revision(&mut tx).await.context(CONTEXT)?,
             ..rollups.period.clone()
         };
         let period = std::slice::from_ref(&head);
-        Self::insert_rows(&mut tx, &sql_rollups::INSERT_PERIOD_ROLLUP, period, |row, r| {
-            sql_rollups::push_period_rollup(row, r)
-        })
-        .await
-        .context(CONTEXT)?;
-        Self::insert_rows(&mut tx, &sql_rollups::INSERT_COST_ROLLUP, &rollups.costs, |row, r| {
-            sql_rollups::push_cost_rollup(row, r)
-        })
-        .await
-        .context(CONTEXT)?;
-        Self::insert_rows(&mut tx, &sql_rollups::INSERT_CAPACITY_ROLLUP, &rollups.capacity, |row, r| {
-            sql_rollups::push_capacity_rollup(row, r)
-        })
-        .await
-        .context(CONTEXT)?;
-        Self::insert_rows(&mut tx, &sql_rollups::INSERT_HEATMAP_CELL, &rollups.heatmap, |row, r| {
-            sql_rollups::push_heatmap_cell(row, r)
-        })
-        .await
-        .context(CONTEXT)?;
-        Self::insert_rows(&mut tx, &sql_rollups::INSERT_CLIENT_ROLLUP, &rollups.clients, |row, r| {
-            sql_rollups::push_client_rollup(row, r)
-        })
-        .await
-        .context(CONTEXT)?;
-        Self::insert_rows(&mut tx, &sql_rollups::INSERT_OPPORTUNITY, &rollups.opportunities, |row, r| {
-            sql_rollups::push_opportunity(row, r)
-        })
-        .await
-        .context(CONTEXT)?;
+        Self::insert(&mut tx, name, period).await.context(CONTEXT)?;
+        Self::insert(&mut tx, name, &rollups.costs).await.context(CONTEXT)?;
+        Self::insert(&mut tx, name, &rollups.capacity).await.context(CONTEXT)?;
+        Self::insert(&mut tx, name, &rollups.heatmap).await.context(CONTEXT)?;
+        Self::insert(&mut tx, name, &rollups.clients).await.context(CONTEXT)?;
+        Self::insert(&mut tx, name, &rollups.opportunities).await.context(CONTEXT)?;
         tx.commit().await.context(CONTEXT)
     }
 
@@ -657,54 +603,26 @@ where
     async fn rollups(&self, period: &str) -> StoreResult<Option<Rollups>> {
         const CONTEXT: &str = "reading rollups";
         let mut tx = self.pool.begin_with(B::READ_BEGIN).await.context(CONTEXT)?;
-        let read = |query: &'static str| sqlx::query(query).bind(period);
-        let Some(head) =
-            read(sql_rollups::SELECT_PERIOD_ROLLUP).fetch_optional(&mut *tx).await.context(CONTEXT)?
+        let Some(head) = Self::read_table::<PeriodRollup>(&mut tx, period).await.context(CONTEXT)?.pop()
         else {
             return Ok(None);
         };
-        let costs = read(sql_rollups::SELECT_COST_ROLLUP).fetch_all(&mut *tx).await.context(CONTEXT)?;
-        let capacity =
-            read(sql_rollups::SELECT_CAPACITY_ROLLUP).fetch_all(&mut *tx).await.context(CONTEXT)?;
-        let heatmap = read(sql_rollups::SELECT_HEATMAP_CELL).fetch_all(&mut *tx).await.context(CONTEXT)?;
-        let clients = read(sql_rollups::SELECT_CLIENT_ROLLUP).fetch_all(&mut *tx).await.context(CONTEXT)?;
-        let opportunities =
-            read(sql_rollups::SELECT_OPPORTUNITY).fetch_all(&mut *tx).await.context(CONTEXT)?;
+        let rollups = Rollups {
+            period: head,
+            costs: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
+            capacity: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
+            heatmap: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
+            clients: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
+            opportunities: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
+        };
         tx.commit().await.context(CONTEXT)?;
-        Ok(Some(Rollups {
-            period: sql_rollups::read_period_rollup(&head).context(CONTEXT)?,
-            costs: costs
-                .iter()
-                .map(sql_rollups::read_cost_rollup)
-                .collect::<Result<_, _>>()
-                .context(CONTEXT)?,
-            capacity: capacity
-                .iter()
-                .map(sql_rollups::read_capacity_rollup)
-                .collect::<Result<_, _>>()
-                .context(CONTEXT)?,
-            heatmap: heatmap
-                .iter()
-                .map(sql_rollups::read_heatmap_cell)
-                .collect::<Result<_, _>>()
-                .context(CONTEXT)?,
-            clients: clients
-                .iter()
-                .map(sql_rollups::read_client_rollup)
-                .collect::<Result<_, _>>()
-                .context(CONTEXT)?,
-            opportunities: opportunities
-                .iter()
-                .map(sql_rollups::read_opportunity)
-                .collect::<Result<_, _>>()
-                .context(CONTEXT)?,
-        }))
+        Ok(Some(rollups))
     }
 
     async fn rollup_periods(&self) -> StoreResult<Vec<PeriodRollup>> {
         const CONTEXT: &str = "listing computed periods";
-        let rows = sqlx::query(sql::SELECT_ROLLUP_PERIODS).fetch_all(&self.pool).await.context(CONTEXT)?;
-        rows.iter().map(sql_rollups::read_period_rollup).collect::<Result<Vec<_>, _>>().context(CONTEXT)
+        let newest_first = PeriodRollup::sql().select_ordered("period DESC");
+        self.rows(sqlx::query(&newest_first), CONTEXT).await
     }
 
     async fn settings(&self) -> StoreResult<SettingsHistory> {
@@ -777,20 +695,19 @@ where
         by_cluster: bool,
     ) -> StoreResult<Vec<NamespaceCost>> {
         const CONTEXT: &str = "summing cost per namespace";
-        let rows = sqlx::query(sql::SELECT_NAMESPACE_COSTS)
-            .bind(period)
-            .bind(cluster.unwrap_or(""))
-            .bind(i64::from(by_cluster))
-            .fetch_all(&self.pool)
-            .await
-            .context(CONTEXT)?;
-        rows.iter().map(sql::namespace_cost).collect::<Result<Vec<_>, _>>().context(CONTEXT)
+        self.rows(
+            sqlx::query(sql::SELECT_NAMESPACE_COSTS)
+                .bind(period)
+                .bind(cluster.unwrap_or(""))
+                .bind(i64::from(by_cluster)),
+            CONTEXT,
+        )
+        .await
     }
 
     async fn periods(&self) -> StoreResult<Vec<PeriodSummary>> {
         const CONTEXT: &str = "listing cost periods";
-        let rows = sqlx::query(sql::SELECT_PERIODS).fetch_all(&self.pool).await.context(CONTEXT)?;
-        rows.iter().map(sql::period_summary).collect::<Result<Vec<_>, _>>().context(CONTEXT)
+        self.rows(sqlx::query(sql::SELECT_PERIODS), CONTEXT).await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = B::NAME, from = from, to = to, rows = gpu.len() + inference.len()))]
@@ -818,14 +735,8 @@ where
         for delete in [sql::DELETE_GPU_USAGE_WINDOW, sql::DELETE_INFERENCE_USAGE_WINDOW] {
             sqlx::query(delete).bind(from).bind(to).bind(cluster).execute(&mut *tx).await.context(CONTEXT)?;
         }
-        Self::insert_rows(&mut tx, &sql::INSERT_GPU_USAGE, gpu, |row, usage| sql::push_gpu_usage(row, usage))
-            .await
-            .context(CONTEXT)?;
-        Self::insert_rows(&mut tx, &sql::INSERT_INFERENCE_USAGE, inference, |row, usage| {
-            sql::push_inference_usage(row, usage)
-        })
-        .await
-        .context(CONTEXT)?;
+        Self::insert(&mut tx, "", gpu).await.context(CONTEXT)?;
+        Self::insert(&mut tx, "", inference).await.context(CONTEXT)?;
         let revision = Self::next_revision(&mut tx).await.context(CONTEXT)?;
         Self::touch_periods(&mut tx, &periods, revision).await.context(CONTEXT)?;
         tx.commit().await.context(CONTEXT)
@@ -833,44 +744,24 @@ where
 
     async fn gpu_usage(&self, from: i64, to: i64) -> StoreResult<Vec<GpuUsage>> {
         const CONTEXT: &str = "reading GPU usage";
-        let rows = sqlx::query(sql::SELECT_GPU_USAGE)
-            .bind(from)
-            .bind(to)
-            .fetch_all(&self.pool)
-            .await
-            .context(CONTEXT)?;
-        rows.iter().map(sql::gpu_usage).collect::<Result<Vec<_>, _>>().context(CONTEXT)
+        let window = sql::select_usage_window::<GpuUsage>();
+        self.rows(sqlx::query(&window).bind(from).bind(to), CONTEXT).await
     }
 
     async fn inference_usage(&self, from: i64, to: i64) -> StoreResult<Vec<InferenceUsage>> {
         const CONTEXT: &str = "reading inference usage";
-        let rows = sqlx::query(sql::SELECT_INFERENCE_USAGE)
-            .bind(from)
-            .bind(to)
-            .fetch_all(&self.pool)
-            .await
-            .context(CONTEXT)?;
-        rows.iter().map(sql::inference_usage).collect::<Result<Vec<_>, _>>().context(CONTEXT)
+        let window = sql::select_usage_window::<InferenceUsage>();
+        self.rows(sqlx::query(&window).bind(from).bind(to), CONTEXT).await
     }
 
     async fn gpu_allocations(&self, period: &str) -> StoreResult<Vec<GpuAllocation>> {
         const CONTEXT: &str = "reading GPU allocations";
-        let rows = sqlx::query(sql::SELECT_GPU_ALLOCATIONS)
-            .bind(period)
-            .fetch_all(&self.pool)
-            .await
-            .context(CONTEXT)?;
-        rows.iter().map(sql::gpu_allocation).collect::<Result<Vec<_>, _>>().context(CONTEXT)
+        self.rows(sqlx::query(sql::SELECT_GPU_ALLOCATIONS).bind(period), CONTEXT).await
     }
 
     async fn workload_costs(&self, period: &str) -> StoreResult<Vec<WorkloadCost>> {
         const CONTEXT: &str = "summing cost per workload";
-        let rows = sqlx::query(sql::SELECT_WORKLOAD_COSTS)
-            .bind(period)
-            .fetch_all(&self.pool)
-            .await
-            .context(CONTEXT)?;
-        rows.iter().map(sql::workload_cost).collect::<Result<Vec<_>, _>>().context(CONTEXT)
+        self.rows(sqlx::query(sql::SELECT_WORKLOAD_COSTS).bind(period), CONTEXT).await
     }
 
     async fn pod_costs(
@@ -882,25 +773,20 @@ where
         to: i64,
     ) -> StoreResult<Vec<PodCost>> {
         const CONTEXT: &str = "summing a workload's pods";
-        let rows = sqlx::query(sql::SELECT_POD_COSTS)
-            .bind(period)
-            .bind(namespace)
-            .bind(workload)
-            .bind(from)
-            .bind(to)
-            .fetch_all(&self.pool)
-            .await
-            .context(CONTEXT)?;
-        rows.iter().map(sql::pod_cost).collect::<Result<Vec<_>, _>>().context(CONTEXT)
+        self.rows(
+            sqlx::query(sql::SELECT_POD_COSTS)
+                .bind(period)
+                .bind(namespace)
+                .bind(workload)
+                .bind(from)
+                .bind(to),
+            CONTEXT,
+        )
+        .await
     }
 
     async fn pod_workloads(&self, period: &str) -> StoreResult<Vec<PodWorkload>> {
         const CONTEXT: &str = "reading pod workloads";
-        let rows = sqlx::query(sql::SELECT_POD_WORKLOADS)
-            .bind(period)
-            .fetch_all(&self.pool)
-            .await
-            .context(CONTEXT)?;
-        rows.iter().map(sql::pod_workload).collect::<Result<Vec<_>, _>>().context(CONTEXT)
+        self.rows(sqlx::query(sql::SELECT_POD_WORKLOADS).bind(period), CONTEXT).await
     }
 }
