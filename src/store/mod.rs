@@ -1,10 +1,12 @@
 //! The store: the only place that speaks SQL.
 //!
-//! [`Store`] is one trait with one implementation, [`SqlStore<B>`], generic over a
-//! [`Backend`]: [`sqlite::Sqlite`] (the embedded default, [`sqlite::SqliteStore`]) and
-//! [`postgres::Postgres`] (for teams, [`postgres::PgStore`]). Both run the same SQL text
-//! (`sql.rs`, `sql_rollups.rs`); a backend names only its driver, bind limit, transaction
-//! begins, write lock and migrations. Each backend has its own migrations under
+//! [`Store`] is one trait per domain ([`RunStore`], [`CostStore`], [`UsageStore`],
+//! [`RollupStore`], [`SettingsStore`]) gathered under one name, with one implementation,
+//! [`SqlStore<B>`], generic over a [`Backend`]: [`sqlite::Sqlite`] (the embedded default,
+//! [`sqlite::SqliteStore`]) and [`postgres::Postgres`] (for teams, [`postgres::PgStore`]). Both
+//! run the same SQL text (`sql.rs`, `sql_rollups.rs`, each table's columns written once with
+//! `table!`); a backend names only its driver, bind limit, transaction begins, write lock and
+//! migrations. Each backend has its own migrations under
 //! `migrations/<backend>/`, embedded in the binary and applied on [`connect`].
 //!
 //! Invariants every implementation keeps:
@@ -125,19 +127,9 @@ impl PeriodSource for WholePeriod<'_> {
     }
 }
 
-/// Everything gpuledger keeps, behind one interface so SQLite and Postgres pass the same tests.
+/// Ingest and compute runs, the data revision and the periods waiting to be computed.
 #[async_trait]
-pub trait Store: Send + Sync {
-    /// `sqlite` or `postgres`.
-    fn backend(&self) -> &'static str;
-
-    /// Applies the embedded migrations that are not applied yet; returns how many ran.
-    /// Concurrent callers wait for each other; an edited applied migration is refused.
-    async fn migrate(&self) -> StoreResult<usize>;
-
-    /// Where the schema stands, read without changing anything.
-    async fn schema_status(&self) -> StoreResult<SchemaStatus>;
-
+pub trait RunStore: Send + Sync {
     /// Records the start of an ingest run and returns its id.
     async fn begin_ingest_run(&self, run: &NewIngestRun) -> StoreResult<i64>;
 
@@ -158,15 +150,19 @@ pub trait Store: Send + Sync {
         alive: &(dyn Fn(i64) -> bool + Sync),
     ) -> StoreResult<usize>;
 
-    /// The data version of the stored bill of `period` (written in the same transaction as
-    /// the bill, so it can never name data that did not land).
-    async fn cost_data_version(&self, period: &str) -> StoreResult<Option<String>>;
-
     /// Billing periods whose rollups are missing or older than their inputs, oldest first.
     async fn pending_periods(&self) -> StoreResult<Vec<String>>;
 
     /// A counter every write of data or rollups raises: what caches key on.
     async fn data_revision(&self) -> StoreResult<i64>;
+}
+
+/// Billing periods: the bill as ingested, its pods and their aggregates, and what `compute` reads of them.
+#[async_trait]
+pub trait CostStore: Send + Sync {
+    /// The data version of the stored bill of `period` (written in the same transaction as
+    /// the bill, so it can never name data that did not land).
+    async fn cost_data_version(&self, period: &str) -> StoreResult<Option<String>>;
 
     /// Replaces a billing period whole, in one transaction: the period's previous pods, pod-day
     /// and GPU pod-hour sums, instance hours, other costs and bill lines are removed and the new
@@ -201,23 +197,6 @@ pub trait Store: Send + Sync {
     /// Stored billing periods, newest first.
     async fn periods(&self) -> StoreResult<Vec<PeriodSummary>>;
 
-    /// Replaces GPU usage and inference usage for hours in `[from, to)` of one `cluster` (of
-    /// every cluster when empty), in one transaction.
-    async fn replace_usage_window(
-        &self,
-        from: i64,
-        to: i64,
-        cluster: &str,
-        gpu: &[GpuUsage],
-        inference: &[InferenceUsage],
-    ) -> StoreResult<()>;
-
-    /// GPU usage rows with `from <= hour < to`, in a stable order.
-    async fn gpu_usage(&self, from: i64, to: i64) -> StoreResult<Vec<GpuUsage>>;
-
-    /// Inference rows with `from <= hour < to`, in a stable order.
-    async fn inference_usage(&self, from: i64, to: i64) -> StoreResult<Vec<InferenceUsage>>;
-
     /// Each pod's accelerator (GPU) split usage per hour in a billing period.
     async fn gpu_allocations(&self, period: &str) -> StoreResult<Vec<GpuAllocation>>;
 
@@ -240,7 +219,32 @@ pub trait Store: Send + Sync {
     /// What `compute` needs of a billing period's bill, or `None` when it is not stored; the
     /// measured GPU-hours below `idle_threshold` are counted per GPU (or MIG instance).
     async fn compute_inputs(&self, period: &str, idle_threshold: f64) -> StoreResult<Option<ComputeInputs>>;
+}
 
+/// Measured GPU and inference usage, per hour.
+#[async_trait]
+pub trait UsageStore: Send + Sync {
+    /// Replaces GPU usage and inference usage for hours in `[from, to)` of one `cluster` (of
+    /// every cluster when empty), in one transaction.
+    async fn replace_usage_window(
+        &self,
+        from: i64,
+        to: i64,
+        cluster: &str,
+        gpu: &[GpuUsage],
+        inference: &[InferenceUsage],
+    ) -> StoreResult<()>;
+
+    /// GPU usage rows with `from <= hour < to`, in a stable order.
+    async fn gpu_usage(&self, from: i64, to: i64) -> StoreResult<Vec<GpuUsage>>;
+
+    /// Inference rows with `from <= hour < to`, in a stable order.
+    async fn inference_usage(&self, from: i64, to: i64) -> StoreResult<Vec<InferenceUsage>>;
+}
+
+/// What `compute` materializes per period, and the chargebacks it replaced.
+#[async_trait]
+pub trait RollupStore: Send + Sync {
     /// Replaces a period's rollups whole, in one transaction. Refused ([`StoreError::Stale`])
     /// when the period's inputs changed since they were read, or newer rollups are stored.
     async fn replace_rollups(&self, rollups: &Rollups) -> StoreResult<()>;
@@ -251,15 +255,40 @@ pub trait Store: Send + Sync {
     /// Computed periods, newest first.
     async fn rollup_periods(&self) -> StoreResult<Vec<PeriodRollup>>;
 
+    /// A period's chargeback as it stood before each compute that changed it, newest first.
+    async fn chargeback_snapshots(&self, period: &str) -> StoreResult<Vec<ChargebackSnapshot>>;
+}
+
+/// Settings (clients, pools, mappings, engine) with the month each takes effect.
+#[async_trait]
+pub trait SettingsStore: Send + Sync {
     /// Every stored version of every setting.
     async fn settings(&self) -> StoreResult<SettingsHistory>;
 
     /// Saves versions of settings in one transaction, each replacing the stored version of
     /// the same setting and month.
     async fn save_settings(&self, versions: &[SettingVersion]) -> StoreResult<()>;
+}
 
-    /// A period's chargeback as it stood before each compute that changed it, newest first.
-    async fn chargeback_snapshots(&self, period: &str) -> StoreResult<Vec<ChargebackSnapshot>>;
+/// Everything gpuledger keeps, behind one interface so SQLite and Postgres pass the same tests:
+/// one trait per domain, so each feature has a room of its own (invoices, users and alerts
+/// get theirs). Bring the domain traits into scope with `use crate::store::prelude::*`.
+#[async_trait]
+pub trait Store: RunStore + CostStore + UsageStore + RollupStore + SettingsStore {
+    /// `sqlite` or `postgres`.
+    fn backend(&self) -> &'static str;
+
+    /// Applies the embedded migrations that are not applied yet; returns how many ran.
+    /// Concurrent callers wait for each other; an edited applied migration is refused.
+    async fn migrate(&self) -> StoreResult<usize>;
+
+    /// Where the schema stands, read without changing anything.
+    async fn schema_status(&self) -> StoreResult<SchemaStatus>;
+}
+
+/// The store's traits, for callers of `dyn Store`.
+pub mod prelude {
+    pub use super::{CostStore, RollupStore, RunStore, SettingsStore, Store, UsageStore};
 }
 
 /// Opens the database named by `url` and applies pending migrations.

@@ -3,10 +3,11 @@
 //! `GPULEDGER_TEST_POSTGRES_URL` is set (see `helpers`).
 
 use gpuledger::settings::{ClientTerms, EffectiveFrom, Pool, ShareRule};
+use gpuledger::store::prelude::*;
 use gpuledger::store::sqlite::SqliteStore;
 use gpuledger::store::{
     BillLine, ClientRule, CostFact, CostPeriod, GpuUsage, InferenceUsage, IngestOutcome, IngestRun,
-    InstanceHour, NewIngestRun, OtherCost, PeriodSummary, RunStatus, Store, connect,
+    InstanceHour, NewIngestRun, OtherCost, PeriodSummary, RunStatus, connect,
 };
 
 use crate::helpers;

@@ -1,0 +1,239 @@
+//! Billing periods: the bill, its pods and aggregates, and what compute reads of them.
+
+use sqlx::{Database, Encode, Executor, IntoArguments, Type};
+
+use super::{Backend, SqlStore};
+use crate::store::sql::{self, ReadRow};
+use crate::store::sql_rollups;
+use crate::store::*;
+
+#[async_trait::async_trait]
+impl<B: Backend> CostStore for SqlStore<B>
+where
+    <B::Db as Database>::Row: ReadRow,
+    for<'c> &'c mut <B::Db as Database>::Connection: Executor<'c, Database = B::Db>,
+    for<'q> <B::Db as Database>::Arguments<'q>: IntoArguments<'q, B::Db> + Default,
+    for<'q> i64: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> Option<i64>: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> f64: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> String: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> &'q str: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> Option<&'q str>: Encode<'q, B::Db> + Type<B::Db>,
+{
+    async fn cost_data_version(&self, period: &str) -> StoreResult<Option<String>> {
+        const CONTEXT: &str = "reading a period's data version";
+        let row = sqlx::query(sql::SELECT_COST_DATA_VERSION)
+            .bind(period)
+            .bind(sql::READER_VERSION)
+            .fetch_optional(&self.pool)
+            .await
+            .context(CONTEXT)?;
+        row.map(|row| row.text("data_version")).transpose().context(CONTEXT)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = B::NAME, period = name))]
+    async fn replace_cost_period_from(
+        &self,
+        name: &str,
+        source: &mut dyn crate::store::PeriodSource,
+    ) -> StoreResult<()> {
+        const CONTEXT: &str = "replacing a cost period";
+        // Dropping `tx` on any early return rolls everything back.
+        let mut tx = self.pool.begin_with(B::WRITE_BEGIN).await.context(CONTEXT)?;
+        Self::lock_for_transaction(&mut tx, &format!("cost:{name}")).await.context(CONTEXT)?;
+        for delete in sql::DELETE_PERIOD {
+            sqlx::query(delete).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
+        }
+        for table in sql_rollups::period_tables() {
+            sqlx::query(&table.delete_period).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
+        }
+        let mut fact_rows = 0i64;
+        let mut aggregates = crate::store::aggregate::FactAggregates::default();
+        while let Some(batch) = source.next_batch().await {
+            Self::insert_batch_pods(&mut tx, name, &batch).await.context(CONTEXT)?;
+            aggregates.add(&batch.facts);
+            fact_rows += batch.facts.len() as i64;
+        }
+        let tail = source.finish().await.map_err(StoreError::Source)?;
+        let time_sliced = aggregates.share_oversubscribed_gpus(&tail.pods);
+        if time_sliced > 0 {
+            tracing::info!(
+                instance_hours = time_sliced,
+                "time-sliced GPUs: allocated GPU-hours shared by split usage"
+            );
+        }
+        let period = &tail.period;
+        sqlx::query(sql::INSERT_COST_PERIOD)
+            .bind(name)
+            .bind(period.data_version.as_str())
+            .bind(period.bill_unblended_micros)
+            .bind(period.bill_amortized_micros)
+            .bind(chrono::Utc::now().timestamp())
+            .bind(fact_rows)
+            .bind(period.net_amortized_micros)
+            .bind(period.kubernetes_micros)
+            .bind(period.unallocated_ec2_micros)
+            .bind(period.currency.as_str())
+            .bind(sql::READER_VERSION)
+            .execute(&mut *tx)
+            .await
+            .context(CONTEXT)?;
+        Self::insert(&mut tx, name, &tail.pods).await.context(CONTEXT)?;
+        Self::insert(&mut tx, name, &period.instance_hours).await.context(CONTEXT)?;
+        Self::insert(&mut tx, name, &period.other_costs).await.context(CONTEXT)?;
+        Self::insert(&mut tx, name, &period.bill_lines).await.context(CONTEXT)?;
+        let pod_days = aggregates.pod_days();
+        Self::insert(&mut tx, name, &pod_days).await.context(CONTEXT)?;
+        let gpu_hours = aggregates.gpu_pod_hours();
+        Self::insert(&mut tx, name, &gpu_hours).await.context(CONTEXT)?;
+        let revision = Self::next_revision(&mut tx).await.context(CONTEXT)?;
+        Self::touch_periods(&mut tx, &[name.to_string()], revision).await.context(CONTEXT)?;
+        tracing::debug!(phase = "commit", period = name, revision, "committing the period");
+        tx.commit().await.context(CONTEXT)
+    }
+
+    async fn cost_period(&self, period: &str) -> StoreResult<Option<CostPeriod>> {
+        self.read_period(period, true).await
+    }
+
+    async fn bill(&self, period: &str) -> StoreResult<Option<CostPeriod>> {
+        self.read_period(period, false).await
+    }
+
+    async fn namespace_costs(
+        &self,
+        period: &str,
+        cluster: Option<&str>,
+        by_cluster: bool,
+    ) -> StoreResult<Vec<NamespaceCost>> {
+        const CONTEXT: &str = "summing cost per namespace";
+        self.rows(
+            sqlx::query(sql::SELECT_NAMESPACE_COSTS)
+                .bind(period)
+                .bind(cluster.unwrap_or(""))
+                .bind(i64::from(by_cluster)),
+            CONTEXT,
+        )
+        .await
+    }
+
+    async fn periods(&self) -> StoreResult<Vec<PeriodSummary>> {
+        const CONTEXT: &str = "listing cost periods";
+        self.rows(sqlx::query(sql::SELECT_PERIODS), CONTEXT).await
+    }
+
+    async fn gpu_allocations(&self, period: &str) -> StoreResult<Vec<GpuAllocation>> {
+        const CONTEXT: &str = "reading GPU allocations";
+        self.rows(sqlx::query(sql::SELECT_GPU_ALLOCATIONS).bind(period), CONTEXT).await
+    }
+
+    async fn workload_costs(&self, period: &str) -> StoreResult<Vec<WorkloadCost>> {
+        const CONTEXT: &str = "summing cost per workload";
+        self.rows(sqlx::query(sql::SELECT_WORKLOAD_COSTS).bind(period), CONTEXT).await
+    }
+
+    async fn pod_costs(
+        &self,
+        period: &str,
+        namespace: &str,
+        workload: &str,
+        from: i64,
+        to: i64,
+    ) -> StoreResult<Vec<PodCost>> {
+        const CONTEXT: &str = "summing a workload's pods";
+        self.rows(
+            sqlx::query(sql::SELECT_POD_COSTS)
+                .bind(period)
+                .bind(namespace)
+                .bind(workload)
+                .bind(from)
+                .bind(to),
+            CONTEXT,
+        )
+        .await
+    }
+
+    async fn pod_workloads(&self, period: &str) -> StoreResult<Vec<PodWorkload>> {
+        const CONTEXT: &str = "reading pod workloads";
+        self.rows(sqlx::query(sql::SELECT_POD_WORKLOADS).bind(period), CONTEXT).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = B::NAME, period = period))]
+    async fn compute_inputs(&self, period: &str, idle_threshold: f64) -> StoreResult<Option<ComputeInputs>> {
+        const CONTEXT: &str = "reading a period for compute";
+        let aggregated = sqlx::query(sql_rollups::COUNT_POD_DAYS)
+            .bind(period)
+            .fetch_one(&self.pool)
+            .await
+            .and_then(|row| row.int("n"))
+            .context(CONTEXT)?;
+        if aggregated == 0 {
+            let mut tx = self.pool.begin_with(B::WRITE_BEGIN).await.context(CONTEXT)?;
+            for backfill in sql_rollups::BACKFILL_AGGREGATES {
+                sqlx::query(backfill).bind(period).execute(&mut *tx).await.context(CONTEXT)?;
+            }
+            tx.commit().await.context(CONTEXT)?;
+        }
+        let mut tx = self.pool.begin_with(B::READ_BEGIN).await.context(CONTEXT)?;
+        let Some(head) = sqlx::query(sql::SELECT_COST_PERIOD)
+            .bind(period)
+            .fetch_optional(&mut *tx)
+            .await
+            .context(CONTEXT)?
+        else {
+            return Ok(None);
+        };
+        let (from, to) = match period.parse::<crate::period::Period>() {
+            Ok(p) => (p.start(), p.end()),
+            Err(_) => (0, 0),
+        };
+        let by_period = |query: &'static str| sqlx::query(query).bind(period);
+        let in_hours = |query: &'static str| sqlx::query(query).bind(from).bind(to);
+        let unused = by_period(sql::SELECT_UNUSED_COMMITMENT).fetch_one(&mut *tx).await.context(CONTEXT)?;
+        let input_revision =
+            Self::optional_int(&mut tx, sql::SELECT_PERIOD_INPUT_REVISION, period, "revision")
+                .await
+                .context(CONTEXT)?
+                .unwrap_or(1);
+        let inputs = ComputeInputs {
+            period: period.to_string(),
+            input_revision,
+            bill_unblended_micros: head.int("bill_unblended_micros").context(CONTEXT)?,
+            bill_amortized_micros: head.int("bill_amortized_micros").context(CONTEXT)?,
+            kubernetes_micros: head.int("kubernetes_micros").context(CONTEXT)?,
+            unallocated_ec2_micros: head.int("unallocated_ec2_micros").context(CONTEXT)?,
+            pods: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
+            pod_days: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
+            gpu_pod_hours: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
+            capacity: Self::fetch_rows(&mut tx, by_period(sql_rollups::SELECT_CAPACITY_SUMS))
+                .await
+                .context(CONTEXT)?,
+            other_cost_micros: by_period(sql::SELECT_OTHER_COST_TOTAL)
+                .fetch_one(&mut *tx)
+                .await
+                .and_then(|row| row.int("total"))
+                .context(CONTEXT)?,
+            unused_savings_plan_micros: unused.int("savings_plan").context(CONTEXT)?,
+            unused_reservation_micros: unused.int("reservation").context(CONTEXT)?,
+            other_groups: Self::fetch_rows(&mut tx, by_period(sql_rollups::SELECT_OTHER_COST_GROUPS))
+                .await
+                .context(CONTEXT)?,
+            measured: Self::fetch_rows(
+                &mut tx,
+                in_hours(sql_rollups::SELECT_MEASURED_POD_HOURS).bind(idle_threshold),
+            )
+            .await
+            .context(CONTEXT)?,
+            unattributed: Self::read_all(&mut tx, in_hours(sql_rollups::SELECT_UNATTRIBUTED), |row| {
+                Ok((row.text("gpu_model")?, row.float("gpu_hours")?))
+            })
+            .await
+            .context(CONTEXT)?,
+            served: Self::fetch_rows(&mut tx, in_hours(sql_rollups::SELECT_SERVED_POD_HOURS))
+                .await
+                .context(CONTEXT)?,
+        };
+        tx.commit().await.context(CONTEXT)?;
+        Ok(Some(inputs))
+    }
+}

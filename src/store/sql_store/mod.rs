@@ -1,0 +1,292 @@
+//! The one [`Store`] implementation both backends share, generic over a [`Backend`]: the
+//! statements are the same text (`sql.rs`, `sql_rollups.rs`), and a backend names only what
+//! differs — its driver, its migrations, its bind limit, how a transaction begins and how a
+//! writer locks what it replaces. Each domain's trait is implemented in its own file.
+
+mod costs;
+mod rollups;
+mod runs;
+mod settings;
+mod usage;
+
+use std::marker::PhantomData;
+
+use futures_util::TryStreamExt;
+use sqlx::query_builder::Separated;
+use sqlx::{Database, Encode, Executor, IntoArguments, Pool, Type};
+
+use super::migrations::{self, Migration, MigrationLock};
+use super::sql::{self, ReadRow};
+use super::table::{FromRow, Table};
+use super::{CostPeriod, SqlContext, Store, StoreResult};
+
+/// What one database needs said that the shared SQL cannot say.
+pub trait Backend: Send + Sync + 'static {
+    /// The sqlx driver.
+    type Db: Database;
+    /// `sqlite` or `postgres`.
+    const NAME: &'static str;
+    /// Bound values one statement may carry.
+    const MAX_BINDS: usize;
+    /// How a write transaction begins.
+    const WRITE_BEGIN: &'static str;
+    /// How a read transaction that must see one snapshot begins.
+    const READ_BEGIN: &'static str;
+    /// A statement taking a transaction-scoped lock on `$1` (a [`lock_key`]), or empty where
+    /// the write transaction already excludes other writers.
+    const XACT_LOCK: &'static str;
+    /// The embedded migrations, oldest first.
+    const MIGRATIONS: &'static [Migration];
+    /// How migrating processes keep apart.
+    const MIGRATION_LOCK: MigrationLock;
+
+    /// How many rows a statement changed.
+    fn rows_affected(result: &<Self::Db as Database>::QueryResult) -> u64;
+
+    /// Inserts `rows` with as few multi-row `INSERT`s as [`Backend::MAX_BINDS`] allows. Written
+    /// once per backend ([`bulk_insert!`]): a `QueryBuilder` borrows the values it binds,
+    /// and only a concrete driver lets that borrow end before the builder does.
+    fn insert_rows<'c, 'a, T: Sync>(
+        conn: &'c mut <Self::Db as Database>::Connection,
+        head: &'static str,
+        rows_per_statement: usize,
+        rows: &'a [T],
+        push_row: impl FnMut(&mut Separated<'_, 'a, Self::Db, &'static str>, &'a T) + Send + 'c,
+    ) -> impl std::future::Future<Output = Result<(), sqlx::Error>> + Send + 'c
+    where
+        'a: 'c;
+}
+
+/// The body of [`Backend::insert_rows`] for one concrete driver.
+macro_rules! bulk_insert {
+    () => {
+        fn insert_rows<'c, 'a, T: Sync>(
+            conn: &'c mut <Self::Db as sqlx::Database>::Connection,
+            head: &'static str,
+            rows_per_statement: usize,
+            rows: &'a [T],
+            mut push_row: impl FnMut(&mut sqlx::query_builder::Separated<'_, 'a, Self::Db, &'static str>, &'a T)
+            + Send
+            + 'c,
+        ) -> impl std::future::Future<Output = Result<(), sqlx::Error>> + Send + 'c
+        where
+            'a: 'c,
+        {
+            async move {
+                for chunk in rows.chunks(rows_per_statement) {
+                    let mut builder: sqlx::QueryBuilder<'a, Self::Db> = sqlx::QueryBuilder::new(head);
+                    builder.push_values(chunk, |mut row, item| push_row(&mut row, item));
+                    sqlx::Executor::execute(&mut *conn, builder.build()).await?;
+                }
+                Ok(())
+            }
+        }
+    };
+}
+pub(crate) use bulk_insert;
+
+/// A [`Store`] over one connection pool of backend `B`.
+pub struct SqlStore<B: Backend> {
+    pub(crate) pool: Pool<B::Db>,
+    backend: PhantomData<B>,
+}
+
+impl<B: Backend> SqlStore<B> {
+    pub(crate) fn with_pool(pool: Pool<B::Db>) -> SqlStore<B> {
+        SqlStore { pool, backend: PhantomData }
+    }
+}
+
+/// The 64-bit key of a named advisory lock (FNV-1a of the name): stable across processes and
+/// versions, which is all a lock key needs.
+pub(crate) fn lock_key(name: &str) -> i64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in name.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash as i64
+}
+
+// `ReadRow` is the crate's own row reader; these helpers are private, so its narrower
+// visibility leaks nothing.
+#[allow(private_bounds)]
+impl<B: Backend> SqlStore<B>
+where
+    <B::Db as Database>::Row: ReadRow,
+    for<'c> &'c mut <B::Db as Database>::Connection: Executor<'c, Database = B::Db>,
+    for<'q> <B::Db as Database>::Arguments<'q>: IntoArguments<'q, B::Db> + Default,
+    for<'q> i64: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> Option<i64>: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> f64: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> String: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> &'q str: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> Option<&'q str>: Encode<'q, B::Db> + Type<B::Db>,
+{
+    /// Takes the named lock until the transaction ends: a second writer of the same period
+    /// or window waits here, then replaces what the first wrote (never adds to it).
+    async fn lock_for_transaction(
+        conn: &mut <B::Db as Database>::Connection,
+        name: &str,
+    ) -> Result<(), sqlx::Error> {
+        if B::XACT_LOCK.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(B::XACT_LOCK).bind(lock_key(name)).execute(&mut *conn).await.map(|_| ())
+    }
+
+    /// Takes the next data revision. Run last before commit: on Postgres the counter row
+    /// stays locked until then.
+    async fn next_revision(conn: &mut <B::Db as Database>::Connection) -> Result<i64, sqlx::Error> {
+        sqlx::query(sql::NEXT_REVISION).fetch_one(&mut *conn).await?.int("value")
+    }
+
+    /// One integer column of the row `query` finds for `key`, if there is one.
+    async fn optional_int(
+        conn: &mut <B::Db as Database>::Connection,
+        query: &'static str,
+        key: &str,
+        column: &'static str,
+    ) -> Result<Option<i64>, sqlx::Error> {
+        let row = sqlx::query(query).bind(key).fetch_optional(&mut *conn).await?;
+        row.map(|row| row.int(column)).transpose()
+    }
+
+    /// Marks each billing period in `periods` as changed at `revision`.
+    async fn touch_periods(
+        conn: &mut <B::Db as Database>::Connection,
+        periods: &[String],
+        revision: i64,
+    ) -> Result<(), sqlx::Error> {
+        for period in periods {
+            sqlx::query(sql::TOUCH_PERIOD_INPUTS)
+                .bind(period.as_str())
+                .bind(revision)
+                .execute(&mut *conn)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// A stored period read in one snapshot (a concurrent replace is seen whole or not at
+    /// all): its totals, other costs and bill lines, and with `whole` its facts (periods stored
+    /// before facts were summed) and instance-hours.
+    async fn read_period(&self, period: &str, whole: bool) -> StoreResult<Option<CostPeriod>> {
+        const CONTEXT: &str = "reading a cost period";
+        let mut tx = self.pool.begin_with(B::READ_BEGIN).await.context(CONTEXT)?;
+        let Some(head) = sqlx::query(sql::SELECT_COST_PERIOD)
+            .bind(period)
+            .fetch_optional(&mut *tx)
+            .await
+            .context(CONTEXT)?
+        else {
+            return Ok(None);
+        };
+        let mut stored = sql::cost_period(&head).context(CONTEXT)?;
+        if whole {
+            stored.cost_facts = Self::fetch_rows(&mut tx, sqlx::query(sql::SELECT_COST_FACTS).bind(period))
+                .await
+                .context(CONTEXT)?;
+            stored.instance_hours = Self::read_table(&mut tx, period).await.context(CONTEXT)?;
+        }
+        stored.other_costs = Self::read_table(&mut tx, period).await.context(CONTEXT)?;
+        stored.bill_lines = Self::read_table(&mut tx, period).await.context(CONTEXT)?;
+        tx.commit().await.context(CONTEXT)?;
+        Ok(Some(stored))
+    }
+
+    /// Writes a batch's new pods to `cost_pods`. Its facts are not stored: the period keeps
+    /// their pod-day and GPU pod-hour aggregates (what every page, report and compute reads),
+    /// and the CUR itself stays the line-level record.
+    async fn insert_batch_pods(
+        conn: &mut <B::Db as Database>::Connection,
+        period: &str,
+        batch: &crate::store::FactBatch,
+    ) -> Result<(), sqlx::Error> {
+        Self::insert(conn, period, &batch.pods).await
+    }
+
+    /// Streams a query's rows through `map`, so the driver's rows are never all held at once.
+    async fn read_all<'q, T>(
+        conn: &mut <B::Db as Database>::Connection,
+        query: sqlx::query::Query<'q, B::Db, <B::Db as sqlx::Database>::Arguments<'q>>,
+        map: impl Fn(&<B::Db as sqlx::Database>::Row) -> Result<T, sqlx::Error>,
+    ) -> Result<Vec<T>, sqlx::Error> {
+        let mut rows = query.fetch(&mut *conn);
+        let mut out = Vec::new();
+        while let Some(row) = rows.try_next().await? {
+            out.push(map(&row)?);
+        }
+        Ok(out)
+    }
+
+    /// Inserts `rows` into their table with as few multi-row `INSERT`s as the bind limit
+    /// allows; `period` fills the leading column of a table keyed by period.
+    async fn insert<'a, T: Table>(
+        conn: &mut <B::Db as Database>::Connection,
+        period: &'a str,
+        rows: &'a [T],
+    ) -> Result<(), sqlx::Error> {
+        let sql = T::sql();
+        let insert = sql.insert();
+        B::insert_rows(conn, insert.head, insert.rows_per_statement(B::MAX_BINDS), rows, move |row, item| {
+            if sql.keyed_by_period {
+                sql::PushRow::text(row, period);
+            }
+            item.bind(row);
+        })
+        .await
+    }
+
+    /// Reads a query's rows as `T`, streamed.
+    async fn fetch_rows<'q, T: FromRow>(
+        conn: &mut <B::Db as Database>::Connection,
+        query: sqlx::query::Query<'q, B::Db, <B::Db as sqlx::Database>::Arguments<'q>>,
+    ) -> Result<Vec<T>, sqlx::Error> {
+        Self::read_all(conn, query, |row| T::from_row(row)).await
+    }
+
+    /// A query's rows as `T`, on a connection of the pool.
+    async fn rows<'q, T: FromRow>(
+        &self,
+        query: sqlx::query::Query<'q, B::Db, <B::Db as sqlx::Database>::Arguments<'q>>,
+        context: &'static str,
+    ) -> StoreResult<Vec<T>> {
+        let mut conn = self.pool.acquire().await.context(context)?;
+        Self::fetch_rows(&mut conn, query).await.context(context)
+    }
+
+    /// Every row of `T`'s table for `period`, in its stable order.
+    async fn read_table<T: Table>(
+        conn: &mut <B::Db as Database>::Connection,
+        period: &str,
+    ) -> Result<Vec<T>, sqlx::Error> {
+        Self::fetch_rows(conn, sqlx::query(&T::sql().select_period).bind(period)).await
+    }
+}
+
+#[async_trait::async_trait]
+impl<B: Backend> Store for SqlStore<B>
+where
+    <B::Db as Database>::Row: ReadRow,
+    for<'c> &'c mut <B::Db as Database>::Connection: Executor<'c, Database = B::Db>,
+    for<'q> <B::Db as Database>::Arguments<'q>: IntoArguments<'q, B::Db> + Default,
+    for<'q> i64: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> Option<i64>: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> f64: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> String: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> &'q str: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> Option<&'q str>: Encode<'q, B::Db> + Type<B::Db>,
+{
+    fn backend(&self) -> &'static str {
+        B::NAME
+    }
+
+    async fn migrate(&self) -> StoreResult<usize> {
+        migrations::apply(&self.pool, B::MIGRATIONS, &B::MIGRATION_LOCK).await
+    }
+
+    async fn schema_status(&self) -> StoreResult<migrations::SchemaStatus> {
+        migrations::check(&self.pool, B::MIGRATIONS).await
+    }
+}
