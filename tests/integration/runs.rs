@@ -182,9 +182,11 @@ fn a_cur_ingest_killed_at_20_random_moments_recovers_on_a_plain_rerun() {
         .collect();
     kills.extend((1..=3).map(Kill::OnCommit));
     let mut landed: BTreeMap<String, usize> = BTreeMap::new();
+    let mut killed = Vec::new();
     for (attempt, kill) in kills.iter().enumerate() {
         let url = sqlite_url(dir.path(), &format!("crash-{attempt}.db"));
-        let phase = kill_ingest(&url, &source, kill);
+        let (phase, pid) = kill_ingest(&url, &source, kill);
+        killed.push(pid.to_string());
         let key = match kill {
             Kill::At(_) => phase.clone(),
             Kill::OnCommit(_) => format!("{phase} (on commit)"),
@@ -205,7 +207,8 @@ fn a_cur_ingest_killed_at_20_random_moments_recovers_on_a_plain_rerun() {
         }
         assert_eq!(after.len(), reference.len());
     }
-    // The killed runs' scratch folders were cleaned up by the runs after them.
+    // The killed runs' scratch folders were cleaned up by the runs after them (only this
+    // test's kills count: other tests run processes of their own meanwhile).
     let scratch: Vec<String> = std::fs::read_dir(std::env::temp_dir())
         .unwrap()
         .flatten()
@@ -213,7 +216,7 @@ fn a_cur_ingest_killed_at_20_random_moments_recovers_on_a_plain_rerun() {
         .filter(|name| name.starts_with("gpuledger-ingest-"))
         .filter(|name| {
             let pid = name.trim_start_matches("gpuledger-ingest-").split('-').next().unwrap_or("");
-            !Path::new(&format!("/proc/{pid}")).exists()
+            killed.iter().any(|k| k == pid) && !Path::new(&format!("/proc/{pid}")).exists()
         })
         .collect();
     assert!(scratch.is_empty(), "abandoned scratch folders left: {scratch:?}");
@@ -236,7 +239,7 @@ enum Kill {
 
 /// Runs `ingest cur` and SIGKILLs it as `kill` says; returns the phase its log last
 /// announced (or `finished` when it ended first).
-fn kill_ingest(url: &str, source: &str, kill: &Kill) -> String {
+fn kill_ingest(url: &str, source: &str, kill: &Kill) -> (String, u32) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_gpuledger"))
         .args(["--database-url", url, "ingest", "cur", source])
         .env("RUST_LOG", "gpuledger=debug")
@@ -279,7 +282,8 @@ fn kill_ingest(url: &str, source: &str, kill: &Kill) -> String {
     child.wait().unwrap();
     reader.join().unwrap();
     log.extend(received.try_iter().map(|line| line + "\n"));
-    if finished { "finished".to_string() } else { last_phase(&log) }
+    let phase = if finished { "finished".to_string() } else { last_phase(&log) };
+    (phase, child.id())
 }
 
 #[tokio::test]
