@@ -63,6 +63,52 @@ pub enum Command {
     /// versions.
     #[command(subcommand)]
     Settings(SettingsCommand),
+    /// Accounts of the dashboard: roles and the clients a manager or client user sees.
+    #[command(subcommand)]
+    Users(UsersCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UsersCommand {
+    /// Add a user. The password is read from stdin (`--password-stdin`); without it the user
+    /// can sign in only through a trusted proxy.
+    Add(UserAddArgs),
+    /// Every user with its role, clients and state.
+    List {
+        #[arg(long, value_enum, default_value = "table")]
+        format: OutputFormat,
+    },
+    /// Change a user's role (and the clients of a manager or client user).
+    SetRole {
+        name: String,
+        role: crate::auth::Role,
+        /// Comma-separated clients, for the manager and client roles.
+        #[arg(long, default_value = "")]
+        clients: String,
+    },
+    /// Disable a user: signing in is refused and its sessions end at once.
+    Disable { name: String },
+    /// Enable a disabled user again.
+    Enable { name: String },
+    /// Set a new password, read from stdin; the user's sessions end.
+    ResetPassword {
+        name: String,
+        #[arg(long)]
+        password_stdin: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct UserAddArgs {
+    pub name: String,
+    #[arg(long)]
+    pub role: crate::auth::Role,
+    /// Comma-separated clients, for the manager and client roles.
+    #[arg(long, default_value = "")]
+    pub clients: String,
+    /// Read the password from stdin (one line).
+    #[arg(long)]
+    pub password_stdin: bool,
 }
 
 #[derive(Debug, Args)]
@@ -452,6 +498,29 @@ pub struct ServeArgs {
     /// when the schema is older than this gpuledger.
     #[arg(long, env = "GPULEDGER_NO_MIGRATE")]
     pub no_migrate: bool,
+    #[command(flatten)]
+    pub auth: AuthArgs,
+}
+
+/// How visitors sign in.
+#[derive(Debug, Clone, Args)]
+pub struct AuthArgs {
+    /// `local` (accounts with passwords), `proxy` (a trusted reverse proxy names the user in
+    /// --proxy-user-header) or `none` (no sign-in, everyone an administrator: loopback only).
+    #[arg(long, env = "GPULEDGER_AUTH", default_value = "local", value_parser = ["local", "proxy", "none"])]
+    pub auth: String,
+    /// The header a trusted proxy names the signed-in user in.
+    #[arg(long, env = "GPULEDGER_PROXY_USER_HEADER", default_value = "X-Forwarded-Email")]
+    pub proxy_user_header: String,
+    /// Comma-separated addresses of the trusted proxies (required with --auth proxy).
+    #[arg(long, env = "GPULEDGER_TRUSTED_PROXIES", default_value = "")]
+    pub trusted_proxies: String,
+    /// Mark cookies Secure: set when served over TLS or behind a proxy that terminates it.
+    #[arg(long, env = "GPULEDGER_SECURE_COOKIES")]
+    pub secure_cookies: bool,
+    /// The bearer token /metrics asks for (without one, /metrics is open only with --auth none).
+    #[arg(long, env = "GPULEDGER_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -462,6 +531,8 @@ pub struct DemoArgs {
     /// Address to listen on.
     #[arg(long, env = "GPULEDGER_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    #[command(flatten)]
+    pub auth: AuthArgs,
 }
 
 /// Logs to stderr, filtered by `RUST_LOG` (default `info`, with sqlx's per-statement

@@ -23,6 +23,7 @@
 //!   month it takes effect;
 //! - [`money`], [`period`]: exact money and billing periods.
 
+pub mod auth;
 pub mod catalog;
 pub mod cli;
 pub mod cmd;

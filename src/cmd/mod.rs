@@ -6,6 +6,7 @@ mod clients;
 mod ingest;
 mod report;
 mod serve;
+pub mod users;
 
 use crate::cli::{Cli, Command};
 use crate::store::{self, Store};
@@ -40,5 +41,6 @@ async fn run_with(store: Box<dyn Store>, command: Command) -> anyhow::Result<()>
         Command::Clients(command) => clients::run(store.as_ref(), command).await,
         Command::Pools(command) => clients::pools(store.as_ref(), command).await,
         Command::Settings(command) => clients::settings(store.as_ref(), command).await,
+        Command::Users(command) => users::run(store.as_ref(), command).await,
     }
 }

@@ -1,6 +1,7 @@
 //! `gpuledger report …`: every report printed in the format asked for (a table for people,
 //! CSV or JSON for scripts) on stdout.
 
+use crate::auth::Scope;
 use crate::cli::{RangeArgs, ReportCommand, UsageError};
 use crate::period::Range;
 use crate::report::NamespaceReport;
@@ -62,5 +63,5 @@ async fn load_range(store: &dyn Store, args: &RangeArgs) -> anyhow::Result<Rollu
     let range = Range::parse(args.period.as_deref(), args.from.as_deref(), args.to.as_deref())
         .map_err(|e| UsageError(format!("--{e}")))?
         .ok_or_else(|| UsageError("give --period YYYY-MM, or --from and --to".into()))?;
-    Ok(RollupRange::load(store, range.label(), range.start(), range.end()).await?)
+    Ok(RollupRange::load(store, &Scope::All, range.label(), range.start(), range.end()).await?)
 }

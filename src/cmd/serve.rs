@@ -2,7 +2,8 @@
 
 use anyhow::Context;
 
-use crate::cli::{DemoArgs, GenerateArgs, ServeArgs, last_complete_month};
+use crate::auth::{Role, User, password};
+use crate::cli::{AuthArgs, DemoArgs, GenerateArgs, ServeArgs, last_complete_month};
 use crate::ingest::CurIngestOptions;
 use crate::store::Store;
 use crate::synth::{self, GenerateOptions};
@@ -10,7 +11,101 @@ use crate::web;
 
 /// Serves the dashboard until Ctrl-C or SIGTERM.
 pub(super) async fn serve(store: Box<dyn Store>, args: ServeArgs) -> anyhow::Result<()> {
-    web::serve(web::AppState::new(store), args.listen).await
+    let auth = auth_config(&args.auth, args.listen)?;
+    web::serve(web::AppState::new(store, auth), args.listen).await
+}
+
+/// The sign-in settings the flags ask for, refused when they would be unsafe: no sign-in on
+/// an address other than loopback, a proxy mode that would believe anyone.
+fn auth_config(args: &AuthArgs, listen: std::net::SocketAddr) -> anyhow::Result<web::AuthConfig> {
+    let mut config = web::AuthConfig::local();
+    config.secure_cookies = args.secure_cookies;
+    config.metrics_token = args.metrics_token.clone().filter(|t| !t.is_empty());
+    match args.auth.as_str() {
+        "none" => {
+            if !listen.ip().is_loopback() {
+                anyhow::bail!(
+                    "--auth none serves every client's numbers to anyone who can reach {listen}: \
+                     only a loopback address (127.0.0.1) may run without sign-in"
+                );
+            }
+            eprintln!(
+                "warning: sign-in is off (--auth none): everyone who can reach {listen} is an administrator"
+            );
+            config.mode = web::AuthMode::Off;
+        }
+        "proxy" => {
+            let trusted = args
+                .trusted_proxies
+                .split(',')
+                .map(str::trim)
+                .filter(|a| !a.is_empty())
+                .map(|a| a.parse().with_context(|| format!("--trusted-proxies: {a:?} is not an IP address")))
+                .collect::<anyhow::Result<Vec<std::net::IpAddr>>>()?;
+            if trusted.is_empty() {
+                anyhow::bail!(
+                    "--auth proxy needs --trusted-proxies: the addresses whose user header is believed"
+                );
+            }
+            let header =
+                axum::http::HeaderName::from_bytes(args.proxy_user_header.to_ascii_lowercase().as_bytes())
+                    .with_context(|| {
+                        format!("--proxy-user-header {:?} is not a header name", args.proxy_user_header)
+                    })?;
+            config.mode = web::AuthMode::Proxy { header, trusted };
+        }
+        _ => {}
+    }
+    Ok(config)
+}
+
+/// The demo's accounts, made on its first run with random passwords, kept in
+/// `users.txt` in the demo folder (readable by its owner only) and printed at every start.
+async fn demo_users(store: &dyn Store, data: &std::path::Path) -> anyhow::Result<()> {
+    let file = data.join("users.txt");
+    if store.users().await?.is_empty() {
+        let accounts = [
+            ("admin", Role::Admin, vec![]),
+            ("finance", Role::Finance, vec![]),
+            ("manager", Role::Manager, vec!["acme".to_string(), "globex".to_string()]),
+            ("acme", Role::Client, vec!["acme".to_string()]),
+        ];
+        let mut lines = String::from("# gpuledger demo accounts: user password role clients\n");
+        let now = chrono::Utc::now().timestamp();
+        for (name, role, clients) in accounts {
+            let secret = crate::auth::random_token()[..16].to_string();
+            let user = User {
+                id: 0,
+                name: name.into(),
+                role,
+                clients: clients.clone(),
+                password_hash: password::hash(&secret)?,
+                disabled: false,
+                created_at: now,
+                updated_at: now,
+            };
+            store.create_user(&user).await?;
+            lines.push_str(&format!("{name} {secret} {role} {}\n", clients.join(",")));
+        }
+        std::fs::write(&file, &lines).with_context(|| format!("writing {}", file.display()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))?;
+        }
+    }
+    match std::fs::read_to_string(&file) {
+        Ok(text) => {
+            eprintln!("Sign in with one of the demo accounts (also in {}):", file.display());
+            for line in text.lines().filter(|l| !l.starts_with('#')) {
+                eprintln!("  {line}");
+            }
+        }
+        Err(_) => eprintln!(
+            "The demo's accounts exist; reset one with `gpuledger users reset-password NAME --password-stdin`."
+        ),
+    }
+    Ok(())
 }
 
 /// Generates the demo data on the first run, ingests what is new (nothing on a later run),
@@ -33,7 +128,11 @@ pub(super) async fn demo(store: Box<dyn Store>, args: DemoArgs) -> anyhow::Resul
     };
     super::ingest::run_cur_ingest(store.as_ref(), &options).await?;
     super::ingest::ingest_demo_metrics(store.as_ref(), &args.data.join("metrics")).await?;
-    web::serve(web::AppState::new(store), args.listen).await
+    let auth = auth_config(&args.auth, args.listen)?;
+    if matches!(auth.mode, web::AuthMode::Local) {
+        demo_users(store.as_ref(), &args.data).await?;
+    }
+    web::serve(web::AppState::new(store, auth), args.listen).await
 }
 
 /// Writes a synthetic export; the summary is for scripts (JSON on stdout).

@@ -48,6 +48,7 @@ use serde_json::{Map, json};
 
 use super::table::{Cell, Table};
 use super::{OutputFormat, ReportError};
+use crate::auth::Scope;
 use crate::period::Period;
 use crate::store::{
     CapacityRollup, ChargebackSnapshot, ClientRollup, CostRollup, Opportunity, PeriodRollup, Rollups, Store,
@@ -69,9 +70,11 @@ pub struct RollupRange {
 }
 
 impl RollupRange {
-    /// Loads the rollups of every billing period overlapping `[from, to)`.
+    /// Loads the rollups of every billing period overlapping `[from, to)`, as `scope` may
+    /// see them.
     pub async fn load(
         store: &dyn Store,
+        scope: &Scope,
         label: String,
         from: i64,
         to: i64,
@@ -80,7 +83,7 @@ impl RollupRange {
         let mut period = Period::containing(from);
         while period.start() < to {
             if let Some(r) = store.rollups(&period.to_string()).await? {
-                found.push(Arc::new(r));
+                found.push(Arc::new(if *scope == Scope::All { r } else { scope.apply(&r) }));
             }
             period = period.next();
         }
@@ -110,8 +113,12 @@ impl RollupRange {
     }
 
     /// The range of one billing period.
-    pub async fn period(store: &dyn Store, period: Period) -> Result<RollupRange, ReportError> {
-        RollupRange::load(store, period.to_string(), period.start(), period.end()).await
+    pub async fn period(
+        store: &dyn Store,
+        scope: &Scope,
+        period: Period,
+    ) -> Result<RollupRange, ReportError> {
+        RollupRange::load(store, scope, period.to_string(), period.start(), period.end()).await
     }
 
     /// Cost rollups of the range's days.

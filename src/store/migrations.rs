@@ -58,6 +58,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "settings",
         sql: include_str!("../../migrations/sqlite/0007_settings.sql"),
     },
+    Migration {
+        version: 8,
+        name: "accounts",
+        sql: include_str!("../../migrations/sqlite/0008_accounts.sql"),
+    },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -88,6 +93,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 7,
         name: "settings",
         sql: include_str!("../../migrations/postgres/0007_settings.sql"),
+    },
+    Migration {
+        version: 8,
+        name: "accounts",
+        sql: include_str!("../../migrations/postgres/0008_accounts.sql"),
     },
 ];
 

@@ -26,6 +26,7 @@ mod table;
 
 use async_trait::async_trait;
 
+pub use crate::auth::{AuditEntry, Session, User};
 pub use crate::settings::{SettingVersion, SettingsHistory};
 pub use migrations::SchemaStatus;
 pub use model::*;
@@ -270,11 +271,61 @@ pub trait SettingsStore: Send + Sync {
     async fn save_settings(&self, versions: &[SettingVersion]) -> StoreResult<()>;
 }
 
+/// Accounts, sessions and the audit log. Of these, a dashboard writes sessions and the audit
+/// log on every login, users only from the admin pages.
+#[async_trait]
+pub trait AccountStore: Send + Sync {
+    /// Adds a user; refused ([`StoreError::Invalid`]) when the name is taken.
+    async fn create_user(&self, user: &User) -> StoreResult<i64>;
+
+    /// Every user, by name.
+    async fn users(&self) -> StoreResult<Vec<User>>;
+
+    /// The user named `name`, if any.
+    async fn user(&self, name: &str) -> StoreResult<Option<User>>;
+
+    /// Saves a user's role, clients, password hash and disabled flag; with `end_sessions`
+    /// its sessions are deleted in the same transaction.
+    async fn update_user(&self, user: &User, end_sessions: bool) -> StoreResult<()>;
+
+    /// Stores a new session.
+    async fn create_session(&self, session: &Session) -> StoreResult<()>;
+
+    /// The session with this token hash and its user, if both exist.
+    async fn session(&self, token_hash: &str) -> StoreResult<Option<(Session, User)>>;
+
+    /// Marks a session used at `now`.
+    async fn touch_session(&self, token_hash: &str, now: i64) -> StoreResult<()>;
+
+    /// Ends one session.
+    async fn delete_session(&self, token_hash: &str) -> StoreResult<()>;
+
+    /// Deletes sessions idle since before `idle_before` or created before `created_before`;
+    /// returns how many.
+    async fn delete_expired_sessions(&self, idle_before: i64, created_before: i64) -> StoreResult<u64>;
+
+    /// Appends to the audit log.
+    async fn audit(&self, entry: &AuditEntry) -> StoreResult<()>;
+
+    /// The newest `limit` audit entries, newest first.
+    async fn audit_log(&self, limit: i64) -> StoreResult<Vec<AuditEntry>>;
+
+    /// How many `action` entries since `since` name `username` (when given) or come from
+    /// `address` (when given).
+    async fn count_audit(
+        &self,
+        action: &str,
+        since: i64,
+        username: Option<&str>,
+        address: Option<&str>,
+    ) -> StoreResult<i64>;
+}
+
 /// Everything gpuledger keeps, behind one interface so SQLite and Postgres pass the same tests:
 /// one trait per domain, so each feature has a room of its own (invoices, users and alerts
 /// get theirs). Bring the domain traits into scope with `use crate::store::prelude::*`.
 #[async_trait]
-pub trait Store: RunStore + CostStore + UsageStore + RollupStore + SettingsStore {
+pub trait Store: RunStore + CostStore + UsageStore + RollupStore + SettingsStore + AccountStore {
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
 
@@ -288,7 +339,7 @@ pub trait Store: RunStore + CostStore + UsageStore + RollupStore + SettingsStore
 
 /// The store's traits, for callers of `dyn Store`.
 pub mod prelude {
-    pub use super::{CostStore, RollupStore, RunStore, SettingsStore, Store, UsageStore};
+    pub use super::{AccountStore, CostStore, RollupStore, RunStore, SettingsStore, Store, UsageStore};
 }
 
 /// Opens the database named by `url` and applies pending migrations.

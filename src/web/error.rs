@@ -23,6 +23,9 @@ pub enum WebError {
     /// Something the visitor asked for that is not there; the message is safe to show.
     #[error("{message}")]
     NotFound { message: String, choices: Vec<String> },
+    /// Something the visitor's role may not open; the message is safe to show.
+    #[error("{message}")]
+    Forbidden { message: String, choices: Vec<String> },
 }
 
 impl WebError {
@@ -61,6 +64,7 @@ impl IntoResponse for WebError {
                 (StatusCode::BAD_REQUEST, Some(parameter), message, choices)
             }
             WebError::NotFound { message, choices } => (StatusCode::NOT_FOUND, None, message, choices),
+            WebError::Forbidden { message, choices } => (StatusCode::FORBIDDEN, None, message, choices),
             other => {
                 // Details go to the log, never into the body.
                 tracing::error!(error = %other, "request failed");

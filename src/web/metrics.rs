@@ -31,7 +31,12 @@ pub struct Metrics {
 /// Middleware: times every request and counts it under its route pattern.
 pub async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let route = request.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str()).to_string();
-    let method = request.method().to_string();
+    // Known methods only: an invented one must not create a new series.
+    let method = match request.method().as_str() {
+        known @ ("GET" | "HEAD" | "POST" | "PUT" | "DELETE" | "PATCH" | "OPTIONS") => known,
+        _ => "other",
+    }
+    .to_string();
     let started = Instant::now();
     let response = next.run(request).await;
     let seconds = started.elapsed().as_secs_f64();

@@ -3,6 +3,7 @@
 //! (kept in memory per computed period), each with JSON and CSV twins; gzip, security
 //! headers, request tracing, and its own Prometheus `/metrics`.
 
+mod auth;
 mod charts;
 mod error;
 mod metrics;
@@ -15,11 +16,13 @@ use std::sync::Arc;
 use axum::Router;
 use axum::http::{HeaderValue, header};
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{get, post};
 use tower_http::set_header::SetResponseHeaderLayer;
 
+use crate::auth::Scope;
 use crate::store::{Rollups, RunStatus, Store, StoreError};
 
+pub use auth::{AuthConfig, AuthMode, SESSION_COOKIE, Viewer, cookie, first_start};
 pub use error::WebError;
 
 /// What every handler shares. Cheap to clone.
@@ -31,31 +34,42 @@ pub struct AppState {
     pub cache: Arc<RollupCache>,
     /// Request counts and latencies for `/metrics`.
     pub metrics: Arc<metrics::Metrics>,
-    /// Rendered pages by URL, valid while the data they were rendered from is unchanged.
+    /// Rendered pages by URL and scope, valid while the data they were rendered from is
+    /// unchanged.
     pub pages: Arc<PageCache>,
+    /// How visitors sign in.
+    pub auth: Arc<AuthConfig>,
 }
 
 impl AppState {
-    pub fn new(store: Box<dyn Store>) -> AppState {
+    pub fn new(store: Box<dyn Store>, auth: AuthConfig) -> AppState {
         AppState {
             store: Arc::from(store),
             cache: Arc::new(RollupCache::default()),
             metrics: Arc::new(metrics::Metrics::default()),
             pages: Arc::new(PageCache::default()),
+            auth: Arc::new(auth),
         }
     }
 }
 
 /// Rollups of every computed period, loaded once and reloaded when `compute` wrote them again
 /// (their revision changed), so a page costs one small query plus work in memory.
+/// Scoped copies are kept beside them, per scope, so a scoped user's page does not filter
+/// every period again.
 #[derive(Default)]
 pub struct RollupCache {
-    periods: tokio::sync::Mutex<HashMap<String, (i64, Arc<Rollups>)>>,
+    periods: tokio::sync::Mutex<HashMap<String, Versioned>>,
+    /// By (scope key, period).
+    scoped: tokio::sync::Mutex<HashMap<(String, String), Versioned>>,
 }
 
+/// Rollups with the revision they were read at.
+type Versioned = (i64, Arc<Rollups>);
+
 impl RollupCache {
-    /// Every computed period's rollups, oldest first.
-    pub async fn all(&self, store: &dyn Store) -> Result<Vec<Arc<Rollups>>, StoreError> {
+    /// Every computed period's rollups as `scope` may see them, oldest first.
+    pub async fn all(&self, store: &dyn Store, scope: &Scope) -> Result<Vec<Arc<Rollups>>, StoreError> {
         let computed = store.rollup_periods().await?;
         let mut periods = self.periods.lock().await;
         periods.retain(|name, _| computed.iter().any(|p| &p.period == name));
@@ -71,9 +85,29 @@ impl RollupCache {
                     loaded
                 }
             };
-            all.push(rollups);
+            all.push((p.revision, rollups));
         }
-        Ok(all)
+        drop(periods);
+        if *scope == Scope::All {
+            return Ok(all.into_iter().map(|(_, r)| r).collect());
+        }
+        let key = scope.key();
+        let mut scoped = self.scoped.lock().await;
+        scoped.retain(|(_, name), _| computed.iter().any(|p| &p.period == name));
+        Ok(all
+            .into_iter()
+            .map(|(revision, rollups)| {
+                let slot = (key.clone(), rollups.period.period.clone());
+                match scoped.get(&slot).filter(|(at, _)| *at == revision) {
+                    Some((_, seen)) => seen.clone(),
+                    None => {
+                        let seen = Arc::new(scope.apply(&rollups));
+                        scoped.insert(slot, (revision, seen.clone()));
+                        seen
+                    }
+                }
+            })
+            .collect())
     }
 }
 
@@ -168,11 +202,18 @@ async fn generation(store: &dyn Store) -> Result<String, StoreError> {
 }
 
 /// The cache key of a request: its path, the filters it parses to (so `?b=1&a=2`, `?a=2&b=1`
-/// and unknown parameters share one entry) and whether it asks for JSON.
+/// and unknown parameters share one entry), whether it asks for JSON, and what the viewer's
+/// role and scope let them see (two users with the same scope share entries).
 fn page_key(request: &axum::extract::Request) -> String {
     let filters =
         axum::extract::Query::<pages::Filters>::try_from_uri(request.uri()).map(|q| q.0).unwrap_or_default();
-    format!("{}?{}|{}", request.uri().path(), filters.canonical(), error::accepts_json(request.headers()))
+    let viewer = request.extensions().get::<Viewer>().map(Viewer::cache_key).unwrap_or_default();
+    format!(
+        "{}?{}|{}|{viewer}",
+        request.uri().path(),
+        filters.canonical(),
+        error::accepts_json(request.headers())
+    )
 }
 
 /// Middleware: answers a dashboard page from the cache when its data has not changed.
@@ -272,7 +313,7 @@ pub fn router(state: AppState) -> Router {
         (header::REFERRER_POLICY, "no-referrer"),
         (
             header::CONTENT_SECURITY_POLICY,
-            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'",
+            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
         ),
     ];
     let mut router = Router::new()
@@ -284,12 +325,22 @@ pub fn router(state: AppState) -> Router {
         .route("/inference", get(pages::inference))
         .route("/savings", get(pages::savings))
         .route("/data", get(pages::data))
+        .route("/login", get(auth::login_page).post(auth::login))
+        .route("/logout", post(auth::logout))
+        .route("/setup", get(auth::setup_page).post(auth::setup))
+        .route("/account", get(auth::account))
+        .route("/account/password", post(auth::change_password))
+        .route("/admin", get(auth::admin))
+        .route("/admin/users", post(auth::change_user))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics::exposition))
         .route("/static/style.css", get(stylesheet))
         .route("/static/htmx.min.js", get(htmx))
         .fallback(error::unknown_path)
         .layer(axum::middleware::from_fn_with_state(state.clone(), page_cache))
+        .layer(axum::middleware::from_fn(auth::personalize))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::csrf_guard))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::authenticate))
         .layer(axum::middleware::from_fn(error::json_errors))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .layer(tower_http::compression::CompressionLayer::new())
@@ -335,8 +386,11 @@ async fn htmx() -> impl IntoResponse {
 /// Listens on `address` until Ctrl-C or SIGTERM, then finishes in-flight requests.
 pub async fn serve(state: AppState, address: SocketAddr) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(address).await?;
-    println!("gpuledger dashboard serving on http://{}", listener.local_addr()?);
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown_signal()).await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    auth::first_start(&state, &base).await?;
+    println!("gpuledger dashboard serving on {base}");
+    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
     Ok(())
 }
 

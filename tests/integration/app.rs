@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use gpuledger::store::{self, Store};
-use gpuledger::web::{AppState, router};
+use gpuledger::web::{AppState, AuthConfig, router};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use tokio::sync::OnceCell;
@@ -54,7 +54,7 @@ impl TestApp {
     pub async fn empty() -> TestApp {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite:{}", dir.path().join("app.db").display());
-        let state = AppState::new(store::connect(&url).await.unwrap());
+        let state = AppState::new(store::connect(&url).await.unwrap(), AuthConfig::off());
         TestApp { state, data: dir.path().to_path_buf(), _dir: dir }
     }
 
@@ -81,7 +81,10 @@ impl TestApp {
         let dir = tempfile::tempdir().unwrap();
         let copy = dir.path().join("app.db");
         std::fs::copy(&demo.database, &copy).unwrap();
-        let state = AppState::new(store::connect(&format!("sqlite:{}", copy.display())).await.unwrap());
+        let state = AppState::new(
+            store::connect(&format!("sqlite:{}", copy.display())).await.unwrap(),
+            AuthConfig::off(),
+        );
         TestApp { state, data: demo.dir.path().to_path_buf(), _dir: dir }
     }
 

@@ -197,7 +197,7 @@ async fn the_dashboard_in_a_real_browser() {
     let dir = tempfile::tempdir().unwrap();
     let database =
         store::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await.unwrap();
-    let state = AppState::new(database);
+    let state = AppState::new(database, gpuledger::web::AuthConfig::off());
     generate_and_load(state.store.as_ref(), dir.path(), 2, 45).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

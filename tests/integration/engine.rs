@@ -132,6 +132,7 @@ async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, period: &
     let period_of: gpuledger::period::Period = period.parse().unwrap();
     let range = gpuledger::report::rollup::RollupRange::load(
         store,
+        &gpuledger::auth::Scope::All,
         period.into(),
         period_of.start(),
         period_of.end(),

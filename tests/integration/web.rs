@@ -358,7 +358,7 @@ async fn costs_drill_down_to_pods_filter_by_cluster_and_download_as_xlsx_clients
     use crate::engine::{close, generate_and_load};
     let dir = tempfile::tempdir().unwrap();
     let database = store::connect(&format!("sqlite:{}", dir.path().join("web.db").display())).await.unwrap();
-    let state = AppState::new(database);
+    let state = AppState::new(database, gpuledger::web::AuthConfig::off());
     generate_and_load(state.store.as_ref(), dir.path(), 1, 45).await;
     let truth = crate::ingest_cur::truth(dir.path(), "2026-10");
     let rows_of = |body: &str| json(body)["costs"]["rows"].as_array().unwrap().clone();
@@ -506,7 +506,15 @@ async fn opportunities_are_a_waterfall_per_workload_family() {
     use gpuledger::report::rollup::{self, RollupRange};
     let app = crate::app::TestApp::demo().await;
     let period: gpuledger::period::Period = "2026-10".parse().unwrap();
-    let range = RollupRange::load(app.store(), "2026-10".into(), period.start(), period.end()).await.unwrap();
+    let range = RollupRange::load(
+        app.store(),
+        &gpuledger::auth::Scope::All,
+        "2026-10".into(),
+        period.start(),
+        period.end(),
+    )
+    .await
+    .unwrap();
     let text = rollup::savings(&range).render(gpuledger::report::OutputFormat::Json, "2026-10");
     let savings: serde_json::Value = serde_json::from_str(&text).unwrap();
     let rows = savings["opportunities"].as_array().unwrap();

@@ -3,6 +3,7 @@
 //! differs — its driver, its migrations, its bind limit, how a transaction begins and how a
 //! writer locks what it replaces. Each domain's trait is implemented in its own file.
 
+mod accounts;
 mod costs;
 mod rollups;
 mod runs;

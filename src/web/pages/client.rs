@@ -33,11 +33,14 @@ fn policy_text(policy: &str) -> String {
 /// `/clients/{client}`: the client's chargeback, workloads and monthly trend.
 pub async fn page(
     State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<crate::web::Viewer>,
     Path(client): Path<String>,
     Query(filters): Query<Filters>,
     headers: HeaderMap,
 ) -> Result<Response, WebError> {
-    let view = resolve(&state, &filters).await?;
+    let view = resolve(&state, &viewer, &filters).await?;
+    // The rollups are already scoped: a client outside the viewer's scope is not among them
+    // (client users), or only as part of "(other clients)" (managers).
     let known = view.computed.iter().any(|r| r.clients.iter().any(|c| c.client == client));
     if !known {
         let mut names: Vec<String> =

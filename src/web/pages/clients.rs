@@ -12,10 +12,11 @@ use crate::store::PeriodRollup;
 /// Clients (agency): chargeback with the policy in force.
 pub async fn clients(
     State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<crate::web::Viewer>,
     Query(filters): Query<Filters>,
     headers: HeaderMap,
 ) -> Result<Response, WebError> {
-    let view = resolve(&state, &filters).await?;
+    let view = resolve(&state, &viewer, &filters).await?;
     let range = &view.range;
     let mut content = Content::new("Clients", "clients", "/clients");
     if let Some(range) = &range {
@@ -53,8 +54,12 @@ pub async fn clients(
             range.periods().filter(|(_, whole)| *whole).map(|(p, _)| p).collect();
         if let [period] = single.as_slice()
             && range.periods().count() == 1
-            && let Some(snapshot) = state.store.chargeback_snapshots(&period.period).await?.first()
+            && let Some(stored) = state.store.chargeback_snapshots(&period.period).await?.first()
         {
+            let snapshot = &crate::store::ChargebackSnapshot {
+                clients: view.viewer.scope.clients_of(&stored.clients),
+                ..stored.clone()
+            };
             let current: Vec<_> = range.clients().cloned().collect();
             content.tables.push((
                 "restatement".into(),

@@ -16,10 +16,11 @@ use crate::report::table::{Cell, Table};
 /// the bill; a namespace drills down to its workloads and a workload to its pods.
 pub async fn costs(
     State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<crate::web::Viewer>,
     Query(filters): Query<Filters>,
     headers: HeaderMap,
 ) -> Result<Response, WebError> {
-    let view = resolve(&state, &filters).await?;
+    let view = resolve(&state, &viewer, &filters).await?;
     let mut content = Content::new("Costs", "costs", "/costs");
     if let Some(range) = &view.range {
         let clusters: std::collections::BTreeSet<&str> = range.costs().map(|c| c.cluster.as_str()).collect();

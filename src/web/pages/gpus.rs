@@ -15,10 +15,11 @@ use crate::report::table::{Cell, Table};
 /// GPUs: hours by model and namespace, a utilization heatmap, the worst-idle workloads.
 pub async fn gpus(
     State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<crate::web::Viewer>,
     Query(filters): Query<Filters>,
     headers: HeaderMap,
 ) -> Result<Response, WebError> {
-    let view = resolve(&state, &filters).await?;
+    let view = resolve(&state, &viewer, &filters).await?;
     let range = &view.range;
     let mut content = Content::new("GPUs", "gpus", "/gpus");
     if let Some(range) = &range {

@@ -10,10 +10,11 @@ use crate::report::rollup;
 /// Inference: cost per inference and per 1M tokens per workload, hours above the fleet P95.
 pub async fn inference(
     State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<crate::web::Viewer>,
     Query(filters): Query<Filters>,
     headers: HeaderMap,
 ) -> Result<Response, WebError> {
-    let view = resolve(&state, &filters).await?;
+    let view = resolve(&state, &viewer, &filters).await?;
     let range = &view.range;
     let mut content = Content::new("Inference", "inference", "/inference");
     if let Some(range) = &range {

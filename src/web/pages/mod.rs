@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::charts;
-use super::{AppState, WebError};
+use super::{AppState, Viewer, WebError};
 use crate::period::{Period, Range};
 use crate::report::OutputFormat;
 use crate::report::rollup::{Report, RollupRange};
@@ -204,6 +204,8 @@ impl Content {
 pub(super) struct View {
     pub(super) computed: Vec<Arc<Rollups>>,
     pub(super) range: Option<RollupRange>,
+    /// Who asks: every number above is already limited to what their scope may see.
+    pub(super) viewer: Viewer,
 }
 
 /// The formats a page answers in (`html` is the page itself).
@@ -212,7 +214,7 @@ const FORMATS: [&str; 4] = ["html", "json", "csv", "xlsx"];
 /// The range the filters name (`period`, or `from`/`to` dates, or the latest computed period),
 /// checked: a filter that names nothing valid is a 400 that names it and lists the choices,
 /// never a silent fallback to the latest month.
-pub(super) async fn resolve(state: &AppState, filters: &Filters) -> Result<View, WebError> {
+pub(super) async fn resolve(state: &AppState, viewer: &Viewer, filters: &Filters) -> Result<View, WebError> {
     if let Some(format) = given(&filters.format)
         && !FORMATS.contains(&format)
     {
@@ -222,7 +224,7 @@ pub(super) async fn resolve(state: &AppState, filters: &Filters) -> Result<View,
             FORMATS.map(String::from).to_vec(),
         ));
     }
-    let computed = state.cache.all(state.store.as_ref()).await?;
+    let computed = state.cache.all(state.store.as_ref(), &viewer.scope).await?;
     let months: Vec<String> = computed.iter().rev().map(|r| r.period.period.clone()).collect();
     let asked = Range::parse(filters.period.as_deref(), filters.from.as_deref(), filters.to.as_deref())
         .map_err(|e| WebError::bad(e.parameter, e.message, months.clone()))?;
@@ -231,7 +233,7 @@ pub(super) async fn resolve(state: &AppState, filters: &Filters) -> Result<View,
             let parameter = if matches!(asked, Range::Month(_)) { "period" } else { "from" };
             return Err(WebError::bad(parameter, "nothing is computed yet", Vec::new()));
         }
-        return Ok(View { computed, range: None });
+        return Ok(View { computed, range: None, viewer: viewer.clone() });
     };
     let wanted = asked.unwrap_or(Range::Month(latest));
     let range = RollupRange::from_parts(wanted.label(), wanted.start(), wanted.end(), computed.to_vec())
@@ -250,7 +252,7 @@ pub(super) async fn resolve(state: &AppState, filters: &Filters) -> Result<View,
             ));
         }
     }
-    Ok(View { computed, range: Some(range) })
+    Ok(View { computed, range: Some(range), viewer: viewer.clone() })
 }
 
 /// A filter's value, when it is given and not empty.

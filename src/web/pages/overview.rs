@@ -22,10 +22,11 @@ fn status(value: Option<f64>, good: impl Fn(f64) -> bool, bad: impl Fn(f64) -> b
 /// Overview (leadership): this month against last, trends, the top opportunities.
 pub async fn overview(
     State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<crate::web::Viewer>,
     Query(filters): Query<Filters>,
     headers: HeaderMap,
 ) -> Result<Response, WebError> {
-    let view = resolve(&state, &filters).await?;
+    let view = resolve(&state, &viewer, &filters).await?;
     let range = &view.range;
     let mut content = Content::new("Overview", "overview", "/");
     if let Some(range) = &range {

@@ -11,10 +11,11 @@ use crate::report::table::Cell;
 /// Savings: realized by month, and opportunities with their evidence.
 pub async fn savings(
     State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<crate::web::Viewer>,
     Query(filters): Query<Filters>,
     headers: HeaderMap,
 ) -> Result<Response, WebError> {
-    let view = resolve(&state, &filters).await?;
+    let view = resolve(&state, &viewer, &filters).await?;
     let range = &view.range;
     let mut content = Content::new("Savings", "savings", "/savings");
     if let Some(range) = &range {

@@ -1,0 +1,142 @@
+//! `gpuledger users`: accounts of the dashboard.
+
+use std::io::BufRead;
+
+use anyhow::{Context, bail};
+
+use crate::auth::{AuditEntry, User, password};
+use crate::cli::{UserAddArgs, UsersCommand};
+use crate::report::OutputFormat;
+use crate::store::Store;
+
+/// Clients named in a comma-separated list, trimmed, without empties or repeats.
+pub fn client_list(text: &str) -> Vec<String> {
+    let mut clients: Vec<String> =
+        text.split(',').map(str::trim).filter(|c| !c.is_empty()).map(String::from).collect();
+    clients.sort();
+    clients.dedup();
+    clients
+}
+
+/// Managers and client users need clients; the other roles see everything and take none.
+pub fn check_clients(user: &User) -> Result<(), String> {
+    match (user.role.is_scoped(), user.clients.is_empty()) {
+        (true, true) => Err(format!("a {} needs --clients (the clients they may see)", user.role)),
+        (false, false) => Err(format!("a {} sees every client: give no --clients", user.role)),
+        _ => Ok(()),
+    }
+}
+
+fn read_password(from_stdin: bool) -> anyhow::Result<String> {
+    if !from_stdin {
+        bail!(
+            "give the password on stdin with --password-stdin (never as an argument: it would be in the shell history)"
+        );
+    }
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).context("reading the password from stdin")?;
+    Ok(line.trim_end_matches(['\n', '\r']).to_string())
+}
+
+async fn audit(store: &dyn Store, action: &str, detail: String) -> anyhow::Result<()> {
+    let operator = std::env::var("USER").unwrap_or_default();
+    let entry = AuditEntry {
+        id: 0,
+        at: chrono::Utc::now().timestamp(),
+        username: format!("cli:{operator}"),
+        address: String::new(),
+        action: action.into(),
+        detail,
+    };
+    Ok(store.audit(&entry).await?)
+}
+
+async fn existing(store: &dyn Store, name: &str) -> anyhow::Result<User> {
+    store.user(name).await?.with_context(|| format!("no user named {name:?} (see `gpuledger users list`)"))
+}
+
+pub(super) async fn run(store: &dyn Store, command: UsersCommand) -> anyhow::Result<()> {
+    let now = chrono::Utc::now().timestamp();
+    match command {
+        UsersCommand::Add(UserAddArgs { name, role, clients, password_stdin }) => {
+            let password_hash =
+                if password_stdin { password::hash(&read_password(true)?)? } else { String::new() };
+            let user = User {
+                id: 0,
+                name: name.trim().to_string(),
+                role,
+                clients: client_list(&clients),
+                password_hash,
+                disabled: false,
+                created_at: now,
+                updated_at: now,
+            };
+            check_clients(&user).map_err(anyhow::Error::msg)?;
+            store.create_user(&user).await?;
+            audit(store, "user_added", format!("{user} clients {:?}", user.clients)).await?;
+            eprintln!("added {user}");
+        }
+        UsersCommand::List { format } => {
+            let users = store.users().await?;
+            match format {
+                OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&users)?),
+                OutputFormat::Csv => {
+                    println!("name,role,clients,disabled");
+                    for u in &users {
+                        println!("{},{},{},{}", u.name, u.role, u.clients.join(";"), u.disabled);
+                    }
+                }
+                OutputFormat::Table => {
+                    for u in &users {
+                        let state = if u.disabled { "disabled" } else { "active" };
+                        println!(
+                            "{:<24} {:<8} {:<9} {}",
+                            u.name,
+                            u.role.as_str(),
+                            state,
+                            u.clients.join(", ")
+                        );
+                    }
+                }
+            }
+        }
+        UsersCommand::SetRole { name, role, clients } => {
+            let mut user = existing(store, &name).await?;
+            user.role = role;
+            user.clients = client_list(&clients);
+            user.updated_at = now;
+            check_clients(&user).map_err(anyhow::Error::msg)?;
+            store.update_user(&user, true).await?;
+            audit(store, "user_changed", format!("role of {user} clients {:?}", user.clients)).await?;
+            eprintln!(
+                "{user} now sees {}",
+                if role.is_scoped() { user.clients.join(", ") } else { "every client".into() }
+            );
+        }
+        UsersCommand::Disable { name } => {
+            let mut user = existing(store, &name).await?;
+            user.disabled = true;
+            user.updated_at = now;
+            store.update_user(&user, true).await?;
+            audit(store, "user_changed", format!("disabled {user}")).await?;
+            eprintln!("disabled {user}; its sessions have ended");
+        }
+        UsersCommand::Enable { name } => {
+            let mut user = existing(store, &name).await?;
+            user.disabled = false;
+            user.updated_at = now;
+            store.update_user(&user, false).await?;
+            audit(store, "user_changed", format!("enabled {user}")).await?;
+            eprintln!("enabled {user}");
+        }
+        UsersCommand::ResetPassword { name, password_stdin } => {
+            let mut user = existing(store, &name).await?;
+            user.password_hash = password::hash(&read_password(password_stdin)?)?;
+            user.updated_at = now;
+            store.update_user(&user, true).await?;
+            audit(store, "password_changed", format!("reset for {user}")).await?;
+            eprintln!("new password set for {user}; its sessions have ended");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,926 @@
+//! Sign-in at the web edge: who is asking ([`Viewer`]), what their role lets them open, and
+//! the CSRF check on every state-changing request.
+//!
+//! - **Local accounts**: `/login` checks an argon2id hash, starts a server-side session (a
+//!   fresh random token each time, so a session id planted before login is worthless) and
+//!   sets an `HttpOnly; SameSite=Lax` cookie (`Secure` when configured). Sessions end after
+//!   [`AuthConfig::idle_timeout`] without use or [`AuthConfig::absolute_timeout`] after login,
+//!   at logout, and when the user is disabled or changes password.
+//! - **Trusted proxy**: a reverse proxy that authenticated the user (oauth2-proxy, an
+//!   ingress) names them in a header; honoured only from the configured proxy addresses, and
+//!   only for users that exist here (their role and clients come from the users table).
+//! - **Off**: no sign-in; everyone is an administrator. `serve` allows it only on a loopback
+//!   address; tests of page content use it.
+//!
+//! Failed logins are counted from the audit log: 5 per account or 20 per address in
+//! 15 minutes, and the next attempt is refused with 429 until the window has passed.
+
+use std::net::{IpAddr, SocketAddr};
+
+use askama::Template;
+use axum::extract::{ConnectInfo, Form, FromRequest, Query, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use serde::Deserialize;
+
+use super::{AppState, WebError};
+use crate::auth::{self, AuditEntry, Role, Scope, Session, User, password};
+
+/// The session cookie.
+pub const SESSION_COOKIE: &str = "gpuledger_session";
+/// The login form's CSRF cookie (double submit: the form carries the same value).
+const LOGIN_CSRF_COOKIE: &str = "gpuledger_login_csrf";
+/// Failed logins counted per account and per address, in this window (seconds).
+const FAILURE_WINDOW: i64 = 15 * 60;
+const FAILURES_PER_ACCOUNT: i64 = 5;
+const FAILURES_PER_ADDRESS: i64 = 20;
+
+/// How visitors sign in.
+#[derive(Clone)]
+pub enum AuthMode {
+    /// Local accounts with passwords.
+    Local,
+    /// A trusted reverse proxy names the user in `header`; only requests from `trusted`
+    /// addresses are believed.
+    Proxy { header: HeaderName, trusted: Vec<IpAddr> },
+    /// No sign-in: every visitor is an administrator (loopback only).
+    Off,
+}
+
+/// The sign-in settings of a dashboard.
+pub struct AuthConfig {
+    pub mode: AuthMode,
+    /// Mark cookies `Secure` (served over TLS, or behind a proxy that terminates it).
+    pub secure_cookies: bool,
+    /// The bearer token `/metrics` asks for; without one, `/metrics` is open only when
+    /// sign-in is off.
+    pub metrics_token: Option<String>,
+    /// Seconds a session may go unused.
+    pub idle_timeout: i64,
+    /// Seconds a session lasts at most.
+    pub absolute_timeout: i64,
+    /// The one-time token of `/setup`, while no user exists.
+    pub setup_token: std::sync::Mutex<Option<String>>,
+}
+
+impl std::fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mode = match &self.mode {
+            AuthMode::Local => "local".to_string(),
+            AuthMode::Proxy { header, trusted } => format!("proxy (header {header}, trusted {trusted:?})"),
+            AuthMode::Off => "off".to_string(),
+        };
+        f.debug_struct("AuthConfig")
+            .field("mode", &mode)
+            .field("secure_cookies", &self.secure_cookies)
+            .field("metrics_token", &self.metrics_token.as_ref().map(|_| "[redacted]"))
+            .field("idle_timeout", &self.idle_timeout)
+            .field("absolute_timeout", &self.absolute_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AuthConfig {
+    /// Local accounts, 2 hours idle, 12 hours at most.
+    pub fn local() -> AuthConfig {
+        AuthConfig {
+            mode: AuthMode::Local,
+            secure_cookies: false,
+            metrics_token: None,
+            idle_timeout: 2 * 3600,
+            absolute_timeout: 12 * 3600,
+            setup_token: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// No sign-in.
+    pub fn off() -> AuthConfig {
+        AuthConfig { mode: AuthMode::Off, ..AuthConfig::local() }
+    }
+
+    pub fn is_off(&self) -> bool {
+        matches!(self.mode, AuthMode::Off)
+    }
+}
+
+/// Who is asking, as every page handler receives it.
+#[derive(Debug, Clone)]
+pub struct Viewer {
+    /// The user's name; empty when sign-in is off.
+    pub name: String,
+    pub role: Role,
+    pub scope: Scope,
+    /// The session's CSRF token; empty without a session.
+    pub csrf: String,
+    /// The session's token hash, for logout.
+    session: Option<String>,
+    /// The clients a scoped user may see, for links.
+    pub clients: Vec<String>,
+}
+
+impl Viewer {
+    /// Everyone, when sign-in is off.
+    fn unsigned() -> Viewer {
+        Viewer {
+            name: String::new(),
+            role: Role::Admin,
+            scope: Scope::All,
+            csrf: String::new(),
+            session: None,
+            clients: Vec::new(),
+        }
+    }
+
+    fn of(user: &User, session: Option<&Session>) -> Viewer {
+        Viewer {
+            name: user.name.clone(),
+            role: user.role,
+            scope: user.scope(),
+            csrf: session.map(|s| s.csrf.clone()).unwrap_or_default(),
+            session: session.map(|s| s.token_hash.clone()),
+            clients: user.clients.clone(),
+        }
+    }
+
+    /// A text naming what this viewer's pages depend on, for the page cache.
+    pub fn cache_key(&self) -> String {
+        format!("{}|{}", self.role, self.scope.key())
+    }
+}
+
+/// Paths open without signing in.
+fn is_public(path: &str) -> bool {
+    matches!(path, "/login" | "/setup" | "/healthz" | "/static/style.css" | "/static/htmx.min.js")
+}
+
+/// The request's peer address, when the server recorded it.
+fn peer(request: &Request) -> Option<SocketAddr> {
+    request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0)
+}
+
+fn address_text(request: &Request) -> String {
+    peer(request).map(|p| p.ip().to_string()).unwrap_or_default()
+}
+
+/// A cookie's value from the request's `Cookie` headers.
+pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value.to_string())
+}
+
+fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+/// Middleware: finds the viewer (session, proxy header, or nobody when sign-in is off),
+/// sends visitors who are not signed in to `/login` (401 for JSON), refuses what the role
+/// may not open, and marks every personal answer private.
+pub async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_string();
+    if path == "/metrics" {
+        return metrics_gate(&state, request, next).await;
+    }
+    if is_public(&path) {
+        return next.run(request).await;
+    }
+    let (headers, from) = (request.headers().clone(), peer(&request));
+    let viewer = match find_viewer(&state, &headers, from).await {
+        Ok(Some(viewer)) => viewer,
+        Ok(None) => return sign_in_first(&request),
+        Err(error) => return error.into_response(),
+    };
+    if let Some(refused) = refusal(&viewer, request.method(), &path) {
+        return refused;
+    }
+    let signed_in = !state.auth.is_off();
+    request.extensions_mut().insert(viewer);
+    let mut response = next.run(request).await;
+    if signed_in {
+        let headers = response.headers_mut();
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
+        headers.insert(header::VARY, HeaderValue::from_static("Cookie, Accept"));
+    }
+    response
+}
+
+/// The viewer of a request, or `None` when nobody is signed in.
+async fn find_viewer(
+    state: &AppState,
+    headers: &HeaderMap,
+    peer: Option<SocketAddr>,
+) -> Result<Option<Viewer>, WebError> {
+    match &state.auth.mode {
+        AuthMode::Off => Ok(Some(Viewer::unsigned())),
+        AuthMode::Proxy { header, trusted } => {
+            let from_proxy = peer.is_some_and(|p| trusted.contains(&p.ip()));
+            let named = headers.get(header).and_then(|v| v.to_str().ok()).map(str::trim);
+            let (true, Some(name)) = (from_proxy, named.filter(|n| !n.is_empty())) else { return Ok(None) };
+            let user = state.store.user(name).await?.filter(|u| !u.disabled);
+            Ok(user.map(|u| Viewer::of(&u, None)))
+        }
+        AuthMode::Local => {
+            let Some(token) = cookie(headers, SESSION_COOKIE) else { return Ok(None) };
+            let hash = auth::token_hash(&token);
+            let Some((session, user)) = state.store.session(&hash).await? else { return Ok(None) };
+            let now = now();
+            let expired = now - session.last_seen > state.auth.idle_timeout
+                || now - session.created_at > state.auth.absolute_timeout;
+            if expired || user.disabled {
+                state.store.delete_session(&hash).await?;
+                return Ok(None);
+            }
+            // One write a minute at most per session, not one per request.
+            if now - session.last_seen >= 60 {
+                state.store.touch_session(&hash, now).await?;
+            }
+            Ok(Some(Viewer::of(&user, Some(&session))))
+        }
+    }
+}
+
+/// 401 for a JSON request, else a redirect to the login form that comes back here.
+fn sign_in_first(request: &Request) -> Response {
+    if super::error::wants_json(request) {
+        let body = serde_json::json!({"status": 401, "error": "sign in first", "login": "/login"});
+        return (StatusCode::UNAUTHORIZED, [(header::CACHE_CONTROL, "no-store")], axum::Json(body))
+            .into_response();
+    }
+    let back = request.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    Redirect::to(&format!("/login?next={}", super::pages::url_escape(back))).into_response()
+}
+
+/// The answer refusing what a role may not open, if it may not. Client users see only their own clients' pages; managers and
+/// client users never the Data page (the bill, every run); only administrators the admin
+/// pages.
+fn refusal(viewer: &Viewer, method: &Method, path: &str) -> Option<Response> {
+    let forbidden = |message: String, choices: Vec<String>| {
+        Some(WebError::Forbidden { message, choices }.into_response())
+    };
+    let own_pages =
+        || viewer.clients.iter().map(|c| format!("/clients/{}", super::pages::url_escape(c))).collect();
+    let personal = matches!(path, "/account" | "/account/password" | "/logout");
+    if path.starts_with("/admin") && viewer.role != Role::Admin {
+        return forbidden("Only administrators may open the admin pages.".into(), Vec::new());
+    }
+    if path == "/data" && viewer.role.is_scoped() {
+        return forbidden("The Data page shows the whole bill; your account does not.".into(), Vec::new());
+    }
+    if viewer.role == Role::Client {
+        if path == "/" && method == Method::GET {
+            return match viewer.clients.first() {
+                Some(first) => Some(
+                    Redirect::to(&format!("/clients/{}", super::pages::url_escape(first))).into_response(),
+                ),
+                None => {
+                    forbidden("Your account has no client assigned; ask an administrator.".into(), Vec::new())
+                }
+            };
+        }
+        if !(personal || path.starts_with("/clients/")) {
+            return forbidden("Your account shows only your own client pages.".into(), own_pages());
+        }
+    }
+    None
+}
+
+/// `/metrics`: behind its bearer token when one is set; open without one only when sign-in
+/// is off.
+async fn metrics_gate(state: &AppState, request: Request, next: Next) -> Response {
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let allowed = match (&state.auth.metrics_token, given) {
+        (Some(token), Some(given)) => auth::same_secret(token, given),
+        (Some(_), None) => false,
+        (None, _) => state.auth.is_off(),
+    };
+    if allowed {
+        return next.run(request).await;
+    }
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, "Bearer")],
+        "/metrics needs the bearer token given to serve (--metrics-token or GPULEDGER_METRICS_TOKEN)\n",
+    )
+        .into_response()
+}
+
+/// Middleware: every POST must come from this site (`Origin`, when sent, names this host)
+/// and carry the CSRF token: the session's, or for the login form the one in its cookie.
+pub async fn csrf_guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if request.method() != Method::POST || state.auth.is_off() && request.uri().path() != "/login" {
+        return next.run(request).await;
+    }
+    let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if let Some(origin) = request.headers().get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
+        let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+        if origin_host != host {
+            return WebError::Forbidden {
+                message: "This form was sent from another site.".into(),
+                choices: Vec::new(),
+            }
+            .into_response();
+        }
+    }
+    let expected = if request.uri().path() == "/login" || request.uri().path() == "/setup" {
+        cookie(request.headers(), LOGIN_CSRF_COOKIE)
+    } else {
+        request.extensions().get::<Viewer>().map(|v| v.csrf.clone()).filter(|c| !c.is_empty())
+    };
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 64 << 10).await else {
+        return WebError::bad("body", "the form is larger than 64 KiB", Vec::new()).into_response();
+    };
+    let sent = parts
+        .headers
+        .get("x-csrf-token")
+        .and_then(|v| v.to_str().ok())
+        .map(String::from)
+        .or_else(|| form_field(&bytes, "csrf"));
+    let valid = matches!((&expected, &sent), (Some(e), Some(s)) if auth::same_secret(e, s));
+    if !valid {
+        return WebError::Forbidden {
+            message: "The form's security token is missing or out of date; reload the page and try again."
+                .into(),
+            choices: Vec::new(),
+        }
+        .into_response();
+    }
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
+}
+
+/// One field of a URL-encoded form body.
+fn form_field(body: &[u8], name: &str) -> Option<String> {
+    serde_urlencoded::from_bytes::<Vec<(String, String)>>(body)
+        .ok()?
+        .into_iter()
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value)
+}
+
+#[derive(Template)]
+#[template(path = "login.html")]
+struct LoginPage {
+    active: &'static str,
+    heading: &'static str,
+    action: &'static str,
+    csrf: String,
+    next: String,
+    message: String,
+    setup_token: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct LoginQuery {
+    next: Option<String>,
+    token: Option<String>,
+}
+
+/// Where to go after signing in: a path on this site only (no `//host` or `/\host`).
+fn safe_next(next: Option<&str>) -> String {
+    match next {
+        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.starts_with("/\\") => n.to_string(),
+        _ => "/".into(),
+    }
+}
+
+fn login_form(
+    heading: &'static str,
+    action: &'static str,
+    next: &str,
+    message: &str,
+    setup: &str,
+) -> Response {
+    let csrf = auth::random_token();
+    let page = LoginPage {
+        active: "",
+        heading,
+        action,
+        csrf: csrf.clone(),
+        next: next.to_string(),
+        message: message.to_string(),
+        setup_token: setup.to_string(),
+    };
+    let status = if message.is_empty() { StatusCode::OK } else { StatusCode::UNAUTHORIZED };
+    match page.render() {
+        Ok(html) => (
+            status,
+            [
+                (
+                    header::SET_COOKIE,
+                    format!("{LOGIN_CSRF_COOKIE}={csrf}; Path=/; HttpOnly; SameSite=Strict"),
+                ),
+                (header::CACHE_CONTROL, "no-store".into()),
+            ],
+            Html(html),
+        )
+            .into_response(),
+        Err(e) => WebError::from(e).into_response(),
+    }
+}
+
+/// `GET /login`.
+pub async fn login_page(Query(query): Query<LoginQuery>) -> Response {
+    login_form("Sign in", "/login", &safe_next(query.next.as_deref()), "", "")
+}
+
+#[derive(Debug, Deserialize)]
+pub struct LoginForm {
+    username: String,
+    password: String,
+    next: Option<String>,
+}
+
+/// `POST /login`: checks the password (as slowly for an unknown user as for a wrong
+/// password), refuses after too many failures, and starts a new session.
+pub async fn login(State(state): State<AppState>, request: Request) -> Response {
+    let address = address_text(&request);
+    let secure = state.auth.secure_cookies;
+    let old = cookie(request.headers(), SESSION_COOKIE);
+    let Ok(Form(form)) = Form::<LoginForm>::from_request(request, &()).await else {
+        return WebError::bad("username", "the form needs username and password", Vec::new()).into_response();
+    };
+    let next = safe_next(form.next.as_deref());
+    match sign_in(&state, &form, &address).await {
+        Ok(Ok(user)) => {
+            // A fresh token: a session id planted before login is never promoted.
+            if let Some(old) = old {
+                let _ = state.store.delete_session(&auth::token_hash(&old)).await;
+            }
+            let token = auth::random_token();
+            let now = now();
+            let session = Session {
+                token_hash: auth::token_hash(&token),
+                user_id: user.id,
+                csrf: auth::random_token(),
+                created_at: now,
+                last_seen: now,
+                address: address.clone(),
+            };
+            if let Err(e) = state.store.create_session(&session).await {
+                return WebError::from(e).into_response();
+            }
+            let _ = record(&state, &user.name, &address, "login", "").await;
+            let secure = if secure { "; Secure" } else { "" };
+            (
+                StatusCode::SEE_OTHER,
+                [
+                    (header::LOCATION, next),
+                    (
+                        header::SET_COOKIE,
+                        format!("{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax{secure}"),
+                    ),
+                    (header::CACHE_CONTROL, "no-store".into()),
+                ],
+            )
+                .into_response()
+        }
+        Ok(Err(refusal)) => refusal,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The user a login form names, or the answer that refuses it.
+async fn sign_in(
+    state: &AppState,
+    form: &LoginForm,
+    address: &str,
+) -> Result<Result<User, Response>, WebError> {
+    let since = now() - FAILURE_WINDOW;
+    let by_account = state.store.count_audit("login_failed", since, Some(&form.username), None).await?;
+    let by_address = if address.is_empty() {
+        0
+    } else {
+        state.store.count_audit("login_failed", since, None, Some(address)).await?
+    };
+    if by_account >= FAILURES_PER_ACCOUNT || by_address >= FAILURES_PER_ADDRESS {
+        record(state, &form.username, address, "login_blocked", "too many failed logins").await?;
+        let minutes = FAILURE_WINDOW / 60;
+        let body = format!(
+            "Too many failed sign-ins for this account or address: wait {minutes} minutes and try again.\n"
+        );
+        let refusal =
+            (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, FAILURE_WINDOW.to_string())], body);
+        return Ok(Err(refusal.into_response()));
+    }
+    let user = state.store.user(&form.username).await?;
+    let (password, stored) = (form.password.clone(), user.as_ref().map(|u| u.password_hash.clone()));
+    // Verifying costs tens of milliseconds of CPU: off the async workers.
+    let matches = tokio::task::spawn_blocking(move || match stored {
+        Some(stored) if !stored.is_empty() => password::verify(&password, &stored),
+        _ => {
+            password::verify(&password, password::decoy());
+            false
+        }
+    })
+    .await
+    .unwrap_or(false);
+    match user {
+        Some(user) if matches && !user.disabled => Ok(Ok(user)),
+        _ => {
+            record(state, &form.username, address, "login_failed", "").await?;
+            Ok(Err(login_form(
+                "Sign in",
+                "/login",
+                &safe_next(form.next.as_deref()),
+                "Wrong user name or password.",
+                "",
+            )))
+        }
+    }
+}
+
+/// Appends to the audit log.
+pub async fn record(
+    state: &AppState,
+    username: &str,
+    address: &str,
+    action: &str,
+    detail: &str,
+) -> Result<(), WebError> {
+    let entry = AuditEntry {
+        id: 0,
+        at: now(),
+        username: username.into(),
+        address: address.into(),
+        action: action.into(),
+        detail: detail.into(),
+    };
+    state.store.audit(&entry).await.map_err(WebError::from)
+}
+
+/// `POST /logout`: ends the session and clears the cookie.
+pub async fn logout(
+    State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<Viewer>,
+) -> Response {
+    if let Some(hash) = &viewer.session {
+        let _ = state.store.delete_session(hash).await;
+    }
+    let _ = record(&state, &viewer.name, "", "logout", "").await;
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::LOCATION, "/login".to_string()),
+            (header::SET_COOKIE, format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0")),
+        ],
+    )
+        .into_response()
+}
+
+#[derive(Template)]
+#[template(path = "account.html")]
+struct AccountPage<'a> {
+    active: &'static str,
+    viewer: &'a Viewer,
+    links: Vec<(String, String)>,
+    message: String,
+}
+
+impl AccountPage<'_> {
+    fn new<'v>(viewer: &'v Viewer, message: &str) -> AccountPage<'v> {
+        let links = viewer
+            .clients
+            .iter()
+            .map(|c| (format!("/clients/{}", super::pages::url_escape(c)), c.clone()))
+            .collect();
+        AccountPage { active: "", viewer, links, message: message.into() }
+    }
+}
+
+/// `GET /account`: who you are, what you may see, and the password form.
+pub async fn account(axum::Extension(viewer): axum::Extension<Viewer>) -> Result<Response, WebError> {
+    let page = AccountPage::new(&viewer, "");
+    Ok(Html(page.render()?).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PasswordForm {
+    current: String,
+    new: String,
+}
+
+/// `POST /account/password`: checks the current password, saves the new one and ends every
+/// session of the user (this one too: sign in again with the new password).
+pub async fn change_password(
+    State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<Viewer>,
+    Form(form): Form<PasswordForm>,
+) -> Result<Response, WebError> {
+    let refuse = |message: &str| -> Result<Response, WebError> {
+        let page = AccountPage::new(&viewer, message);
+        Ok((StatusCode::BAD_REQUEST, Html(page.render()?)).into_response())
+    };
+    let Some(mut user) = state.store.user(&viewer.name).await? else {
+        return refuse("Passwords of users signed in through a proxy are not kept here.");
+    };
+    let (current, stored) = (form.current.clone(), user.password_hash.clone());
+    let matches =
+        tokio::task::spawn_blocking(move || password::verify(&current, &stored)).await.unwrap_or(false);
+    if !matches {
+        return refuse("The current password is wrong.");
+    }
+    let new = form.new.clone();
+    user.password_hash = match tokio::task::spawn_blocking(move || password::hash(&new)).await {
+        Ok(Ok(hash)) => hash,
+        Ok(Err(e)) => return refuse(&e.to_string()),
+        Err(_) => return refuse("hashing the password failed"),
+    };
+    user.updated_at = now();
+    state.store.update_user(&user, true).await?;
+    record(&state, &user.name, "", "password_changed", "").await?;
+    Ok(Redirect::to("/login").into_response())
+}
+
+#[derive(Template)]
+#[template(path = "admin.html")]
+struct AdminPage<'a> {
+    active: &'static str,
+    viewer: &'a Viewer,
+    users: Vec<User>,
+    /// Each entry with its time as UTC text.
+    audit: Vec<(String, AuditEntry)>,
+    roles: [Role; 5],
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct AdminQuery {
+    format: Option<String>,
+}
+
+/// `GET /admin`: users and the newest audit entries; `?format=json` for the audit log.
+pub async fn admin(
+    State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<Viewer>,
+    Query(query): Query<AdminQuery>,
+    headers: HeaderMap,
+) -> Result<Response, WebError> {
+    let audit = state.store.audit_log(500).await?;
+    if query.format.as_deref() == Some("json") || super::error::accepts_json(&headers) {
+        let users = state.store.users().await?;
+        return Ok(axum::Json(serde_json::json!({"users": users, "audit": audit})).into_response());
+    }
+    let page = AdminPage {
+        active: "admin",
+        viewer: &viewer,
+        users: state.store.users().await?,
+        audit: audit
+            .into_iter()
+            .take(100)
+            .map(|a| {
+                let when = chrono::DateTime::from_timestamp(a.at, 0)
+                    .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+                    .unwrap_or_default();
+                (when, a)
+            })
+            .collect(),
+        roles: Role::ALL,
+    };
+    Ok(Html(page.render()?).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+pub struct UserForm {
+    action: String,
+    username: String,
+    role: Option<String>,
+    clients: Option<String>,
+    password: Option<String>,
+}
+
+/// `POST /admin/users`: add a user, change a role, disable or enable one.
+pub async fn change_user(
+    State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<Viewer>,
+    Form(form): Form<UserForm>,
+) -> Result<Response, WebError> {
+    let role = || -> Result<Role, WebError> {
+        let text = form.role.as_deref().unwrap_or("");
+        text.parse().map_err(|e: String| WebError::bad("role", e, Role::ALL.map(|r| r.to_string()).to_vec()))
+    };
+    let clients = crate::cmd::users::client_list(form.clients.as_deref().unwrap_or(""));
+    let now = now();
+    let detail = match form.action.as_str() {
+        "add" => {
+            let password = form.password.clone().unwrap_or_default();
+            let hash = tokio::task::spawn_blocking(move || password::hash(&password))
+                .await
+                .map_err(|_| WebError::bad("password", "hashing failed", Vec::new()))?
+                .map_err(|e| WebError::bad("password", e.to_string(), Vec::new()))?;
+            let user = User {
+                id: 0,
+                name: form.username.clone(),
+                role: role()?,
+                clients,
+                password_hash: hash,
+                disabled: false,
+                created_at: now,
+                updated_at: now,
+            };
+            crate::cmd::users::check_clients(&user).map_err(|e| WebError::bad("clients", e, Vec::new()))?;
+            state
+                .store
+                .create_user(&user)
+                .await
+                .map_err(|e| WebError::bad("username", e.to_string(), Vec::new()))?;
+            format!("added {user}")
+        }
+        "role" | "disable" | "enable" => {
+            let Some(mut user) = state.store.user(&form.username).await? else {
+                return Err(WebError::not_found(format!("No user named {:?}.", form.username)));
+            };
+            let end_sessions = form.action != "enable";
+            match form.action.as_str() {
+                "role" => {
+                    user.role = role()?;
+                    user.clients = clients;
+                    crate::cmd::users::check_clients(&user)
+                        .map_err(|e| WebError::bad("clients", e, Vec::new()))?;
+                }
+                "disable" => user.disabled = true,
+                _ => user.disabled = false,
+            }
+            user.updated_at = now;
+            state.store.update_user(&user, end_sessions).await?;
+            format!("{} {user} clients {:?}", form.action, user.clients)
+        }
+        other => {
+            return Err(WebError::bad(
+                "action",
+                format!("{other:?} is not an action"),
+                ["add", "role", "disable", "enable"].map(String::from).to_vec(),
+            ));
+        }
+    };
+    record(&state, &viewer.name, "", "user_changed", &detail).await?;
+    Ok(Redirect::to("/admin").into_response())
+}
+
+/// `GET /setup?token=…`: the first administrator, while no user exists, with the one-time
+/// token `serve` printed.
+pub async fn setup_page(State(state): State<AppState>, Query(query): Query<LoginQuery>) -> Response {
+    match setup_allowed(&state, query.token.as_deref()).await {
+        Ok(true) => login_form(
+            "Create the first administrator",
+            "/setup",
+            "/",
+            "",
+            query.token.as_deref().unwrap_or(""),
+        ),
+        Ok(false) => WebError::not_found("Setup is done: sign in at /login.").into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SetupForm {
+    username: String,
+    password: String,
+    token: String,
+}
+
+/// `POST /setup`: creates the first administrator.
+pub async fn setup(State(state): State<AppState>, Form(form): Form<SetupForm>) -> Response {
+    match setup_allowed(&state, Some(&form.token)).await {
+        Ok(true) => {}
+        Ok(false) => return WebError::not_found("Setup is done: sign in at /login.").into_response(),
+        Err(e) => return e.into_response(),
+    }
+    let password = form.password.clone();
+    let hash = match tokio::task::spawn_blocking(move || password::hash(&password)).await {
+        Ok(Ok(hash)) => hash,
+        Ok(Err(e)) => {
+            return login_form("Create the first administrator", "/setup", "/", &e.to_string(), &form.token);
+        }
+        Err(_) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    };
+    let now = now();
+    let user = User {
+        id: 0,
+        name: form.username.trim().to_string(),
+        role: Role::Admin,
+        clients: Vec::new(),
+        password_hash: hash,
+        disabled: false,
+        created_at: now,
+        updated_at: now,
+    };
+    if let Err(e) = state.store.create_user(&user).await {
+        return WebError::from(e).into_response();
+    }
+    if let Ok(mut token) = state.auth.setup_token.lock() {
+        *token = None;
+    }
+    let _ = record(&state, &user.name, "", "user_added", "first administrator, through /setup").await;
+    Redirect::to("/login").into_response()
+}
+
+async fn setup_allowed(state: &AppState, given: Option<&str>) -> Result<bool, WebError> {
+    let expected = state.auth.setup_token.lock().ok().and_then(|t| t.clone());
+    let (Some(expected), Some(given)) = (expected, given) else { return Ok(false) };
+    Ok(auth::same_secret(&expected, given) && state.store.users().await?.is_empty())
+}
+
+/// The signed-in part of every page (the account link and the sign-out form, with this
+/// session's CSRF token), put in after the page cache so a cached page never carries
+/// another session's token; client users' navigation lists only their own pages.
+pub async fn personalize(request: Request, next: Next) -> Response {
+    let viewer = request.extensions().get::<Viewer>().cloned();
+    let response = next.run(request).await;
+    let is_html = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("text/html"));
+    if !is_html {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 64 << 20).await else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let html = String::from_utf8_lossy(&bytes);
+    let account = match &viewer {
+        Some(v) if !v.name.is_empty() => {
+            let admin = if v.role == Role::Admin { r#"<a href="/admin">Admin</a> "# } else { "" };
+            format!(
+                r#"<div class="account">{admin}<a href="/account">{} ({})</a> <form method="post" action="/logout"><input type="hidden" name="csrf" value="{}"><button type="submit">Sign out</button></form></div>"#,
+                askama::filters::escape(&v.name, askama::filters::Html)
+                    .map(|e| e.to_string())
+                    .unwrap_or_default(),
+                v.role,
+                v.csrf
+            )
+        }
+        _ => String::new(),
+    };
+    let mut html = html.replace("<!--gpuledger:account-->", &account);
+    if viewer.as_ref().is_none_or(|v| v.role == Role::Client) {
+        html = client_nav(&html, viewer.as_ref());
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(html))
+}
+
+/// The main navigation replaced by links to the viewer's own client pages (none before
+/// sign-in).
+fn client_nav(html: &str, viewer: Option<&Viewer>) -> String {
+    const OPEN: &str = r#"<nav aria-label="Main">"#;
+    let (Some(start), Some(end)) = (html.find(OPEN), html.find("</nav>")) else { return html.to_string() };
+    let links: String = viewer
+        .map(|v| v.clients.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            let name =
+                askama::filters::escape(c, askama::filters::Html).map(|e| e.to_string()).unwrap_or_default();
+            format!(r#"<a href="/clients/{}">{name}</a>"#, super::pages::url_escape(c))
+        })
+        .collect();
+    format!("{}{OPEN}{links}{}", &html[..start], &html[end..])
+}
+
+/// The users, when sign-in is local and none exists yet: the administrator from
+/// `GPULEDGER_ADMIN_PASSWORD`, or a one-time `/setup` link printed for the operator.
+pub async fn first_start(state: &AppState, base: &str) -> anyhow::Result<()> {
+    if !matches!(state.auth.mode, AuthMode::Local) || !state.store.users().await?.is_empty() {
+        return Ok(());
+    }
+    if let Ok(password) = std::env::var("GPULEDGER_ADMIN_PASSWORD") {
+        let hash = tokio::task::spawn_blocking(move || password::hash(&password)).await??;
+        let now = now();
+        let admin = User {
+            id: 0,
+            name: "admin".into(),
+            role: Role::Admin,
+            clients: Vec::new(),
+            password_hash: hash,
+            disabled: false,
+            created_at: now,
+            updated_at: now,
+        };
+        state.store.create_user(&admin).await?;
+        record(state, "admin", "", "user_added", "first administrator, from GPULEDGER_ADMIN_PASSWORD")
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        eprintln!("created the administrator \"admin\" with the password in GPULEDGER_ADMIN_PASSWORD");
+        return Ok(());
+    }
+    let token = auth::random_token();
+    if let Ok(mut slot) = state.auth.setup_token.lock() {
+        *slot = Some(token.clone());
+    }
+    println!(
+        "No user exists yet. Create the first administrator (this link works once): {base}/setup?token={token}"
+    );
+    Ok(())
+}
