@@ -24,6 +24,7 @@ use crate::store::{Rollups, RunStatus, Store, StoreError};
 
 pub use auth::{AuthConfig, AuthMode, SESSION_COOKIE, Viewer, cookie, first_start};
 pub use error::WebError;
+pub use pages::url_escape;
 
 /// What every handler shares. Cheap to clone.
 #[derive(Clone)]

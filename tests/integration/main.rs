@@ -2,6 +2,7 @@
 //! each module below is one area of the crate, tested through its public API.
 
 mod app;
+mod auth;
 mod bill;
 mod browser;
 mod engine;

@@ -49,7 +49,11 @@ pub async fn page(
         names.dedup();
         // A name that differs only in case is the likely one: offer it first.
         names.sort_by_key(|name| !name.eq_ignore_ascii_case(&client));
+        // A scoped viewer is not told the name back: the answer is the same whether or not
+        // a client outside their scope has it.
+        let scoped = view.viewer.scope != crate::auth::Scope::All;
         let message = match names.first().filter(|n| n.eq_ignore_ascii_case(&client)) {
+            _ if scoped => "No client by that name among the clients your account sees.".to_string(),
             Some(close) => {
                 format!("No client named \"{client}\" in any computed month; did you mean \"{close}\"?")
             }

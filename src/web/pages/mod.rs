@@ -84,7 +84,7 @@ impl Filters {
     }
 }
 
-pub(super) fn url_escape(value: &str) -> String {
+pub fn url_escape(value: &str) -> String {
     value
         .bytes()
         .map(|b| match b {

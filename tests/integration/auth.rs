@@ -1,0 +1,429 @@
+//! Accounts, roles and client scopes at the web edge, on the demo data, through the router:
+//! who may open what (every route the pages link to, with every twin and download, for each
+//! role and for a client user of every client, on SQLite and Postgres), that a scoped user
+//! never sees another client's name or number, and how sign-in behaves (brute force,
+//! fixation, disabled users, CSRF, `/metrics`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode, header};
+use gpuledger::auth::{Role, User, password};
+use gpuledger::store::{self, Store};
+use gpuledger::web::{AppState, AuthConfig, router};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use tower::ServiceExt;
+
+use crate::helpers;
+
+/// An HTTP answer with its headers.
+struct Reply {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: header::HeaderName) -> String {
+        self.headers.get_all(name).iter().map(|v| v.to_str().unwrap_or("")).collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// The dashboard with local sign-in over `store`.
+fn signed_in_app(store: Box<dyn Store>) -> AppState {
+    let mut auth = AuthConfig::local();
+    auth.metrics_token = Some("metrics-secret-token".into());
+    AppState::new(store, auth)
+}
+
+async fn send(state: &AppState, method: Method, uri: &str, cookie: &str, form: Option<&str>) -> Reply {
+    send_with(state, method, uri, cookie, form, &[]).await
+}
+
+async fn send_with(
+    state: &AppState,
+    method: Method,
+    uri: &str,
+    cookie: &str,
+    form: Option<&str>,
+    extra: &[(&str, &str)],
+) -> Reply {
+    let mut request = Request::builder().method(method).uri(uri).header(header::HOST, "localhost");
+    if !cookie.is_empty() {
+        request = request.header(header::COOKIE, cookie);
+    }
+    if form.is_some() {
+        request = request.header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    }
+    for (name, value) in extra {
+        request = request.header(*name, *value);
+    }
+    let body = form.map(|f| Body::from(f.to_string())).unwrap_or_else(Body::empty);
+    let response = router(state.clone()).oneshot(request.body(body).unwrap()).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    Reply { status, headers, body: String::from_utf8_lossy(&bytes).into_owned() }
+}
+
+/// A form field's value in a page.
+fn field(html: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = html.find(&marker).unwrap_or_else(|| panic!("no field {name} in {html}")) + marker.len();
+    html[start..].split('"').next().unwrap().to_string()
+}
+
+/// The `name=value` of a `Set-Cookie` named `name`.
+fn set_cookie(reply: &Reply, name: &str) -> Option<String> {
+    reply
+        .header(header::SET_COOKIE)
+        .lines()
+        .find(|c| c.starts_with(&format!("{name}=")))
+        .map(|c| c.split(';').next().unwrap().to_string())
+}
+
+fn escape(text: &str) -> String {
+    gpuledger::web::url_escape(text)
+}
+
+/// Signs in through the login form (CSRF cookie and field, as a browser would); returns the
+/// reply to the POST and the `Cookie` header to send afterwards.
+async fn sign_in(state: &AppState, name: &str, password: &str, before: &str) -> (Reply, String) {
+    let form = send(state, Method::GET, "/login", before, None).await;
+    assert_eq!(form.status, StatusCode::OK, "{}", form.body);
+    let csrf_cookie = set_cookie(&form, "gpuledger_login_csrf").expect("the login form sets its CSRF cookie");
+    let csrf = field(&form.body, "csrf");
+    let cookies = if before.is_empty() { csrf_cookie.clone() } else { format!("{before}; {csrf_cookie}") };
+    let body = format!("csrf={csrf}&next=%2F&username={}&password={}", escape(name), escape(password));
+    let reply = send(state, Method::POST, "/login", &cookies, Some(&body)).await;
+    let session = set_cookie(&reply, "gpuledger_session").unwrap_or_default();
+    (reply, session)
+}
+
+fn secret(name: &str) -> String {
+    format!("a long password for {name}")
+}
+
+/// Adds a user with the password [`secret`]`(name)`.
+async fn add_user(store: &dyn Store, name: &str, role: Role, clients: &[&str]) {
+    let user = User {
+        id: 0,
+        name: name.into(),
+        role,
+        clients: clients.iter().map(|c| c.to_string()).collect(),
+        password_hash: password::hash(&secret(name)).unwrap(),
+        disabled: false,
+        created_at: 0,
+        updated_at: 0,
+    };
+    store.create_user(&user).await.unwrap();
+}
+
+/// Every URL the pages link to, as an administrator sees them: the pages, their twins and
+/// downloads, drill-downs and client pages (breadth first, at most `limit`).
+async fn crawl(state: &AppState, cookie: &str, limit: usize) -> Vec<String> {
+    let start = ["/", "/costs", "/clients", "/gpus", "/inference", "/savings", "/data", "/admin", "/account"];
+    let mut seen: BTreeSet<String> = start.iter().map(|s| s.to_string()).collect();
+    let mut queue: std::collections::VecDeque<String> = start.iter().map(|s| s.to_string()).collect();
+    let mut order = Vec::new();
+    while let Some(url) = queue.pop_front() {
+        order.push(url.clone());
+        if order.len() >= limit {
+            break;
+        }
+        let reply = send(state, Method::GET, &url, cookie, None).await;
+        if !reply.header(header::CONTENT_TYPE).starts_with("text/html") {
+            continue;
+        }
+        for piece in reply.body.split("href=\"").skip(1) {
+            let link = piece.split('"').next().unwrap().replace("&amp;", "&");
+            let local = link.starts_with('/') && !link.starts_with("//") && !link.starts_with("/static/");
+            if local && seen.insert(link.clone()) {
+                queue.push_back(link);
+            }
+        }
+    }
+    order
+}
+
+/// The demo's clients with each one's charged total for the latest month (from the
+/// administrator's Clients JSON), and which client each namespace's cost belongs to.
+async fn clients_and_namespaces(
+    state: &AppState,
+    cookie: &str,
+) -> (BTreeMap<String, f64>, BTreeMap<String, String>) {
+    let reply = send(state, Method::GET, "/clients?format=json", cookie, None).await;
+    let json: Value = serde_json::from_str(&reply.body).unwrap();
+    let clients = json["clients"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["client"].as_str().unwrap().to_string(), r["total_cost"].as_f64().unwrap()))
+        .filter(|(c, _)| !c.starts_with('('))
+        .collect();
+    let mut namespaces = BTreeMap::new();
+    for period in state.store.rollup_periods().await.unwrap() {
+        for c in state.store.rollups(&period.period).await.unwrap().unwrap().costs {
+            namespaces.insert(c.namespace.clone(), c.client.clone());
+        }
+    }
+    (clients, namespaces)
+}
+
+/// What `role` (seeing `own` clients) must get for `url`.
+fn expected(role: Role, own: &[String], namespaces: &BTreeMap<String, String>, url: &str) -> StatusCode {
+    let path = url.split('?').next().unwrap();
+    let query = url.split_once('?').map(|(_, q)| q).unwrap_or("");
+    let scoped = matches!(role, Role::Manager | Role::Client);
+    let client_page = path.strip_prefix("/clients/").map(|c| c.replace("%28", "(").replace("%29", ")"));
+    if path == "/admin" {
+        return if role == Role::Admin { StatusCode::OK } else { StatusCode::FORBIDDEN };
+    }
+    if path == "/account" {
+        return StatusCode::OK;
+    }
+    if path == "/data" && scoped {
+        return StatusCode::FORBIDDEN;
+    }
+    if role == Role::Client {
+        return match (path, &client_page) {
+            ("/", _) => StatusCode::SEE_OTHER,
+            (_, Some(client)) if own.contains(client) => StatusCode::OK,
+            (_, Some(_)) => StatusCode::NOT_FOUND,
+            _ => StatusCode::FORBIDDEN,
+        };
+    }
+    if role == Role::Manager {
+        if let Some(client) = &client_page
+            && !client.starts_with('(')
+            && !own.contains(client)
+        {
+            return StatusCode::NOT_FOUND;
+        }
+        // A drill-down into another client's namespace names nothing the manager may see.
+        let namespace = query.split('&').find_map(|p| p.strip_prefix("namespace="));
+        if let Some(namespace) = namespace
+            && namespaces.get(namespace).is_some_and(|client| !own.contains(client))
+        {
+            return StatusCode::BAD_REQUEST;
+        }
+    }
+    StatusCode::OK
+}
+
+/// The ways a client's total can be printed (JSON, CSV, the page's money).
+fn printed(total: f64) -> Vec<String> {
+    let plain = format!("{total:.2}");
+    let (whole, cents) = plain.split_once('.').unwrap();
+    let mut grouped = String::new();
+    for (i, digit) in whole.chars().enumerate() {
+        if i > 0 && (whole.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(digit);
+    }
+    vec![plain.clone(), format!("{grouped}.{cents}")]
+}
+
+/// The matrix on one database holding the demo data.
+async fn the_matrix(store: Box<dyn Store>, what: &str) {
+    let state = signed_in_app(store);
+    let admin = "admin";
+    add_user(state.store.as_ref(), admin, Role::Admin, &[]).await;
+    let (_, admin_cookie) = sign_in(&state, admin, &secret(admin), "").await;
+    let (clients, namespaces) = clients_and_namespaces(&state, &admin_cookie).await;
+    assert!(clients.len() >= 3, "{what}: the demo has several clients: {clients:?}");
+    let names: Vec<String> = clients.keys().cloned().collect();
+    let manager_clients = vec![names[0].clone()];
+    let mut users: Vec<(String, Role, Vec<String>)> = vec![
+        (admin.into(), Role::Admin, vec![]),
+        ("finance".into(), Role::Finance, vec![]),
+        ("viewer".into(), Role::Viewer, vec![]),
+        ("manager".into(), Role::Manager, manager_clients.clone()),
+    ];
+    for client in &names {
+        users.push((format!("user-of-{client}"), Role::Client, vec![client.clone()]));
+    }
+    for (name, role, own) in &users[1..] {
+        let own: Vec<&str> = own.iter().map(String::as_str).collect();
+        add_user(state.store.as_ref(), name, *role, &own).await;
+    }
+    let urls = crawl(&state, &admin_cookie, 400).await;
+    let twins = urls.iter().filter(|u| u.contains("format=")).count();
+    assert!(urls.len() > 40 && twins > 20, "{what}: crawled {} URLs, {twins} twins", urls.len());
+    let mut checked = 0;
+    for (name, role, own) in &users {
+        let (_, cookie) = sign_in(&state, name, &secret(name), "").await;
+        assert!(!cookie.is_empty(), "{what}: {name} signs in");
+        // Others: every client the user may not see, with the ways its total is printed.
+        let others: Vec<(&String, Vec<String>)> = if matches!(role, Role::Manager | Role::Client) {
+            clients.iter().filter(|(c, _)| !own.contains(c)).map(|(c, total)| (c, printed(*total))).collect()
+        } else {
+            Vec::new()
+        };
+        for url in &urls {
+            let reply = send(&state, Method::GET, url, &cookie, None).await;
+            let want = expected(*role, own, &namespaces, url);
+            assert_eq!(
+                reply.status,
+                want,
+                "{what}: {name} ({role}) GET {url}: {}",
+                &reply.body[..reply.body.len().min(300)]
+            );
+            for (other, totals) in &others {
+                assert!(
+                    !reply.body.contains(other.as_str()),
+                    "{what}: {name} ({role}) sees the name of {other} in {url}"
+                );
+                for total in totals.iter().filter(|t| t.len() >= 6) {
+                    assert!(
+                        !reply.body.contains(total.as_str()),
+                        "{what}: {name} ({role}) sees {other}'s total {total} in {url}"
+                    );
+                }
+            }
+            checked += 1;
+        }
+    }
+    eprintln!(
+        "{what}: {} URLs ({twins} twins and downloads) × {} users = {checked} answers checked",
+        urls.len(),
+        users.len()
+    );
+}
+
+#[tokio::test]
+async fn every_route_answers_each_role_as_it_should_and_scoped_users_see_no_other_client_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store::connect(&format!("sqlite:{}", dir.path().join("matrix.db").display())).await.unwrap();
+    crate::engine::generate_and_load(store.as_ref(), dir.path(), 2, 44).await;
+    the_matrix(store, "sqlite").await;
+}
+
+#[tokio::test]
+async fn every_route_answers_each_role_as_it_should_and_scoped_users_see_no_other_client_on_postgres() {
+    let Some(database) = helpers::fresh_postgres().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let store = store::connect(&database.url).await.unwrap();
+    crate::engine::generate_and_load(store.as_ref(), dir.path(), 2, 44).await;
+    the_matrix(store, "postgres").await;
+}
+
+#[tokio::test]
+async fn sign_in_is_slowed_after_failures_fixation_is_impossible_and_disabled_users_are_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store::connect(&format!("sqlite:{}", dir.path().join("auth.db").display())).await.unwrap();
+    let state = signed_in_app(store);
+    add_user(state.store.as_ref(), "dana", Role::Finance, &[]).await;
+
+    // Not signed in: a page goes to the login form (and back afterwards), JSON gets 401.
+    let page = send(&state, Method::GET, "/costs?period=2026-10", "", None).await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    assert_eq!(page.header(header::LOCATION), "/login?next=%2Fcosts%3Fperiod%3D2026-10");
+    let json = send(&state, Method::GET, "/costs?format=json", "", None).await;
+    assert_eq!(json.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(serde_json::from_str::<Value>(&json.body).unwrap()["login"], "/login");
+
+    // Fixation: a session id planted before login is never the one after it.
+    let planted = "gpuledger_session=0000000000000000000000000000000000000000000000000000000000000000";
+    let (reply, session) = sign_in(&state, "dana", &secret("dana"), planted).await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
+    assert!(
+        reply.header(header::SET_COOKIE).contains("HttpOnly")
+            && reply.header(header::SET_COOKIE).contains("SameSite=Lax")
+    );
+    assert_ne!(session, planted);
+    assert_eq!(send(&state, Method::GET, "/account", planted, None).await.status, StatusCode::SEE_OTHER);
+    let account = send(&state, Method::GET, "/account", &session, None).await;
+    assert_eq!(account.status, StatusCode::OK);
+    assert_eq!(account.header(header::CACHE_CONTROL), "private, no-store");
+    assert!(account.header(header::VARY).starts_with("Cookie, Accept"), "{}", account.header(header::VARY));
+    assert!(account.body.contains("dana (finance)"), "the page names who is signed in");
+
+    // A POST without the session's CSRF token, or from another site, is refused.
+    let csrf = field(&account.body, "csrf");
+    let no_token = send(&state, Method::POST, "/logout", &session, Some("")).await;
+    assert_eq!(no_token.status, StatusCode::FORBIDDEN);
+    let wrong = send(&state, Method::POST, "/logout", &session, Some("csrf=deadbeef")).await;
+    assert_eq!(wrong.status, StatusCode::FORBIDDEN);
+    let cross_site = send_with(
+        &state,
+        Method::POST,
+        "/logout",
+        &session,
+        Some(&format!("csrf={csrf}")),
+        &[("origin", "https://evil.example")],
+    )
+    .await;
+    assert_eq!(cross_site.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        send(&state, Method::GET, "/account", &session, None).await.status,
+        StatusCode::OK,
+        "still signed in"
+    );
+
+    // Brute force: five wrong passwords, then even the right one is refused for 15 minutes.
+    let started = std::time::Instant::now();
+    for _ in 0..5 {
+        let (wrong, cookie) = sign_in(&state, "dana", "not the password at all", "").await;
+        assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+        assert!(cookie.is_empty());
+    }
+    let per_attempt = started.elapsed() / 5;
+    let (blocked, cookie) = sign_in(&state, "dana", &secret("dana"), "").await;
+    assert_eq!(blocked.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(blocked.header(header::RETRY_AFTER), "900");
+    assert!(cookie.is_empty());
+    let failures = state.store.count_audit("login_failed", 0, Some("dana"), None).await.unwrap();
+    assert_eq!(failures, 5);
+    eprintln!("a failed sign-in took {per_attempt:?} (argon2id verify included); the 6th was refused");
+
+    // Disabling a user ends the sessions it has.
+    let mut dana = state.store.user("dana").await.unwrap().unwrap();
+    dana.disabled = true;
+    state.store.update_user(&dana, true).await.unwrap();
+    assert_eq!(send(&state, Method::GET, "/account", &session, None).await.status, StatusCode::SEE_OTHER);
+
+    // /metrics wants its bearer token.
+    assert_eq!(send(&state, Method::GET, "/metrics", "", None).await.status, StatusCode::UNAUTHORIZED);
+    let metrics = send_with(
+        &state,
+        Method::GET,
+        "/metrics",
+        "",
+        None,
+        &[("authorization", "Bearer metrics-secret-token")],
+    )
+    .await;
+    assert_eq!(metrics.status, StatusCode::OK);
+    assert!(metrics.body.contains("gpuledger_http_requests_total"));
+}
+
+#[tokio::test]
+async fn logout_ends_the_session_and_the_audit_log_has_every_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store::connect(&format!("sqlite:{}", dir.path().join("auth.db").display())).await.unwrap();
+    let state = signed_in_app(store);
+    add_user(state.store.as_ref(), "root", Role::Admin, &[]).await;
+    let (_, session) = sign_in(&state, "root", &secret("root"), "").await;
+    let admin = send(&state, Method::GET, "/admin", &session, None).await;
+    assert_eq!(admin.status, StatusCode::OK);
+    let csrf = field(&admin.body, "csrf");
+    // An administrator adds a client user through the admin page.
+    let add = format!(
+        "csrf={csrf}&action=add&username=carol&role=client&clients=acme&password={}",
+        escape(&secret("carol"))
+    );
+    let added = send(&state, Method::POST, "/admin/users", &session, Some(&add)).await;
+    assert_eq!(added.status, StatusCode::SEE_OTHER, "{}", added.body);
+    let carol = state.store.user("carol").await.unwrap().unwrap();
+    assert_eq!((carol.role, carol.clients.clone()), (Role::Client, vec!["acme".to_string()]));
+    let out = send(&state, Method::POST, "/logout", &session, Some(&format!("csrf={csrf}"))).await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    assert_eq!(send(&state, Method::GET, "/admin", &session, None).await.status, StatusCode::SEE_OTHER);
+    let log = state.store.audit_log(10).await.unwrap();
+    let actions: Vec<&str> = log.iter().rev().map(|a| a.action.as_str()).collect();
+    assert_eq!(actions, ["login", "user_changed", "logout"]);
+    assert!(log[1].detail.contains("carol (client)"), "{:?}", log[1]);
+}
