@@ -151,7 +151,10 @@ impl Viewer {
 
 /// Paths open without signing in.
 fn is_public(path: &str) -> bool {
-    matches!(path, "/login" | "/setup" | "/healthz" | "/static/style.css" | "/static/htmx.min.js")
+    matches!(
+        path,
+        "/login" | "/setup" | "/healthz" | "/favicon.ico" | "/static/style.css" | "/static/htmx.min.js"
+    )
 }
 
 /// The request's peer address, when the server recorded it.
@@ -393,14 +396,20 @@ fn safe_next(next: Option<&str>) -> String {
     }
 }
 
+/// The login form. Its CSRF token is the one already in the browser's cookie when there is
+/// one (a second tab, or a request the browser makes on its own such as `/favicon.ico`, must
+/// not invalidate the form on screen), else a new one.
 fn login_form(
+    headers: &HeaderMap,
     heading: &'static str,
     action: &'static str,
     next: &str,
     message: &str,
     setup: &str,
 ) -> Response {
-    let csrf = auth::random_token();
+    let csrf = cookie(headers, LOGIN_CSRF_COOKIE)
+        .filter(|t| t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit()))
+        .unwrap_or_else(auth::random_token);
     let page = LoginPage {
         active: "",
         heading,
@@ -429,8 +438,8 @@ fn login_form(
 }
 
 /// `GET /login`.
-pub async fn login_page(Query(query): Query<LoginQuery>) -> Response {
-    login_form("Sign in", "/login", &safe_next(query.next.as_deref()), "", "")
+pub async fn login_page(Query(query): Query<LoginQuery>, headers: HeaderMap) -> Response {
+    login_form(&headers, "Sign in", "/login", &safe_next(query.next.as_deref()), "", "")
 }
 
 #[derive(Debug, Deserialize)]
@@ -446,11 +455,12 @@ pub async fn login(State(state): State<AppState>, request: Request) -> Response 
     let address = address_text(&request);
     let secure = state.auth.secure_cookies;
     let old = cookie(request.headers(), SESSION_COOKIE);
+    let headers = request.headers().clone();
     let Ok(Form(form)) = Form::<LoginForm>::from_request(request, &()).await else {
         return WebError::bad("username", "the form needs username and password", Vec::new()).into_response();
     };
     let next = safe_next(form.next.as_deref());
-    match sign_in(&state, &form, &address).await {
+    match sign_in(&state, &headers, &form, &address).await {
         Ok(Ok(user)) => {
             // A fresh token: a session id planted before login is never promoted.
             if let Some(old) = old {
@@ -492,6 +502,7 @@ pub async fn login(State(state): State<AppState>, request: Request) -> Response 
 /// The user a login form names, or the answer that refuses it.
 async fn sign_in(
     state: &AppState,
+    headers: &HeaderMap,
     form: &LoginForm,
     address: &str,
 ) -> Result<Result<User, Response>, WebError> {
@@ -529,6 +540,7 @@ async fn sign_in(
         _ => {
             record(state, &form.username, address, "login_failed", "").await?;
             Ok(Err(login_form(
+                headers,
                 "Sign in",
                 "/login",
                 &safe_next(form.next.as_deref()),
@@ -767,9 +779,14 @@ pub async fn change_user(
 
 /// `GET /setup?token=…`: the first administrator, while no user exists, with the one-time
 /// token `serve` printed.
-pub async fn setup_page(State(state): State<AppState>, Query(query): Query<LoginQuery>) -> Response {
+pub async fn setup_page(
+    State(state): State<AppState>,
+    Query(query): Query<LoginQuery>,
+    headers: HeaderMap,
+) -> Response {
     match setup_allowed(&state, query.token.as_deref()).await {
         Ok(true) => login_form(
+            &headers,
             "Create the first administrator",
             "/setup",
             "/",
@@ -789,7 +806,11 @@ pub struct SetupForm {
 }
 
 /// `POST /setup`: creates the first administrator.
-pub async fn setup(State(state): State<AppState>, Form(form): Form<SetupForm>) -> Response {
+pub async fn setup(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<SetupForm>,
+) -> Response {
     match setup_allowed(&state, Some(&form.token)).await {
         Ok(true) => {}
         Ok(false) => return WebError::not_found("Setup is done: sign in at /login.").into_response(),
@@ -799,7 +820,15 @@ pub async fn setup(State(state): State<AppState>, Form(form): Form<SetupForm>) -
     let hash = match tokio::task::spawn_blocking(move || password::hash(&password)).await {
         Ok(Ok(hash)) => hash,
         Ok(Err(e)) => {
-            return login_form("Create the first administrator", "/setup", "/", &e.to_string(), &form.token);
+            let message = e.to_string();
+            return login_form(
+                &headers,
+                "Create the first administrator",
+                "/setup",
+                "/",
+                &message,
+                &form.token,
+            );
         }
         Err(_) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     };

@@ -140,6 +140,20 @@ impl Session {
         value.as_str().unwrap_or_default().to_string()
     }
 
+    async fn type_into(&self, element: &str, text: &str) {
+        let body = json!({"text": text});
+        self.call(reqwest::Method::POST, &format!("/element/{element}/value"), Some(body)).await;
+    }
+
+    /// Runs `script` in the page (asynchronously: it calls `arguments[0]` with its result).
+    async fn run_async(&self, script: &str) -> Value {
+        self.call(reqwest::Method::POST, "/execute/async", Some(json!({"script": script, "args": []}))).await
+    }
+
+    async fn page_source(&self) -> String {
+        self.call(reqwest::Method::GET, "/source", None).await.as_str().unwrap_or_default().to_string()
+    }
+
     async fn click(&self, element: &str) {
         self.call(reqwest::Method::POST, &format!("/element/{element}/click"), Some(json!({}))).await;
     }
@@ -285,5 +299,84 @@ async fn the_dashboard_in_a_real_browser() {
         format_usd((truth(dir.path(), "2026-10")["bill_amortized"].as_f64().unwrap() * 1e6).round() as i64);
     assert!(text.contains(&bill), "the printed Overview shows the bill {bill}: {text}");
     assert!(text.contains("Total spend"), "{text}");
+    client.close().await;
+}
+
+#[tokio::test]
+async fn a_client_user_signs_in_sees_only_its_pages_and_signs_out_in_a_real_browser() {
+    let Some(driver) = start_driver() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let database =
+        store::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await.unwrap();
+    let state = AppState::new(database, gpuledger::web::AuthConfig::local());
+    generate_and_load(state.store.as_ref(), dir.path(), 1, 46).await;
+    let password = "acme's long password";
+    let user = gpuledger::auth::User {
+        id: 0,
+        name: "acme-finance".into(),
+        role: gpuledger::auth::Role::Client,
+        clients: vec!["acme".into()],
+        password_hash: gpuledger::auth::password::hash(password).unwrap(),
+        disabled: false,
+        created_at: 0,
+        updated_at: 0,
+    };
+    state.store.create_user(&user).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = router(state.clone()).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = Session::start(&driver, dir.path()).await;
+
+    // Not signed in: the Overview sends the browser to the login form.
+    client.goto(&format!("{base}/")).await;
+    wait_for_url(&client, "/login?next=%2F").await;
+    std::fs::write(screenshots_dir().join("login.png"), client.screenshot().await).unwrap();
+    client.type_into(&client.find("css selector", "input[name='username']").await, "acme-finance").await;
+    client.type_into(&client.find("css selector", "input[name='password']").await, password).await;
+    client.click(&client.find("css selector", "form.login button[type='submit']").await).await;
+
+    // Signed in as acme's user: the Overview leads to acme's page; the navigation lists only
+    // acme; no other client appears.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    eprintln!("DEBUG url {} source {}", client.url().await, client.page_source().await);
+    wait_for_url(&client, "/clients/acme").await;
+    let nav: Vec<String> = {
+        let mut names = Vec::new();
+        for link in client.find_all("css selector", "nav[aria-label='Main'] a").await {
+            names.push(client.text(&link).await);
+        }
+        names
+    };
+    assert_eq!(nav, ["acme"]);
+    let source = client.page_source().await;
+    for other in ["globex", "initech", "umbrella"] {
+        assert!(!source.contains(other), "acme's user sees {other}");
+    }
+    assert!(source.contains("acme-finance (client)"), "the page names who is signed in");
+    std::fs::write(screenshots_dir().join("client-signed-in.png"), client.screenshot().await).unwrap();
+
+    // Other pages are refused; another client's page is not there.
+    client.goto(&format!("{base}/costs")).await;
+    let heading = client.text(&client.find("css selector", "h1").await).await;
+    assert_eq!(heading, "Error 403");
+    client.goto(&format!("{base}/clients/globex")).await;
+    assert_eq!(client.text(&client.find("css selector", "h1").await).await, "Error 404");
+
+    // A POST without the session's CSRF token is refused (the session survives it).
+    let status = client
+        .run_async(
+            "const done = arguments[0]; fetch('/logout', {method: 'POST', body: new URLSearchParams({csrf: 'forged'})}).then(r => done(r.status));",
+        )
+        .await;
+    assert_eq!(status, 403);
+    client.goto(&format!("{base}/clients/acme")).await;
+    assert!(client.url().await.ends_with("/clients/acme"), "still signed in");
+
+    // Sign out: the session ends and acme's page asks for a login again.
+    client.click(&client.find("css selector", "div.account button[type='submit']").await).await;
+    wait_for_url(&client, "/login").await;
+    client.goto(&format!("{base}/clients/acme")).await;
+    wait_for_url(&client, "/login?next=").await;
     client.close().await;
 }
