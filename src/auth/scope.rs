@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::engine::classify::PLATFORM;
 use crate::store::{ClientRollup, Rollups};
 
 /// The name other clients' rows take for a manager.
@@ -35,6 +36,13 @@ pub enum Scope {
 impl Scope {
     pub fn clients(clients: impl IntoIterator<Item = String>, others: Others) -> Scope {
         Scope::Clients { clients: clients.into_iter().collect(), others }
+    }
+
+    /// Whether fleet pages may name a cost row of `client` to this scope: its own clients,
+    /// and the platform namespaces (shared infrastructure such as `kube-system`, no client's),
+    /// unless other clients are hidden altogether.
+    fn names(&self, client: &str) -> bool {
+        self.allows(client) || (self.sees_fleet() && client == PLATFORM)
     }
 
     /// Whether the user may see `client`'s numbers.
@@ -70,7 +78,7 @@ impl Scope {
         let mut owned: BTreeMap<(&str, &str), bool> = BTreeMap::new();
         for c in &rollups.costs {
             let entry = owned.entry((c.namespace.as_str(), c.workload.as_str())).or_insert(true);
-            *entry &= self.allows(&c.client);
+            *entry &= self.names(&c.client);
         }
         match others {
             Others::Anonymous => {
@@ -80,7 +88,7 @@ impl Scope {
                     .costs
                     .iter()
                     .map(|c| {
-                        if self.allows(&c.client) {
+                        if self.names(&c.client) {
                             return c.clone();
                         }
                         let mut anonymous = c.clone();

@@ -62,6 +62,9 @@ pub struct AuthConfig {
     pub absolute_timeout: i64,
     /// The one-time token of `/setup`, while no user exists.
     pub setup_token: std::sync::Mutex<Option<String>>,
+    /// Random per process: the CSRF tokens of users signed in through a proxy (they have no
+    /// session here) are derived from it and their name.
+    proxy_csrf_secret: String,
 }
 
 impl std::fmt::Debug for AuthConfig {
@@ -91,6 +94,7 @@ impl AuthConfig {
             idle_timeout: 2 * 3600,
             absolute_timeout: 12 * 3600,
             setup_token: std::sync::Mutex::new(None),
+            proxy_csrf_secret: auth::random_token(),
         }
     }
 
@@ -226,7 +230,11 @@ async fn find_viewer(
             let named = headers.get(header).and_then(|v| v.to_str().ok()).map(str::trim);
             let (true, Some(name)) = (from_proxy, named.filter(|n| !n.is_empty())) else { return Ok(None) };
             let user = state.store.user(name).await?.filter(|u| !u.disabled);
-            Ok(user.map(|u| Viewer::of(&u, None)))
+            Ok(user.map(|u| {
+                let mut viewer = Viewer::of(&u, None);
+                viewer.csrf = auth::token_hash(&format!("{}:{}", state.auth.proxy_csrf_secret, u.name));
+                viewer
+            }))
         }
         AuthMode::Local => {
             let Some(token) = cookie(headers, SESSION_COOKIE) else { return Ok(None) };
@@ -320,9 +328,11 @@ async fn metrics_gate(state: &AppState, request: Request, next: Next) -> Respons
 /// Middleware: every POST must come from this site (`Origin`, when sent, names this host)
 /// and carry the CSRF token: the session's, or for the login form the one in its cookie.
 pub async fn csrf_guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if request.method() != Method::POST || state.auth.is_off() && request.uri().path() != "/login" {
+    if request.method() != Method::POST {
         return next.run(request).await;
     }
+    // Another site's form is refused in every mode, sign-in off included (a page on the web
+    // must not drive a dashboard on the visitor's own machine).
     let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
     if let Some(origin) = request.headers().get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
         let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
@@ -333,6 +343,10 @@ pub async fn csrf_guard(State(state): State<AppState>, request: Request, next: N
             }
             .into_response();
         }
+    }
+    // Without sign-in there is no session to hold a token.
+    if state.auth.is_off() {
+        return next.run(request).await;
     }
     let expected = if request.uri().path() == "/login" || request.uri().path() == "/setup" {
         cookie(request.headers(), LOGIN_CSRF_COOKIE)
@@ -861,10 +875,21 @@ async fn setup_allowed(state: &AppState, given: Option<&str>) -> Result<bool, We
 
 /// The signed-in part of every page (the account link and the sign-out form, with this
 /// session's CSRF token), put in after the page cache so a cached page never carries
-/// another session's token; client users' navigation lists only their own pages.
-pub async fn personalize(request: Request, next: Next) -> Response {
+/// another session's token; client users' navigation lists only their own pages. Downloads
+/// are written to the audit log here.
+pub async fn personalize(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let viewer = request.extensions().get::<Viewer>().cloned();
+    let query = request.uri().query().unwrap_or("").to_string();
+    let download = query.split('&').any(|p| p == "format=csv" || p == "format=xlsx");
+    let what = format!("{}?{query}", request.uri().path());
     let response = next.run(request).await;
+    // Downloads are audited here, outside the page cache, so a cached one counts too.
+    if download && response.status() == StatusCode::OK && !state.auth.is_off() {
+        let who = viewer.as_ref().map(|v| v.name.as_str()).unwrap_or("");
+        if let Err(e) = record(&state, who, "", "download", &what).await {
+            tracing::warn!(error = %e, "could not audit a download");
+        }
+    }
     let is_html = response
         .headers()
         .get(header::CONTENT_TYPE)

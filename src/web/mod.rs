@@ -341,7 +341,7 @@ pub fn router(state: AppState) -> Router {
         .route("/static/htmx.min.js", get(htmx))
         .fallback(error::unknown_path)
         .layer(axum::middleware::from_fn_with_state(state.clone(), page_cache))
-        .layer(axum::middleware::from_fn(auth::personalize))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::personalize))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::csrf_guard))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::authenticate))
         .layer(axum::middleware::from_fn(error::json_errors))

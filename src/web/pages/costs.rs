@@ -25,7 +25,7 @@ pub async fn costs(
     if let Some(range) = &view.range {
         let clusters: std::collections::BTreeSet<&str> = range.costs().map(|c| c.cluster.as_str()).collect();
         content.clusters = clusters.into_iter().map(String::from).collect();
-        check_drill_down(&filters, range)?;
+        check_drill_down(&filters, range, viewer.scope != crate::auth::Scope::All)?;
         let (caption, table, links) =
             match (given(&filters.group), given(&filters.namespace), given(&filters.workload)) {
                 (Some("pod"), Some(namespace), Some(workload)) => {
@@ -39,7 +39,10 @@ pub async fn costs(
 }
 
 /// Refuses a grouping, namespace or workload the range does not have, naming the choices.
-fn check_drill_down(filters: &Filters, range: &RollupRange) -> Result<(), WebError> {
+/// A scoped viewer is not told the name back (the answer is the same whether another
+/// client has it or nobody does).
+fn check_drill_down(filters: &Filters, range: &RollupRange, scoped: bool) -> Result<(), WebError> {
+    let echo = |name: &str| if scoped { "of that name".to_string() } else { format!("{name:?}") };
     let group = given(&filters.group);
     if let Some(group) = group
         && !GROUPS.contains(&group)
@@ -56,7 +59,7 @@ fn check_drill_down(filters: &Filters, range: &RollupRange) -> Result<(), WebErr
             let choices = namespaces.into_iter().map(String::from).collect();
             return Err(WebError::bad(
                 "namespace",
-                format!("no namespace {namespace:?} in {}", range.label),
+                format!("no namespace {} in {}", echo(namespace), range.label),
                 choices,
             ));
         }
@@ -75,7 +78,7 @@ fn check_drill_down(filters: &Filters, range: &RollupRange) -> Result<(), WebErr
             let choices = workloads.into_iter().map(String::from).collect();
             return Err(WebError::bad(
                 "workload",
-                format!("no workload {workload:?} in {namespace}"),
+                format!("no workload {} in that namespace", echo(workload)),
                 choices,
             ));
         }
