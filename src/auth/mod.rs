@@ -140,6 +140,17 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A URL without the user and password it may carry (`https://u:p@host/x` → `https://host/x`),
+/// for runs, messages and logs.
+pub fn redacted_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+        None => url.to_string(),
+    }
+}
+
 /// Compares two secrets in time that does not depend on where they differ.
 pub fn same_secret(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -155,6 +166,17 @@ mod tests {
             assert_eq!(role.as_str().parse::<Role>(), Ok(role));
         }
         assert!("root".parse::<Role>().unwrap_err().contains("admin, finance, manager, viewer, client"));
+    }
+
+    #[test]
+    fn urls_lose_their_credentials() {
+        assert_eq!(
+            redacted_url("https://u:secret@prom.example:9090/api?x=1"),
+            "https://prom.example:9090/api?x=1"
+        );
+        assert_eq!(redacted_url("postgres://gl:pw@db/ledger"), "postgres://db/ledger");
+        assert_eq!(redacted_url("http://prom:9090"), "http://prom:9090");
+        assert_eq!(redacted_url("sqlite:gpuledger.db"), "sqlite:gpuledger.db");
     }
 
     #[test]

@@ -172,7 +172,7 @@ impl MetricsIngestOptions {
     /// The Prometheus URL or the file, as runs and messages name the source.
     pub fn source_name(&self) -> String {
         match &self.source {
-            MetricsSource::Prometheus(api) => api.url.clone(),
+            MetricsSource::Prometheus(api) => crate::auth::redacted_url(&api.url),
             MetricsSource::File(path) => path.display().to_string(),
         }
     }

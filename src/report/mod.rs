@@ -286,10 +286,13 @@ fn usd(micros: i64) -> Value {
     json!(micros as f64 / 1e6)
 }
 
-/// Quotes a CSV cell when needed and neutralizes text a spreadsheet would run as a formula.
+/// Quotes a CSV cell when needed and neutralizes text a spreadsheet would run as a formula
+/// (`= + - @`, and a leading tab or carriage return, which some spreadsheets skip before
+/// reading a formula).
 pub fn csv_cell(text: &str) -> String {
-    let text = if text.starts_with(['=', '+', '-', '@']) { format!("'{text}") } else { text.to_string() };
-    if text.contains([',', '"', '\n']) { format!("\"{}\"", text.replace('"', "\"\"")) } else { text }
+    let risky = text.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    let text = if risky { format!("'{text}") } else { text.to_string() };
+    if text.contains([',', '"', '\n', '\r']) { format!("\"{}\"", text.replace('"', "\"\"")) } else { text }
 }
 
 #[cfg(test)]
@@ -301,6 +304,10 @@ mod tests {
         assert_eq!(csv_cell("acme-llm"), "acme-llm");
         assert_eq!(csv_cell("=HYPERLINK(1)"), "'=HYPERLINK(1)");
         assert_eq!(csv_cell("a,b"), "\"a,b\"");
+        // A leading tab or carriage return is neutralized too; a carriage return is quoted.
+        assert_eq!(csv_cell("\t=1+1"), "'\t=1+1");
+        assert_eq!(csv_cell("\r=1+1"), "\"'\r=1+1\"");
+        assert_eq!(csv_cell("a\rb"), "\"a\rb\"");
     }
 
     #[test]

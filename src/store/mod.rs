@@ -368,6 +368,6 @@ async fn open(url: &str) -> StoreResult<Box<dyn Store>> {
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         Ok(Box::new(postgres::PgStore::open(url).await?))
     } else {
-        Err(StoreError::UnsupportedUrl(url.to_string()))
+        Err(StoreError::UnsupportedUrl(crate::auth::redacted_url(url)))
     }
 }

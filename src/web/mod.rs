@@ -351,7 +351,23 @@ pub fn router(state: AppState) -> Router {
     for (name, value) in headers {
         router = router.layer(SetResponseHeaderLayer::if_not_present(name, HeaderValue::from_static(value)));
     }
-    router.with_state(state)
+    if state.auth.secure_cookies {
+        // Served over TLS (or behind a proxy that terminates it): browsers keep to HTTPS.
+        router = router.layer(SetResponseHeaderLayer::if_not_present(
+            header::STRICT_TRANSPORT_SECURITY,
+            HeaderValue::from_static("max-age=31536000"),
+        ));
+    }
+    // The edge's limits: a request body of 64 KiB at most (forms are small), 30 s per
+    // request, 256 requests in flight (the rest wait).
+    router
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(64 << 10))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            std::time::Duration::from_secs(30),
+        ))
+        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(256))
+        .with_state(state)
 }
 
 /// Liveness and database reachability, as JSON.

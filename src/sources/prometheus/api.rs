@@ -77,7 +77,7 @@ impl PrometheusApi {
             .connect_timeout(options.timeout.min(Duration::from_secs(10)))
             .build()
             .map_err(|e| ApiError::Unreachable {
-                url: options.url.clone(),
+                url: crate::auth::redacted_url(&options.url),
                 what: "setting up the HTTP client".into(),
                 message: e.to_string(),
             })?;
@@ -210,20 +210,28 @@ impl PrometheusApi {
             }
         }
         Err(ApiError::Unreachable {
-            url: self.options.url.clone(),
+            url: crate::auth::redacted_url(&self.options.url),
             what: what.to_string(),
             message: last_error,
         })
     }
 
     fn refused(&self, what: &str, message: String) -> ApiError {
-        ApiError::Refused { url: self.options.url.clone(), what: what.to_string(), message }
+        ApiError::Refused {
+            url: crate::auth::redacted_url(&self.options.url),
+            what: what.to_string(),
+            message,
+        }
     }
 }
 
-/// reqwest's error with its causes ("error sending request" alone says nothing).
+/// reqwest's error with its causes ("error sending request" alone says nothing), without
+/// the credentials of the URL reqwest puts in it.
 fn describe(error: &reqwest::Error) -> String {
     let mut text = error.to_string();
+    if let Some(url) = error.url() {
+        text = text.replace(url.as_str(), &crate::auth::redacted_url(url.as_str()));
+    }
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
         text.push_str(": ");
