@@ -80,6 +80,21 @@ pub struct User {
 }
 
 impl User {
+    /// A new, enabled user, made now (the store gives it its id).
+    pub fn new(name: &str, role: Role, clients: Vec<String>, password_hash: String) -> User {
+        let now = chrono::Utc::now().timestamp();
+        User {
+            id: 0,
+            name: name.trim().to_string(),
+            role,
+            clients,
+            password_hash,
+            disabled: false,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
     /// What this user may see.
     pub fn scope(&self) -> Scope {
         match self.role {

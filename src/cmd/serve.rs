@@ -71,19 +71,9 @@ async fn demo_users(store: &dyn Store, data: &std::path::Path) -> anyhow::Result
             ("acme", Role::Client, vec!["acme".to_string()]),
         ];
         let mut lines = String::from("# gpuledger demo accounts: user password role clients\n");
-        let now = chrono::Utc::now().timestamp();
         for (name, role, clients) in accounts {
             let secret = crate::auth::random_token()[..16].to_string();
-            let user = User {
-                id: 0,
-                name: name.into(),
-                role,
-                clients: clients.clone(),
-                password_hash: password::hash(&secret)?,
-                disabled: false,
-                created_at: now,
-                updated_at: now,
-            };
+            let user = User::new(name, role, clients.clone(), password::hash(&secret)?);
             store.create_user(&user).await?;
             lines.push_str(&format!("{name} {secret} {role} {}\n", clients.join(",")));
         }

@@ -61,16 +61,7 @@ pub(super) async fn run(store: &dyn Store, command: UsersCommand) -> anyhow::Res
         UsersCommand::Add(UserAddArgs { name, role, clients, password_stdin }) => {
             let password_hash =
                 if password_stdin { password::hash(&read_password(true)?)? } else { String::new() };
-            let user = User {
-                id: 0,
-                name: name.trim().to_string(),
-                role,
-                clients: client_list(&clients),
-                password_hash,
-                disabled: false,
-                created_at: now,
-                updated_at: now,
-            };
+            let user = User::new(&name, role, client_list(&clients), password_hash);
             check_clients(&user).map_err(anyhow::Error::msg)?;
             store.create_user(&user).await?;
             audit(store, "user_added", format!("{user} clients {:?}", user.clients)).await?;

@@ -742,16 +742,7 @@ pub async fn change_user(
                 .await
                 .map_err(|_| WebError::bad("password", "hashing failed", Vec::new()))?
                 .map_err(|e| WebError::bad("password", e.to_string(), Vec::new()))?;
-            let user = User {
-                id: 0,
-                name: form.username.clone(),
-                role: role()?,
-                clients,
-                password_hash: hash,
-                disabled: false,
-                created_at: now,
-                updated_at: now,
-            };
+            let user = User::new(&form.username, role()?, clients, hash);
             crate::cmd::users::check_clients(&user).map_err(|e| WebError::bad("clients", e, Vec::new()))?;
             state
                 .store
@@ -846,17 +837,7 @@ pub async fn setup(
         }
         Err(_) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     };
-    let now = now();
-    let user = User {
-        id: 0,
-        name: form.username.trim().to_string(),
-        role: Role::Admin,
-        clients: Vec::new(),
-        password_hash: hash,
-        disabled: false,
-        created_at: now,
-        updated_at: now,
-    };
+    let user = User::new(&form.username, Role::Admin, Vec::new(), hash);
     if let Err(e) = state.store.create_user(&user).await {
         return WebError::from(e).into_response();
     }
@@ -951,17 +932,7 @@ pub async fn first_start(state: &AppState, base: &str) -> anyhow::Result<()> {
     }
     if let Ok(password) = std::env::var("GPULEDGER_ADMIN_PASSWORD") {
         let hash = tokio::task::spawn_blocking(move || password::hash(&password)).await??;
-        let now = now();
-        let admin = User {
-            id: 0,
-            name: "admin".into(),
-            role: Role::Admin,
-            clients: Vec::new(),
-            password_hash: hash,
-            disabled: false,
-            created_at: now,
-            updated_at: now,
-        };
+        let admin = User::new("admin", Role::Admin, Vec::new(), hash);
         state.store.create_user(&admin).await?;
         record(state, "admin", "", "user_added", "first administrator, from GPULEDGER_ADMIN_PASSWORD")
             .await

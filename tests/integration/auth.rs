@@ -107,16 +107,12 @@ fn secret(name: &str) -> String {
 
 /// Adds a user with the password [`secret`]`(name)`.
 async fn add_user(store: &dyn Store, name: &str, role: Role, clients: &[&str]) {
-    let user = User {
-        id: 0,
-        name: name.into(),
+    let user = User::new(
+        name,
         role,
-        clients: clients.iter().map(|c| c.to_string()).collect(),
-        password_hash: password::hash(&secret(name)).unwrap(),
-        disabled: false,
-        created_at: 0,
-        updated_at: 0,
-    };
+        clients.iter().map(|c| c.to_string()).collect(),
+        password::hash(&secret(name)).unwrap(),
+    );
     store.create_user(&user).await.unwrap();
 }
 

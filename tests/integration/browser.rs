@@ -311,16 +311,12 @@ async fn a_client_user_signs_in_sees_only_its_pages_and_signs_out_in_a_real_brow
     let state = AppState::new(database, gpuledger::web::AuthConfig::local());
     generate_and_load(state.store.as_ref(), dir.path(), 1, 46).await;
     let password = "acme's long password";
-    let user = gpuledger::auth::User {
-        id: 0,
-        name: "acme-finance".into(),
-        role: gpuledger::auth::Role::Client,
-        clients: vec!["acme".into()],
-        password_hash: gpuledger::auth::password::hash(password).unwrap(),
-        disabled: false,
-        created_at: 0,
-        updated_at: 0,
-    };
+    let user = gpuledger::auth::User::new(
+        "acme-finance",
+        gpuledger::auth::Role::Client,
+        vec!["acme".into()],
+        gpuledger::auth::password::hash(password).unwrap(),
+    );
     state.store.create_user(&user).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
