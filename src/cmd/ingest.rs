@@ -70,6 +70,21 @@ pub(super) async fn compute(store: &dyn store::Store, args: ComputeArgs) -> anyh
     Ok(())
 }
 
+/// Whether `url` is plain `http://` to a host other than loopback (credentials would cross
+/// the network in clear).
+fn sends_in_clear(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else { return false };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit('@').next().unwrap_or("");
+    let host = if host.starts_with('[') {
+        host.split(']').next().unwrap_or("").trim_start_matches('[')
+    } else {
+        host.split(':').next().unwrap_or("")
+    };
+    let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    !loopback
+}
+
 impl PrometheusArgs {
     /// What the metrics ingest is asked to do.
     fn into_options(self) -> anyhow::Result<MetricsIngestOptions> {
@@ -83,6 +98,13 @@ impl PrometheusArgs {
                     }
                     None => None,
                 };
+                let has_secret = self.bearer_token.is_some() || basic_auth.is_some();
+                if has_secret && sends_in_clear(&url) {
+                    tracing::warn!(
+                        url = %crate::auth::redacted_url(&url),
+                        "sending Prometheus credentials over plain http:// to a host that is not this machine: use https://"
+                    );
+                }
                 MetricsSource::Prometheus(ApiOptions {
                     url,
                     bearer_token: self.bearer_token,
@@ -233,4 +255,17 @@ pub(super) async fn run_cur_ingest(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn credentials_in_clear_are_told_apart() {
+        assert!(super::sends_in_clear("http://prom.example:9090"));
+        assert!(super::sends_in_clear("http://u:p@10.0.0.5:9090/"));
+        assert!(!super::sends_in_clear("https://prom.example"));
+        assert!(!super::sends_in_clear("http://127.0.0.1:9090"));
+        assert!(!super::sends_in_clear("http://localhost:9090"));
+        assert!(!super::sends_in_clear("http://[::1]:9090"));
+    }
 }
