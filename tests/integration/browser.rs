@@ -334,8 +334,6 @@ async fn a_client_user_signs_in_sees_only_its_pages_and_signs_out_in_a_real_brow
 
     // Signed in as acme's user: the Overview leads to acme's page; the navigation lists only
     // acme; no other client appears.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    eprintln!("DEBUG url {} source {}", client.url().await, client.page_source().await);
     wait_for_url(&client, "/clients/acme").await;
     let nav: Vec<String> = {
         let mut names = Vec::new();
