@@ -66,6 +66,110 @@ pub enum Command {
     /// Accounts of the dashboard: roles and the clients a manager or client user sees.
     #[command(subcommand)]
     Users(UsersCommand),
+    /// Per-client invoices: drafts, issued invoices, credit and debit notes, their PDFs.
+    #[command(subcommand)]
+    Invoice(InvoiceCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum InvoiceCommand {
+    /// A client's draft invoice for a period, from its chargeback (nothing is stored), and
+    /// the difference from the invoice already issued for them, if any.
+    Draft {
+        #[arg(long)]
+        client: String,
+        #[arg(long)]
+        period: Period,
+        #[arg(long, value_enum, default_value = "table")]
+        format: OutputFormat,
+    },
+    /// Issue a client's invoice for a period under the next number (printed on stdout); it
+    /// never changes afterwards.
+    Issue {
+        #[arg(long)]
+        client: String,
+        #[arg(long)]
+        period: Period,
+        #[command(flatten)]
+        actor: ActorArgs,
+        /// Allow a month that is not over yet (its bill can still change).
+        #[arg(long)]
+        allow_open: bool,
+    },
+    /// Issued invoices and notes, oldest first.
+    List {
+        #[arg(long)]
+        client: Option<String>,
+        #[arg(long)]
+        period: Option<Period>,
+        #[arg(long, value_enum, default_value = "table")]
+        format: OutputFormat,
+    },
+    /// One issued document.
+    Show {
+        number: String,
+        #[arg(long, value_enum, default_value = "json")]
+        format: OutputFormat,
+    },
+    /// Write an issued document as PDF (the bytes stored at issue), CSV, XLSX or JSON.
+    Export {
+        number: String,
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Void an invoice: a credit note for everything it still stands for (printed number).
+    Credit {
+        number: String,
+        #[arg(long, default_value = "")]
+        reason: String,
+        #[command(flatten)]
+        actor: ActorArgs,
+    },
+    /// After a restatement, issue the difference between the period's charge now and the
+    /// standing invoice as a credit or debit note (printed number).
+    Adjust {
+        #[arg(long)]
+        client: String,
+        #[arg(long)]
+        period: Period,
+        #[command(flatten)]
+        actor: ActorArgs,
+    },
+    /// The seller's details on every document and the number format; unchanged when not given.
+    Seller(SellerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ActorArgs {
+    /// Who does it, for the document and the audit log (default: the OS user).
+    #[arg(long)]
+    pub actor: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    Pdf,
+    Csv,
+    Xlsx,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct SellerArgs {
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Lines separated by `\n` or newlines.
+    #[arg(long)]
+    pub address: Option<String>,
+    #[arg(long)]
+    pub tax_id: Option<String>,
+    #[arg(long)]
+    pub email: Option<String>,
+    /// `{year}` and `{seq}` or `{seq:0N}`, e.g. `GL-{year}-{seq:04}`.
+    #[arg(long)]
+    pub number_format: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -189,12 +293,37 @@ pub enum ClientsCommand {
     Set(ClientSetArgs),
     /// Add a mapping rule: pods matching it belong to CLIENT.
     Map(ClientMapArgs),
+    /// A client's billing details for its invoices; unchanged when not given.
+    Billing(ClientBillingArgs),
     /// Remove every mapping rule of CLIENT.
     Unmap {
         client: String,
         #[command(flatten)]
         from: FromArgs,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct ClientBillingArgs {
+    pub name: String,
+    #[arg(long)]
+    pub legal_name: Option<String>,
+    /// Lines separated by `\n` or newlines.
+    #[arg(long)]
+    pub address: Option<String>,
+    #[arg(long)]
+    pub tax_id: Option<String>,
+    /// Purchase order number, printed on its invoices.
+    #[arg(long)]
+    pub po: Option<String>,
+    /// The invoice currency: USD, the bill's (no conversion is made).
+    #[arg(long)]
+    pub currency: Option<String>,
+    #[arg(long)]
+    pub payment_terms_days: Option<i64>,
+    /// Tax on the subtotal with markup, in percent (e.g. 20 or 8.875).
+    #[arg(long)]
+    pub tax_percent: Option<f64>,
 }
 
 #[derive(Debug, Args)]

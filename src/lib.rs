@@ -19,6 +19,7 @@
 //! - [`pipeline`]: ingest → compute as one recorded job (runs, pending periods);
 //! - [`report`]: command-line reports (table, CSV, JSON);
 //! - [`web`]: the axum router: the dashboard pages with their JSON/CSV/XLSX twins, `/metrics`;
+//! - [`invoice`]: per-client invoices, credit and debit notes, their PDFs;
 //! - [`settings`]: client terms, pool rules, mappings and engine settings, each with the
 //!   month it takes effect;
 //! - [`money`], [`period`]: exact money and billing periods.
@@ -29,6 +30,7 @@ pub mod cli;
 pub mod cmd;
 pub mod engine;
 pub mod ingest;
+pub mod invoice;
 pub mod money;
 pub mod period;
 pub mod pipeline;

@@ -31,28 +31,34 @@ pub fn micros_from_usd(usd: f64) -> i64 {
 /// missing go one each to the largest remainders (ties to the earlier amount). Used where a
 /// report promises that its rows add up to the bill.
 pub fn apportion_micros(nanos: &[i64], total_micros: i64) -> Vec<i64> {
-    let mut micros: Vec<i64> = nanos.iter().map(|n| n.div_euclid(1000)).collect();
-    if micros.is_empty() {
-        return micros;
+    apportion(nanos, 1000, total_micros)
+}
+
+/// Rounds `values` down to whole `unit`s, then hands out what is still missing to reach
+/// `total` (in units) one each to the largest remainders (ties to the earlier value).
+fn apportion(values: &[i64], unit: i64, total: i64) -> Vec<i64> {
+    let mut parts: Vec<i64> = values.iter().map(|n| n.div_euclid(unit)).collect();
+    if parts.is_empty() {
+        return parts;
     }
-    let mut order: Vec<usize> = (0..nanos.len()).collect();
-    order.sort_by(|&a, &b| nanos[b].rem_euclid(1000).cmp(&nanos[a].rem_euclid(1000)).then(a.cmp(&b)));
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|&a, &b| values[b].rem_euclid(unit).cmp(&values[a].rem_euclid(unit)).then(a.cmp(&b)));
     // What is missing goes round the amounts in that order (taken back in the reverse order
     // when there is too much): whole rounds at once, then one each for the rest, so the work
     // does not grow with the size of the difference.
-    let missing = total_micros - micros.iter().sum::<i64>();
+    let missing = total - parts.iter().sum::<i64>();
     let n = order.len() as i64;
     let (rounds, rest) = (missing / n, (missing % n).unsigned_abs() as usize);
-    for m in micros.iter_mut() {
+    for m in parts.iter_mut() {
         *m += rounds;
     }
     let step = missing.signum();
     let takers: Box<dyn Iterator<Item = &usize>> =
         if step > 0 { Box::new(order.iter()) } else { Box::new(order.iter().rev()) };
     for &i in takers.take(rest) {
-        micros[i] += step;
+        parts[i] += step;
     }
-    micros
+    parts
 }
 
 /// `total` divided in proportion to `weights` by largest remainder: each part is
@@ -163,4 +169,108 @@ mod tests {
         assert_eq!(apportion_by_weight(5, &[0, 0]), None);
         assert_eq!(apportion_by_weight(5, &[2, -1]), None);
     }
+}
+
+/// An amount in cents, the smallest unit an invoice shows. JSON and CSV carry it as an exact
+/// decimal string (`"1234.50"`, `"-0.07"`), never as a float.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Cents(pub i64);
+
+impl Cents {
+    /// Nano-dollars rounded once to the cent, half away from zero.
+    pub fn from_nanos(nanos: i64) -> Cents {
+        let rounded = (nanos.unsigned_abs() + 5_000_000) / 10_000_000;
+        Cents(if nanos < 0 { -(rounded as i64) } else { rounded as i64 })
+    }
+
+    /// `self × ppm / 1,000,000`, rounded half away from zero (tax on a subtotal).
+    pub fn times_ppm(self, ppm: i64) -> Cents {
+        let scaled = i128::from(self.0) * i128::from(ppm);
+        let rounded =
+            if scaled >= 0 { (scaled + 500_000) / 1_000_000 } else { (scaled - 500_000) / 1_000_000 };
+        Cents(rounded as i64)
+    }
+
+    /// `1234.50`: the decimal dollars, exact.
+    pub fn decimal(self) -> String {
+        let sign = if self.0 < 0 { "-" } else { "" };
+        let abs = self.0.unsigned_abs();
+        format!("{sign}{}.{:02}", abs / 100, abs % 100)
+    }
+
+    /// `$1,234.50` (`-$0.07` below zero), for people.
+    pub fn usd(self) -> String {
+        format_cents(self.0 < 0, self.0.unsigned_abs())
+    }
+}
+
+impl std::ops::Add for Cents {
+    type Output = Cents;
+    fn add(self, other: Cents) -> Cents {
+        Cents(self.0 + other.0)
+    }
+}
+
+impl std::ops::Sub for Cents {
+    type Output = Cents;
+    fn sub(self, other: Cents) -> Cents {
+        Cents(self.0 - other.0)
+    }
+}
+
+impl std::ops::Neg for Cents {
+    type Output = Cents;
+    fn neg(self) -> Cents {
+        Cents(-self.0)
+    }
+}
+
+impl std::iter::Sum for Cents {
+    fn sum<I: Iterator<Item = Cents>>(iter: I) -> Cents {
+        Cents(iter.map(|c| c.0).sum())
+    }
+}
+
+impl std::str::FromStr for Cents {
+    type Err = String;
+
+    /// A decimal amount with at most two decimals: `12`, `12.5`, `-0.07`.
+    fn from_str(text: &str) -> Result<Cents, String> {
+        let bad = || format!("{text:?} is not an amount with at most two decimals");
+        let (negative, digits) = match text.trim().strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, text.trim()),
+        };
+        let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+        if whole.is_empty()
+            || fraction.len() > 2
+            || !(whole.bytes().chain(fraction.bytes()).all(|b| b.is_ascii_digit()))
+        {
+            return Err(bad());
+        }
+        let whole: i64 = whole.parse().map_err(|_| bad())?;
+        let fraction: i64 = format!("{fraction:0<2}").parse().map_err(|_| bad())?;
+        let cents = whole.checked_mul(100).and_then(|w| w.checked_add(fraction)).ok_or_else(bad)?;
+        Ok(Cents(if negative { -cents } else { cents }))
+    }
+}
+
+impl serde::Serialize for Cents {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.decimal())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Cents {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Cents, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Rounds nano-dollar amounts to cents so that they add up to `total` exactly, by largest
+/// remainder (as [`apportion_micros`] does for micro-dollars): the one rounding rule of an
+/// invoice's lines.
+pub fn apportion_cents(nanos: &[i64], total: Cents) -> Vec<Cents> {
+    apportion(nanos, 10_000_000, total.0).into_iter().map(Cents).collect()
 }

@@ -137,6 +137,20 @@ pub struct AuditEntry {
     pub detail: String,
 }
 
+impl AuditEntry {
+    /// An entry for now (the store gives it its id).
+    pub fn new(username: &str, address: &str, action: &str, detail: &str) -> AuditEntry {
+        AuditEntry {
+            id: 0,
+            at: chrono::Utc::now().timestamp(),
+            username: username.into(),
+            address: address.into(),
+            action: action.into(),
+            detail: detail.into(),
+        }
+    }
+}
+
 /// A new random token: 32 bytes from the OS, hex-encoded (64 characters).
 pub fn random_token() -> String {
     let mut bytes = [0u8; 32];

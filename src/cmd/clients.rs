@@ -69,6 +69,7 @@ pub(super) async fn run(store: &dyn Store, command: ClientsCommand) -> anyhow::R
                 .map_err(anyhow::Error::msg)?;
             save(store, &versions, &format!("a rule for {}", args.client), from).await?;
         }
+        ClientsCommand::Billing(args) => super::invoice::billing(store, args).await?,
         ClientsCommand::Unmap { client, from } => {
             let from = from.effective_from();
             let versions = history

@@ -4,6 +4,7 @@
 
 mod clients;
 mod ingest;
+mod invoice;
 mod report;
 mod serve;
 pub mod users;
@@ -42,5 +43,6 @@ async fn run_with(store: Box<dyn Store>, command: Command) -> anyhow::Result<()>
         Command::Pools(command) => clients::pools(store.as_ref(), command).await,
         Command::Settings(command) => clients::settings(store.as_ref(), command).await,
         Command::Users(command) => users::run(store.as_ref(), command).await,
+        Command::Invoice(command) => invoice::run(store.as_ref(), command).await,
     }
 }

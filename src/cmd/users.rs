@@ -40,14 +40,7 @@ fn read_password(from_stdin: bool) -> anyhow::Result<String> {
 
 async fn audit(store: &dyn Store, action: &str, detail: String) -> anyhow::Result<()> {
     let operator = std::env::var("USER").unwrap_or_default();
-    let entry = AuditEntry {
-        id: 0,
-        at: chrono::Utc::now().timestamp(),
-        username: format!("cli:{operator}"),
-        address: String::new(),
-        action: action.into(),
-        detail,
-    };
+    let entry = AuditEntry::new(&format!("cli:{operator}"), "", action, &detail);
     Ok(store.audit(&entry).await?)
 }
 

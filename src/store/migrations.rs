@@ -63,6 +63,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "accounts",
         sql: include_str!("../../migrations/sqlite/0008_accounts.sql"),
     },
+    Migration {
+        version: 9,
+        name: "invoices",
+        sql: include_str!("../../migrations/sqlite/0009_invoices.sql"),
+    },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -98,6 +103,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 8,
         name: "accounts",
         sql: include_str!("../../migrations/postgres/0008_accounts.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "invoices",
+        sql: include_str!("../../migrations/postgres/0009_invoices.sql"),
     },
 ];
 

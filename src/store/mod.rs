@@ -27,6 +27,7 @@ mod table;
 use async_trait::async_trait;
 
 pub use crate::auth::{AuditEntry, Session, User};
+pub use crate::invoice::{BillingDetails, Invoice, Seller};
 pub use crate::settings::{SettingVersion, SettingsHistory};
 pub use migrations::SchemaStatus;
 pub use model::*;
@@ -321,11 +322,49 @@ pub trait AccountStore: Send + Sync {
     ) -> StoreResult<i64>;
 }
 
+/// Builds the document to issue, inside the issuing transaction: given the series' next
+/// number (`seq`), the seller and every document of the client and period already issued,
+/// the document (numbered) and its PDF, or why it may not be issued.
+pub type IssueBuilder = dyn Fn(i64, &Seller, &[Invoice]) -> Result<(Invoice, Vec<u8>), String> + Send + Sync;
+
+/// Invoices: clients' billing details, the seller and the number series, and the issued
+/// documents, which never change once stored.
+#[async_trait]
+pub trait InvoiceStore: Send + Sync {
+    /// Every client's billing details, by client.
+    async fn billing_details(&self) -> StoreResult<std::collections::BTreeMap<String, BillingDetails>>;
+
+    async fn set_billing_details(&self, client: &str, details: &BillingDetails, at: i64) -> StoreResult<()>;
+
+    async fn seller(&self) -> StoreResult<Seller>;
+
+    async fn set_seller(&self, seller: &Seller) -> StoreResult<()>;
+
+    /// Issues one document of `client` and `period` in one transaction: takes the series'
+    /// next number, reads what is already issued for them, lets `build` make the document,
+    /// and stores it with its PDF. Concurrent issuers wait for each other, so no two
+    /// documents share a number and a failed `build` leaves no gap. `build`'s refusal is
+    /// [`StoreError::Invalid`].
+    async fn issue_document(&self, client: &str, period: &str, build: &IssueBuilder) -> StoreResult<Invoice>;
+
+    /// Issued documents (without their PDFs), in the order they were issued, of one client
+    /// and/or period when given; statuses derived from their notes.
+    async fn documents(&self, client: Option<&str>, period: Option<&str>) -> StoreResult<Vec<Invoice>>;
+
+    /// One issued document by number, with its status.
+    async fn document(&self, number: &str) -> StoreResult<Option<Invoice>>;
+
+    /// The PDF stored when the document was issued.
+    async fn document_pdf(&self, number: &str) -> StoreResult<Option<Vec<u8>>>;
+}
+
 /// Everything gpuledger keeps, behind one interface so SQLite and Postgres pass the same tests:
 /// one trait per domain, so each feature has a room of its own (invoices, users and alerts
 /// get theirs). Bring the domain traits into scope with `use crate::store::prelude::*`.
 #[async_trait]
-pub trait Store: RunStore + CostStore + UsageStore + RollupStore + SettingsStore + AccountStore {
+pub trait Store:
+    RunStore + CostStore + UsageStore + RollupStore + SettingsStore + AccountStore + InvoiceStore
+{
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
 
@@ -339,7 +378,9 @@ pub trait Store: RunStore + CostStore + UsageStore + RollupStore + SettingsStore
 
 /// The store's traits, for callers of `dyn Store`.
 pub mod prelude {
-    pub use super::{AccountStore, CostStore, RollupStore, RunStore, SettingsStore, Store, UsageStore};
+    pub use super::{
+        AccountStore, CostStore, InvoiceStore, RollupStore, RunStore, SettingsStore, Store, UsageStore,
+    };
 }
 
 /// Opens the database named by `url` and applies pending migrations.

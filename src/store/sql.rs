@@ -226,6 +226,7 @@ pub(crate) trait ReadRow {
     fn text(&self, column: &str) -> Result<String, sqlx::Error>;
     fn nullable_int(&self, column: &str) -> Result<Option<i64>, sqlx::Error>;
     fn nullable_text(&self, column: &str) -> Result<Option<String>, sqlx::Error>;
+    fn bytes(&self, column: &str) -> Result<Vec<u8>, sqlx::Error>;
 }
 
 impl<R> ReadRow for R
@@ -235,6 +236,7 @@ where
     i64: Type<R::Database> + for<'r> Decode<'r, R::Database>,
     f64: Type<R::Database> + for<'r> Decode<'r, R::Database>,
     String: Type<R::Database> + for<'r> Decode<'r, R::Database>,
+    Vec<u8>: Type<R::Database> + for<'r> Decode<'r, R::Database>,
 {
     fn int(&self, column: &str) -> Result<i64, sqlx::Error> {
         self.try_get(column)
@@ -253,6 +255,10 @@ where
     }
 
     fn nullable_text(&self, column: &str) -> Result<Option<String>, sqlx::Error> {
+        self.try_get(column)
+    }
+
+    fn bytes(&self, column: &str) -> Result<Vec<u8>, sqlx::Error> {
         self.try_get(column)
     }
 }

@@ -573,14 +573,7 @@ pub async fn record(
     action: &str,
     detail: &str,
 ) -> Result<(), WebError> {
-    let entry = AuditEntry {
-        id: 0,
-        at: now(),
-        username: username.into(),
-        address: address.into(),
-        action: action.into(),
-        detail: detail.into(),
-    };
+    let entry = AuditEntry::new(username, address, action, detail);
     state.store.audit(&entry).await.map_err(WebError::from)
 }
 

@@ -5,6 +5,7 @@
 
 mod accounts;
 mod costs;
+mod invoices;
 mod rollups;
 mod runs;
 mod settings;
@@ -278,6 +279,7 @@ where
     for<'q> String: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> &'q str: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> Option<&'q str>: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> Vec<u8>: Encode<'q, B::Db> + Type<B::Db>,
 {
     fn backend(&self) -> &'static str {
         B::NAME

@@ -1,0 +1,220 @@
+//! `gpuledger invoice` and `gpuledger clients billing`: drafts, issuing, notes, exports, and
+//! the details printed on the documents.
+
+use anyhow::Context;
+
+use crate::auth::AuditEntry;
+use crate::cli::{ActorArgs, ClientBillingArgs, ExportFormat, InvoiceCommand, SellerArgs};
+use crate::invoice::ledger::{self, InvoiceError};
+use crate::invoice::{Invoice, format_number};
+use crate::report::OutputFormat;
+use crate::store::Store;
+
+pub(super) async fn run(store: &dyn Store, command: InvoiceCommand) -> anyhow::Result<()> {
+    match command {
+        InvoiceCommand::Draft { client, period, format } => {
+            let view = ledger::draft_view(store, &client, period).await.map_err(refusal)?;
+            match format {
+                OutputFormat::Json => {
+                    let mut value = serde_json::to_value(&view.draft)?;
+                    value["standing"] =
+                        serde_json::json!(view.standing.as_ref().map(|s| s.invoice.number.clone()));
+                    value["difference"] = serde_json::to_value(&view.delta)?;
+                    println!("{}", serde_json::to_string_pretty(&value)?);
+                }
+                format => {
+                    print!("{}", view.draft.table().render(format, &view.draft.period, Default::default()));
+                    if let (Some(standing), Some(delta)) = (&view.standing, &view.delta) {
+                        eprintln!(
+                            "invoice {} stands for {client} in {period} at {}: the charge differs by {} (gpuledger invoice adjust)",
+                            standing.invoice.number,
+                            standing.total().usd(),
+                            delta.total.usd()
+                        );
+                    }
+                }
+            }
+        }
+        InvoiceCommand::Issue { client, period, actor, allow_open } => {
+            let actor = actor_name(&actor);
+            let invoice = ledger::issue(store, &client, period, &actor, allow_open).await.map_err(refusal)?;
+            issued(store, &invoice, &actor).await?;
+        }
+        InvoiceCommand::Adjust { client, period, actor } => {
+            let actor = actor_name(&actor);
+            let note = ledger::adjust(store, &client, period, &actor).await.map_err(refusal)?;
+            issued(store, &note, &actor).await?;
+        }
+        InvoiceCommand::Credit { number, reason, actor } => {
+            let actor = actor_name(&actor);
+            let note = ledger::credit(store, &number, &reason, &actor).await.map_err(refusal)?;
+            issued(store, &note, &actor).await?;
+        }
+        InvoiceCommand::List { client, period, format } => {
+            let period = period.map(|p| p.to_string());
+            let documents = store.documents(client.as_deref(), period.as_deref()).await?;
+            match format {
+                OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&documents)?),
+                format => print!("{}", register(&documents).render(format, "", Default::default())),
+            }
+        }
+        InvoiceCommand::Show { number, format } => {
+            let document = find(store, &number).await?;
+            match format {
+                OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&document)?),
+                format => print!("{}", document.table().render(format, &document.period, Default::default())),
+            }
+        }
+        InvoiceCommand::Export { number, format, out } => {
+            let document = find(store, &number).await?;
+            let bytes = match format {
+                ExportFormat::Pdf => {
+                    store.document_pdf(&number).await?.context("the stored PDF is missing")?
+                }
+                ExportFormat::Csv => crate::invoice::csv(&document).into_bytes(),
+                ExportFormat::Xlsx => document.table().xlsx("Invoice", &document.period)?,
+                ExportFormat::Json => serde_json::to_vec_pretty(&document)?,
+            };
+            std::fs::write(&out, &bytes).with_context(|| format!("writing {}", out.display()))?;
+            eprintln!("wrote {} ({} bytes)", out.display(), bytes.len());
+        }
+        InvoiceCommand::Seller(args) => seller(store, args).await?,
+    }
+    Ok(())
+}
+
+/// A refusal or a missing thing is the user's to fix: its message alone, exit code 1.
+fn refusal(error: InvoiceError) -> anyhow::Error {
+    anyhow::Error::msg(error.to_string())
+}
+
+fn actor_name(args: &ActorArgs) -> String {
+    args.actor
+        .clone()
+        .or_else(|| std::env::var("USER").ok())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "cli".into())
+}
+
+async fn find(store: &dyn Store, number: &str) -> anyhow::Result<Invoice> {
+    store.document(number).await?.with_context(|| format!("no invoice or note numbered {number}"))
+}
+
+/// Records an issued document in the audit log and prints its number (stdout) and what it
+/// is (stderr).
+async fn issued(store: &dyn Store, document: &Invoice, actor: &str) -> anyhow::Result<()> {
+    let action = match document.kind {
+        crate::invoice::Kind::Invoice => "invoice.issue",
+        _ if document.full_credit => "invoice.void",
+        _ => "invoice.adjust",
+    };
+    let detail =
+        format!("{} {} {} {}", document.number, document.client, document.period, document.total.decimal());
+    let entry = AuditEntry::new(&format!("cli:{actor}"), "", action, &detail);
+    store.audit(&entry).await?;
+    eprintln!(
+        "issued {} {} for {} {}: {} {}",
+        document.kind.title().to_lowercase(),
+        document.number,
+        document.client,
+        document.period,
+        document.currency,
+        document.total.decimal()
+    );
+    println!("{}", document.number);
+    Ok(())
+}
+
+/// The register as a table.
+pub fn register(documents: &[Invoice]) -> crate::report::table::Table {
+    use crate::report::table::{Cell, Table};
+    let text = |t: &str| Cell::Text(t.to_string());
+    let rows = documents
+        .iter()
+        .map(|d| {
+            vec![
+                text(&d.number),
+                text(d.kind.as_str()),
+                text(d.refers_to.as_deref().unwrap_or("")),
+                text(&d.client),
+                text(&d.period),
+                text(d.status.as_str()),
+                text(d.issued_at.as_deref().unwrap_or("")),
+                text(d.due_at.as_deref().unwrap_or("")),
+                Cell::Usd(Some(d.total.0 as f64 / 100.0)),
+            ]
+        })
+        .collect();
+    Table {
+        title: "Invoices and notes".into(),
+        columns: vec![
+            "number",
+            "kind",
+            "refers_to",
+            "client",
+            "period",
+            "status",
+            "issued_at",
+            "due_at",
+            "total",
+        ],
+        rows,
+        totals: Vec::new(),
+    }
+}
+
+/// `clients billing NAME ...`: changes the details given, keeps the rest.
+pub(super) async fn billing(store: &dyn Store, args: ClientBillingArgs) -> anyhow::Result<()> {
+    let mut details = store.billing_details().await?.remove(&args.name).unwrap_or_default();
+    if let Some(currency) = args.currency {
+        anyhow::ensure!(
+            currency.eq_ignore_ascii_case("USD"),
+            "--currency {currency}: invoices are in the bill's currency, USD (gpuledger converts nothing)"
+        );
+        details.currency = "USD".into();
+    }
+    if let Some(days) = args.payment_terms_days {
+        anyhow::ensure!((0..=365).contains(&days), "--payment-terms-days must be 0 to 365, not {days}");
+        details.payment_terms_days = days;
+    }
+    if let Some(percent) = args.tax_percent {
+        anyhow::ensure!(
+            percent.is_finite() && (0.0..=100.0).contains(&percent),
+            "--tax-percent must be between 0 and 100, not {percent}"
+        );
+        details.tax_ppm = (percent * 10_000.0).round() as i64;
+    }
+    let text = |value: Option<String>, field: &mut String| {
+        if let Some(value) = value {
+            *field = value.replace("\\n", "\n");
+        }
+    };
+    text(args.legal_name, &mut details.legal_name);
+    text(args.address, &mut details.address);
+    text(args.tax_id, &mut details.tax_id);
+    text(args.po, &mut details.po_number);
+    store.set_billing_details(&args.name, &details, chrono::Utc::now().timestamp()).await?;
+    println!("{}", serde_json::to_string_pretty(&details)?);
+    Ok(())
+}
+
+async fn seller(store: &dyn Store, args: SellerArgs) -> anyhow::Result<()> {
+    let mut seller = store.seller().await?;
+    if let Some(format) = args.number_format {
+        format_number(&format, 1, 2026).map_err(anyhow::Error::msg)?;
+        seller.number_format = format;
+    }
+    for (value, field) in [
+        (args.name, &mut seller.name),
+        (args.address, &mut seller.address),
+        (args.tax_id, &mut seller.tax_id),
+        (args.email, &mut seller.email),
+    ] {
+        if let Some(value) = value {
+            *field = value.replace("\\n", "\n");
+        }
+    }
+    store.set_seller(&seller).await?;
+    println!("{}", serde_json::to_string_pretty(&seller)?);
+    Ok(())
+}

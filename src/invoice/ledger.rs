@@ -1,0 +1,173 @@
+//! The invoice jobs the command line and the dashboard share: draft, issue, adjust after a
+//! restatement, void with a credit note. Each issues through
+//! [`crate::store::InvoiceStore::issue_document`], so the number, the check that nothing
+//! else stands and the stored document happen in one transaction.
+
+use chrono::{DateTime, Days, Utc};
+
+use super::{Invoice, Kind, Standing, Status, adjustment, draft, format_number, pdf, void};
+use crate::period::Period;
+use crate::store::{Store, StoreError};
+
+/// Why an invoice job did not happen; the message is safe to show.
+#[derive(Debug, thiserror::Error)]
+pub enum InvoiceError {
+    /// What was asked for is not there (a period not computed, an unknown client or number).
+    #[error("{0}")]
+    NotFound(String),
+    /// The job would break a rule (issuing twice, issuing an open month, nothing to adjust).
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+impl From<StoreError> for InvoiceError {
+    fn from(error: StoreError) -> InvoiceError {
+        match error {
+            StoreError::Invalid(message) => InvoiceError::Refused(message),
+            other => InvoiceError::Store(other),
+        }
+    }
+}
+
+/// A client's draft for a period, next to what is already issued for them.
+#[derive(Debug, Clone)]
+pub struct DraftView {
+    pub draft: Invoice,
+    /// The invoice that stands for the client and period, with its notes.
+    pub standing: Option<Standing>,
+    /// The note that would bring the standing invoice to the draft, when they differ.
+    pub delta: Option<Invoice>,
+    /// Every document of the client and period, with statuses.
+    pub documents: Vec<Invoice>,
+}
+
+/// `client`'s draft for `period` from the period's chargeback, with what stands.
+pub async fn draft_view(store: &dyn Store, client: &str, period: Period) -> Result<DraftView, InvoiceError> {
+    let key = period.to_string();
+    let rollups = store.rollups(&key).await?.ok_or_else(|| {
+        InvoiceError::NotFound(format!("{key} is not computed: ingest its CUR export first"))
+    })?;
+    let billing = store.billing_details().await?.remove(client).unwrap_or_default();
+    let seller = store.seller().await?;
+    let cur = store.cost_data_version(&key).await?.unwrap_or_else(|| "unknown".into());
+    let data_version = format!("{cur} (inputs revision {})", rollups.period.input_revision);
+    let draft = draft(&rollups, client, &billing, &seller, &data_version).map_err(InvoiceError::NotFound)?;
+    let documents = store.documents(Some(client), Some(&key)).await?;
+    let standing = Standing::find(&documents);
+    let delta = standing.as_ref().and_then(|s| adjustment(s, &draft));
+    Ok(DraftView { draft, standing, delta, documents })
+}
+
+/// Issues `client`'s invoice for `period` under the series' next number. Refused while an
+/// invoice stands for them, for a month not over yet (unless `allow_open`), and when there is
+/// nothing to charge.
+pub async fn issue(
+    store: &dyn Store,
+    client: &str,
+    period: Period,
+    actor: &str,
+    allow_open: bool,
+) -> Result<Invoice, InvoiceError> {
+    let now = Utc::now();
+    if period.end() > now.timestamp() && !allow_open {
+        return Err(InvoiceError::Refused(format!(
+            "{period} is not over yet: its bill can still change (issue it after the month ends, or allow an open month)"
+        )));
+    }
+    let view = draft_view(store, client, period).await?;
+    if view.draft.lines.is_empty() {
+        return Err(InvoiceError::Refused(format!("{client} has nothing to charge in {period}")));
+    }
+    let (draft, actor) = (view.draft, actor.to_string());
+    let build = move |seq: i64, seller: &super::Seller, existing: &[Invoice]| {
+        if let Some(standing) = Standing::find(existing) {
+            return Err(format!(
+                "invoice {} already stands for {} in {}: issue the difference as a note (adjust) or void it first (credit)",
+                standing.invoice.number, draft.client, draft.period
+            ));
+        }
+        let mut document = draft.clone();
+        document.seller = seller.clone();
+        stamp(&mut document, seq, &actor, now)?;
+        let bytes = pdf::render(&document)?;
+        Ok((document, bytes))
+    };
+    Ok(store.issue_document(client, &period.to_string(), &build).await?)
+}
+
+/// Issues the note that brings the standing invoice of `client` and `period` to today's
+/// draft: a credit note when the charge fell, a debit note when it rose.
+pub async fn adjust(
+    store: &dyn Store,
+    client: &str,
+    period: Period,
+    actor: &str,
+) -> Result<Invoice, InvoiceError> {
+    let view = draft_view(store, client, period).await?;
+    let now = Utc::now();
+    let (draft, actor) = (view.draft, actor.to_string());
+    let build = move |seq: i64, seller: &super::Seller, existing: &[Invoice]| {
+        let standing = Standing::find(existing).ok_or_else(|| {
+            format!("no invoice stands for {} in {}: issue one", draft.client, draft.period)
+        })?;
+        let mut note = adjustment(&standing, &draft).ok_or_else(|| {
+            format!(
+                "the charge of {} in {} is what invoice {} and its notes already say",
+                draft.client, draft.period, standing.invoice.number
+            )
+        })?;
+        note.seller = seller.clone();
+        stamp(&mut note, seq, &actor, now)?;
+        let bytes = pdf::render(&note)?;
+        Ok((note, bytes))
+    };
+    Ok(store.issue_document(client, &period.to_string(), &build).await?)
+}
+
+/// Voids invoice `number` with a credit note for everything it still stands for.
+pub async fn credit(
+    store: &dyn Store,
+    number: &str,
+    reason: &str,
+    actor: &str,
+) -> Result<Invoice, InvoiceError> {
+    let original = store
+        .document(number)
+        .await?
+        .ok_or_else(|| InvoiceError::NotFound(format!("no invoice numbered {number}")))?;
+    if original.kind != Kind::Invoice {
+        return Err(InvoiceError::Refused(format!(
+            "{number} is a {}, not an invoice",
+            original.kind.title().to_lowercase()
+        )));
+    }
+    let now = Utc::now();
+    let (reason, actor) = (reason.to_string(), actor.to_string());
+    let wanted = number.to_string();
+    let build = move |seq: i64, seller: &super::Seller, existing: &[Invoice]| {
+        let standing = Standing::find(existing)
+            .filter(|s| s.invoice.number == wanted)
+            .ok_or_else(|| format!("invoice {wanted} is already voided"))?;
+        let mut note = void(&standing, &reason)?;
+        note.seller = seller.clone();
+        stamp(&mut note, seq, &actor, now)?;
+        let bytes = pdf::render(&note)?;
+        Ok((note, bytes))
+    };
+    Ok(store.issue_document(&original.client, &original.period, &build).await?)
+}
+
+/// Numbers and dates a document being issued.
+fn stamp(document: &mut Invoice, seq: i64, actor: &str, now: DateTime<Utc>) -> Result<(), String> {
+    use chrono::Datelike;
+    document.number = format_number(&document.seller.number_format, seq, now.year())?;
+    document.status = Status::Issued;
+    document.issued_at = Some(now.format("%Y-%m-%d").to_string());
+    let terms = u64::try_from(document.buyer.payment_terms_days.max(0)).unwrap_or(0);
+    let due = now.checked_add_days(Days::new(terms)).unwrap_or(now);
+    document.due_at = Some(due.format("%Y-%m-%d").to_string());
+    document.actor = actor.to_string();
+    Ok(())
+}

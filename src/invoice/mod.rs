@@ -1,0 +1,742 @@
+//! Per-client invoices: a draft computed from a period's chargeback, issued under the next
+//! number of one gapless series and frozen from then on (lines, buyer and seller, the data
+//! and settings versions, the PDF bytes); restatements and voids become numbered credit or
+//! debit notes that refer to the invoice and carry only the difference.
+//!
+//! Every amount is in cents. A draft's lines are the client's chargeback in nano-dollars,
+//! rounded once to cents by largest remainder so that they add up to the client's charge
+//! rounded to the cent ([`crate::money::apportion_cents`]); tax is computed on that
+//! subtotal and rounded half away from zero. The total is the sum of the lines shown.
+
+pub mod ledger;
+pub mod pdf;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::chargeback::HOUSE;
+use crate::engine::classify::{PLATFORM, UNASSIGNED};
+use crate::money::{Cents, apportion_cents};
+use crate::store::{ClientRollup, Rollups};
+
+/// What a document is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Invoice,
+    /// Takes money back: a void (the whole standing amount) or a restatement that lowered
+    /// the charge.
+    CreditNote,
+    /// Charges more: a restatement that raised the charge.
+    DebitNote,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Invoice => "invoice",
+            Kind::CreditNote => "credit_note",
+            Kind::DebitNote => "debit_note",
+        }
+    }
+
+    /// The document's title for people.
+    pub fn title(self) -> &'static str {
+        match self {
+            Kind::Invoice => "Invoice",
+            Kind::CreditNote => "Credit note",
+            Kind::DebitNote => "Debit note",
+        }
+    }
+}
+
+/// Where a document stands. Stored documents never change: the status is derived from the
+/// notes that refer to them ([`with_status`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Computed on demand, not numbered, not stored.
+    Draft,
+    Issued,
+    /// Voided: a full credit note refers to it. A new invoice may be issued for its client
+    /// and period.
+    Credited,
+    /// A restatement note refers to it: what the client owes is the invoice plus its notes.
+    Superseded,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Draft => "draft",
+            Status::Issued => "issued",
+            Status::Credited => "credited",
+            Status::Superseded => "superseded",
+        }
+    }
+}
+
+/// One line of a document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Line {
+    /// A stable key (`gpu_training`, `shared_idle`, `markup`, `tax`, ...): notes compare
+    /// lines by it.
+    pub category: String,
+    pub description: String,
+    /// GPU-hours for GPU lines; none where the bill gives no unit.
+    pub quantity: Option<f64>,
+    pub unit: Option<String>,
+    /// Amount ÷ quantity, to four decimals, for information.
+    pub unit_price: Option<String>,
+    pub amount: Cents,
+}
+
+/// The client's billing details: what an invoice's buyer block shows and how it is taxed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BillingDetails {
+    pub legal_name: String,
+    /// Lines separated by newlines.
+    pub address: String,
+    pub tax_id: String,
+    pub po_number: String,
+    pub currency: String,
+    pub payment_terms_days: i64,
+    /// Tax in parts per million of the subtotal with markup (200,000 = 20 %, 88,750 =
+    /// 8.875 %).
+    pub tax_ppm: i64,
+}
+
+impl Default for BillingDetails {
+    fn default() -> Self {
+        BillingDetails {
+            legal_name: String::new(),
+            address: String::new(),
+            tax_id: String::new(),
+            po_number: String::new(),
+            currency: "USD".into(),
+            payment_terms_days: 30,
+            tax_ppm: 0,
+        }
+    }
+}
+
+/// Who issues the invoices, and how their numbers read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Seller {
+    pub name: String,
+    pub address: String,
+    pub tax_id: String,
+    pub email: String,
+    /// `{year}` (of the issue date) and `{seq}` or `{seq:04}` (the series' number, zero
+    /// padded to 4): `GL-{year}-{seq:04}` gives `GL-2026-0007`.
+    pub number_format: String,
+}
+
+impl Default for Seller {
+    fn default() -> Self {
+        Seller {
+            name: String::new(),
+            address: String::new(),
+            tax_id: String::new(),
+            email: String::new(),
+            number_format: DEFAULT_NUMBER_FORMAT.into(),
+        }
+    }
+}
+
+pub const DEFAULT_NUMBER_FORMAT: &str = "GL-{year}-{seq:04}";
+
+/// An invoice or note, as issued (or as a draft would be). The names of the JSON are an
+/// interface: keep them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Invoice {
+    /// Empty for a draft.
+    pub number: String,
+    pub kind: Kind,
+    /// The invoice a note corrects.
+    pub refers_to: Option<String>,
+    pub client: String,
+    pub period: String,
+    pub status: Status,
+    /// `YYYY-MM-DD` (UTC); none for a draft.
+    pub issued_at: Option<String>,
+    pub due_at: Option<String>,
+    pub currency: String,
+    pub lines: Vec<Line>,
+    /// The lines before markup and tax.
+    pub subtotal: Cents,
+    pub markup: Cents,
+    pub tax: Cents,
+    /// subtotal + markup + tax = the sum of every line.
+    pub total: Cents,
+    /// The CUR delivery and the compute the amounts come from.
+    pub data_version: String,
+    /// The settings in force for the period (markup, pools, mapping), by digest.
+    pub settings_version: String,
+    pub pdf_sha256: Option<String>,
+    pub buyer: BillingDetails,
+    pub seller: Seller,
+    /// Who issued it (a user, `--actor`, or the OS user).
+    #[serde(default)]
+    pub actor: String,
+    /// Why a note was issued.
+    #[serde(default)]
+    pub reason: String,
+    /// A void: this credit note takes back everything its invoice still stood for.
+    #[serde(default)]
+    pub full_credit: bool,
+}
+
+/// Lines before markup and tax, in the order a document shows them: (category, description).
+const COST_LINES: [(&str, &str); 11] = [
+    ("gpu_training", "GPU compute, training workloads"),
+    ("gpu_inference", "GPU compute, inference workloads"),
+    ("gpu_other", "GPU compute, other workloads"),
+    ("cpu_memory", "CPU and memory of the client's pods"),
+    ("storage", "Storage tagged to the client"),
+    ("network", "Data transfer tagged to the client"),
+    ("other_direct", "Other AWS cost tagged to the client"),
+    ("shared_platform", "Share of the shared platform (cluster services)"),
+    ("shared_idle", "Share of idle capacity (reserved, not requested)"),
+    ("shared_unallocated", "Share of cluster nodes without pods"),
+    ("shared_infrastructure", "Share of shared non-Kubernetes cost (control plane, shared storage)"),
+];
+
+/// Whether `client` is a client that can be invoiced (not one of the rows chargeback keeps
+/// for the house, the unassigned or the platform).
+pub fn invoiceable(client: &str) -> bool {
+    ![HOUSE, UNASSIGNED, PLATFORM].contains(&client)
+}
+
+/// The digest the settings a period was computed with go by on a document.
+pub fn settings_version(settings_json: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(settings_json.as_bytes());
+    let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    format!("settings-{hex}")
+}
+
+/// A draft of `client`'s invoice for the period of `rollups`: its chargeback as lines in
+/// cents, markup and tax on their own lines. `data_version` names the CUR delivery.
+pub fn draft(
+    rollups: &Rollups,
+    client: &str,
+    billing: &BillingDetails,
+    seller: &Seller,
+    data_version: &str,
+) -> Result<Invoice, String> {
+    let period = &rollups.period.period;
+    if !invoiceable(client) {
+        return Err(format!("{client} is not a client; it cannot be invoiced"));
+    }
+    let charge = rollups
+        .clients
+        .iter()
+        .find(|c| c.client == client)
+        .ok_or_else(|| format!("no client named {client:?} in {period}'s chargeback"))?;
+    let mut nanos: BTreeMap<&str, i64> = BTreeMap::new();
+    let mut gpu_hours: BTreeMap<&str, f64> = BTreeMap::new();
+    for row in rollups.costs.iter().filter(|r| r.client == client) {
+        let category = match row.workload_class.as_str() {
+            "training" => "gpu_training",
+            "inference" => "gpu_inference",
+            _ => "gpu_other",
+        };
+        *nanos.entry(category).or_default() += row.gpu_split_nanos;
+        *gpu_hours.entry(category).or_default() += row.gpu_hours_allocated;
+    }
+    let gpu_split: i64 =
+        ["gpu_training", "gpu_inference", "gpu_other"].iter().map(|c| nanos.get(c).unwrap_or(&0)).sum();
+    nanos.insert("cpu_memory", charge.direct_cost_nanos - gpu_split);
+    for (category, amount) in cost_nanos(charge) {
+        nanos.insert(category, amount);
+    }
+    let mut lines: Vec<(Line, i64)> = COST_LINES
+        .iter()
+        .filter_map(|(category, description)| {
+            let amount = *nanos.get(category).unwrap_or(&0);
+            let quantity = gpu_hours.get(category).copied().filter(|h| *h > 0.0);
+            (amount != 0).then(|| (line(category, description, quantity, "GPU-hour"), amount))
+        })
+        .collect();
+    if charge.markup_nanos != 0 {
+        let percent = format!("{}", charge.markup_basis_points as f64 / 100.0);
+        lines.push((line("markup", &format!("Markup {percent} %"), None, ""), charge.markup_nanos));
+    }
+    let amounts: Vec<i64> = lines.iter().map(|(_, nanos)| *nanos).collect();
+    let cents = apportion_cents(&amounts, Cents::from_nanos(charge.total_nanos()));
+    let mut lines: Vec<Line> = lines
+        .into_iter()
+        .zip(cents)
+        .map(|((mut line, _), amount)| {
+            line.amount = amount;
+            line.unit_price = unit_price(line.quantity, amount);
+            line
+        })
+        .collect();
+    let before_tax: Cents = lines.iter().map(|l| l.amount).sum();
+    if billing.tax_ppm != 0 {
+        let tax = before_tax.times_ppm(billing.tax_ppm);
+        let percent = billing.tax_ppm as f64 / 10_000.0;
+        let mut tax_line = line("tax", &format!("Tax {percent} %"), None, "");
+        tax_line.amount = tax;
+        lines.push(tax_line);
+    }
+    let mut invoice = Invoice {
+        number: String::new(),
+        kind: Kind::Invoice,
+        refers_to: None,
+        client: client.to_string(),
+        period: period.clone(),
+        status: Status::Draft,
+        issued_at: None,
+        due_at: None,
+        currency: billing.currency.clone(),
+        lines,
+        subtotal: Cents(0),
+        markup: Cents(0),
+        tax: Cents(0),
+        total: Cents(0),
+        data_version: data_version.to_string(),
+        settings_version: settings_version(&rollups.period.settings),
+        pdf_sha256: None,
+        buyer: billing.clone(),
+        seller: seller.clone(),
+        actor: String::new(),
+        reason: String::new(),
+        full_credit: false,
+    };
+    invoice.add_up();
+    Ok(invoice)
+}
+
+/// The categories a [`ClientRollup`] gives directly, in nano-dollars.
+fn cost_nanos(charge: &ClientRollup) -> [(&'static str, i64); 7] {
+    [
+        ("storage", charge.storage_nanos),
+        ("network", charge.network_nanos),
+        ("other_direct", charge.other_direct_nanos),
+        ("shared_platform", charge.shared_platform_nanos),
+        ("shared_idle", charge.shared_idle_nanos),
+        ("shared_unallocated", charge.shared_unallocated_nanos),
+        ("shared_infrastructure", charge.shared_infrastructure_nanos),
+    ]
+}
+
+fn line(category: &str, description: &str, quantity: Option<f64>, unit: &str) -> Line {
+    Line {
+        category: category.to_string(),
+        description: description.to_string(),
+        quantity: quantity.map(|q| (q * 100.0).round() / 100.0),
+        unit: quantity.map(|_| unit.to_string()),
+        unit_price: None,
+        amount: Cents(0),
+    }
+}
+
+fn unit_price(quantity: Option<f64>, amount: Cents) -> Option<String> {
+    quantity.filter(|q| *q > 0.0).map(|q| format!("{:.4}", amount.0 as f64 / 100.0 / q))
+}
+
+impl Invoice {
+    /// Sets subtotal, markup, tax and total from the lines.
+    fn add_up(&mut self) {
+        let of =
+            |category: &str| self.lines.iter().filter(|l| l.category == category).map(|l| l.amount).sum();
+        self.markup = of("markup");
+        self.tax = of("tax");
+        self.total = self.lines.iter().map(|l| l.amount).sum();
+        self.subtotal = self.total - self.markup - self.tax;
+    }
+
+    /// The notes lines a PDF and the page show under the totals.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = vec![format!(
+            "Amounts derived from AWS Cost and Usage Report 2.0, billing period {}, data version {}; {}.",
+            self.period, self.data_version, self.settings_version
+        )];
+        if let Some(original) = &self.refers_to {
+            let what = if self.full_credit { "Voids" } else { "Corrects" };
+            notes.push(format!("{what} invoice {original}."));
+        }
+        if !self.reason.is_empty() {
+            notes.push(format!("Reason: {}", self.reason));
+        }
+        notes
+    }
+}
+
+/// A period's standing charge for one client: the invoice not voided, and every note that
+/// refers to it, summed by line category.
+#[derive(Debug, Clone)]
+pub struct Standing {
+    pub invoice: Invoice,
+    pub notes: Vec<Invoice>,
+}
+
+impl Standing {
+    /// The standing invoice of `client` and `period` among `documents` (all of that client
+    /// and period), if one stands.
+    pub fn find(documents: &[Invoice]) -> Option<Standing> {
+        let voided =
+            |number: &str| documents.iter().any(|d| d.full_credit && d.refers_to.as_deref() == Some(number));
+        let invoice = documents.iter().find(|d| d.kind == Kind::Invoice && !voided(&d.number))?.clone();
+        let notes = documents
+            .iter()
+            .filter(|d| d.refers_to.as_deref() == Some(invoice.number.as_str()))
+            .cloned()
+            .collect();
+        Some(Standing { invoice, notes })
+    }
+
+    /// What the client owes now, by category (amounts of the invoice and its notes added).
+    pub fn amounts(&self) -> BTreeMap<String, Cents> {
+        let mut sums: BTreeMap<String, Cents> = BTreeMap::new();
+        for line in std::iter::once(&self.invoice).chain(&self.notes).flat_map(|d| &d.lines) {
+            let sum = sums.entry(line.category.clone()).or_default();
+            *sum = *sum + line.amount;
+        }
+        sums
+    }
+
+    pub fn total(&self) -> Cents {
+        std::iter::once(&self.invoice).chain(&self.notes).map(|d| d.total).sum()
+    }
+}
+
+/// The note that brings `standing` to `draft`: one line per category whose amount changed,
+/// carrying only the difference; a credit note when the total falls, a debit note when it
+/// rises. None when nothing changed.
+pub fn adjustment(standing: &Standing, draft: &Invoice) -> Option<Invoice> {
+    let before = standing.amounts();
+    let mut lines = Vec::new();
+    for line in &draft.lines {
+        let delta = line.amount - before.get(&line.category).copied().unwrap_or_default();
+        if delta != Cents(0) {
+            lines.push(Line { amount: delta, unit_price: unit_price(line.quantity, delta), ..line.clone() });
+        }
+    }
+    for (category, amount) in
+        before.iter().filter(|(c, a)| **a != Cents(0) && !draft.lines.iter().any(|l| &&l.category == c))
+    {
+        lines.push(Line {
+            category: category.clone(),
+            description: description_of(category, &standing.invoice),
+            quantity: None,
+            unit: None,
+            unit_price: None,
+            amount: -*amount,
+        });
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    let mut note = note_of(&standing.invoice, draft, lines);
+    note.kind = if note.total < Cents(0) { Kind::CreditNote } else { Kind::DebitNote };
+    note.reason = format!(
+        "the period was restated: the charge is now {} instead of {}",
+        draft.total.usd(),
+        standing.total().usd()
+    );
+    Some(note)
+}
+
+/// The credit note that voids `standing`: every category's standing amount taken back.
+pub fn void(standing: &Standing, reason: &str) -> Result<Invoice, String> {
+    let lines: Vec<Line> = standing
+        .amounts()
+        .into_iter()
+        .filter(|(_, amount)| *amount != Cents(0))
+        .map(|(category, amount)| Line {
+            description: description_of(&category, &standing.invoice),
+            category,
+            quantity: None,
+            unit: None,
+            unit_price: None,
+            amount: -amount,
+        })
+        .collect();
+    let mut note = note_of(&standing.invoice, &standing.invoice, lines);
+    note.kind = Kind::CreditNote;
+    note.full_credit = true;
+    note.reason = if reason.is_empty() { "voided".into() } else { reason.to_string() };
+    Ok(note)
+}
+
+/// A note on `original` with `lines`, versions and buyer from `source`.
+fn note_of(original: &Invoice, source: &Invoice, lines: Vec<Line>) -> Invoice {
+    let mut note = Invoice {
+        number: String::new(),
+        refers_to: Some(original.number.clone()),
+        status: Status::Draft,
+        issued_at: None,
+        due_at: None,
+        lines,
+        pdf_sha256: None,
+        actor: String::new(),
+        full_credit: false,
+        ..source.clone()
+    };
+    note.add_up();
+    note
+}
+
+/// The description a category had on the invoice (or the standard one).
+fn description_of(category: &str, invoice: &Invoice) -> String {
+    invoice
+        .lines
+        .iter()
+        .find(|l| l.category == category)
+        .map(|l| l.description.clone())
+        .or_else(|| COST_LINES.iter().find(|(c, _)| *c == category).map(|(_, d)| d.to_string()))
+        .unwrap_or_else(|| category.to_string())
+}
+
+/// `documents` (every document of some clients and periods) with each one's status.
+pub fn with_status(mut documents: Vec<Invoice>) -> Vec<Invoice> {
+    let notes: Vec<(String, bool)> =
+        documents.iter().filter_map(|d| d.refers_to.clone().map(|r| (r, d.full_credit))).collect();
+    for document in documents.iter_mut() {
+        let mine: Vec<bool> =
+            notes.iter().filter(|(r, _)| *r == document.number).map(|(_, full)| *full).collect();
+        document.status = if mine.iter().any(|full| *full) {
+            Status::Credited
+        } else if !mine.is_empty() {
+            Status::Superseded
+        } else {
+            Status::Issued
+        };
+    }
+    documents
+}
+
+/// The number `format` gives the series' `seq`-th document issued in `year`.
+pub fn format_number(format: &str, seq: i64, year: i32) -> Result<String, String> {
+    let mut out = format.replace("{year}", &year.to_string());
+    let Some(start) = out.find("{seq") else {
+        return Err(format!("the invoice number format {format:?} has no {{seq}}"));
+    };
+    let end =
+        out[start..].find('}').map(|e| start + e).ok_or_else(|| format!("{format:?}: unclosed {{seq"))?;
+    let width = match &out[start + 4..end] {
+        "" => 0,
+        spec => spec
+            .strip_prefix(":0")
+            .and_then(|w| w.parse::<usize>().ok())
+            .ok_or_else(|| format!("{format:?}: write {{seq}} or {{seq:0N}}"))?,
+    };
+    out.replace_range(start..=end, &format!("{seq:0width$}"));
+    if out.contains('{') || out.contains('}') || out.contains('/') {
+        return Err(format!("{format:?}: only {{year}} and {{seq}} may be in braces, and no '/'"));
+    }
+    Ok(out)
+}
+
+/// A document's lines and totals as CSV (the same text every download gives).
+pub fn csv(invoice: &Invoice) -> String {
+    let mut out =
+        String::from("number,kind,client,period,category,description,quantity,unit,unit_price,amount\n");
+    let quote = |text: &str| crate::report::csv_cell(text);
+    let mut row =
+        |category: &str, description: &str, quantity: &str, unit: &str, price: &str, amount: Cents| {
+            out.push_str(&format!(
+                "{},{},{},{},{},{},{},{},{},{}\n",
+                quote(&invoice.number),
+                invoice.kind.as_str(),
+                quote(&invoice.client),
+                invoice.period,
+                category,
+                quote(description),
+                quantity,
+                quote(unit),
+                price,
+                amount.decimal()
+            ));
+        };
+    for line in &invoice.lines {
+        let quantity = line.quantity.map(|q| format!("{q:.2}")).unwrap_or_default();
+        row(
+            &line.category,
+            &line.description,
+            &quantity,
+            line.unit.as_deref().unwrap_or(""),
+            line.unit_price.as_deref().unwrap_or(""),
+            line.amount,
+        );
+    }
+    for (category, amount) in [
+        ("subtotal", invoice.subtotal),
+        ("markup_total", invoice.markup),
+        ("tax_total", invoice.tax),
+        ("total", invoice.total),
+    ] {
+        row(category, category, "", "", "", amount);
+    }
+    out
+}
+
+impl Invoice {
+    /// The lines and totals as a report table: the XLSX download and the command line's
+    /// table are this.
+    pub fn table(&self) -> crate::report::table::Table {
+        use crate::report::table::{Cell, Table};
+        let usd = |amount: Cents| Cell::Usd(Some(amount.0 as f64 / 100.0));
+        let rows = self
+            .lines
+            .iter()
+            .map(|line| {
+                vec![
+                    Cell::Text(line.category.clone()),
+                    Cell::Text(line.description.clone()),
+                    line.quantity.map_or(Cell::Text(String::new()), Cell::Hours),
+                    Cell::Text(line.unit.clone().unwrap_or_default()),
+                    Cell::Text(line.unit_price.clone().unwrap_or_default()),
+                    usd(line.amount),
+                ]
+            })
+            .collect();
+        let total_row = |label: &str, amount: Cents| {
+            let empty = || Cell::Text(String::new());
+            vec![Cell::Text(label.into()), empty(), empty(), empty(), empty(), usd(amount)]
+        };
+        let number = if self.number.is_empty() { "draft".to_string() } else { self.number.clone() };
+        Table {
+            title: format!("{} {number}, {}", self.kind.title(), self.client),
+            columns: vec!["category", "description", "quantity", "unit", "unit_price", "amount"],
+            rows,
+            totals: vec![
+                total_row("subtotal", self.subtotal),
+                total_row("markup", self.markup),
+                total_row("tax", self.tax),
+                total_row("total", self.total),
+            ],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{CostRollup, PeriodRollup};
+
+    fn rollups(charge: ClientRollup, costs: Vec<CostRollup>) -> Rollups {
+        Rollups {
+            period: PeriodRollup {
+                period: "2026-10".into(),
+                settings: "{}".into(),
+                ..PeriodRollup::default()
+            },
+            costs,
+            clients: vec![charge],
+            ..Rollups::default()
+        }
+    }
+
+    fn cost(class: &str, gpu_split: i64, hours: f64) -> CostRollup {
+        CostRollup {
+            client: "acme".into(),
+            workload_class: class.into(),
+            gpu_split_nanos: gpu_split,
+            gpu_hours_allocated: hours,
+            ..CostRollup::default()
+        }
+    }
+
+    /// Three lines of a third of a cent each over: rounded one by one they would add up to
+    /// 3 cents too little; by largest remainder they add up to the charge rounded once.
+    #[test]
+    fn lines_add_up_to_the_charge_rounded_once_and_tax_is_on_the_subtotal() {
+        let charge = ClientRollup {
+            client: "acme".into(),
+            direct_cost_nanos: 30_003_333_333 + 20_003_333_333,
+            shared_idle_nanos: 10_003_333_334,
+            markup_basis_points: 1_000,
+            markup_nanos: 6_001_000_000,
+            ..ClientRollup::default()
+        };
+        // GPU training 30.003333333, CPU and memory 20.003333333, idle 10.003333334,
+        // markup 6.001: total 66.011 → $66.01.
+        let costs = vec![cost("training", 30_003_333_333, 12.0)];
+        let billing = BillingDetails { tax_ppm: 200_000, ..BillingDetails::default() };
+        let draft = draft(&rollups(charge, costs), "acme", &billing, &Seller::default(), "v1").unwrap();
+        let amounts: Vec<(&str, i64)> =
+            draft.lines.iter().map(|l| (l.category.as_str(), l.amount.0)).collect();
+        assert_eq!(
+            amounts,
+            [
+                ("gpu_training", 3_000),
+                ("cpu_memory", 2_000),
+                ("shared_idle", 1_001),
+                ("markup", 600),
+                ("tax", 1_320)
+            ]
+        );
+        assert_eq!(
+            (draft.subtotal.0, draft.markup.0, draft.tax.0, draft.total.0),
+            (6_001, 600, 1_320, 7_921)
+        );
+        assert_eq!(draft.lines[0].quantity, Some(12.0));
+        assert_eq!(draft.lines[0].unit_price.as_deref(), Some("2.5000"));
+    }
+
+    fn issued(number: &str, lines: &[(&str, i64)]) -> Invoice {
+        let charge = ClientRollup { client: "acme".into(), ..ClientRollup::default() };
+        let mut invoice =
+            draft(&rollups(charge, Vec::new()), "acme", &BillingDetails::default(), &Seller::default(), "v1")
+                .unwrap();
+        invoice.number = number.into();
+        invoice.lines =
+            lines.iter().map(|(c, a)| Line { amount: Cents(*a), ..line(c, c, None, "") }).collect();
+        invoice.add_up();
+        invoice
+    }
+
+    #[test]
+    fn an_adjustment_carries_only_the_changed_lines_and_a_void_takes_back_what_stands() {
+        let original = issued("GL-1", &[("gpu_training", 10_000), ("storage", 500), ("markup", 1_050)]);
+        let now = issued("", &[("gpu_training", 9_000), ("network", 200), ("markup", 920)]);
+        let standing = Standing::find(std::slice::from_ref(&original)).unwrap();
+        let note = adjustment(&standing, &now).unwrap();
+        let lines: Vec<(&str, i64)> = note.lines.iter().map(|l| (l.category.as_str(), l.amount.0)).collect();
+        assert_eq!(lines, [("gpu_training", -1_000), ("network", 200), ("markup", -130), ("storage", -500)]);
+        assert_eq!(
+            (note.kind, note.total.0, note.refers_to.as_deref()),
+            (Kind::CreditNote, -1_430, Some("GL-1"))
+        );
+        assert_eq!(original.total + note.total, now.total);
+
+        let mut note = note;
+        note.number = "GL-2".into();
+        let documents = vec![original.clone(), note.clone()];
+        let standing = Standing::find(&documents).unwrap();
+        assert!(adjustment(&standing, &now).is_none(), "nothing changed since the note");
+        let mut credit = void(&standing, "").unwrap();
+        assert_eq!(credit.total, -now.total);
+        credit.number = "GL-3".into();
+        let documents = with_status(vec![original, note, credit]);
+        let statuses: Vec<&str> = documents.iter().map(|d| d.status.as_str()).collect();
+        assert_eq!(statuses, ["credited", "issued", "issued"]);
+        assert!(Standing::find(&documents).is_none(), "a voided invoice no longer stands");
+    }
+
+    #[test]
+    fn numbers_follow_the_format() {
+        assert_eq!(format_number(DEFAULT_NUMBER_FORMAT, 7, 2026).unwrap(), "GL-2026-0007");
+        assert_eq!(format_number("INV{seq}", 12_345, 2026).unwrap(), "INV12345");
+        assert!(format_number("INV-{year}", 1, 2026).is_err());
+        assert!(format_number("{seq:4}", 1, 2026).is_err());
+    }
+
+    #[test]
+    fn cents_read_and_write_exact_decimals() {
+        assert_eq!("12.5".parse::<Cents>().unwrap(), Cents(1_250));
+        assert_eq!("-0.07".parse::<Cents>().unwrap().decimal(), "-0.07");
+        assert!("1.234".parse::<Cents>().is_err());
+        assert_eq!(Cents::from_nanos(4_999_999).0, 0);
+        assert_eq!(Cents::from_nanos(-5_000_000).0, -1);
+        assert_eq!(Cents(-123_456).usd(), "-$1,234.56");
+    }
+}
