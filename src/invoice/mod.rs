@@ -219,6 +219,12 @@ pub fn settings_version(settings_json: &str) -> String {
     format!("settings-{hex}")
 }
 
+/// The SHA-256 of `bytes` as lowercase hex (an issued PDF's fingerprint).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// A draft of `client`'s invoice for the period of `rollups`: its chargeback as lines in
 /// cents, markup and tax on their own lines. `data_version` names the CUR delivery.
 pub fn draft(

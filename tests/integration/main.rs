@@ -10,6 +10,7 @@ mod generate;
 mod helpers;
 mod ingest_cur;
 mod ingest_prometheus;
+mod invoices;
 mod prom_server;
 mod runs;
 mod s3;

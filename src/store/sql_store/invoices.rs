@@ -104,7 +104,7 @@ where
         let existing = documents_of(&rows).context(CONTEXT)?;
         // A refusal rolls the transaction back (the number with it) when `tx` is dropped.
         let (mut document, pdf) = build(seq, &seller, &existing).map_err(StoreError::Invalid)?;
-        let sha256 = hex_sha256(&pdf);
+        let sha256 = invoice::sha256_hex(&pdf);
         document.pdf_sha256 = Some(sha256.clone());
         document.status = invoice::Status::Issued;
         let issued_at = chrono::Utc::now().timestamp();
@@ -165,10 +165,4 @@ fn documents_of(rows: &[impl ReadRow]) -> Result<Vec<Invoice>, sqlx::Error> {
         .map(|row| parse::<Invoice>("an invoice", &row.text("document")?))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(invoice::with_status(documents))
-}
-
-/// The SHA-256 of `bytes`, as lowercase hex.
-pub fn hex_sha256(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
