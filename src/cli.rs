@@ -295,6 +295,15 @@ pub enum ClientsCommand {
     Map(ClientMapArgs),
     /// A client's billing details for its invoices; unchanged when not given.
     Billing(ClientBillingArgs),
+    /// A client's monthly budget (USD; 0 removes it), from a month on: its pages flag a month
+    /// whose run-rate forecast exceeds it.
+    Budget {
+        name: String,
+        #[arg(long)]
+        monthly: crate::money::Cents,
+        #[command(flatten)]
+        from: FromArgs,
+    },
     /// Remove every mapping rule of CLIENT.
     Unmap {
         client: String,

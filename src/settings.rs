@@ -171,6 +171,15 @@ pub enum SettingKind {
     Mapping,
     /// [`EngineSettings`]; key empty.
     Engine,
+    /// A client's monthly [`Budget`]; key = the client. Not part of [`Settings`]: a budget
+    /// changes no computed number, only whether a month is flagged.
+    Budget,
+}
+
+/// A client's monthly budget (zero: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Budget {
+    pub monthly: crate::money::Cents,
 }
 
 impl SettingKind {
@@ -180,6 +189,7 @@ impl SettingKind {
             SettingKind::Pool => "pool",
             SettingKind::Mapping => "mapping",
             SettingKind::Engine => "engine",
+            SettingKind::Budget => "budget",
         }
     }
 }
@@ -193,6 +203,7 @@ impl FromStr for SettingKind {
             "pool" => Ok(SettingKind::Pool),
             "mapping" => Ok(SettingKind::Mapping),
             "engine" => Ok(SettingKind::Engine),
+            "budget" => Ok(SettingKind::Budget),
             other => Err(format!("unknown setting kind {other:?}")),
         }
     }
@@ -321,6 +332,23 @@ impl SettingsHistory {
             self.current(SettingKind::Client, client, from, ClientTerms::default())?;
         change(&mut terms);
         Ok(version(SettingKind::Client, client, from, &terms))
+    }
+
+    /// `client`'s monthly budget in force for `period`, if it has one.
+    pub fn budget(&self, client: &str, period: Period) -> Result<Option<crate::money::Cents>, String> {
+        let version = self.version_at(SettingKind::Budget, client, EffectiveFrom::month(period));
+        let budget: Option<Budget> = version.map(Self::value).transpose()?;
+        Ok(budget.map(|b| b.monthly).filter(|m| m.0 > 0))
+    }
+
+    /// `client`'s monthly budget from `from` on (zero removes it): the version to save.
+    pub fn budget_version(
+        &self,
+        client: &str,
+        from: EffectiveFrom,
+        monthly: crate::money::Cents,
+    ) -> SettingVersion {
+        version(SettingKind::Budget, client, from, &Budget { monthly })
     }
 
     /// A pool's rule from `from` on: the version to save.

@@ -12,7 +12,7 @@ pub(super) async fn run(store: &dyn Store, command: ClientsCommand) -> anyhow::R
     let history = store.settings().await?;
     match command {
         ClientsCommand::List => {
-            let kinds = [SettingKind::Client, SettingKind::Mapping];
+            let kinds = [SettingKind::Client, SettingKind::Mapping, SettingKind::Budget];
             print_versions(history.versions.iter().filter(|v| kinds.contains(&v.kind)))?;
         }
         ClientsCommand::Set(args) => {
@@ -70,6 +70,12 @@ pub(super) async fn run(store: &dyn Store, command: ClientsCommand) -> anyhow::R
             save(store, &versions, &format!("a rule for {}", args.client), from).await?;
         }
         ClientsCommand::Billing(args) => super::invoice::billing(store, args).await?,
+        ClientsCommand::Budget { name, monthly, from } => {
+            anyhow::ensure!(monthly.0 >= 0, "--monthly must not be negative");
+            let from = from.effective_from();
+            let version = history.budget_version(&name, from, monthly);
+            save(store, &[version], &format!("{name}'s budget {}", monthly.usd()), from).await?;
+        }
         ClientsCommand::Unmap { client, from } => {
             let from = from.effective_from();
             let versions = history

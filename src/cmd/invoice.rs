@@ -55,7 +55,14 @@ pub(super) async fn run(store: &dyn Store, command: InvoiceCommand) -> anyhow::R
             let documents = store.documents(client.as_deref(), period.as_deref()).await?;
             match format {
                 OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&documents)?),
-                format => print!("{}", register(&documents).render(format, "", Default::default())),
+                format => print!(
+                    "{}",
+                    crate::invoice::register_table(&documents).render(
+                        format,
+                        period.as_deref().unwrap_or("every period"),
+                        Default::default()
+                    )
+                ),
             }
         }
         InvoiceCommand::Show { number, format } => {
@@ -123,44 +130,6 @@ async fn issued(store: &dyn Store, document: &Invoice, actor: &str) -> anyhow::R
     );
     println!("{}", document.number);
     Ok(())
-}
-
-/// The register as a table.
-pub fn register(documents: &[Invoice]) -> crate::report::table::Table {
-    use crate::report::table::{Cell, Table};
-    let text = |t: &str| Cell::Text(t.to_string());
-    let rows = documents
-        .iter()
-        .map(|d| {
-            vec![
-                text(&d.number),
-                text(d.kind.as_str()),
-                text(d.refers_to.as_deref().unwrap_or("")),
-                text(&d.client),
-                text(&d.period),
-                text(d.status.as_str()),
-                text(d.issued_at.as_deref().unwrap_or("")),
-                text(d.due_at.as_deref().unwrap_or("")),
-                Cell::Usd(Some(d.total.0 as f64 / 100.0)),
-            ]
-        })
-        .collect();
-    Table {
-        title: "Invoices and notes".into(),
-        columns: vec![
-            "number",
-            "kind",
-            "refers_to",
-            "client",
-            "period",
-            "status",
-            "issued_at",
-            "due_at",
-            "total",
-        ],
-        rows,
-        totals: Vec::new(),
-    }
 }
 
 /// `clients billing NAME ...`: changes the details given, keeps the rest.

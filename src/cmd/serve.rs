@@ -98,6 +98,36 @@ async fn demo_users(store: &dyn Store, data: &std::path::Path) -> anyhow::Result
     Ok(())
 }
 
+/// On the demo's first run: a seller, acme's billing details, and the oldest month invoiced
+/// for every client (later months stay drafts, to issue from the Invoices page).
+async fn demo_invoices(store: &dyn Store) -> anyhow::Result<()> {
+    use crate::invoice::{BillingDetails, ledger};
+    if !store.documents(None, None).await?.is_empty() {
+        return Ok(());
+    }
+    let Some(oldest) = store.rollup_periods().await?.pop() else { return Ok(()) };
+    let seller = crate::invoice::Seller {
+        name: "Demo GPU Agency".into(),
+        address: "1 Example Street\nSeattle, WA 98101".into(),
+        email: "billing@agency.example".into(),
+        ..crate::invoice::Seller::default()
+    };
+    store.set_seller(&seller).await?;
+    let acme = BillingDetails {
+        legal_name: "Acme Corporation".into(),
+        address: "100 Desert Road\nPhoenix, AZ 85001".into(),
+        po_number: "PO-2026-118".into(),
+        ..BillingDetails::default()
+    };
+    store.set_billing_details("acme", &acme, chrono::Utc::now().timestamp()).await?;
+    let Some(rollups) = store.rollups(&oldest.period).await? else { return Ok(()) };
+    let period = oldest.period.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    for client in rollups.clients.iter().map(|c| &c.client).filter(|c| crate::invoice::invoiceable(c)) {
+        ledger::issue(store, client, period, "demo", false).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(())
+}
+
 /// Generates the demo data on the first run, ingests what is new (nothing on a later run),
 /// and serves.
 pub(super) async fn demo(store: Box<dyn Store>, args: DemoArgs) -> anyhow::Result<()> {
@@ -118,6 +148,7 @@ pub(super) async fn demo(store: Box<dyn Store>, args: DemoArgs) -> anyhow::Resul
     };
     super::ingest::run_cur_ingest(store.as_ref(), &options).await?;
     super::ingest::ingest_demo_metrics(store.as_ref(), &args.data.join("metrics")).await?;
+    demo_invoices(store.as_ref()).await?;
     let auth = auth_config(&args.auth, args.listen)?;
     if matches!(auth.mode, web::AuthMode::Local) {
         demo_users(store.as_ref(), &args.data).await?;

@@ -219,6 +219,51 @@ pub fn settings_version(settings_json: &str) -> String {
     format!("settings-{hex}")
 }
 
+/// A client's month against its budget: the charge so far and where it is heading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetCheck {
+    pub budget: Cents,
+    /// The client's charge (direct + shared + markup) for the days the bill covers.
+    pub actual: Cents,
+    /// `actual` at the same daily rate for the whole month (= `actual` once it is complete).
+    pub forecast: Cents,
+    pub days_covered: u32,
+    pub days_in_month: u32,
+}
+
+impl BudgetCheck {
+    /// `client`'s charge in `rollups` against `budget`; the run rate from the days the
+    /// period's cost rollups cover.
+    pub fn new(rollups: &Rollups, client: &str, budget: Cents) -> Option<BudgetCheck> {
+        let period: crate::period::Period = rollups.period.period.parse().ok()?;
+        let charge = rollups.clients.iter().find(|c| c.client == client)?;
+        let days_in_month = period.days();
+        let last_day = rollups.costs.iter().map(|c| c.day).max().unwrap_or(period.start());
+        let days_covered =
+            (((last_day - period.start()) / 86_400 + 1).clamp(1, i64::from(days_in_month))) as u32;
+        let actual = Cents::from_nanos(charge.total_nanos());
+        let scaled = i128::from(charge.total_nanos()) * i128::from(days_in_month) / i128::from(days_covered);
+        let forecast = Cents::from_nanos(scaled as i64);
+        Some(BudgetCheck { budget, actual, forecast, days_covered, days_in_month })
+    }
+
+    pub fn over(&self) -> bool {
+        self.forecast > self.budget
+    }
+
+    /// "$8,200.00 of $9,000.00 (31 of 31 days); forecast $8,200.00".
+    pub fn describe(&self) -> String {
+        format!(
+            "{} of {} ({} of {} days); forecast {}",
+            self.actual.usd(),
+            self.budget.usd(),
+            self.days_covered,
+            self.days_in_month,
+            self.forecast.usd()
+        )
+    }
+}
+
 /// The SHA-256 of `bytes` as lowercase hex (an issued PDF's fingerprint).
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
@@ -623,6 +668,44 @@ impl Invoice {
     }
 }
 
+/// The register as a table.
+pub fn register_table(documents: &[Invoice]) -> crate::report::table::Table {
+    use crate::report::table::{Cell, Table};
+    let text = |t: &str| Cell::Text(t.to_string());
+    let rows = documents
+        .iter()
+        .map(|d| {
+            vec![
+                text(&d.number),
+                text(d.kind.as_str()),
+                text(d.refers_to.as_deref().unwrap_or("")),
+                text(&d.client),
+                text(&d.period),
+                text(d.status.as_str()),
+                text(d.issued_at.as_deref().unwrap_or("")),
+                text(d.due_at.as_deref().unwrap_or("")),
+                Cell::Usd(Some(d.total.0 as f64 / 100.0)),
+            ]
+        })
+        .collect();
+    Table {
+        title: "Invoices and notes".into(),
+        columns: vec![
+            "number",
+            "kind",
+            "refers_to",
+            "client",
+            "period",
+            "status",
+            "issued_at",
+            "due_at",
+            "total",
+        ],
+        rows,
+        totals: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -726,6 +809,26 @@ mod tests {
         let statuses: Vec<&str> = documents.iter().map(|d| d.status.as_str()).collect();
         assert_eq!(statuses, ["credited", "issued", "issued"]);
         assert!(Standing::find(&documents).is_none(), "a voided invoice no longer stands");
+    }
+
+    /// Ten days of October billed, $100.00 charged: the run rate says $310.00 for the month.
+    #[test]
+    fn a_budget_is_checked_against_the_run_rate_of_the_days_billed() {
+        let charge = ClientRollup {
+            client: "acme".into(),
+            direct_cost_nanos: 100_000_000_000,
+            ..ClientRollup::default()
+        };
+        let october: crate::period::Period = "2026-10".parse().unwrap();
+        let day =
+            CostRollup { client: "acme".into(), day: october.start() + 9 * 86_400, ..CostRollup::default() };
+        let check = BudgetCheck::new(&rollups(charge, vec![day]), "acme", Cents(30_000)).unwrap();
+        assert_eq!(
+            (check.actual, check.forecast, check.days_covered, check.days_in_month),
+            (Cents(10_000), Cents(31_000), 10, 31)
+        );
+        assert!(check.over(), "$310 forecast against a $300 budget");
+        assert_eq!(check.describe(), "$100.00 of $300.00 (10 of 31 days); forecast $310.00");
     }
 
     #[test]

@@ -283,7 +283,25 @@ fn refusal(viewer: &Viewer, method: &Method, path: &str) -> Option<Response> {
     if path == "/data" && viewer.role.is_scoped() {
         return forbidden("The Data page shows the whole bill; your account does not.".into(), Vec::new());
     }
+    if method == Method::POST
+        && path.starts_with("/invoices")
+        && !matches!(viewer.role, Role::Admin | Role::Finance)
+    {
+        return forbidden(
+            "Only finance and administrators issue, adjust or void invoices.".into(),
+            Vec::new(),
+        );
+    }
     if viewer.role == Role::Client {
+        if path == "/invoices/draft" {
+            return forbidden(
+                "Your account sees issued invoices only, not drafts.".into(),
+                vec!["/invoices".into()],
+            );
+        }
+        if path == "/invoices" || path.starts_with("/invoices/") {
+            return None;
+        }
         if path == "/" && method == Method::GET {
             return match viewer.clients.first() {
                 Some(first) => Some(
@@ -913,6 +931,7 @@ fn client_nav(html: &str, viewer: Option<&Viewer>) -> String {
                 askama::filters::escape(c, askama::filters::Html).map(|e| e.to_string()).unwrap_or_default();
             format!(r#"<a href="/clients/{}">{name}</a>"#, super::pages::url_escape(c))
         })
+        .chain(viewer.map(|_| r#"<a href="/invoices">Invoices</a>"#.to_string()))
         .collect();
     format!("{}{OPEN}{links}{}", &html[..start], &html[end..])
 }

@@ -168,11 +168,34 @@ async fn clients_and_namespaces(
     (clients, namespaces)
 }
 
+thread_local! {
+    /// The matrix's issued documents: number → client.
+    static INVOICED: std::cell::RefCell<BTreeMap<String, String>> = const { std::cell::RefCell::new(BTreeMap::new()) };
+}
+
 /// What `role` (seeing `own` clients) must get for `url`.
 fn expected(role: Role, own: &[String], namespaces: &BTreeMap<String, String>, url: &str) -> StatusCode {
     let path = url.split('?').next().unwrap();
     let query = url.split_once('?').map(|(_, q)| q).unwrap_or("");
     let scoped = matches!(role, Role::Manager | Role::Client);
+    if path == "/invoices" {
+        return StatusCode::OK;
+    }
+    if path == "/invoices/draft" {
+        let client = query.split('&').find_map(|p| p.strip_prefix("client=")).unwrap_or_default();
+        return match role {
+            Role::Client => StatusCode::FORBIDDEN,
+            Role::Manager if !own.iter().any(|c| c == client) => StatusCode::NOT_FOUND,
+            _ => StatusCode::OK,
+        };
+    }
+    if let Some(document) = path.strip_prefix("/invoices/") {
+        // Documents are numbered `GL-YYYY-NNNN`; the matrix issues one per client, in the
+        // order of the clients' names, so the number says whose it is.
+        let number = document.split('/').next().unwrap();
+        let client = INVOICED.with(|invoiced| invoiced.borrow().get(number).cloned()).unwrap_or_default();
+        return if !scoped || own.contains(&client) { StatusCode::OK } else { StatusCode::NOT_FOUND };
+    }
     let client_page = path.strip_prefix("/clients/").map(|c| c.replace("%28", "(").replace("%29", ")"));
     if path == "/admin" {
         return if role == Role::Admin { StatusCode::OK } else { StatusCode::FORBIDDEN };
@@ -247,7 +270,21 @@ async fn the_matrix(store: Box<dyn Store>, what: &str) {
         let own: Vec<&str> = own.iter().map(String::as_str).collect();
         add_user(state.store.as_ref(), name, *role, &own).await;
     }
+    // An invoice for every client of the latest month, so their documents and downloads are
+    // crawled too.
+    let latest = state.store.rollup_periods().await.unwrap().first().unwrap().period.parse().unwrap();
+    for client in &names {
+        let document = gpuledger::invoice::ledger::issue(state.store.as_ref(), client, latest, "admin", true)
+            .await
+            .unwrap();
+        INVOICED.with(|invoiced| invoiced.borrow_mut().insert(document.number, client.clone()));
+    }
     let urls = crawl(&state, &admin_cookie, 5000).await;
+    let documents = urls.iter().filter(|u| u.starts_with("/invoices/GL-")).count();
+    assert!(
+        documents >= names.len() * 5,
+        "{what}: every document and its downloads are crawled: {documents}"
+    );
     let twins = urls.iter().filter(|u| u.contains("format=")).count();
     assert!(urls.len() > 40 && twins > 20, "{what}: crawled {} URLs, {twins} twins", urls.len());
     let mut checked = 0;

@@ -342,7 +342,7 @@ async fn a_client_user_signs_in_sees_only_its_pages_and_signs_out_in_a_real_brow
         }
         names
     };
-    assert_eq!(nav, ["acme"]);
+    assert_eq!(nav, ["acme", "Invoices"]);
     let source = client.page_source().await;
     for other in ["globex", "initech", "umbrella"] {
         assert!(!source.contains(other), "acme's user sees {other}");
@@ -372,5 +372,75 @@ async fn a_client_user_signs_in_sees_only_its_pages_and_signs_out_in_a_real_brow
     wait_for_url(&client, "/login").await;
     client.goto(&format!("{base}/clients/acme")).await;
     wait_for_url(&client, "/login?next=").await;
+    client.close().await;
+}
+
+#[tokio::test]
+async fn finance_issues_an_invoice_from_the_ui_and_downloads_its_pdf_in_a_real_browser() {
+    let Some(driver) = start_driver() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let database =
+        store::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await.unwrap();
+    let state = AppState::new(database, gpuledger::web::AuthConfig::local());
+    generate_and_load(state.store.as_ref(), dir.path(), 1, 47).await;
+    let password = "finance's long password";
+    let user = gpuledger::auth::User::new(
+        "dana",
+        gpuledger::auth::Role::Finance,
+        Vec::new(),
+        gpuledger::auth::password::hash(password).unwrap(),
+    );
+    state.store.create_user(&user).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = router(state.clone()).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let downloads = dir.path().join("downloads");
+    std::fs::create_dir_all(&downloads).unwrap();
+    let client = Session::start(&driver, &downloads).await;
+    client.goto(&format!("{base}/invoices")).await;
+    wait_for_url(&client, "/login").await;
+    client.type_into(&client.find("css selector", "input[name='username']").await, "dana").await;
+    client.type_into(&client.find("css selector", "input[name='password']").await, password).await;
+    client.click(&client.find("css selector", "form.login button[type='submit']").await).await;
+    wait_for_url(&client, "/invoices").await;
+
+    // Draft acme's October (the first client and month the form offers), then issue it.
+    client.click(&client.find("css selector", "form[aria-label='Draft an invoice'] button").await).await;
+    wait_for_url(&client, "/invoices/draft?client=acme&period=2026-10").await;
+    let draft_total = client.text(&client.find("css selector", "#lines tfoot tr:last-child td").await).await;
+    client.click(&client.find("css selector", "form.invoice-action button").await).await;
+    wait_for_url(&client, "/invoices/GL-").await;
+    let heading = client.text(&client.find("css selector", "h1").await).await;
+    assert!(heading.starts_with("Invoice GL-") && heading.contains("acme, 2026-10"), "{heading}");
+    let number = client.url().await.rsplit('/').next().unwrap().to_string();
+    let issued_total = client.text(&client.find("css selector", "#lines tfoot tr:last-child td").await).await;
+    assert_eq!(issued_total, draft_total, "the issued invoice is the draft");
+    std::fs::write(screenshots_dir().join("invoice-issued.png"), client.screenshot().await).unwrap();
+
+    // The PDF link downloads exactly the bytes stored at issue.
+    let pdf_link = client.find("css selector", "#lines caption a.download").await;
+    assert_eq!(client.text(&pdf_link).await, "PDF");
+    client.click(&pdf_link).await;
+    let expected = downloads.join(format!("{number}.pdf"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !expected.exists() {
+        assert!(Instant::now() < deadline, "no download at {}", expected.display());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stored = state.store.document_pdf(&number).await.unwrap().unwrap();
+    assert_eq!(std::fs::read(&expected).unwrap(), stored);
+
+    // Issuing again is refused on the draft page, with the reason.
+    client.goto(&format!("{base}/invoices/draft?client=acme&period=2026-10")).await;
+    let source = client.page_source().await;
+    assert!(source.contains(&format!("Invoice {number} stands for acme in 2026-10")), "{source}");
+    assert!(
+        client.find_all("css selector", "form.invoice-action").await.is_empty(),
+        "nothing to issue or adjust"
+    );
+    let audit = state.store.count_audit("invoice.download", 0, Some("dana"), None).await.unwrap();
+    assert_eq!(audit, 1, "the download is in the audit log");
     client.close().await;
 }

@@ -49,6 +49,8 @@ where
                 .await
                 .context(CONTEXT)?;
         }
+        // Settings are an input of every page: a new revision tells the dashboards' caches.
+        Self::next_revision(&mut tx).await.context(CONTEXT)?;
         tx.commit().await.context(CONTEXT)
     }
 }

@@ -91,9 +91,30 @@ pub async fn page(
         ),
         card("Total to charge", usd(total(&sum))),
     ];
+    // The latest month of the range against the client's budget, if it has one.
+    let history = state.store.settings().await?;
+    let latest = range.parts.iter().rev().find(|(_, whole)| *whole).map(|(rollups, _)| rollups);
+    if let Some(rollups) = latest
+        && let Ok(period) = rollups.period.period.parse()
+        && let Some(budget) =
+            history.budget(&client, period).map_err(|e| WebError::bad("client", e, Vec::new()))?
+        && let Some(check) = crate::invoice::BudgetCheck::new(rollups, &client, budget)
+    {
+        content.cards.push(Card {
+            label: format!("Budget {period}"),
+            value: check.describe(),
+            previous: String::new(),
+            target: format!("at most {} a month", budget.usd()),
+            status: if check.over() { "bad" } else { "ok" }.into(),
+        });
+        content.json.insert(
+            "budget".into(),
+            json!({"period": period.to_string(), "budget": budget, "actual": check.actual, "forecast": check.forecast, "over": check.over()}),
+        );
+    }
     content.notes.push(format!(
         "Rules in force: \"{}\" — {client} {}. Markup {} applies to direct and shared cost. \
-         Totals cover the whole billing months in the range. Invoices are not built yet.",
+         Totals cover the whole billing months in the range.",
         sum.share_policy,
         policy_text(&sum.share_policy),
         percent(Some(sum.markup_basis_points as f64 / 10_000.0)),
@@ -170,7 +191,29 @@ pub async fn page(
             .collect(),
     };
     let trend = Report { table: trend, extra: serde_json::Map::new() };
-    content.table("months", "By month (every computed month; the numbers behind the chart)", trend);
+    content.table(
+        "months",
+        "By month (every computed month; the numbers behind the chart); a month links to its invoice",
+        trend,
+    );
+    // Each month links to what an invoice of it is: its draft (and from there what was
+    // issued), or for a client's own login the register of that month.
+    let invoice_links = months
+        .iter()
+        .map(|c| {
+            let (client, period) = (url_escape(&client), &c.period);
+            crate::invoice::invoiceable(&c.client).then(|| {
+                if view.viewer.role == crate::auth::Role::Client {
+                    format!("/invoices?client={client}&period={period}")
+                } else {
+                    format!("/invoices/draft?client={client}&period={period}")
+                }
+            })
+        })
+        .collect();
+    if let Some(table) = content.tables.last_mut() {
+        table.3 = invoice_links;
+    }
     // The workloads report, kept to this client's rows.
     let mut workloads = rollup::workloads(range);
     let column = workloads.table.column("client").unwrap_or(usize::MAX);

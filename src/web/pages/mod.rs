@@ -25,6 +25,7 @@ mod costs;
 mod data;
 mod gpus;
 mod inference;
+mod invoices;
 mod overview;
 mod savings;
 
@@ -34,6 +35,10 @@ pub use costs::costs;
 pub use data::page as data;
 pub use gpus::gpus;
 pub use inference::inference;
+pub use invoices::{
+    adjust as invoice_adjust, credit as invoice_credit, document as invoice, draft as invoice_draft,
+    export as invoice_export, issue as invoice_issue, register as invoices,
+};
 pub use overview::overview;
 pub use savings::savings;
 

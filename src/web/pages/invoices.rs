@@ -1,0 +1,569 @@
+//! Invoices: the register (`/invoices`), a client's draft (`/invoices/draft`), an issued
+//! document (`/invoices/NUMBER`) with its downloads (`/invoices/NUMBER/pdf|csv|xlsx|json`),
+//! and the POST forms that issue, adjust and void. Every document is shown only to those
+//! whose scope allows its client; anyone else is told there is no such document.
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use serde::Deserialize;
+
+use super::super::error::accepts_json;
+use super::super::{AppState, Viewer, WebError};
+use super::url_escape;
+use crate::auth::{AuditEntry, Role};
+use crate::invoice::ledger::{self, DraftView, InvoiceError};
+use crate::invoice::{self, Invoice, Kind, Status};
+use crate::period::Period;
+
+/// The register's filters, and the draft's client and period.
+#[derive(Debug, Default, Deserialize)]
+pub struct InvoiceQuery {
+    client: Option<String>,
+    period: Option<String>,
+    status: Option<String>,
+    format: Option<String>,
+}
+
+struct RegisterRow {
+    number: String,
+    kind: &'static str,
+    refers_to: String,
+    client: String,
+    period: String,
+    status: &'static str,
+    issued_at: String,
+    due_at: String,
+    total: String,
+}
+
+#[derive(Template)]
+#[template(path = "invoices.html")]
+struct RegisterPage {
+    active: &'static str,
+    client_choices: Vec<(String, bool)>,
+    period_choices: Vec<(String, bool)>,
+    status_choices: Vec<(&'static str, bool)>,
+    rows: Vec<RegisterRow>,
+    filtered: bool,
+    csv_href: String,
+    json_href: String,
+    may_draft: bool,
+    draft_clients: Vec<String>,
+    draft_periods: Vec<String>,
+    /// The latest computed month, and each client with a budget: client, budget, actual,
+    /// forecast, over.
+    budget_period: String,
+    budgets: Vec<(String, String, String, String, bool)>,
+}
+
+/// A POST form under a document.
+struct Action {
+    path: String,
+    label: &'static str,
+    fields: Vec<(&'static str, String)>,
+    reason: bool,
+}
+
+#[derive(Template)]
+#[template(path = "invoice.html")]
+struct DocumentPage {
+    active: &'static str,
+    heading: String,
+    doc: Invoice,
+    message: String,
+    /// Description, quantity, unit, unit price, amount.
+    lines: Vec<(String, String, String, String, String)>,
+    totals: Vec<(String, String)>,
+    /// Label, link, whether it downloads a file.
+    downloads: Vec<(&'static str, String, bool)>,
+    related: Vec<(String, String)>,
+    /// Charge now, standing, difference, note kind, the invoice it refers to.
+    difference: Option<(String, String, String, String, String)>,
+    actions: Vec<Action>,
+    csrf: String,
+    explanation: String,
+    /// The period's draft, from an issued invoice (to see whether it was restated since).
+    draft_href: String,
+}
+
+fn invoice_error(error: InvoiceError) -> WebError {
+    match error {
+        InvoiceError::NotFound(message) => WebError::not_found(message),
+        InvoiceError::Refused(message) => WebError::bad("invoice", message, Vec::new()),
+        InvoiceError::Store(error) => WebError::Store(error),
+    }
+}
+
+/// The answer to a document or client outside the viewer's scope: the same as for one that
+/// does not exist.
+fn unseen(what: &str) -> WebError {
+    WebError::not_found(format!("No {what} by that name among the clients your account sees."))
+}
+
+fn may_issue(viewer: &Viewer) -> bool {
+    matches!(viewer.role, Role::Admin | Role::Finance)
+}
+
+/// `GET /invoices`: the register, filtered; JSON and CSV twins.
+pub async fn register(
+    State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<Viewer>,
+    Query(query): Query<InvoiceQuery>,
+    headers: HeaderMap,
+) -> Result<Response, WebError> {
+    let given = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
+    let (client, period, status) = (given(&query.client), given(&query.period), given(&query.status));
+    let statuses = [Status::Issued, Status::Credited, Status::Superseded].map(Status::as_str);
+    if let Some(status) = &status
+        && !statuses.contains(&status.as_str())
+    {
+        return Err(WebError::bad(
+            "status",
+            format!("{status:?} is not a status"),
+            statuses.map(String::from).to_vec(),
+        ));
+    }
+    if let Some(period) = &period {
+        period.parse::<Period>().map_err(|e| WebError::bad("period", e.to_string(), Vec::new()))?;
+    }
+    let all: Vec<Invoice> = state
+        .store
+        .documents(None, None)
+        .await?
+        .into_iter()
+        .filter(|d| viewer.scope.allows(&d.client))
+        .collect();
+    let documents: Vec<Invoice> = all
+        .iter()
+        .filter(|d| client.as_ref().is_none_or(|c| &d.client == c))
+        .filter(|d| period.as_ref().is_none_or(|p| &d.period == p))
+        .filter(|d| status.as_ref().is_none_or(|s| d.status.as_str() == s))
+        .cloned()
+        .collect();
+    let format = query.format.as_deref().unwrap_or(if accepts_json(&headers) { "json" } else { "html" });
+    match format {
+        "json" => return Ok(axum::Json(&documents).into_response()),
+        "csv" => {
+            let table = invoice::register_table(&documents);
+            let text = table.render(crate::report::OutputFormat::Csv, "", Default::default());
+            return Ok(download(text.into_bytes(), "text/csv; charset=utf-8", "invoices.csv"));
+        }
+        "html" => {}
+        other => {
+            return Err(WebError::bad(
+                "format",
+                format!("{other:?} is not a format"),
+                vec!["json".into(), "csv".into()],
+            ));
+        }
+    }
+    let mut clients: Vec<String> = all.iter().map(|d| d.client.clone()).collect();
+    let computed = state.cache.all(state.store.as_ref(), &viewer.scope).await?;
+    let mut draft_clients: Vec<String> = computed
+        .iter()
+        .flat_map(|r| r.clients.iter().map(|c| c.client.clone()))
+        .filter(|c| invoice::invoiceable(c) && viewer.scope.allows(c))
+        .collect();
+    draft_clients.sort();
+    draft_clients.dedup();
+    clients.extend(draft_clients.iter().cloned());
+    clients.sort();
+    clients.dedup();
+    let mut periods: Vec<String> = all.iter().map(|d| d.period.clone()).collect();
+    let draft_periods: Vec<String> = computed.iter().rev().map(|r| r.period.period.clone()).collect();
+    periods.extend(draft_periods.iter().cloned());
+    periods.sort_by(|a, b| b.cmp(a));
+    periods.dedup();
+    let (budget_period, budgets) = budget_rows(&state, &viewer, computed.last()).await?;
+    let chosen = |choices: Vec<String>, value: &Option<String>| {
+        choices.into_iter().map(|c| (c.clone(), value.as_ref() == Some(&c))).collect()
+    };
+    let rows = documents
+        .iter()
+        .map(|d| RegisterRow {
+            number: d.number.clone(),
+            kind: d.kind.as_str(),
+            refers_to: d.refers_to.clone().unwrap_or_default(),
+            client: d.client.clone(),
+            period: d.period.clone(),
+            status: d.status.as_str(),
+            issued_at: d.issued_at.clone().unwrap_or_default(),
+            due_at: d.due_at.clone().unwrap_or_default(),
+            total: d.total.usd(),
+        })
+        .collect();
+    let query_string = [("client", &client), ("period", &period), ("status", &status)]
+        .iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={}&", url_escape(v))))
+        .collect::<String>();
+    let page = RegisterPage {
+        active: "invoices",
+        client_choices: chosen(clients, &client),
+        period_choices: chosen(periods, &period),
+        status_choices: statuses.iter().map(|s| (*s, status.as_deref() == Some(*s))).collect(),
+        rows,
+        filtered: client.is_some() || period.is_some() || status.is_some(),
+        csv_href: format!("/invoices?{query_string}format=csv"),
+        json_href: format!("/invoices?{query_string}format=json"),
+        may_draft: viewer.role != Role::Client,
+        draft_clients,
+        draft_periods,
+        budget_period,
+        budgets,
+    };
+    Ok(Html(page.render()?).into_response())
+}
+
+/// Each client the viewer sees that has a budget for the latest computed month, against it.
+async fn budget_rows(
+    state: &AppState,
+    viewer: &Viewer,
+    latest: Option<&std::sync::Arc<crate::store::Rollups>>,
+) -> Result<(String, Vec<(String, String, String, String, bool)>), WebError> {
+    let Some(rollups) = latest else { return Ok((String::new(), Vec::new())) };
+    let Ok(period) = rollups.period.period.parse::<Period>() else { return Ok((String::new(), Vec::new())) };
+    let history = state.store.settings().await?;
+    let mut rows = Vec::new();
+    for client in rollups.clients.iter().map(|c| &c.client).filter(|c| viewer.scope.allows(c)) {
+        let budget = history.budget(client, period).map_err(|e| WebError::bad("client", e, Vec::new()))?;
+        if let Some(check) = budget.and_then(|b| invoice::BudgetCheck::new(rollups, client, b)) {
+            let days =
+                format!("{} ({} of {} days)", check.actual.usd(), check.days_covered, check.days_in_month);
+            rows.push((client.clone(), check.budget.usd(), days, check.forecast.usd(), check.over()));
+        }
+    }
+    Ok((period.to_string(), rows))
+}
+
+fn download(bytes: Vec<u8>, content_type: &'static str, filename: &str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type.to_string()),
+            (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{filename}\"")),
+        ],
+        bytes,
+    )
+        .into_response()
+}
+
+/// `GET /invoices/draft?client=C&period=P`: the draft, what stands, and the forms to issue
+/// or adjust (finance and administrators).
+pub async fn draft(
+    State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<Viewer>,
+    Query(query): Query<InvoiceQuery>,
+    headers: HeaderMap,
+) -> Result<Response, WebError> {
+    let client = query
+        .client
+        .clone()
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| WebError::bad("client", "name the client to draft an invoice for", Vec::new()))?;
+    if !viewer.scope.allows(&client) {
+        return Err(unseen("client"));
+    }
+    let period: Period =
+        query.period.as_deref().unwrap_or_default().parse().map_err(
+            |e: crate::period::PeriodParseError| WebError::bad("period", e.to_string(), Vec::new()),
+        )?;
+    let view = ledger::draft_view(state.store.as_ref(), &client, period).await.map_err(invoice_error)?;
+    if query.format.as_deref() == Some("json") || accepts_json(&headers) {
+        let mut value = serde_json::to_value(&view.draft).unwrap_or_default();
+        value["standing"] = serde_json::json!(view.standing.as_ref().map(|s| s.invoice.number.clone()));
+        value["difference"] = serde_json::to_value(&view.delta).unwrap_or_default();
+        return Ok(axum::Json(value).into_response());
+    }
+    Ok(Html(draft_page(&viewer, &view, "").render()?).into_response())
+}
+
+fn draft_page(viewer: &Viewer, view: &DraftView, message: &str) -> DocumentPage {
+    let draft = &view.draft;
+    let mut page = document_page(viewer, draft.clone(), &view.documents, message);
+    page.heading = format!("Draft invoice for {}", draft.client);
+    let fields = vec![("client", draft.client.clone()), ("period", draft.period.clone())];
+    let query = format!("client={}&period={}", url_escape(&draft.client), draft.period);
+    page.downloads = vec![("JSON", format!("/invoices/draft?{query}&format=json"), false)];
+    match (&view.standing, &view.delta) {
+        (None, _) if may_issue(viewer) => {
+            page.actions.push(Action {
+                path: "/invoices/issue".into(),
+                label: "Issue this invoice",
+                fields,
+                reason: false,
+            });
+            page.explanation = "Issuing takes the next number and freezes the invoice and its PDF: later deliveries of the bill or changed settings never change it.".into();
+        }
+        (None, _) => page.explanation = "Finance or an administrator issues invoices.".into(),
+        (Some(standing), delta) => {
+            if let Some(delta) = delta {
+                page.difference = Some(difference(view, standing, delta));
+                if may_issue(viewer) {
+                    let label = "Issue the difference as a note";
+                    page.actions.push(Action {
+                        path: "/invoices/adjust".into(),
+                        label,
+                        fields,
+                        reason: false,
+                    });
+                }
+            }
+            page.explanation = format!(
+                "Invoice {} stands for {} in {}{}.",
+                standing.invoice.number,
+                draft.client,
+                draft.period,
+                if view.delta.is_none() { " and matches this draft" } else { "" }
+            );
+        }
+    }
+    page
+}
+
+fn difference(
+    view: &DraftView,
+    standing: &invoice::Standing,
+    delta: &Invoice,
+) -> (String, String, String, String, String) {
+    (
+        view.draft.total.usd(),
+        standing.total().usd(),
+        delta.total.usd(),
+        if delta.kind == Kind::CreditNote { "credit note" } else { "debit note" }.into(),
+        standing.invoice.number.clone(),
+    )
+}
+
+/// The page of a document (draft or issued), without actions.
+fn document_page(viewer: &Viewer, doc: Invoice, family: &[Invoice], message: &str) -> DocumentPage {
+    let lines = doc
+        .lines
+        .iter()
+        .map(|l| {
+            (
+                l.description.clone(),
+                l.quantity.map(|q| format!("{q:.2}")).unwrap_or_default(),
+                l.unit.clone().unwrap_or_default(),
+                l.unit_price.clone().unwrap_or_default(),
+                l.amount.usd(),
+            )
+        })
+        .collect();
+    let totals = vec![
+        ("Subtotal".to_string(), doc.subtotal.usd()),
+        ("Markup".to_string(), doc.markup.usd()),
+        ("Tax".to_string(), doc.tax.usd()),
+        (format!("Total ({})", doc.currency), doc.total.usd()),
+    ];
+    let related = family
+        .iter()
+        .filter(|d| d.number != doc.number)
+        .map(|d| {
+            (
+                d.number.clone(),
+                format!("{}, {}, {}", d.kind.title().to_lowercase(), d.status.as_str(), d.total.usd()),
+            )
+        })
+        .collect();
+    let downloads = ["pdf", "csv", "xlsx", "json"]
+        .into_iter()
+        .zip(["PDF", "CSV", "XLSX", "JSON"])
+        .map(|(format, label)| {
+            (label, format!("/invoices/{}/{format}", url_escape(&doc.number)), format != "json")
+        })
+        .collect();
+    DocumentPage {
+        active: "invoices",
+        heading: format!("{} {}", doc.kind.title(), doc.number),
+        doc,
+        message: message.to_string(),
+        lines,
+        totals,
+        downloads,
+        related,
+        difference: None,
+        actions: Vec::new(),
+        csrf: viewer.csrf.clone(),
+        explanation: String::new(),
+        draft_href: String::new(),
+    }
+}
+
+/// An issued document the viewer may see, or the same 404 as for none.
+async fn visible(state: &AppState, viewer: &Viewer, number: &str) -> Result<Invoice, WebError> {
+    match state.store.document(number).await? {
+        Some(document) if viewer.scope.allows(&document.client) => Ok(document),
+        _ => Err(unseen("invoice or note")),
+    }
+}
+
+/// `GET /invoices/NUMBER`: the document, its downloads, its family and (finance) the void form.
+pub async fn document(
+    State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<Viewer>,
+    Path(number): Path<String>,
+    Query(query): Query<InvoiceQuery>,
+    headers: HeaderMap,
+) -> Result<Response, WebError> {
+    let doc = visible(&state, &viewer, &number).await?;
+    if query.format.as_deref() == Some("json") || accepts_json(&headers) {
+        return Ok(axum::Json(doc).into_response());
+    }
+    let family = state.store.documents(Some(&doc.client), Some(&doc.period)).await?;
+    let mut page = document_page(&viewer, doc.clone(), &family, "");
+    let standing = invoice::Standing::find(&family);
+    if doc.kind == Kind::Invoice && standing.as_ref().is_some_and(|s| s.invoice.number == doc.number) {
+        if may_issue(&viewer) {
+            page.actions.push(Action {
+                path: format!("/invoices/{}/credit", url_escape(&doc.number)),
+                label: "Void with a credit note",
+                fields: Vec::new(),
+                reason: true,
+            });
+        }
+        if viewer.role != Role::Client {
+            page.draft_href =
+                format!("/invoices/draft?client={}&period={}", url_escape(&doc.client), doc.period);
+        }
+    }
+    Ok(Html(page.render()?).into_response())
+}
+
+/// `GET /invoices/NUMBER/pdf|csv|xlsx|json`: the stored PDF bytes, or the lines; audited.
+pub async fn export(
+    State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<Viewer>,
+    Path((number, format)): Path<(String, String)>,
+) -> Result<Response, WebError> {
+    let doc = visible(&state, &viewer, &number).await?;
+    let file = |extension: &str| format!("{}.{extension}", doc.number);
+    let response = match format.as_str() {
+        "pdf" => {
+            let bytes = state.store.document_pdf(&number).await?.ok_or_else(|| unseen("invoice or note"))?;
+            download(bytes, "application/pdf", &file("pdf"))
+        }
+        "csv" => download(invoice::csv(&doc).into_bytes(), "text/csv; charset=utf-8", &file("csv")),
+        "xlsx" => download(
+            doc.table().xlsx("Invoice", &doc.period)?,
+            "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+            &file("xlsx"),
+        ),
+        "json" => axum::Json(&doc).into_response(),
+        other => {
+            return Err(WebError::bad(
+                "format",
+                format!("{other:?} is not a download"),
+                ["pdf", "csv", "xlsx", "json"].map(String::from).to_vec(),
+            ));
+        }
+    };
+    let who = if viewer.name.is_empty() { "(sign-in off)" } else { &viewer.name };
+    let entry = AuditEntry::new(who, "", "invoice.download", &format!("{} {format}", doc.number));
+    state.store.audit(&entry).await?;
+    Ok(response)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct IssueForm {
+    client: String,
+    period: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CreditForm {
+    #[serde(default)]
+    reason: String,
+}
+
+/// The viewer may issue for `client`, or the answer saying why not.
+fn check_issuer(viewer: &Viewer, client: &str) -> Result<(), WebError> {
+    if !may_issue(viewer) {
+        return Err(WebError::Forbidden {
+            message: "Only finance and administrators issue, adjust or void invoices.".into(),
+            choices: Vec::new(),
+        });
+    }
+    if !viewer.scope.allows(client) {
+        return Err(unseen("client"));
+    }
+    Ok(())
+}
+
+fn actor(viewer: &Viewer) -> String {
+    if viewer.name.is_empty() { "(sign-in off)".into() } else { viewer.name.clone() }
+}
+
+/// Audits an issued document and answers with a redirect to it.
+async fn issued(
+    state: &AppState,
+    viewer: &Viewer,
+    document: &Invoice,
+    action: &str,
+) -> Result<Response, WebError> {
+    let detail =
+        format!("{} {} {} {}", document.number, document.client, document.period, document.total.decimal());
+    state.store.audit(&AuditEntry::new(&actor(viewer), "", action, &detail)).await?;
+    Ok(Redirect::to(&format!("/invoices/{}", url_escape(&document.number))).into_response())
+}
+
+/// A refusal shown on the draft page, with the reason, as 409.
+async fn refused_on_draft(
+    state: &AppState,
+    viewer: &Viewer,
+    client: &str,
+    period: Period,
+    error: InvoiceError,
+) -> Result<Response, WebError> {
+    let InvoiceError::Refused(message) = error else { return Err(invoice_error(error)) };
+    let view = ledger::draft_view(state.store.as_ref(), client, period).await.map_err(invoice_error)?;
+    Ok((StatusCode::CONFLICT, Html(draft_page(viewer, &view, &message).render()?)).into_response())
+}
+
+fn form_period(text: &str) -> Result<Period, WebError> {
+    text.parse()
+        .map_err(|e: crate::period::PeriodParseError| WebError::bad("period", e.to_string(), Vec::new()))
+}
+
+/// `POST /invoices/issue`: issues the client's invoice for the period (a month that is over).
+pub async fn issue(
+    State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<Viewer>,
+    axum::Form(form): axum::Form<IssueForm>,
+) -> Result<Response, WebError> {
+    check_issuer(&viewer, &form.client)?;
+    let period = form_period(&form.period)?;
+    match ledger::issue(state.store.as_ref(), &form.client, period, &actor(&viewer), false).await {
+        Ok(document) => issued(&state, &viewer, &document, "invoice.issue").await,
+        Err(error) => refused_on_draft(&state, &viewer, &form.client, period, error).await,
+    }
+}
+
+/// `POST /invoices/adjust`: issues the restatement's difference as a note.
+pub async fn adjust(
+    State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<Viewer>,
+    axum::Form(form): axum::Form<IssueForm>,
+) -> Result<Response, WebError> {
+    check_issuer(&viewer, &form.client)?;
+    let period = form_period(&form.period)?;
+    match ledger::adjust(state.store.as_ref(), &form.client, period, &actor(&viewer)).await {
+        Ok(document) => issued(&state, &viewer, &document, "invoice.adjust").await,
+        Err(error) => refused_on_draft(&state, &viewer, &form.client, period, error).await,
+    }
+}
+
+/// `POST /invoices/NUMBER/credit`: voids the invoice with a full credit note.
+pub async fn credit(
+    State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<Viewer>,
+    Path(number): Path<String>,
+    axum::Form(form): axum::Form<CreditForm>,
+) -> Result<Response, WebError> {
+    let original = visible(&state, &viewer, &number).await?;
+    check_issuer(&viewer, &original.client)?;
+    let document = ledger::credit(state.store.as_ref(), &number, form.reason.trim(), &actor(&viewer))
+        .await
+        .map_err(invoice_error)?;
+    issued(&state, &viewer, &document, "invoice.void").await
+}
