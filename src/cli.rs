@@ -86,12 +86,8 @@ pub enum InvoiceCommand {
     /// Issue a client's invoice for a period under the next number (printed on stdout); it
     /// never changes afterwards.
     Issue {
-        #[arg(long)]
-        client: String,
-        #[arg(long)]
-        period: Period,
         #[command(flatten)]
-        actor: ActorArgs,
+        of: ClientPeriodArgs,
         /// Allow a month that is not over yet (its bill can still change).
         #[arg(long)]
         allow_open: bool,
@@ -129,16 +125,20 @@ pub enum InvoiceCommand {
     },
     /// After a restatement, issue the difference between the period's charge now and the
     /// standing invoice as a credit or debit note (printed number).
-    Adjust {
-        #[arg(long)]
-        client: String,
-        #[arg(long)]
-        period: Period,
-        #[command(flatten)]
-        actor: ActorArgs,
-    },
+    Adjust(ClientPeriodArgs),
     /// The seller's details on every document and the number format; unchanged when not given.
     Seller(SellerArgs),
+}
+
+/// The client and period a document is issued for, and who issues it.
+#[derive(Debug, Args)]
+pub struct ClientPeriodArgs {
+    #[arg(long)]
+    pub client: String,
+    #[arg(long)]
+    pub period: Period,
+    #[command(flatten)]
+    pub actor: ActorArgs,
 }
 
 #[derive(Debug, Args)]

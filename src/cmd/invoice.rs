@@ -35,14 +35,15 @@ pub(super) async fn run(store: &dyn Store, command: InvoiceCommand) -> anyhow::R
                 }
             }
         }
-        InvoiceCommand::Issue { client, period, actor, allow_open } => {
-            let actor = actor_name(&actor);
-            let invoice = ledger::issue(store, &client, period, &actor, allow_open).await.map_err(refusal)?;
+        InvoiceCommand::Issue { of, allow_open } => {
+            let actor = actor_name(&of.actor);
+            let invoice =
+                ledger::issue(store, &of.client, of.period, &actor, allow_open).await.map_err(refusal)?;
             issued(store, &invoice, &actor).await?;
         }
-        InvoiceCommand::Adjust { client, period, actor } => {
-            let actor = actor_name(&actor);
-            let note = ledger::adjust(store, &client, period, &actor).await.map_err(refusal)?;
+        InvoiceCommand::Adjust(of) => {
+            let actor = actor_name(&of.actor);
+            let note = ledger::adjust(store, &of.client, of.period, &actor).await.map_err(refusal)?;
             issued(store, &note, &actor).await?;
         }
         InvoiceCommand::Credit { number, reason, actor } => {

@@ -88,11 +88,7 @@ pub async fn issue(
                 standing.invoice.number, draft.client, draft.period
             ));
         }
-        let mut document = draft.clone();
-        document.seller = seller.clone();
-        stamp(&mut document, seq, &actor, now)?;
-        let bytes = pdf::render(&document)?;
-        Ok((document, bytes))
+        finish(draft.clone(), seller, seq, &actor, now)
     };
     Ok(store.issue_document(client, &period.to_string(), &build).await?)
 }
@@ -112,16 +108,13 @@ pub async fn adjust(
         let standing = Standing::find(existing).ok_or_else(|| {
             format!("no invoice stands for {} in {}: issue one", draft.client, draft.period)
         })?;
-        let mut note = adjustment(&standing, &draft).ok_or_else(|| {
+        let note = adjustment(&standing, &draft).ok_or_else(|| {
             format!(
                 "the charge of {} in {} is what invoice {} and its notes already say",
                 draft.client, draft.period, standing.invoice.number
             )
         })?;
-        note.seller = seller.clone();
-        stamp(&mut note, seq, &actor, now)?;
-        let bytes = pdf::render(&note)?;
-        Ok((note, bytes))
+        finish(note, seller, seq, &actor, now)
     };
     Ok(store.issue_document(client, &period.to_string(), &build).await?)
 }
@@ -150,13 +143,24 @@ pub async fn credit(
         let standing = Standing::find(existing)
             .filter(|s| s.invoice.number == wanted)
             .ok_or_else(|| format!("invoice {wanted} is already voided"))?;
-        let mut note = void(&standing, &reason)?;
-        note.seller = seller.clone();
-        stamp(&mut note, seq, &actor, now)?;
-        let bytes = pdf::render(&note)?;
-        Ok((note, bytes))
+        let note = void(&standing, &reason)?;
+        finish(note, seller, seq, &actor, now)
     };
     Ok(store.issue_document(&original.client, &original.period, &build).await?)
+}
+
+/// A document being issued, numbered, dated and signed by `seller`, with its PDF.
+fn finish(
+    mut document: Invoice,
+    seller: &super::Seller,
+    seq: i64,
+    actor: &str,
+    now: DateTime<Utc>,
+) -> Result<(Invoice, Vec<u8>), String> {
+    document.seller = seller.clone();
+    stamp(&mut document, seq, actor, now)?;
+    let bytes = pdf::render(&document)?;
+    Ok((document, bytes))
 }
 
 /// Numbers and dates a document being issued.

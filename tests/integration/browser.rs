@@ -302,26 +302,33 @@ async fn the_dashboard_in_a_real_browser() {
     client.close().await;
 }
 
-#[tokio::test]
-async fn a_client_user_signs_in_sees_only_its_pages_and_signs_out_in_a_real_browser() {
-    let Some(driver) = start_driver() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let database =
-        store::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await.unwrap();
+/// The dashboard with sign-in on, over one generated month (`seed`), with one user (name,
+/// role, clients, password), serving on a free port: its state and base URL.
+async fn signed_in_dashboard(
+    dir: &Path,
+    seed: u64,
+    (name, role, clients, password): (&str, gpuledger::auth::Role, Vec<String>, &str),
+) -> (AppState, String) {
+    let database = store::connect(&format!("sqlite:{}", dir.join("ledger.db").display())).await.unwrap();
     let state = AppState::new(database, gpuledger::web::AuthConfig::local());
-    generate_and_load(state.store.as_ref(), dir.path(), 1, 46).await;
-    let password = "acme's long password";
-    let user = gpuledger::auth::User::new(
-        "acme-finance",
-        gpuledger::auth::Role::Client,
-        vec!["acme".into()],
-        gpuledger::auth::password::hash(password).unwrap(),
-    );
+    generate_and_load(state.store.as_ref(), dir, 1, seed).await;
+    let user =
+        gpuledger::auth::User::new(name, role, clients, gpuledger::auth::password::hash(password).unwrap());
     state.store.create_user(&user).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let app = router(state.clone()).into_make_service_with_connect_info::<std::net::SocketAddr>();
     tokio::spawn(async move { axum::serve(listener, app).await });
+    (state, base)
+}
+
+#[tokio::test]
+async fn a_client_user_signs_in_sees_only_its_pages_and_signs_out_in_a_real_browser() {
+    let Some(driver) = start_driver() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let password = "acme's long password";
+    let user = ("acme-finance", gpuledger::auth::Role::Client, vec!["acme".to_string()], password);
+    let (_, base) = signed_in_dashboard(dir.path(), 46, user).await;
     let client = Session::start(&driver, dir.path()).await;
 
     // Not signed in: the Overview sends the browser to the login form.
@@ -379,22 +386,9 @@ async fn a_client_user_signs_in_sees_only_its_pages_and_signs_out_in_a_real_brow
 async fn finance_issues_an_invoice_from_the_ui_and_downloads_its_pdf_in_a_real_browser() {
     let Some(driver) = start_driver() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let database =
-        store::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await.unwrap();
-    let state = AppState::new(database, gpuledger::web::AuthConfig::local());
-    generate_and_load(state.store.as_ref(), dir.path(), 1, 47).await;
     let password = "finance's long password";
-    let user = gpuledger::auth::User::new(
-        "dana",
-        gpuledger::auth::Role::Finance,
-        Vec::new(),
-        gpuledger::auth::password::hash(password).unwrap(),
-    );
-    state.store.create_user(&user).await.unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let app = router(state.clone()).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let user = ("dana", gpuledger::auth::Role::Finance, Vec::new(), password);
+    let (state, base) = signed_in_dashboard(dir.path(), 47, user).await;
     let downloads = dir.path().join("downloads");
     std::fs::create_dir_all(&downloads).unwrap();
     let client = Session::start(&driver, &downloads).await;

@@ -531,12 +531,7 @@ pub async fn issue(
     axum::Extension(viewer): axum::Extension<Viewer>,
     axum::Form(form): axum::Form<IssueForm>,
 ) -> Result<Response, WebError> {
-    check_issuer(&viewer, &form.client)?;
-    let period = form_period(&form.period)?;
-    match ledger::issue(state.store.as_ref(), &form.client, period, &actor(&viewer), false).await {
-        Ok(document) => issued(&state, &viewer, &document, "invoice.issue").await,
-        Err(error) => refused_on_draft(&state, &viewer, &form.client, period, error).await,
-    }
+    issue_or_adjust(&state, &viewer, &form, false).await
 }
 
 /// `POST /invoices/adjust`: issues the restatement's difference as a note.
@@ -545,11 +540,28 @@ pub async fn adjust(
     axum::Extension(viewer): axum::Extension<Viewer>,
     axum::Form(form): axum::Form<IssueForm>,
 ) -> Result<Response, WebError> {
-    check_issuer(&viewer, &form.client)?;
+    issue_or_adjust(&state, &viewer, &form, true).await
+}
+
+/// Issues an invoice, or with `adjust` the note that brings the standing one to the draft;
+/// a refusal is shown on the draft page.
+async fn issue_or_adjust(
+    state: &AppState,
+    viewer: &Viewer,
+    form: &IssueForm,
+    adjust: bool,
+) -> Result<Response, WebError> {
+    check_issuer(viewer, &form.client)?;
     let period = form_period(&form.period)?;
-    match ledger::adjust(state.store.as_ref(), &form.client, period, &actor(&viewer)).await {
-        Ok(document) => issued(&state, &viewer, &document, "invoice.adjust").await,
-        Err(error) => refused_on_draft(&state, &viewer, &form.client, period, error).await,
+    let (store, who) = (state.store.as_ref(), actor(viewer));
+    let (result, action) = if adjust {
+        (ledger::adjust(store, &form.client, period, &who).await, "invoice.adjust")
+    } else {
+        (ledger::issue(store, &form.client, period, &who, false).await, "invoice.issue")
+    };
+    match result {
+        Ok(document) => issued(state, viewer, &document, action).await,
+        Err(error) => refused_on_draft(state, viewer, &form.client, period, error).await,
     }
 }
 
