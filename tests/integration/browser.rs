@@ -399,6 +399,11 @@ async fn finance_issues_an_invoice_from_the_ui_and_downloads_its_pdf_in_a_real_b
     client.click(&client.find("css selector", "form.login button[type='submit']").await).await;
     wait_for_url(&client, "/invoices").await;
 
+    // acme's page before the invoice: October is not invoiced (and the page is now cached).
+    client.goto(&format!("{base}/clients/acme")).await;
+    assert!(!client.page_source().await.contains("GL-2026-"), "nothing invoiced yet");
+    client.goto(&format!("{base}/invoices")).await;
+
     // Draft acme's October (the first client and month the form offers), then issue it.
     client.click(&client.find("css selector", "form[aria-label='Draft an invoice'] button").await).await;
     wait_for_url(&client, "/invoices/draft?client=acme&period=2026-10").await;
@@ -425,6 +430,11 @@ async fn finance_issues_an_invoice_from_the_ui_and_downloads_its_pdf_in_a_real_b
     tokio::time::sleep(Duration::from_millis(300)).await;
     let stored = state.store.document_pdf(&number).await.unwrap().unwrap();
     assert_eq!(std::fs::read(&expected).unwrap(), stored);
+
+    // acme's page now shows October's invoice beside its charge (the cache did not keep the
+    // page from before).
+    client.goto(&format!("{base}/clients/acme")).await;
+    assert!(client.page_source().await.contains(&number), "the month shows its invoice");
 
     // Issuing again is refused on the draft page, with the reason.
     client.goto(&format!("{base}/invoices/draft?client=acme&period=2026-10")).await;

@@ -124,6 +124,9 @@ where
             .execute(&mut *tx)
             .await
             .context(CONTEXT)?;
+        // A new document changes pages (the client's months, the register): a new revision
+        // tells the dashboards' caches.
+        Self::next_revision(&mut tx).await.context(CONTEXT)?;
         tx.commit().await.context(CONTEXT)?;
         Ok(document)
     }

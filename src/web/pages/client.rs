@@ -159,6 +159,17 @@ pub async fn page(
     let labels: Vec<String> = months.iter().map(|c| c.period.clone()).collect();
     let totals: Vec<f64> = months.iter().map(|c| total(c) as f64 / 1e9).collect();
     content.charts.push(charts::bars(&format!("{client}: total charged by month"), "USD", &labels, &totals));
+    // What stands invoiced for each month (the invoice with its notes), beside the charge.
+    let documents = state.store.documents(Some(&client), None).await?;
+    let mut periods: Vec<&str> = documents.iter().map(|d| d.period.as_str()).collect();
+    periods.dedup();
+    let invoices: Vec<crate::invoice::Standing> = periods
+        .iter()
+        .filter_map(|p| {
+            let family: Vec<_> = documents.iter().filter(|d| d.period == *p).cloned().collect();
+            crate::invoice::Standing::find(&family)
+        })
+        .collect();
     let trend = Table {
         title: format!("{client} by month"),
         totals: Vec::new(),
@@ -172,10 +183,17 @@ pub async fn page(
             "shared_infrastructure_cost",
             "markup",
             "total_cost",
+            "cost_to_serve",
+            "margin_rate",
+            "invoice",
+            "invoiced_total",
         ],
         rows: months
             .iter()
             .map(|c| {
+                let cost = c.direct_total_nanos() + c.shared_total_nanos();
+                let margin = (total(c) != 0).then(|| c.markup_nanos as f64 / total(c) as f64);
+                let standing = invoices.iter().find(|s| s.invoice.period == c.period);
                 vec![
                     Cell::Text(c.period.clone()),
                     Cell::Text(c.share_policy.clone()),
@@ -186,6 +204,10 @@ pub async fn page(
                     money(c.shared_infrastructure_nanos),
                     money(c.markup_nanos),
                     money(total(c)),
+                    money(cost),
+                    Cell::Ratio(margin),
+                    Cell::Text(standing.map(|s| s.invoice.number.clone()).unwrap_or_default()),
+                    Cell::Usd(standing.map(|s| s.total().0 as f64 / 100.0)),
                 ]
             })
             .collect(),
@@ -193,7 +215,8 @@ pub async fn page(
     let trend = Report { table: trend, extra: serde_json::Map::new() };
     content.table(
         "months",
-        "By month (every computed month; the numbers behind the chart); a month links to its invoice",
+        "By month (every computed month; the numbers behind the chart): what it cost to serve, the \
+         margin (markup over the charge) and what stands invoiced; a month links to its invoice",
         trend,
     );
     // Each month links to what an invoice of it is: its draft (and from there what was
