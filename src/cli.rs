@@ -293,6 +293,14 @@ pub enum ClientsCommand {
     Set(ClientSetArgs),
     /// Add a mapping rule: pods matching it belong to CLIENT.
     Map(ClientMapArgs),
+    /// Where pods' own labels (`user_client`, and `map --label-value` rules) may name their
+    /// client: comma-separated `*`, CLUSTER or CLUSTER/NAMESPACE; "" for nowhere, the default.
+    /// Elsewhere a tenant could bill itself to another client by labelling its pods.
+    Labels {
+        scopes: String,
+        #[command(flatten)]
+        from: FromArgs,
+    },
     /// A client's billing details for its invoices; unchanged when not given.
     Billing(ClientBillingArgs),
     /// A client's monthly budget (USD; 0 removes it), from a month on: its pages flag a month

@@ -144,6 +144,12 @@ pub struct Settings {
     pub pools: PoolRules,
     pub rules: Vec<ClientRule>,
     pub engine: EngineSettings,
+    /// Where a pod's own labels may name its client (the `user_client` label, and `label`
+    /// mapping rules): `*` (everywhere), `CLUSTER`, or `CLUSTER/NAMESPACE`. Empty (the
+    /// default): nowhere, so a tenant cannot bill itself to another client by labelling its
+    /// pods; clients then come from namespace rules only.
+    #[serde(default)]
+    pub client_labels: Vec<String>,
 }
 
 impl Settings {
@@ -171,6 +177,9 @@ pub enum SettingKind {
     Mapping,
     /// [`EngineSettings`]; key empty.
     Engine,
+    /// Where pods' own labels may name their client ([`Settings::client_labels`]); key
+    /// empty, value the list of scopes.
+    Labels,
     /// A client's monthly [`Budget`]; key = the client. Not part of [`Settings`]: a budget
     /// changes no computed number, only whether a month is flagged.
     Budget,
@@ -190,6 +199,7 @@ impl SettingKind {
             SettingKind::Mapping => "mapping",
             SettingKind::Engine => "engine",
             SettingKind::Budget => "budget",
+            SettingKind::Labels => "labels",
         }
     }
 }
@@ -204,6 +214,7 @@ impl FromStr for SettingKind {
             "mapping" => Ok(SettingKind::Mapping),
             "engine" => Ok(SettingKind::Engine),
             "budget" => Ok(SettingKind::Budget),
+            "labels" => Ok(SettingKind::Labels),
             other => Err(format!("unknown setting kind {other:?}")),
         }
     }
@@ -307,6 +318,9 @@ impl SettingsHistory {
         if let Some(version) = self.version_at(SettingKind::Engine, "", at) {
             settings.engine = Self::value(version)?;
         }
+        if let Some(version) = self.version_at(SettingKind::Labels, "", at) {
+            settings.client_labels = Self::value(version)?;
+        }
         Ok(settings)
     }
 
@@ -332,6 +346,22 @@ impl SettingsHistory {
             self.current(SettingKind::Client, client, from, ClientTerms::default())?;
         change(&mut terms);
         Ok(version(SettingKind::Client, client, from, &terms))
+    }
+
+    /// Where pods' labels may name their client from `from` on (each `*`, `CLUSTER` or
+    /// `CLUSTER/NAMESPACE`; none: nowhere): the version to save.
+    pub fn labels_version(&self, from: EffectiveFrom, scopes: &[String]) -> Result<SettingVersion, String> {
+        for scope in scopes {
+            let parts: Vec<&str> = scope.split('/').collect();
+            if scope.is_empty()
+                || parts.len() > 2
+                || parts.iter().any(|p| p.is_empty())
+                || (scope.contains('*') && scope != "*")
+            {
+                return Err(format!("{scope:?}: write *, CLUSTER or CLUSTER/NAMESPACE"));
+            }
+        }
+        Ok(version(SettingKind::Labels, "", from, &scopes))
     }
 
     /// `client`'s monthly budget in force for `period`, if it has one.

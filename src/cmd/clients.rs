@@ -12,7 +12,7 @@ pub(super) async fn run(store: &dyn Store, command: ClientsCommand) -> anyhow::R
     let history = store.settings().await?;
     match command {
         ClientsCommand::List => {
-            let kinds = [SettingKind::Client, SettingKind::Mapping, SettingKind::Budget];
+            let kinds = [SettingKind::Client, SettingKind::Mapping, SettingKind::Labels, SettingKind::Budget];
             print_versions(history.versions.iter().filter(|v| kinds.contains(&v.kind)))?;
         }
         ClientsCommand::Set(args) => {
@@ -68,6 +68,17 @@ pub(super) async fn run(store: &dyn Store, command: ClientsCommand) -> anyhow::R
                 })
                 .map_err(anyhow::Error::msg)?;
             save(store, &versions, &format!("a rule for {}", args.client), from).await?;
+        }
+        ClientsCommand::Labels { scopes, from } => {
+            let scopes: Vec<String> =
+                scopes.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+            let from = from.effective_from();
+            let version = history.labels_version(from, &scopes).map_err(anyhow::Error::msg)?;
+            let what = match scopes.is_empty() {
+                true => "pod labels trusted nowhere".to_string(),
+                false => format!("pod labels trusted in {}", scopes.join(", ")),
+            };
+            save(store, &[version], &what, from).await?;
         }
         ClientsCommand::Billing(args) => super::invoice::billing(store, args).await?,
         ClientsCommand::Budget { name, monthly, from } => {

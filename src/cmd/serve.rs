@@ -141,6 +141,18 @@ pub(super) async fn demo(store: Box<dyn Store>, args: DemoArgs) -> anyhow::Resul
             args.data.display()
         );
     }
+    let history = store.settings().await?;
+    if !history.versions.iter().any(|v| v.kind == crate::settings::SettingKind::Labels) {
+        // The generated world labels every pod with its client, and the demo's administrator
+        // trusts those labels; `gpuledger clients labels` narrows it.
+        let version = history
+            .labels_version(crate::settings::EffectiveFrom::BEGINNING, &["*".to_string()])
+            .map_err(anyhow::Error::msg)?;
+        store.save_settings(&[version]).await?;
+        eprintln!(
+            "demo: pods' user_client labels name their clients in every cluster (see `gpuledger clients labels`)"
+        );
+    }
     let options = CurIngestOptions {
         source: args.data.join("cur").join(synth::DEFAULT_EXPORT_NAME).display().to_string(),
         period: None,

@@ -23,11 +23,20 @@ pub const DEFAULT_CLIENT_LABEL: &str = "user_client";
 pub struct ClientMatcher {
     rules: Vec<(ClientRule, Option<Regex>)>,
     platform: HashSet<String>,
+    /// Where pods' labels count (`*`, `CLUSTER`, `CLUSTER/NAMESPACE`).
+    label_scopes: HashSet<String>,
 }
 
 impl ClientMatcher {
     /// Rules by priority, then the default: the `user_client` label's value is the client.
-    pub fn new(rules: &[ClientRule], platform_namespaces: &[String]) -> Result<ClientMatcher, String> {
+    /// Label rules (the default too) apply only to pods in `label_scopes` (`*`, `CLUSTER` or
+    /// `CLUSTER/NAMESPACE`): elsewhere a pod's labels are its tenant's to set and name no
+    /// client.
+    pub fn new(
+        rules: &[ClientRule],
+        platform_namespaces: &[String],
+        label_scopes: &[String],
+    ) -> Result<ClientMatcher, String> {
         let mut sorted = rules.to_vec();
         sorted.sort_by_key(|r| r.priority);
         sorted.push(ClientRule {
@@ -49,7 +58,19 @@ impl ClientMatcher {
                 Ok((rule, regex))
             })
             .collect::<Result<Vec<_>, String>>()?;
-        Ok(ClientMatcher { rules, platform: platform_namespaces.iter().cloned().collect() })
+        Ok(ClientMatcher {
+            rules,
+            platform: platform_namespaces.iter().cloned().collect(),
+            label_scopes: label_scopes.iter().cloned().collect(),
+        })
+    }
+
+    /// Whether `pod`'s own labels may name its client.
+    pub fn trusts_labels(&self, pod: &PodRecord) -> bool {
+        let scopes = &self.label_scopes;
+        scopes.contains("*")
+            || scopes.contains(&pod.cluster)
+            || scopes.contains(&format!("{}/{}", pod.cluster, pod.namespace))
     }
 
     pub fn is_platform(&self, namespace: &str) -> bool {
@@ -67,6 +88,7 @@ impl ClientMatcher {
                 "namespace" => pod.namespace == rule.pattern,
                 "prefix" => pod.namespace.starts_with(&rule.pattern),
                 "regex" => regex.as_ref().is_some_and(|r| r.is_match(&pod.namespace)),
+                "label" if !self.trusts_labels(pod) => false,
                 "label" => {
                     let key = if rule.label_key.is_empty() { DEFAULT_CLIENT_LABEL } else { &rule.label_key };
                     match label(&pod.labels, key) {
@@ -134,7 +156,12 @@ mod tests {
     use super::*;
 
     fn pod(namespace: &str, labels: &str) -> PodRecord {
-        PodRecord { namespace: namespace.into(), labels: labels.into(), ..PodRecord::default() }
+        PodRecord {
+            cluster: "main".into(),
+            namespace: namespace.into(),
+            labels: labels.into(),
+            ..PodRecord::default()
+        }
     }
 
     fn rule(client: &str, kind: &str, pattern: &str, priority: i64) -> ClientRule {
@@ -150,13 +177,34 @@ mod tests {
     #[test]
     fn rules_by_priority_then_the_client_label() {
         let rules = [rule("acme", "prefix", "acme-", 10), rule("globex", "regex", "glob(ex)?-.*", 20)];
-        let m = ClientMatcher::new(&rules, &["kube-system".to_string()]).unwrap();
+        let m = ClientMatcher::new(&rules, &["kube-system".to_string()], &["*".to_string()]).unwrap();
         assert_eq!(m.client(&pod("acme-llm", "")), "acme");
         assert_eq!(m.client(&pod("globex-vision", "")), "globex");
         assert_eq!(m.client(&pod("web", r#"{"user_client":"initech"}"#)), "initech");
         assert_eq!(m.client(&pod("web", r#"{"user_team":"x"}"#)), UNASSIGNED);
         assert_eq!(m.client(&pod("kube-system", r#"{"user_client":"acme"}"#)), PLATFORM);
-        assert!(ClientMatcher::new(&[rule("x", "regex", "(", 1)], &[]).is_err());
+        assert!(ClientMatcher::new(&[rule("x", "regex", "(", 1)], &[], &[]).is_err());
+    }
+
+    /// A tenant in `web` labels its pods `user_client=acme` to bill acme. Labels count only
+    /// where the administrator trusts them: by default nowhere, then in one namespace.
+    #[test]
+    fn a_pods_own_label_names_its_client_only_where_labels_are_trusted() {
+        let rules = [rule("initech", "namespace", "web", 10), rule("globex", "label", "gx", 5)];
+        let platform = ["kube-system".to_string()];
+        let squatter = pod("web", r#"{"user_client":"acme"}"#);
+        let labelled_gx = pod("batch", r#"{"user_client":"gx"}"#);
+        let nowhere = ClientMatcher::new(&rules, &platform, &[]).unwrap();
+        assert_eq!(nowhere.client(&squatter), "initech", "its namespace's client, not the label's");
+        assert_eq!(nowhere.client(&labelled_gx), UNASSIGNED, "a label rule needs trusted labels too");
+        let batch_only = ClientMatcher::new(&rules, &platform, &["main/batch".to_string()]).unwrap();
+        assert_eq!(batch_only.client(&squatter), "initech");
+        assert_eq!(batch_only.client(&labelled_gx), "globex");
+        assert_eq!(batch_only.client(&pod("batch", r#"{"user_client":"acme"}"#)), "acme");
+        let other_cluster = ClientMatcher::new(&rules, &platform, &["edge".to_string()]).unwrap();
+        assert_eq!(other_cluster.client(&pod("batch", r#"{"user_client":"acme"}"#)), UNASSIGNED);
+        let whole_cluster = ClientMatcher::new(&rules, &platform, &["main".to_string()]).unwrap();
+        assert_eq!(whole_cluster.client(&pod("batch", r#"{"user_client":"acme"}"#)), "acme");
     }
 
     #[test]

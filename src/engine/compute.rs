@@ -118,8 +118,8 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
     let period = inputs.period.clone();
     let polars_error = |source| ComputeError::Polars { period: period.clone(), source };
     let options = settings.compute_options();
-    let matcher =
-        ClientMatcher::new(&settings.rules, &options.platform_namespaces).map_err(ComputeError::Invalid)?;
+    let matcher = ClientMatcher::new(&settings.rules, &options.platform_namespaces, &settings.client_labels)
+        .map_err(ComputeError::Invalid)?;
     // Metrics name pods by (cluster, namespace, pod): resolve them to the bill's pods once.
     let names = PodNames::new(inputs);
     let served = names.served(&inputs.served);

@@ -68,6 +68,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "invoices",
         sql: include_str!("../../migrations/sqlite/0009_invoices.sql"),
     },
+    Migration {
+        version: 10,
+        name: "client_labels",
+        sql: include_str!("../../migrations/sqlite/0010_client_labels.sql"),
+    },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -108,6 +113,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 9,
         name: "invoices",
         sql: include_str!("../../migrations/postgres/0009_invoices.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "client_labels",
+        sql: include_str!("../../migrations/postgres/0010_client_labels.sql"),
     },
 ];
 

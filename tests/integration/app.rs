@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use gpuledger::store::{self, Store};
+use gpuledger::store::Store;
 use gpuledger::web::{AppState, AuthConfig, router};
 use http_body_util::BodyExt;
 use serde_json::Value;
@@ -54,7 +54,7 @@ impl TestApp {
     pub async fn empty() -> TestApp {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite:{}", dir.path().join("app.db").display());
-        let state = AppState::new(store::connect(&url).await.unwrap(), AuthConfig::off());
+        let state = AppState::new(crate::helpers::connect(&url).await, AuthConfig::off());
         TestApp { state, data: dir.path().to_path_buf(), _dir: dir }
     }
 
@@ -64,7 +64,7 @@ impl TestApp {
             .get_or_init(|| async {
                 let dir = tempfile::tempdir().unwrap();
                 let database = dir.path().join("demo.db");
-                let store = store::connect(&format!("sqlite:{}", database.display())).await.unwrap();
+                let store = crate::helpers::connect(&format!("sqlite:{}", database.display())).await;
                 crate::engine::generate_and_load(store.as_ref(), dir.path(), 2, 44).await;
                 drop(store);
                 // Everything into the main file, so a plain copy of it is the whole database.
@@ -82,7 +82,7 @@ impl TestApp {
         let copy = dir.path().join("app.db");
         std::fs::copy(&demo.database, &copy).unwrap();
         let state = AppState::new(
-            store::connect(&format!("sqlite:{}", copy.display())).await.unwrap(),
+            crate::helpers::connect(&format!("sqlite:{}", copy.display())).await,
             AuthConfig::off(),
         );
         TestApp { state, data: demo.dir.path().to_path_buf(), _dir: dir }

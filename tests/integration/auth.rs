@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
 use gpuledger::auth::{Role, User, password};
-use gpuledger::store::{self, Store};
+use gpuledger::store::Store;
 use gpuledger::web::{AppState, AuthConfig, router};
 use http_body_util::BodyExt;
 use serde_json::Value;
@@ -342,7 +342,7 @@ async fn the_matrix(store: Box<dyn Store>, what: &str) {
 #[tokio::test]
 async fn every_route_answers_each_role_as_it_should_and_scoped_users_see_no_other_client_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
-    let store = store::connect(&format!("sqlite:{}", dir.path().join("matrix.db").display())).await.unwrap();
+    let store = crate::helpers::connect(&format!("sqlite:{}", dir.path().join("matrix.db").display())).await;
     crate::engine::generate_and_load(store.as_ref(), dir.path(), 2, 44).await;
     the_matrix(store, "sqlite").await;
 }
@@ -351,7 +351,7 @@ async fn every_route_answers_each_role_as_it_should_and_scoped_users_see_no_othe
 async fn every_route_answers_each_role_as_it_should_and_scoped_users_see_no_other_client_on_postgres() {
     let Some(database) = helpers::fresh_postgres().await else { return };
     let dir = tempfile::tempdir().unwrap();
-    let store = store::connect(&database.url).await.unwrap();
+    let store = crate::helpers::connect(&database.url).await;
     crate::engine::generate_and_load(store.as_ref(), dir.path(), 2, 44).await;
     the_matrix(store, "postgres").await;
 }
@@ -359,7 +359,7 @@ async fn every_route_answers_each_role_as_it_should_and_scoped_users_see_no_othe
 #[tokio::test]
 async fn sign_in_is_slowed_after_failures_fixation_is_impossible_and_disabled_users_are_out() {
     let dir = tempfile::tempdir().unwrap();
-    let store = store::connect(&format!("sqlite:{}", dir.path().join("auth.db").display())).await.unwrap();
+    let store = crate::helpers::connect(&format!("sqlite:{}", dir.path().join("auth.db").display())).await;
     let state = signed_in_app(store);
     add_user(state.store.as_ref(), "dana", Role::Finance, &[]).await;
 
@@ -449,7 +449,7 @@ async fn sign_in_is_slowed_after_failures_fixation_is_impossible_and_disabled_us
 #[tokio::test]
 async fn logout_ends_the_session_and_the_audit_log_has_every_step() {
     let dir = tempfile::tempdir().unwrap();
-    let store = store::connect(&format!("sqlite:{}", dir.path().join("auth.db").display())).await.unwrap();
+    let store = crate::helpers::connect(&format!("sqlite:{}", dir.path().join("auth.db").display())).await;
     let state = signed_in_app(store);
     add_user(state.store.as_ref(), "root", Role::Admin, &[]).await;
     let (_, session) = sign_in(&state, "root", &secret("root"), "").await;

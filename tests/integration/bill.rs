@@ -181,7 +181,7 @@ async fn parquet_map_columns_as_aws_writes_them_are_read() {
     let source = fixture.join("gpuledger-cur2").display().to_string();
     let output = run(&["--database-url", &url, "ingest", "cur", &source]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let store = gpuledger::store::connect(&url).await.unwrap();
+    let store = crate::helpers::connect(&url).await;
     let period: gpuledger::period::Period = "2026-10".parse().unwrap();
     // Namespaces from the pod ARNs, to the nano-dollar rounding of 2,500 rows.
     let report = gpuledger::report::NamespaceReport::load(store.as_ref(), period, None, false).await.unwrap();

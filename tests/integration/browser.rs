@@ -12,7 +12,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use gpuledger::money::format_usd;
-use gpuledger::store;
 use gpuledger::web::{AppState, router};
 use serde_json::{Value, json};
 
@@ -210,7 +209,7 @@ async fn the_dashboard_in_a_real_browser() {
     let Some(driver) = start_driver() else { return };
     let dir = tempfile::tempdir().unwrap();
     let database =
-        store::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await.unwrap();
+        crate::helpers::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await;
     let state = AppState::new(database, gpuledger::web::AuthConfig::off());
     generate_and_load(state.store.as_ref(), dir.path(), 2, 45).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -309,7 +308,7 @@ async fn signed_in_dashboard(
     seed: u64,
     (name, role, clients, password): (&str, gpuledger::auth::Role, Vec<String>, &str),
 ) -> (AppState, String) {
-    let database = store::connect(&format!("sqlite:{}", dir.join("ledger.db").display())).await.unwrap();
+    let database = crate::helpers::connect(&format!("sqlite:{}", dir.join("ledger.db").display())).await;
     let state = AppState::new(database, gpuledger::web::AuthConfig::local());
     generate_and_load(state.store.as_ref(), dir, 1, seed).await;
     let user =

@@ -259,7 +259,7 @@ async fn demo_rollups_match_truth_on_sqlite_and_postgres() {
     let mut urls = vec![format!("sqlite:{}", dir.path().join("ledger.db").display())];
     urls.extend(postgres.as_ref().map(|p| p.url.clone()));
     for url in &urls {
-        let store = store::connect(url).await.unwrap();
+        let store = crate::helpers::connect(url).await;
         load(store.as_ref(), dir.path(), &["2026-09", "2026-10"]).await;
         for period in ["2026-09", "2026-10"] {
             assert_period_matches_truth(store.as_ref(), &truth(dir.path(), period), period).await;
@@ -279,7 +279,7 @@ async fn demo_rollups_match_truth_on_sqlite_and_postgres() {
 async fn small_rollups_match_truth() {
     let dir = tempfile::tempdir().unwrap();
     generate(dir.path(), Scale::Small, 1, 42);
-    let store = store::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await.unwrap();
+    let store = crate::helpers::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await;
     load(store.as_ref(), dir.path(), &["2026-10"]).await;
     let truth = truth(dir.path(), "2026-10");
     let same_name = ["ml-prod", "ml-west"].map(|c| format!("{c}/globex-vision/ocr-triton"));
@@ -303,7 +303,7 @@ async fn chargeback_pools_exempt_clients_settings_from_a_month_and_the_report_co
     let dir = tempfile::tempdir().unwrap();
     generate(dir.path(), Scale::Demo, 2, 43);
     let url = format!("sqlite:{}", dir.path().join("ledger.db").display());
-    let store = store::connect(&url).await.unwrap();
+    let store = crate::helpers::connect(&url).await;
     load(store.as_ref(), dir.path(), &["2026-09", "2026-10"]).await;
     let cli = |args: &[&str]| {
         let mut all = vec!["--database-url", url.as_str()];
@@ -447,4 +447,98 @@ async fn chargeback_pools_exempt_clients_settings_from_a_month_and_the_report_co
     let week: f64 =
         first_week["rows"].as_array().unwrap().iter().map(|r| r["total_cost"].as_f64().unwrap()).sum();
     assert!(week > 0.0 && week < month["kubernetes_total"].as_f64().unwrap(), "a week is part of the month");
+}
+
+/// A new database trusts no pod's label: the generated world labels every pod with its client,
+/// yet with only a namespace rule for acme, acme's direct cost is exactly its namespaces' and
+/// every other client's pods stay unassigned. Trusting labels in one cluster brings them back.
+#[tokio::test]
+async fn pod_labels_name_clients_only_where_an_administrator_trusts_them() {
+    use gpuledger::settings::EffectiveFrom;
+    let dir = tempfile::tempdir().unwrap();
+    let store = store::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await.unwrap();
+    let store = store.as_ref();
+    let history = store.settings().await.unwrap();
+    let acme = store::ClientRule {
+        client: "acme".into(),
+        match_kind: "prefix".into(),
+        pattern: "acme-".into(),
+        label_key: String::new(),
+        priority: 10,
+    };
+    let rules = history.mapping_versions(EffectiveFrom::BEGINNING, |rules| rules.push(acme.clone())).unwrap();
+    store.save_settings(&rules).await.unwrap();
+    generate_and_load(store, dir.path(), 1, 48).await;
+    let rollups = store.rollups("2026-10").await.unwrap().unwrap();
+    // Pods: only acme's namespaces are anyone's. (The others still have their tagged S3 and
+    // EBS lines: AWS resource tags are the account owner's, not a tenant's.)
+    let kubernetes =
+        |client: &str| rollups.clients.iter().find(|c| c.client == client).map_or(0, |c| c.direct_cost_nanos);
+    let acme_namespaces: i64 =
+        rollups.costs.iter().filter(|c| c.namespace.starts_with("acme-")).map(|c| c.split_cost_nanos).sum();
+    assert!(acme_namespaces > 0);
+    assert_eq!(kubernetes("acme"), acme_namespaces, "acme's pods are its namespaces'");
+    for other in ["globex", "initech", "umbrella"] {
+        assert_eq!(kubernetes(other), 0, "{other}'s pods name it only by label");
+    }
+
+    // Trust labels in the cluster the pods run in, and only labels: every client's direct
+    // cost is truth's again.
+    let cluster = rollups.costs.iter().find(|c| c.namespace.starts_with("acme-")).unwrap().cluster.clone();
+    let history = store.settings().await.unwrap();
+    let mut versions = vec![history.labels_version(EffectiveFrom::BEGINNING, &[cluster]).unwrap()];
+    // Truth names clients by label alone: drop the namespace rule too.
+    versions.extend(history.mapping_versions(EffectiveFrom::BEGINNING, |rules| rules.clear()).unwrap());
+    store.save_settings(&versions).await.unwrap();
+    compute_period(store, "2026-10".parse().unwrap()).await.unwrap();
+    let rollups = store.rollups("2026-10").await.unwrap().unwrap();
+    let truth = truth(dir.path(), "2026-10");
+    for (client, expected) in
+        truth["chargeback"].as_object().unwrap().iter().filter(|(c, _)| !c.starts_with('('))
+    {
+        let row = rollups
+            .clients
+            .iter()
+            .find(|c| &c.client == client)
+            .unwrap_or_else(|| panic!("{client} is back"));
+        close(usd(row.direct_cost_nanos), expected["direct_cost"].as_f64().unwrap(), client);
+    }
+}
+
+/// Upgrading a database that already computed months keeps its pods' labels trusted (from
+/// the beginning, visible in the settings), so the upgrade re-attributes nothing; a database
+/// with nothing computed gets no such setting.
+#[tokio::test]
+async fn the_upgrade_keeps_labels_trusted_where_months_were_computed_with_them() {
+    use sqlx::Connection;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("ledger.db").display());
+    let store = crate::helpers::connect(&url).await;
+    generate_and_load(store.as_ref(), dir.path(), 1, 49).await;
+    let before = store.rollups("2026-10").await.unwrap().unwrap().clients;
+    drop(store);
+    // Back to the schema before migration 10, as an older gpuledger left it.
+    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    sqlx::query("DELETE FROM settings WHERE kind = 'labels'").execute(&mut conn).await.unwrap();
+    sqlx::query("DELETE FROM schema_migrations WHERE version = 10").execute(&mut conn).await.unwrap();
+    conn.close().await.unwrap();
+
+    let store = store::connect(&url).await.unwrap();
+    let labels: Vec<_> = store
+        .settings()
+        .await
+        .unwrap()
+        .versions
+        .into_iter()
+        .filter(|v| v.kind.as_str() == "labels")
+        .collect();
+    assert_eq!(labels.len(), 1);
+    assert_eq!(labels[0].value, serde_json::json!(["*"]));
+    assert_eq!(labels[0].effective_from.to_string(), "");
+    compute_period(store.as_ref(), "2026-10".parse().unwrap()).await.unwrap();
+    let after = store.rollups("2026-10").await.unwrap().unwrap().clients;
+    assert_eq!(after, before, "the same chargeback after the upgrade");
+
+    let fresh = store::connect(&format!("sqlite:{}", dir.path().join("fresh.db").display())).await.unwrap();
+    assert!(fresh.settings().await.unwrap().versions.is_empty(), "a new database trusts no label");
 }

@@ -95,3 +95,23 @@ fn with_database_replaces_only_the_path() {
     );
     assert_eq!(with_database("postgres://localhost", "t1"), "postgres://localhost/t1");
 }
+
+/// Opens (and migrates) the database at `url` as the generated world needs it: every pod
+/// there carries its client in its `user_client` label, and the administrator trusts those
+/// labels everywhere (`gpuledger clients labels '*'`). A new database trusts them nowhere.
+pub async fn connect(url: &str) -> Box<dyn gpuledger::store::Store> {
+    let store = gpuledger::store::connect(url).await.unwrap();
+    trust_labels(store.as_ref()).await;
+    store
+}
+
+/// Trusts pods' labels everywhere, once (a database that has a `labels` setting keeps it).
+pub async fn trust_labels(store: &dyn gpuledger::store::Store) {
+    use gpuledger::settings::{EffectiveFrom, SettingKind};
+    let history = store.settings().await.unwrap();
+    if history.versions.iter().any(|v| v.kind == SettingKind::Labels) {
+        return;
+    }
+    let version = history.labels_version(EffectiveFrom::BEGINNING, &["*".to_string()]).unwrap();
+    store.save_settings(&[version]).await.unwrap();
+}

@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use gpuledger::ingest::{self, CurIngestOptions};
 use gpuledger::period::Period;
 use gpuledger::report::NamespaceReport;
-use gpuledger::store::{self, Store};
+use gpuledger::store::Store;
 use gpuledger::synth::{self, CurFormat, GenerateOptions, Scale};
 use serde_json::Value;
 
@@ -194,7 +194,7 @@ pub async fn snapshot(store: &dyn Store) -> String {
 }
 
 async fn sqlite(dir: &Path) -> Box<dyn Store> {
-    store::connect(&format!("sqlite:{}", dir.join("ledger.db").display())).await.unwrap()
+    crate::helpers::connect(&format!("sqlite:{}", dir.join("ledger.db").display())).await
 }
 
 #[tokio::test]
@@ -206,7 +206,7 @@ async fn demo_parquet_matches_truth_on_sqlite_and_postgres() {
     let mut stores: Vec<Box<dyn Store>> = vec![sqlite(dir.path()).await];
     let postgres = helpers::fresh_postgres().await;
     if let Some(database) = &postgres {
-        stores.push(store::connect(&database.url).await.unwrap());
+        stores.push(crate::helpers::connect(&database.url).await);
     }
     for store in &stores {
         let results = ingest(store.as_ref(), &source, false).await;
@@ -319,7 +319,7 @@ impl BadInputCase {
         let dir = tempfile::tempdir().unwrap();
         generate(dir.path(), Scale::Demo, format, 2, 21);
         let database_url = format!("sqlite:{}", dir.path().join("ledger.db").display());
-        let store = store::connect(&database_url).await.unwrap();
+        let store = crate::helpers::connect(&database_url).await;
         let options = CurIngestOptions {
             source: export_root(dir.path()).display().to_string(),
             period: Some("2026-09".parse().unwrap()),
@@ -347,7 +347,7 @@ impl BadInputCase {
     /// Runs `gpuledger ingest cur SOURCE` and checks it fails, says `expected`, and leaves
     /// the database exactly as it was.
     pub async fn assert_fails(&self, source: &Path, expected: &[&str]) {
-        let store = store::connect(&self.database_url).await.unwrap();
+        let store = crate::helpers::connect(&self.database_url).await;
         let before = snapshot(store.as_ref()).await;
         let output =
             run(&["--database-url", &self.database_url, "ingest", "cur", &source.display().to_string()]);

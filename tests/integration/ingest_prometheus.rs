@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use gpuledger::period::Period;
 use gpuledger::report::usage::{GpuReport, InferenceReport};
-use gpuledger::store::{self, Store};
+use gpuledger::store::Store;
 use gpuledger::synth::{CurFormat, Scale};
 use serde_json::Value;
 
@@ -124,7 +124,7 @@ async fn the_metrics_file_matches_truth_on_sqlite_and_postgres_and_reingest_chan
     let mut urls = vec![sqlite_url];
     urls.extend(postgres.as_ref().map(|p| p.url.clone()));
     for url in &urls {
-        let store = store::connect(url).await.unwrap();
+        let store = crate::helpers::connect(url).await;
         ingest(store.as_ref(), &export_root(dir.path()).display().to_string(), false).await;
         let output = ingest_metrics(url, &["--file", &metrics_file(dir.path())]);
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
@@ -143,7 +143,7 @@ async fn a_real_prometheus_gives_the_same_answers_as_truth() {
     generate_with_metrics(dir.path(), 22);
     let Some(prometheus) = start_prometheus(Path::new(&metrics_file(dir.path()))) else { return };
     let url = format!("sqlite:{}", dir.path().join("ledger.db").display());
-    let store = store::connect(&url).await.unwrap();
+    let store = crate::helpers::connect(&url).await;
     ingest(store.as_ref(), &export_root(dir.path()).display().to_string(), false).await;
     let output = ingest_metrics(&url, &["--url", &prometheus.url, "--period", PERIOD]);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -187,7 +187,7 @@ async fn a_sample_on_the_hour_belongs_to_the_hour_it_opens() {
     let (from, to) = (H.to_string(), (H + 7200).to_string());
     let output = ingest_metrics(&url, &["--url", &prometheus.url, "--from", &from, "--to", &to]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let store = store::connect(&url).await.unwrap();
+    let store = crate::helpers::connect(&url).await;
     let rows = store.gpu_usage(H - 3600, H + 3 * 3600).await.unwrap();
     let hours: Vec<(i64, f64, i64, f64)> =
         rows.iter().map(|r| (r.hour - H, r.mean_utilization, r.samples, r.gpu_hours)).collect();
@@ -205,7 +205,7 @@ async fn a_sample_on_the_hour_belongs_to_the_hour_it_opens() {
     let output =
         ingest_metrics(&file_url, &["--file", &file.display().to_string(), "--from", &from, "--to", &to]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let file_store = store::connect(&file_url).await.unwrap();
+    let file_store = crate::helpers::connect(&file_url).await;
     assert_eq!(rows, file_store.gpu_usage(H - 3600, H + 3 * 3600).await.unwrap());
 }
 
@@ -279,7 +279,7 @@ async fn mig_instances_count_their_slice_and_exporter_pods_are_not_workloads() {
     let (from, to) = (H.to_string(), (H + 3600).to_string());
     let output = ingest_metrics(&url, &["--url", &prometheus.url, "--from", &from, "--to", &to]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let store = store::connect(&url).await.unwrap();
+    let store = crate::helpers::connect(&url).await;
     let rows = store.gpu_usage(H, H + 3600).await.unwrap();
     assert_eq!(rows.len(), 1, "{rows:?}");
     let row = &rows[0];
@@ -337,7 +337,7 @@ async fn prometheus_stopping_half_way_leaves_the_database_as_it_was() {
     // The month is already there from the file; the server run would replace it.
     let output = ingest_metrics(&url, &["--file", &metrics_file(dir.path())]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let store = store::connect(&url).await.unwrap();
+    let store = crate::helpers::connect(&url).await;
     let before = usage_snapshot(store.as_ref()).await;
     let Some(prometheus) = start_prometheus(Path::new(&metrics_file(dir.path()))) else { return };
     // A month in 1-hour chunks is ~3,700 queries; stop after 200.

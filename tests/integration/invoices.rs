@@ -77,6 +77,7 @@ fn invoice_story(database: &str, work: &Path) {
     let (first, second) = (work.join("first"), work.join("second"));
     generate(&first, Scale::Demo, CurFormat::Parquet, 1, 11);
     generate(&second, Scale::Demo, CurFormat::Parquet, 1, 12);
+    gl(database, &["clients", "labels", "*"]);
     gl(database, &["ingest", "cur", &export_root(&first).display().to_string()]);
     gl(database, &["clients", "set", "acme", "--markup-percent", "12.5"]);
     gl(database, &["compute", "--period", "2026-10"]);
@@ -227,6 +228,7 @@ async fn the_database_refuses_to_change_an_issued_invoice() {
     let path = work.path().join("gl.db");
     let database = format!("sqlite:{}", path.display());
     generate(&work.path().join("data"), Scale::Demo, CurFormat::Parquet, 1, 11);
+    gl(&database, &["clients", "labels", "*"]);
     gl(&database, &["ingest", "cur", &export_root(&work.path().join("data")).display().to_string()]);
     let number = gl(&database, &["invoice", "issue", "--client", "acme", "--period", "2026-10"]);
     let mut conn = sqlx::SqliteConnection::connect(&database).await.unwrap();
@@ -250,6 +252,7 @@ async fn concurrent_issues_never_share_a_number_postgres() {
     let work = tempfile::tempdir().unwrap();
     generate(&work.path().join("data"), Scale::Demo, CurFormat::Parquet, 1, 11);
     let url = postgres.url.clone();
+    gl(&url, &["clients", "labels", "*"]);
     gl(&url, &["ingest", "cur", &export_root(&work.path().join("data")).display().to_string()]);
     let clients = ["acme", "globex", "initech", "umbrella"];
     let children: Vec<_> = clients

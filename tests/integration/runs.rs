@@ -83,10 +83,10 @@ async fn periods_left_uncomputed_are_found_and_older_rollups_never_overwrite_new
     let dir = tempfile::tempdir().unwrap();
     generate_with(dir.path(), Scale::Demo, CurFormat::Parquet, 2, 52, true);
     let mut stores: Vec<Box<dyn Store>> =
-        vec![store::connect(&sqlite_url(dir.path(), "p.db")).await.unwrap()];
+        vec![crate::helpers::connect(&sqlite_url(dir.path(), "p.db")).await];
     let postgres = helpers::fresh_postgres().await;
     if let Some(database) = &postgres {
-        stores.push(store::connect(&database.url).await.unwrap());
+        stores.push(crate::helpers::connect(&database.url).await);
     }
     for store in &stores {
         let store = store.as_ref();
@@ -142,7 +142,7 @@ fn a_cur_ingest_killed_at_20_random_moments_recovers_on_a_plain_rerun() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let read_numbers = |url: &str| {
         runtime.block_on(async {
-            let store = store::connect(url).await.unwrap();
+            let store = crate::helpers::connect(url).await;
             let pending = store.pending_periods().await.unwrap();
             let running = store
                 .ingest_runs(1000)
@@ -291,7 +291,7 @@ async fn concurrent_ingests_of_one_window_and_one_period_on_postgres_never_dupli
     let Some(database) = helpers::fresh_postgres().await else { return };
     let dir = tempfile::tempdir().unwrap();
     generate_with(dir.path(), Scale::Demo, CurFormat::Parquet, 1, 54, true);
-    let store = store::connect(&database.url).await.unwrap();
+    let store = crate::helpers::connect(&database.url).await;
     let source = export_root(dir.path()).display().to_string();
     let metrics = dir.path().join("metrics").join("2026-10.om").display().to_string();
     let both = |args: &[&str]| {
@@ -354,7 +354,7 @@ async fn the_schema_is_guarded_checksums_one_migrator_and_no_migrate() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("schema is at version 0"));
 
-    let store = store::connect(&url).await.unwrap();
+    let store = crate::helpers::connect(&url).await;
     let status = store.schema_status().await.unwrap();
     assert!(status.is_current() && status.applied >= 5, "{status:?}");
     assert!(store::connect_without_migrating(&url).await.is_ok());
@@ -373,7 +373,7 @@ async fn the_schema_is_guarded_checksums_one_migrator_and_no_migrate() {
     let (first, second) = tokio::join!(store::connect(&database.url), store::connect(&database.url));
     let (first, _second) = (first.unwrap(), second.unwrap());
     assert!(first.schema_status().await.unwrap().is_current());
-    store::connect(&sqlite_url(dir.path(), "fresh.db")).await.unwrap();
+    crate::helpers::connect(&sqlite_url(dir.path(), "fresh.db")).await;
     let mut sqlite =
         <sqlx::SqliteConnection as sqlx::Connection>::connect(&sqlite_url(dir.path(), "fresh.db"))
             .await

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use gpuledger::store;
 use gpuledger::synth::{CurFormat, Scale};
 
 use crate::ingest_cur::{EXPORT, assert_matches_truth, export_root, generate, snapshot, truth};
@@ -137,7 +136,7 @@ async fn an_export_in_s3_matches_truth() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("2026-10: ingested"), "{stdout}");
     assert!(stdout.contains("0 of"), "split rows reconcile: {stdout}");
-    let store = store::connect(&database_url).await.unwrap();
+    let store = crate::helpers::connect(&database_url).await;
     assert_matches_truth(store.as_ref(), &truth(dir.path(), "2026-10"), "2026-10").await;
     let runs = store.ingest_runs(5).await.unwrap();
     let cur = runs.iter().find(|r| r.kind == "cur").unwrap();
@@ -149,7 +148,7 @@ async fn a_bucket_that_does_not_exist_is_refused() {
     let Some(moto) = start_moto() else { return };
     let dir = tempfile::tempdir().unwrap();
     let database_url = format!("sqlite:{}", dir.path().join("ledger.db").display());
-    let store = store::connect(&database_url).await.unwrap();
+    let store = crate::helpers::connect(&database_url).await;
     let before = snapshot(store.as_ref()).await;
     let output = ingest_from(&moto.url, &database_url, "s3://no-such-bucket/cur/x");
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -210,7 +209,7 @@ async fn an_endpoint_that_stops_answering_half_way_is_refused() {
     generate(dir.path(), Scale::Demo, CurFormat::Parquet, 1, 32);
     upload(&moto.url, dir.path()).await;
     let database_url = format!("sqlite:{}", dir.path().join("ledger.db").display());
-    let store = store::connect(&database_url).await.unwrap();
+    let store = crate::helpers::connect(&database_url).await;
     let before = snapshot(store.as_ref()).await;
     // Listing and the manifest take a few kB; the data file is megabytes: stop inside it.
     let proxy = stalling_proxy(moto.url.clone(), 256 * 1024);
@@ -257,6 +256,6 @@ async fn data_files_with_the_same_base_name_stay_distinct() {
     let database_url = format!("sqlite:{}", dir.path().join("ledger.db").display());
     let output = ingest_from(&moto.url, &database_url, &format!("s3://{BUCKET}/cur/{EXPORT}"));
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let store = store::connect(&database_url).await.unwrap();
+    let store = crate::helpers::connect(&database_url).await;
     assert_matches_truth(store.as_ref(), &truth(dir.path(), "2026-10"), "2026-10").await;
 }

@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use gpuledger::money::format_usd;
-use gpuledger::store;
 use gpuledger::synth::{CurFormat, Scale};
 use gpuledger::web::{AppState, router};
 use http_body_util::BodyExt;
@@ -357,7 +356,7 @@ fn xlsx_cells(bytes: &[u8]) -> (BTreeMap<String, f64>, BTreeMap<String, String>)
 async fn costs_drill_down_to_pods_filter_by_cluster_and_download_as_xlsx_clients_have_pages() {
     use crate::engine::{close, generate_and_load};
     let dir = tempfile::tempdir().unwrap();
-    let database = store::connect(&format!("sqlite:{}", dir.path().join("web.db").display())).await.unwrap();
+    let database = crate::helpers::connect(&format!("sqlite:{}", dir.path().join("web.db").display())).await;
     let state = AppState::new(database, gpuledger::web::AuthConfig::off());
     generate_and_load(state.store.as_ref(), dir.path(), 1, 45).await;
     let truth = crate::ingest_cur::truth(dir.path(), "2026-10");
