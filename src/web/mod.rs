@@ -6,6 +6,7 @@
 mod auth;
 mod charts;
 mod error;
+pub mod listen;
 mod metrics;
 mod pages;
 
@@ -415,8 +416,7 @@ pub async fn serve(state: AppState, address: SocketAddr) -> anyhow::Result<()> {
     let base = format!("http://{}", listener.local_addr()?);
     auth::first_start(&state, &base).await?;
     println!("gpuledger dashboard serving on {base}");
-    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
+    listen::serve(listener, router(state), listen::HEADER_READ_TIMEOUT, shutdown_signal()).await?;
     Ok(())
 }
 

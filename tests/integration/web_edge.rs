@@ -152,3 +152,54 @@ async fn the_filter_form_shows_the_range_in_use_and_a_month_wins_over_dates() {
             .unwrap();
     assert_eq!(json["period"], "2026-09");
 }
+
+/// A client that sends its request headers too slowly is cut off (the header-read timeout,
+/// here one second), while a whole request on another connection is answered, with the
+/// peer's address known to the handlers (the login form's rate limit counts by it).
+#[tokio::test]
+async fn a_client_that_never_finishes_its_headers_is_disconnected() {
+    use std::io::{Read, Write};
+    let app = crate::app::TestApp::empty().await;
+    // Signed in through a proxy trusted at 127.0.0.1: only a server that knows the peer's
+    // address lets the header through.
+    let header = axum::http::HeaderName::from_static("x-forwarded-email");
+    let mode = gpuledger::web::AuthMode::Proxy { header, trusted: vec!["127.0.0.1".parse().unwrap()] };
+    let mut config = gpuledger::web::AuthConfig::local();
+    config.mode = mode;
+    let state = gpuledger::web::AppState::new(
+        crate::helpers::connect(&format!("sqlite:{}", app.data().join("proxy.db").display())).await,
+        config,
+    );
+    let viewer = gpuledger::auth::User::new("dana", gpuledger::auth::Role::Viewer, Vec::new(), String::new());
+    state.store.create_user(&viewer).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let router = gpuledger::web::router(state);
+    let timeout = std::time::Duration::from_secs(1);
+    tokio::spawn(gpuledger::web::listen::serve(listener, router, timeout, std::future::pending()));
+
+    let slow = tokio::task::spawn_blocking(move || {
+        let mut stream = std::net::TcpStream::connect(address).unwrap();
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+        stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ").unwrap();
+        let mut answer = Vec::new();
+        // The server closes the connection (after a 408, or without a word); a server that
+        // waited for ever would make this read time out with an error instead.
+        let outcome = stream.read_to_end(&mut answer);
+        (outcome.is_ok(), String::from_utf8_lossy(&answer).to_string())
+    });
+    let whole = tokio::task::spawn_blocking(move || {
+        let mut stream = std::net::TcpStream::connect(address).unwrap();
+        let request =
+            "GET /account HTTP/1.1\r\nHost: x\r\nX-Forwarded-Email: dana\r\nConnection: close\r\n\r\n";
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    });
+    let answer = whole.await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.contains("dana"), "{answer}");
+    let (closed, said) = slow.await.unwrap();
+    assert!(closed, "the slow client's connection was closed by the server");
+    assert!(said.is_empty() || said.starts_with("HTTP/1.1 408"), "{said}");
+}
