@@ -188,7 +188,24 @@ pub struct Invoice {
     /// A void: this credit note takes back everything its invoice still stood for.
     #[serde(default)]
     pub full_credit: bool,
+    /// Where the pods' lines (GPU compute, CPU and memory) came from: one row per workload,
+    /// adding up to those lines exactly. Empty on notes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub detail: Vec<DetailRow>,
 }
+
+/// One workload's part of an invoice's pod lines.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DetailRow {
+    pub namespace: String,
+    pub workload: String,
+    pub workload_class: String,
+    pub gpu_hours: f64,
+    pub amount: Cents,
+}
+
+/// The categories of the pods' split cost.
+const POD_LINES: [&str; 4] = ["gpu_training", "gpu_inference", "gpu_other", "cpu_memory"];
 
 /// Lines before markup and tax, in the order a document shows them: (category, description).
 const COST_LINES: [(&str, &str); 11] = [
@@ -328,6 +345,9 @@ pub fn draft(
             line
         })
         .collect();
+    let pods_total: Cents =
+        lines.iter().filter(|l| POD_LINES.contains(&l.category.as_str())).map(|l| l.amount).sum();
+    let detail = detail(rollups, client, pods_total);
     let before_tax: Cents = lines.iter().map(|l| l.amount).sum();
     if billing.tax_ppm != 0 {
         let tax = before_tax.times_ppm(billing.tax_ppm);
@@ -359,9 +379,40 @@ pub fn draft(
         actor: String::new(),
         reason: String::new(),
         full_credit: false,
+        detail,
     };
     invoice.add_up();
     Ok(invoice)
+}
+
+/// `client`'s pod cost per workload, largest first, in cents that add up to `total` (the
+/// invoice's pod lines) by largest remainder.
+fn detail(rollups: &Rollups, client: &str, total: Cents) -> Vec<DetailRow> {
+    let mut workloads: BTreeMap<(&str, &str, &str), (i64, f64)> = BTreeMap::new();
+    for row in rollups.costs.iter().filter(|r| r.client == client) {
+        let key = (row.namespace.as_str(), row.workload.as_str(), row.workload_class.as_str());
+        let entry = workloads.entry(key).or_default();
+        entry.0 += row.split_cost_nanos;
+        entry.1 += row.gpu_hours_allocated;
+    }
+    let nanos: Vec<i64> = workloads.values().map(|(n, _)| *n).collect();
+    let cents = apportion_cents(&nanos, total);
+    let mut rows: Vec<DetailRow> = workloads
+        .into_iter()
+        .zip(cents)
+        .map(|(((namespace, workload, class), (_, hours)), amount)| DetailRow {
+            namespace: namespace.to_string(),
+            workload: workload.to_string(),
+            workload_class: class.to_string(),
+            gpu_hours: (hours * 100.0).round() / 100.0,
+            amount,
+        })
+        .filter(|row| row.amount != Cents(0) || row.gpu_hours > 0.0)
+        .collect();
+    rows.sort_by(|a, b| {
+        b.amount.cmp(&a.amount).then_with(|| (&a.namespace, &a.workload).cmp(&(&b.namespace, &b.workload)))
+    });
+    rows
 }
 
 /// The categories a [`ClientRollup`] gives directly, in nano-dollars.
@@ -529,6 +580,7 @@ fn note_of(original: &Invoice, source: &Invoice, lines: Vec<Line>) -> Invoice {
         pdf_sha256: None,
         actor: String::new(),
         full_credit: false,
+        detail: Vec::new(),
         ..source.clone()
     };
     note.add_up();

@@ -141,6 +141,17 @@ struct Layout {
     y: f32,
 }
 
+/// Which table a page break falls in (its header is repeated on the new page).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum InTable {
+    None,
+    Lines,
+    Detail,
+}
+
+/// The detail table's class column.
+const DETAIL_CLASS_LEFT: f32 = 330.0;
+
 const REGULAR_FONT: usize = 0;
 const BOLD_FONT: usize = 1;
 
@@ -201,13 +212,29 @@ impl Layout {
         self.y -= 20.0;
     }
 
-    /// Starts a new page (with the table header again) unless `height` more fits.
-    fn room_for(&mut self, height: f32, in_table: bool) {
+    /// The workload detail's header, at the current position.
+    fn detail_header(&mut self) {
+        let y = self.y;
+        self.text(BOLD_FONT, 9.0, LEFT, y, "Namespace / workload");
+        self.text(BOLD_FONT, 9.0, DETAIL_CLASS_LEFT, y, "Class");
+        self.text_right(BOLD_FONT, 9.0, PRICE_RIGHT, y, "GPU-hours");
+        self.text_right(BOLD_FONT, 9.0, AMOUNT_RIGHT, y, "Amount");
+        self.rule(y - 5.0, 0.2);
+        self.y -= 20.0;
+    }
+
+    /// Starts a new page (with the header of the table in progress again) unless `height`
+    /// more fits.
+    fn room_for(&mut self, height: f32, table: InTable) {
         if self.y - height < BOTTOM {
             self.new_page();
-            if in_table {
+            if table != InTable::None {
                 self.text(REGULAR_FONT, 8.0, LEFT, self.y + 18.0, "(continued)");
-                self.table_header();
+            }
+            match table {
+                InTable::Lines => self.table_header(),
+                InTable::Detail => self.detail_header(),
+                InTable::None => {}
             }
         }
     }
@@ -225,7 +252,7 @@ pub fn render(invoice: &Invoice) -> Result<Vec<u8>, String> {
     layout.table_header();
     for line in &invoice.lines {
         let description = layout.wrap(REGULAR_FONT, 9.0, DESCRIPTION_WIDTH, &line.description);
-        layout.room_for(13.0 * description.len() as f32 + 4.0, true);
+        layout.room_for(13.0 * description.len() as f32 + 4.0, InTable::Lines);
         let y = layout.y;
         for (i, text) in description.iter().enumerate() {
             layout.text(REGULAR_FONT, 9.0, LEFT, y - 13.0 * i as f32, text);
@@ -242,7 +269,7 @@ pub fn render(invoice: &Invoice) -> Result<Vec<u8>, String> {
         layout.text_right(REGULAR_FONT, 9.0, AMOUNT_RIGHT, y, &line.amount.decimal());
         layout.y -= 13.0 * description.len() as f32 + 4.0;
     }
-    layout.room_for(80.0, false);
+    layout.room_for(80.0, InTable::None);
     layout.rule(layout.y + 8.0, 0.2);
     let currency = invoice.currency.clone();
     let totals = [
@@ -261,14 +288,50 @@ pub fn render(invoice: &Invoice) -> Result<Vec<u8>, String> {
     layout.y -= 16.0;
     for note in invoice.notes() {
         for text in layout.wrap(REGULAR_FONT, 8.0, RIGHT - LEFT, &note) {
-            layout.room_for(12.0, false);
+            layout.room_for(12.0, InTable::None);
             let y = layout.y;
             layout.text(REGULAR_FONT, 8.0, LEFT, y, &text);
             layout.y -= 11.0;
         }
     }
+    if !invoice.detail.is_empty() {
+        detail(&mut layout, invoice);
+    }
     foot(&mut layout, invoice);
     write(layout, invoice)
+}
+
+/// The appendix: the pod lines by workload, adding up to them.
+fn detail(layout: &mut Layout, invoice: &Invoice) {
+    layout.room_for(70.0, InTable::None);
+    layout.y -= 14.0;
+    let y = layout.y;
+    layout.text(BOLD_FONT, 11.0, LEFT, y, "Detail: the pods' cost by workload");
+    layout.y -= 14.0;
+    let y = layout.y;
+    let total: crate::money::Cents = invoice.detail.iter().map(|r| r.amount).sum();
+    let caption =
+        format!("These rows add up to the GPU compute and CPU and memory lines above: {}.", total.decimal());
+    layout.text(REGULAR_FONT, 8.0, LEFT, y, &caption);
+    layout.y -= 20.0;
+    layout.detail_header();
+    for row in &invoice.detail {
+        let name = layout.wrap(
+            REGULAR_FONT,
+            9.0,
+            DETAIL_CLASS_LEFT - LEFT - 8.0,
+            &format!("{} / {}", row.namespace, row.workload),
+        );
+        layout.room_for(13.0 * name.len() as f32 + 4.0, InTable::Detail);
+        let y = layout.y;
+        for (i, text) in name.iter().enumerate() {
+            layout.text(REGULAR_FONT, 9.0, LEFT, y - 13.0 * i as f32, text);
+        }
+        layout.text(REGULAR_FONT, 9.0, DETAIL_CLASS_LEFT, y, &row.workload_class);
+        layout.text_right(REGULAR_FONT, 9.0, PRICE_RIGHT, y, &format!("{:.2}", row.gpu_hours));
+        layout.text_right(REGULAR_FONT, 9.0, AMOUNT_RIGHT, y, &row.amount.decimal());
+        layout.y -= 13.0 * name.len() as f32 + 4.0;
+    }
 }
 
 /// Title, seller, buyer, number and dates.

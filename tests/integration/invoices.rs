@@ -95,6 +95,20 @@ fn invoice_story(database: &str, work: &Path) {
     assert_eq!(cents(&draft["tax"]), (before_tax * 88_750 + 500_000).div_euclid(1_000_000));
     assert_eq!(lines_sum(&draft), cents(&draft["total"]));
     assert_eq!(draft["status"], "draft");
+    // The workload detail adds up to the pod lines exactly.
+    let pod_lines: i64 = draft["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| {
+            ["gpu_training", "gpu_inference", "gpu_other", "cpu_memory"]
+                .contains(&l["category"].as_str().unwrap())
+        })
+        .map(|l| cents(&l["amount"]))
+        .sum();
+    let detail: i64 = draft["detail"].as_array().unwrap().iter().map(|r| cents(&r["amount"])).sum();
+    assert!(draft["detail"].as_array().unwrap().len() >= 3, "acme runs several workloads");
+    assert_eq!(detail, pod_lines);
 
     let number =
         gl(database, &["invoice", "issue", "--client", "acme", "--period", "2026-10", "--actor", "alice"]);
@@ -324,6 +338,15 @@ fn a_long_document_repeats_the_table_header_on_every_page() {
         actor: String::new(),
         reason: String::new(),
         full_credit: false,
+        detail: (0..90)
+            .map(|i| invoice::DetailRow {
+                namespace: format!("team-{}", i % 7),
+                workload: format!("job-{i}"),
+                workload_class: "training".into(),
+                gpu_hours: f64::from(i),
+                amount: Cents(i64::from(i)),
+            })
+            .collect(),
     };
     let bytes = invoice::pdf::render(&document).unwrap();
     let work = tempfile::tempdir().unwrap();
@@ -333,16 +356,18 @@ fn a_long_document_repeats_the_table_header_on_every_page() {
     let pages: Vec<&str> = text.split('\u{c}').filter(|p| !p.trim().is_empty()).collect();
     assert!(pages.len() >= 3, "120 lines take several pages: {}", pages.len());
     for (i, page) in pages.iter().enumerate() {
-        assert!(
-            page.contains("Description") && page.contains("Amount"),
-            "page {} has no table header",
-            i + 1
-        );
+        let header = (page.contains("Description") || page.contains("Namespace / workload"))
+            && page.contains("Amount");
+        assert!(header, "page {} has no table header", i + 1);
         assert!(page.contains(&format!("page {} of {}", i + 1, pages.len())), "page {} has no foot", i + 1);
     }
     for i in [0, 57, 119] {
         assert!(text.contains(&format!("Workload number {i} of")), "line {i} missing");
     }
+    // The workload detail follows, its own header repeated where it breaks across pages.
+    let detail_pages = pages.iter().filter(|p| p.contains("Namespace / workload")).count();
+    assert!(detail_pages >= 2, "90 detail rows take more than a page: {detail_pages}");
+    assert!(text.contains("team-5 / job-89"));
     assert!(text.contains(&total.decimal()));
     assert_eq!(
         invoice::pdf::render(&document).unwrap(),

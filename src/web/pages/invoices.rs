@@ -86,6 +86,8 @@ struct DocumentPage {
     explanation: String,
     /// The period's draft, from an issued invoice (to see whether it was restated since).
     draft_href: String,
+    /// The pod lines by workload: namespace / workload, class, GPU-hours, amount.
+    detail: Vec<(String, String, String, String)>,
 }
 
 fn invoice_error(error: InvoiceError) -> WebError {
@@ -373,6 +375,18 @@ fn document_page(viewer: &Viewer, doc: Invoice, family: &[Invoice], message: &st
             (label, format!("/invoices/{}/{format}", url_escape(&doc.number)), format != "json")
         })
         .collect();
+    let detail = doc
+        .detail
+        .iter()
+        .map(|r| {
+            (
+                format!("{} / {}", r.namespace, r.workload),
+                r.workload_class.clone(),
+                format!("{:.2}", r.gpu_hours),
+                r.amount.usd(),
+            )
+        })
+        .collect();
     DocumentPage {
         active: "invoices",
         heading: format!("{} {}", doc.kind.title(), doc.number),
@@ -387,6 +401,7 @@ fn document_page(viewer: &Viewer, doc: Invoice, family: &[Invoice], message: &st
         csrf: viewer.csrf.clone(),
         explanation: String::new(),
         draft_href: String::new(),
+        detail,
     }
 }
 
