@@ -378,6 +378,48 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// Loads every computed period's rollups, and their copies for each scope an enabled user
+/// has, so that no visitor's first view pays for reading twelve months from the database.
+/// A failure is only logged: pages load what they need themselves.
+async fn warm(state: &AppState) {
+    let started = std::time::Instant::now();
+    let mut scopes = vec![Scope::All];
+    if let Ok(users) = state.store.users().await {
+        for scope in users.iter().filter(|u| !u.disabled).map(crate::auth::User::scope) {
+            if !scopes.contains(&scope) {
+                scopes.push(scope);
+            }
+        }
+    }
+    let mut months = 0;
+    for scope in &scopes {
+        match state.cache.all(state.store.as_ref(), scope).await {
+            Ok(periods) => months = periods.len(),
+            Err(error) => tracing::warn!(%error, "warming the rollup cache"),
+        }
+    }
+    tracing::info!(
+        months,
+        scopes = scopes.len(),
+        seconds = started.elapsed().as_secs_f64(),
+        "rollup cache warm"
+    );
+}
+
+/// Warms the cache again whenever the data revision moves (a compute, an ingest, a
+/// setting), checking every 10 seconds: only the periods that changed are read again.
+async fn keep_warm(state: AppState) {
+    let mut seen = state.store.data_revision().await.unwrap_or_default();
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+        let Ok(revision) = state.store.data_revision().await else { continue };
+        if revision != seen {
+            seen = revision;
+            warm(&state).await;
+        }
+    }
+}
+
 /// Liveness and database reachability, as JSON.
 async fn healthz(
     axum::extract::State(state): axum::extract::State<AppState>,
@@ -415,6 +457,8 @@ pub async fn serve(state: AppState, address: SocketAddr) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(address).await?;
     let base = format!("http://{}", listener.local_addr()?);
     auth::first_start(&state, &base).await?;
+    warm(&state).await;
+    tokio::spawn(keep_warm(state.clone()));
     println!("gpuledger dashboard serving on {base}");
     listen::serve(listener, router(state), listen::HEADER_READ_TIMEOUT, shutdown_signal()).await?;
     Ok(())
