@@ -459,7 +459,7 @@ mod tests {
     fn a_rule_added_from_a_month_reaches_every_later_list() {
         let rule = |client: &str| ClientRule {
             client: client.into(),
-            match_kind: "namespace".into(),
+            match_kind: crate::store::MatchKind::Namespace,
             pattern: client.into(),
             label_key: String::new(),
             priority: 0,

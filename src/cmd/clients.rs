@@ -5,7 +5,7 @@ use anyhow::Context;
 
 use crate::cli::{ClientsCommand, EngineSetArgs, PoolsCommand, SettingsCommand};
 use crate::settings::{EffectiveFrom, SettingKind, SettingVersion};
-use crate::store::{self, Store};
+use crate::store::{self, MatchKind, Store};
 
 /// Lists, sets, maps or unmaps clients.
 pub(super) async fn run(store: &dyn Store, command: ClientsCommand) -> anyhow::Result<()> {
@@ -43,18 +43,18 @@ pub(super) async fn run(store: &dyn Store, command: ClientsCommand) -> anyhow::R
         ClientsCommand::Map(args) => {
             let (kind, pattern, label_key) =
                 match (&args.namespace, &args.prefix, &args.regex, &args.label_value) {
-                    (Some(n), ..) => ("namespace", n.clone(), String::new()),
-                    (_, Some(p), ..) => ("prefix", p.clone(), String::new()),
+                    (Some(n), ..) => (MatchKind::Namespace, n.clone(), String::new()),
+                    (_, Some(p), ..) => (MatchKind::Prefix, p.clone(), String::new()),
                     (_, _, Some(r), _) => {
                         regex::Regex::new(r).with_context(|| format!("--regex {r:?}"))?;
-                        ("regex", r.clone(), String::new())
+                        (MatchKind::Regex, r.clone(), String::new())
                     }
-                    (_, _, _, Some(v)) => ("label", v.clone(), args.label_key.clone()),
+                    (_, _, _, Some(v)) => (MatchKind::Label, v.clone(), args.label_key.clone()),
                     _ => anyhow::bail!("give --namespace, --prefix, --regex or --label-value"),
                 };
             let rule = store::ClientRule {
                 client: args.client.clone(),
-                match_kind: kind.into(),
+                match_kind: kind,
                 pattern,
                 label_key,
                 priority: args.priority,

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use regex::Regex;
 
-use crate::store::{ClientRule, PodRecord};
+use crate::store::{ClientRule, MatchKind, PodRecord};
 
 /// Pods in these namespaces run the platform; their cost is shared between clients.
 pub const DEFAULT_PLATFORM_NAMESPACES: &[&str] = &["kube-system", "monitoring", "gpu-operator"];
@@ -41,7 +41,7 @@ impl ClientMatcher {
         sorted.sort_by_key(|r| r.priority);
         sorted.push(ClientRule {
             client: String::new(),
-            match_kind: "label".into(),
+            match_kind: MatchKind::Label,
             pattern: "*".into(),
             label_key: DEFAULT_CLIENT_LABEL.into(),
             priority: i64::MAX,
@@ -49,7 +49,7 @@ impl ClientMatcher {
         let rules = sorted
             .into_iter()
             .map(|rule| {
-                let regex = if rule.match_kind == "regex" {
+                let regex = if rule.match_kind == MatchKind::Regex {
                     let anchored = format!("^(?:{})$", rule.pattern);
                     Some(Regex::new(&anchored).map_err(|e| format!("client rule {:?}: {e}", rule.pattern))?)
                 } else {
@@ -84,12 +84,12 @@ impl ClientMatcher {
             return PLATFORM.to_string();
         }
         for (rule, regex) in &self.rules {
-            let matched = match rule.match_kind.as_str() {
-                "namespace" => pod.namespace == rule.pattern,
-                "prefix" => pod.namespace.starts_with(&rule.pattern),
-                "regex" => regex.as_ref().is_some_and(|r| r.is_match(&pod.namespace)),
-                "label" if !self.trusts_labels(pod) => false,
-                "label" => {
+            let matched = match rule.match_kind {
+                MatchKind::Namespace => pod.namespace == rule.pattern,
+                MatchKind::Prefix => pod.namespace.starts_with(&rule.pattern),
+                MatchKind::Regex => regex.as_ref().is_some_and(|r| r.is_match(&pod.namespace)),
+                MatchKind::Label if !self.trusts_labels(pod) => false,
+                MatchKind::Label => {
                     let key = if rule.label_key.is_empty() { DEFAULT_CLIENT_LABEL } else { &rule.label_key };
                     match label(&pod.labels, key) {
                         Some(value) if rule.pattern == "*" || rule.pattern.is_empty() => return value,
@@ -97,7 +97,6 @@ impl ClientMatcher {
                         None => false,
                     }
                 }
-                _ => false,
             };
             if matched {
                 return rule.client.clone();
@@ -111,7 +110,7 @@ impl ClientMatcher {
     /// The client a non-Kubernetes line's `user_*` tags name: label rules only (namespace
     /// rules describe pods), else `(unassigned)`.
     pub fn client_of_tags(&self, tags: &str) -> String {
-        for (rule, _) in self.rules.iter().filter(|(rule, _)| rule.match_kind == "label") {
+        for (rule, _) in self.rules.iter().filter(|(rule, _)| rule.match_kind == MatchKind::Label) {
             let key = if rule.label_key.is_empty() { DEFAULT_CLIENT_LABEL } else { &rule.label_key };
             match label(tags, key) {
                 Some(value) if rule.pattern == "*" || rule.pattern.is_empty() => return value,
@@ -167,7 +166,7 @@ mod tests {
     fn rule(client: &str, kind: &str, pattern: &str, priority: i64) -> ClientRule {
         ClientRule {
             client: client.into(),
-            match_kind: kind.into(),
+            match_kind: kind.parse().unwrap(),
             pattern: pattern.into(),
             label_key: String::new(),
             priority,

@@ -436,12 +436,47 @@ pub struct InferenceUsage {
     pub generation_tokens: f64,
 }
 
+/// What a client mapping rule matches. Stored in the settings' JSON by these lowercase names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MatchKind {
+    /// The namespace, exactly.
+    Namespace,
+    /// The namespace's beginning.
+    Prefix,
+    /// The whole namespace, by regular expression.
+    Regex,
+    /// A pod label's value (and a non-Kubernetes line's tag).
+    Label,
+}
+
+impl MatchKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MatchKind::Namespace => "namespace",
+            MatchKind::Prefix => "prefix",
+            MatchKind::Regex => "regex",
+            MatchKind::Label => "label",
+        }
+    }
+}
+
+impl std::str::FromStr for MatchKind {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<MatchKind, String> {
+        [MatchKind::Namespace, MatchKind::Prefix, MatchKind::Regex, MatchKind::Label]
+            .into_iter()
+            .find(|kind| kind.as_str() == text)
+            .ok_or_else(|| format!("{text:?} is not a rule kind (namespace, prefix, regex, label)"))
+    }
+}
+
 /// How a namespace or label maps to a client.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct ClientRule {
     pub client: String,
-    /// `namespace` (exact), `prefix`, `regex` or `label`.
-    pub match_kind: String,
+    pub match_kind: MatchKind,
     /// The namespace, prefix or regex; for `label`, the label value.
     pub pattern: String,
     /// For `label` rules, the resource-tag key (`user_client` by default); else empty.

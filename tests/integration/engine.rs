@@ -461,7 +461,7 @@ async fn pod_labels_name_clients_only_where_an_administrator_trusts_them() {
     let history = store.settings().await.unwrap();
     let acme = store::ClientRule {
         client: "acme".into(),
-        match_kind: "prefix".into(),
+        match_kind: store::MatchKind::Prefix,
         pattern: "acme-".into(),
         label_key: String::new(),
         priority: 10,

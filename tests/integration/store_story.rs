@@ -281,7 +281,7 @@ fn inference_usage(hour: i64, requests: f64) -> InferenceUsage {
 fn rule(client: &str, match_kind: &str, pattern: &str, label_key: &str, priority: i64) -> ClientRule {
     ClientRule {
         client: client.to_string(),
-        match_kind: match_kind.to_string(),
+        match_kind: match_kind.parse().unwrap(),
         pattern: pattern.to_string(),
         label_key: label_key.to_string(),
         priority,
