@@ -212,3 +212,51 @@ impl BillReport {
         lines.join("\n") + "\n"
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(line_item_type: &str, category: LineCategory, unblended: i64, amortized: i64) -> BillLine {
+        BillLine {
+            line_item_type: line_item_type.into(),
+            category,
+            unblended_micros: unblended,
+            amortized_micros: amortized,
+            ..BillLine::default()
+        }
+    }
+
+    /// The bill's amortized total is the sum of its stored rows, which were rounded to the
+    /// micro-dollar in other groups than the lines: 3 micro-dollars apart here. The bridge
+    /// shows them as a rounding step, and every subtotal is the sum of the steps before it.
+    #[test]
+    fn the_bridge_shows_rounding_and_adds_up_step_by_step() {
+        let period = CostPeriod {
+            bill_amortized_micros: 1_500_003,
+            bill_lines: vec![
+                line("Usage", LineCategory::Usage, 1_000_000, 1_000_000),
+                line("SavingsPlanCoveredUsage", LineCategory::Usage, 700_000, 500_000),
+                line("Credit", LineCategory::Credit, -100_000, -100_000),
+                line("Tax", LineCategory::Tax, 50_000, 50_000),
+            ],
+            ..CostPeriod::default()
+        };
+        let bridge = BillReport::from_period(period).bridge;
+        let steps: Vec<(&str, i64)> = bridge.iter().map(|s| (s.step.as_str(), s.micros)).collect();
+        assert_eq!(steps[0], ("Unblended usage and fees", 1_700_000));
+        assert_eq!(steps[1], ("Savings Plan covered usage at the plan's rates", -200_000));
+        assert_eq!(steps[2], ("Rounding (rows rounded to the micro-dollar in other groups)", 3));
+        assert_eq!(steps[3], ("Amortized cost", 1_500_003));
+        let net = steps.iter().find(|(s, _)| *s == "Net amortized cost").unwrap().1;
+        assert_eq!(net, 1_400_003);
+        assert_eq!(steps.last().unwrap(), &("Net amortized cost with tax", 1_450_003));
+        let mut running = 0;
+        for step in &bridge {
+            match step.kind {
+                "subtotal" => assert_eq!(step.micros, running, "{} is the sum of the steps above", step.step),
+                _ => running += step.micros,
+            }
+        }
+    }
+}
