@@ -98,7 +98,7 @@ pub fn format_usd(micros: i64) -> String {
 /// Nano-dollars for people, rounded once, straight to the cent (never through micro-dollars:
 /// rounding twice turns $0.0049995 into $0.01).
 pub fn format_usd_nanos(nanos: i64) -> String {
-    format_cents(nanos < 0, (nanos.unsigned_abs() + 5_000_000) / 10_000_000)
+    Cents::from_nanos(nanos).usd()
 }
 
 fn format_cents(negative: bool, cents: u64) -> String {

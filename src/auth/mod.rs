@@ -161,8 +161,14 @@ pub fn random_token() -> String {
 
 /// The SHA-256 of a token, hex-encoded: what the store keeps of a session's token.
 pub fn token_hash(token: &str) -> String {
+    sha256_hex(token.as_bytes())
+}
+
+/// The SHA-256 of `bytes` as lowercase hex (session tokens, migration checksums, an issued
+/// PDF's fingerprint).
+pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
-    hex(&sha2::Sha256::digest(token.as_bytes()))
+    hex(&sha2::Sha256::digest(bytes))
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -15,13 +15,7 @@ pub(super) async fn run(store: &dyn Store, command: InvoiceCommand) -> anyhow::R
         InvoiceCommand::Draft { client, period, format } => {
             let view = ledger::draft_view(store, &client, period).await.map_err(refusal)?;
             match format {
-                OutputFormat::Json => {
-                    let mut value = serde_json::to_value(&view.draft)?;
-                    value["standing"] =
-                        serde_json::json!(view.standing.as_ref().map(|s| s.invoice.number.clone()));
-                    value["difference"] = serde_json::to_value(&view.delta)?;
-                    println!("{}", serde_json::to_string_pretty(&value)?);
-                }
+                OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&view.json())?),
                 format => {
                     print!("{}", view.draft.table().render(format, &view.draft.period, Default::default()));
                     if let (Some(standing), Some(delta)) = (&view.standing, &view.delta) {

@@ -43,6 +43,17 @@ pub struct DraftView {
     pub documents: Vec<Invoice>,
 }
 
+impl DraftView {
+    /// The draft's JSON, with the number of the invoice that stands (`standing`) and the
+    /// note that would bring it to the draft (`difference`), both null when there is none.
+    pub fn json(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(&self.draft).expect("a draft serializes");
+        value["standing"] = serde_json::json!(self.standing.as_ref().map(|s| s.invoice.number.clone()));
+        value["difference"] = serde_json::to_value(&self.delta).expect("a note serializes");
+        value
+    }
+}
+
 /// `client`'s draft for `period` from the period's chargeback, with what stands.
 pub async fn draft_view(store: &dyn Store, client: &str, period: Period) -> Result<DraftView, InvoiceError> {
     let key = period.to_string();

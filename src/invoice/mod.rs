@@ -230,10 +230,7 @@ pub fn invoiceable(client: &str) -> bool {
 
 /// The digest the settings a period was computed with go by on a document.
 pub fn settings_version(settings_json: &str) -> String {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(settings_json.as_bytes());
-    let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
-    format!("settings-{hex}")
+    format!("settings-{}", &sha256_hex(settings_json.as_bytes())[..12])
 }
 
 /// A client's month against its budget: the charge so far and where it is heading.
@@ -281,11 +278,7 @@ impl BudgetCheck {
     }
 }
 
-/// The SHA-256 of `bytes` as lowercase hex (an issued PDF's fingerprint).
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use crate::auth::sha256_hex;
 
 /// A draft of `client`'s invoice for the period of `rollups`: its chargeback as lines in
 /// cents, markup and tax on their own lines. `data_version` names the CUR delivery.

@@ -12,7 +12,6 @@
 //!   migration re-checks inside its transaction whether another process applied it.
 //! - [`check`] only reads, for `serve --no-migrate` under a role that may not change the schema.
 
-use sha2::{Digest, Sha256};
 use sqlx::{Connection, Database, Encode, Executor, IntoArguments, Pool, Type};
 
 use super::sql::ReadRow;
@@ -29,7 +28,7 @@ pub struct Migration {
 impl Migration {
     /// The SHA-256 of the file's text, in hex.
     pub(crate) fn checksum(&self) -> String {
-        Sha256::digest(self.sql.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+        crate::auth::sha256_hex(self.sql.as_bytes())
     }
 }
 

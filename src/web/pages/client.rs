@@ -161,8 +161,7 @@ pub async fn page(
     content.charts.push(charts::bars(&format!("{client}: total charged by month"), "USD", &labels, &totals));
     // What stands invoiced for each month (the invoice with its notes), beside the charge.
     let documents = state.store.documents(Some(&client), None).await?;
-    let mut periods: Vec<&str> = documents.iter().map(|d| d.period.as_str()).collect();
-    periods.dedup();
+    let periods: std::collections::BTreeSet<&str> = documents.iter().map(|d| d.period.as_str()).collect();
     let invoices: Vec<crate::invoice::Standing> = periods
         .iter()
         .filter_map(|p| {

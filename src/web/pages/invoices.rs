@@ -5,13 +5,13 @@
 
 use askama::Template;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::super::error::accepts_json;
 use super::super::{AppState, Viewer, WebError};
-use super::url_escape;
+use super::{XLSX_TYPE, download, url_escape};
 use crate::auth::{AuditEntry, Role};
 use crate::invoice::ledger::{self, DraftView, InvoiceError};
 use crate::invoice::{self, Invoice, Kind, Status};
@@ -239,17 +239,6 @@ async fn budget_rows(
     Ok((period.to_string(), rows))
 }
 
-fn download(bytes: Vec<u8>, content_type: &'static str, filename: &str) -> Response {
-    (
-        [
-            (header::CONTENT_TYPE, content_type.to_string()),
-            (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{filename}\"")),
-        ],
-        bytes,
-    )
-        .into_response()
-}
-
 /// `GET /invoices/draft?client=C&period=P`: the draft, what stands, and the forms to issue
 /// or adjust (finance and administrators).
 pub async fn draft(
@@ -272,10 +261,7 @@ pub async fn draft(
         )?;
     let view = ledger::draft_view(state.store.as_ref(), &client, period).await.map_err(invoice_error)?;
     if query.format.as_deref() == Some("json") || accepts_json(&headers) {
-        let mut value = serde_json::to_value(&view.draft).unwrap_or_default();
-        value["standing"] = serde_json::json!(view.standing.as_ref().map(|s| s.invoice.number.clone()));
-        value["difference"] = serde_json::to_value(&view.delta).unwrap_or_default();
-        return Ok(axum::Json(value).into_response());
+        return Ok(axum::Json(view.json()).into_response());
     }
     Ok(Html(draft_page(&viewer, &view, "").render()?).into_response())
 }
@@ -459,11 +445,7 @@ pub async fn export(
             download(bytes, "application/pdf", &file("pdf"))
         }
         "csv" => download(invoice::csv(&doc).into_bytes(), "text/csv; charset=utf-8", &file("csv")),
-        "xlsx" => download(
-            doc.table().xlsx("Invoice", &doc.period)?,
-            "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-            &file("xlsx"),
-        ),
+        "xlsx" => download(doc.table().xlsx("Invoice", &doc.period)?, XLSX_TYPE, &file("xlsx")),
         "json" => axum::Json(&doc).into_response(),
         other => {
             return Err(WebError::bad(

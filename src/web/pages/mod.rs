@@ -323,14 +323,7 @@ pub(super) async fn answer(
                 let csv = report.render(OutputFormat::Csv, &label);
                 ("text/csv; charset=utf-8", format!("{stem}.csv"), csv.into_bytes())
             };
-            Ok((
-                [
-                    (header::CONTENT_TYPE, content_type.to_string()),
-                    (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{filename}\"")),
-                ],
-                body,
-            )
-                .into_response())
+            Ok(download(body, content_type, &filename))
         }
         Wants::Html => {
             let computed = &view.computed;
@@ -437,4 +430,16 @@ fn text_of(cell: &Cell) -> String {
         Cell::Text(t) => t.clone(),
         _ => String::new(),
     }
+}
+
+/// A file to save: its bytes, type and name.
+pub(super) fn download(bytes: Vec<u8>, content_type: &str, filename: &str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type.to_string()),
+            (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{filename}\"")),
+        ],
+        bytes,
+    )
+        .into_response()
 }
