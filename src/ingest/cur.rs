@@ -774,7 +774,6 @@ const SCRATCH_PREFIX: &str = "gpuledger-ingest-";
 
 impl Scratch {
     pub fn new() -> std::io::Result<Scratch> {
-        remove_abandoned_scratch();
         let nanos =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         let dir = std::env::temp_dir().join(format!("{SCRATCH_PREFIX}{}-{nanos}", std::process::id()));
@@ -784,8 +783,9 @@ impl Scratch {
 }
 
 /// Removes the scratch folders of ingests whose process is gone (killed before its `Drop`
-/// could run): a downloaded month is gigabytes.
-fn remove_abandoned_scratch() {
+/// could run): a downloaded month is gigabytes. Every CUR ingest runs it first, also one
+/// that finds nothing new to read (and so makes no scratch folder of its own).
+pub fn remove_abandoned_scratch() {
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().to_string();

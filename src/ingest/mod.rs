@@ -71,6 +71,7 @@ pub async fn ingest_cur(
     options: &CurIngestOptions,
     progress: &indicatif::MultiProgress,
 ) -> Result<Vec<PeriodResult>, IngestError> {
+    cur::remove_abandoned_scratch();
     let (objects, deliveries) = match discover(options).await {
         Ok(found) => found,
         Err(error) => {
