@@ -413,6 +413,36 @@ pub enum IngestCommand {
     /// Ingest GPU (DCGM) and inference metrics from a Prometheus server or an OpenMetrics
     /// file with timestamps; the window [--from, --to) is replaced whole.
     Prometheus(Box<PrometheusArgs>),
+    /// Read AWS Cost Explorer's daily cost per service and linked account for [--from, --to):
+    /// only the days not stored yet or still open (each request is billed by AWS).
+    CostExplorer(CostExplorerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CostExplorerArgs {
+    /// First day, YYYY-MM-DD.
+    #[arg(long, required_unless_present = "file")]
+    pub from: Option<chrono::NaiveDate>,
+    /// First day after the range, YYYY-MM-DD (exclusive); days from today on are not asked
+    /// for, their cost is still being written.
+    #[arg(long, required_unless_present = "file")]
+    pub to: Option<chrono::NaiveDate>,
+    /// Read a saved GetCostAndUsage answer instead (JSON as `aws ce get-cost-and-usage`
+    /// prints it, daily, grouped by SERVICE and LINKED_ACCOUNT): its days are replaced.
+    #[arg(long, conflicts_with_all = ["from", "to", "force", "endpoint_url"])]
+    pub file: Option<std::path::PathBuf>,
+    /// Fetch settled days again too (months closed and fetched after they closed).
+    #[arg(long)]
+    pub force: bool,
+    /// A Cost Explorer-compatible endpoint (a local test server).
+    #[arg(long, env = "GPULEDGER_CE_ENDPOINT_URL")]
+    pub endpoint_url: Option<String>,
+    /// Seconds to wait for Cost Explorer to connect or answer.
+    #[arg(long, env = "GPULEDGER_CE_TIMEOUT_SECONDS", default_value_t = 30)]
+    pub timeout: u64,
+    /// The day counted as today (tests; the real date otherwise).
+    #[arg(long, hide = true)]
+    pub today: Option<chrono::NaiveDate>,
 }
 
 #[derive(Debug, Args)]
@@ -548,6 +578,24 @@ pub enum ReportCommand {
     Savings(RangeArgs),
     /// Savings still on the table, ranked, with evidence.
     Opportunities(RangeArgs),
+    /// The CUR against Cost Explorer, per day and service: the differences above the
+    /// tolerance (a day or a service the export misses shows up here).
+    CrossCheck(CrossCheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CrossCheckArgs {
+    /// Billing period, YYYY-MM.
+    #[arg(long, env = "GPULEDGER_REPORT_PERIOD")]
+    pub period: Period,
+    /// A difference is within tolerance up to this percentage of the CUR's cost...
+    #[arg(long, default_value_t = 0.5)]
+    pub tolerance_percent: f64,
+    /// ...or up to this many dollars, whichever is larger.
+    #[arg(long, default_value = "1.00")]
+    pub tolerance_usd: crate::money::Cents,
+    #[arg(long, env = "GPULEDGER_REPORT_FORMAT", value_enum, default_value = "table")]
+    pub format: OutputFormat,
 }
 
 #[derive(Debug, Args)]
@@ -611,6 +659,9 @@ pub struct GenerateArgs {
     /// GPUs for notebooks); earlier months are the wasteful world. Default: always fixed.
     #[arg(long, env = "GPULEDGER_GENERATE_FIXES_FROM")]
     pub fixes_from: Option<Period>,
+    /// Months of Cost Explorer history before the first CUR month, in cost-explorer.json.
+    #[arg(long, env = "GPULEDGER_GENERATE_HISTORY_MONTHS", default_value_t = 3)]
+    pub history_months: u32,
     /// Last billing period, YYYY-MM (default: the last complete month).
     #[arg(long, env = "GPULEDGER_GENERATE_END")]
     pub end: Option<Period>,

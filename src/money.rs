@@ -114,9 +114,64 @@ fn format_cents(negative: bool, cents: u64) -> String {
     format!("{sign}${grouped}.{:02}", cents % 100)
 }
 
+/// Parses a decimal string as Cost Explorer writes it (`"12.3456789012"`, `"-0.07"`,
+/// `"1.5E-7"`) into nano-dollars, exactly: digits beyond the ninth decimal are rounded once,
+/// half away from zero. `None` for anything that is not a number or does not fit.
+pub fn nanos_from_decimal(text: &str) -> Option<i64> {
+    let text = text.trim();
+    let (mantissa, exponent) = match text.find(['e', 'E']) {
+        Some(at) => (&text[..at], text[at + 1..].parse::<i32>().ok()?),
+        None => (text, 0),
+    };
+    let (negative, digits) = match mantissa.as_bytes().first()? {
+        b'-' => (true, &mantissa[1..]),
+        b'+' => (false, &mantissa[1..]),
+        _ => (false, mantissa),
+    };
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    if whole.is_empty() && fraction.is_empty()
+        || !whole.bytes().chain(fraction.bytes()).all(|b| b.is_ascii_digit())
+        || !(-40..=20).contains(&exponent)
+    {
+        return None;
+    }
+    // value = digits × 10^(exponent − fraction length); nanos = value × 10^9.
+    let all: String = whole.chars().chain(fraction.chars()).collect();
+    let all = all.trim_start_matches('0');
+    let scale = exponent - fraction.len() as i32 + 9;
+    let mut value: i128 = if all.is_empty() { 0 } else { all.parse().ok()? };
+    if scale >= 0 {
+        value = value.checked_mul(10i128.checked_pow(scale as u32)?)?;
+    } else {
+        let divisor = 10i128.checked_pow((-scale) as u32).unwrap_or(i128::MAX);
+        value = (value + divisor / 2) / divisor;
+    }
+    let value = i64::try_from(value).ok()?;
+    Some(if negative { -value } else { value })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cost_explorer_decimals_become_exact_nanos() {
+        assert_eq!(nanos_from_decimal("12.3456789012"), Some(12_345_678_901));
+        assert_eq!(nanos_from_decimal("0.0101516483"), Some(10_151_648));
+        assert_eq!(nanos_from_decimal("-0.07"), Some(-70_000_000));
+        assert_eq!(nanos_from_decimal("1.5E-7"), Some(150));
+        assert_eq!(nanos_from_decimal("2e3"), Some(2_000_000_000_000));
+        assert_eq!(nanos_from_decimal("0.0000000005"), Some(1), "half a nano rounds away from zero");
+        assert_eq!(nanos_from_decimal("-0.0000000005"), Some(-1));
+        assert_eq!(nanos_from_decimal("0.00000000049"), Some(0));
+        assert_eq!(nanos_from_decimal("7"), Some(7_000_000_000));
+        assert_eq!(nanos_from_decimal("0"), Some(0));
+        assert_eq!(nanos_from_decimal(""), None);
+        assert_eq!(nanos_from_decimal("."), None);
+        assert_eq!(nanos_from_decimal("1,5"), None);
+        assert_eq!(nanos_from_decimal("abc"), None);
+        assert_eq!(nanos_from_decimal("99999999999999999999"), None, "does not fit");
+    }
 
     #[test]
     fn formats_for_people_and_scripts() {

@@ -1,4 +1,4 @@
-//! `gpuledger ingest cur|prometheus` and `gpuledger compute`: each a [`pipeline`] job, its
+//! `gpuledger ingest cur|prometheus|cost-explorer` and `gpuledger compute`: each a [`pipeline`] job, its
 //! outcome printed (people's lines on stderr, the metrics result as JSON on stdout).
 
 use std::path::PathBuf;
@@ -7,9 +7,11 @@ use anyhow::Context;
 
 use crate::cli::{ComputeArgs, IngestCommand, PrometheusArgs};
 use crate::ingest::CurIngestOptions;
+use crate::ingest::cost_explorer::{CeIngestOptions, ingest_cost_explorer};
 use crate::ingest::metrics::{Detected, MetricsIngestOptions, MetricsSource};
 use crate::period::Period;
 use crate::pipeline;
+use crate::sources::cost_explorer::CeOptions;
 use crate::sources::objects::S3Options;
 use crate::sources::prometheus::api::ApiOptions;
 use crate::sources::prometheus::{LabelOverrides, MetricNames, Role};
@@ -30,6 +32,36 @@ pub(super) async fn run(store: &dyn store::Store, command: IngestCommand) -> any
                 },
             };
             run_cur_ingest(store, &options).await
+        }
+        IngestCommand::CostExplorer(args) => {
+            let today = args.today.unwrap_or_else(|| chrono::Utc::now().date_naive());
+            let options = CeIngestOptions {
+                from: args.from.unwrap_or(today),
+                to: args.to.unwrap_or(today),
+                file: args.file,
+                force: args.force,
+                today,
+                ce: CeOptions {
+                    endpoint_url: args.endpoint_url,
+                    timeout: std::time::Duration::from_secs(args.timeout.max(1)),
+                },
+            };
+            anyhow::ensure!(
+                options.file.is_some() || options.from < options.to,
+                "--to {} is not after --from {}: the range is [from, to)",
+                options.to,
+                options.from
+            );
+            let progress =
+                indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
+            pipeline::close_abandoned_runs(store).await?;
+            let result = ingest_cost_explorer(store, &options, &progress).await?;
+            eprintln!(
+                "Cost Explorer: {} requests, {} days fetched ({} still estimated), {} days already settled or not over yet, {} rows",
+                result.requests, result.days_fetched, result.days_estimated, result.days_skipped, result.rows
+            );
+            println!("{}", serde_json::to_string(&result)?);
+            Ok(())
         }
         IngestCommand::Prometheus(args) => {
             let detect = args.detect;

@@ -5,6 +5,7 @@ use crate::auth::Scope;
 use crate::cli::{RangeArgs, ReportCommand, UsageError};
 use crate::period::Range;
 use crate::report::NamespaceReport;
+use crate::report::cross_check::{CrossCheck, Tolerance};
 use crate::report::rollup::{self, Report, RollupRange};
 use crate::report::usage::{InferenceReport, gpu_report};
 use crate::store::Store;
@@ -45,6 +46,11 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
         }
         ReportCommand::Inference(args) => {
             print!("{}", InferenceReport::load(store, args.period).await?.render(args.format));
+            return Ok(());
+        }
+        ReportCommand::CrossCheck(args) => {
+            let tolerance = Tolerance { percent: args.tolerance_percent, usd: args.tolerance_usd };
+            print!("{}", CrossCheck::load(store, args.period, tolerance).await?.render(args.format));
             return Ok(());
         }
         ReportCommand::Workloads(args) => (args, rollup::workloads),

@@ -128,6 +128,26 @@ async fn demo_invoices(store: &dyn Store) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// On the demo's first run: Cost Explorer's answer for the generated world (history months
+/// before the CUR, and every CUR day for the cross-check), as a saved file.
+async fn demo_cost_explorer(store: &dyn Store, file: &std::path::Path) -> anyhow::Result<()> {
+    if !file.exists() || !store.ce_days(0, i64::MAX).await?.is_empty() {
+        return Ok(());
+    }
+    let options = crate::ingest::cost_explorer::CeIngestOptions {
+        from: chrono::NaiveDate::MIN,
+        to: chrono::NaiveDate::MIN,
+        file: Some(file.to_path_buf()),
+        force: false,
+        today: chrono::Utc::now().date_naive(),
+        ce: Default::default(),
+    };
+    let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
+    let result = crate::ingest::cost_explorer::ingest_cost_explorer(store, &options, &progress).await?;
+    eprintln!("demo: Cost Explorer's daily cost from {} to {} (saved answer)", result.from, result.to);
+    Ok(())
+}
+
 /// Generates the demo data on the first run, ingests what is new (nothing on a later run),
 /// and serves.
 pub(super) async fn demo(store: Box<dyn Store>, args: DemoArgs) -> anyhow::Result<()> {
@@ -160,6 +180,7 @@ pub(super) async fn demo(store: Box<dyn Store>, args: DemoArgs) -> anyhow::Resul
     };
     super::ingest::run_cur_ingest(store.as_ref(), &options).await?;
     super::ingest::ingest_demo_metrics(store.as_ref(), &args.data.join("metrics")).await?;
+    demo_cost_explorer(store.as_ref(), &args.data.join("cost-explorer.json")).await?;
     demo_invoices(store.as_ref()).await?;
     let auth = auth_config(&args.auth, args.listen)?;
     if matches!(auth.mode, web::AuthMode::Local) {
@@ -182,6 +203,7 @@ pub(super) async fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         export_name: args.export_name,
         metrics: !args.no_metrics,
         fixes_from: args.fixes_from,
+        history_months: args.history_months,
     };
     let summary = generate_blocking(options).await?;
     println!("{}", serde_json::to_string(&summary)?);

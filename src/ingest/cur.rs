@@ -12,7 +12,8 @@
 //!   cluster and allocation tags.
 //!
 //! Every line but the split rows is also summed into a [`BillLine`] per invoice, billing
-//! entity, account, service and line type (the tie-out bridge). Money is summed in integer
+//! entity, account, service and line type (the tie-out bridge), and into a [`BillDay`] per
+//! day, service and account (the Cost Explorer cross-check). Money is summed in integer
 //! nano-dollars and rounded to micro-dollars once per stored row; the amortized bill is the
 //! sum of the stored instance-hour and other-cost rows, so Kubernetes + unallocated EC2 +
 //! other = the bill exactly.
@@ -29,7 +30,7 @@ use crate::sources::cur::reader::{self, Col, Columns};
 use crate::sources::cur::{CurError, invalid};
 use crate::split::Resource;
 use crate::store::{
-    BillLine, CostPeriod, FactBatch, FactRecord, InstanceHour, LineCategory, OtherCost, PodRecord,
+    BillDay, BillLine, CostPeriod, FactBatch, FactRecord, InstanceHour, LineCategory, OtherCost, PodRecord,
 };
 
 /// Σ(split + unused) may differ from the parent's amortized cost by this fraction.
@@ -157,6 +158,8 @@ pub struct PeriodBuilder {
     other: BTreeMap<(i64, [u32; 6]), (i128, i128)>,
     /// Keyed by interned (billing entity, invoice, account, service, line type) and category.
     bill: BTreeMap<([u32; 5], LineCategory), LineSums>,
+    /// Unblended and amortized nanos keyed by (day, interned service or `Tax`, account).
+    days: BTreeMap<(i64, [u32; 2]), (i128, i128)>,
     /// Some line carried a net column: the export has `net_*` columns.
     has_net: bool,
     currency: Option<String>,
@@ -182,6 +185,7 @@ impl PeriodBuilder {
             pod_sums: HashMap::new(),
             other: BTreeMap::new(),
             bill: BTreeMap::new(),
+            days: BTreeMap::new(),
             has_net: false,
             currency: None,
             rows: 0,
@@ -254,6 +258,12 @@ impl PeriodBuilder {
         sums.unblended += unblended_nanos;
         sums.amortized += amortized_nanos;
         sums.net_delta += net_unblended.map_or(0, |net| nanos(net) - unblended_nanos);
+        // Cost Explorer shows tax as a service of its own.
+        let day_service = if category == LineCategory::Tax { self.strings.id("Tax") } else { bill_key[3] };
+        let day =
+            self.days.entry((start - start.rem_euclid(86_400), [day_service, bill_key[2]])).or_default();
+        day.0 += unblended_nanos;
+        day.1 += amortized_nanos;
         if adjustment {
             return Ok(());
         }
@@ -630,6 +640,16 @@ impl PeriodBuilder {
                 net_amortized_micros: if self.has_net { Some(micros(net, "a bill line")?) } else { None },
             });
         }
+        let mut bill_days = Vec::with_capacity(self.days.len());
+        for ((day, [service, account]), (unblended, amortized)) in std::mem::take(&mut self.days) {
+            bill_days.push(BillDay {
+                day,
+                service: text(service),
+                usage_account_id: text(account),
+                unblended_micros: micros(unblended, "a day's bill")?,
+                amortized_micros: micros(amortized, "a day's bill")?,
+            });
+        }
         // Totals are sums of the stored rows, each rounded once.
         let instance_total: i64 = instance_hours.iter().map(|h| h.amortized_cost_micros).sum();
         let other_total: i64 = other_costs.iter().map(|o| o.amortized_cost_micros).sum();
@@ -673,6 +693,7 @@ impl PeriodBuilder {
             instance_hours,
             other_costs,
             bill_lines,
+            bill_days,
         };
         let pods = self
             .pod_keys

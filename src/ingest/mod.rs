@@ -6,6 +6,7 @@
 //! file has read cleanly, so a bad file leaves the database as it was. A period whose data
 //! version has not changed since its last successful ingest is skipped unless forced.
 
+pub mod cost_explorer;
 pub mod cur;
 pub mod metrics;
 

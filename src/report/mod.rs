@@ -17,6 +17,7 @@
 //! given) + `other_cost` = `bill_amortized_total` exactly.
 
 pub mod bill;
+pub mod cross_check;
 pub mod rollup;
 pub mod table;
 pub mod usage;

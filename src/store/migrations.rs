@@ -72,6 +72,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "client_labels",
         sql: include_str!("../../migrations/sqlite/0010_client_labels.sql"),
     },
+    Migration {
+        version: 11,
+        name: "cost_explorer",
+        sql: include_str!("../../migrations/sqlite/0011_cost_explorer.sql"),
+    },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -117,6 +122,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 10,
         name: "client_labels",
         sql: include_str!("../../migrations/postgres/0010_client_labels.sql"),
+    },
+    Migration {
+        version: 11,
+        name: "cost_explorer",
+        sql: include_str!("../../migrations/postgres/0011_cost_explorer.sql"),
     },
 ];
 

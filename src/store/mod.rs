@@ -1,7 +1,8 @@
 //! The store: the only place that speaks SQL.
 //!
 //! [`Store`] is one trait per domain ([`RunStore`], [`CostStore`], [`UsageStore`],
-//! [`RollupStore`], [`SettingsStore`]) gathered under one name, with one implementation,
+//! [`RollupStore`], [`SettingsStore`], [`AccountStore`], [`InvoiceStore`],
+//! [`CostExplorerStore`]) gathered under one name, with one implementation,
 //! [`SqlStore<B>`], generic over a [`Backend`]: [`sqlite::Sqlite`] (the embedded default,
 //! [`sqlite::SqliteStore`]) and [`postgres::Postgres`] (for teams, [`postgres::PgStore`]). Both
 //! run the same SQL text (`sql.rs`, `sql_rollups.rs`, each table's columns written once with
@@ -322,6 +323,25 @@ pub trait AccountStore: Send + Sync {
     ) -> StoreResult<i64>;
 }
 
+/// Cost Explorer's daily cost per service and linked account, and which days were fetched
+/// when (what decides the days a next run asks for again).
+#[async_trait]
+pub trait CostExplorerStore: Send + Sync {
+    /// The days of `[from, to)` fetched so far, by day.
+    async fn ce_days(&self, from: i64, to: i64) -> StoreResult<Vec<CeDay>>;
+
+    /// The stored cost of the days of `[from, to)`, by day, service and account.
+    async fn ce_costs(&self, from: i64, to: i64) -> StoreResult<Vec<CeCost>>;
+
+    /// Linked accounts' names, by account id.
+    async fn ce_accounts(&self) -> StoreResult<std::collections::BTreeMap<String, String>>;
+
+    /// Replaces the days of each window's `[from, to)` whole, all in one transaction: their
+    /// stored cost and fetch records are removed and the windows' written; account names are
+    /// updated. Raises the data revision.
+    async fn replace_ce_windows(&self, windows: &[CeWindow]) -> StoreResult<()>;
+}
+
 /// Builds the document to issue, inside the issuing transaction: given the series' next
 /// number (`seq`), the seller and every document of the client and period already issued,
 /// the document (numbered) and its PDF, or why it may not be issued.
@@ -363,7 +383,14 @@ pub trait InvoiceStore: Send + Sync {
 /// get theirs). Bring the domain traits into scope with `use crate::store::prelude::*`.
 #[async_trait]
 pub trait Store:
-    RunStore + CostStore + UsageStore + RollupStore + SettingsStore + AccountStore + InvoiceStore
+    RunStore
+    + CostStore
+    + UsageStore
+    + RollupStore
+    + SettingsStore
+    + AccountStore
+    + InvoiceStore
+    + CostExplorerStore
 {
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
@@ -379,7 +406,8 @@ pub trait Store:
 /// The store's traits, for callers of `dyn Store`.
 pub mod prelude {
     pub use super::{
-        AccountStore, CostStore, InvoiceStore, RollupStore, RunStore, SettingsStore, Store, UsageStore,
+        AccountStore, CostExplorerStore, CostStore, InvoiceStore, RollupStore, RunStore, SettingsStore,
+        Store, UsageStore,
     };
 }
 

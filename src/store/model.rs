@@ -301,6 +301,55 @@ pub struct BillLine {
     pub net_amortized_micros: Option<i64>,
 }
 
+/// The bill of one day, service and usage account: every line but the EKS split rows, tax
+/// under the service `Tax` (as Cost Explorer shows it). What the Cost Explorer cross-check
+/// compares.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct BillDay {
+    /// UTC epoch seconds of the day's midnight.
+    pub day: i64,
+    /// `line_item_product_code`, or `Tax` for tax lines.
+    pub service: String,
+    pub usage_account_id: String,
+    pub unblended_micros: i64,
+    pub amortized_micros: i64,
+}
+
+/// Cost Explorer's cost of one day, service and linked account, in nano-dollars exactly as
+/// its decimal strings said. `service` is Cost Explorer's name (`Amazon Elastic Compute
+/// Cloud - Compute`), not the CUR's product code.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct CeCost {
+    /// UTC epoch seconds of the day's midnight.
+    pub day: i64,
+    pub service: String,
+    pub usage_account_id: String,
+    pub unblended_nanos: i64,
+    pub amortized_nanos: i64,
+    pub net_amortized_nanos: i64,
+}
+
+/// A day fetched from Cost Explorer: when, and whether Cost Explorer called it estimated.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct CeDay {
+    /// UTC epoch seconds of the day's midnight.
+    pub day: i64,
+    pub fetched_at: i64,
+    pub estimated: bool,
+}
+
+/// Days `[from, to)` as Cost Explorer answered them, stored in one transaction.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CeWindow {
+    pub from: i64,
+    pub to: i64,
+    /// Every day of the window Cost Explorer answered for.
+    pub days: Vec<CeDay>,
+    pub costs: Vec<CeCost>,
+    /// Linked account id → name, where Cost Explorer named it.
+    pub accounts: Vec<(String, String)>,
+}
+
 /// Everything one billing period of the bill holds, as written and read back whole.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct CostPeriod {
@@ -327,6 +376,8 @@ pub struct CostPeriod {
     pub instance_hours: Vec<InstanceHour>,
     pub other_costs: Vec<OtherCost>,
     pub bill_lines: Vec<BillLine>,
+    /// The bill per day, service and usage account.
+    pub bill_days: Vec<BillDay>,
 }
 
 impl CostPeriod {

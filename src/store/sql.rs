@@ -15,9 +15,9 @@ use crate::settings::SettingVersion;
 use super::table::{Table, from_row, table};
 
 use super::model::{
-    BillLine, CostFact, CostPeriod, FactBatch, FactRecord, GpuAllocation, GpuUsage, InferenceUsage,
-    IngestRun, InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodCost, PodRecord, PodWorkload,
-    WorkloadCost,
+    BillDay, BillLine, CeCost, CeDay, CostFact, CostPeriod, FactBatch, FactRecord, GpuAllocation, GpuUsage,
+    InferenceUsage, IngestRun, InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodCost, PodRecord,
+    PodWorkload, WorkloadCost,
 };
 
 // ---- Reports ----
@@ -90,9 +90,10 @@ pub(crate) const SELECT_PENDING_PERIODS: &str = "SELECT c.period AS period FROM 
      WHERE r.period IS NULL OR r.input_revision < COALESCE(i.revision, 1) ORDER BY c.period";
 
 /// What the CUR reader stores of a period changed at version 2 (bill lines, unallocated EC2,
-/// other cost without discounts, credits, refunds and tax): a period stored by an older
+/// other cost without discounts, credits, refunds and tax) and at version 3 (the bill per day,
+/// service and account, for the Cost Explorer cross-check): a period stored by an older
 /// version is read again even when its data version has not changed.
-pub(crate) const READER_VERSION: i64 = 2;
+pub(crate) const READER_VERSION: i64 = 3;
 
 pub(crate) const SELECT_COST_DATA_VERSION: &str =
     "SELECT data_version FROM cost_periods WHERE period = $1 AND reader_version >= $2";
@@ -103,12 +104,13 @@ pub(crate) const SELECT_LAST_DATA_VERSION: &str = "SELECT data_version FROM inge
 // ---- Cost periods ----
 
 /// Clears one period; children first, so a foreign key added later would still hold.
-pub(crate) const DELETE_PERIOD: [&str; 6] = [
+pub(crate) const DELETE_PERIOD: [&str; 7] = [
     "DELETE FROM cost_facts WHERE period = $1",
     "DELETE FROM cost_pods WHERE period = $1",
     "DELETE FROM instance_hours WHERE period = $1",
     "DELETE FROM other_costs WHERE period = $1",
     "DELETE FROM bill_lines WHERE period = $1",
+    "DELETE FROM bill_days WHERE period = $1",
     "DELETE FROM cost_periods WHERE period = $1",
 ];
 
@@ -315,6 +317,18 @@ table!(BillLine in "bill_lines" keyed by period {
     billing_entity, invoice_id, usage_account_id, service, line_item_type, category,
     unblended_micros, amortized_micros, net_amortized_micros,
 } order by "billing_entity, invoice_id, usage_account_id, service, line_item_type");
+
+table!(BillDay in "bill_days" keyed by period {
+    day, service, usage_account_id, unblended_micros, amortized_micros,
+} order by "day, service, usage_account_id");
+
+table!(CeCost in "ce_costs" {
+    day, service, usage_account_id, unblended_nanos, amortized_nanos, net_amortized_nanos,
+} order by "day, service, usage_account_id");
+
+table!(CeDay in "ce_days" {
+    day, fetched_at, estimated,
+} order by "day");
 
 table!(PodRecord in "cost_pods" keyed by period {
     id = "pod_id", cluster, namespace, workload, workload_type, pod, node, instance_id,
@@ -582,6 +596,9 @@ mod tests {
             ("cost_pods", columns_and_binds(&normalized.pods[0]), 13),
             ("instance_hours", columns_and_binds(&instance), 15),
             ("bill_lines", columns_and_binds(&BillLine::default()), 10),
+            ("bill_days", columns_and_binds(&BillDay::default()), 6),
+            ("ce_costs", columns_and_binds(&CeCost::default()), 6),
+            ("ce_days", columns_and_binds(&CeDay::default()), 3),
             ("other_costs", columns_and_binds(&OtherCost::default()), 10),
             ("gpu_usage", columns_and_binds(&GpuUsage::default()), 14),
             ("inference_usage", columns_and_binds(&InferenceUsage::default()), 9),

@@ -487,6 +487,7 @@ pub fn write_month(
         }
         rows_written += batch.len() as u64;
         progress.inc(batch.len() as u64);
+        truth.cost_explorer.merge(batch.take_tally());
         let mut frame = batch.into_frame(world.has_discount)?;
         writer.write(&mut frame)?;
     }

@@ -53,6 +53,8 @@ macro_rules! cur_columns {
         /// Column builders for one batch of rows.
         pub struct CurBatch {
             rows: usize,
+            /// What Cost Explorer makes of the rows pushed.
+            tally: super::cost_explorer::CeTally,
             $( $column: cur_columns!(@builder $kind), )*
         }
 
@@ -60,12 +62,22 @@ macro_rules! cur_columns {
             pub fn new(format: CurFormat) -> CurBatch {
                 let json_maps = format == CurFormat::Csv;
                 let _ = json_maps;
-                CurBatch { rows: 0, $( $column: cur_columns!(@new $kind, json_maps), )* }
+                CurBatch {
+                    rows: 0,
+                    tally: Default::default(),
+                    $( $column: cur_columns!(@new $kind, json_maps), )*
+                }
             }
 
             pub fn push(&mut self, row: &CurRow<'_>) {
                 self.rows += 1;
+                self.tally.add(row);
                 $( self.$column.push(row.$column); )*
+            }
+
+            /// What Cost Explorer makes of the rows pushed so far.
+            pub fn take_tally(&mut self) -> super::cost_explorer::CeTally {
+                std::mem::take(&mut self.tally)
             }
 
             pub fn len(&self) -> usize {

@@ -8,10 +8,12 @@
 //! <out>/<prefix>/<export>/data/BILLING_PERIOD=YYYY-MM/<export>-00001.snappy.parquet
 //! <out>/<prefix>/<export>/metadata/BILLING_PERIOD=YYYY-MM/<export>-Manifest.json
 //! <out>/metrics/YYYY-MM.om
+//! <out>/cost-explorer.json   (GetCostAndUsage, daily, by SERVICE and LINKED_ACCOUNT)
 //! <out>/truth.json
 //! ```
 
 pub mod bill;
+pub mod cost_explorer;
 pub mod cur_file;
 pub mod fleet;
 pub mod metrics;
@@ -37,6 +39,8 @@ pub const DEFAULT_PREFIX: &str = "cur";
 pub const DEFAULT_EXPORT_NAME: &str = "gpuledger-cur2";
 /// How many months `demo` generates.
 pub const DEMO_MONTHS: u32 = 6;
+/// How many months of Cost Explorer history before them.
+pub const DEMO_HISTORY_MONTHS: u32 = 3;
 
 /// What to generate.
 #[derive(Debug, Clone)]
@@ -55,6 +59,9 @@ pub struct GenerateOptions {
     /// The month the demo's world applies its fixes (Spot training, L4 inference, small GPUs
     /// for notebooks); earlier months are the wasteful world. `None`: always fixed.
     pub fixes_from: Option<Period>,
+    /// Months of Cost Explorer history before the first CUR month (the export did not exist
+    /// yet), in `cost-explorer.json`.
+    pub history_months: u32,
 }
 
 impl GenerateOptions {
@@ -63,6 +70,7 @@ impl GenerateOptions {
     pub fn demo(out: PathBuf, end: Period) -> GenerateOptions {
         GenerateOptions {
             fixes_from: Some(end.previous().previous()),
+            history_months: DEMO_HISTORY_MONTHS,
             out,
             seed: DEFAULT_SEED,
             months: DEMO_MONTHS,
@@ -132,6 +140,8 @@ pub fn generate(
         seconds: 0.0,
     };
     let mut truths = serde_json::Map::new();
+    let mut cost_explorer = cost_explorer::CeTally::default();
+    let first = periods[0];
     for period in periods {
         let world = fleet::World::build_story(options.seed, period, options.scale, options.fixes_from);
         let bar = progress.add(indicatif::ProgressBar::new_spinner());
@@ -158,8 +168,12 @@ pub fn generate(
             summary.metric_bytes += fs::metadata(&path).map_err(io_error(&path))?.len();
         }
         bar.finish_with_message(format!("{period} done"));
+        cost_explorer.merge(std::mem::take(&mut truth.cost_explorer));
         truths.insert(period.to_string(), serde_json::to_value(&truth).unwrap_or_default());
     }
+    let ce_path = options.out.join("cost-explorer.json");
+    let ce = cost_explorer::response(first, options.history_months, &cost_explorer);
+    fs::write(&ce_path, serde_json::to_string(&ce).unwrap_or_default()).map_err(io_error(&ce_path))?;
     let truth_path = options.out.join("truth.json");
     let document = json!({
         "generator": {

@@ -112,6 +112,9 @@ pub struct Truth {
     /// Requests per `cluster/namespace/workload`: a StatefulSet in two clusters has pods of
     /// the same name in each, and each cluster's requests are its own.
     pub requests_by_cluster: BTreeMap<String, u64>,
+    /// What Cost Explorer says of the month's lines (written to `cost-explorer.json`).
+    #[serde(skip)]
+    pub cost_explorer: super::cost_explorer::CeTally,
 }
 
 /// One client's chargeback under the default policy, USD.

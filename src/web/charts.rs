@@ -10,6 +10,12 @@ fn escape(text: &str) -> String {
 
 /// A vertical bar chart of `values` (one bar per label), `unit` on the y axis.
 pub fn bars(title: &str, unit: &str, labels: &[String], values: &[f64]) -> String {
+    bars_marked(title, unit, labels, values, &[])
+}
+
+/// [`bars`] where the bars `marked` true are drawn apart (another source, e.g. Cost
+/// Explorer's history before the CUR) and say so in their tooltip.
+pub fn bars_marked(title: &str, unit: &str, labels: &[String], values: &[f64], marked: &[bool]) -> String {
     let (width, height, left, bottom, top) = (640.0, 260.0, 70.0, 40.0, 30.0);
     let max = values.iter().copied().fold(0.0_f64, f64::max);
     let scale_max = nice_ceiling(max);
@@ -49,9 +55,14 @@ pub fn bars(title: &str, unit: &str, labels: &[String], values: &[f64]) -> Strin
     for (i, (label, value)) in labels.iter().zip(values).enumerate() {
         let bar_height = if scale_max > 0.0 { plot_height * value / scale_max } else { 0.0 };
         let x = left + slot * i as f64 + slot * 0.15;
+        let (class, note) = if marked.get(i).copied().unwrap_or(false) {
+            ("bar bar-history", " (Cost Explorer)")
+        } else {
+            ("bar", "")
+        };
         let _ = write!(
             svg,
-            r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{bar_height:.1}" class="bar"><title>{}: {} {}</title></rect><text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text>"#,
+            r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{bar_height:.1}" class="{class}"><title>{}: {} {}{note}</title></rect><text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text>"#,
             top + plot_height - bar_height,
             slot * 0.7,
             escape(label),

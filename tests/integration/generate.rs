@@ -21,6 +21,7 @@ fn options(out: &Path, format: CurFormat) -> GenerateOptions {
         export_name: "test-export".into(),
         metrics: true,
         fixes_from: None,
+        history_months: 2,
     }
 }
 

@@ -35,6 +35,7 @@ pub fn generate_with(out: &Path, scale: Scale, format: CurFormat, months: u32, s
         export_name: EXPORT.into(),
         metrics,
         fixes_from: None,
+        history_months: 2,
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     synth::generate(&options, &progress).expect("generate");

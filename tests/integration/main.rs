@@ -5,6 +5,7 @@ mod app;
 mod auth;
 mod bill;
 mod browser;
+mod cost_explorer;
 mod engine;
 mod generate;
 mod helpers;

@@ -17,9 +17,9 @@ use crate::ingest_cur::{EXPORT, assert_matches_truth, export_root, generate, sna
 const BUCKET: &str = "test-bucket";
 
 /// A moto server on a free loopback port, stopped by its process id when dropped.
-struct Moto {
+pub struct Moto {
     child: Child,
-    url: String,
+    pub url: String,
 }
 
 impl Drop for Moto {
@@ -41,8 +41,9 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// Starts moto, or returns `None` (test skipped) when it is not installed.
-fn start_moto() -> Option<Moto> {
+/// Starts moto (S3 and Cost Explorer), or returns `None` (test skipped) when it is not
+/// installed.
+pub fn start_moto() -> Option<Moto> {
     let Some(binary) = moto_binary() else {
         eprintln!("moto_server not installed: S3 test skipped (scripts/test installs it)");
         return None;

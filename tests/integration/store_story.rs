@@ -6,7 +6,7 @@ use gpuledger::settings::{ClientTerms, EffectiveFrom, Pool, ShareRule};
 use gpuledger::store::prelude::*;
 use gpuledger::store::sqlite::SqliteStore;
 use gpuledger::store::{
-    BillLine, ClientRule, CostFact, CostPeriod, GpuUsage, InferenceUsage, IngestOutcome, IngestRun,
+    BillDay, BillLine, ClientRule, CostFact, CostPeriod, GpuUsage, InferenceUsage, IngestOutcome, IngestRun,
     InstanceHour, NewIngestRun, OtherCost, PeriodSummary, RunStatus, connect,
 };
 
@@ -102,6 +102,16 @@ fn other_cost(service: &str, usage_type: &str, cost_micros: i64) -> OtherCost {
     }
 }
 
+fn bill_day(service: &str, micros: i64) -> BillDay {
+    BillDay {
+        day: MAY_FIRST - MAY_FIRST.rem_euclid(86_400),
+        service: service.into(),
+        usage_account_id: "222222222222".into(),
+        unblended_micros: micros,
+        amortized_micros: micros,
+    }
+}
+
 fn bill_line(service: &str, line_item_type: &str, category: &str, micros: i64, net: Option<i64>) -> BillLine {
     BillLine {
         billing_entity: "AWS".into(),
@@ -144,6 +154,12 @@ fn may_first_delivery() -> CostPeriod {
             bill_line("AmazonEC2", "Usage", "usage", 11_344_000, Some(11_344_000)),
             bill_line("AmazonEKS", "Usage", "usage", 2_400_000, Some(2_400_000)),
             bill_line("AmazonS3", "Usage", "usage", 1_234_567, Some(1_234_567)),
+        ],
+        // The day's bill per service: EC2's two hours less the credit.
+        bill_days: vec![
+            bill_day("AmazonEC2", 11_344_000 - 500_000),
+            bill_day("AmazonEKS", 2_400_000),
+            bill_day("AmazonS3", 1_234_567),
         ],
         cost_facts: vec![
             fact(MAY_FIRST, TRAINER, "gpu", 3.0, 0.75, 3_403_200, 0),
@@ -241,6 +257,7 @@ async fn write_shuffled(store: &dyn Store, period: &CostPeriod) {
     shuffled.instance_hours.reverse();
     shuffled.other_costs.reverse();
     shuffled.bill_lines.reverse();
+    shuffled.bill_days.reverse();
     store.replace_cost_period(&shuffled).await.unwrap();
 }
 

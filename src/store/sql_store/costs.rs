@@ -82,6 +82,7 @@ where
         Self::insert(&mut tx, name, &period.instance_hours).await.context(CONTEXT)?;
         Self::insert(&mut tx, name, &period.other_costs).await.context(CONTEXT)?;
         Self::insert(&mut tx, name, &period.bill_lines).await.context(CONTEXT)?;
+        Self::insert(&mut tx, name, &period.bill_days).await.context(CONTEXT)?;
         let pod_days = aggregates.pod_days();
         Self::insert(&mut tx, name, &pod_days).await.context(CONTEXT)?;
         let gpu_hours = aggregates.gpu_pod_hours();

@@ -4,6 +4,7 @@
 //! writer locks what it replaces. Each domain's trait is implemented in its own file.
 
 mod accounts;
+mod cost_explorer;
 mod costs;
 mod invoices;
 mod rollups;
@@ -193,6 +194,7 @@ where
         }
         stored.other_costs = Self::read_table(&mut tx, period).await.context(CONTEXT)?;
         stored.bill_lines = Self::read_table(&mut tx, period).await.context(CONTEXT)?;
+        stored.bill_days = Self::read_table(&mut tx, period).await.context(CONTEXT)?;
         tx.commit().await.context(CONTEXT)?;
         Ok(Some(stored))
     }

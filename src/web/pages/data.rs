@@ -8,8 +8,11 @@ use chrono::{TimeZone, Utc};
 use serde::Deserialize;
 
 use crate::money::{format_usd, usd_decimal};
+use crate::period::Period;
+use crate::report::ReportError;
 use crate::report::bill::BillReport;
-use crate::store::{IngestRun, PeriodSummary, RunStatus};
+use crate::report::cross_check::{CrossCheck, Tolerance};
+use crate::store::{IngestRun, PeriodSummary, RunStatus, StoreError};
 use crate::web::{AppState, WebError};
 
 #[derive(Deserialize)]
@@ -68,6 +71,48 @@ struct FreshnessLine {
     last_status: String,
 }
 
+/// One period's CUR against Cost Explorer.
+struct CrossCheckLine {
+    period: String,
+    days_checked: usize,
+    days_missing: usize,
+    cur: String,
+    cost_explorer: String,
+    differences: usize,
+    within_tolerance: bool,
+}
+
+/// A difference above the tolerance.
+struct DifferenceLine {
+    day: String,
+    service: String,
+    metric: String,
+    cur: String,
+    cost_explorer: String,
+    difference: String,
+}
+
+/// The cross-check of every stored period Cost Explorer has days for, newest first.
+async fn cross_checks(state: &AppState, periods: &[PeriodSummary]) -> Result<Vec<CrossCheck>, WebError> {
+    let mut checks = Vec::new();
+    for summary in periods {
+        let Ok(period) = summary.period.parse::<Period>() else { continue };
+        if state.store.ce_days(period.start(), period.end()).await?.is_empty() {
+            continue;
+        }
+        match CrossCheck::load(state.store.as_ref(), period, Tolerance::default()).await {
+            Ok(check) => checks.push(check),
+            // A period stored before the bill was kept per day: nothing to compare yet.
+            Err(ReportError::Store(StoreError::Invalid(reason))) => {
+                tracing::debug!(%reason, "no cross-check")
+            }
+            Err(ReportError::Store(error)) => return Err(error.into()),
+            Err(other) => return Err(WebError::not_found(other.to_string())),
+        }
+    }
+    Ok(checks)
+}
+
 #[derive(Template)]
 #[template(path = "home.html")]
 struct HomePage {
@@ -82,6 +127,9 @@ struct HomePage {
     bridge: Vec<BridgeLine>,
     net_from_columns: String,
     freshness: Vec<FreshnessLine>,
+    cross_checks: Vec<CrossCheckLine>,
+    /// The differences above the tolerance, newest period first (at most 50).
+    differences: Vec<DifferenceLine>,
     runs: Vec<RunLine>,
 }
 
@@ -154,6 +202,7 @@ pub async fn page(
         Some(newest) => state.store.bill(&newest.period).await?.map(BillReport::from_period),
         None => None,
     };
+    let checks = cross_checks(&state, &periods).await?;
     if query.format.as_deref() == Some("json") {
         // One money format in every JSON twin: USD as a decimal string ("108138.708318").
         let periods: Vec<serde_json::Value> = periods
@@ -189,6 +238,7 @@ pub async fn page(
             "freshness": freshness,
             "pending_compute": state.store.pending_periods().await?,
             "bill": bill.as_ref().map(BillReport::to_json),
+            "cross_check": checks.iter().map(CrossCheck::to_json).collect::<Vec<_>>(),
             "ingest_runs": runs,
         }))
         .into_response());
@@ -229,6 +279,31 @@ pub async fn page(
             .map(format_usd)
             .unwrap_or_default(),
         freshness,
+        cross_checks: checks
+            .iter()
+            .map(|check| CrossCheckLine {
+                period: check.period.to_string(),
+                days_checked: check.days_checked.len(),
+                days_missing: check.days_without_cost_explorer.len(),
+                cur: format_usd(check.amortized_total(false)),
+                cost_explorer: format_usd(check.amortized_total(true)),
+                differences: check.beyond_tolerance().len(),
+                within_tolerance: check.within_tolerance(),
+            })
+            .collect(),
+        differences: checks
+            .iter()
+            .flat_map(|check| check.beyond_tolerance())
+            .take(50)
+            .map(|d| DifferenceLine {
+                day: d.day.to_string(),
+                service: d.service.clone(),
+                metric: d.metric.to_string(),
+                cur: format_usd(d.cur_micros),
+                cost_explorer: format_usd(d.cost_explorer_micros),
+                difference: format_usd(d.micros()),
+            })
+            .collect(),
         runs: runs
             .into_iter()
             .map(|r| RunLine {

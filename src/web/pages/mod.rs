@@ -213,6 +213,41 @@ pub(super) struct View {
     pub(super) viewer: Viewer,
 }
 
+/// Cost Explorer's amortized cost per month before the first computed month (before the CUR
+/// export existed), newest `months` of them, oldest first: only for a viewer who sees the
+/// whole fleet (the totals have no client split). Tax is left out as in the amortized bill;
+/// credits and refunds are in (Cost Explorer's service totals carry them).
+pub(super) async fn history(
+    state: &AppState,
+    view: &View,
+    months: usize,
+) -> Result<Vec<(String, i64)>, WebError> {
+    if !matches!(view.viewer.scope, crate::auth::Scope::All) || months == 0 {
+        return Ok(Vec::new());
+    }
+    let Some(first) = view.computed.first().and_then(|r| r.period.period.parse::<Period>().ok()) else {
+        return Ok(Vec::new());
+    };
+    let mut by_month: std::collections::BTreeMap<Period, i64> = std::collections::BTreeMap::new();
+    for cost in state.store.ce_costs(i64::MIN, first.start()).await? {
+        if cost.service != "Tax" {
+            *by_month.entry(Period::containing(cost.day)).or_default() += cost.amortized_nanos;
+        }
+    }
+    let mut history: Vec<(String, i64)> = by_month
+        .into_iter()
+        .rev()
+        .take(months)
+        .map(|(period, nanos)| (period.to_string(), crate::money::micros_from_nanos(nanos)))
+        .collect();
+    history.reverse();
+    Ok(history)
+}
+
+/// What a page says under a chart that shows Cost Explorer's history.
+pub(super) const HISTORY_NOTE: &str = "Grey bars are Cost Explorer's totals for months before the CUR \
+     export existed: amortized cost with credits and refunds, tax left out, and no namespace or client split.";
+
 /// The formats a page answers in (`html` is the page itself).
 const FORMATS: [&str; 4] = ["html", "json", "csv", "xlsx"];
 

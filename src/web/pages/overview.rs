@@ -179,7 +179,22 @@ pub async fn overview(
         let spend: Vec<f64> = heads.iter().map(|h| h.bill_amortized_micros as f64 / 1e6).collect();
         let utilization: Vec<f64> = heads.iter().map(|h| h.utilization().unwrap_or(0.0) * 100.0).collect();
         let idle: Vec<f64> = heads.iter().map(|h| h.idle_cost_nanos as f64 / 1e9).collect();
-        content.charts.push(charts::bars("Monthly spend (amortized bill)", "USD", &months, &spend));
+        let history = history(&state, &view, 12usize.saturating_sub(months.len())).await?;
+        let spend_months: Vec<String> =
+            history.iter().map(|(m, _)| m.clone()).chain(months.iter().cloned()).collect();
+        let spend_values: Vec<f64> =
+            history.iter().map(|(_, micros)| *micros as f64 / 1e6).chain(spend.iter().copied()).collect();
+        let marked: Vec<bool> = spend_months.iter().enumerate().map(|(i, _)| i < history.len()).collect();
+        content.charts.push(charts::bars_marked(
+            "Monthly spend (amortized bill)",
+            "USD",
+            &spend_months,
+            &spend_values,
+            &marked,
+        ));
+        if !history.is_empty() {
+            content.notes.push(HISTORY_NOTE.into());
+        }
         content.charts.push(charts::bars(
             "GPU utilization of measured allocated GPU-hours",
             "%",
@@ -207,11 +222,18 @@ pub async fn overview(
                 "unallocated_gpu_cost",
                 "spot_adoption",
                 "realized_savings",
+                "source",
             ],
-            rows: months
+            rows: history
                 .iter()
-                .zip(&heads)
-                .map(|(m, h)| {
+                .map(|(m, micros)| {
+                    let mut row = vec![Cell::Text(m.clone()), Cell::Usd(Some(*micros as f64 / 1e6))];
+                    row.extend([Cell::Usd(None), Cell::Usd(None), Cell::Ratio(None), Cell::Ratio(None)]);
+                    row.extend([Cell::Usd(None), Cell::Usd(None), Cell::Usd(None), Cell::Ratio(None)]);
+                    row.extend([Cell::Usd(None), Cell::Text("cost explorer".into())]);
+                    row
+                })
+                .chain(months.iter().zip(&heads).map(|(m, h)| {
                     vec![
                         Cell::Text(m.clone()),
                         Cell::Usd(Some(h.bill_amortized_micros as f64 / 1e6)),
@@ -224,8 +246,9 @@ pub async fn overview(
                         Cell::Usd(Some(h.unallocated_gpu_nanos as f64 / 1e9)),
                         Cell::Ratio(h.spot_adoption()),
                         Cell::Usd(Some(h.realized_savings_nanos() as f64 / 1e9)),
+                        Cell::Text("cur".into()),
                     ]
-                })
+                }))
                 .collect(),
         };
         content.table(

@@ -1,0 +1,374 @@
+//! AWS Cost Explorer's `GetCostAndUsage`: daily UnblendedCost, AmortizedCost and
+//! NetAmortizedCost per SERVICE and LINKED_ACCOUNT, page by page (`NextPageToken`), amounts
+//! parsed from Cost Explorer's decimal strings straight into nano-dollars.
+//!
+//! Every request costs the customer money (AWS charges per paginated request), so callers
+//! ask only for the days they need and this module counts the requests it made.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use aws_sdk_costexplorer::types::{
+    DateInterval, DimensionValuesWithAttributes, Granularity, Group, GroupDefinition, GroupDefinitionType,
+    MetricValue, ResultByTime,
+};
+use chrono::NaiveDate;
+
+use crate::money::nanos_from_decimal;
+use crate::store::{CeCost, CeDay};
+
+/// The metrics asked for, in the order [`CeCost`] keeps them.
+pub const METRICS: [&str; 3] = ["UnblendedCost", "AmortizedCost", "NetAmortizedCost"];
+
+/// How to reach Cost Explorer.
+#[derive(Debug, Clone)]
+pub struct CeOptions {
+    /// A Cost Explorer-compatible endpoint (moto); the AWS endpoint when `None`.
+    pub endpoint_url: Option<String>,
+    /// Longest wait for a connection or a response.
+    pub timeout: Duration,
+}
+
+impl Default for CeOptions {
+    fn default() -> CeOptions {
+        CeOptions { endpoint_url: None, timeout: Duration::from_secs(30) }
+    }
+}
+
+/// What went wrong, with the request or the answer named.
+#[derive(Debug, thiserror::Error)]
+pub enum CeError {
+    #[error("Cost Explorer request {request} (days {from} to {to}, end excluded) failed: {message}")]
+    Request { request: u32, from: NaiveDate, to: NaiveDate, message: String },
+    #[error("Cost Explorer's answer to request {request}: {message}")]
+    Invalid { request: u32, message: String },
+}
+
+/// What Cost Explorer answered for a range of days.
+#[derive(Debug, Clone, Default)]
+pub struct Answer {
+    /// Every day answered (also a day without cost), with its estimated flag; `fetched_at`
+    /// is left to the caller.
+    pub days: Vec<CeDay>,
+    pub costs: Vec<CeCost>,
+    /// Linked account id → name, where Cost Explorer named it.
+    pub accounts: BTreeMap<String, String>,
+    /// Requests made (pages).
+    pub requests: u32,
+}
+
+/// A Cost Explorer client.
+pub struct CostExplorer {
+    client: aws_sdk_costexplorer::Client,
+}
+
+/// UTC epoch seconds of a day's midnight.
+pub fn day_start(day: NaiveDate) -> i64 {
+    day.and_hms_opt(0, 0, 0).expect("midnight exists").and_utc().timestamp()
+}
+
+/// The day starting at `epoch` (UTC).
+pub fn day_of(epoch: i64) -> NaiveDate {
+    chrono::DateTime::from_timestamp(epoch, 0).expect("a stored day is a valid time").date_naive()
+}
+
+impl CostExplorer {
+    /// A client with credentials from the default chain (environment, profile, IRSA on EKS).
+    pub async fn connect(options: &CeOptions) -> CostExplorer {
+        let retry = aws_config::retry::RetryConfig::standard()
+            .with_max_attempts(3)
+            .with_initial_backoff(Duration::from_millis(500));
+        let timeouts = aws_config::timeout::TimeoutConfig::builder()
+            .connect_timeout(options.timeout)
+            .read_timeout(options.timeout)
+            .operation_attempt_timeout(options.timeout * 2)
+            .build();
+        let shared = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .retry_config(retry)
+            .timeout_config(timeouts)
+            .load()
+            .await;
+        let mut builder = aws_sdk_costexplorer::config::Builder::from(&shared);
+        if let Some(endpoint) = &options.endpoint_url {
+            builder = builder.endpoint_url(endpoint);
+        }
+        // Cost Explorer answers in us-east-1 whatever the account's regions.
+        if shared.region().is_none() {
+            builder = builder.region(aws_sdk_costexplorer::config::Region::new("us-east-1"));
+        }
+        CostExplorer { client: aws_sdk_costexplorer::Client::from_conf(builder.build()) }
+    }
+
+    /// The daily cost of `[from, to)` per service and linked account, every page read;
+    /// `on_page` is told each request as it completes.
+    pub async fn daily_costs(
+        &self,
+        from: NaiveDate,
+        to: NaiveDate,
+        on_page: &mut (dyn FnMut(u32) + Send),
+    ) -> Result<Answer, CeError> {
+        let interval = DateInterval::builder()
+            .start(from.format("%Y-%m-%d").to_string())
+            .end(to.format("%Y-%m-%d").to_string())
+            .build()
+            .expect("start and end are set");
+        let group =
+            |key: &str| GroupDefinition::builder().r#type(GroupDefinitionType::Dimension).key(key).build();
+        let mut pages = Pages::new(from, to);
+        let mut token: Option<String> = None;
+        loop {
+            let request = pages.requests + 1;
+            let mut call = self
+                .client
+                .get_cost_and_usage()
+                .time_period(interval.clone())
+                .granularity(Granularity::Daily)
+                .group_by(group("SERVICE"))
+                .group_by(group("LINKED_ACCOUNT"))
+                .set_next_page_token(token.take());
+            for metric in METRICS {
+                call = call.metrics(metric);
+            }
+            let page = call.send().await.map_err(|error| CeError::Request {
+                request,
+                from,
+                to,
+                message: aws_sdk_costexplorer::error::DisplayErrorContext(&error).to_string(),
+            })?;
+            on_page(request);
+            pages.add(page.results_by_time(), page.dimension_value_attributes())?;
+            match page.next_page_token() {
+                Some(next) if !next.is_empty() => token = Some(next.to_string()),
+                _ => break,
+            }
+        }
+        Ok(pages.finish())
+    }
+}
+
+/// Reads a saved `GetCostAndUsage` answer (what `aws ce get-cost-and-usage --granularity
+/// DAILY --metrics UnblendedCost AmortizedCost NetAmortizedCost --group-by
+/// Type=DIMENSION,Key=SERVICE Type=DIMENSION,Key=LINKED_ACCOUNT` prints, one page or the
+/// pages' `ResultsByTime` joined): the days it covers, `[first, last + 1)`, and its answer.
+pub fn read_saved(text: &str, location: &str) -> Result<(NaiveDate, NaiveDate, Answer), CeError> {
+    let invalid =
+        |message: String| CeError::Invalid { request: 0, message: format!("{location}: {message}") };
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| invalid(format!("not JSON: {e}")))?;
+    let text_of = |v: &serde_json::Value, key: &str| v.get(key).and_then(|t| t.as_str()).map(str::to_string);
+    let mut results = Vec::new();
+    for result in value
+        .get("ResultsByTime")
+        .and_then(|r| r.as_array())
+        .ok_or_else(|| invalid("no ResultsByTime".into()))?
+    {
+        let period = result.get("TimePeriod").ok_or_else(|| invalid("a result without TimePeriod".into()))?;
+        let interval = DateInterval::builder()
+            .set_start(text_of(period, "Start"))
+            .set_end(text_of(period, "End"))
+            .build()
+            .map_err(|e| invalid(format!("a TimePeriod: {e}")))?;
+        let mut builder = ResultByTime::builder()
+            .time_period(interval)
+            .estimated(result.get("Estimated").and_then(|e| e.as_bool()).unwrap_or(false));
+        for group in result.get("Groups").and_then(|g| g.as_array()).into_iter().flatten() {
+            let mut built = Group::builder();
+            for key in group.get("Keys").and_then(|k| k.as_array()).into_iter().flatten() {
+                built = built.keys(key.as_str().unwrap_or_default());
+            }
+            for (name, metric) in group.get("Metrics").and_then(|m| m.as_object()).into_iter().flatten() {
+                let value = MetricValue::builder()
+                    .set_amount(text_of(metric, "Amount"))
+                    .set_unit(text_of(metric, "Unit"))
+                    .build();
+                built = built.metrics(name, value);
+            }
+            builder = builder.groups(built.build());
+        }
+        results.push(builder.build());
+    }
+    let mut attributes = Vec::new();
+    for value in value.get("DimensionValueAttributes").and_then(|a| a.as_array()).into_iter().flatten() {
+        let mut built = DimensionValuesWithAttributes::builder().set_value(text_of(value, "Value"));
+        for (key, text) in value.get("Attributes").and_then(|a| a.as_object()).into_iter().flatten() {
+            built = built.attributes(key, text.as_str().unwrap_or_default());
+        }
+        attributes.push(built.build());
+    }
+    let day = |r: &ResultByTime| {
+        r.time_period().and_then(|p| NaiveDate::parse_from_str(p.start(), "%Y-%m-%d").ok())
+    };
+    let first =
+        results.iter().filter_map(day).min().ok_or_else(|| invalid("no day in ResultsByTime".into()))?;
+    let last = results.iter().filter_map(day).max().unwrap_or(first);
+    let to = last.succ_opt().expect("a next day exists");
+    let mut pages = Pages::new(first, to);
+    pages.add(&results, &attributes).map_err(|e| invalid(e.to_string()))?;
+    let mut answer = pages.finish();
+    answer.requests = 0;
+    Ok((first, to, answer))
+}
+
+/// Pages of one range of days, read into one answer.
+struct Pages {
+    from: NaiveDate,
+    to: NaiveDate,
+    requests: u32,
+    days: BTreeMap<i64, bool>,
+    costs: BTreeMap<(i64, String, String), [i64; 3]>,
+    accounts: BTreeMap<String, String>,
+}
+
+impl Pages {
+    fn new(from: NaiveDate, to: NaiveDate) -> Pages {
+        Pages {
+            from,
+            to,
+            requests: 0,
+            days: BTreeMap::new(),
+            costs: BTreeMap::new(),
+            accounts: BTreeMap::new(),
+        }
+    }
+
+    /// Reads one page; a day split over two pages is summed, and estimated if either says so.
+    fn add(
+        &mut self,
+        results: &[ResultByTime],
+        attributes: &[DimensionValuesWithAttributes],
+    ) -> Result<(), CeError> {
+        self.requests += 1;
+        let request = self.requests;
+        let invalid = |message: String| CeError::Invalid { request, message };
+        for result in results {
+            let start = result
+                .time_period()
+                .map(|period| period.start())
+                .ok_or_else(|| invalid("a result without a time period".into()))?;
+            let day = NaiveDate::parse_from_str(start, "%Y-%m-%d")
+                .map_err(|_| invalid(format!("a result starts on {start:?}, not a YYYY-MM-DD day")))?;
+            if day < self.from || day >= self.to {
+                return Err(invalid(format!("a result for {day}, outside the days asked for")));
+            }
+            let epoch = day_start(day);
+            *self.days.entry(epoch).or_default() |= result.estimated();
+            for group in result.groups() {
+                let (service, account) = match group.keys() {
+                    [service, account] => (service.clone(), account.clone()),
+                    keys => {
+                        return Err(invalid(format!(
+                            "{day}: a group keyed {keys:?}, not by service and account"
+                        )));
+                    }
+                };
+                let metrics = group.metrics();
+                let mut amounts = [0i64; 3];
+                for (slot, metric) in amounts.iter_mut().zip(METRICS) {
+                    let value = metrics.and_then(|m| m.get(metric)).ok_or_else(|| {
+                        invalid(format!("{day}, {service}, account {account}: no {metric}"))
+                    })?;
+                    let unit = value.unit().unwrap_or("USD");
+                    if unit != "USD" {
+                        return Err(invalid(format!(
+                            "{day}, {service}, account {account}: {metric} is in {unit}; gpuledger reads USD only"
+                        )));
+                    }
+                    let text = value.amount().unwrap_or("");
+                    *slot = nanos_from_decimal(text).ok_or_else(|| {
+                        invalid(format!(
+                            "{day}, {service}, account {account}: {metric} {text:?} is not an amount"
+                        ))
+                    })?;
+                }
+                let sums = self.costs.entry((epoch, service, account)).or_default();
+                for (sum, amount) in sums.iter_mut().zip(amounts) {
+                    *sum += amount;
+                }
+            }
+        }
+        for value in attributes {
+            if let (Some(id), Some(name)) =
+                (value.value(), value.attributes().and_then(|a| a.get("description")))
+            {
+                self.accounts.insert(id.to_string(), name.clone());
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Answer {
+        Answer {
+            days: self
+                .days
+                .into_iter()
+                .map(|(day, estimated)| CeDay { day, fetched_at: 0, estimated })
+                .collect(),
+            costs: self
+                .costs
+                .into_iter()
+                .map(|((day, service, usage_account_id), [unblended, amortized, net])| CeCost {
+                    day,
+                    service,
+                    usage_account_id,
+                    unblended_nanos: unblended,
+                    amortized_nanos: amortized,
+                    net_amortized_nanos: net,
+                })
+                .collect(),
+            accounts: self.accounts,
+            requests: self.requests,
+        }
+    }
+}
+
+/// The CUR product code a Cost Explorer service name stands for, so the two can be compared
+/// (Cost Explorer splits EC2 into instances and "EC2 - Other"; both are `AmazonEC2` in the
+/// CUR). A name not known here is kept as it is and shows on the cross-check as a service
+/// the CUR does not have.
+pub fn cur_service(name: &str) -> &str {
+    match name {
+        "Amazon Elastic Compute Cloud - Compute" | "EC2 - Other" => "AmazonEC2",
+        "Amazon Elastic Container Service for Kubernetes" | "Amazon Elastic Kubernetes Service" => {
+            "AmazonEKS"
+        }
+        "Amazon Simple Storage Service" => "AmazonS3",
+        "AWS Data Transfer" => "AWSDataTransfer",
+        "AmazonCloudWatch" | "Amazon CloudWatch" => "AmazonCloudWatch",
+        "Savings Plans for AWS Compute usage" => "ComputeSavingsPlans",
+        "Amazon Elastic File System" => "AmazonEFS",
+        "Amazon FSx" => "AmazonFSx",
+        "Amazon Elastic Load Balancing" => "AWSELB",
+        "Amazon Virtual Private Cloud" => "AmazonVPC",
+        "Amazon EC2 Container Registry (ECR)" | "Amazon Elastic Container Registry" => "AmazonECR",
+        "Amazon Relational Database Service" => "AmazonRDS",
+        "Amazon DynamoDB" => "AmazonDynamoDB",
+        "Amazon Route 53" => "AmazonRoute53",
+        "AWS Key Management Service" => "awskms",
+        "AWS Lambda" => "AWSLambda",
+        "Amazon Simple Queue Service" => "AWSQueueService",
+        "Amazon Simple Notification Service" => "AmazonSNS",
+        "AWS Secrets Manager" => "AWSSecretsManager",
+        "Amazon SageMaker" => "AmazonSageMaker",
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cost_explorer_names_map_to_cur_product_codes() {
+        assert_eq!(cur_service("Amazon Elastic Compute Cloud - Compute"), "AmazonEC2");
+        assert_eq!(cur_service("EC2 - Other"), "AmazonEC2");
+        assert_eq!(cur_service("Tax"), "Tax");
+        assert_eq!(cur_service("Some New Service"), "Some New Service");
+    }
+
+    #[test]
+    fn days_are_utc_midnights() {
+        let day = NaiveDate::from_ymd_opt(2026, 10, 1).unwrap();
+        assert_eq!(day_start(day), 1_790_812_800);
+        assert_eq!(day_of(1_790_812_800), day);
+    }
+}

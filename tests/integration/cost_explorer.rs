@@ -1,0 +1,310 @@
+//! Cost Explorer through the real AWS SDK against moto's Cost Explorer, seeded with what the
+//! generator says AWS would answer for its world (`cost-explorer.json`): history months
+//! before the CUR, pagination, the requests a repeat run makes (only the open days), the
+//! cross-check finding a seeded mismatch and nothing else, and errors that store nothing.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use gpuledger::store::Store;
+use gpuledger::synth::{CurFormat, Scale};
+use gpuledger::web::{AppState, AuthConfig, router};
+use serde_json::{Value, json};
+
+use crate::ingest_cur::{export_root, generate};
+use crate::s3::{Moto, start_moto};
+
+/// The day the tests count as today: November 2026 is the open month.
+const TODAY: &str = "2026-11-24";
+
+/// The seeded mismatch: Cost Explorer has $25 more S3 on this day than the CUR.
+const MISMATCH_DAY: &str = "2026-10-14";
+
+fn gpuledger(database_url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpuledger"))
+        .args(["--database-url", database_url])
+        .args(args)
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+fn succeeded(output: &Output) -> Value {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+fn ingest_ce(moto: &Moto, database_url: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "ingest",
+        "cost-explorer",
+        "--from",
+        "2026-07-01",
+        "--to",
+        "2026-12-01",
+        "--endpoint-url",
+        &moto.url,
+        "--today",
+        TODAY,
+        "--timeout",
+        "5",
+    ];
+    args.extend_from_slice(extra);
+    gpuledger(database_url, &args)
+}
+
+/// Queues answers in moto: each new request (a different body) takes the next one.
+async fn seed(moto: &Moto, results: Vec<Value>) {
+    let response = reqwest::Client::new()
+        .post(format!("{}/moto-api/static/ce/cost-and-usage-results", moto.url))
+        .json(&json!({ "results": results }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 201, "{:?}", response.text().await);
+}
+
+/// A day's groups with every amount scaled, as Cost Explorer's estimate of an open day.
+fn estimated_copy(result: &Value, day: &str, next: &str, factor: f64) -> Value {
+    let mut copy = result.clone();
+    copy["TimePeriod"] = json!({"Start": day, "End": next});
+    copy["Estimated"] = json!(true);
+    for group in copy["Groups"].as_array_mut().unwrap() {
+        for metric in group["Metrics"].as_object_mut().unwrap().values_mut() {
+            let amount: f64 = metric["Amount"].as_str().unwrap().parse().unwrap();
+            metric["Amount"] = json!(format!("{:.10}", amount * factor));
+        }
+    }
+    copy
+}
+
+/// Cost Explorer's answers for the tests: the generated world (July and August are history,
+/// September and October the CUR months) with the seeded mismatch, plus November 1–23 as
+/// estimated days; split into two pages at the first of October.
+fn answers(out: &Path) -> (Value, Value, Value) {
+    let text = std::fs::read_to_string(out.join("cost-explorer.json")).unwrap();
+    let generated: Value = serde_json::from_str(&text).unwrap();
+    let mut results = generated["ResultsByTime"].as_array().unwrap().clone();
+    assert_eq!(results.first().unwrap()["TimePeriod"]["Start"], "2026-07-01", "two months of history");
+    assert_eq!(results.last().unwrap()["TimePeriod"]["Start"], "2026-10-31");
+    let day = results.iter_mut().find(|r| r["TimePeriod"]["Start"] == MISMATCH_DAY).unwrap();
+    let s3 = day["Groups"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|g| g["Keys"][0] == "Amazon Simple Storage Service")
+        .expect("S3 every day");
+    for metric in ["UnblendedCost", "AmortizedCost", "NetAmortizedCost"] {
+        let amount: f64 = s3["Metrics"][metric]["Amount"].as_str().unwrap().parse().unwrap();
+        s3["Metrics"][metric]["Amount"] = json!(format!("{:.10}", amount + 25.0));
+    }
+    let october_first = results.iter().position(|r| r["TimePeriod"]["Start"] == "2026-10-01").unwrap();
+    let november = |factor: f64| -> Vec<Value> {
+        (1..24)
+            .map(|d| {
+                let source = &results[october_first + d - 1];
+                estimated_copy(source, &format!("2026-11-{d:02}"), &format!("2026-11-{:02}", d + 1), factor)
+            })
+            .collect()
+    };
+    let mut first_run = results.clone();
+    first_run.extend(november(1.0));
+    let attributes = generated["DimensionValueAttributes"].clone();
+    let page_one = json!({
+        "ResultsByTime": first_run[..october_first].to_vec(),
+        "DimensionValueAttributes": attributes,
+        "NextPageToken": "page-2",
+    });
+    let page_two = json!({
+        "ResultsByTime": first_run[october_first..].to_vec(),
+        "DimensionValueAttributes": attributes,
+    });
+    let november_again = json!({"ResultsByTime": november(1.02), "DimensionValueAttributes": attributes});
+    (page_one, page_two, november_again)
+}
+
+/// Cost Explorer's amortized cost of `month` in the seeded answer, tax left out, in µ$.
+fn history_total(page: &Value, month: &str) -> i64 {
+    let mut nanos = 0i64;
+    for result in page["ResultsByTime"].as_array().unwrap() {
+        if !result["TimePeriod"]["Start"].as_str().unwrap().starts_with(month) {
+            continue;
+        }
+        for group in result["Groups"].as_array().unwrap() {
+            if group["Keys"][0] != "Tax" {
+                let amount = group["Metrics"]["AmortizedCost"]["Amount"].as_str().unwrap();
+                nanos += gpuledger::money::nanos_from_decimal(amount).unwrap();
+            }
+        }
+    }
+    gpuledger::money::micros_from_nanos(nanos)
+}
+
+async fn story(database_url: &str, out: &Path) {
+    let Some(moto) = start_moto() else { return };
+    let (page_one, page_two, november_again) = answers(out);
+    seed(&moto, vec![page_one.clone(), page_two, november_again]).await;
+    let cur = gpuledger(database_url, &["ingest", "cur", &export_root(out).display().to_string()]);
+    assert!(cur.status.success(), "{}", String::from_utf8_lossy(&cur.stderr));
+
+    // The first run asks for every day up to yesterday, in two pages.
+    let first = succeeded(&ingest_ce(&moto, database_url, &[]));
+    assert_eq!(first["requests"], 2, "{first}");
+    assert_eq!(first["ranges"], json!([["2026-07-01", TODAY]]));
+    assert_eq!(first["days_fetched"], 31 + 31 + 30 + 31 + 23);
+    assert_eq!(first["days_estimated"], 23);
+    // A repeat run asks only for the open days: November, still estimated.
+    let again = succeeded(&ingest_ce(&moto, database_url, &[]));
+    assert_eq!(again["requests"], 1, "{again}");
+    assert_eq!(again["ranges"], json!([["2026-11-01", TODAY]]));
+    assert_eq!(again["days_fetched"], 23);
+
+    // October: the seeded $25 of S3 on the 14th and nothing else, amortized and unblended.
+    let check = succeeded(&gpuledger(
+        database_url,
+        &["report", "cross-check", "--period", "2026-10", "--format", "json"],
+    ));
+    assert_eq!(check["within_tolerance"], false, "{check}");
+    assert_eq!(check["days_checked"], 31);
+    let rows = check["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{check}");
+    for (row, metric) in rows.iter().zip(["amortized", "unblended"]) {
+        assert_eq!((row["day"].as_str(), row["service"].as_str()), (Some(MISMATCH_DAY), Some("AmazonS3")));
+        assert_eq!(row["metric"], metric);
+        let difference: f64 = row["difference"].as_str().unwrap().parse().unwrap();
+        assert!((difference - 25.0).abs() < 0.000_01, "{row}");
+    }
+    // September agrees day by day and service by service.
+    let september = succeeded(&gpuledger(
+        database_url,
+        &["report", "cross-check", "--period", "2026-09", "--format", "json"],
+    ));
+    assert_eq!(september["within_tolerance"], true, "{september}");
+    assert_eq!(september["rows"], json!([]));
+    assert_eq!(september["days_checked"], 30);
+
+    // The Overview shows July and August from Cost Explorer, marked, before the CUR months;
+    // the Data page lists October's difference.
+    let store = crate::helpers::connect(database_url).await;
+    let state = AppState::new(store, AuthConfig::off());
+    let overview = get_json(&state, "/?format=json").await;
+    let trend = overview["trend"]["rows"].as_array().unwrap();
+    let months: Vec<(&str, &str)> =
+        trend.iter().map(|r| (r["month"].as_str().unwrap(), r["source"].as_str().unwrap())).collect();
+    assert_eq!(
+        months,
+        [("2026-07", "cost explorer"), ("2026-08", "cost explorer"), ("2026-09", "cur"), ("2026-10", "cur")]
+    );
+    for (row, month) in trend.iter().zip(["2026-07", "2026-08"]) {
+        let spend = (row["spend"].as_f64().unwrap() * 1e6).round() as i64;
+        assert_eq!(spend, history_total(&page_one, month), "{month}");
+        assert!(row["gpu_utilization"].is_null(), "no usage split for history: {row}");
+    }
+    let data = get_json(&state, "/data?format=json").await;
+    let checks = data["cross_check"].as_array().unwrap();
+    let october = checks.iter().find(|c| c["period"] == "2026-10").unwrap();
+    assert_eq!(october["rows"].as_array().unwrap().len(), 2);
+    let runs = state.store.ingest_runs(10).await.unwrap();
+    assert_eq!(runs.iter().filter(|r| r.kind == "cost-explorer").count(), 2);
+}
+
+async fn get_json(state: &AppState, uri: &str) -> Value {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let request = axum::http::Request::builder().uri(uri).body(axum::body::Body::empty()).unwrap();
+    let response = router(state.clone()).oneshot(request).await.unwrap();
+    assert_eq!(response.status(), 200, "{uri}");
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    serde_json::from_slice(&body).unwrap()
+}
+
+#[tokio::test]
+async fn history_cross_check_and_repeat_runs_on_sqlite_and_postgres() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path(), Scale::Demo, CurFormat::Parquet, 2, 53);
+    story(&format!("sqlite:{}", dir.path().join("ledger.db").display()), dir.path()).await;
+    if let Some(postgres) = crate::helpers::fresh_postgres().await {
+        story(&postgres.url, dir.path()).await;
+    }
+}
+
+/// What the Cost Explorer tables hold, to compare before and after a failed run.
+async fn stored(store: &dyn Store) -> (usize, usize) {
+    (
+        store.ce_days(i64::MIN, i64::MAX).await.unwrap().len(),
+        store.ce_costs(i64::MIN, i64::MAX).await.unwrap().len(),
+    )
+}
+
+#[tokio::test]
+async fn a_bad_answer_or_no_answer_stores_nothing() {
+    let Some(moto) = start_moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let database_url = format!("sqlite:{}", dir.path().join("ledger.db").display());
+    let store = crate::helpers::connect(&database_url).await;
+    let day = |start: &str, end: &str, amount: &str| {
+        json!({
+            "TimePeriod": {"Start": start, "End": end},
+            "Total": {},
+            "Groups": [{
+                "Keys": ["Amazon Simple Storage Service", "222222222222"],
+                "Metrics": {
+                    "UnblendedCost": {"Amount": amount, "Unit": "USD"},
+                    "AmortizedCost": {"Amount": amount, "Unit": "USD"},
+                    "NetAmortizedCost": {"Amount": amount, "Unit": "USD"},
+                },
+            }],
+            "Estimated": false,
+        })
+    };
+    // A good first page, then a page with an amount that is not a number.
+    seed(
+        &moto,
+        vec![
+            json!({"ResultsByTime": [day("2026-07-01", "2026-07-02", "1.25")], "NextPageToken": "2"}),
+            json!({"ResultsByTime": [day("2026-07-02", "2026-07-03", "1,25")]}),
+        ],
+    )
+    .await;
+    let output = ingest_ce(&moto, &database_url, &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("request 2"), "{stderr}");
+    assert!(stderr.contains("2026-07-02, Amazon Simple Storage Service, account 222222222222"), "{stderr}");
+    assert!(stderr.contains("\"1,25\" is not an amount"), "{stderr}");
+    assert_eq!(stored(store.as_ref()).await, (0, 0), "the good first page is not kept either");
+
+    // Nothing listening: a clear error naming the request, and nothing stored.
+    let closed = format!("http://127.0.0.1:{}", crate::s3::free_port());
+    let output = gpuledger(
+        &database_url,
+        &[
+            "ingest",
+            "cost-explorer",
+            "--from",
+            "2026-07-01",
+            "--to",
+            "2026-07-03",
+            "--endpoint-url",
+            &closed,
+            "--today",
+            TODAY,
+            "--timeout",
+            "2",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("Cost Explorer request 1 (days 2026-07-01 to 2026-07-03"), "{stderr}");
+    assert_eq!(stored(store.as_ref()).await, (0, 0));
+    let runs = store.ingest_runs(10).await.unwrap();
+    let failed: Vec<_> = runs.iter().filter(|r| r.kind == "cost-explorer").collect();
+    assert_eq!(failed.len(), 2);
+    assert!(failed.iter().all(|r| r.status.to_string() == "failed" && r.error.is_some()), "{failed:?}");
+}
