@@ -69,6 +69,74 @@ pub enum Command {
     /// Per-client invoices: drafts, issued invoices, credit and debit notes, their PDFs.
     #[command(subcommand)]
     Invoice(InvoiceCommand),
+    /// Cost alerts: what fires, where it is delivered, the thresholds.
+    #[command(subcommand)]
+    Alerts(AlertsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AlertsCommand {
+    /// Alerts with their state, first-seen time, evidence and link.
+    List {
+        /// Only alerts in this state.
+        #[arg(long, value_parser = ["firing", "resolved"])]
+        state: Option<String>,
+        #[arg(long, value_enum, default_value = "table")]
+        format: OutputFormat,
+    },
+    /// Evaluates the alerts now and delivers what is pending (ingest and compute do it too).
+    Evaluate,
+    /// The thresholds in force for the newest month; with options, sets them from --from on.
+    Thresholds(AlertThresholdArgs),
+    /// Webhooks that receive alerts as they fire and resolve.
+    #[command(subcommand)]
+    Webhook(WebhookCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct AlertThresholdArgs {
+    /// Idle over allocated GPU-hours above this fraction fires (default 0.20).
+    #[arg(long)]
+    pub idle_share_max: Option<f64>,
+    /// Spot over training GPU-hours below this fraction fires (default 0.30).
+    #[arg(long)]
+    pub spot_adoption_min: Option<f64>,
+    /// GPU utilization below this fraction fires (default 0.40).
+    #[arg(long)]
+    pub utilization_min: Option<f64>,
+    /// A serving workload with more than this fraction of its hours above the fleet's P95 of
+    /// hourly cost per inference fires (default 0.20).
+    #[arg(long)]
+    pub above_p95_share_max: Option<f64>,
+    /// Cost per 1M tokens up by more than this fraction on the month before fires (default 0.20).
+    #[arg(long)]
+    pub token_cost_rise_max: Option<f64>,
+    /// The newest successful CUR ingest older than this many hours fires (default 48).
+    #[arg(long)]
+    pub cur_max_age_hours: Option<i64>,
+    /// The first month the change applies to (default: from the beginning).
+    #[arg(long)]
+    pub from: Option<Period>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Adds a webhook (the URL is a secret: it is never shown again, only its host).
+    Add {
+        /// The receiver's URL (a Slack incoming webhook, an Alertmanager-compatible receiver).
+        #[arg(long, env = "GPULEDGER_WEBHOOK_URL", hide_env_values = true)]
+        url: String,
+        /// `slack` (a text message) or `alertmanager` (Alertmanager's webhook body).
+        #[arg(long, value_parser = ["slack", "alertmanager"], default_value = "alertmanager")]
+        format: String,
+        /// Alerts of this severity and above: info, warning or critical.
+        #[arg(long, default_value = "warning")]
+        min_severity: crate::alerts::Severity,
+    },
+    /// The webhooks, their hosts only.
+    List,
+    /// Removes a webhook and its pending deliveries.
+    Remove { id: i64 },
 }
 
 #[derive(Debug, Subcommand)]

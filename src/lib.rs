@@ -24,6 +24,7 @@
 //!   month it takes effect;
 //! - [`money`], [`period`]: exact money and billing periods.
 
+pub mod alerts;
 pub mod auth;
 pub mod catalog;
 pub mod cli;

@@ -61,6 +61,10 @@ pub async fn ingest_cur_and_compute(
         Err(error) => (Vec::new(), Some(JobError::from(error))),
     };
     let computed = compute_pending(store).await?;
+    if computed.is_empty() {
+        // Nothing new computed: the CUR's freshness (or a failure) may still change alerts.
+        evaluate_alerts_after_job(store).await;
+    }
     Ok(CurJob { ingested, computed, failure })
 }
 
@@ -132,6 +136,9 @@ pub async fn compute(store: &dyn Store, periods: &[Period]) -> Result<Vec<Comput
                     "period computed"
                 );
                 summaries.push(summary);
+                // Alerts follow the newest month as it is computed: months arriving one by
+                // one fire and resolve in their order.
+                evaluate_alerts_after_job(store).await;
             }
             Err(error) => {
                 if let Err(record) =
@@ -144,6 +151,126 @@ pub async fn compute(store: &dyn Store, periods: &[Period]) -> Result<Vec<Comput
         }
     }
     Ok(summaries)
+}
+
+/// What one alert evaluation changed and delivered.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct AlertsRun {
+    pub firing: usize,
+    pub started: usize,
+    pub resolved: usize,
+    pub delivered: usize,
+    pub failed_deliveries: usize,
+}
+
+/// Where the dashboard answers, for the links in delivered alerts.
+fn public_url() -> String {
+    std::env::var("GPULEDGER_PUBLIC_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .map(|u| u.trim_end_matches('/').to_string())
+        .unwrap_or_else(|| "http://127.0.0.1:8080".into())
+}
+
+/// Evaluates the cost alerts against the newest computed month and what the store knows
+/// (budgets, CUR runs, the Cost Explorer cross-check), records what started and what
+/// resolved, and delivers the pending webhooks.
+pub async fn evaluate_alerts(store: &dyn Store) -> Result<AlertsRun, StoreError> {
+    use crate::alerts::{Inputs, evaluate};
+    // The newest month of the bill, once computed: while a re-delivered older month is
+    // recomputed (and newer ones wait their turn) nothing is evaluated, so a re-run never
+    // re-fires what an older month once showed.
+    let Some(newest) = store.periods().await?.into_iter().next() else { return Ok(AlertsRun::default()) };
+    let Ok(period) = newest.period.parse::<Period>() else { return Ok(AlertsRun::default()) };
+    if store.pending_periods().await?.contains(&newest.period) {
+        return Ok(AlertsRun::default());
+    }
+    let Some(latest) = store.rollups(&newest.period).await? else { return Ok(AlertsRun::default()) };
+    let periods = store.rollup_periods().await?;
+    let previous = match periods.iter().find(|p| p.period < newest.period) {
+        Some(p) => store.rollups(&p.period).await?,
+        None => None,
+    };
+    let history = store.settings().await?;
+    let thresholds = history.alert_thresholds(period).map_err(StoreError::Invalid)?;
+    let mut budgets = Vec::new();
+    for client in latest.clients.iter().map(|c| c.client.as_str()) {
+        if let Some(budget) = history.budget(client, period).map_err(StoreError::Invalid)?
+            && let Some(check) = crate::invoice::BudgetCheck::new(&latest, client, budget)
+        {
+            budgets.push((client.to_string(), check));
+        }
+    }
+    let runs = store.ingest_runs(200).await?;
+    let mut cur = runs.iter().filter(|r| r.kind == "cur" && r.status != crate::store::RunStatus::Running);
+    let cur_last_failure = cur
+        .next()
+        .filter(|r| r.status != crate::store::RunStatus::Succeeded)
+        .map(|r| r.error.clone().unwrap_or_else(|| r.status.to_string()));
+    let cur_last_success = runs
+        .iter()
+        .find(|r| r.kind == "cur" && r.status == crate::store::RunStatus::Succeeded)
+        .map(|r| r.finished_at.unwrap_or(r.started_at));
+    let mut disagreements = Vec::new();
+    for summary in periods.iter().filter(|p| p.period <= newest.period).take(2) {
+        let Ok(checked) = summary.period.parse::<Period>() else { continue };
+        if store.ce_days(checked.start(), checked.end()).await?.is_empty() {
+            continue;
+        }
+        let tolerance = crate::report::cross_check::Tolerance::default();
+        if let Ok(check) = crate::report::cross_check::CrossCheck::load(store, checked, tolerance).await {
+            let beyond = check.beyond_tolerance().len();
+            if beyond > 0 {
+                disagreements.push((summary.period.clone(), beyond));
+            }
+        }
+    }
+    let now = chrono::Utc::now().timestamp();
+    let inputs = Inputs {
+        latest: &latest,
+        previous: previous.as_ref(),
+        budgets,
+        cur_last_success,
+        cur_last_failure,
+        disagreements,
+        now,
+    };
+    let firing: Vec<crate::store::Alert> = evaluate(&inputs, &thresholds)
+        .into_iter()
+        .map(|f| crate::store::Alert {
+            rule: f.rule,
+            subject: f.subject,
+            severity: f.severity.to_string(),
+            state: "firing".into(),
+            value: f.value,
+            threshold: f.threshold,
+            link: f.link,
+            evidence: f.evidence,
+            since: now,
+            resolved_at: None,
+            updated_at: now,
+        })
+        .collect();
+    let events = store.record_alerts(&firing, now).await?;
+    for event in &events {
+        tracing::info!(rule = %event.rule, subject = %event.subject, state = %event.state, value = %event.value, "alert");
+    }
+    let delivered =
+        crate::alerts::deliver::deliver(store, &public_url(), std::time::Duration::from_secs(10)).await?;
+    Ok(AlertsRun {
+        firing: firing.len(),
+        started: events.iter().filter(|e| e.state == "firing").count(),
+        resolved: events.iter().filter(|e| e.state == "resolved").count(),
+        delivered: delivered.delivered,
+        failed_deliveries: delivered.failed,
+    })
+}
+
+/// [`evaluate_alerts`] where a job has done its work: a failure is logged, never the job's.
+pub async fn evaluate_alerts_after_job(store: &dyn Store) {
+    if let Err(error) = evaluate_alerts(store).await {
+        tracing::error!(%error, "cost alerts were not evaluated");
+    }
 }
 
 /// Seconds rounded to a tenth, for log fields people read.

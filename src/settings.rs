@@ -183,6 +183,9 @@ pub enum SettingKind {
     /// A client's monthly [`Budget`]; key = the client. Not part of [`Settings`]: a budget
     /// changes no computed number, only whether a month is flagged.
     Budget,
+    /// The cost alerts' [`crate::alerts::Thresholds`]; key empty. Not part of [`Settings`]
+    /// either: thresholds change no computed number.
+    Alerts,
 }
 
 /// A client's monthly budget (zero: none).
@@ -200,6 +203,7 @@ impl SettingKind {
             SettingKind::Engine => "engine",
             SettingKind::Budget => "budget",
             SettingKind::Labels => "labels",
+            SettingKind::Alerts => "alerts",
         }
     }
 }
@@ -215,6 +219,7 @@ impl FromStr for SettingKind {
             "engine" => Ok(SettingKind::Engine),
             "budget" => Ok(SettingKind::Budget),
             "labels" => Ok(SettingKind::Labels),
+            "alerts" => Ok(SettingKind::Alerts),
             other => Err(format!("unknown setting kind {other:?}")),
         }
     }
@@ -379,6 +384,28 @@ impl SettingsHistory {
         monthly: crate::money::Cents,
     ) -> SettingVersion {
         version(SettingKind::Budget, client, from, &Budget { monthly })
+    }
+
+    /// The alert thresholds in force for `period` (the defaults until some are set).
+    pub fn alert_thresholds(&self, period: Period) -> Result<crate::alerts::Thresholds, String> {
+        self.current(
+            SettingKind::Alerts,
+            "",
+            EffectiveFrom::month(period),
+            crate::alerts::Thresholds::default(),
+        )
+    }
+
+    /// The alert thresholds from `from` on, changed by `change`: the version to save.
+    pub fn alert_thresholds_version(
+        &self,
+        from: EffectiveFrom,
+        change: impl FnOnce(&mut crate::alerts::Thresholds),
+    ) -> Result<SettingVersion, String> {
+        let mut thresholds =
+            self.current(SettingKind::Alerts, "", from, crate::alerts::Thresholds::default())?;
+        change(&mut thresholds);
+        Ok(version(SettingKind::Alerts, "", from, &thresholds))
     }
 
     /// A pool's rule from `from` on: the version to save.

@@ -61,6 +61,7 @@ pub(super) async fn run(store: &dyn store::Store, command: IngestCommand) -> any
                 result.requests, result.days_fetched, result.days_estimated, result.days_skipped, result.rows
             );
             println!("{}", serde_json::to_string(&result)?);
+            pipeline::evaluate_alerts_after_job(store).await;
             Ok(())
         }
         IngestCommand::Prometheus(args) => {

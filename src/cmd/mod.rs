@@ -2,6 +2,7 @@
 //! a library call (most often a [`crate::pipeline`] job) and prints the outcome: progress and
 //! people's text on stderr, what scripts read (CSV, JSON) on stdout.
 
+mod alerts;
 mod clients;
 mod ingest;
 mod invoice;
@@ -44,5 +45,6 @@ async fn run_with(store: Box<dyn Store>, command: Command) -> anyhow::Result<()>
         Command::Settings(command) => clients::settings(store.as_ref(), command).await,
         Command::Users(command) => users::run(store.as_ref(), command).await,
         Command::Invoice(command) => invoice::run(store.as_ref(), command).await,
+        Command::Alerts(command) => alerts::run(store.as_ref(), command).await,
     }
 }

@@ -128,6 +128,21 @@ async fn demo_invoices(store: &dyn Store) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The demo export's months, oldest first (one `None`, every month at once, when they
+/// cannot be listed).
+fn demo_months(export: &std::path::Path) -> Vec<Option<crate::period::Period>> {
+    let mut months: Vec<crate::period::Period> = std::fs::read_dir(export.join("metadata"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.strip_prefix("BILLING_PERIOD=")?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    months.sort();
+    if months.is_empty() { vec![None] } else { months.into_iter().map(Some).collect() }
+}
+
 /// On the demo's first run: Cost Explorer's answer for the generated world (history months
 /// before the CUR, and every CUR day for the cross-check), as a saved file.
 async fn demo_cost_explorer(store: &dyn Store, file: &std::path::Path) -> anyhow::Result<()> {
@@ -173,13 +188,16 @@ pub(super) async fn demo(store: Box<dyn Store>, args: DemoArgs) -> anyhow::Resul
             "demo: pods' user_client labels name their clients in every cluster (see `gpuledger clients labels`)"
         );
     }
-    let options = CurIngestOptions {
-        source: args.data.join("cur").join(synth::DEFAULT_EXPORT_NAME).display().to_string(),
-        period: None,
-        ..CurIngestOptions::default()
-    };
-    super::ingest::run_cur_ingest(store.as_ref(), &options).await?;
+    // Metrics first, then the bill month by month, oldest first, as months arrive in real
+    // life: each month is computed once, and the cost alerts follow the story (firing in the
+    // wasteful months, resolving when the fixes land).
     super::ingest::ingest_demo_metrics(store.as_ref(), &args.data.join("metrics")).await?;
+    let export = args.data.join("cur").join(synth::DEFAULT_EXPORT_NAME);
+    for period in demo_months(&export) {
+        let options =
+            CurIngestOptions { source: export.display().to_string(), period, ..CurIngestOptions::default() };
+        super::ingest::run_cur_ingest(store.as_ref(), &options).await?;
+    }
     demo_cost_explorer(store.as_ref(), &args.data.join("cost-explorer.json")).await?;
     demo_invoices(store.as_ref()).await?;
     let auth = auth_config(&args.auth, args.listen)?;

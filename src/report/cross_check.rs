@@ -209,7 +209,7 @@ impl CrossCheck {
     /// The differences as a table (CSV gives exact decimals, the table dollars).
     fn table(&self, money: fn(i64) -> String) -> Table {
         Table {
-            title: format!("CUR against Cost Explorer, {}", self.period),
+            title: "CUR against Cost Explorer".into(),
             columns: vec!["day", "service", "metric", "cur", "cost_explorer", "difference"],
             rows: self
                 .beyond_tolerance()

@@ -77,6 +77,7 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "cost_explorer",
         sql: include_str!("../../migrations/sqlite/0011_cost_explorer.sql"),
     },
+    Migration { version: 12, name: "alerts", sql: include_str!("../../migrations/sqlite/0012_alerts.sql") },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -128,6 +129,7 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "cost_explorer",
         sql: include_str!("../../migrations/postgres/0011_cost_explorer.sql"),
     },
+    Migration { version: 12, name: "alerts", sql: include_str!("../../migrations/postgres/0012_alerts.sql") },
 ];
 
 /// How a backend keeps two migrating processes apart.

@@ -2,7 +2,7 @@
 //!
 //! [`Store`] is one trait per domain ([`RunStore`], [`CostStore`], [`UsageStore`],
 //! [`RollupStore`], [`SettingsStore`], [`AccountStore`], [`InvoiceStore`],
-//! [`CostExplorerStore`]) gathered under one name, with one implementation,
+//! [`CostExplorerStore`], [`AlertStore`]) gathered under one name, with one implementation,
 //! [`SqlStore<B>`], generic over a [`Backend`]: [`sqlite::Sqlite`] (the embedded default,
 //! [`sqlite::SqliteStore`]) and [`postgres::Postgres`] (for teams, [`postgres::PgStore`]). Both
 //! run the same SQL text (`sql.rs`, `sql_rollups.rs`, each table's columns written once with
@@ -342,6 +342,39 @@ pub trait CostExplorerStore: Send + Sync {
     async fn replace_ce_windows(&self, windows: &[CeWindow]) -> StoreResult<()>;
 }
 
+/// Cost alerts, their events and where they are delivered.
+#[async_trait]
+pub trait AlertStore: Send + Sync {
+    /// Every alert, firing first, then by rule and subject.
+    async fn alerts(&self) -> StoreResult<Vec<Alert>>;
+
+    /// Records one evaluation in one transaction: `firing` is everything that fires now (as
+    /// alerts stamped `now`). An alert not firing before starts (`since` = now); one firing
+    /// before and not now is resolved. Each start and resolve is an event, with a pending
+    /// delivery to every webhook whose minimum severity it reaches. Returns the events.
+    async fn record_alerts(&self, firing: &[Alert], now: i64) -> StoreResult<Vec<AlertEvent>>;
+
+    async fn webhooks(&self) -> StoreResult<Vec<Webhook>>;
+
+    /// Adds a webhook; returns its id.
+    async fn add_webhook(&self, webhook: &Webhook) -> StoreResult<i64>;
+
+    /// Removes a webhook and its pending deliveries; false when there is none with `id`.
+    async fn remove_webhook(&self, id: i64) -> StoreResult<bool>;
+
+    /// Deliveries not made yet with fewer than `max_attempts` attempts, oldest event first.
+    async fn pending_deliveries(&self, max_attempts: i64) -> StoreResult<Vec<PendingDelivery>>;
+
+    /// Counts an attempt at a delivery: delivered at `at`, or failed with `error`.
+    async fn mark_delivery(
+        &self,
+        event: i64,
+        webhook: i64,
+        delivered_at: Option<i64>,
+        error: &str,
+    ) -> StoreResult<()>;
+}
+
 /// Builds the document to issue, inside the issuing transaction: given the series' next
 /// number (`seq`), the seller and every document of the client and period already issued,
 /// the document (numbered) and its PDF, or why it may not be issued.
@@ -391,6 +424,7 @@ pub trait Store:
     + AccountStore
     + InvoiceStore
     + CostExplorerStore
+    + AlertStore
 {
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
@@ -406,8 +440,8 @@ pub trait Store:
 /// The store's traits, for callers of `dyn Store`.
 pub mod prelude {
     pub use super::{
-        AccountStore, CostExplorerStore, CostStore, InvoiceStore, RollupStore, RunStore, SettingsStore,
-        Store, UsageStore,
+        AccountStore, AlertStore, CostExplorerStore, CostStore, InvoiceStore, RollupStore, RunStore,
+        SettingsStore, Store, UsageStore,
     };
 }
 

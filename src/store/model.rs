@@ -928,3 +928,69 @@ pub struct ChargebackSnapshot {
     pub replaced_at: i64,
     pub clients: Vec<ClientRollup>,
 }
+
+/// A cost alert as stored: a rule and a subject, firing or resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct Alert {
+    pub rule: String,
+    pub subject: String,
+    /// `info`, `warning` or `critical`.
+    pub severity: String,
+    /// `firing` or `resolved`.
+    pub state: String,
+    pub value: String,
+    pub threshold: String,
+    pub link: String,
+    pub evidence: String,
+    /// When it last started firing (UTC epoch seconds).
+    pub since: i64,
+    pub resolved_at: Option<i64>,
+    pub updated_at: i64,
+}
+
+/// A change of an alert's state, as delivered.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct AlertEvent {
+    pub id: i64,
+    pub rule: String,
+    pub subject: String,
+    pub severity: String,
+    /// `firing` or `resolved`.
+    pub state: String,
+    pub at: i64,
+    pub value: String,
+    pub threshold: String,
+    pub link: String,
+    pub evidence: String,
+}
+
+/// Where alerts go.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct Webhook {
+    pub id: i64,
+    /// A secret (Slack's URLs carry their token): shown only as [`Webhook::label`].
+    #[serde(skip)]
+    pub url: String,
+    /// `slack` or `alertmanager`.
+    pub format: String,
+    pub min_severity: String,
+    pub created_at: i64,
+}
+
+impl Webhook {
+    /// The URL without its path, query or credentials: what a page or a log may show.
+    pub fn label(&self) -> String {
+        let (scheme, rest) = self.url.split_once("://").unwrap_or(("", self.url.as_str()));
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let host = authority.rsplit('@').next().unwrap_or("");
+        format!("{scheme}://{host}/…")
+    }
+}
+
+/// A delivery still to make: the event, the webhook, the attempts so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingDelivery {
+    pub event: AlertEvent,
+    pub webhook: Webhook,
+    pub attempts: i64,
+}

@@ -15,9 +15,9 @@ use crate::settings::SettingVersion;
 use super::table::{Table, from_row, table};
 
 use super::model::{
-    BillDay, BillLine, CeCost, CeDay, CostFact, CostPeriod, FactBatch, FactRecord, GpuAllocation, GpuUsage,
-    InferenceUsage, IngestRun, InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodCost, PodRecord,
-    PodWorkload, WorkloadCost,
+    Alert, AlertEvent, BillDay, BillLine, CeCost, CeDay, CostFact, CostPeriod, FactBatch, FactRecord,
+    GpuAllocation, GpuUsage, InferenceUsage, IngestRun, InstanceHour, NamespaceCost, OtherCost,
+    PeriodSummary, PodCost, PodRecord, PodWorkload, Webhook, WorkloadCost,
 };
 
 // ---- Reports ----
@@ -330,6 +330,18 @@ table!(CeDay in "ce_days" {
     day, fetched_at, estimated,
 } order by "day");
 
+table!(Alert in "alerts" {
+    rule, subject, severity, state, value, threshold, link, evidence, since, resolved_at, updated_at,
+} order by "rule, subject");
+
+table!(AlertEvent in "alert_events" {
+    id, rule, subject, severity, state, at, value, threshold, link, evidence,
+} order by "id");
+
+table!(Webhook in "alert_webhooks" {
+    id, url, format, min_severity, created_at,
+} order by "id");
+
 table!(PodRecord in "cost_pods" keyed by period {
     id = "pod_id", cluster, namespace, workload, workload_type, pod, node, instance_id,
     instance_type, gpu_model, purchase_option, labels,
@@ -599,6 +611,9 @@ mod tests {
             ("bill_days", columns_and_binds(&BillDay::default()), 6),
             ("ce_costs", columns_and_binds(&CeCost::default()), 6),
             ("ce_days", columns_and_binds(&CeDay::default()), 3),
+            ("alerts", columns_and_binds(&Alert::default()), 11),
+            ("alert_events", columns_and_binds(&AlertEvent::default()), 10),
+            ("alert_webhooks", columns_and_binds(&Webhook::default()), 5),
             ("other_costs", columns_and_binds(&OtherCost::default()), 10),
             ("gpu_usage", columns_and_binds(&GpuUsage::default()), 14),
             ("inference_usage", columns_and_binds(&InferenceUsage::default()), 9),

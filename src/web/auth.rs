@@ -283,6 +283,12 @@ fn refusal(viewer: &Viewer, method: &Method, path: &str) -> Option<Response> {
     if path == "/data" && viewer.role.is_scoped() {
         return forbidden("The Data page shows the whole bill; your account does not.".into(), Vec::new());
     }
+    if path == "/alerts" && viewer.role.is_scoped() {
+        return forbidden(
+            "Alerts name every client and the whole bill; your account does not.".into(),
+            Vec::new(),
+        );
+    }
     if method == Method::POST
         && path.starts_with("/invoices")
         && !matches!(viewer.role, Role::Admin | Role::Finance)

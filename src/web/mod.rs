@@ -329,6 +329,7 @@ pub fn router(state: AppState) -> Router {
         .route("/inference", get(pages::inference))
         .route("/savings", get(pages::savings))
         .route("/data", get(pages::data))
+        .route("/alerts", get(pages::alerts))
         .route("/invoices", get(pages::invoices))
         .route("/invoices/draft", get(pages::invoice_draft))
         .route("/invoices/issue", post(pages::invoice_issue))

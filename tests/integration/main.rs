@@ -1,6 +1,7 @@
 //! One integration-test binary for gpuledger, so the crate and its dependencies link once;
 //! each module below is one area of the crate, tested through its public API.
 
+mod alerts;
 mod app;
 mod auth;
 mod bill;

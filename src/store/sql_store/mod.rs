@@ -4,6 +4,7 @@
 //! writer locks what it replaces. Each domain's trait is implemented in its own file.
 
 mod accounts;
+mod alerts;
 mod cost_explorer;
 mod costs;
 mod invoices;

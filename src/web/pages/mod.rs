@@ -19,6 +19,7 @@ use crate::report::rollup::{Report, RollupRange};
 use crate::report::table::{Cell, Table};
 use crate::store::Rollups;
 
+mod alerts;
 mod client;
 mod clients;
 mod costs;
@@ -29,6 +30,7 @@ mod invoices;
 mod overview;
 mod savings;
 
+pub use alerts::alerts;
 pub use client::page as client;
 pub use clients::clients;
 pub use costs::costs;
