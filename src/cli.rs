@@ -91,6 +91,36 @@ pub enum AlertsCommand {
     /// Webhooks that receive alerts as they fire and resolve.
     #[command(subcommand)]
     Webhook(WebhookCommand),
+    /// Writes Prometheus alerting rules for live GPU alerts (0 % on inference GPUs, > 90 °C,
+    /// XID and memory errors, < 20 % for an hour, > 95 % for 30 minutes, inference latency
+    /// above 5x its p95, Spot interruptions), with the names detected in a Prometheus.
+    PrometheusRules(PrometheusRulesArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PrometheusRulesArgs {
+    /// Detect metric and label names in this Prometheus (else the dcgm-exporter defaults).
+    #[arg(long, env = "GPULEDGER_PROMETHEUS_URL")]
+    pub url: Option<String>,
+    #[arg(long, env = "GPULEDGER_PROMETHEUS_BEARER_TOKEN", hide_env_values = true)]
+    pub bearer_token: Option<String>,
+    /// Write the rules here (stdout otherwise).
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    /// The GPU utilization metric (a ratio, or a percent when it is DCGM_FI_DEV_GPU_UTIL).
+    #[arg(long)]
+    pub utilization_metric: Option<String>,
+    #[arg(long)]
+    pub host_label: Option<String>,
+    #[arg(long)]
+    pub namespace_label: Option<String>,
+    /// Namespaces of inference workloads, a regular expression (detected from the
+    /// namespaces that count inference requests).
+    #[arg(long)]
+    pub inference_namespaces: Option<String>,
+    /// Karpenter runs the nodes (adds the Spot interruption rule).
+    #[arg(long)]
+    pub karpenter: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,6 +1,6 @@
 //! Cost alerts: gpuledger's own, evaluated after every compute and ingest against the newest
 //! computed month, the client budgets, the CUR's freshness and the Cost Explorer cross-check.
-//! Live GPU alerts are Prometheus's job (`alerts prometheus-rules`, not here yet).
+//! Live GPU alerts are Prometheus's job: [`prometheus`] writes its rules file.
 //!
 //! An alert is a rule and a subject (`idle_gpu_hours` of `fleet`, `client_budget` of `acme`):
 //! firing while the evaluation finds it, resolved once it no longer does. Each change of state
@@ -10,6 +10,7 @@
 //! re-run of the same evaluation sends nothing twice.
 
 pub mod deliver;
+pub mod prometheus;
 
 use serde::{Deserialize, Serialize};
 

@@ -1,6 +1,7 @@
 //! `gpuledger alerts`: what fires, the thresholds, and where alerts are delivered.
 
-use crate::cli::{AlertThresholdArgs, AlertsCommand, WebhookCommand};
+use crate::alerts::prometheus::{RuleNames, detect, rules_yaml};
+use crate::cli::{AlertThresholdArgs, AlertsCommand, PrometheusRulesArgs, WebhookCommand};
 use crate::report::OutputFormat;
 use crate::settings::EffectiveFrom;
 use crate::store::{Store, Webhook};
@@ -31,6 +32,7 @@ pub(super) async fn run(store: &dyn Store, command: AlertsCommand) -> anyhow::Re
             println!("{}", serde_json::to_string(&run)?);
         }
         AlertsCommand::Thresholds(args) => thresholds(store, args).await?,
+        AlertsCommand::PrometheusRules(args) => prometheus_rules(args).await?,
         AlertsCommand::Webhook(WebhookCommand::Add { url, format, min_severity }) => {
             anyhow::ensure!(
                 url.starts_with("https://") || url.starts_with("http://"),
@@ -101,5 +103,49 @@ async fn thresholds(store: &dyn Store, args: AlertThresholdArgs) -> anyhow::Resu
     };
     let thresholds = history.alert_thresholds(period).map_err(anyhow::Error::msg)?;
     println!("{}", serde_json::to_string_pretty(&thresholds)?);
+    Ok(())
+}
+
+async fn prometheus_rules(args: PrometheusRulesArgs) -> anyhow::Result<()> {
+    let mut names = RuleNames { karpenter: args.karpenter, ..RuleNames::default() };
+    if let Some(metric) = args.utilization_metric {
+        names.utilization_full = if metric == "DCGM_FI_DEV_GPU_UTIL" { 100.0 } else { 1.0 };
+        names.utilization = metric;
+    }
+    if let Some(label) = args.host_label.clone() {
+        names.host_label = label;
+    }
+    if let Some(label) = args.namespace_label.clone() {
+        names.namespace_label = label;
+    }
+    if let Some(url) = args.url {
+        let api = crate::sources::prometheus::api::PrometheusApi::new(
+            crate::sources::prometheus::api::ApiOptions {
+                url,
+                bearer_token: args.bearer_token,
+                basic_auth: None,
+                timeout: std::time::Duration::from_secs(30),
+                attempts: 3,
+            },
+        )?;
+        let overrides = crate::sources::prometheus::LabelOverrides {
+            host: args.host_label,
+            namespace: args.namespace_label,
+            ..Default::default()
+        };
+        names = detect(&api, names, &overrides, args.inference_namespaces).await?;
+    } else if let Some(given) = args.inference_namespaces {
+        names.inference_namespaces = given;
+    }
+    regex::Regex::new(&names.inference_namespaces)
+        .map_err(|e| anyhow::anyhow!("--inference-namespaces is not a regular expression: {e}"))?;
+    let yaml = rules_yaml(&names);
+    match args.out {
+        Some(path) => {
+            std::fs::write(&path, yaml).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+            eprintln!("wrote {} (check it with `promtool check rules {}`)", path.display(), path.display());
+        }
+        None => print!("{yaml}"),
+    }
     Ok(())
 }

@@ -14,6 +14,7 @@ mod ingest_cur;
 mod ingest_prometheus;
 mod invoices;
 mod prom_server;
+mod prometheus_rules;
 mod runs;
 mod s3;
 mod store_story;
