@@ -72,6 +72,57 @@ pub enum Command {
     /// Cost alerts: what fires, where it is delivered, the thresholds.
     #[command(subcommand)]
     Alerts(AlertsCommand),
+    /// The pipeline that runs itself: checks each source for new data, ingests what changed,
+    /// computes, evaluates alerts; every --every (one instance at a time), or --once (a
+    /// Kubernetes CronJob).
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("schedule").required(true).args(["every", "once"]))]
+pub struct RunArgs {
+    /// The CUR 2.0 export: a folder or s3://bucket/prefix/export-name.
+    #[arg(long, env = "GPULEDGER_CUR_SOURCE")]
+    pub cur: Option<String>,
+    /// Prometheus base URL: the metrics since the last successful run are ingested.
+    #[arg(long, env = "GPULEDGER_PROMETHEUS_URL")]
+    pub prometheus: Option<String>,
+    #[arg(long, env = "GPULEDGER_PROMETHEUS_BEARER_TOKEN", hide_env_values = true)]
+    pub bearer_token: Option<String>,
+    /// Read Cost Explorer's open days too (12 months back on the first run).
+    #[arg(long, env = "GPULEDGER_RUN_COST_EXPLORER")]
+    pub cost_explorer: bool,
+    /// Time between cycles: 30s, 15m, 8h.
+    #[arg(long, env = "GPULEDGER_RUN_EVERY", value_parser = parse_duration)]
+    pub every: Option<std::time::Duration>,
+    /// One cycle, then exit (non-zero when a source failed).
+    #[arg(long)]
+    pub once: bool,
+    /// An S3-compatible endpoint for the CUR.
+    #[arg(long, env = "GPULEDGER_S3_ENDPOINT_URL")]
+    pub endpoint_url: Option<String>,
+    /// A Cost Explorer-compatible endpoint.
+    #[arg(long, env = "GPULEDGER_CE_ENDPOINT_URL")]
+    pub ce_endpoint_url: Option<String>,
+}
+
+/// `30s`, `15m`, `8h`, `1d`, or plain seconds.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+    let number: u64 =
+        number.parse().map_err(|_| format!("{text:?} is not a duration: write 30s, 15m, 8h or 1d"))?;
+    let seconds = match unit {
+        "" | "s" => number,
+        "m" => number * 60,
+        "h" => number * 3600,
+        "d" => number * 86_400,
+        _ => return Err(format!("{text:?} is not a duration: write 30s, 15m, 8h or 1d")),
+    };
+    if seconds == 0 {
+        return Err("the time between cycles must be more than 0".into());
+    }
+    Ok(std::time::Duration::from_secs(seconds))
 }
 
 #[derive(Debug, Subcommand)]

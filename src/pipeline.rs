@@ -153,6 +153,125 @@ pub async fn compute(store: &dyn Store, periods: &[Period]) -> Result<Vec<Comput
     Ok(summaries)
 }
 
+/// What one cycle of `gpuledger run` reads.
+#[derive(Debug, Clone, Default)]
+pub struct CycleOptions {
+    pub cur: Option<CurIngestOptions>,
+    pub prometheus: Option<crate::sources::prometheus::api::ApiOptions>,
+    pub cost_explorer: Option<crate::sources::cost_explorer::CeOptions>,
+}
+
+/// What one cycle did, logged as one line and stored with the cycle's run.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct CycleReport {
+    /// Periods whose CUR changed (a new or re-delivered manifest), ingested.
+    pub cur_ingested: Vec<String>,
+    /// Periods unchanged since their last ingest.
+    pub cur_unchanged: usize,
+    /// The metrics window ingested, `[from, to)` epoch seconds.
+    pub metrics_window: Option<(i64, i64)>,
+    pub cost_explorer_requests: u32,
+    pub computed: Vec<String>,
+    pub alerts_firing: usize,
+    /// Each source that failed, with why; the others still ran.
+    pub failures: Vec<String>,
+    pub next_run_at: Option<i64>,
+}
+
+/// The metrics window a cycle reads: from an hour before the last successful metrics run
+/// started (so an hour that was still filling is read again), at most a week back, else the
+/// last day; to the current hour.
+async fn metrics_window(store: &dyn Store, now: i64) -> Result<Option<(i64, i64)>, StoreError> {
+    let to = now - now.rem_euclid(3600);
+    let last = store
+        .ingest_runs(200)
+        .await?
+        .into_iter()
+        .find(|r| r.kind == "prometheus" && r.status == crate::store::RunStatus::Succeeded)
+        .map(|r| r.started_at);
+    let from = match last {
+        Some(started) => (started - started.rem_euclid(3600) - 3600).max(to - 7 * 86_400),
+        None => to - 86_400,
+    };
+    Ok((from < to).then_some((from, to)))
+}
+
+/// One cycle: each source checked for new data and what changed ingested (a source that
+/// fails is reported and the others still run), pending periods computed, alerts evaluated.
+pub async fn cycle(store: &dyn Store, options: &CycleOptions) -> Result<CycleReport, StoreError> {
+    let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
+    let mut report = CycleReport::default();
+    close_abandoned_runs(store).await?;
+    if let Some(cur) = &options.cur {
+        match ingest_cur_and_compute(store, cur, &progress).await {
+            Ok(job) => {
+                for result in &job.ingested {
+                    if result.reconciliation.is_some() {
+                        report.cur_ingested.push(result.period.clone());
+                    } else {
+                        report.cur_unchanged += 1;
+                    }
+                }
+                report.computed.extend(job.computed.iter().map(|c| c.period.clone()));
+                if let Some(failure) = job.failure {
+                    report.failures.push(format!("CUR: {failure}"));
+                }
+            }
+            Err(error) => report.failures.push(format!("CUR: {error}")),
+        }
+    }
+    if let Some(api) = &options.prometheus
+        && let Some((from, to)) = metrics_window(store, chrono::Utc::now().timestamp()).await?
+    {
+        let metrics = MetricsIngestOptions {
+            source: crate::ingest::metrics::MetricsSource::Prometheus(api.clone()),
+            from: Some(from),
+            to: Some(to),
+            ..MetricsIngestOptions::file(std::path::PathBuf::new(), None)
+        };
+        match ingest_metrics_and_compute(store, &metrics, &progress).await {
+            Ok((_, computed)) => {
+                report.metrics_window = Some((from, to));
+                report.computed.extend(computed.iter().map(|c| c.period.clone()));
+            }
+            Err(error) => report.failures.push(format!("Prometheus: {error}")),
+        }
+    }
+    if let Some(ce) = &options.cost_explorer {
+        let today = chrono::Utc::now().date_naive();
+        let year_ago = today - chrono::Months::new(12);
+        let from = chrono::NaiveDate::from_ymd_opt(
+            chrono::Datelike::year(&year_ago),
+            chrono::Datelike::month(&year_ago),
+            1,
+        )
+        .unwrap_or(year_ago);
+        let options = crate::ingest::cost_explorer::CeIngestOptions {
+            from,
+            to: today,
+            file: None,
+            force: false,
+            today,
+            ce: ce.clone(),
+        };
+        match crate::ingest::cost_explorer::ingest_cost_explorer(store, &options, &progress).await {
+            Ok(result) => report.cost_explorer_requests = result.requests,
+            Err(error) => report.failures.push(format!("Cost Explorer: {error}")),
+        }
+    }
+    report.computed.extend(
+        compute_pending(store)
+            .await
+            .map_err(|e| StoreError::Invalid(e.to_string()))?
+            .iter()
+            .map(|c| c.period.clone()),
+    );
+    report.computed.sort();
+    report.computed.dedup();
+    report.alerts_firing = evaluate_alerts(store).await?.firing;
+    Ok(report)
+}
+
 /// What one alert evaluation changed and delivered.
 #[derive(Debug, Default, Clone, serde::Serialize)]
 pub struct AlertsRun {

@@ -7,6 +7,7 @@ mod clients;
 mod ingest;
 mod invoice;
 mod report;
+mod run;
 mod serve;
 pub mod users;
 
@@ -46,5 +47,6 @@ async fn run_with(store: Box<dyn Store>, command: Command) -> anyhow::Result<()>
         Command::Users(command) => users::run(store.as_ref(), command).await,
         Command::Invoice(command) => invoice::run(store.as_ref(), command).await,
         Command::Alerts(command) => alerts::run(store.as_ref(), command).await,
+        Command::Run(args) => run::run(store.as_ref(), args).await,
     }
 }

@@ -78,6 +78,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         sql: include_str!("../../migrations/sqlite/0011_cost_explorer.sql"),
     },
     Migration { version: 12, name: "alerts", sql: include_str!("../../migrations/sqlite/0012_alerts.sql") },
+    Migration {
+        version: 13,
+        name: "job_locks",
+        sql: include_str!("../../migrations/sqlite/0013_job_locks.sql"),
+    },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -130,6 +135,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         sql: include_str!("../../migrations/postgres/0011_cost_explorer.sql"),
     },
     Migration { version: 12, name: "alerts", sql: include_str!("../../migrations/postgres/0012_alerts.sql") },
+    Migration {
+        version: 13,
+        name: "job_locks",
+        sql: include_str!("../../migrations/postgres/0013_job_locks.sql"),
+    },
 ];
 
 /// How a backend keeps two migrating processes apart.

@@ -158,6 +158,23 @@ pub trait RunStore: Send + Sync {
 
     /// A counter every write of data or rollups raises: what caches key on.
     async fn data_revision(&self) -> StoreResult<i64>;
+
+    /// Takes the lock `name` for `holder` when it is free, already `holder`'s, or its holder
+    /// is gone (no heartbeat since `stale_before`, or a process no longer `alive` on this
+    /// host). `Ok(None)`: taken; `Ok(Some(other))`: held by another.
+    async fn acquire_lock(
+        &self,
+        name: &str,
+        holder: &LockHolder,
+        stale_before: i64,
+        alive: &(dyn Fn(i64) -> bool + Sync),
+    ) -> StoreResult<Option<LockHolder>>;
+
+    /// Says `holder` is still alive (`at`); false when it no longer holds the lock.
+    async fn heartbeat_lock(&self, name: &str, holder: &LockHolder, at: i64) -> StoreResult<bool>;
+
+    /// Lets the lock go, if `holder` has it.
+    async fn release_lock(&self, name: &str, holder: &LockHolder) -> StoreResult<()>;
 }
 
 /// Billing periods: the bill as ingested, its pods and their aggregates, and what `compute` reads of them.

@@ -994,3 +994,25 @@ pub struct PendingDelivery {
     pub webhook: Webhook,
     pub attempts: i64,
 }
+
+/// Who holds a job lock.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct LockHolder {
+    pub host: String,
+    pub pid: i64,
+    pub acquired_at: i64,
+    pub heartbeat_at: i64,
+}
+
+impl LockHolder {
+    /// This process, now.
+    pub fn this_process() -> LockHolder {
+        let now = chrono::Utc::now().timestamp();
+        LockHolder {
+            host: this_host(),
+            pid: i64::from(std::process::id()),
+            acquired_at: now,
+            heartbeat_at: now,
+        }
+    }
+}

@@ -13,6 +13,7 @@ mod helpers;
 mod ingest_cur;
 mod ingest_prometheus;
 mod invoices;
+mod pipeline_run;
 mod prom_server;
 mod prometheus_rules;
 mod runs;

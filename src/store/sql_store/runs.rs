@@ -113,4 +113,77 @@ where
             .and_then(|row| row.int("value"))
             .context(CONTEXT)
     }
+
+    async fn acquire_lock(
+        &self,
+        name: &str,
+        holder: &LockHolder,
+        stale_before: i64,
+        alive: &(dyn Fn(i64) -> bool + Sync),
+    ) -> StoreResult<Option<LockHolder>> {
+        const CONTEXT: &str = "taking a job lock";
+        let mut tx = self.pool.begin_with(B::WRITE_BEGIN).await.context(CONTEXT)?;
+        Self::lock_for_transaction(&mut tx, &format!("lock:{name}")).await.context(CONTEXT)?;
+        let current = sqlx::query(SELECT_LOCK).bind(name).fetch_optional(&mut *tx).await.context(CONTEXT)?;
+        if let Some(row) = current {
+            let other = LockHolder {
+                host: row.text("host").context(CONTEXT)?,
+                pid: row.int("pid").context(CONTEXT)?,
+                acquired_at: row.int("acquired_at").context(CONTEXT)?,
+                heartbeat_at: row.int("heartbeat_at").context(CONTEXT)?,
+            };
+            let mine = other.host == holder.host && other.pid == holder.pid;
+            let gone = other.heartbeat_at < stale_before || (other.host == holder.host && !alive(other.pid));
+            if !mine && !gone {
+                return Ok(Some(other));
+            }
+            sqlx::query(DELETE_LOCK).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
+        }
+        sqlx::query(INSERT_LOCK)
+            .bind(name)
+            .bind(holder.host.as_str())
+            .bind(holder.pid)
+            .bind(holder.acquired_at)
+            .bind(holder.heartbeat_at)
+            .execute(&mut *tx)
+            .await
+            .context(CONTEXT)?;
+        tx.commit().await.context(CONTEXT)?;
+        Ok(None)
+    }
+
+    async fn heartbeat_lock(&self, name: &str, holder: &LockHolder, at: i64) -> StoreResult<bool> {
+        let result = sqlx::query(HEARTBEAT_LOCK)
+            .bind(name)
+            .bind(holder.host.as_str())
+            .bind(holder.pid)
+            .bind(at)
+            .execute(&self.pool)
+            .await
+            .context("renewing a job lock")?;
+        Ok(B::rows_affected(&result) > 0)
+    }
+
+    async fn release_lock(&self, name: &str, holder: &LockHolder) -> StoreResult<()> {
+        sqlx::query(RELEASE_LOCK)
+            .bind(name)
+            .bind(holder.host.as_str())
+            .bind(holder.pid)
+            .execute(&self.pool)
+            .await
+            .context("releasing a job lock")
+            .map(|_| ())
+    }
 }
+
+const SELECT_LOCK: &str = "SELECT host, pid, acquired_at, heartbeat_at FROM job_locks WHERE name = $1";
+
+const DELETE_LOCK: &str = "DELETE FROM job_locks WHERE name = $1";
+
+const INSERT_LOCK: &str =
+    "INSERT INTO job_locks (name, host, pid, acquired_at, heartbeat_at) VALUES ($1, $2, $3, $4, $5)";
+
+const HEARTBEAT_LOCK: &str =
+    "UPDATE job_locks SET heartbeat_at = $4 WHERE name = $1 AND host = $2 AND pid = $3";
+
+const RELEASE_LOCK: &str = "DELETE FROM job_locks WHERE name = $1 AND host = $2 AND pid = $3";

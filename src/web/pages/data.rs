@@ -127,6 +127,8 @@ struct HomePage {
     bridge: Vec<BridgeLine>,
     net_from_columns: String,
     freshness: Vec<FreshnessLine>,
+    /// `gpuledger run`'s last cycle and its next, in a sentence; empty when it never ran.
+    pipeline: String,
     cross_checks: Vec<CrossCheckLine>,
     /// The differences above the tolerance, newest period first (at most 50).
     differences: Vec<DifferenceLine>,
@@ -203,6 +205,24 @@ pub async fn page(
         None => None,
     };
     let checks = cross_checks(&state, &periods).await?;
+    // The scheduled pipeline: its newest cycle, how it ended, and when the next is due.
+    let cycle = runs.iter().find(|r| r.kind == "pipeline");
+    let next_run_at = cycle
+        .and_then(|r| r.reconciliation.as_deref())
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+        .and_then(|v| v["next_run_at"].as_i64());
+    let pipeline = match cycle {
+        Some(run) => format!(
+            "The pipeline (gpuledger run): last cycle started {} and {}; {}.",
+            utc(run.started_at),
+            run.status,
+            next_run_at.map_or_else(
+                || "no next cycle is scheduled (--once)".into(),
+                |at| format!("next at {}", utc(at))
+            )
+        ),
+        None => String::new(),
+    };
     if query.format.as_deref() == Some("json") {
         // One money format in every JSON twin: USD as a decimal string ("108138.708318").
         let periods: Vec<serde_json::Value> = periods
@@ -239,6 +259,11 @@ pub async fn page(
             "pending_compute": state.store.pending_periods().await?,
             "bill": bill.as_ref().map(BillReport::to_json),
             "cross_check": checks.iter().map(CrossCheck::to_json).collect::<Vec<_>>(),
+            "pipeline": cycle.map(|run| serde_json::json!({
+                "last_run_at": run.started_at,
+                "status": run.status.to_string(),
+                "next_run_at": next_run_at,
+            })),
             "ingest_runs": runs,
         }))
         .into_response());
@@ -279,6 +304,7 @@ pub async fn page(
             .map(format_usd)
             .unwrap_or_default(),
         freshness,
+        pipeline,
         cross_checks: checks
             .iter()
             .map(|check| CrossCheckLine {

@@ -1,0 +1,158 @@
+//! `gpuledger run`: a pipeline that runs itself picks up a re-delivered CUR period within one
+//! cycle, records each cycle with the next one's time, and lets one instance run at a time.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use gpuledger::synth::{CurFormat, Scale};
+
+use crate::ingest_cur::{export_root, generate};
+
+/// The child process, killed when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn gpuledger(database_url: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gpuledger"));
+    command.args(["--database-url", database_url]).args(args).env("RUST_LOG", "info");
+    command
+}
+
+/// Waits up to a minute for `check` to hold.
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_redelivered_period_is_picked_up_within_one_cycle_and_one_run_holds_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path(), Scale::Demo, CurFormat::Parquet, 1, 61);
+    let url = format!("sqlite:{}", dir.path().join("ledger.db").display());
+    let store = crate::helpers::connect(&url).await;
+    let export = export_root(dir.path()).display().to_string();
+    let child = gpuledger(&url, &["run", "--cur", &export, "--every", "2s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut running = Running(child);
+
+    // The first cycle ingests and computes October.
+    eventually("the first cycle", async || {
+        store.rollup_periods().await.unwrap().iter().any(|p| p.period == "2026-10")
+    })
+    .await;
+    let first = store.cost_data_version("2026-10").await.unwrap().unwrap();
+    let runs = store.ingest_runs(50).await.unwrap();
+    let cycle = runs.iter().find(|r| r.kind == "pipeline" && r.finished_at.is_some()).unwrap();
+    let report: serde_json::Value = serde_json::from_str(cycle.reconciliation.as_deref().unwrap()).unwrap();
+    assert_eq!(report["cur_ingested"], serde_json::json!(["2026-10"]), "{report}");
+    assert_eq!(report["next_run_at"].as_i64().unwrap(), cycle.started_at + 2, "{report}");
+
+    // A second instance is refused while the first holds the lock.
+    let second = gpuledger(&url, &["run", "--cur", &export, "--once"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success());
+    assert!(stderr.contains("another gpuledger run holds the pipeline lock"), "{stderr}");
+
+    // AWS re-delivers October (a new execution): the next cycle replaces it.
+    generate(dir.path(), Scale::Demo, CurFormat::Parquet, 1, 62);
+    eventually("the re-delivered period", async || {
+        store.cost_data_version("2026-10").await.unwrap().is_some_and(|version| version != first)
+            && store.pending_periods().await.unwrap().is_empty()
+    })
+    .await;
+    let truth = crate::ingest_cur::truth(dir.path(), "2026-10");
+    crate::ingest_cur::assert_matches_truth(store.as_ref(), &truth, "2026-10").await;
+    // Unchanged cycles keep cycling without ingesting it again.
+    let ingests = || async {
+        store
+            .ingest_runs(500)
+            .await
+            .unwrap()
+            .iter()
+            .filter(|r| r.kind == "cur" && r.period == "2026-10")
+            .count()
+    };
+    let before = ingests().await;
+    let cycles_before = store.ingest_runs(500).await.unwrap().iter().filter(|r| r.kind == "pipeline").count();
+    eventually("two more cycles", async || {
+        store.ingest_runs(500).await.unwrap().iter().filter(|r| r.kind == "pipeline").count()
+            >= cycles_before + 2
+    })
+    .await;
+    assert_eq!(ingests().await, before, "an unchanged period is not read again");
+
+    // The holder dies: the next run takes the lock over (its process is gone) and runs once.
+    drop(running.0.kill());
+    let _ = running.0.wait();
+    let once = gpuledger(&url, &["run", "--cur", &export, "--once"]).output().unwrap();
+    assert!(once.status.success(), "{}", String::from_utf8_lossy(&once.stderr));
+}
+
+/// The deployment examples are valid YAML and JSON and say what the README says: replicas
+/// that do not migrate, a CronJob that runs one cycle at a time, IRSA, least privilege.
+#[test]
+fn the_deployment_examples_parse_and_hold_together() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let policy: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("iam-policy.json")).unwrap()).unwrap();
+    let mut actions: Vec<&str> = policy["Statement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["Action"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()))
+        .collect();
+    actions.sort();
+    assert_eq!(actions, ["ce:GetCostAndUsage", "s3:GetObject", "s3:ListBucket"]);
+    let python = std::env::var("HOME")
+        .map(|home| std::path::Path::new(&home).join(".cache/gpuledger-venv/bin/python"))
+        .ok()
+        .filter(|p| p.is_file());
+    let Some(python) = python else {
+        eprintln!(
+            "the test virtual environment (PyYAML) is missing: manifest check skipped (scripts/test makes it)"
+        );
+        return;
+    };
+    let script = "import json, sys, yaml; print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))";
+    let output = Command::new(python)
+        .args(["-c", script])
+        .arg(root.join("kubernetes/gpuledger.yaml"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let documents: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let kinds: Vec<&str> = documents.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["ServiceAccount", "Secret", "Job", "Deployment", "Service", "CronJob"]);
+    let web = &documents[3]["spec"]["template"]["spec"]["containers"][0];
+    assert!(web["args"].as_array().unwrap().iter().any(|a| a == "--no-migrate"), "{web}");
+    let cron = &documents[5]["spec"];
+    assert_eq!(cron["concurrencyPolicy"], "Forbid");
+    let pod = &cron["jobTemplate"]["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "gpuledger");
+    let args: Vec<&str> =
+        pod["containers"][0]["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert_eq!(&args[..2], ["run", "--once"]);
+    assert!(documents[0]["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].is_string());
+    // Every container's arguments are a command line this gpuledger accepts.
+    use clap::Parser;
+    for container in [&documents[2]["spec"]["template"]["spec"]["containers"][0], web, &pod["containers"][0]]
+    {
+        let args = container["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string());
+        let line: Vec<String> = std::iter::once("gpuledger".to_string()).chain(args).collect();
+        if let Err(error) = gpuledger::cli::Cli::try_parse_from(&line) {
+            panic!("{line:?}: {error}");
+        }
+    }
+}
