@@ -75,19 +75,7 @@ pub fn day_of(epoch: i64) -> NaiveDate {
 impl CostExplorer {
     /// A client with credentials from the default chain (environment, profile, IRSA on EKS).
     pub async fn connect(options: &CeOptions) -> CostExplorer {
-        let retry = aws_config::retry::RetryConfig::standard()
-            .with_max_attempts(3)
-            .with_initial_backoff(Duration::from_millis(500));
-        let timeouts = aws_config::timeout::TimeoutConfig::builder()
-            .connect_timeout(options.timeout)
-            .read_timeout(options.timeout)
-            .operation_attempt_timeout(options.timeout * 2)
-            .build();
-        let shared = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .retry_config(retry)
-            .timeout_config(timeouts)
-            .load()
-            .await;
+        let shared = super::aws_config(3, Duration::from_millis(500), options.timeout).await;
         let mut builder = aws_sdk_costexplorer::config::Builder::from(&shared);
         if let Some(endpoint) = &options.endpoint_url {
             builder = builder.endpoint_url(endpoint);

@@ -7,3 +7,26 @@ pub mod cost_explorer;
 pub mod cur;
 pub mod objects;
 pub mod prometheus;
+
+/// The AWS SDK's shared configuration from the default chain (environment, profile, IRSA on
+/// EKS), with standard retries (`attempts`, backoff from `first_backoff`) and `timeout` for a
+/// connection or a response (twice that for one attempt).
+pub async fn aws_config(
+    attempts: u32,
+    first_backoff: std::time::Duration,
+    timeout: std::time::Duration,
+) -> aws_config::SdkConfig {
+    let retry = aws_config::retry::RetryConfig::standard()
+        .with_max_attempts(attempts)
+        .with_initial_backoff(first_backoff);
+    let timeouts = aws_config::timeout::TimeoutConfig::builder()
+        .connect_timeout(timeout)
+        .read_timeout(timeout)
+        .operation_attempt_timeout(timeout * 2)
+        .build();
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .retry_config(retry)
+        .timeout_config(timeouts)
+        .load()
+        .await
+}

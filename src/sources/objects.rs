@@ -167,19 +167,7 @@ impl S3Store {
             return Err(failed(uri, "the URI names no bucket"));
         }
         let prefix = prefix.trim_end_matches('/');
-        let retry = aws_config::retry::RetryConfig::standard()
-            .with_max_attempts(5)
-            .with_initial_backoff(Duration::from_millis(200));
-        let timeouts = aws_config::timeout::TimeoutConfig::builder()
-            .connect_timeout(options.timeout)
-            .read_timeout(options.timeout)
-            .operation_attempt_timeout(options.timeout * 2)
-            .build();
-        let shared = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .retry_config(retry)
-            .timeout_config(timeouts)
-            .load()
-            .await;
+        let shared = super::aws_config(5, Duration::from_millis(200), options.timeout).await;
         let mut builder = aws_sdk_s3::config::Builder::from(&shared);
         if let Some(endpoint) = &options.endpoint_url {
             builder = builder.endpoint_url(endpoint).force_path_style(true);

@@ -246,6 +246,24 @@ pub(super) async fn history(
     Ok(history)
 }
 
+/// The monthly spend chart: `history` (Cost Explorer, grey) before the computed `months`
+/// with their amortized bill in µ$; the note that explains the grey bars when there are any.
+pub(super) fn spend_chart(content: &mut Content, history: &[(String, i64)], months: &[(String, i64)]) {
+    let labels: Vec<String> = history.iter().chain(months).map(|(m, _)| m.clone()).collect();
+    let values: Vec<f64> = history.iter().chain(months).map(|(_, micros)| *micros as f64 / 1e6).collect();
+    let marked: Vec<bool> = (0..labels.len()).map(|i| i < history.len()).collect();
+    content.charts.push(charts::bars_marked(
+        "Monthly spend (amortized bill)",
+        "USD",
+        &labels,
+        &values,
+        &marked,
+    ));
+    if !history.is_empty() {
+        content.notes.push(HISTORY_NOTE.into());
+    }
+}
+
 /// What a page says under a chart that shows Cost Explorer's history.
 pub(super) const HISTORY_NOTE: &str = "Grey bars are Cost Explorer's totals for months before the CUR \
      export existed: amortized cost with credits and refunds, tax left out, and no namespace or client split.";

@@ -176,25 +176,12 @@ pub async fn overview(
             computed.iter().rev().take(12).rev().collect();
         let months: Vec<String> = trend.iter().map(|r| r.period.period.clone()).collect();
         let heads: Vec<rollup::Headline> = trend.iter().map(|r| rollup::Headline::of(r)).collect();
-        let spend: Vec<f64> = heads.iter().map(|h| h.bill_amortized_micros as f64 / 1e6).collect();
         let utilization: Vec<f64> = heads.iter().map(|h| h.utilization().unwrap_or(0.0) * 100.0).collect();
         let idle: Vec<f64> = heads.iter().map(|h| h.idle_cost_nanos as f64 / 1e9).collect();
         let history = history(&state, &view, 12usize.saturating_sub(months.len())).await?;
-        let spend_months: Vec<String> =
-            history.iter().map(|(m, _)| m.clone()).chain(months.iter().cloned()).collect();
-        let spend_values: Vec<f64> =
-            history.iter().map(|(_, micros)| *micros as f64 / 1e6).chain(spend.iter().copied()).collect();
-        let marked: Vec<bool> = spend_months.iter().enumerate().map(|(i, _)| i < history.len()).collect();
-        content.charts.push(charts::bars_marked(
-            "Monthly spend (amortized bill)",
-            "USD",
-            &spend_months,
-            &spend_values,
-            &marked,
-        ));
-        if !history.is_empty() {
-            content.notes.push(HISTORY_NOTE.into());
-        }
+        let billed: Vec<(String, i64)> =
+            months.iter().cloned().zip(heads.iter().map(|h| h.bill_amortized_micros)).collect();
+        spend_chart(&mut content, &history, &billed);
         content.charts.push(charts::bars(
             "GPU utilization of measured allocated GPU-hours",
             "%",

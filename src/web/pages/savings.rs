@@ -46,27 +46,9 @@ pub async fn savings(
             // Spend beside savings, back to before the CUR export where Cost Explorer knows it.
             let history = history(&state, &view, 12usize.saturating_sub(computed.len().min(12))).await?;
             let recent = &computed[computed.len().saturating_sub(12)..];
-            let labels: Vec<String> = history
-                .iter()
-                .map(|(m, _)| m.clone())
-                .chain(recent.iter().map(|r| r.period.period.clone()))
-                .collect();
-            let spend: Vec<f64> = history
-                .iter()
-                .map(|(_, micros)| *micros as f64 / 1e6)
-                .chain(recent.iter().map(|r| r.period.bill_amortized_micros as f64 / 1e6))
-                .collect();
-            let marked: Vec<bool> = (0..labels.len()).map(|i| i < history.len()).collect();
-            content.charts.push(charts::bars_marked(
-                "Monthly spend (amortized bill)",
-                "USD",
-                &labels,
-                &spend,
-                &marked,
-            ));
-            if !history.is_empty() {
-                content.notes.push(HISTORY_NOTE.into());
-            }
+            let billed: Vec<(String, i64)> =
+                recent.iter().map(|r| (r.period.period.clone(), r.period.bill_amortized_micros)).collect();
+            spend_chart(&mut content, &history, &billed);
         }
         content.table(
             "realized",
