@@ -370,7 +370,8 @@ pub async fn evaluate_alerts(store: &dyn Store) -> Result<AlertsRun, StoreError>
             updated_at: now,
         })
         .collect();
-    let events = store.record_alerts(&firing, now).await?;
+    let resolved_by = format!("no longer found in {period}");
+    let events = store.record_alerts(&firing, &resolved_by, now).await?;
     for event in &events {
         tracing::info!(rule = %event.rule, subject = %event.subject, state = %event.state, value = %event.value, "alert");
     }

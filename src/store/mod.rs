@@ -367,9 +367,15 @@ pub trait AlertStore: Send + Sync {
 
     /// Records one evaluation in one transaction: `firing` is everything that fires now (as
     /// alerts stamped `now`). An alert not firing before starts (`since` = now); one firing
-    /// before and not now is resolved. Each start and resolve is an event, with a pending
-    /// delivery to every webhook whose minimum severity it reaches. Returns the events.
-    async fn record_alerts(&self, firing: &[Alert], now: i64) -> StoreResult<Vec<AlertEvent>>;
+    /// before and not now is resolved (its event's evidence says `resolved_by` and what it
+    /// was). Each start and resolve is an event, with a pending delivery to every webhook
+    /// whose minimum severity it reaches. Returns the events.
+    async fn record_alerts(
+        &self,
+        firing: &[Alert],
+        resolved_by: &str,
+        now: i64,
+    ) -> StoreResult<Vec<AlertEvent>>;
 
     async fn webhooks(&self) -> StoreResult<Vec<Webhook>>;
 

@@ -193,6 +193,10 @@ async fn the_demo_story_fires_and_resolves_each_alert_once() {
             assert_eq!(count, 1, "{rule} {status} delivered once: {after_october:?}");
         }
     }
+    let resolved = accepted.lock().unwrap().iter().find(|b| b["status"] == "resolved").cloned().unwrap();
+    let summary = resolved["alerts"][0]["annotations"]["summary"].as_str().unwrap().to_string();
+    assert!(summary.starts_with("no longer found in 2026-10; it was: 2026-09: "), "{summary}");
+    assert_ne!(resolved["alerts"][0]["endsAt"], "0001-01-01T00:00:00Z");
     // Info alerts (a workload's cost per inference) do not reach a warning webhook.
     assert!(after_october.iter().all(|(rule, _)| rule != "cost_per_inference"));
 
@@ -217,4 +221,70 @@ async fn the_demo_story_fires_and_resolves_each_alert_once() {
         serde_json::from_slice::<Value>(&bytes).unwrap()
     };
     assert_eq!(page["alerts"].as_array().unwrap(), &alerts(&url));
+}
+
+/// The alert, delivery and lock bookkeeping on both backends: a start and a resolve are one
+/// event each with one delivery per webhook that takes their severity; a delivered one is
+/// never pending again; a lock is one holder's at a time.
+#[tokio::test]
+async fn alert_and_lock_bookkeeping_on_sqlite_and_postgres() {
+    use gpuledger::store::{Alert, LockHolder, Webhook};
+    let dir = tempfile::tempdir().unwrap();
+    let postgres = crate::helpers::fresh_postgres().await;
+    let mut urls = vec![format!("sqlite:{}", dir.path().join("alerts.db").display())];
+    urls.extend(postgres.as_ref().map(|p| p.url.clone()));
+    for url in &urls {
+        let store = crate::helpers::connect(url).await;
+        let hook = |min: &str| Webhook {
+            id: 0,
+            url: "http://127.0.0.1:9/hook".into(),
+            format: "slack".into(),
+            min_severity: min.into(),
+            created_at: 1,
+        };
+        let warning_hook = store.add_webhook(&hook("warning")).await.unwrap();
+        let critical_hook = store.add_webhook(&hook("critical")).await.unwrap();
+        let alert = |rule: &str, severity: &str| Alert {
+            rule: rule.into(),
+            subject: "fleet".into(),
+            severity: severity.into(),
+            state: "firing".into(),
+            value: "23.1 %".into(),
+            evidence: "2026-09: idle".into(),
+            ..Alert::default()
+        };
+        let started = store.record_alerts(&[alert("idle_gpu_hours", "warning")], "", 100).await.unwrap();
+        assert_eq!(started.len(), 1, "{url}");
+        // Still firing: no new event, the evidence updated.
+        assert!(
+            store.record_alerts(&[alert("idle_gpu_hours", "warning")], "", 200).await.unwrap().is_empty()
+        );
+        let resolved = store.record_alerts(&[], "no longer found in 2026-10", 300).await.unwrap();
+        assert_eq!((resolved[0].state.as_str(), resolved[0].at), ("resolved", 300), "{url}");
+        assert_eq!(resolved[0].evidence, "no longer found in 2026-10; it was: 2026-09: idle");
+        let stored = store.alerts().await.unwrap();
+        assert_eq!((stored[0].since, stored[0].resolved_at), (100, Some(300)), "{url}");
+        // Two warning events reach the warning webhook only.
+        let pending = store.pending_deliveries(10).await.unwrap();
+        assert_eq!(pending.len(), 2, "{url}");
+        assert!(pending.iter().all(|p| p.webhook.id == warning_hook && p.webhook.id != critical_hook));
+        store.mark_delivery(pending[0].event.id, warning_hook, Some(400), "").await.unwrap();
+        store.mark_delivery(pending[1].event.id, warning_hook, None, "refused").await.unwrap();
+        let left = store.pending_deliveries(10).await.unwrap();
+        assert_eq!((left.len(), left[0].attempts), (1, 1), "{url}");
+        assert!(store.pending_deliveries(1).await.unwrap().is_empty(), "given up after its attempts");
+
+        let me = LockHolder { host: "host-a".into(), pid: 1, acquired_at: 1000, heartbeat_at: 1000 };
+        let other = LockHolder { host: "host-b".into(), pid: 2, acquired_at: 1010, heartbeat_at: 1010 };
+        let alive = |_: i64| true;
+        assert_eq!(store.acquire_lock("pipeline", &me, 0, &alive).await.unwrap(), None, "{url}");
+        let refused = store.acquire_lock("pipeline", &other, 0, &alive).await.unwrap();
+        assert_eq!(refused.map(|h| h.host), Some("host-a".to_string()));
+        assert!(store.heartbeat_lock("pipeline", &me, 1020).await.unwrap());
+        // host-a stops renewing: after the stale mark, host-b takes over and host-a learns it.
+        assert_eq!(store.acquire_lock("pipeline", &other, 1021, &alive).await.unwrap(), None);
+        assert!(!store.heartbeat_lock("pipeline", &me, 1030).await.unwrap());
+        store.release_lock("pipeline", &other).await.unwrap();
+        assert_eq!(store.acquire_lock("pipeline", &me, 0, &alive).await.unwrap(), None);
+    }
 }

@@ -65,7 +65,12 @@ where
         self.rows(sqlx::query(&sql), "reading alerts").await
     }
 
-    async fn record_alerts(&self, firing: &[Alert], now: i64) -> StoreResult<Vec<AlertEvent>> {
+    async fn record_alerts(
+        &self,
+        firing: &[Alert],
+        resolved_by: &str,
+        now: i64,
+    ) -> StoreResult<Vec<AlertEvent>> {
         const CONTEXT: &str = "recording alerts";
         let mut tx = self.pool.begin_with(B::WRITE_BEGIN).await.context(CONTEXT)?;
         Self::lock_for_transaction(&mut tx, "alerts").await.context(CONTEXT)?;
@@ -119,6 +124,11 @@ where
         }
         let mut events = Vec::with_capacity(changes.len());
         for (alert, state) in changes {
+            let evidence = if state == "resolved" {
+                format!("{resolved_by}; it was: {}", alert.evidence)
+            } else {
+                alert.evidence.clone()
+            };
             let row = sqlx::query(INSERT_EVENT)
                 .bind(alert.rule.as_str())
                 .bind(alert.subject.as_str())
@@ -128,7 +138,7 @@ where
                 .bind(alert.value.as_str())
                 .bind(alert.threshold.as_str())
                 .bind(alert.link.as_str())
-                .bind(alert.evidence.as_str())
+                .bind(evidence.as_str())
                 .fetch_one(&mut *tx)
                 .await
                 .context(CONTEXT)?;
@@ -151,7 +161,7 @@ where
                 value: alert.value.clone(),
                 threshold: alert.threshold.clone(),
                 link: alert.link.clone(),
-                evidence: alert.evidence.clone(),
+                evidence,
             });
         }
         tx.commit().await.context(CONTEXT)?;
