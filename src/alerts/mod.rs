@@ -344,35 +344,38 @@ pub fn to_json(alerts: &[crate::store::Alert]) -> serde_json::Value {
     })
 }
 
-/// The alerts as a table (CSV and the terminal).
+/// The alerts as a table (the page, CSV and the terminal): the rule first (the page links it
+/// to the page that explains it).
 pub fn table(alerts: &[crate::store::Alert]) -> crate::report::table::Table {
     use crate::report::table::Cell;
     crate::report::table::Table {
         title: "Cost alerts".into(),
         columns: vec![
-            "state",
-            "severity",
             "rule",
             "subject",
+            "state",
+            "severity",
             "value",
             "threshold",
             "since",
-            "link",
+            "resolved_at",
             "evidence",
+            "link",
         ],
         rows: alerts
             .iter()
             .map(|a| {
                 vec![
-                    Cell::Text(a.state.clone()),
-                    Cell::Text(a.severity.clone()),
                     Cell::Text(a.rule.clone()),
                     Cell::Text(a.subject.clone()),
+                    Cell::Text(a.state.clone()),
+                    Cell::Text(a.severity.clone()),
                     Cell::Text(a.value.clone()),
                     Cell::Text(a.threshold.clone()),
                     Cell::Text(rfc3339(a.since)),
-                    Cell::Text(a.link.clone()),
+                    Cell::Text(a.resolved_at.map(rfc3339).unwrap_or_default()),
                     Cell::Text(a.evidence.clone()),
+                    Cell::Text(a.link.clone()),
                 ]
             })
             .collect(),

@@ -34,7 +34,7 @@ pub async fn alerts(
     let links = alerts.iter().map(|a| Some(a.link.clone())).collect();
     content.tables.push((
         "alert_list".into(),
-        "Cost alerts (state, severity, rule, subject, value against its threshold, since, evidence)".into(),
+        "Cost alerts: each rule links to the page that explains it".into(),
         Report { table: crate::alerts::table(&alerts), extra: Map::new() },
         links,
     ));
