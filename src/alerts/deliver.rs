@@ -119,3 +119,43 @@ pub async fn deliver(store: &dyn Store, base_url: &str, timeout: Duration) -> Re
     }
     Ok(outcome)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(state: &str) -> AlertEvent {
+        AlertEvent {
+            id: 7,
+            rule: "idle_gpu_hours".into(),
+            subject: "fleet".into(),
+            severity: "warning".into(),
+            state: state.into(),
+            at: 1_790_812_800,
+            value: "23.1 %".into(),
+            threshold: "above 20.0 %".into(),
+            link: "/gpus?period=2026-09".into(),
+            evidence: "2026-09: 2628 of 11358 allocated GPU-hours were idle".into(),
+        }
+    }
+
+    #[test]
+    fn slack_and_alertmanager_bodies_say_what_fired_and_where_to_look() {
+        let slack = slack_body(&event("firing"), "https://ledger.example");
+        assert_eq!(
+            slack["text"],
+            "[FIRING] idle_gpu_hours (warning) fleet: 23.1 % (above 20.0 %). 2026-09: 2628 of 11358 allocated \
+             GPU-hours were idle https://ledger.example/gpus?period=2026-09"
+        );
+        let firing = alertmanager_body(&event("firing"), "https://ledger.example");
+        assert_eq!((firing["version"].as_str(), firing["status"].as_str()), (Some("4"), Some("firing")));
+        let alert = &firing["alerts"][0];
+        assert_eq!(alert["labels"]["alertname"], "idle_gpu_hours");
+        assert_eq!(alert["startsAt"], "2026-10-01T00:00:00+00:00");
+        assert_eq!(alert["endsAt"], "0001-01-01T00:00:00Z");
+        let resolved = alertmanager_body(&event("resolved"), "https://ledger.example");
+        assert_eq!(resolved["alerts"][0]["endsAt"], "2026-10-01T00:00:00+00:00");
+        // One alert keeps one fingerprint across its firing and its resolve.
+        assert_eq!(alert["fingerprint"], resolved["alerts"][0]["fingerprint"]);
+    }
+}

@@ -203,10 +203,11 @@ where
         if pending.is_empty() {
             return Ok(Vec::new());
         }
+        // Only the events still to deliver (pending rows come oldest event first).
+        let first = pending[0].int("event_id").context(CONTEXT)?;
+        let sql = AlertEvent::sql().select_where("id >= $1");
         let events: Vec<AlertEvent> =
-            Self::fetch_rows(&mut conn, sqlx::query(&AlertEvent::sql().select_ordered("id")))
-                .await
-                .context(CONTEXT)?;
+            Self::fetch_rows(&mut conn, sqlx::query(&sql).bind(first)).await.context(CONTEXT)?;
         let webhooks: Vec<Webhook> =
             Self::fetch_rows(&mut conn, sqlx::query(&Webhook::sql().select_ordered("id")))
                 .await
