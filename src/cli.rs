@@ -545,6 +545,9 @@ pub struct RangeArgs {
     /// Day after the last (YYYY-MM-DD, exclusive).
     #[arg(long, env = "GPULEDGER_REPORT_TO", requires = "from")]
     pub to: Option<String>,
+    /// Only this usage account (12 digits): its pods, instances and bill.
+    #[arg(long, env = "GPULEDGER_REPORT_ACCOUNT")]
+    pub account: Option<String>,
     #[arg(long, env = "GPULEDGER_REPORT_FORMAT", value_enum, default_value = "table")]
     pub format: OutputFormat,
 }
@@ -727,6 +730,9 @@ pub enum ReportCommand {
     Savings(RangeArgs),
     /// Savings still on the table, ranked, with evidence.
     Opportunities(RangeArgs),
+    /// The bill per usage account (payer and linked accounts): Kubernetes, EC2 not
+    /// allocated to pods, other cost.
+    Accounts(RangeArgs),
     /// The CUR against Cost Explorer, per day and service: the differences above the
     /// tolerance (a day or a service the export misses shows up here).
     CrossCheck(CrossCheckArgs),
@@ -756,6 +762,9 @@ pub struct GpuReportArgs {
     /// threshold the period was computed with).
     #[arg(long, env = "GPULEDGER_IDLE_THRESHOLD")]
     pub idle_threshold: Option<f64>,
+    /// Only this usage account (12 digits): its pods and instances (computed periods only).
+    #[arg(long, env = "GPULEDGER_REPORT_ACCOUNT")]
+    pub account: Option<String>,
     #[arg(long, env = "GPULEDGER_REPORT_FORMAT", value_enum, default_value = "table")]
     pub format: OutputFormat,
 }

@@ -84,6 +84,7 @@ impl Scope {
             Others::Anonymous => {
                 seen.capacity = rollups.capacity.clone();
                 seen.heatmap = rollups.heatmap.clone();
+                seen.accounts = rollups.accounts.clone();
                 seen.costs = rollups
                     .costs
                     .iter()
@@ -143,6 +144,19 @@ impl Scope {
                     .cloned()
                     .collect();
                 seen.clients = rollups.clients.iter().filter(|c| self.allows(&c.client)).cloned().collect();
+                // The accounts their own pods ran in, by name only: an account's bill is fleet-wide.
+                let theirs: BTreeSet<&str> = seen.costs.iter().map(|c| c.account.as_str()).collect();
+                seen.accounts = rollups
+                    .accounts
+                    .iter()
+                    .filter(|a| theirs.contains(a.account.as_str()))
+                    .map(|a| crate::store::AccountRollup {
+                        period: a.period.clone(),
+                        account: a.account.clone(),
+                        name: a.name.clone(),
+                        ..Default::default()
+                    })
+                    .collect();
             }
         }
         seen

@@ -41,7 +41,8 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
             return Ok(());
         }
         ReportCommand::Gpu(args) => {
-            print!("{}", gpu_report(store, args.period, args.idle_threshold, args.format).await?);
+            let account = args.account.as_deref();
+            print!("{}", gpu_report(store, args.period, args.idle_threshold, account, args.format).await?);
             return Ok(());
         }
         ReportCommand::Inference(args) => {
@@ -58,6 +59,7 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
         ReportCommand::Spot(args) => (args, rollup::spot),
         ReportCommand::Savings(args) => (args, rollup::savings),
         ReportCommand::Opportunities(args) => (args, rollup::opportunities),
+        ReportCommand::Accounts(args) => (args, rollup::accounts),
     };
     let range = load_range(store, &args).await?;
     print!("{}", build(&range).render(args.format, &range.label));
@@ -69,5 +71,9 @@ async fn load_range(store: &dyn Store, args: &RangeArgs) -> anyhow::Result<Rollu
     let range = Range::parse(args.period.as_deref(), args.from.as_deref(), args.to.as_deref())
         .map_err(|e| UsageError(format!("--{e}")))?
         .ok_or_else(|| UsageError("give --period YYYY-MM, or --from and --to".into()))?;
-    Ok(RollupRange::load(store, &Scope::All, range.label(), range.start(), range.end()).await?)
+    let loaded = RollupRange::load(store, &Scope::All, range.label(), range.start(), range.end()).await?;
+    match args.account.as_deref() {
+        Some(account) => Ok(loaded.only_account(account)?),
+        None => Ok(loaded),
+    }
 }

@@ -147,6 +147,7 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
             "team" => text(&|p| label(&p.labels, "user_team").unwrap_or_default()),
             "gpu_model" => text(&|p| p.gpu_model.clone()),
             "purchase_option" => text(&|p| p.purchase_option.clone()),
+            "account" => text(&|p| p.usage_account_id.clone()),
         )
         .map_err(polars_error)?
     };
@@ -322,6 +323,7 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
         "team",
         "gpu_model",
         "purchase_option",
+        "account",
     ];
     let mut group: Vec<Expr> = vec![col("day")];
     group.extend(dims.iter().map(|d| col(*d)));
@@ -359,7 +361,10 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
             col("inference_hours").sum(),
             col("inference_hours_above_p95").sum(),
         ])
-        .sort(["day", "namespace", "workload", "client", "gpu_model", "purchase_option"], Default::default())
+        .sort(
+            ["day", "namespace", "workload", "client", "gpu_model", "purchase_option", "account"],
+            Default::default(),
+        )
         .collect()
         .map_err(polars_error)?;
     let costs = cost_rows(&period, &rolled).map_err(polars_error)?;
@@ -388,6 +393,7 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
         capacity: inputs.capacity.clone(),
         clients: chargeback(&period, &costs, &place_non_kubernetes(inputs, &matcher), settings),
         opportunities: Vec::new(),
+        accounts: accounts(inputs, &costs),
         costs,
     };
     check_bill_adds_up(&rollups.period, inputs.kubernetes_micros)?;
@@ -416,6 +422,22 @@ fn place_non_kubernetes(inputs: &ComputeInputs, matcher: &ClientMatcher) -> NonK
     *placed.direct.entry((UNASSIGNED.to_string(), "other")).or_default() += outside_clusters * 1000;
     placed.unallocated_pool += (inputs.unallocated_ec2_micros - outside_clusters) * 1000;
     placed
+}
+
+/// Each usage account's bill with the Kubernetes cost of the pods on its instances (a pod
+/// whose instance line is missing counts under its own, possibly empty, account).
+fn accounts(inputs: &ComputeInputs, costs: &[CostRollup]) -> Vec<crate::store::AccountRollup> {
+    let mut accounts: std::collections::BTreeMap<&str, crate::store::AccountRollup> =
+        inputs.accounts.iter().map(|a| (a.account.as_str(), a.clone())).collect();
+    for c in costs {
+        let entry = accounts.entry(c.account.as_str()).or_insert_with(|| crate::store::AccountRollup {
+            period: inputs.period.clone(),
+            account: c.account.clone(),
+            ..Default::default()
+        });
+        entry.kubernetes_cost_nanos += c.split_cost_nanos + c.unused_cost_nanos;
+    }
+    accounts.into_values().collect()
 }
 
 /// Kubernetes + EC2 not allocated to pods + other cost = the amortized bill, to the
@@ -476,6 +498,7 @@ fn cost_rows(period: &str, frame: &DataFrame) -> PolarsResult<Vec<CostRollup>> {
         (text("cluster")?, text("namespace")?, text("workload")?, text("workload_class")?);
     let (client, team, model, purchase) =
         (text("client")?, text("team")?, text("gpu_model")?, text("purchase_option")?);
+    let account = text("account")?;
     Ok((0..frame.height())
         .map(|i| CostRollup {
             period: period.to_string(),
@@ -488,6 +511,7 @@ fn cost_rows(period: &str, frame: &DataFrame) -> PolarsResult<Vec<CostRollup>> {
             team: team[i].clone(),
             gpu_model: model[i].clone(),
             purchase_option: purchase[i].clone(),
+            account: account[i].clone(),
             split_cost_nanos: split[i],
             unused_cost_nanos: unused[i],
             net_cost_nanos: net[i],

@@ -6,13 +6,15 @@
 //! - split rows (`EKSPod-EC2`): one [`CostFact`] per pod, resource and hour; never added to
 //!   the bill (the parent EC2 rows already carry it);
 //! - parent EC2 rows (`RunInstances`, `Compute Instance`, usage line types): one
-//!   [`InstanceHour`] per instance and hour, purchase option by the CID rule;
+//!   [`InstanceHour`] per instance and hour, purchase option by the CID rule, with its usage
+//!   account, which its pods take (a pod is billed to the account its node runs in);
 //! - discounts, credits, refunds and tax: outside the amortized bill, bill lines only;
 //! - everything else: [`OtherCost`] per day, service, line type, usage type, account,
 //!   cluster and allocation tags.
 //!
 //! Every line but the split rows is also summed into a [`BillLine`] per invoice, billing
-//! entity, account, service and line type (the tie-out bridge), and into a [`BillDay`] per
+//! entity, account (with the name the export gives it), service and line type (the tie-out
+//! bridge), and into a [`BillDay`] per
 //! day, service and account (the Cost Explorer cross-check). Money is summed in integer
 //! nano-dollars and rounded to micro-dollars once per stored row; the amortized bill is the
 //! sum of the stored instance-hour and other-cost rows, so Kubernetes + unallocated EC2 +
@@ -76,9 +78,9 @@ pub struct Disagreement {
 /// Running state of one instance-hour from its (possibly several) parent lines; money in
 /// nano-dollars, rounded once at the end.
 struct InstanceBuilder {
-    /// Interned cluster, instance type, GPU model and purchase option (a month holds hundreds
-    /// of thousands of instance-hours: their strings are made at the end).
-    texts: [u32; 4],
+    /// Interned cluster, instance type, GPU model, purchase option and usage account (a month
+    /// holds hundreds of thousands of instance-hours: their strings are made at the end).
+    texts: [u32; 5],
     gpu_count: i64,
     vcpu: i64,
     memory_gib: i64,
@@ -160,6 +162,8 @@ pub struct PeriodBuilder {
     bill: BTreeMap<([u32; 5], LineCategory), LineSums>,
     /// Unblended and amortized nanos keyed by (day, interned service or `Tax`, account).
     days: BTreeMap<(i64, [u32; 2]), (i128, i128)>,
+    /// Each usage account's name (interned), as the export names it.
+    account_names: HashMap<u32, u32>,
     /// Some line carried a net column: the export has `net_*` columns.
     has_net: bool,
     currency: Option<String>,
@@ -186,6 +190,7 @@ impl PeriodBuilder {
             other: BTreeMap::new(),
             bill: BTreeMap::new(),
             days: BTreeMap::new(),
+            account_names: HashMap::new(),
             has_net: false,
             currency: None,
             rows: 0,
@@ -254,6 +259,10 @@ impl PeriodBuilder {
             self.strings.id(c.text(Col::LineItemProductCode, row)),
             self.strings.id(line_type),
         ];
+        if !self.account_names.contains_key(&bill_key[2]) {
+            let name = self.strings.id(c.text(Col::LineItemUsageAccountName, row));
+            self.account_names.insert(bill_key[2], name);
+        }
         let sums = self.bill.entry((bill_key, category)).or_default();
         sums.unblended += unblended_nanos;
         sums.amortized += amortized_nanos;
@@ -408,6 +417,7 @@ impl PeriodBuilder {
             self.strings.id(&instance_type),
             self.strings.id(known.map_or("", |t| t.gpu_model)),
             self.strings.id(purchase_option),
+            self.strings.id(c.text(Col::LineItemUsageAccountId, row)),
         ];
         self.instances.insert(
             key,
@@ -571,7 +581,7 @@ impl PeriodBuilder {
         let mut instance_hours = Vec::with_capacity(self.instances.len());
         let mut parents = HashMap::with_capacity(self.instances.len());
         for (key, builder) in std::mem::take(&mut self.instances) {
-            let [cluster, instance_type, gpu_model, purchase_option] = builder.texts;
+            let [cluster, instance_type, gpu_model, purchase_option, account] = builder.texts;
             let text = |id: u32| self.strings.get(id).to_string();
             let cost = |nanos: i128| micros(nanos, "an instance-hour's cost");
             let hour = InstanceHour {
@@ -584,6 +594,7 @@ impl PeriodBuilder {
                 vcpu: builder.vcpu,
                 memory_gib: builder.memory_gib,
                 purchase_option: text(purchase_option),
+                usage_account_id: text(account),
                 usage_hours: builder.usage_hours,
                 unblended_cost_micros: cost(builder.unblended_nanos)?,
                 amortized_cost_micros: cost(builder.amortized_nanos)?,
@@ -600,7 +611,7 @@ impl PeriodBuilder {
                 }
                 None => without_pods += hour.amortized_cost_micros,
             }
-            parents.insert(key, [instance_type, gpu_model, purchase_option]);
+            parents.insert(key, [instance_type, gpu_model, purchase_option, account]);
             instance_hours.push(hour);
         }
         instance_hours.sort_by(|a, b| (a.hour, &a.instance_id).cmp(&(b.hour, &b.instance_id)));
@@ -633,6 +644,11 @@ impl PeriodBuilder {
                 billing_entity: text(entity),
                 invoice_id: text(invoice),
                 usage_account_id: text(account),
+                usage_account_name: self
+                    .account_names
+                    .get(&account)
+                    .map(|&name| text(name))
+                    .unwrap_or_default(),
                 service: text(service),
                 line_item_type: text(line_type),
                 unblended_micros: micros(sums.unblended, "a bill line")?,
@@ -701,7 +717,7 @@ impl PeriodBuilder {
             .zip(&self.pod_first_seen)
             .enumerate()
             .map(|(id, ((dimensions, instance), first_seen))| {
-                let [instance_type, gpu_model, purchase_option] =
+                let [instance_type, gpu_model, purchase_option, usage_account_id] =
                     parents.get(first_seen).map(|ids| ids.map(text)).unwrap_or_default();
                 PodRecord {
                     id: id as i64,
@@ -715,6 +731,7 @@ impl PeriodBuilder {
                     instance_type,
                     gpu_model,
                     purchase_option,
+                    usage_account_id,
                     labels: text(dimensions[6]),
                 }
             })

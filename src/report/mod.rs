@@ -46,6 +46,9 @@ pub enum ReportError {
     NoUsage(Period),
     #[error("nothing computed for {0}: run `gpuledger compute` (ingest runs it) first")]
     NotComputed(String),
+    /// An account filter naming no account of the range (the choices it has).
+    #[error("no usage account {account:?} in {label}; its accounts: {}", choices.join(", "))]
+    NoAccount { account: String, label: String, choices: Vec<String> },
     /// A stored setting this gpuledger cannot read.
     #[error("{0}")]
     Settings(String),

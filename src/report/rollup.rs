@@ -36,7 +36,16 @@
 //!   `total_monthly_savings`, `monthly_spend`, `months`);
 //! - `opportunities`: `kind, namespace, family, workload (= family), gpu_model,
 //!   purchase_option, monthly_savings, evidence`, one row per kind and workload family, a
-//!   waterfall: Σ `monthly_savings` ≤ `monthly_spend`.
+//!   waterfall: Σ `monthly_savings` ≤ `monthly_spend`;
+//! - `accounts`: `account, name, kubernetes_cost, unallocated_ec2_cost, other_cost,
+//!   amortized_cost, unblended_cost, gpu_hours`, one row per usage account of the whole
+//!   periods in the range (the payer's own lines included), with a total row; Σ
+//!   `amortized_cost` = the amortized bill (top-level `amortized_total`);
+//! - with an account filter (`--account`, [`RollupRange::only_account`]) every report above
+//!   covers that account's pods, instances and bill only, and `clients` becomes the clients'
+//!   direct Kubernetes cost in the account: `client, kubernetes_direct_cost, gpu_cost,
+//!   gpu_hours, share` (+ `account`), since shared pools are charged on the whole fleet and
+//!   are not split by account.
 //!
 //! Flags follow DESIGN.md: utilization < 40 %, idle > 20 % of allocated, Spot adoption
 //! < 30 % for training.
@@ -67,6 +76,8 @@ pub struct RollupRange {
     /// Each overlapping period's rollups and whether it lies wholly in the range (its client
     /// rollups, opportunities and other cost count only then).
     pub parts: Vec<(Arc<Rollups>, bool)>,
+    /// The usage account the rollups were narrowed to ([`RollupRange::only_account`]).
+    pub account: Option<String>,
 }
 
 impl RollupRange {
@@ -109,7 +120,87 @@ impl RollupRange {
         if parts.is_empty() {
             return Err(ReportError::NotComputed(label));
         }
-        Ok(RollupRange { label, from, to, parts })
+        Ok(RollupRange { label, from, to, parts, account: None })
+    }
+
+    /// The usage accounts of the range (those the bill names, and those of its pods and
+    /// instances), each with its name when the export gives one.
+    pub fn accounts(&self) -> BTreeMap<String, String> {
+        let mut accounts: BTreeMap<String, String> = BTreeMap::new();
+        for (r, _) in &self.parts {
+            for a in &r.accounts {
+                let name = accounts.entry(a.account.clone()).or_default();
+                if name.is_empty() {
+                    *name = a.name.clone();
+                }
+            }
+            for account in r.costs.iter().map(|c| &c.account).chain(r.capacity.iter().map(|c| &c.account)) {
+                accounts.entry(account.clone()).or_default();
+            }
+        }
+        accounts.remove("");
+        accounts
+    }
+
+    /// The range as one usage account sees it: its pods' cost rows, its instances'
+    /// capacity, its own bill in place of the fleet's (unallocated EC2, other cost, unused
+    /// commitment), the opportunities of workloads that ran in it. Fleet-wide figures with
+    /// no account (the GPU heatmap, GPU time no pod held, the client chargeback, whose shared
+    /// pools span accounts) are left out. An account the range does not have is an error
+    /// naming those it has.
+    pub fn only_account(&self, account: &str) -> Result<RollupRange, ReportError> {
+        let accounts = self.accounts();
+        if !accounts.contains_key(account) {
+            return Err(ReportError::NoAccount {
+                account: account.to_string(),
+                label: self.label.clone(),
+                choices: accounts.into_keys().collect(),
+            });
+        }
+        let parts = self
+            .parts
+            .iter()
+            .map(|(r, whole)| {
+                let mut period = r.period.clone();
+                let own = r.accounts.iter().find(|a| a.account == account).cloned().unwrap_or_default();
+                period.bill_unblended_micros = own.bill_unblended_micros;
+                period.bill_amortized_micros = own.amortized_micros();
+                period.kubernetes_cost_nanos = own.kubernetes_cost_nanos;
+                period.unallocated_ec2_micros = crate::money::micros_from_nanos(own.unallocated_ec2_nanos());
+                period.other_cost_micros = own.other_cost_micros;
+                period.unused_savings_plan_micros = own.unused_savings_plan_micros;
+                period.unused_reservation_micros = own.unused_reservation_micros;
+                period.unattributed_gpu_hours = 0.0;
+                period.measured_unbilled_gpu_hours = 0.0;
+                let costs: Vec<CostRollup> =
+                    r.costs.iter().filter(|c| c.account == account).cloned().collect();
+                let workloads: std::collections::BTreeSet<(&str, &str)> =
+                    costs.iter().map(|c| (c.namespace.as_str(), c.workload.as_str())).collect();
+                let opportunities = r
+                    .opportunities
+                    .iter()
+                    .filter(|o| workloads.contains(&(o.namespace.as_str(), o.workload.as_str())))
+                    .cloned()
+                    .collect();
+                let narrowed = Rollups {
+                    period,
+                    capacity: r.capacity.iter().filter(|c| c.account == account).cloned().collect(),
+                    heatmap: Vec::new(),
+                    clients: Vec::new(),
+                    opportunities,
+                    accounts: r.accounts.iter().filter(|a| a.account == account).cloned().collect(),
+                    costs,
+                };
+                (Arc::new(narrowed), *whole)
+            })
+            .collect();
+        Ok(RollupRange {
+            label: self.label.clone(),
+            from: self.from,
+            to: self.to,
+            parts,
+            account: Some(account.to_string()),
+        })
     }
 
     /// The range of one billing period.
@@ -260,6 +351,194 @@ pub fn workloads(range: &RollupRange) -> Report {
     Report { table, extra }
 }
 
+/// Per usage account of the whole periods in the range: its Kubernetes cost, EC2 no pod was
+/// given, other cost, amortized and unblended bill, and its pods' GPU-hours.
+pub fn accounts(range: &RollupRange) -> Report {
+    #[derive(Default)]
+    struct A {
+        name: String,
+        kubernetes: i64,
+        unallocated: i64,
+        other: i64,
+        unblended: i64,
+        gpu_hours: f64,
+    }
+    let mut rows: BTreeMap<String, A> = BTreeMap::new();
+    for (r, whole) in &range.parts {
+        if !*whole {
+            continue;
+        }
+        for a in &r.accounts {
+            let row = rows.entry(a.account.clone()).or_default();
+            if row.name.is_empty() {
+                row.name = a.name.clone();
+            }
+            row.kubernetes += a.kubernetes_cost_nanos;
+            row.unallocated += a.unallocated_ec2_nanos();
+            row.other += a.other_cost_micros * 1000;
+            row.unblended += a.unblended_nanos();
+        }
+        for c in &r.costs {
+            rows.entry(c.account.clone()).or_default().gpu_hours += c.gpu_hours_allocated;
+        }
+    }
+    let line = |account: &str, a: &A| {
+        vec![
+            text(account),
+            text(&a.name),
+            usd(a.kubernetes),
+            usd(a.unallocated),
+            usd(a.other),
+            usd(a.kubernetes + a.unallocated + a.other),
+            usd(a.unblended),
+            Cell::Hours(a.gpu_hours),
+        ]
+    };
+    let mut total = A::default();
+    for a in rows.values() {
+        total.kubernetes += a.kubernetes;
+        total.unallocated += a.unallocated;
+        total.other += a.other;
+        total.unblended += a.unblended;
+        total.gpu_hours += a.gpu_hours;
+    }
+    let amortized = total.kubernetes + total.unallocated + total.other;
+    let table = Table {
+        title: "Cost by usage account".into(),
+        totals: vec![line("Total", &total)],
+        columns: vec![
+            "account",
+            "name",
+            "kubernetes_cost",
+            "unallocated_ec2_cost",
+            "other_cost",
+            "amortized_cost",
+            "unblended_cost",
+            "gpu_hours",
+        ],
+        rows: rows.iter().map(|(account, a)| line(account, a)).collect(),
+    };
+    let mut extra = Map::new();
+    extra.insert("amortized_total".into(), json!(crate::money::micros_from_nanos(amortized) as f64 / 1e6));
+    Report { table, extra }
+}
+
+/// GPU-hours and GPU cost per usage account over the range's days: its GPU instances'
+/// provisioned hours and cost, its pods' allocated, used and idle GPU-hours and idle cost.
+pub fn gpu_by_account(range: &RollupRange) -> Report {
+    #[derive(Default)]
+    struct G {
+        provisioned: f64,
+        fleet_micros: i64,
+        allocated: f64,
+        used: f64,
+        idle: f64,
+        unmeasured: f64,
+        idle_cost: i64,
+    }
+    let mut rows: BTreeMap<&str, G> = BTreeMap::new();
+    for c in range.capacity().filter(|c| !c.gpu_model.is_empty()) {
+        let g = rows.entry(c.account.as_str()).or_default();
+        g.provisioned += c.gpu_hours_provisioned;
+        g.fleet_micros += c.amortized_cost_micros;
+    }
+    for c in range.costs().filter(|c| c.gpu_hours_allocated > 0.0) {
+        let g = rows.entry(c.account.as_str()).or_default();
+        g.allocated += c.gpu_hours_allocated;
+        g.used += c.gpu_hours_used;
+        g.idle += c.gpu_hours_idle;
+        g.unmeasured += c.gpu_hours_unmeasured;
+        g.idle_cost += c.idle_cost_nanos;
+    }
+    let names = range.accounts();
+    let line = |account: &str, g: &G| {
+        vec![
+            text(account),
+            text(names.get(account).map_or("", String::as_str)),
+            Cell::Hours(g.provisioned),
+            Cell::Hours(g.allocated),
+            Cell::Hours(g.used),
+            Cell::Hours(g.idle),
+            Cell::Ratio(ratio(g.used, g.allocated - g.unmeasured)),
+            Cell::Usd(Some(g.fleet_micros as f64 / 1e6)),
+            usd(g.idle_cost),
+        ]
+    };
+    let table = Table {
+        title: "GPU-hours by usage account".into(),
+        totals: Vec::new(),
+        columns: vec![
+            "account",
+            "name",
+            "provisioned_gpu_hours",
+            "allocated_gpu_hours",
+            "used_gpu_hours",
+            "idle_gpu_hours",
+            "utilization",
+            "gpu_fleet_cost",
+            "idle_cost",
+        ],
+        rows: rows.iter().map(|(account, g)| line(account, g)).collect(),
+    };
+    Report { table, extra: Map::new() }
+}
+
+/// Each client's direct Kubernetes cost per usage account over the range's days (the
+/// chargeback's shared pools are fleet-wide and not split by account).
+pub fn clients_by_account(range: &RollupRange) -> Report {
+    let mut rows: BTreeMap<(&str, &str), (i64, f64)> = BTreeMap::new();
+    for c in range.costs() {
+        let row = rows.entry((c.client.as_str(), c.account.as_str())).or_default();
+        row.0 += c.split_cost_nanos + c.unused_cost_nanos;
+        row.1 += c.gpu_hours_allocated;
+    }
+    let names = range.accounts();
+    let table = Table {
+        title: "Direct Kubernetes cost by client and usage account".into(),
+        totals: Vec::new(),
+        columns: vec!["client", "account", "name", "kubernetes_direct_cost", "gpu_hours"],
+        rows: rows
+            .iter()
+            .map(|((client, account), (cost, hours))| {
+                vec![
+                    text(client),
+                    text(account),
+                    text(names.get(*account).map_or("", String::as_str)),
+                    usd(*cost),
+                    Cell::Hours(*hours),
+                ]
+            })
+            .collect(),
+    };
+    Report { table, extra: Map::new() }
+}
+
+/// Under an account filter: each client's direct Kubernetes cost in the account (pods on
+/// its instances), its GPU cost and GPU-hours, and its share of the account's Kubernetes cost.
+fn clients_in_account(range: &RollupRange, account: &str) -> Report {
+    let mut rows: BTreeMap<&str, (i64, i64, f64)> = BTreeMap::new();
+    for c in range.costs() {
+        let row = rows.entry(c.client.as_str()).or_default();
+        row.0 += c.split_cost_nanos + c.unused_cost_nanos;
+        row.1 += c.gpu_cost_nanos;
+        row.2 += c.gpu_hours_allocated;
+    }
+    let whole: i64 = rows.values().map(|r| r.0).sum();
+    let line = |client: &str, r: &(i64, i64, f64)| {
+        vec![text(client), usd(r.0), usd(r.1), Cell::Hours(r.2), Cell::Ratio(ratio(r.0 as f64, whole as f64))]
+    };
+    let total = rows.values().fold((0, 0, 0.0), |acc, r| (acc.0 + r.0, acc.1 + r.1, acc.2 + r.2));
+    let table = Table {
+        title: format!("Direct Kubernetes cost by client in account {account}"),
+        totals: vec![line("Total", &total)],
+        columns: vec!["client", "kubernetes_direct_cost", "gpu_cost", "gpu_hours", "share"],
+        rows: rows.iter().map(|(client, r)| line(client, r)).collect(),
+    };
+    let mut extra = Map::new();
+    extra.insert("account".into(), json!(account));
+    Report { table, extra }
+}
+
 /// Each client's chargeback summed over the whole periods of the range; the policy and markup
 /// rate are the latest period's.
 pub fn client_sums(range: &RollupRange) -> BTreeMap<String, ClientRollup> {
@@ -285,6 +564,9 @@ pub fn client_sums(range: &RollupRange) -> BTreeMap<String, ClientRollup> {
 /// (largest remainder) so that the rounded rows add up; its four parts are each rounded on
 /// their own.
 pub fn clients(range: &RollupRange) -> Report {
+    if let Some(account) = &range.account {
+        return clients_in_account(range, account);
+    }
     let sums = client_sums(range);
     let rows: Vec<&ClientRollup> = sums.values().collect();
     let bill: i64 = range.periods().filter(|(_, whole)| *whole).map(|(p, _)| p.bill_amortized_micros).sum();

@@ -83,6 +83,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "job_locks",
         sql: include_str!("../../migrations/sqlite/0013_job_locks.sql"),
     },
+    Migration {
+        version: 14,
+        name: "usage_accounts",
+        sql: include_str!("../../migrations/sqlite/0014_usage_accounts.sql"),
+    },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -139,6 +144,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 13,
         name: "job_locks",
         sql: include_str!("../../migrations/postgres/0013_job_locks.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "usage_accounts",
+        sql: include_str!("../../migrations/postgres/0014_usage_accounts.sql"),
     },
 ];
 

@@ -254,6 +254,8 @@ pub struct InstanceHour {
     pub vcpu: i64,
     pub memory_gib: i64,
     pub purchase_option: String,
+    /// The account the instance is billed to (`line_item_usage_account_id`).
+    pub usage_account_id: String,
     /// Fraction of the hour the instance ran (CUR `line_item_usage_amount`).
     pub usage_hours: f64,
     pub unblended_cost_micros: i64,
@@ -291,6 +293,8 @@ pub struct BillLine {
     pub billing_entity: String,
     pub invoice_id: String,
     pub usage_account_id: String,
+    /// `line_item_usage_account_name`, empty when the export has none.
+    pub usage_account_name: String,
     pub service: String,
     pub line_item_type: String,
     pub category: LineCategory,
@@ -564,6 +568,8 @@ pub struct PodRecord {
     pub instance_type: String,
     pub gpu_model: String,
     pub purchase_option: String,
+    /// The account of the instance the pod ran on.
+    pub usage_account_id: String,
     pub labels: String,
 }
 
@@ -676,6 +682,8 @@ pub struct ComputeInputs {
     pub unused_reservation_micros: i64,
     /// Other cost grouped by cluster, tags, service and usage type, for chargeback.
     pub other_groups: Vec<OtherCostGroup>,
+    /// Each usage account's bill (its Kubernetes cost is the engine's to sum).
+    pub accounts: Vec<AccountRollup>,
     /// Metrics of the period's hours: attributed GPU pod-hours, unattributed GPU-hours per
     /// GPU model, and serving pod-hours.
     pub measured: Vec<MeasuredPodHour>,
@@ -697,6 +705,8 @@ pub struct CostRollup {
     pub team: String,
     pub gpu_model: String,
     pub purchase_option: String,
+    /// The usage account of the pods' instances.
+    pub account: String,
     pub split_cost_nanos: i64,
     pub unused_cost_nanos: i64,
     pub net_cost_nanos: i64,
@@ -732,6 +742,7 @@ pub struct CapacityRollup {
     pub period: String,
     pub day: i64,
     pub cluster: String,
+    pub account: String,
     pub instance_type: String,
     pub gpu_model: String,
     pub purchase_option: String,
@@ -907,6 +918,48 @@ pub struct Opportunity {
     pub evidence: String,
 }
 
+/// One usage account's share of a period's bill: the rows of the Accounts table and what
+/// an account filter puts in place of the fleet's figures. Σ over accounts of
+/// `instance_cost_micros + other_cost_micros` = the amortized bill.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct AccountRollup {
+    pub period: String,
+    pub account: String,
+    /// As the export names it (`line_item_usage_account_name`), empty when it does not.
+    pub name: String,
+    /// Every line of the account on the invoice (tax, credits and discounts included).
+    pub bill_unblended_micros: i64,
+    /// Amortized cost of the account's EC2 instance-hours, with pods or not.
+    pub instance_cost_micros: i64,
+    pub other_cost_micros: i64,
+    /// Σ split + unused of the pods on the account's instances.
+    pub kubernetes_cost_nanos: i64,
+    pub unused_savings_plan_micros: i64,
+    pub unused_reservation_micros: i64,
+}
+
+impl AccountRollup {
+    /// The account's amortized bill.
+    pub fn amortized_micros(&self) -> i64 {
+        self.instance_cost_micros + self.other_cost_micros
+    }
+
+    /// Its EC2 cost no pod was given, in nano-dollars (exact: no rounding per account).
+    pub fn unallocated_ec2_nanos(&self) -> i64 {
+        self.instance_cost_micros * 1000 - self.kubernetes_cost_nanos
+    }
+
+    /// Its invoice lines in nano-dollars.
+    pub fn unblended_nanos(&self) -> i64 {
+        self.bill_unblended_micros * 1000
+    }
+
+    /// `ID (name)`, or the ID alone when the export gives no name.
+    pub fn label(&self) -> String {
+        if self.name.is_empty() { self.account.clone() } else { format!("{} ({})", self.account, self.name) }
+    }
+}
+
 /// Everything one compute run writes for a period, replaced whole.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Rollups {
@@ -916,6 +969,7 @@ pub struct Rollups {
     pub heatmap: Vec<HeatmapCell>,
     pub clients: Vec<ClientRollup>,
     pub opportunities: Vec<Opportunity>,
+    pub accounts: Vec<AccountRollup>,
 }
 
 /// A period's chargeback as it stood before a compute replaced it with different numbers.

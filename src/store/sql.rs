@@ -91,9 +91,10 @@ pub(crate) const SELECT_PENDING_PERIODS: &str = "SELECT c.period AS period FROM 
 
 /// What the CUR reader stores of a period changed at version 2 (bill lines, unallocated EC2,
 /// other cost without discounts, credits, refunds and tax) and at version 3 (the bill per day,
-/// service and account, for the Cost Explorer cross-check): a period stored by an older
+/// service and account, for the Cost Explorer cross-check), and at version 4 (the usage
+/// account of instance-hours and pods, account names): a period stored by an older
 /// version is read again even when its data version has not changed.
-pub(crate) const READER_VERSION: i64 = 3;
+pub(crate) const READER_VERSION: i64 = 4;
 
 pub(crate) const SELECT_COST_DATA_VERSION: &str =
     "SELECT data_version FROM cost_periods WHERE period = $1 AND reader_version >= $2";
@@ -315,7 +316,7 @@ pub(crate) fn cost_period(head: &impl ReadRow) -> Result<CostPeriod, sqlx::Error
 
 table!(BillLine in "bill_lines" keyed by period {
     billing_entity, invoice_id, usage_account_id, service, line_item_type, category,
-    unblended_micros, amortized_micros, net_amortized_micros,
+    unblended_micros, amortized_micros, net_amortized_micros, usage_account_name,
 } order by "billing_entity, invoice_id, usage_account_id, service, line_item_type");
 
 table!(BillDay in "bill_days" keyed by period {
@@ -344,13 +345,13 @@ table!(Webhook in "alert_webhooks" {
 
 table!(PodRecord in "cost_pods" keyed by period {
     id = "pod_id", cluster, namespace, workload, workload_type, pod, node, instance_id,
-    instance_type, gpu_model, purchase_option, labels,
+    instance_type, gpu_model, purchase_option, labels, usage_account_id,
 } order by "pod_id");
 
 table!(InstanceHour in "instance_hours" keyed by period {
     hour, cluster, instance_id, instance_type, gpu_model, gpu_count, vcpu, memory_gib,
     purchase_option, usage_hours, unblended_cost_micros, amortized_cost_micros,
-    net_amortized_cost_micros, public_on_demand_cost_micros,
+    net_amortized_cost_micros, public_on_demand_cost_micros, usage_account_id,
 } order by "hour, instance_id");
 
 table!(OtherCost in "other_costs" keyed by period {
@@ -485,6 +486,8 @@ pub(crate) fn normalize(facts: &[CostFact]) -> FactBatch {
                 instance_type: fact.instance_type.clone(),
                 gpu_model: fact.gpu_model.clone(),
                 purchase_option: fact.purchase_option.clone(),
+                // Whole facts (tests, the store story) carry no account.
+                usage_account_id: String::new(),
                 labels: fact.labels.clone(),
             });
         }
@@ -598,6 +601,7 @@ mod tests {
             vcpu: 0,
             memory_gib: 0,
             purchase_option: String::new(),
+            usage_account_id: String::new(),
             usage_hours: 0.0,
             unblended_cost_micros: 0,
             amortized_cost_micros: 0,
@@ -605,9 +609,9 @@ mod tests {
             public_on_demand_cost_micros: 0,
         };
         let checks = [
-            ("cost_pods", columns_and_binds(&normalized.pods[0]), 13),
-            ("instance_hours", columns_and_binds(&instance), 15),
-            ("bill_lines", columns_and_binds(&BillLine::default()), 10),
+            ("cost_pods", columns_and_binds(&normalized.pods[0]), 14),
+            ("instance_hours", columns_and_binds(&instance), 16),
+            ("bill_lines", columns_and_binds(&BillLine::default()), 11),
             ("bill_days", columns_and_binds(&BillDay::default()), 6),
             ("ce_costs", columns_and_binds(&CeCost::default()), 6),
             ("ce_days", columns_and_binds(&CeDay::default()), 3),
@@ -619,8 +623,9 @@ mod tests {
             ("inference_usage", columns_and_binds(&InferenceUsage::default()), 9),
             ("cost_pod_days", columns_and_binds(&PodDay::default()), 13),
             ("cost_gpu_pod_hours", columns_and_binds(&GpuPodHour::default()), 6),
-            ("rollup_costs", columns_and_binds(&CostRollup::default()), 31),
-            ("rollup_capacity", columns_and_binds(&CapacityRollup::default()), 10),
+            ("rollup_costs", columns_and_binds(&CostRollup::default()), 32),
+            ("rollup_capacity", columns_and_binds(&CapacityRollup::default()), 11),
+            ("rollup_accounts", columns_and_binds(&AccountRollup::default()), 9),
             ("rollup_heatmap", columns_and_binds(&HeatmapCell::default()), 5),
             ("rollup_periods", columns_and_binds(&PeriodRollup::default()), 16),
             ("rollup_clients", columns_and_binds(&ClientRollup::default()), 21),
@@ -634,9 +639,9 @@ mod tests {
     #[test]
     fn rows_per_statement_stays_under_the_bind_limit() {
         let pods = PodRecord::sql().insert();
-        // 32_766 / 13 = 2_520 rows, binding 32_760 values.
-        assert_eq!(pods.rows_per_statement(32_766), 2_520);
-        // 65_535 / 13 = 5_041 rows, binding 65_533 values.
-        assert_eq!(pods.rows_per_statement(65_535), 5_041);
+        // 32_766 / 14 = 2_340 rows, binding 32_760 values.
+        assert_eq!(pods.rows_per_statement(32_766), 2_340);
+        // 65_535 / 14 = 4_681 rows, binding 65_534 values.
+        assert_eq!(pods.rows_per_statement(65_535), 4_681);
     }
 }

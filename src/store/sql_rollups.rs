@@ -2,8 +2,8 @@
 //! materializes ([`table!`]: one column list per table), and the sums `compute` reads.
 
 use super::model::{
-    CapacityRollup, ClientRollup, CostRollup, GpuPodHour, HeatmapCell, MeasuredPodHour, Opportunity,
-    OtherCostGroup, PeriodRollup, PodDay, ServedPodHour,
+    AccountRollup, CapacityRollup, ClientRollup, CostRollup, GpuPodHour, HeatmapCell, MeasuredPodHour,
+    Opportunity, OtherCostGroup, PeriodRollup, PodDay, ServedPodHour,
 };
 use super::table::{Table, TableSql, from_row, table};
 
@@ -22,13 +22,18 @@ table!(CostRollup in "rollup_costs" {
     public_on_demand_cost_nanos, gpu_cost_nanos, idle_gpu_cost_nanos, gpu_hours_allocated,
     gpu_hours_used, gpu_hours_idle, gpu_hours_unmeasured, spot_gpu_hours, peak_fb_used_mib,
     requests, prompt_tokens, generation_tokens, inference_hours, inference_hours_above_p95,
-    gpu_split_nanos, cpu_split_nanos, idle_cost_nanos, serving_cost_nanos,
-} order by "day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option");
+    gpu_split_nanos, cpu_split_nanos, idle_cost_nanos, serving_cost_nanos, account,
+} order by "day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option, account");
 
 table!(CapacityRollup in "rollup_capacity" {
     period, day, cluster, instance_type, gpu_model, purchase_option, instance_hours,
-    gpu_hours_provisioned, amortized_cost_micros, public_on_demand_cost_micros,
-} order by "day, cluster, instance_type, gpu_model, purchase_option");
+    gpu_hours_provisioned, amortized_cost_micros, public_on_demand_cost_micros, account,
+} order by "day, cluster, instance_type, gpu_model, purchase_option, account");
+
+table!(AccountRollup in "rollup_accounts" {
+    period, account, name, bill_unblended_micros, instance_cost_micros, other_cost_micros,
+    kubernetes_cost_nanos, unused_savings_plan_micros, unused_reservation_micros,
+} order by "account");
 
 table!(HeatmapCell in "rollup_heatmap" {
     period, day, hour_of_day, gpu_hours_allocated, gpu_hours_used,
@@ -60,7 +65,7 @@ from_row!(MeasuredPodHour { cluster, namespace, pod, hour, busy, weight, idle_we
 from_row!(ServedPodHour { cluster, namespace, pod, hour, requests, prompt_tokens, generation_tokens });
 
 /// What a compute run replaces.
-pub(crate) fn rollup_tables() -> [&'static TableSql; 6] {
+pub(crate) fn rollup_tables() -> [&'static TableSql; 7] {
     [
         CostRollup::sql(),
         CapacityRollup::sql(),
@@ -68,13 +73,14 @@ pub(crate) fn rollup_tables() -> [&'static TableSql; 6] {
         PeriodRollup::sql(),
         ClientRollup::sql(),
         Opportunity::sql(),
+        AccountRollup::sql(),
     ]
 }
 
 /// What a re-ingested period invalidates: its aggregates and rollups.
-pub(crate) fn period_tables() -> [&'static TableSql; 8] {
-    let [a, b, c, d, e, f] = rollup_tables();
-    [PodDay::sql(), GpuPodHour::sql(), a, b, c, d, e, f]
+pub(crate) fn period_tables() -> [&'static TableSql; 9] {
+    let [a, b, c, d, e, f, g] = rollup_tables();
+    [PodDay::sql(), GpuPodHour::sql(), a, b, c, d, e, f, g]
 }
 
 /// Other cost per cluster, tags, service and usage type (amortized), for chargeback.
@@ -109,17 +115,37 @@ pub(crate) const BACKFILL_AGGREGATES: [&str; 2] = [
      HAVING SUM(CASE WHEN resource = 'gpu' THEN split_usage ELSE 0 END) > 0",
 ];
 
-/// Instance-hours per day, cluster, type and purchase option ($1 the period; the period
-/// name is selected back so the row reads as a [`CapacityRollup`]). CAST: Postgres sums
-/// BIGINT as NUMERIC.
+/// Instance-hours per day, cluster, account, type and purchase option ($1 the period; the
+/// period name is selected back so the row reads as a [`CapacityRollup`]). CAST: Postgres
+/// sums BIGINT as NUMERIC.
 pub(crate) const SELECT_CAPACITY_SUMS: &str = "SELECT period, hour - (hour % 86400) AS day, cluster, \
-     instance_type, gpu_model, purchase_option, SUM(usage_hours) AS instance_hours, \
-     SUM(gpu_count * usage_hours) AS gpu_hours_provisioned, \
+     usage_account_id AS account, instance_type, gpu_model, purchase_option, \
+     SUM(usage_hours) AS instance_hours, SUM(gpu_count * usage_hours) AS gpu_hours_provisioned, \
      CAST(SUM(amortized_cost_micros) AS BIGINT) AS amortized_cost_micros, \
      CAST(SUM(public_on_demand_cost_micros) AS BIGINT) AS public_on_demand_cost_micros \
      FROM instance_hours WHERE period = $1 \
-     GROUP BY period, hour - (hour % 86400), cluster, instance_type, gpu_model, purchase_option \
-     ORDER BY day, cluster, instance_type, gpu_model, purchase_option";
+     GROUP BY period, hour - (hour % 86400), cluster, usage_account_id, instance_type, gpu_model, purchase_option \
+     ORDER BY day, cluster, instance_type, gpu_model, purchase_option, account";
+
+/// Each usage account's invoice lines: its name, unblended total and unused commitment.
+pub(crate) const SELECT_ACCOUNT_BILLS: &str = "SELECT usage_account_id AS account, \
+     MAX(usage_account_name) AS name, \
+     CAST(SUM(unblended_micros) AS BIGINT) AS bill_unblended_micros, \
+     CAST(SUM(CASE WHEN line_item_type = 'SavingsPlanRecurringFee' THEN amortized_micros ELSE 0 END) AS BIGINT) \
+     AS unused_savings_plan_micros, \
+     CAST(SUM(CASE WHEN line_item_type = 'RIFee' THEN amortized_micros ELSE 0 END) AS BIGINT) \
+     AS unused_reservation_micros \
+     FROM bill_lines WHERE period = $1 GROUP BY usage_account_id ORDER BY usage_account_id";
+
+/// Amortized instance cost per usage account.
+pub(crate) const SELECT_ACCOUNT_INSTANCE_COST: &str = "SELECT usage_account_id AS account, \
+     CAST(SUM(amortized_cost_micros) AS BIGINT) AS total FROM instance_hours WHERE period = $1 \
+     GROUP BY usage_account_id ORDER BY usage_account_id";
+
+/// Amortized other cost per usage account.
+pub(crate) const SELECT_ACCOUNT_OTHER_COST: &str = "SELECT usage_account_id AS account, \
+     CAST(SUM(amortized_cost_micros) AS BIGINT) AS total FROM other_costs WHERE period = $1 \
+     GROUP BY usage_account_id ORDER BY usage_account_id";
 
 /// Attributed GPU usage per pod-hour in `[$1, $2)`; `idle_weight` is the GPU-hours of the
 /// pod-hour's GPUs (or MIG instances) whose own mean is below `$3`.

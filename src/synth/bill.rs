@@ -14,8 +14,13 @@ use super::fleet::{CLUSTERS, Purchase, WORKLOADS, World};
 use super::rng::{self, Rng};
 use super::truth::Truth;
 
-pub const PAYER_ACCOUNT: &str = "111111111111";
-pub const USAGE_ACCOUNT: &str = "222222222222";
+/// The payer (management) account: it buys the Savings Plan, so the plan's fee is its line.
+pub const PAYER_ACCOUNT: (&str, &str) = ("111111111111", "Example Corp");
+/// The linked account of lines outside any cluster (shared storage, transfer, monitoring,
+/// the bastion, tax, credits): the main cluster's account. Each cluster's own lines are
+/// billed to its account ([`super::fleet::Cluster::account`]), and the clients' dataset
+/// buckets to the second cluster's (research) account.
+pub const USAGE_ACCOUNT: (&str, &str) = (CLUSTERS[0].account, CLUSTERS[0].account_name);
 /// Enterprise discount in the months that have one.
 pub const EDP_RATE: f64 = 0.03;
 
@@ -69,10 +74,15 @@ fn pricing(world: &World, node_index: usize) -> NodePricing {
     let mut arn_rng = Rng::derive(world.seed, &[21, node.purchase as u64, itype.vcpu.into()]);
     let commitment_arn = match node.purchase {
         Purchase::SavingsPlan => {
-            format!("arn:aws:savingsplans::{PAYER_ACCOUNT}:savingsplan/{}", arn_rng.uuid())
+            format!("arn:aws:savingsplans::{}:savingsplan/{}", PAYER_ACCOUNT.0, arn_rng.uuid())
         }
         Purchase::Reserved => {
-            format!("arn:aws:ec2:{}:{USAGE_ACCOUNT}:reserved-instances/{}", cluster.region, arn_rng.uuid())
+            format!(
+                "arn:aws:ec2:{}:{}:reserved-instances/{}",
+                cluster.region,
+                cluster.account,
+                arn_rng.uuid()
+            )
         }
         _ => String::new(),
     };
@@ -164,8 +174,8 @@ pub fn write_month(
             let cluster = &CLUSTERS[node.cluster];
             let namespace = WORKLOADS[pod.workload].namespace;
             format!(
-                "arn:aws:eks:{}:{USAGE_ACCOUNT}:pod/{}/{namespace}/{}/{}",
-                cluster.region, cluster.name, pod.name, pod.uid
+                "arn:aws:eks:{}:{}:pod/{}/{namespace}/{}/{}",
+                cluster.region, cluster.account, cluster.name, pod.name, pod.uid
             )
         })
         .collect();
@@ -191,12 +201,12 @@ pub fn write_month(
         bill_billing_period_end_date: end,
         bill_invoice_id: &invoice_id,
         bill_invoicing_entity: "Amazon Web Services, Inc.",
-        bill_payer_account_id: PAYER_ACCOUNT,
-        bill_payer_account_name: "Example Corp",
+        bill_payer_account_id: PAYER_ACCOUNT.0,
+        bill_payer_account_name: PAYER_ACCOUNT.1,
         line_item_currency_code: "USD",
         line_item_legal_entity: "Amazon Web Services, Inc.",
-        line_item_usage_account_id: USAGE_ACCOUNT,
-        line_item_usage_account_name: "ml-platform",
+        line_item_usage_account_id: USAGE_ACCOUNT.0,
+        line_item_usage_account_name: USAGE_ACCOUNT.1,
         ..CurRow::default()
     };
     let bastion = bastion(world);
@@ -252,6 +262,8 @@ pub fn write_month(
                     product_region_code: cluster.region,
                     product_servicecode: "AmazonEC2",
                     resource_tags: &price.tags,
+                    line_item_usage_account_id: cluster.account,
+                    line_item_usage_account_name: cluster.account_name,
                     ..hour_row
                 };
                 next_id(&mut row_id);
@@ -367,9 +379,19 @@ pub fn write_month(
                         split_line_item_net_unused_cost: net(split_row.split.unused_cost),
                         split_line_item_public_on_demand_split_cost: Some(split_row.public_split),
                         split_line_item_public_on_demand_unused_cost: Some(split_row.public_unused),
+                        line_item_usage_account_id: cluster.account,
+                        line_item_usage_account_name: cluster.account_name,
                         ..hour_row
                     });
                 }
+                let kubernetes: f64 =
+                    split_rows.iter().map(|r| r.split.split_cost + r.split.unused_cost).sum();
+                truth.add_account_line(
+                    (cluster.account, cluster.account_name),
+                    price.effective,
+                    true,
+                    kubernetes,
+                );
                 if booting {
                     let gpu = Some((itype.gpu_model, itype.gpus));
                     truth.add_instance_hour_without_pods(node.purchase.label(), gpu, true, price.effective);
@@ -411,10 +433,11 @@ pub fn write_month(
             totals.amortized += bastion.cost;
             totals.discountable += bastion.cost;
             truth.add_instance_hour_without_pods("On-Demand", None, false, bastion.cost);
+            truth.add_account_line(USAGE_ACCOUNT, bastion.cost, true, 0.0);
             for &cluster_index in &clusters {
                 let cluster = &CLUSTERS[cluster_index];
                 let resource =
-                    format!("arn:aws:eks:{}:{USAGE_ACCOUNT}:cluster/{}", cluster.region, cluster.name);
+                    format!("arn:aws:eks:{}:{}:cluster/{}", cluster.region, cluster.account, cluster.name);
                 let usage_type = format!("{}AmazonEKS-Hours:perCluster", cluster.usage_prefix);
                 next_id(&mut row_id);
                 let cost = 0.10;
@@ -436,9 +459,12 @@ pub fn write_month(
                     pricing_unit: "Hours",
                     product_region_code: cluster.region,
                     product_servicecode: "AmazonEKS",
+                    line_item_usage_account_id: cluster.account,
+                    line_item_usage_account_name: cluster.account_name,
                     ..hour_row
                 });
                 totals.add_other(truth, "AmazonEKS", cost);
+                truth.add_account_line((cluster.account, cluster.account_name), cost, false, 0.0);
                 truth.add_cluster_line(cluster.name, cost);
             }
         }
@@ -452,7 +478,7 @@ pub fn write_month(
             ..base
         };
         for line in daily_services(world, day) {
-            let DailyLine { service, usage_type, operation, amount, rate, unit, .. } = line;
+            let DailyLine { service, usage_type, operation, amount, rate, unit, account, .. } = line;
             let cost = round_micro(amount * rate);
             let rate_text = rate.to_string();
             next_id(&mut row_id);
@@ -472,9 +498,12 @@ pub fn write_month(
                 pricing_public_on_demand_rate: &rate_text,
                 pricing_unit: unit,
                 product_servicecode: service,
+                line_item_usage_account_id: account.0,
+                line_item_usage_account_name: account.1,
                 ..day_row
             });
             totals.add_other(truth, service, cost);
+            truth.add_account_line(account, cost, false, 0.0);
             let tag = |key: &str| line.tags.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
             match (tag("user_client"), tag("aws_eks_cluster_name")) {
                 (Some(client), _) => truth.add_client_line(client, line.category, cost),
@@ -538,6 +567,8 @@ struct DailyLine {
     tags: Vec<(String, String)>,
     /// What a client is charged for it as: `storage`, `network` or `other`.
     category: &'static str,
+    /// The account it is billed to: the main cluster's unless said otherwise.
+    account: (&'static str, &'static str),
 }
 
 /// The clients the workloads name, in catalog order, once each.
@@ -568,6 +599,7 @@ fn daily_services(world: &World, day: u32) -> Vec<DailyLine> {
         resource_id: String::new(),
         tags: Vec::new(),
         category,
+        account: USAGE_ACCOUNT,
     };
     let main_cluster = CLUSTERS[0].name;
     let mut lines = vec![
@@ -626,11 +658,15 @@ fn daily_services(world: &World, day: u32) -> Vec<DailyLine> {
             "other",
         ),
     ];
+    // The clients' datasets live in the research account (whatever the scale, so every
+    // world bills a payer and two linked accounts).
+    let research = (CLUSTERS[1].account, CLUSTERS[1].account_name);
     for (index, client) in clients().into_iter().enumerate() {
         let k = 10 + index as u64;
         lines.push(DailyLine {
             resource_id: format!("{client}-datasets"),
             tags: vec![pair("user_client", client), pair("user_team", "data")],
+            account: research,
             ..line(
                 "AmazonS3",
                 "TimedStorage-ByteHrs",
@@ -740,15 +776,21 @@ fn monthly_rows(
             savings_plan_savings_plan_a_r_n: &arn,
             savings_plan_total_commitment_to_date: Some(commitment),
             savings_plan_used_commitment: Some(totals.savings_plan_used),
+            line_item_usage_account_id: PAYER_ACCOUNT.0,
+            line_item_usage_account_name: PAYER_ACCOUNT.1,
             ..month
         });
         totals.unblended += commitment;
         totals.discountable += commitment;
         totals.amortized += commitment - totals.savings_plan_used;
         truth.add_other("ComputeSavingsPlans", commitment - totals.savings_plan_used);
+        truth.add_account_line(PAYER_ACCOUNT, commitment - totals.savings_plan_used, false, 0.0);
     }
     let reserved = std::mem::take(&mut totals.reserved);
-    for (_pool, instance_type, rate, used_hours, arn, count) in &reserved {
+    for (pool, instance_type, rate, used_hours, arn, count) in &reserved {
+        // A reservation is bought in the account of the cluster its pool belongs to.
+        let cluster =
+            world.nodes.iter().find(|n| n.pool == *pool).map_or(&CLUSTERS[0], |n| &CLUSTERS[n.cluster]);
         let reserved_hours = f64::from(*count) * f64::from(world.period.hours());
         let fee = round_micro(rate * reserved_hours);
         let unused = round_micro(rate * (reserved_hours - used_hours));
@@ -768,12 +810,15 @@ fn monthly_rows(
             reservation_unused_recurring_fee: Some(unused),
             reservation_unused_amortized_upfront_fee_for_billing_period: Some(0.0),
             reservation_amortized_upfront_fee_for_billing_period: Some(0.0),
+            line_item_usage_account_id: cluster.account,
+            line_item_usage_account_name: cluster.account_name,
             ..month
         });
         totals.unblended += fee;
         totals.discountable += fee;
         totals.amortized += unused;
         truth.add_other("AmazonEC2 (unused reservations)", unused);
+        truth.add_account_line((cluster.account, cluster.account_name), unused, false, 0.0);
     }
     let scale = world.nodes.len() as f64;
     let simple_rows: [(&str, &str, &str, f64); 3] = [

@@ -88,11 +88,29 @@ pub struct Cluster {
     pub region_name: &'static str,
     /// Usage-type prefix: none in us-east-1, `USW2-` in us-west-2.
     pub usage_prefix: &'static str,
+    /// The linked account the cluster runs in (its instances, pods and volumes are billed
+    /// to it), and that account's name.
+    pub account: &'static str,
+    pub account_name: &'static str,
 }
 
 pub const CLUSTERS: &[Cluster] = &[
-    Cluster { name: "ml-prod", region: "us-east-1", region_name: "US East (N. Virginia)", usage_prefix: "" },
-    Cluster { name: "ml-west", region: "us-west-2", region_name: "US West (Oregon)", usage_prefix: "USW2-" },
+    Cluster {
+        name: "ml-prod",
+        region: "us-east-1",
+        region_name: "US East (N. Virginia)",
+        usage_prefix: "",
+        account: "222222222222",
+        account_name: "ml-platform",
+    },
+    Cluster {
+        name: "ml-west",
+        region: "us-west-2",
+        region_name: "US West (Oregon)",
+        usage_prefix: "USW2-",
+        account: "333333333333",
+        account_name: "ml-research",
+    },
 ];
 
 /// A workload as Kubernetes (and so the bill) names it.

@@ -291,7 +291,7 @@ fn write_manifest(
         "executionId": id_rng.uuid(),
         "exportArn": format!(
             "arn:aws:bcm-data-exports:us-east-1:{}:export/{}-{}",
-            bill::PAYER_ACCOUNT, options.export_name, id_rng.uuid()
+            bill::PAYER_ACCOUNT.0, options.export_name, id_rng.uuid()
         ),
         "billingPeriod": period.to_string(),
         "columns": columns,

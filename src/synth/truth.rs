@@ -112,9 +112,24 @@ pub struct Truth {
     /// Requests per `cluster/namespace/workload`: a StatefulSet in two clusters has pods of
     /// the same name in each, and each cluster's requests are its own.
     pub requests_by_cluster: BTreeMap<String, u64>,
+    /// The amortized bill per usage account (the payer's own lines included); Σ
+    /// `amortized_cost` = `bill_amortized`.
+    pub accounts: BTreeMap<String, AccountTruth>,
     /// What Cost Explorer says of the month's lines (written to `cost-explorer.json`).
     #[serde(skip)]
     pub cost_explorer: super::cost_explorer::CeTally,
+}
+
+/// One usage account's share of the amortized bill, USD.
+#[derive(Debug, Default, Serialize)]
+pub struct AccountTruth {
+    pub name: String,
+    /// Every amortized line billed to the account.
+    pub amortized_cost: f64,
+    /// Σ split + unused of the pods on the account's instances.
+    pub kubernetes_cost: f64,
+    /// Amortized cost of the account's EC2 instance-hours (with pods or not).
+    pub instance_cost: f64,
 }
 
 /// One client's chargeback under the default policy, USD.
@@ -169,6 +184,24 @@ impl Truth {
     }
 
     /// Adds one instance-hour and its pods' split rows.
+    /// An amortized line billed to `account`: `instance` when it is an EC2 instance-hour,
+    /// `kubernetes` the split + unused cost its pods were given.
+    pub fn add_account_line(
+        &mut self,
+        account: (&str, &str),
+        amortized: f64,
+        instance: bool,
+        kubernetes: f64,
+    ) {
+        let entry = self.accounts.entry(account.0.to_string()).or_default();
+        entry.name = account.1.to_string();
+        entry.amortized_cost += amortized;
+        entry.kubernetes_cost += kubernetes;
+        if instance {
+            entry.instance_cost += amortized;
+        }
+    }
+
     pub fn add_node_hour(
         &mut self,
         world: &World,

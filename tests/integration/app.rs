@@ -88,6 +88,25 @@ impl TestApp {
         TestApp { state, data: demo.dir.path().to_path_buf(), _dir: dir }
     }
 
+    /// One small-scale month (2026-10, both clusters, so both linked accounts run pods),
+    /// CUR and metrics ingested and computed, in a database of its own.
+    pub async fn small() -> TestApp {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite:{}", dir.path().join("app.db").display());
+        let store = crate::helpers::connect(&url).await;
+        crate::ingest_cur::generate_with(
+            dir.path(),
+            gpuledger::synth::Scale::Small,
+            gpuledger::synth::CurFormat::Parquet,
+            1,
+            45,
+            true,
+        );
+        crate::engine::load(store.as_ref(), dir.path(), &["2026-10"]).await;
+        let state = AppState::new(store, AuthConfig::off());
+        TestApp { state, data: dir.path().to_path_buf(), _dir: dir }
+    }
+
     pub fn store(&self) -> &dyn Store {
         self.state.store.as_ref()
     }
@@ -95,6 +114,11 @@ impl TestApp {
     /// The generator's truth for `period`.
     pub fn truth(&self, period: &str) -> Value {
         crate::ingest_cur::truth(&self.data, period)
+    }
+
+    /// The URL of this app's own copy of the database (for the command line).
+    pub fn database_url(&self) -> String {
+        format!("sqlite:{}", self._dir.path().join("app.db").display())
     }
 
     pub fn data(&self) -> &Path {

@@ -119,7 +119,22 @@ async fn add_user(store: &dyn Store, name: &str, role: Role, clients: &[&str]) {
 /// Every URL the pages link to, as an administrator sees them: the pages, their twins and
 /// downloads, drill-downs and client pages (breadth first, at most `limit`).
 async fn crawl(state: &AppState, cookie: &str, limit: usize) -> Vec<String> {
-    let start = ["/", "/costs", "/clients", "/gpus", "/inference", "/savings", "/data", "/admin", "/account"];
+    let start = [
+        "/",
+        "/costs",
+        "/clients",
+        "/gpus",
+        "/inference",
+        "/savings",
+        "/data",
+        "/admin",
+        "/account",
+        // The account filter and grouping (the demo's main linked account runs every pod).
+        "/costs?account=222222222222",
+        "/costs?group=account",
+        "/clients?account=222222222222",
+        "/gpus?account=222222222222",
+    ];
     let mut seen: BTreeSet<String> = start.iter().map(|s| s.to_string()).collect();
     let mut queue: std::collections::VecDeque<String> = start.iter().map(|s| s.to_string()).collect();
     let mut order = Vec::new();

@@ -22,7 +22,7 @@ fn generate(out: &Path, scale: Scale, months: u32, seed: u64) {
 }
 
 /// Ingests the export and each month's metrics file, then computes every month.
-async fn load(store: &dyn Store, out: &Path, periods: &[&str]) {
+pub async fn load(store: &dyn Store, out: &Path, periods: &[&str]) {
     ingest(store, &export_root(out).display().to_string(), false).await;
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     for period in periods {
@@ -103,8 +103,9 @@ async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, period: &
     // The GPU fleet per model: every instance-hour, AWS's accelerator share, the full cost of
     // idle GPU pod-hours (idle judged per GPU) and what no pod requested.
     let format = gpuledger::report::OutputFormat::Json;
-    let gpu =
-        gpuledger::report::usage::gpu_report(store, period.parse().unwrap(), None, format).await.unwrap();
+    let gpu = gpuledger::report::usage::gpu_report(store, period.parse().unwrap(), None, None, format)
+        .await
+        .unwrap();
     let gpu: Value = serde_json::from_str(&gpu).unwrap();
     for (model, t) in truth["gpu_models"].as_object().unwrap() {
         let rows = gpu["rows"].as_array().unwrap();
@@ -232,6 +233,23 @@ async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, period: &
     close(report.other_cost_micros() as f64 / 1e6, truth["other_cost"].as_f64().unwrap(), "other cost");
     let unallocated = rollups.period.unallocated_ec2_micros as f64 / 1e6;
     close(unallocated, truth["unallocated_ec2_cost"].as_f64().unwrap(), "unallocated EC2");
+    // Every usage account's share of the bill: the payer's Savings Plan fee, each linked
+    // account's instances, pods and lines; together the amortized bill, exactly.
+    let accounts = truth["accounts"].as_object().unwrap();
+    let stored: Vec<&str> = rollups.accounts.iter().map(|a| a.account.as_str()).collect();
+    assert_eq!(stored, accounts.keys().map(String::as_str).collect::<Vec<_>>(), "{period}: accounts");
+    for a in &rollups.accounts {
+        let t = &accounts[&a.account];
+        let what = |name: &str| format!("{period} account {}: {name}", a.account);
+        assert_eq!(a.name, t["name"].as_str().unwrap(), "{}", what("name"));
+        close(a.amortized_micros() as f64 / 1e6, t["amortized_cost"].as_f64().unwrap(), &what("amortized"));
+        close(usd(a.kubernetes_cost_nanos), t["kubernetes_cost"].as_f64().unwrap(), &what("Kubernetes"));
+        close(a.instance_cost_micros as f64 / 1e6, t["instance_cost"].as_f64().unwrap(), &what("instances"));
+    }
+    let amortized: i64 = rollups.accounts.iter().map(|a| a.amortized_micros()).sum();
+    assert_eq!(amortized, rollups.period.bill_amortized_micros, "{period}: Σ accounts = the amortized bill");
+    let kubernetes: i64 = rollups.accounts.iter().map(|a| a.kubernetes_cost_nanos).sum();
+    assert_eq!(kubernetes, rollups.period.kubernetes_cost_nanos, "{period}: Σ accounts' pods = Kubernetes");
 }
 
 /// Generates `months` demo months ending 2026-10 with metrics, ingests and computes them.

@@ -19,5 +19,6 @@ mod prometheus_rules;
 mod runs;
 mod s3;
 mod store_story;
+mod usage_accounts;
 mod web;
 mod web_edge;

@@ -28,6 +28,7 @@ pub enum Col {
     BillInvoiceId,
     LineItemCurrencyCode,
     LineItemUsageAccountId,
+    LineItemUsageAccountName,
     LineItemUsageEndDate,
     LineItemLineItemDescription,
     LineItemNetUnblendedCost,
@@ -63,7 +64,7 @@ pub enum Col {
 pub const REQUIRED: usize = 8;
 
 /// Column names in [`Col`] order.
-pub const COLUMN_NAMES: [&str; 41] = [
+pub const COLUMN_NAMES: [&str; 42] = [
     "line_item_line_item_type",
     "line_item_operation",
     "line_item_product_code",
@@ -76,6 +77,7 @@ pub const COLUMN_NAMES: [&str; 41] = [
     "bill_invoice_id",
     "line_item_currency_code",
     "line_item_usage_account_id",
+    "line_item_usage_account_name",
     "line_item_usage_end_date",
     "line_item_line_item_description",
     "line_item_net_unblended_cost",

@@ -196,7 +196,44 @@ where
                 .await
                 .context(CONTEXT)?
                 .unwrap_or(1);
+        let mut accounts: std::collections::BTreeMap<String, AccountRollup> =
+            std::collections::BTreeMap::new();
+        for row in by_period(sql_rollups::SELECT_ACCOUNT_BILLS).fetch_all(&mut *tx).await.context(CONTEXT)? {
+            let account = row.text("account").context(CONTEXT)?;
+            accounts.insert(
+                account.clone(),
+                AccountRollup {
+                    period: period.to_string(),
+                    account,
+                    name: row.text("name").context(CONTEXT)?,
+                    bill_unblended_micros: row.int("bill_unblended_micros").context(CONTEXT)?,
+                    unused_savings_plan_micros: row.int("unused_savings_plan_micros").context(CONTEXT)?,
+                    unused_reservation_micros: row.int("unused_reservation_micros").context(CONTEXT)?,
+                    ..AccountRollup::default()
+                },
+            );
+        }
+        for (query, instance) in [
+            (sql_rollups::SELECT_ACCOUNT_INSTANCE_COST, true),
+            (sql_rollups::SELECT_ACCOUNT_OTHER_COST, false),
+        ] {
+            for row in by_period(query).fetch_all(&mut *tx).await.context(CONTEXT)? {
+                let account = row.text("account").context(CONTEXT)?;
+                let entry = accounts.entry(account.clone()).or_insert_with(|| AccountRollup {
+                    period: period.to_string(),
+                    account,
+                    ..AccountRollup::default()
+                });
+                let total = row.int("total").context(CONTEXT)?;
+                if instance {
+                    entry.instance_cost_micros += total;
+                } else {
+                    entry.other_cost_micros += total;
+                }
+            }
+        }
         let inputs = ComputeInputs {
+            accounts: accounts.into_values().collect(),
             period: period.to_string(),
             input_revision,
             bill_unblended_micros: head.int("bill_unblended_micros").context(CONTEXT)?,

@@ -82,6 +82,7 @@ where
         Self::insert(&mut tx, name, &rollups.heatmap).await.context(CONTEXT)?;
         Self::insert(&mut tx, name, &rollups.clients).await.context(CONTEXT)?;
         Self::insert(&mut tx, name, &rollups.opportunities).await.context(CONTEXT)?;
+        Self::insert(&mut tx, name, &rollups.accounts).await.context(CONTEXT)?;
         tx.commit().await.context(CONTEXT)
     }
 
@@ -100,6 +101,7 @@ where
             heatmap: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
             clients: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
             opportunities: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
+            accounts: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
         };
         tx.commit().await.context(CONTEXT)?;
         Ok(Some(rollups))

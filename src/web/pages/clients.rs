@@ -5,6 +5,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::*;
+use crate::engine::classify::PLATFORM;
 use crate::report::rollup::{self};
 use crate::report::table::Cell;
 use crate::store::PeriodRollup;
@@ -19,6 +20,32 @@ pub async fn clients(
     let view = resolve(&state, &viewer, &filters).await?;
     let range = &view.range;
     let mut content = Content::new("Clients", "clients", "/clients");
+    content.account_filter = true;
+    if let Some(range) = &range
+        && let Some(account) = &range.account
+    {
+        let report = rollup::clients(range);
+        // The platform namespaces' pods are no client's: no client page to link to.
+        let links = client_links(&report, range)
+            .into_iter()
+            .zip(report.table.rows.iter())
+            .map(|(link, row)| link.filter(|_| !matches!(row.first(), Some(Cell::Text(c)) if c == PLATFORM)))
+            .collect();
+        content.tables.push((
+            "clients".into(),
+            format!("Direct Kubernetes cost by client in account {account}; each client links to its detail"),
+            report,
+            links,
+        ));
+        content.notes.push(
+            "With an account chosen, each client's direct cost is that of its pods on the account's \
+             instances. The chargeback's shared pools (platform namespaces, idle capacity, unallocated EC2, \
+             untagged cluster cost) are charged on the whole fleet and are not split by account: choose \
+             \"all accounts\" for the chargeback."
+                .into(),
+        );
+        return answer(&state, &filters, &headers, &view, content).await;
+    }
     if let Some(range) = &range {
         if range.periods().all(|(_, whole)| !whole) {
             // Shares of a pool are fixed per billing month (the pools, the markup and the
@@ -31,17 +58,7 @@ pub async fn clients(
             ));
         }
         let report = rollup::clients(range);
-        let links = report
-            .table
-            .rows
-            .iter()
-            .map(|row| match row.first() {
-                Some(Cell::Text(client)) => {
-                    Some(format!("/clients/{}?{}", url_escape(client), range_query(range)))
-                }
-                _ => None,
-            })
-            .collect();
+        let links = client_links(&report, range);
         content.tables.push((
             "clients".into(),
             "Chargeback by client (direct cost, shares of the four shared pools, markup); each client links to its detail"
@@ -49,6 +66,11 @@ pub async fn clients(
             report,
             links,
         ));
+        if view.accounts.len() > 1 {
+            let caption = "Direct Kubernetes cost by client and usage account (choose an account above to \
+                           narrow the page to it)";
+            content.table("accounts", caption, rollup::clients_by_account(range));
+        }
         // A single month whose chargeback a later compute changed: what changed, per client.
         let single: Vec<&PeriodRollup> =
             range.periods().filter(|(_, whole)| *whole).map(|(p, _)| p).collect();
@@ -84,4 +106,19 @@ pub async fn clients(
         );
     }
     answer(&state, &filters, &headers, &view, content).await
+}
+
+/// Each client row's link to the client's detail for the same range.
+fn client_links(report: &crate::report::rollup::Report, range: &RollupRange) -> Vec<Option<String>> {
+    report
+        .table
+        .rows
+        .iter()
+        .map(|row| match row.first() {
+            Some(Cell::Text(client)) => {
+                Some(format!("/clients/{}?{}", url_escape(client), range_query(range)))
+            }
+            _ => None,
+        })
+        .collect()
 }

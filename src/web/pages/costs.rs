@@ -1,5 +1,6 @@
-//! Costs (finance): Kubernetes cost by namespace, workload, team, client or cluster,
-//! reconciled to the bill, drilling down to workloads and pods.
+//! Costs (finance): Kubernetes cost by namespace, workload, team, client, cluster or usage
+//! account, reconciled to the bill, drilling down to workloads and pods; the bill per usage
+//! account beside it.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +23,7 @@ pub async fn costs(
 ) -> Result<Response, WebError> {
     let view = resolve(&state, &viewer, &filters).await?;
     let mut content = Content::new("Costs", "costs", "/costs");
+    content.account_filter = true;
     if let Some(range) = &view.range {
         let clusters: std::collections::BTreeSet<&str> = range.costs().map(|c| c.cluster.as_str()).collect();
         content.clusters = clusters.into_iter().map(String::from).collect();
@@ -34,8 +36,29 @@ pub async fn costs(
                 _ => grouped_costs(&filters, range, &mut content.notes),
             };
         content.tables.push(("costs".into(), caption, Report { table, extra: Map::new() }, links));
+        let whole = range.parts.iter().all(|(_, whole)| *whole);
+        if whole && view.viewer.scope.sees_fleet() && given(&filters.group) != Some("pod") {
+            let mut by_account = crate::report::rollup::accounts(range);
+            if by_account.table.rows.len() > 1 || range.account.is_some() {
+                name_accounts(&mut by_account, &view.accounts);
+                let caption = "The bill by usage account (payer and linked accounts): Kubernetes, EC2 not \
+                               allocated to pods, other cost; the total is the amortized bill";
+                content.table("accounts", caption, by_account);
+            }
+        }
     }
     answer(&state, &filters, &headers, &view, content).await
+}
+
+/// Fills the name column of an accounts table from the names the range's bills give.
+fn name_accounts(report: &mut Report, names: &BTreeMap<String, String>) {
+    for row in &mut report.table.rows {
+        if let (Some(Cell::Text(id)), Some(Cell::Text(name))) = (row.first().cloned(), row.get_mut(1))
+            && name.is_empty()
+        {
+            *name = names.get(&id).cloned().unwrap_or_default();
+        }
+    }
 }
 
 /// Refuses a grouping, namespace or workload the range does not have, naming the choices.
@@ -128,6 +151,7 @@ fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>
             "team" => (c.team.clone(), String::new(), String::new()),
             "client" => (c.client.clone(), String::new(), String::new()),
             "cluster" => (c.cluster.clone(), String::new(), String::new()),
+            "account" => (c.account.clone(), String::new(), String::new()),
             _ => (c.namespace.clone(), c.namespace.clone(), String::new()),
         };
         let s = sums.entry(key).or_default();
@@ -197,10 +221,17 @@ fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>
         columns: [&[column_of(&group)], &MONEY_COLUMNS[..], &["idle_gpu_cost"]].concat(),
         rows,
     };
-    let scope = cluster.map(|c| format!(" in cluster {c}")).unwrap_or_default();
+    let cluster_chosen = cluster.clone();
+    let mut scope = cluster.map(|c| format!(" in cluster {c}")).unwrap_or_default();
+    if let Some(account) = &range.account {
+        scope.push_str(&format!(" in account {account}"));
+    }
     let caption = match &namespace {
         Some(n) => format!("Workloads of {n}{scope}"),
         None if scope.is_empty() => format!("Kubernetes cost by {group}, reconciled to the bill"),
+        None if cluster_chosen.is_none() => {
+            format!("Kubernetes cost by {group}{scope}, reconciled to its bill")
+        }
         None => format!("Kubernetes cost by {group}{scope}"),
     };
     (caption, table, links)
@@ -275,7 +306,7 @@ fn add_pod(sum: &mut crate::store::PodCost, pod: &crate::store::PodCost) {
 }
 
 /// The groupings of the Costs page (pods are reached by drilling down from a workload).
-pub(super) const GROUPS: [&str; 5] = ["namespace", "workload", "team", "client", "cluster"];
+pub(super) const GROUPS: [&str; 6] = ["namespace", "workload", "team", "client", "cluster", "account"];
 
 /// The money columns of the Costs tables, in the order `grouped_costs` and `pod_costs` fill them.
 const MONEY_COLUMNS: [&str; 6] =
@@ -288,6 +319,7 @@ fn column_of(group: &str) -> &'static str {
         "team" => "team",
         "client" => "client",
         "cluster" => "cluster",
+        "account" => "account",
         _ => "namespace",
     }
 }

@@ -22,7 +22,14 @@ pub async fn gpus(
     let view = resolve(&state, &viewer, &filters).await?;
     let range = &view.range;
     let mut content = Content::new("GPUs", "gpus", "/gpus");
+    content.account_filter = true;
     if let Some(range) = &range {
+        if let Some(account) = &range.account {
+            content.notes.push(format!(
+                "Account {account}: its instances' capacity and its pods' GPU-hours. The heatmap and GPU time \
+                 no pod held come from the metrics, which name no account, and are shown for all accounts only."
+            ));
+        }
         let mut unattributed: BTreeMap<String, f64> = BTreeMap::new();
         for (period, _) in range.periods() {
             if period.unattributed_gpu_hours > 0.0 {
@@ -59,6 +66,10 @@ pub async fn gpus(
             ));
         }
         content.table("gpu", "GPU-hours by namespace and GPU model", rollup::gpu(range, &unattributed));
+        if range.account.is_none() && view.accounts.len() > 1 {
+            let caption = "GPU-hours and GPU fleet cost by usage account (utilization of measured hours)";
+            content.table("accounts", caption, rollup::gpu_by_account(range));
+        }
         let mut worst = rollup::workloads(range);
         // Sort by idle GPU cost, keep the ten worst with any idle cost.
         let idle = worst.table.column("idle_gpu_cost").unwrap_or(usize::MAX);

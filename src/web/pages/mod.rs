@@ -54,6 +54,8 @@ pub struct Filters {
     pub namespace: Option<String>,
     pub workload: Option<String>,
     pub cluster: Option<String>,
+    /// A usage account: every figure narrowed to its pods, instances and bill.
+    pub account: Option<String>,
     pub format: Option<String>,
     pub table: Option<String>,
 }
@@ -82,6 +84,7 @@ impl Filters {
             ("namespace", &self.namespace),
             ("workload", &self.workload),
             ("cluster", &self.cluster),
+            ("account", &self.account),
         ] {
             if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
                 parts.push(format!("{key}={}", url_escape(value)));
@@ -159,6 +162,8 @@ pub struct ReportPage {
     pub groups: Vec<(String, bool)>,
     /// Clusters to filter by, with whether each is chosen; empty hides the filter.
     pub clusters: Vec<(String, bool)>,
+    /// Usage accounts to filter by (id, label, chosen); empty hides the filter.
+    pub accounts: Vec<(String, String, bool)>,
     /// Drill-down filters carried through a filter change.
     pub hidden: Vec<(&'static str, String)>,
     pub banner: Option<String>,
@@ -184,6 +189,8 @@ pub(super) struct Content {
     pub(super) json: Map<String, Value>,
     /// The clusters to filter by (the Costs page), empty elsewhere.
     clusters: Vec<String>,
+    /// Whether the page offers the account filter (Costs, Clients, GPUs).
+    pub(super) account_filter: bool,
 }
 
 impl Content {
@@ -198,6 +205,7 @@ impl Content {
             notes: Vec::new(),
             json: Map::new(),
             clusters: Vec::new(),
+            account_filter: false,
         }
     }
 
@@ -211,6 +219,8 @@ impl Content {
 pub(super) struct View {
     pub(super) computed: Vec<Arc<Rollups>>,
     pub(super) range: Option<RollupRange>,
+    /// Every usage account of the range before an account filter narrowed it (id → name).
+    pub(super) accounts: std::collections::BTreeMap<String, String>,
     /// Who asks: every number above is already limited to what their scope may see.
     pub(super) viewer: Viewer,
 }
@@ -293,7 +303,7 @@ pub(super) async fn resolve(state: &AppState, viewer: &Viewer, filters: &Filters
             let parameter = if matches!(asked, Range::Month(_)) { "period" } else { "from" };
             return Err(WebError::bad(parameter, "nothing is computed yet", Vec::new()));
         }
-        return Ok(View { computed, range: None, viewer: viewer.clone() });
+        return Ok(View { computed, range: None, accounts: Default::default(), viewer: viewer.clone() });
     };
     let wanted = asked.unwrap_or(Range::Month(latest));
     let range = RollupRange::from_parts(wanted.label(), wanted.start(), wanted.end(), computed.to_vec())
@@ -312,7 +322,18 @@ pub(super) async fn resolve(state: &AppState, viewer: &Viewer, filters: &Filters
             ));
         }
     }
-    Ok(View { computed, range: Some(range), viewer: viewer.clone() })
+    let accounts = range.accounts();
+    let range = match given(&filters.account) {
+        Some(account) => range.only_account(account).map_err(|_| {
+            WebError::bad(
+                "account",
+                format!("no usage account {account:?} in {}", range.label),
+                accounts.keys().cloned().collect(),
+            )
+        })?,
+        None => range,
+    };
+    Ok(View { computed, range: Some(range), accounts, viewer: viewer.clone() })
 }
 
 /// A filter's value, when it is given and not empty.
@@ -409,6 +430,17 @@ pub(super) async fn answer(
                     .iter()
                     .map(|c| (c.clone(), filters.cluster.as_deref() == Some(c.as_str())))
                     .collect(),
+                accounts: if content.account_filter && view.accounts.len() > 1 {
+                    view.accounts
+                        .iter()
+                        .map(|(id, name)| {
+                            let label = if name.is_empty() { id.clone() } else { format!("{id} ({name})") };
+                            (id.clone(), label, filters.account.as_deref() == Some(id.as_str()))
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                },
                 hidden: [("namespace", &filters.namespace), ("workload", &filters.workload)]
                     .into_iter()
                     .filter_map(|(k, v)| v.clone().filter(|v| !v.is_empty()).map(|v| (k, v)))
