@@ -798,6 +798,9 @@ pub struct NamespacesArgs {
     /// One row per cluster and namespace.
     #[arg(long, env = "GPULEDGER_REPORT_BY_CLUSTER")]
     pub by_cluster: bool,
+    /// Only this usage account (12 digits): its pods and its own bill (computed periods only).
+    #[arg(long, env = "GPULEDGER_REPORT_ACCOUNT")]
+    pub account: Option<String>,
     #[arg(long, env = "GPULEDGER_REPORT_FORMAT", value_enum, default_value = "table")]
     pub format: OutputFormat,
 }

@@ -14,6 +14,14 @@ use crate::store::Store;
 pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Result<()> {
     // The reports over rollups differ only in which table they build.
     let (args, build): (RangeArgs, fn(&RollupRange) -> Report) = match command {
+        ReportCommand::Namespaces(args) if args.account.is_some() => {
+            // The account of pods is in the rollups: the period's, narrowed to the account.
+            let account = args.account.as_deref().unwrap_or_default();
+            let range = RollupRange::period(store, &Scope::All, args.period).await?.only_account(account)?;
+            let report = NamespaceReport::from_rollups(&range, args.cluster.as_deref(), args.by_cluster);
+            print!("{}", report.render(args.format));
+            return Ok(());
+        }
         ReportCommand::Namespaces(args) => {
             let report =
                 NamespaceReport::load(store, args.period, args.cluster.as_deref(), args.by_cluster).await?;

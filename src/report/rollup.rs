@@ -43,9 +43,10 @@
 //!   `amortized_cost` = the amortized bill (top-level `amortized_total`);
 //! - with an account filter (`--account`, [`RollupRange::only_account`]) every report above
 //!   covers that account's pods, instances and bill only, and `clients` becomes the clients'
-//!   direct Kubernetes cost in the account: `client, kubernetes_direct_cost, gpu_cost,
-//!   gpu_hours, share` (+ `account`), since shared pools are charged on the whole fleet and
-//!   are not split by account.
+//!   Kubernetes cost in the account: `client, kubernetes_direct_cost` (split cost, as the
+//!   chargeback counts direct cost), `unused_cost, kubernetes_cost, gpu_cost, gpu_hours,
+//!   share` (+ `account`), since shared pools are charged on the whole fleet and are not
+//!   split by account.
 //!
 //! Flags follow DESIGN.md: utilization < 40 %, idle > 20 % of allocated, Spot adoption
 //! < 30 % for training.
@@ -483,28 +484,41 @@ pub fn gpu_by_account(range: &RollupRange) -> Report {
     Report { table, extra: Map::new() }
 }
 
-/// Each client's direct Kubernetes cost per usage account over the range's days (the
-/// chargeback's shared pools are fleet-wide and not split by account).
+/// Each client's Kubernetes cost per usage account over the range's days: its direct cost
+/// as the chargeback counts it (split cost), the unused cost its pods were given (which the
+/// chargeback pools as idle), and their sum. The chargeback's shared pools are fleet-wide
+/// and not split by account.
 pub fn clients_by_account(range: &RollupRange) -> Report {
-    let mut rows: BTreeMap<(&str, &str), (i64, f64)> = BTreeMap::new();
+    let mut rows: BTreeMap<(&str, &str), (i64, i64, f64)> = BTreeMap::new();
     for c in range.costs() {
         let row = rows.entry((c.client.as_str(), c.account.as_str())).or_default();
-        row.0 += c.split_cost_nanos + c.unused_cost_nanos;
-        row.1 += c.gpu_hours_allocated;
+        row.0 += c.split_cost_nanos;
+        row.1 += c.unused_cost_nanos;
+        row.2 += c.gpu_hours_allocated;
     }
     let names = range.accounts();
     let table = Table {
-        title: "Direct Kubernetes cost by client and usage account".into(),
+        title: "Kubernetes cost by client and usage account".into(),
         totals: Vec::new(),
-        columns: vec!["client", "account", "name", "kubernetes_direct_cost", "gpu_hours"],
+        columns: vec![
+            "client",
+            "account",
+            "name",
+            "kubernetes_direct_cost",
+            "unused_cost",
+            "kubernetes_cost",
+            "gpu_hours",
+        ],
         rows: rows
             .iter()
-            .map(|((client, account), (cost, hours))| {
+            .map(|((client, account), (split, unused, hours))| {
                 vec![
                     text(client),
                     text(account),
                     text(names.get(*account).map_or("", String::as_str)),
-                    usd(*cost),
+                    usd(*split),
+                    usd(*unused),
+                    usd(split + unused),
                     Cell::Hours(*hours),
                 ]
             })
@@ -513,25 +527,44 @@ pub fn clients_by_account(range: &RollupRange) -> Report {
     Report { table, extra: Map::new() }
 }
 
-/// Under an account filter: each client's direct Kubernetes cost in the account (pods on
-/// its instances), its GPU cost and GPU-hours, and its share of the account's Kubernetes cost.
+/// Under an account filter: each client's Kubernetes cost in the account (pods on its
+/// instances): direct (split) cost as the chargeback counts it, unused cost, their sum, GPU
+/// cost and GPU-hours, and its share of the account's Kubernetes cost.
 fn clients_in_account(range: &RollupRange, account: &str) -> Report {
-    let mut rows: BTreeMap<&str, (i64, i64, f64)> = BTreeMap::new();
+    let mut rows: BTreeMap<&str, (i64, i64, i64, f64)> = BTreeMap::new();
     for c in range.costs() {
         let row = rows.entry(c.client.as_str()).or_default();
-        row.0 += c.split_cost_nanos + c.unused_cost_nanos;
-        row.1 += c.gpu_cost_nanos;
-        row.2 += c.gpu_hours_allocated;
+        row.0 += c.split_cost_nanos;
+        row.1 += c.unused_cost_nanos;
+        row.2 += c.gpu_cost_nanos;
+        row.3 += c.gpu_hours_allocated;
     }
-    let whole: i64 = rows.values().map(|r| r.0).sum();
-    let line = |client: &str, r: &(i64, i64, f64)| {
-        vec![text(client), usd(r.0), usd(r.1), Cell::Hours(r.2), Cell::Ratio(ratio(r.0 as f64, whole as f64))]
+    let whole: i64 = rows.values().map(|r| r.0 + r.1).sum();
+    let line = |client: &str, r: &(i64, i64, i64, f64)| {
+        vec![
+            text(client),
+            usd(r.0),
+            usd(r.1),
+            usd(r.0 + r.1),
+            usd(r.2),
+            Cell::Hours(r.3),
+            Cell::Ratio(ratio((r.0 + r.1) as f64, whole as f64)),
+        ]
     };
-    let total = rows.values().fold((0, 0, 0.0), |acc, r| (acc.0 + r.0, acc.1 + r.1, acc.2 + r.2));
+    let total =
+        rows.values().fold((0, 0, 0, 0.0), |acc, r| (acc.0 + r.0, acc.1 + r.1, acc.2 + r.2, acc.3 + r.3));
     let table = Table {
-        title: format!("Direct Kubernetes cost by client in account {account}"),
+        title: format!("Kubernetes cost by client in account {account}"),
         totals: vec![line("Total", &total)],
-        columns: vec!["client", "kubernetes_direct_cost", "gpu_cost", "gpu_hours", "share"],
+        columns: vec![
+            "client",
+            "kubernetes_direct_cost",
+            "unused_cost",
+            "kubernetes_cost",
+            "gpu_cost",
+            "gpu_hours",
+            "share",
+        ],
         rows: rows.iter().map(|(client, r)| line(client, r)).collect(),
     };
     let mut extra = Map::new();

@@ -18,13 +18,14 @@ pub fn bars(title: &str, unit: &str, labels: &[String], values: &[f64]) -> Strin
 pub fn bars_marked(title: &str, unit: &str, labels: &[String], values: &[f64], marked: &[bool]) -> String {
     let (width, height, left, bottom, top) = (640.0, 260.0, 70.0, 40.0, 30.0);
     let max = values.iter().copied().fold(0.0_f64, f64::max);
-    let scale_max = nice_ceiling(max);
+    let (step, steps) = axis(max);
+    let scale_max = step * steps as f64;
     let plot_height = height - bottom - top;
     let slot = (width - left - 10.0) / values.len().max(1) as f64;
     let summary: Vec<String> = labels
         .iter()
         .zip(values)
-        .map(|(label, value)| format!("{label}: {} {unit}", short(*value)))
+        .map(|(label, value)| format!("{label}: {} {unit}", exact(*value)))
         .collect();
     let mut svg = format!(
         r#"<svg class="chart" role="img" aria-label="{}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg"><title>{}</title><desc>{}</desc>"#,
@@ -33,9 +34,9 @@ pub fn bars_marked(title: &str, unit: &str, labels: &[String], values: &[f64], m
         escape(&summary.join("; "))
     );
     let _ = write!(svg, r#"<text x="{left}" y="18" class="chart-title">{}</text>"#, escape(title));
-    for step in 0..=4 {
-        let value = scale_max * f64::from(step) / 4.0;
-        let y = top + plot_height - plot_height * f64::from(step) / 4.0;
+    for tick in 0..=steps {
+        let value = step * tick as f64;
+        let y = top + plot_height - plot_height * tick as f64 / steps as f64;
         let _ = write!(
             svg,
             r#"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" class="grid"/><text x="{}" y="{:.1}" class="axis" text-anchor="end">{}</text>"#,
@@ -66,12 +67,169 @@ pub fn bars_marked(title: &str, unit: &str, labels: &[String], values: &[f64], m
             top + plot_height - bar_height,
             slot * 0.7,
             escape(label),
-            short(*value),
+            exact(*value),
             escape(unit),
             x + slot * 0.35,
             height - bottom + 16.0,
             escape(label)
         );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// One bar of [`stacked_bars`]: its label, its parts (in the chart's order), an optional
+/// mark (a budget) and where clicking it leads.
+pub struct StackedBar {
+    pub label: String,
+    pub parts: Vec<f64>,
+    pub mark: Option<f64>,
+    pub href: Option<String>,
+}
+
+/// The `n` largest bars (by their parts' sum), the rest summed into one unlinked bar.
+pub fn top(mut bars: Vec<StackedBar>, n: usize) -> Vec<StackedBar> {
+    bars.sort_by(|a, b| b.parts.iter().sum::<f64>().total_cmp(&a.parts.iter().sum::<f64>()));
+    if bars.len() > n {
+        let rest = bars.split_off(n - 1);
+        let mut parts = vec![0.0; rest.iter().map(|b| b.parts.len()).max().unwrap_or(0)];
+        for bar in &rest {
+            parts.iter_mut().zip(&bar.parts).for_each(|(sum, v)| *sum += v);
+        }
+        bars.push(StackedBar { label: format!("{} more", rest.len()), parts, mark: None, href: None });
+    }
+    bars
+}
+
+/// The `n` largest bars, the others left out (for ratios, where a sum of the rest means nothing).
+pub fn largest(mut bars: Vec<StackedBar>, n: usize) -> Vec<StackedBar> {
+    bars.sort_by(|a, b| b.parts.iter().sum::<f64>().total_cmp(&a.parts.iter().sum::<f64>()));
+    bars.truncate(n);
+    bars
+}
+
+/// The fill of a part: solid, light and outlined, hatched; so the parts never rest on colour
+/// alone.
+const PART_CLASSES: [&str; 3] = ["bar", "bar-unused", "bar-hatched"];
+
+/// Horizontal bars, one per row, each stacked from its parts (`names`, at most three); a bar
+/// with a mark shows it as a tick (`mark_name`, e.g. a budget); a bar with a link is a link
+/// (click or Enter drills down).
+pub fn stacked_bars(title: &str, unit: &str, names: &[&str], mark_name: &str, bars: &[StackedBar]) -> String {
+    let (width, left, right, top, row_h) = (640.0, 170.0, 20.0, 46.0, 22.0);
+    let height = top + row_h * bars.len().max(1) as f64 + 30.0;
+    let max = bars
+        .iter()
+        .map(|b| b.parts.iter().map(|p| p.max(0.0)).sum::<f64>().max(b.mark.unwrap_or(0.0)))
+        .fold(0.0_f64, f64::max);
+    let (step, steps) = axis(max);
+    let scale = (width - left - right) / (step * steps as f64);
+    let summary: Vec<String> = bars
+        .iter()
+        .map(|b| {
+            let mut text = format!("{}: {} {unit}", b.label, exact(b.parts.iter().sum()));
+            if names.len() > 1 {
+                let parts: Vec<String> =
+                    names.iter().zip(&b.parts).map(|(n, v)| format!("{n} {}", exact(*v))).collect();
+                text.push_str(&format!(" ({})", parts.join(", ")));
+            }
+            if let Some(mark) = b.mark {
+                text.push_str(&format!("; {mark_name} {}", exact(mark)));
+            }
+            text
+        })
+        .collect();
+    // Pattern ids are unique per chart: a page holds several.
+    let id =
+        format!("hatch-{:x}", title.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))));
+    // A chart whose bars are links is a group of links (an image may hold nothing to click).
+    let role = if bars.iter().any(|b| b.href.is_some()) { "group" } else { "img" };
+    let mut svg = format!(
+        r#"<svg class="chart" role="{role}" aria-label="{}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg"><title>{}</title><desc>{}</desc><defs><pattern id="{id}" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="2.5" height="6" class="hatch"/></pattern></defs>"#,
+        escape(&format!("{title}. {}", summary.join("; "))),
+        escape(title),
+        escape(&summary.join("; "))
+    );
+    let fill =
+        |class: &str| if class == "bar-hatched" { format!(r#" fill="url(#{id})""#) } else { String::new() };
+    let _ = write!(svg, r#"<text x="10" y="18" class="chart-title">{}</text>"#, escape(title));
+    // The legend: a swatch per part (none for a single part), and the mark's tick.
+    let mut x = left;
+    if names.len() > 1 {
+        for (name, class) in names.iter().zip(PART_CLASSES) {
+            let _ = write!(
+                svg,
+                r#"<rect x="{x:.1}" y="26" width="12" height="10" class="{class}"{}/><text x="{:.1}" y="35" class="axis">{}</text>"#,
+                fill(class),
+                x + 16.0,
+                escape(name)
+            );
+            x += 24.0 + 6.5 * name.len() as f64;
+        }
+    }
+    if bars.iter().any(|b| b.mark.is_some()) {
+        let _ = write!(
+            svg,
+            r#"<line x1="{:.1}" x2="{:.1}" y1="25" y2="37" class="mark"/><text x="{:.1}" y="35" class="axis">{}</text>"#,
+            x + 4.0,
+            x + 4.0,
+            x + 10.0,
+            escape(mark_name)
+        );
+    }
+    for tick in 0..=steps {
+        let x = left + step * tick as f64 * scale;
+        let _ = write!(
+            svg,
+            r#"<line x1="{x:.1}" x2="{x:.1}" y1="{top}" y2="{:.1}" class="grid"/><text x="{x:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text>"#,
+            height - 26.0,
+            height - 12.0,
+            short(step * tick as f64)
+        );
+    }
+    let _ = write!(
+        svg,
+        r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="end">{}</text>"#,
+        width - right,
+        height - 1.0,
+        escape(unit)
+    );
+    for (i, bar) in bars.iter().enumerate() {
+        let y = top + row_h * i as f64;
+        let tip = escape(&summary[i]);
+        let mut shapes = format!(
+            r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="end">{}</text>"#,
+            left - 6.0,
+            y + row_h * 0.65,
+            escape(&bar.label)
+        );
+        let mut x = left;
+        for (value, class) in bar.parts.iter().zip(PART_CLASSES) {
+            let w = value.max(0.0) * scale;
+            let _ = write!(
+                shapes,
+                r#"<rect x="{x:.1}" y="{:.1}" width="{w:.1}" height="{:.1}" class="{class}"{}><title>{tip}</title></rect>"#,
+                y + 3.0,
+                row_h - 6.0,
+                fill(class)
+            );
+            x += w;
+        }
+        if let Some(mark) = bar.mark {
+            let mx = left + mark * scale;
+            let _ = write!(
+                shapes,
+                r#"<line x1="{mx:.1}" x2="{mx:.1}" y1="{:.1}" y2="{:.1}" class="mark"><title>{tip}</title></line>"#,
+                y,
+                y + row_h
+            );
+        }
+        match &bar.href {
+            Some(href) => {
+                let _ = write!(svg, r#"<a href="{}" aria-label="{tip}">{shapes}</a>"#, escape(href));
+            }
+            None => svg.push_str(&shapes),
+        }
     }
     svg.push_str("</svg>");
     svg
@@ -140,27 +298,51 @@ pub fn heatmap(title: &str, days: &[String], cells: &[[Option<f64>; 24]]) -> Str
     svg
 }
 
-/// A round axis maximum at or above `value`.
-fn nice_ceiling(value: f64) -> f64 {
-    if value <= 0.0 {
-        return 1.0;
+/// Round axis ticks for values up to `max`: a step of 1, 2 or 5 × 10ⁿ that gives at most
+/// five intervals, and how many intervals reach `max` (so every tick label is a round number).
+pub(crate) fn axis(max: f64) -> (f64, usize) {
+    if max <= 0.0 || !max.is_finite() {
+        return (0.25, 4);
     }
-    let magnitude = 10f64.powf(value.log10().floor());
-    [1.0, 2.0, 2.5, 5.0, 10.0].iter().map(|m| m * magnitude).find(|m| *m >= value).unwrap_or(10.0 * magnitude)
+    let raw = max / 5.0;
+    let magnitude = 10f64.powf(raw.log10().floor());
+    let step =
+        [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * magnitude).find(|s| *s >= raw).unwrap_or(10.0 * magnitude);
+    (step, ((max / step - 1e-9).ceil() as usize).max(1))
 }
 
-/// `12,345` / `1.2M` / `0.42` for axis labels.
+/// `1.2M` / `50k` / `2.5k` / `150` / `0.42` for axis labels.
 fn short(value: f64) -> String {
+    let trimmed = |text: String| {
+        if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.').to_string() } else { text }
+    };
     let magnitude = value.abs();
     if magnitude >= 1e6 {
-        format!("{:.1}M", value / 1e6)
-    } else if magnitude >= 1e4 {
-        format!("{:.0}k", value / 1e3)
+        format!("{}M", trimmed(format!("{:.2}", value / 1e6)))
+    } else if magnitude >= 1e3 {
+        format!("{}k", trimmed(format!("{:.1}", value / 1e3)))
     } else if magnitude >= 100.0 {
         format!("{value:.0}")
     } else {
-        let text = format!("{value:.2}");
-        text.trim_end_matches('0').trim_end_matches('.').to_string()
+        trimmed(format!("{value:.2}"))
+    }
+}
+
+/// The value as hover and text alternatives give it: `47,031.68`, `61.9`.
+fn exact(value: f64) -> String {
+    let text = format!("{:.2}", value.abs());
+    let (whole, cents) = text.split_once('.').unwrap_or((&text, "00"));
+    let mut grouped = String::new();
+    for (i, digit) in whole.chars().enumerate() {
+        if i > 0 && (whole.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(digit);
+    }
+    let sign = if value < 0.0 && text != "0.00" { "-" } else { "" };
+    match cents {
+        "00" => format!("{sign}{grouped}"),
+        _ => format!("{sign}{grouped}.{}", cents.trim_end_matches('0')),
     }
 }
 
@@ -170,11 +352,60 @@ mod tests {
 
     #[test]
     fn bars_carry_a_title_units_and_a_text_alternative() {
-        let svg = bars("Spend", "USD", &["2026-09".into(), "2026-10".into()], &[1000.0, 2500.0]);
+        let svg = bars("Spend", "USD", &["2026-09".into(), "2026-10".into()], &[1000.0, 12_500.5]);
         assert!(svg.contains(r#"role="img""#) && svg.contains("<title>Spend</title>"));
-        assert!(svg.contains("2026-10: 2500 USD"), "{svg}");
-        assert_eq!(nice_ceiling(2500.0), 2500.0);
-        assert_eq!(nice_ceiling(2600.0), 5000.0);
+        assert!(svg.contains("2026-10: 12,500.5 USD"), "{svg}");
+        // 12,500.5 → steps of 5k up to 15k: labels 0, 5k, 10k, 15k and nothing in between.
+        for label in [">0<", ">5k<", ">10k<", ">15k<"] {
+            assert!(svg.contains(label), "{label} in {svg}");
+        }
+        assert!(!svg.contains(">12.5k<") && !svg.contains(">20k<"), "{svg}");
         assert!(!bars("a<b", "x", &[], &[]).contains("a<b"));
+    }
+
+    #[test]
+    fn stacked_bars_link_each_bar_and_say_every_part_and_the_mark() {
+        let bars = [
+            StackedBar {
+                label: "acme".into(),
+                parts: vec![3000.0, 500.0, 200.0],
+                mark: Some(4200.0),
+                href: Some("/clients/acme?a=1&b=2".into()),
+            },
+            StackedBar { label: "(rest)".into(), parts: vec![100.0, 0.0, 0.0], mark: None, href: None },
+        ];
+        let svg = stacked_bars("Top", "USD", &["direct", "shared", "markup"], "budget", &bars);
+        assert!(
+            svg.contains("acme: 3,700 USD (direct 3,000, shared 500, markup 200); budget 4,200"),
+            "{svg}"
+        );
+        assert_eq!(
+            svg.matches("<a href=\"/clients/acme?a=1&amp;b=2\" aria-label=\"acme: ").count(),
+            1,
+            "{svg}"
+        );
+        assert!(svg.starts_with(r#"<svg class="chart" role="group""#), "a chart of links is a group: {svg}");
+        // The budget (4,200) is the largest value: ticks every 1k up to 5k.
+        assert!(svg.contains(">5k<") && !svg.contains(">6k<"), "{svg}");
+        assert_eq!(svg.matches(r#"class="mark""#).count(), 2, "the legend's tick and acme's budget");
+        assert!(svg.contains(r#"class="bar-hatched" fill="url(#hatch-"#), "{svg}");
+    }
+
+    #[test]
+    fn axis_ticks_are_round_numbers() {
+        // The Overview's spend (a $53.4k month): 0, 20k, 40k, 60k.
+        assert_eq!(axis(53_411.55), (20_000.0, 3));
+        // An idle-cost axis that once read 188 and 62.5: 0, 50, …, 200.
+        assert_eq!(axis(188.0), (50.0, 4));
+        // Utilization in percent up to 62.6: 0, 20, 40, 60, 80.
+        assert_eq!(axis(62.6), (20.0, 4));
+        // A maximum on a tick stays the top tick.
+        assert_eq!(axis(100.0), (20.0, 5));
+        assert_eq!(axis(0.0), (0.25, 4));
+        assert_eq!(
+            [short(5000.0), short(12_500.0), short(1_250_000.0), short(0.5)],
+            ["5k", "12.5k", "1.25M", "0.5"]
+        );
+        assert_eq!([exact(47_031.68), exact(61.9), exact(-1234.0)], ["47,031.68", "61.9", "-1,234"]);
     }
 }

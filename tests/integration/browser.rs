@@ -161,8 +161,16 @@ impl Session {
         base64(self.call(reqwest::Method::GET, "/screenshot", None).await.as_str().unwrap())
     }
 
-    async fn print(&self) -> Vec<u8> {
-        base64(self.call(reqwest::Method::POST, "/print", Some(json!({}))).await.as_str().unwrap())
+    /// Prints the page on landscape Letter paper, as leadership prints the Overview.
+    async fn print_landscape(&self) -> Vec<u8> {
+        let body = json!({"orientation": "landscape", "page": {"width": 27.94, "height": 21.59}});
+        base64(self.call(reqwest::Method::POST, "/print", Some(body)).await.as_str().unwrap())
+    }
+
+    /// Makes the window `width` CSS pixels wide; returns the page's inner width.
+    async fn resize(&self, width: u32) -> i64 {
+        self.call(reqwest::Method::POST, "/window/rect", Some(json!({"width": width, "height": 1400}))).await;
+        self.run_async("arguments[0](window.innerWidth)").await.as_i64().unwrap()
     }
 
     async fn close(self) {
@@ -198,6 +206,33 @@ fn base64(text: &str) -> Vec<u8> {
     out
 }
 
+/// axe-core's source (scripts/test installs it from the npm registry into
+/// `GPULEDGER_AXE_JS`); `None`, and the audit skipped with a word, when it is missing.
+fn axe_source() -> Option<String> {
+    let path = std::env::var("GPULEDGER_AXE_JS").ok()?;
+    match std::fs::read_to_string(&path) {
+        Ok(source) => Some(source),
+        Err(e) => {
+            eprintln!("axe-core not readable at {path} ({e}): accessibility audit skipped");
+            None
+        }
+    }
+}
+
+/// The page's serious and critical WCAG 2 A/AA violations by axe-core: rule, impact, help,
+/// and the first offending elements.
+async fn audit(client: &Session, axe: &str) -> Vec<String> {
+    let script = format!(
+        "{axe}\n;const done = arguments[arguments.length - 1];\
+         axe.run(document, {{runOnly: {{type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}}}})\
+         .then(r => done(r.violations.filter(v => v.impact === 'serious' || v.impact === 'critical')\
+         .map(v => v.id + ' (' + v.impact + '): ' + v.help + ' at ' + v.nodes.slice(0, 3).map(n => n.target.join(' ')).join(' | '))))\
+         .catch(e => done(['axe failed: ' + e]));"
+    );
+    let found = client.run_async(&script).await;
+    found.as_array().unwrap_or_else(|| panic!("axe answered {found}")).iter().map(|v| v.to_string()).collect()
+}
+
 fn screenshots_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
     std::fs::create_dir_all(&dir).unwrap();
@@ -227,9 +262,10 @@ async fn the_dashboard_in_a_real_browser() {
     let label = client.attribute(&charts[0], "aria-label").await;
     assert!(label.starts_with("Monthly spend") && label.contains("2026-10"), "{label}");
 
-    // Screenshots of every page.
+    // Screenshots of every page at a desktop's, a tablet's and a phone's width; at none of them
+    // does a page scroll sideways (wide tables scroll inside their own box).
     let shots = screenshots_dir();
-    for (name, path) in [
+    let pages = [
         ("overview", "/?period=2026-10"),
         ("costs", "/costs?period=2026-10"),
         ("clients", "/clients?period=2026-10"),
@@ -238,12 +274,31 @@ async fn the_dashboard_in_a_real_browser() {
         ("inference", "/inference?period=2026-10"),
         ("savings", "/savings?period=2026-10"),
         ("data", "/data"),
-    ] {
-        client.goto(&format!("{base}{path}")).await;
-        let png = client.screenshot().await;
-        assert!(png.starts_with(b"\x89PNG"), "{name}: a PNG");
-        std::fs::write(shots.join(format!("{name}.png")), png).unwrap();
+        ("alerts", "/alerts"),
+        ("invoices", "/invoices"),
+    ];
+    let axe = axe_source();
+    for width in [1440, 1024, 390] {
+        let inner = client.resize(width).await;
+        assert!((inner - i64::from(width)).abs() <= 20, "the window is {inner} px wide, not {width}");
+        for (name, path) in pages {
+            client.goto(&format!("{base}{path}")).await;
+            let overflow = client
+                .run_async("arguments[0](document.documentElement.scrollWidth - window.innerWidth)")
+                .await
+                .as_i64()
+                .unwrap();
+            assert!(overflow <= 0, "{name} at {width} px scrolls sideways by {overflow} px");
+            let png = client.screenshot().await;
+            assert!(png.starts_with(b"\x89PNG"), "{name}: a PNG");
+            std::fs::write(shots.join(format!("{name}-{width}.png")), png).unwrap();
+            if let Some(axe) = axe.as_deref().filter(|_| width != 1024) {
+                let serious = audit(&client, axe).await;
+                assert!(serious.is_empty(), "{name} at {width} px: accessibility violations {serious:#?}");
+            }
+        }
     }
+    client.resize(1280).await;
 
     // Drill-down by clicking: a namespace to its workloads, a workload to its pods.
     client.goto(&format!("{base}/costs?period=2026-10")).await;
@@ -286,9 +341,10 @@ async fn the_dashboard_in_a_real_browser() {
     let csv = std::fs::read_to_string(&expected).unwrap();
     assert!(csv.starts_with("namespace,split_cost,unused_cost,total_cost"), "{csv}");
 
-    // The Overview printed to PDF (WebDriver print) holds the month's bill total.
+    // The Overview printed to PDF (WebDriver print, landscape Letter) is one page and holds the
+    // month's bill total.
     client.goto(&format!("{base}/?period=2026-10")).await;
-    let pdf = client.print().await;
+    let pdf = client.print_landscape().await;
     assert!(pdf.starts_with(b"%PDF"), "a PDF");
     let pdf_path = shots.join("overview.pdf");
     std::fs::write(&pdf_path, &pdf).unwrap();
@@ -298,6 +354,10 @@ async fn the_dashboard_in_a_real_browser() {
         format_usd((truth(dir.path(), "2026-10")["bill_amortized"].as_f64().unwrap() * 1e6).round() as i64);
     assert!(text.contains(&bill), "the printed Overview shows the bill {bill}: {text}");
     assert!(text.contains("Total spend"), "{text}");
+    let info = Command::new("pdfinfo").arg(&pdf_path).output().expect("pdfinfo (poppler-utils)");
+    let info = String::from_utf8_lossy(&info.stdout);
+    let pages = info.lines().find_map(|l| l.strip_prefix("Pages:")).map(str::trim);
+    assert_eq!(pages, Some("1"), "the Overview prints on one landscape page: {info}");
     client.close().await;
 }
 
@@ -334,6 +394,10 @@ async fn a_client_user_signs_in_sees_only_its_pages_and_signs_out_in_a_real_brow
     client.goto(&format!("{base}/")).await;
     wait_for_url(&client, "/login?next=%2F").await;
     std::fs::write(screenshots_dir().join("login.png"), client.screenshot().await).unwrap();
+    if let Some(axe) = axe_source() {
+        let serious = audit(&client, &axe).await;
+        assert!(serious.is_empty(), "login: accessibility violations {serious:#?}");
+    }
     client.type_into(&client.find("css selector", "input[name='username']").await, "acme-finance").await;
     client.type_into(&client.find("css selector", "input[name='password']").await, password).await;
     client.click(&client.find("css selector", "form.login button[type='submit']").await).await;
@@ -355,6 +419,10 @@ async fn a_client_user_signs_in_sees_only_its_pages_and_signs_out_in_a_real_brow
     }
     assert!(source.contains("acme-finance (client)"), "the page names who is signed in");
     std::fs::write(screenshots_dir().join("client-signed-in.png"), client.screenshot().await).unwrap();
+    if let Some(axe) = axe_source() {
+        let serious = audit(&client, &axe).await;
+        assert!(serious.is_empty(), "client-signed-in: accessibility violations {serious:#?}");
+    }
 
     // Other pages are refused; another client's page is not there.
     client.goto(&format!("{base}/costs")).await;
@@ -415,6 +483,10 @@ async fn finance_issues_an_invoice_from_the_ui_and_downloads_its_pdf_in_a_real_b
     let issued_total = client.text(&client.find("css selector", "#lines tfoot tr:last-child td").await).await;
     assert_eq!(issued_total, draft_total, "the issued invoice is the draft");
     std::fs::write(screenshots_dir().join("invoice-issued.png"), client.screenshot().await).unwrap();
+    if let Some(axe) = axe_source() {
+        let serious = audit(&client, &axe).await;
+        assert!(serious.is_empty(), "invoice-issued: accessibility violations {serious:#?}");
+    }
 
     // The PDF link downloads exactly the bytes stored at issue.
     let pdf_link = client.find("css selector", "#lines caption a.download").await;

@@ -77,10 +77,10 @@ async fn each_usage_account_reconciles_to_truth_and_narrows_pages_and_reports() 
         assert_eq!(narrowed["accounts"]["rows"].as_array().unwrap().len(), 1, "{id}: its own row only");
         kubernetes_by_account += kubernetes;
 
-        // Clients: each client's direct cost in the account, adding up to the account's pods.
+        // Clients: each client's cost in the account, adding up to the account's pods.
         let clients = app.json(&format!("/clients?period=2026-10&account={id}&format=json")).await;
-        let direct = total(&clients["clients"], "client", "Total", "kubernetes_direct_cost");
-        close(direct, usd(&t["kubernetes_cost"]), &format!("{id}: clients' direct cost"));
+        let in_account = total(&clients["clients"], "client", "Total", "kubernetes_cost");
+        close(in_account, usd(&t["kubernetes_cost"]), &format!("{id}: clients' Kubernetes cost"));
     }
     close(kubernetes_by_account, kubernetes_total, "the linked accounts' pods = the fleet's Kubernetes cost");
 
@@ -124,15 +124,23 @@ async fn each_usage_account_reconciles_to_truth_and_narrows_pages_and_reports() 
     // The Clients page groups direct cost by client and account; each account's rows add up
     // to its pods' cost.
     let clients = app.json("/clients?period=2026-10&format=json").await;
+    let by_account = clients["accounts"]["rows"].as_array().unwrap();
     for id in [PLATFORM, RESEARCH] {
-        let direct: f64 = clients["accounts"]["rows"]
-            .as_array()
-            .unwrap()
+        let cost: f64 =
+            by_account.iter().filter(|r| r["account"] == id).map(|r| usd(&r["kubernetes_cost"])).sum();
+        close(cost, usd(&accounts[id]["kubernetes_cost"]), &format!("{id}: clients by account"));
+    }
+    // A client's direct cost over its accounts is the chargeback's Kubernetes direct cost.
+    for row in clients["clients"]["rows"].as_array().unwrap() {
+        let client = row["client"].as_str().unwrap();
+        let direct: f64 = by_account
             .iter()
-            .filter(|r| r["account"] == id)
+            .filter(|r| r["client"] == client)
             .map(|r| usd(&r["kubernetes_direct_cost"]))
             .sum();
-        close(direct, usd(&accounts[id]["kubernetes_cost"]), &format!("{id}: clients by account"));
+        if !client.starts_with('(') {
+            close(direct, usd(&row["kubernetes_direct_cost"]), &format!("{client}'s direct cost by account"));
+        }
     }
 
     // The filter in the page, and an account the month does not have refused with the choices.
@@ -167,6 +175,15 @@ async fn each_usage_account_reconciles_to_truth_and_narrows_pages_and_reports() 
         "workloads by account add up",
     );
     close(workloads(Some(RESEARCH)), usd(&accounts[RESEARCH]["kubernetes_cost"]), "--account");
+    // `report namespaces --account`: the account's pods, reconciled to its own bill.
+    let namespaces =
+        report(&["namespaces", "--period", "2026-10", "--account", RESEARCH, "--format", "json"]);
+    close(
+        usd(&namespaces["kubernetes_total"]),
+        usd(&accounts[RESEARCH]["kubernetes_cost"]),
+        "namespaces --account",
+    );
+    close(usd(&namespaces["bill_amortized_total"]), usd(&accounts[RESEARCH]["amortized_cost"]), "its bill");
     let output = run(&["--database-url", &url, "report", "spot", "--period", "2026-10", "--account", "42"]);
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -68,13 +68,7 @@ pub async fn page(
         return answer(&state, &filters, &headers, &view, content).await;
     };
     let sum = rollup::client_sums(range).remove(&client).unwrap_or_default();
-    let card = |label: &str, value: String| Card {
-        label: label.into(),
-        value,
-        previous: String::new(),
-        target: String::new(),
-        status: String::new(),
-    };
+    let card = |label: &str, value: String| Card { label: label.into(), value, ..Card::default() };
     content.cards = vec![
         card("Direct cost (its pods and tagged resources)", usd(sum.direct_total_nanos())),
         card("Shared platform cost", usd(sum.shared_platform_nanos)),
@@ -106,6 +100,7 @@ pub async fn page(
             previous: String::new(),
             target: format!("at most {} a month", budget.usd()),
             status: if check.over() { "bad" } else { "ok" }.into(),
+            ..Card::default()
         });
         content.json.insert(
             "budget".into(),

@@ -33,13 +33,14 @@ pub async fn clients(
             .collect();
         content.tables.push((
             "clients".into(),
-            format!("Direct Kubernetes cost by client in account {account}; each client links to its detail"),
+            format!("Kubernetes cost by client in account {account}; each client links to its detail"),
             report,
             links,
         ));
         content.notes.push(
-            "With an account chosen, each client's direct cost is that of its pods on the account's \
-             instances. The chargeback's shared pools (platform namespaces, idle capacity, unallocated EC2, \
+            "With an account chosen, each client's cost is that of its pods on the account's instances: \
+             direct (split) cost as the chargeback counts it, and the unused cost its pods were given, \
+             which the chargeback pools as idle capacity. The chargeback's shared pools (platform namespaces, idle capacity, unallocated EC2, \
              untagged cluster cost) are charged on the whole fleet and are not split by account: choose \
              \"all accounts\" for the chargeback."
                 .into(),
@@ -59,6 +60,7 @@ pub async fn clients(
         }
         let report = rollup::clients(range);
         let links = client_links(&report, range);
+        content.charts.push(chargeback_chart(&state, range, &report, &links).await?);
         content.tables.push((
             "clients".into(),
             "Chargeback by client (direct cost, shares of the four shared pools, markup); each client links to its detail"
@@ -67,8 +69,9 @@ pub async fn clients(
             links,
         ));
         if view.accounts.len() > 1 {
-            let caption = "Direct Kubernetes cost by client and usage account (choose an account above to \
-                           narrow the page to it)";
+            let caption = "Kubernetes cost by client and usage account: direct (split) cost as the chargeback \
+                           counts it, unused cost (pooled as idle there), and their sum; choose an account above \
+                           to narrow the page to it";
             content.table("accounts", caption, rollup::clients_by_account(range));
         }
         // A single month whose chargeback a later compute changed: what changed, per client.
@@ -121,4 +124,44 @@ fn client_links(report: &crate::report::rollup::Report, range: &RollupRange) -> 
             _ => None,
         })
         .collect()
+}
+
+/// Each client's charge stacked as direct cost, shared cost and markup, its monthly budget
+/// marked when the range is one month and the client has one; each bar links to the client.
+async fn chargeback_chart(
+    state: &AppState,
+    range: &RollupRange,
+    report: &crate::report::rollup::Report,
+    links: &[Option<String>],
+) -> Result<String, WebError> {
+    let table = &report.table;
+    let column = |name: &str| table.column(name).unwrap_or(usize::MAX);
+    let (direct, shared, markup) = (column("direct_cost"), column("shared_cost"), column("markup"));
+    let value = |row: &[Cell], i: usize| if let Some(Cell::Usd(Some(v))) = row.get(i) { *v } else { 0.0 };
+    let month = match range.parts.as_slice() {
+        [(rollups, true)] => rollups.period.period.parse::<Period>().ok(),
+        _ => None,
+    };
+    let settings = state.store.settings().await?;
+    let mut bars = Vec::new();
+    for (row, href) in table.rows.iter().zip(links) {
+        let client = text_of(&row[0]);
+        let budget = match month {
+            Some(month) => settings.budget(&client, month).ok().flatten().map(|b| b.0 as f64 / 100.0),
+            None => None,
+        };
+        bars.push(charts::StackedBar {
+            label: client,
+            parts: vec![value(row, direct), value(row, shared), value(row, markup)],
+            mark: budget,
+            href: href.clone(),
+        });
+    }
+    Ok(charts::stacked_bars(
+        "Charge by client",
+        "USD",
+        &["direct cost", "shared cost", "markup"],
+        "monthly budget",
+        &charts::top(bars, 12),
+    ))
 }

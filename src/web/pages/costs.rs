@@ -33,7 +33,11 @@ pub async fn costs(
                 (Some("pod"), Some(namespace), Some(workload)) => {
                     pod_costs(&state, &filters, range, namespace, workload).await?
                 }
-                _ => grouped_costs(&filters, range, &mut content.notes),
+                _ => {
+                    let grouped = grouped_costs(&filters, range, &mut content.notes);
+                    content.charts.push(top_chart(&grouped));
+                    grouped
+                }
             };
         content.tables.push(("costs".into(), caption, Report { table, extra: Map::new() }, links));
         let whole = range.parts.iter().all(|(_, whole)| *whole);
@@ -48,6 +52,25 @@ pub async fn costs(
         }
     }
     answer(&state, &filters, &headers, &view, content).await
+}
+
+/// The ten largest rows of a grouped cost table as bars split into split (used) and unused
+/// cost, the rest summed into one bar; each bar links where its row does.
+fn top_chart((caption, table, links): &CostTable) -> String {
+    let value = |cell: Option<&Cell>| if let Some(Cell::Usd(Some(v))) = cell { *v } else { 0.0 };
+    let bars: Vec<charts::StackedBar> = table
+        .rows
+        .iter()
+        .zip(links)
+        .map(|(row, href)| charts::StackedBar {
+            label: text_of(&row[0]),
+            parts: vec![value(row.get(1)), value(row.get(2))],
+            mark: None,
+            href: href.clone(),
+        })
+        .collect();
+    let title = caption.split(',').next().unwrap_or(caption);
+    charts::stacked_bars(title, "USD", &["split cost (used)", "unused cost"], "", &charts::top(bars, 10))
 }
 
 /// Fills the name column of an accounts table from the names the range's bills give.

@@ -6,6 +6,7 @@ use axum::response::Response;
 
 use super::*;
 use crate::report::rollup;
+use crate::report::table::Cell;
 
 /// Inference: cost per inference and per 1M tokens per workload, hours above the fleet P95.
 pub async fn inference(
@@ -25,7 +26,32 @@ pub async fn inference(
              Fleet P95 of hourly cost per inference per serving pod-hour — {}.",
             p95.join(", ")
         ));
-        content.table("inference", "Cost per inference by workload", rollup::inference(range));
+        let report = rollup::inference(range);
+        let column = |name: &str| report.table.column(name).unwrap_or(usize::MAX);
+        let (per_inference, per_million) = (column("cost_per_inference"), column("cost_per_million_tokens"));
+        let bars = |column: usize, scale: f64| -> Vec<charts::StackedBar> {
+            let rows = report.table.rows.iter().filter_map(|row| {
+                let Some(Cell::Usd(Some(value))) = row.get(column) else { return None };
+                let label = format!("{}/{}", text_of(&row[0]), text_of(&row[1]));
+                Some(charts::StackedBar { label, parts: vec![value * scale], mark: None, href: None })
+            });
+            charts::largest(rows.collect(), 10)
+        };
+        content.charts.push(charts::stacked_bars(
+            "Cost per 1,000 inferences (the 10 highest workloads)",
+            "USD",
+            &["cost"],
+            "",
+            &bars(per_inference, 1000.0),
+        ));
+        content.charts.push(charts::stacked_bars(
+            "Cost per 1M tokens (the 10 highest workloads)",
+            "USD",
+            &["cost"],
+            "",
+            &bars(per_million, 1.0),
+        ));
+        content.table("inference", "Cost per inference by workload", report);
     }
     answer(&state, &filters, &headers, &view, content).await
 }

@@ -140,6 +140,7 @@ pub struct TableView {
 pub type RowView = (Vec<(String, bool)>, Option<String>);
 
 /// A headline figure with its target band.
+#[derive(Default)]
 pub struct Card {
     pub label: String,
     pub value: String,
@@ -147,6 +148,50 @@ pub struct Card {
     pub target: String,
     /// `ok`, `warn`, `bad` or empty.
     pub status: String,
+    /// The change against the previous period (`▲ 5.4 %`, `▼ 1.2 pts`), empty when there is none.
+    pub delta: String,
+    /// `better`, `worse`, or empty when nothing changed.
+    pub delta_class: &'static str,
+}
+
+impl Card {
+    /// The card with its change against the previous period ([`money_delta`], [`ratio_delta`]).
+    pub(super) fn with_delta(self, (delta, delta_class): (String, &'static str)) -> Card {
+        Card { delta, delta_class, ..self }
+    }
+}
+
+/// Which way a card's figure is better, for its delta's colour.
+#[derive(Clone, Copy)]
+pub(super) enum Better {
+    Up,
+    Down,
+}
+
+/// A money figure's change in percent against the previous period: text and class.
+pub(super) fn money_delta(now: i64, before: Option<i64>, better: Better) -> (String, &'static str) {
+    let Some(before) = before.filter(|b| *b != 0) else { return (String::new(), "") };
+    let change = (now - before) as f64 / before.abs() as f64 * 100.0;
+    delta_text(change, format!("{:.1} %", change.abs()), better)
+}
+
+/// A ratio's change in percentage points against the previous period: text and class.
+pub(super) fn ratio_delta(now: Option<f64>, before: Option<f64>, better: Better) -> (String, &'static str) {
+    let (Some(now), Some(before)) = (now, before) else { return (String::new(), "") };
+    let points = (now - before) * 100.0;
+    delta_text(points, format!("{:.1} pts", points.abs()), better)
+}
+
+fn delta_text(change: f64, magnitude: String, better: Better) -> (String, &'static str) {
+    if magnitude.starts_with("0.0 ") {
+        return (format!("= {magnitude}"), "");
+    }
+    let (arrow, up) = if change > 0.0 { ("▲", true) } else { ("▼", false) };
+    let class = match (better, up) {
+        (Better::Up, true) | (Better::Down, false) => "better",
+        _ => "worse",
+    };
+    (format!("{arrow} {magnitude}"), class)
 }
 
 #[derive(Template)]

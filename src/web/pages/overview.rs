@@ -113,7 +113,9 @@ pub async fn overview(
                 previous: prev(|h| crate::money::format_usd(h.bill_amortized_micros)),
                 target: String::new(),
                 status: String::new(),
-            },
+                ..Card::default()
+            }
+            .with_delta(money_delta(now.bill_amortized_micros, before.as_ref().map(|h| h.bill_amortized_micros), Better::Down)),
             Card {
                 label: "GPU fleet cost".into(),
                 value: usd(now.gpu_fleet_nanos),
@@ -124,7 +126,9 @@ pub async fn overview(
                     usd(now.unallocated_gpu_nanos)
                 ),
                 status: String::new(),
-            },
+                ..Card::default()
+            }
+            .with_delta(money_delta(now.gpu_fleet_nanos, before.as_ref().map(|h| h.gpu_fleet_nanos), Better::Down)),
             Card {
                 label: "GPU utilization".into(),
                 value: match now.unmeasured_share() {
@@ -140,7 +144,9 @@ pub async fn overview(
                 previous: prev(|h| percent(h.utilization())),
                 target: "60–85 %; below 40 % flagged".into(),
                 status: status(now.utilization(), |v| (0.60..=0.85).contains(&v), |v| v < 0.40),
-            },
+                ..Card::default()
+            }
+            .with_delta(ratio_delta(now.utilization(), before.as_ref().and_then(|h| h.utilization()), Better::Up)),
             Card {
                 label: "Idle GPU cost".into(),
                 value: format!("{} ({} of GPU-hours)", usd(now.idle_cost_nanos), percent(now.idle_share())),
@@ -150,26 +156,35 @@ pub async fn overview(
                     usd(now.idle_gpu_cost_nanos)
                 ),
                 status: status(now.idle_share(), |v| v < 0.10, |v| v > 0.20),
-            },
+                ..Card::default()
+            }
+            .with_delta(money_delta(now.idle_cost_nanos, before.as_ref().map(|h| h.idle_cost_nanos), Better::Down)),
             Card {
                 label: "Spot adoption (training)".into(),
                 value: percent(now.spot_adoption()),
                 previous: prev(|h| percent(h.spot_adoption())),
                 target: "above 50 %; under 30 % flagged".into(),
                 status: status(now.spot_adoption(), |v| v > 0.50, |v| v < 0.30),
-            },
+                ..Card::default()
+            }
+            .with_delta(ratio_delta(now.spot_adoption(), before.as_ref().and_then(|h| h.spot_adoption()), Better::Up)),
             Card {
                 label: "Realized savings".into(),
                 value: usd(now.realized_savings_nanos()),
                 previous: prev(|h| usd(h.realized_savings_nanos())),
                 target: "public on-demand − actual − unused commitment".into(),
                 status: String::new(),
-            },
+                ..Card::default()
+            }
+            .with_delta(money_delta(now.realized_savings_nanos(), before.as_ref().map(|h| h.realized_savings_nanos()), Better::Up)),
         ];
         let cards: Vec<serde_json::Value> = content
             .cards
             .iter()
-            .map(|c| serde_json::json!({"label": c.label, "value": c.value, "previous": c.previous, "target": c.target}))
+            .map(|c| {
+                serde_json::json!({"label": c.label, "value": c.value, "previous": c.previous,
+                    "target": c.target, "delta": c.delta})
+            })
             .collect();
         content.json.insert("cards".into(), serde_json::Value::Array(cards));
         let trend: Vec<&std::sync::Arc<crate::store::Rollups>> =
