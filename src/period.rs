@@ -172,6 +172,11 @@ impl Range {
     }
 
     /// `2026-10`, or `2026-10-01/2026-10-15`.
+    /// The label of the range of days `[from, to)` (dates `YYYY-MM-DD`).
+    pub fn label_of(from: &str, to: &str) -> String {
+        format!("{from}/{to}")
+    }
+
     pub fn label(self) -> String {
         match self {
             Range::Month(period) => period.to_string(),

@@ -107,6 +107,47 @@ impl Table {
 
 impl Table {
     /// Column headings for people: `gpu_hours` → `Gpu hours` reads badly, so acronyms stay.
+    /// Orders the rows by `column` (numbers by value, text alphabetically, empty cells last
+    /// either way), descending when asked; totals stay under them. Returns the new order as
+    /// the old rows' indices (to carry anything kept beside the rows), or `None` when the
+    /// table has no such column.
+    pub fn sort_by_column(&mut self, column: &str, descending: bool) -> Option<Vec<usize>> {
+        let index = self.column(column)?;
+        let key = |cell: Option<&Cell>| -> (Option<f64>, String) {
+            match cell {
+                Some(Cell::Text(t)) => (None, t.to_lowercase()),
+                Some(Cell::Hours(v) | Cell::Count(v)) => (Some(*v), String::new()),
+                Some(Cell::Ratio(v) | Cell::Usd(v) | Cell::Rate(v)) => (*v, String::new()),
+                Some(Cell::Flag(b)) => (Some(f64::from(u8::from(*b))), String::new()),
+                None => (None, String::new()),
+            }
+        };
+        let mut order: Vec<usize> = (0..self.rows.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (ka, kb) = (key(self.rows[a].get(index)), key(self.rows[b].get(index)));
+            let numeric = matches!(self.rows[a].get(index), Some(c) if !matches!(c, Cell::Text(_)));
+            let ordering = if numeric {
+                match (ka.0, kb.0) {
+                    (Some(x), Some(y)) => {
+                        let o = x.total_cmp(&y);
+                        if descending { o.reverse() } else { o }
+                    }
+                    (Some(_), None) => std::cmp::Ordering::Less,
+                    (None, Some(_)) => std::cmp::Ordering::Greater,
+                    (None, None) => std::cmp::Ordering::Equal,
+                }
+            } else {
+                let o = ka.1.cmp(&kb.1);
+                if descending { o.reverse() } else { o }
+            };
+            ordering.then(a.cmp(&b))
+        });
+        let rows = std::mem::take(&mut self.rows);
+        let mut slots: Vec<Option<Vec<Cell>>> = rows.into_iter().map(Some).collect();
+        self.rows = order.iter().map(|&i| slots[i].take().unwrap_or_default()).collect();
+        Some(order)
+    }
+
     pub fn headings(&self) -> Vec<String> {
         self.columns
             .iter()

@@ -555,3 +555,73 @@ async fn opportunities_are_a_waterfall_per_workload_family() {
     // The CronJob-style training Jobs are one family with their runs counted.
     assert!(rows.iter().any(|r| r["evidence"].as_str().unwrap().contains(" runs)")), "{rows:?}");
 }
+
+#[tokio::test]
+async fn the_filter_bar_offers_one_click_ranges_that_keep_the_other_filters() {
+    // The demo database holds 2026-09 and 2026-10.
+    let app = crate::app::TestApp::demo().await;
+    let page = app.page("/costs?period=2026-09&group=team").await;
+    let link = |query: &str, name: &str, current: bool| {
+        let query = query.replace('&', "&#38;");
+        let current = if current { r#" aria-current="true""# } else { "" };
+        format!(r#"<a href="/costs?{query}"{current}>{name}</a>"#)
+    };
+    for expected in [
+        link("period=2026-10&group=team", "This month", false),
+        link("period=2026-09&group=team", "Last month", true),
+        link("from=2026-08-01&to=2026-11-01&group=team", "Last 3 months", false),
+        link("from=2026-01-01&to=2026-11-01&group=team", "Year to date", false),
+    ] {
+        assert!(page.contains(&expected), "{expected} in the filter bar");
+    }
+    // A preset is a range like any other: the three months hold the two computed ones.
+    let three = app.json("/costs?from=2026-08-01&to=2026-11-01&group=team&format=json").await;
+    assert_eq!(three["period"], "2026-08-01/2026-11-01");
+    let total = |json: &serde_json::Value| {
+        let totals = json["costs"]["totals"].as_array().unwrap();
+        totals.iter().find(|r| r["team"] == "Kubernetes total").unwrap()["total_cost"].as_f64().unwrap()
+    };
+    let september = app.json("/costs?period=2026-09&group=team&format=json").await;
+    let october = app.json("/costs?period=2026-10&group=team&format=json").await;
+    crate::engine::close(
+        total(&three),
+        total(&september) + total(&october),
+        "three months = the two computed",
+    );
+}
+
+#[tokio::test]
+async fn column_headings_sort_the_tables_in_the_url_and_links_follow_their_rows() {
+    let app = crate::app::TestApp::demo().await;
+    let totals = |json: &serde_json::Value| -> Vec<(String, f64)> {
+        json["costs"]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["namespace"].as_str().unwrap().to_string(), r["total_cost"].as_f64().unwrap()))
+            .collect()
+    };
+    let default = totals(&app.json("/costs?period=2026-10&format=json").await);
+    let names: Vec<&String> = default.iter().map(|(n, _)| n).collect();
+    assert!(names.windows(2).all(|w| w[0] < w[1]), "by name unless asked: {names:?}");
+    let largest_first = totals(&app.json("/costs?period=2026-10&sort=total_cost&format=json").await);
+    assert!(largest_first.windows(2).all(|w| w[0].1 >= w[1].1), "{largest_first:?}");
+    let smallest_first = totals(&app.json("/costs?period=2026-10&sort=total_cost&dir=asc&format=json").await);
+    assert!(smallest_first.windows(2).all(|w| w[0].1 <= w[1].1), "{smallest_first:?}");
+    assert_eq!(largest_first.len(), default.len(), "the same rows, reordered");
+    // The totals stay under the rows, and each row keeps its own drill-down link.
+    let page = app.page("/costs?period=2026-10&sort=total_cost").await;
+    let top = &largest_first[0].0;
+    let first_row = page.split("<tbody>").nth(1).unwrap().split("</tr>").next().unwrap();
+    assert!(
+        first_row.contains(&format!("namespace={top}")) && first_row.contains(&format!(">{top}</a>")),
+        "{first_row}"
+    );
+    assert!(page.contains(r#"aria-sort="descending"><a class="sort" href="/costs?period=2026-10&#38;sort=total_cost&#38;dir=asc">Total cost ▼</a>"#), "{page}");
+    // A column no table has is refused, naming the columns there are.
+    let refused = app.fetch("/costs?period=2026-10&sort=nope", Some("application/json")).await;
+    assert_eq!(refused.status, axum::http::StatusCode::BAD_REQUEST);
+    let refused = refused.json();
+    assert_eq!(refused["parameter"], "sort");
+    assert!(refused["choices"].as_array().unwrap().iter().any(|c| c == "total_cost"), "{refused}");
+}

@@ -37,20 +37,12 @@ pub async fn inference(
             });
             charts::largest(rows.collect(), 10)
         };
-        content.charts.push(charts::stacked_bars(
-            "Cost per 1,000 inferences (the 10 highest workloads)",
-            "USD",
-            &["cost"],
-            "",
-            &bars(per_inference, 1000.0),
-        ));
-        content.charts.push(charts::stacked_bars(
-            "Cost per 1M tokens (the 10 highest workloads)",
-            "USD",
-            &["cost"],
-            "",
-            &bars(per_million, 1.0),
-        ));
+        for (title, column, scale) in [
+            ("Cost per 1,000 inferences (the 10 highest workloads)", per_inference, 1000.0),
+            ("Cost per 1M tokens (the 10 highest workloads)", per_million, 1.0),
+        ] {
+            content.charts.push(charts::stacked_bars(title, "USD", &["cost"], "", &bars(column, scale)));
+        }
         content.table("inference", "Cost per inference by workload", report);
     }
     answer(&state, &filters, &headers, &view, content).await

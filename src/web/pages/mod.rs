@@ -58,6 +58,9 @@ pub struct Filters {
     pub account: Option<String>,
     pub format: Option<String>,
     pub table: Option<String>,
+    /// A column to order every table that has it by, and `asc` or `desc` (the default).
+    pub sort: Option<String>,
+    pub dir: Option<String>,
 }
 
 impl Filters {
@@ -85,6 +88,8 @@ impl Filters {
             ("workload", &self.workload),
             ("cluster", &self.cluster),
             ("account", &self.account),
+            ("sort", &self.sort),
+            ("dir", &self.dir),
         ] {
             if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
                 parts.push(format!("{key}={}", url_escape(value)));
@@ -128,8 +133,9 @@ fn wants(filters: &Filters, headers: &HeaderMap) -> Wants {
 pub struct TableView {
     pub id: String,
     pub caption: String,
-    /// Headings, each with whether its column holds numbers.
-    pub headings: Vec<(String, bool)>,
+    /// Headings: text, whether its column holds numbers, the link that sorts by it, and its
+    /// `aria-sort` (`ascending`, `descending` or `none`).
+    pub headings: Vec<(String, bool, String, &'static str)>,
     /// Cells, and a link for the row's first cell (drill-down) when there is one.
     pub rows: Vec<RowView>,
     pub csv_href: String,
@@ -204,6 +210,8 @@ pub struct ReportPage {
     pub selected: String,
     pub from: String,
     pub to: String,
+    /// One-click ranges (label, link, whether it is the range shown).
+    pub presets: Vec<(String, String, bool)>,
     pub groups: Vec<(String, bool)>,
     /// Clusters to filter by, with whether each is chosen; empty hides the filter.
     pub clusters: Vec<(String, bool)>,
@@ -407,6 +415,8 @@ pub(super) async fn answer(
     let range = view.range.as_ref();
     let label = range.map(|r| r.label.clone()).unwrap_or_default();
     let wanted = wants(filters, headers);
+    let mut content = content;
+    sort_tables(&mut content, filters)?;
     match &wanted {
         Wants::Json => {
             let mut top = Map::new();
@@ -459,6 +469,7 @@ pub(super) async fn answer(
                 selected: if label.contains('/') { String::new() } else { label.clone() },
                 from: label.split_once('/').map(|(from, _)| from.to_string()).unwrap_or_default(),
                 to: label.split_once('/').map(|(_, to)| to.to_string()).unwrap_or_default(),
+                presets: presets(computed, filters, &content.path, &label),
                 groups: if content.active == "costs" {
                     let chosen = filters.group.clone().unwrap_or_else(|| "namespace".into());
                     let mut groups: Vec<(String, bool)> =
@@ -497,7 +508,7 @@ pub(super) async fn answer(
                     .tables
                     .iter()
                     .map(|(id, caption, report, links)| {
-                        table_view(id, caption, &report.table, links, &content.path, &query)
+                        table_view(id, caption, &report.table, links, &content.path, filters)
                     })
                     .collect(),
                 notes: content.notes,
@@ -509,15 +520,112 @@ pub(super) async fn answer(
     }
 }
 
+/// The ranges people ask for most, relative to the newest computed month: that month, the
+/// month before, the last three months, the year to date; each link keeps the grouping,
+/// cluster, account and sort.
+fn presets(
+    computed: &[Arc<Rollups>],
+    filters: &Filters,
+    path: &str,
+    shown: &str,
+) -> Vec<(String, String, bool)> {
+    let Some(latest) = computed.last().and_then(|r| r.period.period.parse::<Period>().ok()) else {
+        return Vec::new();
+    };
+    let day = |t: i64| chrono::DateTime::from_timestamp(t, 0).map(|d| d.format("%Y-%m-%d").to_string());
+    let days = |from: Period| match (day(from.start()), day(latest.end())) {
+        (Some(from), Some(to)) => Some(Range::label_of(&from, &to)),
+        _ => None,
+    };
+    let january = (1..latest.month()).fold(latest, |p, _| p.previous());
+    let candidates = [
+        ("This month".to_string(), Some(latest.to_string())),
+        ("Last month".to_string(), {
+            let previous = latest.previous().to_string();
+            computed.iter().any(|r| r.period.period == previous).then_some(previous)
+        }),
+        ("Last 3 months".to_string(), days(latest.previous().previous())),
+        ("Year to date".to_string(), days(january)),
+    ];
+    candidates
+        .into_iter()
+        .filter_map(|(name, range)| {
+            let range = range?;
+            // A drill-down names a namespace or workload of the month shown, which another range
+            // may not have: a preset goes back to the grouping's top level.
+            let group = filters.group.clone().filter(|g| g != "pod");
+            let mut linked = Filters {
+                period: None,
+                from: None,
+                to: None,
+                format: None,
+                table: None,
+                namespace: None,
+                workload: None,
+                group,
+                ..filters.clone()
+            };
+            match range.split_once('/') {
+                Some((from, to)) => (linked.from, linked.to) = (Some(from.to_string()), Some(to.to_string())),
+                None => linked.period = Some(range.clone()),
+            }
+            let current = range == shown;
+            Some((name, href(path, &linked.query(), ""), current))
+        })
+        .collect()
+}
+
+/// Orders every table that has the `sort` column (carrying each row's drill-down link);
+/// a `sort` no table has, or a `dir` that is neither `asc` nor `desc`, is a 400.
+fn sort_tables(content: &mut Content, filters: &Filters) -> Result<(), WebError> {
+    let Some(column) = given(&filters.sort) else { return Ok(()) };
+    let descending = match given(&filters.dir) {
+        None | Some("desc") => true,
+        Some("asc") => false,
+        Some(other) => {
+            return Err(WebError::bad(
+                "dir",
+                format!("{other:?} is not asc or desc"),
+                vec!["asc".into(), "desc".into()],
+            ));
+        }
+    };
+    let mut sorted = false;
+    for (_, _, report, links) in &mut content.tables {
+        if let Some(order) = report.table.sort_by_column(column, descending) {
+            let rows = order.len().min(links.len());
+            let moved: Vec<Option<String>> = order.iter().map(|&i| links.get(i).cloned().flatten()).collect();
+            links.splice(..rows, moved.into_iter().take(rows));
+            sorted = true;
+        }
+    }
+    if !sorted && !content.tables.is_empty() {
+        let mut columns: Vec<String> = content
+            .tables
+            .iter()
+            .flat_map(|(_, _, r, _)| r.table.columns.iter().map(|c| c.to_string()))
+            .collect();
+        columns.sort();
+        columns.dedup();
+        return Err(WebError::bad("sort", format!("no table on this page has a column {column:?}"), columns));
+    }
+    Ok(())
+}
+
 fn table_view(
     id: &str,
     caption: &str,
     table: &Table,
     links: &[Option<String>],
     path: &str,
-    query: &str,
+    filters: &Filters,
 ) -> TableView {
+    let query = filters.query();
+    let query = query.as_str();
     let rows = table.display_rows();
+    let unsorted = Filters { sort: None, dir: None, ..filters.clone() }.query();
+    let current = given(&filters.sort);
+    let descending = given(&filters.dir) != Some("asc");
     TableView {
         id: id.into(),
         caption: caption.into(),
@@ -527,8 +635,19 @@ fn table_view(
             table
                 .headings()
                 .into_iter()
+                .zip(&table.columns)
                 .enumerate()
-                .map(|(i, h)| (h, numeric.get(i).copied().unwrap_or(false)))
+                .map(|(i, (h, column))| {
+                    let numeric = numeric.get(i).copied().unwrap_or(false);
+                    let (aria, next) = match current {
+                        Some(c) if c == *column && descending => ("descending", "asc"),
+                        Some(c) if c == *column => ("ascending", "desc"),
+                        // Numbers sort largest first, text from A.
+                        _ => ("none", if numeric { "desc" } else { "asc" }),
+                    };
+                    let link = href(path, &unsorted, &format!("sort={column}&dir={next}"));
+                    (h, numeric, link, aria)
+                })
                 .collect()
         },
         rows: rows.into_iter().zip(links.iter().cloned().chain(std::iter::repeat(None))).collect(),
