@@ -47,14 +47,16 @@ async fn a_redelivered_period_is_picked_up_within_one_cycle_and_one_run_holds_th
         .unwrap();
     let mut running = Running(child);
 
-    // The first cycle ingests and computes October.
-    eventually("the first cycle", async || {
-        store.rollup_periods().await.unwrap().iter().any(|p| p.period == "2026-10")
-    })
-    .await;
+    // The first cycle ingests and computes October. Its rollups commit before the cycle's
+    // own record is finished (alerts and deliveries come after), so wait for the record, and
+    // read the first one (a later, idle cycle may have finished by then).
+    let finished_cycle = async || {
+        let runs = store.ingest_runs(50).await.unwrap();
+        runs.into_iter().filter(|r| r.kind == "pipeline" && r.finished_at.is_some()).min_by_key(|r| r.id)
+    };
+    eventually("the first cycle", async || finished_cycle().await.is_some()).await;
     let first = store.cost_data_version("2026-10").await.unwrap().unwrap();
-    let runs = store.ingest_runs(50).await.unwrap();
-    let cycle = runs.iter().find(|r| r.kind == "pipeline" && r.finished_at.is_some()).unwrap();
+    let cycle = finished_cycle().await.unwrap();
     let report: serde_json::Value = serde_json::from_str(cycle.reconciliation.as_deref().unwrap()).unwrap();
     assert_eq!(report["cur_ingested"], serde_json::json!(["2026-10"]), "{report}");
     assert_eq!(report["next_run_at"].as_i64().unwrap(), cycle.started_at + 2, "{report}");
