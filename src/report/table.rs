@@ -228,10 +228,14 @@ impl Table {
         self.columns.iter().position(|c| *c == name)
     }
 
-    /// Cells as people read them, each with whether it is a number (aligned right); the
-    /// rows, then the totals.
-    pub fn display_rows(&self) -> Vec<Vec<(String, bool)>> {
-        self.all_rows()
+    /// Cells as people read them, each with whether it is a number (aligned right): the rows
+    /// in `shown` (a page of a long table), then the totals, which always cover every row.
+    pub fn display_rows(&self, shown: std::ops::Range<usize>) -> Vec<Vec<(String, bool)>> {
+        let end = shown.end.min(self.rows.len());
+        let start = shown.start.min(end);
+        self.rows[start..end]
+            .iter()
+            .chain(&self.totals)
             .map(|row| row.iter().map(|cell| (table_text(cell), !matches!(cell, Cell::Text(_)))).collect())
             .collect()
     }
@@ -282,7 +286,7 @@ fn table_text(cell: &Cell) -> String {
 }
 
 /// `1234567.891` with 1 decimal → `1,234,567.9`.
-fn thousands(x: f64, decimals: usize) -> String {
+pub fn thousands(x: f64, decimals: usize) -> String {
     let text = format!("{:.*}", decimals, x.abs());
     let (whole, fraction) = text.split_once('.').map_or((text.as_str(), ""), |(w, f)| (w, f));
     let mut grouped = String::new();

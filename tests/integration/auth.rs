@@ -142,6 +142,8 @@ async fn crawl(state: &AppState, cookie: &str, limit: usize) -> Vec<String> {
         // Likewise the one-click ranges: one of them stands for all (followed, they multiply
         // every page by every range).
         "/costs?from=2026-09-01&to=2026-11-01",
+        // And the pages of a long table: the second stands for them all.
+        "/costs?group=workload&page=2",
     ];
     let mut seen: BTreeSet<String> = start.iter().map(|s| s.to_string()).collect();
     let mut queue: std::collections::VecDeque<String> = start.iter().map(|s| s.to_string()).collect();
@@ -159,7 +161,7 @@ async fn crawl(state: &AppState, cookie: &str, limit: usize) -> Vec<String> {
             // The templates escape `&` as `&#38;` (askama) or `&amp;`.
             let link = piece.split('"').next().unwrap().replace("&#38;", "&").replace("&amp;", "&");
             let local = link.starts_with('/') && !link.starts_with("//") && !link.starts_with("/static/");
-            let local = local && !link.contains("sort=") && !link.contains("from=");
+            let local = local && !["sort=", "from=", "page="].iter().any(|p| link.contains(p));
             if local && seen.insert(link.clone()) {
                 queue.push_back(link);
             }

@@ -625,3 +625,67 @@ async fn column_headings_sort_the_tables_in_the_url_and_links_follow_their_rows(
     assert_eq!(refused["parameter"], "sort");
     assert!(refused["choices"].as_array().unwrap().iter().any(|c| c == "total_cost"), "{refused}");
 }
+
+/// A long table shows 100 rows a page with links to the others; the totals under it and the
+/// downloads cover every row; sorting applies before paging; a page that is not there is a 400.
+#[tokio::test]
+async fn a_long_table_is_paged_in_the_url_and_its_downloads_hold_every_row() {
+    let app = crate::app::TestApp::demo().await;
+    let names = |json: &serde_json::Value| -> Vec<String> {
+        let rows = json["costs"]["rows"].as_array().unwrap();
+        rows.iter().map(|r| r["namespace_workload"].as_str().unwrap().to_string()).collect()
+    };
+    let all = names(&app.json("/costs?period=2026-10&group=workload&format=json").await);
+    let pages = all.len().div_ceil(100);
+    assert!(pages >= 3, "the demo's October has {} workloads: too few to page", all.len());
+    // The first cell of each body row.
+    let shown = |page: &str| -> Vec<String> {
+        let body = page.split("<tbody>").nth(1).unwrap().split("</tbody>").next().unwrap();
+        body.split("<tr>")
+            .skip(1)
+            .map(|row| {
+                let cell = row.split("<th scope=\"row\">").nth(1).unwrap().split("</th>").next().unwrap();
+                let text = cell.rsplit_once("\">").map_or(cell, |(_, t)| t);
+                text.trim_end_matches("</a>").to_string()
+            })
+            .collect()
+    };
+    let first = app.page("/costs?period=2026-10&group=workload").await;
+    let rows = shown(&first);
+    let totals = rows.len() - 100;
+    assert!(rows[..100] == all[..100], "the first page is the first 100 rows");
+    assert!(
+        rows[100..].iter().any(|r| r == "Kubernetes total"),
+        "the totals stay under the page: {:?}",
+        &rows[100..]
+    );
+    let count = gpuledger::report::table::thousands(all.len() as f64, 0);
+    assert!(first.contains(&format!("Rows 1–100 of {count}")), "{first}");
+    assert!(first.contains(r#"<a href="/costs?period=2026-10&#38;group=workload&#38;page=2" rel="next">"#));
+    assert!(!first.contains("rel=\"prev\""), "no previous page before the first");
+    // The second page starts at row 101; the last holds the rest and no next link.
+    let second = shown(&app.page("/costs?period=2026-10&group=workload&page=2").await);
+    assert_eq!(second[0], all[100]);
+    let last_page = app.page(&format!("/costs?period=2026-10&group=workload&page={pages}")).await;
+    assert_eq!(shown(&last_page).len() - totals, all.len() - (pages - 1) * 100);
+    assert!(last_page.contains(&format!("Rows {}–{count} of {count}", (pages - 1) * 100 + 1)));
+    assert!(!last_page.contains("rel=\"next\""));
+    // Sorting orders every row first: page 2 of the largest first starts at the 101st largest.
+    let largest = app.json("/costs?period=2026-10&group=workload&sort=total_cost&format=json").await;
+    let second_sorted = shown(&app.page("/costs?period=2026-10&group=workload&sort=total_cost&page=2").await);
+    assert_eq!(second_sorted[0], names(&largest)[100]);
+    // The downloads and the JSON twin hold every row, whatever page is shown.
+    let csv = app.fetch("/costs?period=2026-10&group=workload&page=2&format=csv", None).await.text();
+    let csv_rows = csv.lines().filter(|l| !l.is_empty() && !l.starts_with('#')).count();
+    assert_eq!(csv_rows, 1 + all.len() + totals, "header, every row and the totals");
+    // Pages that are not there are refused, naming the range there is.
+    for page in ["0", &(pages + 1).to_string(), "two"] {
+        let refused = app
+            .fetch(&format!("/costs?period=2026-10&group=workload&page={page}"), Some("application/json"))
+            .await;
+        assert_eq!(refused.status, axum::http::StatusCode::BAD_REQUEST, "page={page}");
+        assert_eq!(refused.json()["parameter"], "page");
+    }
+    // A short table ignores the page: the namespaces fit on one.
+    assert!(!app.page("/costs?period=2026-10").await.contains("class=\"pager\""));
+}

@@ -61,14 +61,21 @@ pub struct Filters {
     /// A column to order every table that has it by, and `asc` or `desc` (the default).
     pub sort: Option<String>,
     pub dir: Option<String>,
+    /// The page of every table longer than [`PAGE_ROWS`] (1 is the first); not carried by
+    /// links to another grouping, range or order.
+    pub page: Option<String>,
 }
+
+/// Rows shown per page of a long table; the CSV and XLSX downloads and the JSON twin hold
+/// every row.
+pub const PAGE_ROWS: usize = 100;
 
 impl Filters {
     /// Every filter including format and table, in one fixed order: equal for two URLs that
     /// ask for the same thing.
     pub(super) fn canonical(&self) -> String {
         let mut query = self.query();
-        for (key, value) in [("format", &self.format), ("table", &self.table)] {
+        for (key, value) in [("format", &self.format), ("table", &self.table), ("page", &self.page)] {
             if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
                 query.push_str(&format!("&{key}={}", url_escape(value)));
             }
@@ -140,6 +147,19 @@ pub struct TableView {
     pub rows: Vec<RowView>,
     pub csv_href: String,
     pub xlsx_href: String,
+    /// Where this page of a long table sits, and links to the others.
+    pub pager: Option<Pager>,
+}
+
+/// The rows a page of a long table shows and the links to its first, previous, next and
+/// last pages (none on the page they would name).
+pub struct Pager {
+    /// `Rows 101–200 of 82,048`.
+    pub shown: String,
+    pub first: Option<String>,
+    pub previous: Option<String>,
+    pub next: Option<String>,
+    pub last: Option<String>,
 }
 
 /// A row's cells (text, is a number) and the link of its first cell.
@@ -417,6 +437,7 @@ pub(super) async fn answer(
     let wanted = wants(filters, headers);
     let mut content = content;
     sort_tables(&mut content, filters)?;
+    let page = page_asked(&content, filters)?;
     match &wanted {
         Wants::Json => {
             let mut top = Map::new();
@@ -508,7 +529,7 @@ pub(super) async fn answer(
                     .tables
                     .iter()
                     .map(|(id, caption, report, links)| {
-                        table_view(id, caption, &report.table, links, &content.path, filters)
+                        table_view(id, caption, &report.table, links, &content.path, filters, page)
                     })
                     .collect(),
                 notes: content.notes,
@@ -612,6 +633,45 @@ fn sort_tables(content: &mut Content, filters: &Filters) -> Result<(), WebError>
     Ok(())
 }
 
+/// The page of the long tables asked for (1 when none is): a `page` that is not a number from
+/// 1 to the longest table's last page is a 400.
+fn page_asked(content: &Content, filters: &Filters) -> Result<usize, WebError> {
+    let Some(asked) = given(&filters.page) else { return Ok(1) };
+    let pages = content.tables.iter().map(|(_, _, r, _)| r.table.rows.len().div_ceil(PAGE_ROWS)).max();
+    let pages = pages.unwrap_or(0).max(1);
+    match asked.parse::<usize>() {
+        Ok(page) if (1..=pages).contains(&page) => Ok(page),
+        _ => Err(WebError::bad(
+            "page",
+            format!(
+                "{asked:?} is not a page of this view: its tables have pages 1 to {pages} of {PAGE_ROWS} rows"
+            ),
+            vec!["1".into(), pages.to_string()],
+        )),
+    }
+}
+
+/// The pager of a table of `rows` rows on page `page` (none when it fits on one page; a
+/// shorter table than the page asked for shows its last page).
+fn pager(rows: usize, page: usize, path: &str, query: &str) -> (std::ops::Range<usize>, Option<Pager>) {
+    let pages = rows.div_ceil(PAGE_ROWS);
+    if pages <= 1 {
+        return (0..rows, None);
+    }
+    let page = page.min(pages);
+    let shown = (page - 1) * PAGE_ROWS..(page * PAGE_ROWS).min(rows);
+    let link = |to: usize| (to != page).then(|| href(path, query, &format!("page={to}")));
+    let count = |n: usize| crate::report::table::thousands(n as f64, 0);
+    let pager = Pager {
+        shown: format!("Rows {}–{} of {}", count(shown.start + 1), count(shown.end), count(rows)),
+        first: link(1),
+        previous: link(page.saturating_sub(1).max(1)),
+        next: link((page + 1).min(pages)),
+        last: link(pages),
+    };
+    (shown, Some(pager))
+}
+
 fn table_view(
     id: &str,
     caption: &str,
@@ -619,10 +679,13 @@ fn table_view(
     links: &[Option<String>],
     path: &str,
     filters: &Filters,
+    page: usize,
 ) -> TableView {
     let query = filters.query();
     let query = query.as_str();
-    let rows = table.display_rows();
+    let (shown, pager) = pager(table.rows.len(), page, path, query);
+    let rows = table.display_rows(shown.clone());
+    let links = links.iter().skip(shown.start).take(shown.len()).cloned();
     let unsorted = Filters { sort: None, dir: None, ..filters.clone() }.query();
     let current = given(&filters.sort);
     let descending = given(&filters.dir) != Some("asc");
@@ -650,9 +713,10 @@ fn table_view(
                 })
                 .collect()
         },
-        rows: rows.into_iter().zip(links.iter().cloned().chain(std::iter::repeat(None))).collect(),
+        rows: rows.into_iter().zip(links.chain(std::iter::repeat(None))).collect(),
         csv_href: href(path, query, &format!("format=csv&table={id}")),
         xlsx_href: href(path, query, &format!("format=xlsx&table={id}")),
+        pager,
     }
 }
 
