@@ -447,6 +447,8 @@ pub struct GpuAllocation {
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct PodCost {
     pub cluster: String,
+    /// The usage account that ran it (empty in an export without the column).
+    pub account: String,
     pub pod: String,
     pub node: String,
     pub instance_type: String,

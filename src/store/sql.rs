@@ -165,8 +165,8 @@ pub(crate) const SELECT_WORKLOAD_COSTS: &str = "SELECT p.namespace, p.workload, 
      GROUP BY p.namespace, p.workload ORDER BY p.namespace, p.workload";
 
 /// One workload's pods over `[$4, $5)` of period `$1`, from the pod-day aggregates.
-pub(crate) const SELECT_POD_COSTS: &str = "SELECT p.cluster, p.pod, p.node, p.instance_type, \
-     p.purchase_option, CAST(SUM(d.gpu_hours) AS DOUBLE PRECISION) AS gpu_hours, \
+pub(crate) const SELECT_POD_COSTS: &str = "SELECT p.cluster, p.usage_account_id AS account, p.pod, \
+     p.node, p.instance_type, p.purchase_option, CAST(SUM(d.gpu_hours) AS DOUBLE PRECISION) AS gpu_hours, \
      CAST(SUM(d.gpu_cost_nanos) AS BIGINT) AS gpu_cost_nanos, \
      CAST(SUM(d.split_cost_nanos) AS BIGINT) AS split_cost_nanos, \
      CAST(SUM(d.unused_cost_nanos) AS BIGINT) AS unused_cost_nanos, \
@@ -174,7 +174,7 @@ pub(crate) const SELECT_POD_COSTS: &str = "SELECT p.cluster, p.pod, p.node, p.in
      CAST(SUM(d.public_on_demand_cost_nanos) AS BIGINT) AS public_on_demand_cost_nanos \
      FROM cost_pods p JOIN cost_pod_days d ON d.period = p.period AND d.pod_id = p.pod_id \
      WHERE p.period = $1 AND p.namespace = $2 AND p.workload = $3 AND d.day >= $4 AND d.day < $5 \
-     GROUP BY p.cluster, p.pod, p.node, p.instance_type, p.purchase_option \
+     GROUP BY p.cluster, p.usage_account_id, p.pod, p.node, p.instance_type, p.purchase_option \
      ORDER BY p.pod, p.cluster, p.node";
 
 pub(crate) const SELECT_POD_WORKLOADS: &str = "SELECT DISTINCT namespace, pod, workload \
@@ -438,6 +438,7 @@ from_row!(WorkloadCost { namespace, workload, total_cost_nanos });
 
 from_row!(PodCost {
     cluster,
+    account,
     pod,
     node,
     instance_type,

@@ -152,6 +152,35 @@ async fn each_usage_account_reconciles_to_truth_and_narrows_pages_and_reports() 
     assert_eq!(refused["parameter"], "account", "{refused}");
     assert!(refused.to_string().contains(RESEARCH), "{refused}");
 
+    // A workload on both clusters (aws-node runs on every node): its pods drilled down in
+    // each account are that account's cluster only, and add up to its row there.
+    let pods = |account: &str| {
+        format!(
+            "/costs?period=2026-10&group=pod&namespace=kube-system&workload=aws-node&account={account}&format=json"
+        )
+    };
+    let mut both = 0.0;
+    for (id, cluster) in [(PLATFORM, "ml-prod"), (RESEARCH, "ml-west")] {
+        let drilled = app.json(&pods(id)).await;
+        let rows = drilled["costs"]["rows"].as_array().unwrap();
+        assert!(!rows.is_empty() && rows.iter().all(|r| r["cluster"] == cluster), "{id}: {rows:?}");
+        let workloads =
+            app.json(&format!("/costs?period=2026-10&group=workload&account={id}&format=json")).await;
+        let own = usd(
+            &row(&workloads["costs"]["rows"], "namespace_workload", "kube-system/aws-node")["total_cost"],
+        );
+        let pods_total = usd(&drilled["costs"]["totals"][0]["total_cost"]);
+        close(pods_total, own, &format!("{id}: aws-node's pods = its row"));
+        both += pods_total;
+    }
+    let everywhere =
+        app.json("/costs?period=2026-10&group=pod&namespace=kube-system&workload=aws-node&format=json").await;
+    close(
+        both,
+        usd(&everywhere["costs"]["totals"][0]["total_cost"]),
+        "aws-node's pods in both accounts = all of them",
+    );
+
     // The same from the command line.
     let url = app.database_url();
     let report = |args: &[&str]| -> Value {

@@ -692,3 +692,48 @@ async fn a_long_table_is_paged_in_the_url_and_its_downloads_hold_every_row() {
     // A short table ignores the page: the namespaces fit on one.
     assert!(!app.page("/costs?period=2026-10").await.contains("class=\"pager\""));
 }
+
+/// A drill-down shows the way back (Costs by namespace › namespace › workload), each step
+/// keeping the range, cluster and account.
+#[tokio::test]
+async fn drill_downs_have_breadcrumbs_that_keep_the_range_cluster_and_account() {
+    let app = crate::app::TestApp::demo().await;
+    let crumbs = |page: &str| -> String {
+        page.split("<nav class=\"crumbs\" aria-label=\"Breadcrumb\">")
+            .nth(1)
+            .unwrap()
+            .split("</nav>")
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let filters = "period=2026-10&cluster=ml-prod&account=222222222222";
+    let pods = app.page(&format!("/costs?{filters}&group=pod&namespace=acme-llm&workload=chat-vllm")).await;
+    let escaped = filters.replace('&', "&#38;");
+    assert_eq!(
+        crumbs(&pods),
+        format!(
+            r#"<ol><li><a href="/costs?{escaped}">Costs by namespace</a></li><li><a href="/costs?{escaped}&#38;group=workload&#38;namespace=acme-llm">acme-llm</a></li><li><span aria-current="page">chat-vllm</span></li></ol>"#
+        )
+    );
+    let workloads = app.page(&format!("/costs?{filters}&group=workload&namespace=acme-llm")).await;
+    assert!(crumbs(&workloads).ends_with(r#"<li><span aria-current="page">acme-llm</span></li></ol>"#));
+    // Each workload row drills down with the account kept.
+    assert!(workloads.contains(&format!(
+        r#"href="/costs?{escaped}&#38;group=pod&#38;namespace=acme-llm&#38;workload=chat-vllm""#
+    )));
+    // A top-level page has none; a client's page leads back to Clients.
+    assert!(!app.page("/costs?period=2026-10").await.contains("class=\"crumbs\""));
+    let client = app.page("/clients/acme?period=2026-10").await;
+    assert!(
+        crumbs(&client).contains(r#"<a href="/clients?period=2026-10">Clients</a>"#),
+        "{}",
+        crumbs(&client)
+    );
+
+    // An account that runs none of acme-llm's pods: the drill-down is refused as for any
+    // namespace the range does not have (the pods by account are checked in usage_accounts).
+    let pods = "/costs?period=2026-10&group=pod&namespace=acme-llm&workload=chat-vllm&account=333333333333";
+    let refused = app.fetch(pods, Some("application/json")).await;
+    assert_eq!(refused.status, axum::http::StatusCode::BAD_REQUEST);
+}

@@ -67,6 +67,11 @@ pub async fn page(
     let Some(range) = &view.range else {
         return answer(&state, &filters, &headers, &view, content).await;
     };
+    // A client user has no Clients page to go back to.
+    if view.viewer.role != crate::auth::Role::Client {
+        let clients = format!("/clients?{}", super::range_query(range));
+        content.crumbs = vec![("Clients".into(), Some(clients)), (client.clone(), None)];
+    }
     let sum = rollup::client_sums(range).remove(&client).unwrap_or_default();
     let card = |label: &str, value: String| Card { label: label.into(), value, ..Card::default() };
     content.cards = vec![

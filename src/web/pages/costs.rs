@@ -28,6 +28,7 @@ pub async fn costs(
         let clusters: std::collections::BTreeSet<&str> = range.costs().map(|c| c.cluster.as_str()).collect();
         content.clusters = clusters.into_iter().map(String::from).collect();
         check_drill_down(&filters, range, viewer.scope != crate::auth::Scope::All)?;
+        content.crumbs = crumbs(&filters, range);
         let (caption, table, links) =
             match (given(&filters.group), given(&filters.namespace), given(&filters.workload)) {
                 (Some("pod"), Some(namespace), Some(workload)) => {
@@ -132,7 +133,29 @@ fn check_drill_down(filters: &Filters, range: &RollupRange, scoped: bool) -> Res
     Ok(())
 }
 
-/// The Costs page's own URL for a drill-down: the same range and cluster, another grouping.
+/// The way down to a namespace's workloads or a workload's pods: Costs by namespace (the same
+/// range, cluster and account), the namespace, the workload. Empty at the top level.
+fn crumbs(filters: &Filters, range: &RollupRange) -> Vec<(String, Option<String>)> {
+    let Some(namespace) = given(&filters.namespace) else { return Vec::new() };
+    let mut top = format!("/costs?{}", range_query(range));
+    for (key, value) in [("cluster", &filters.cluster), ("account", &filters.account)] {
+        if let Some(value) = given(value) {
+            top.push_str(&format!("&{key}={}", url_escape(value)));
+        }
+    }
+    let mut crumbs = vec![("Costs by namespace".to_string(), Some(top))];
+    match given(&filters.workload).filter(|_| given(&filters.group) == Some("pod")) {
+        Some(workload) => crumbs.extend([
+            (namespace.to_string(), Some(costs_link(filters, range, "workload", namespace, None))),
+            (workload.to_string(), None),
+        ]),
+        None => crumbs.push((namespace.to_string(), None)),
+    }
+    crumbs
+}
+
+/// The Costs page's own URL for a drill-down: the same range, cluster and account, another
+/// grouping.
 fn costs_link(
     filters: &Filters,
     range: &RollupRange,
@@ -141,8 +164,10 @@ fn costs_link(
     workload: Option<&str>,
 ) -> String {
     let mut link = format!("/costs?{}", range_query(range));
-    if let Some(cluster) = filters.cluster.as_deref().filter(|c| !c.is_empty()) {
-        link.push_str(&format!("&cluster={}", url_escape(cluster)));
+    for (key, value) in [("cluster", &filters.cluster), ("account", &filters.account)] {
+        if let Some(value) = given(value) {
+            link.push_str(&format!("&{key}={}", url_escape(value)));
+        }
     }
     link.push_str(&format!("&group={group}&namespace={}", url_escape(namespace)));
     if let Some(workload) = workload {
@@ -275,7 +300,8 @@ async fn pod_costs(
         let Ok(period) = rollups.period.period.parse::<Period>() else { continue };
         let (from, to) = (range.from.max(period.start()), range.to.min(period.end()));
         for pod in state.store.pod_costs(&rollups.period.period, namespace, workload, from, to).await? {
-            if cluster.as_ref().is_some_and(|c| c != &pod.cluster) {
+            let other_account = range.account.as_ref().is_some_and(|a| a != &pod.account);
+            if other_account || cluster.as_ref().is_some_and(|c| c != &pod.cluster) {
                 continue;
             }
             let key = [&pod.pod, &pod.cluster, &pod.node, &pod.instance_type, &pod.purchase_option]

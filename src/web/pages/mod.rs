@@ -246,6 +246,8 @@ pub struct ReportPage {
     pub notes: Vec<String>,
     pub json_href: String,
     pub empty: bool,
+    /// Breadcrumbs of a drill-down (name, link; the last is the page shown).
+    pub crumbs: Vec<(String, Option<String>)>,
 }
 
 /// One page's content before it is answered in the format asked for.
@@ -264,6 +266,9 @@ pub(super) struct Content {
     clusters: Vec<String>,
     /// Whether the page offers the account filter (Costs, Clients, GPUs).
     pub(super) account_filter: bool,
+    /// The way down to a drill-down (name, link), ending with the page itself (no link);
+    /// empty on a top-level page.
+    pub(super) crumbs: Vec<(String, Option<String>)>,
 }
 
 impl Content {
@@ -279,6 +284,7 @@ impl Content {
             json: Map::new(),
             clusters: Vec::new(),
             account_filter: false,
+            crumbs: Vec::new(),
         }
     }
 
@@ -535,6 +541,7 @@ pub(super) async fn answer(
                 notes: content.notes,
                 json_href: href(&content.path, &query, "format=json"),
                 empty: range.is_none(),
+                crumbs: content.crumbs,
             };
             Ok(Html(page.render()?).into_response())
         }
