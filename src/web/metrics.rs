@@ -108,5 +108,10 @@ pub async fn exposition(State(state): State<AppState>) -> Result<Response, WebEr
     out.push_str("# HELP gpuledger_page_cache_pages Rendered pages held in the page cache.\n");
     out.push_str("# TYPE gpuledger_page_cache_pages gauge\n");
     let _ = writeln!(out, "gpuledger_page_cache_pages {pages}");
+    out.push_str(
+        "# HELP gpuledger_page_renders_total Pages rendered because the page cache did not hold them.\n",
+    );
+    out.push_str("# TYPE gpuledger_page_renders_total counter\n");
+    let _ = writeln!(out, "gpuledger_page_renders_total {}", state.pages.renders());
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response())
 }

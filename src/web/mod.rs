@@ -116,11 +116,16 @@ impl RollupCache {
 /// Rendered dashboard pages (HTML, JSON, CSV, XLSX) by their parsed filters and `Accept`.
 /// An entry is served only while the data generation it was rendered at still holds (the
 /// store's data revision, which only goes up, and the newest run, which drives the banner).
-/// Bounded in bytes; the least recently used pages go first.
+/// Bounded in bytes; the least recently used pages go first. A crowd of first views of one
+/// page renders it once: the others wait for that render and are answered from the cache.
 pub struct PageCache {
     entries: std::sync::Mutex<PageEntries>,
     /// The most body bytes kept.
     budget: usize,
+    /// A lock per key being rendered.
+    rendering: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Pages rendered because the cache did not hold them (for /metrics).
+    renders: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Default)]
@@ -151,12 +156,32 @@ impl Default for PageCache {
 impl PageCache {
     /// A cache keeping at most `budget` bytes of page bodies.
     pub fn with_budget(budget: usize) -> PageCache {
-        PageCache { entries: std::sync::Mutex::new(PageEntries::default()), budget }
+        PageCache {
+            entries: std::sync::Mutex::new(PageEntries::default()),
+            budget,
+            rendering: std::sync::Mutex::new(HashMap::new()),
+            renders: std::sync::atomic::AtomicU64::new(0),
+        }
     }
 
     /// How many pages and body bytes it holds.
     pub fn usage(&self) -> (usize, usize) {
         self.entries.lock().map(|e| (e.pages.len(), e.bytes)).unwrap_or((0, 0))
+    }
+
+    /// How many pages were rendered because the cache did not hold them.
+    pub fn renders(&self) -> u64 {
+        self.renders.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Waits until no other request renders `key`, and holds it: the lock of a first view.
+    async fn render_turn(&self, key: &str) -> RenderTurn<'_> {
+        let lock = match self.rendering.lock() {
+            Ok(mut rendering) => rendering.entry(key.to_string()).or_default().clone(),
+            Err(_) => Arc::default(),
+        };
+        let guard = lock.clone().lock_owned().await;
+        RenderTurn { cache: self, key: key.to_string(), guard: Some(guard), lock: Some(lock) }
     }
 
     fn get(&self, key: &str, generation: &str) -> Option<axum::response::Response> {
@@ -190,6 +215,27 @@ impl PageCache {
             if let Some(evicted) = entries.pages.remove(&oldest) {
                 entries.bytes -= evicted.body.len();
             }
+        }
+    }
+}
+
+/// A request's turn to render a key; dropping it lets the next waiter in and forgets the
+/// key's lock once nobody holds or waits on it.
+struct RenderTurn<'a> {
+    cache: &'a PageCache,
+    key: String,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+    lock: Option<Arc<tokio::sync::Mutex<()>>>,
+}
+
+impl Drop for RenderTurn<'_> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        drop(self.lock.take());
+        if let Ok(mut rendering) = self.cache.rendering.lock()
+            && rendering.get(&self.key).is_some_and(|lock| Arc::strong_count(lock) == 1)
+        {
+            rendering.remove(&self.key);
         }
     }
 }
@@ -237,6 +283,12 @@ async fn page_cache(
     if let Some(hit) = state.pages.get(&key, &generation) {
         return hit;
     }
+    let _turn = state.pages.render_turn(&key).await;
+    // Another request may have rendered it while this one waited.
+    if let Some(hit) = state.pages.get(&key, &generation) {
+        return hit;
+    }
+    state.pages.renders.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let response = next.run(request).await;
     if response.status() != axum::http::StatusCode::OK {
         return response;
@@ -498,6 +550,23 @@ mod tests {
             body: axum::body::Bytes::from(vec![b'x'; bytes]),
             used: 0,
         }
+    }
+
+    #[tokio::test]
+    async fn a_render_turn_waits_for_the_one_before_and_forgets_its_key_when_nobody_waits() {
+        let cache = PageCache::with_budget(300);
+        let first = cache.render_turn("a").await;
+        // A second turn for the same key waits; another key does not.
+        let other = cache.render_turn("b").await;
+        let waiting =
+            tokio::time::timeout(std::time::Duration::from_millis(50), cache.render_turn("a")).await;
+        assert!(waiting.is_err(), "the second view of a waits for the first");
+        assert_eq!(cache.rendering.lock().unwrap().len(), 2);
+        drop(first);
+        drop(other);
+        assert!(cache.rendering.lock().unwrap().is_empty(), "no lock kept once nobody renders");
+        drop(cache.render_turn("a").await);
+        assert!(cache.rendering.lock().unwrap().is_empty());
     }
 
     #[test]

@@ -737,3 +737,30 @@ async fn drill_downs_have_breadcrumbs_that_keep_the_range_cluster_and_account() 
     let refused = app.fetch(pods, Some("application/json")).await;
     assert_eq!(refused.status, axum::http::StatusCode::BAD_REQUEST);
 }
+
+/// Eight simultaneous first views of one page render it once; the other seven wait for that
+/// render and get the same bytes from the cache (a crowd on a cold 80,000-row XLSX rendered it
+/// once per request before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crowd_of_first_views_renders_a_page_once() {
+    let app = crate::app::TestApp::demo().await;
+    let uri = "/costs?period=2026-10&group=workload&format=xlsx";
+    let before = app.state.pages.renders();
+    let crowd = tokio::join!(
+        app.fetch(uri, None),
+        app.fetch(uri, None),
+        app.fetch(uri, None),
+        app.fetch(uri, None),
+        app.fetch(uri, None),
+        app.fetch(uri, None),
+        app.fetch(uri, None),
+        app.fetch(uri, None),
+    );
+    let answers = [crowd.0, crowd.1, crowd.2, crowd.3, crowd.4, crowd.5, crowd.6, crowd.7];
+    assert!(answers.iter().all(|a| a.status == axum::http::StatusCode::OK && a.body == answers[0].body));
+    assert_eq!(app.state.pages.renders() - before, 1, "one render for eight first views");
+    // Another page is another render; a repeat of either is none.
+    app.fetch("/costs?period=2026-10&group=workload", None).await;
+    app.fetch(uri, None).await;
+    assert_eq!(app.state.pages.renders() - before, 2);
+}
