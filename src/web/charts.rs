@@ -78,6 +78,180 @@ pub fn bars_marked(title: &str, unit: &str, labels: &[String], values: &[f64], m
     svg
 }
 
+/// A card's trend as a small line (no axes), the last point dotted; its text alternative says
+/// every value. Empty for fewer than two months.
+pub fn sparkline(what: &str, labels: &[String], values: &[Option<f64>]) -> String {
+    if values.len() < 2 {
+        return String::new();
+    }
+    let (width, height, pad) = (120.0, 28.0, 3.0);
+    let known: Vec<f64> = values.iter().flatten().copied().collect();
+    let (low, high) =
+        known.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
+    let span = if high > low { high - low } else { 1.0 };
+    let x = |i: usize| pad + (width - 2.0 * pad) * i as f64 / (values.len() - 1) as f64;
+    let y = |v: f64| height - pad - (height - 2.0 * pad) * if high > low { (v - low) / span } else { 0.5 };
+    let mut path = String::new();
+    let mut pen_down = false;
+    for (i, value) in values.iter().enumerate() {
+        match value {
+            Some(v) => {
+                let _ = write!(path, "{}{:.1} {:.1} ", if pen_down { "L" } else { "M" }, x(i), y(*v));
+                pen_down = true;
+            }
+            None => pen_down = false,
+        }
+    }
+    let said: Vec<String> = labels
+        .iter()
+        .zip(values)
+        .map(|(label, v)| format!("{label}: {}", v.map_or_else(|| "n/a".to_string(), exact)))
+        .collect();
+    let last = values.iter().enumerate().rev().find_map(|(i, v)| v.map(|v| (x(i), y(v))));
+    let dot =
+        last.map_or_else(String::new, |(cx, cy)| format!(r#"<circle cx="{cx:.1}" cy="{cy:.1}" r="2.5"/>"#));
+    format!(
+        r#"<svg class="spark" role="img" aria-label="{}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg"><path d="{}"/>{dot}</svg>"#,
+        escape(&format!("{what} by month: {}", said.join("; "))),
+        path.trim_end()
+    )
+}
+
+/// One point of a [`line`]: its label (a month), its value (none where nothing was measured:
+/// the line breaks there), what its tooltip adds, and whether its month is still in progress
+/// (drawn hollow, the segment to it dashed).
+pub struct Point {
+    pub label: String,
+    pub value: Option<f64>,
+    pub note: String,
+    pub partial: bool,
+}
+
+/// What a [`line`] is judged against: a shaded target band and dashed threshold lines, each
+/// with its name.
+#[derive(Default)]
+pub struct Targets<'a> {
+    pub band: Option<(f64, f64, &'a str)>,
+    pub thresholds: &'a [(f64, &'a str)],
+}
+
+/// A line over months against its targets; `unit` on the y axis.
+pub fn line(title: &str, unit: &str, points: &[Point], targets: &Targets) -> String {
+    let (width, height, left, right, bottom, top) = (640.0, 260.0, 70.0, 96.0, 40.0, 30.0);
+    let highest = points.iter().filter_map(|p| p.value).fold(0.0_f64, f64::max);
+    let targets_max = targets.thresholds.iter().map(|(v, _)| *v).chain(targets.band.map(|(_, hi, _)| hi));
+    let (step, steps) = axis(targets_max.fold(highest, f64::max));
+    let scale_max = step * steps as f64;
+    let plot_height = height - bottom - top;
+    let y = |value: f64| top + plot_height - plot_height * (value / scale_max).clamp(0.0, 1.0);
+    let slot = (width - left - right) / points.len().max(1) as f64;
+    let x = |i: usize| left + slot * (i as f64 + 0.5);
+    let said = |p: &Point| {
+        let value = p.value.map_or_else(|| "not measured".to_string(), |v| format!("{} {unit}", exact(v)));
+        let partial = if p.partial { " (in progress)" } else { "" };
+        let note = if p.note.is_empty() { String::new() } else { format!(", {}", p.note) };
+        format!("{}: {value}{partial}{note}", p.label)
+    };
+    let mut summary: Vec<String> = points.iter().map(said).collect();
+    if let Some((low, high, name)) = targets.band {
+        summary.push(format!("{name}: {}–{} {unit}", exact(low), exact(high)));
+    }
+    summary.extend(targets.thresholds.iter().map(|(v, name)| format!("{name}: {} {unit}", exact(*v))));
+    let mut svg = format!(
+        r#"<svg class="chart" role="img" aria-label="{}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg"><title>{}</title><desc>{}</desc>"#,
+        escape(&format!("{title}. {}", summary.join("; "))),
+        escape(title),
+        escape(&summary.join("; "))
+    );
+    let _ = write!(svg, r#"<text x="{left}" y="18" class="chart-title">{}</text>"#, escape(title));
+    for tick in 0..=steps {
+        let value = step * tick as f64;
+        let _ = write!(
+            svg,
+            r#"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" class="grid"/><text x="{}" y="{:.1}" class="axis" text-anchor="end">{}</text>"#,
+            width - right,
+            left - 6.0,
+            y(value) + 4.0,
+            short(value),
+            y = y(value),
+        );
+    }
+    let _ = write!(
+        svg,
+        r#"<text x="14" y="{:.1}" class="axis" transform="rotate(-90 14 {:.1})" text-anchor="middle">{}</text>"#,
+        top + plot_height / 2.0,
+        top + plot_height / 2.0,
+        escape(unit)
+    );
+    if let Some((low, high, name)) = targets.band {
+        let _ = write!(
+            svg,
+            r#"<rect x="{left}" y="{:.1}" width="{:.1}" height="{:.1}" class="band"><title>{}: {}–{} {}</title></rect><text x="{:.1}" y="{:.1}" class="axis">{}</text>"#,
+            y(high),
+            width - left - right,
+            y(low) - y(high),
+            escape(name),
+            exact(low),
+            exact(high),
+            escape(unit),
+            width - right + 4.0,
+            (y(low) + y(high)) / 2.0 + 4.0,
+            escape(name)
+        );
+    }
+    for (value, name) in targets.thresholds {
+        // The target is drawn in the good colour, a flag line in the bad one.
+        let class = if *name == "target" { "threshold threshold-target" } else { "threshold" };
+        let _ = write!(
+            svg,
+            r#"<line x1="{left}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" class="{class}"><title>{}: {} {}</title></line><text x="{:.1}" y="{:.1}" class="axis">{}</text>"#,
+            width - right,
+            escape(name),
+            exact(*value),
+            escape(unit),
+            width - right + 4.0,
+            y(*value) + 4.0,
+            escape(&format!("{name} {}", short(*value))),
+            y = y(*value),
+        );
+    }
+    // Segments between measured neighbours; one that ends in a month in progress is dashed.
+    for (i, pair) in points.windows(2).enumerate() {
+        if let (Some(a), Some(b)) = (pair[0].value, pair[1].value) {
+            let class = if pair[1].partial { "line line-partial" } else { "line" };
+            let _ = write!(
+                svg,
+                r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" class="{class}"/>"#,
+                x(i),
+                y(a),
+                x(i + 1),
+                y(b)
+            );
+        }
+    }
+    for (i, point) in points.iter().enumerate() {
+        if let Some(value) = point.value {
+            let class = if point.partial { "point point-partial" } else { "point" };
+            let _ = write!(
+                svg,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="4" class="{class}"><title>{}</title></circle>"#,
+                x(i),
+                y(value),
+                escape(&said(point))
+            );
+        }
+        let _ = write!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text>"#,
+            x(i),
+            height - bottom + 16.0,
+            escape(&point.label)
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
 /// One bar of [`stacked_bars`]: its label, its parts (in the chart's order), an optional
 /// mark (a budget) and where clicking it leads.
 pub struct StackedBar {
@@ -389,6 +563,47 @@ mod tests {
         assert!(svg.contains(">5k<") && !svg.contains(">6k<"), "{svg}");
         assert_eq!(svg.matches(r#"class="mark""#).count(), 2, "the legend's tick and acme's budget");
         assert!(svg.contains(r#"class="bar-hatched" fill="url(#hatch-"#), "{svg}");
+    }
+
+    #[test]
+    fn a_line_is_drawn_against_its_band_and_thresholds_and_breaks_where_nothing_was_measured() {
+        let point = |label: &str, value: Option<f64>, partial: bool| Point {
+            label: label.into(),
+            value,
+            note: String::new(),
+            partial,
+        };
+        let points = [
+            point("2026-08", Some(40.0), false),
+            point("2026-09", None, false),
+            point("2026-10", Some(62.5), false),
+            point("2026-11", Some(70.0), true),
+        ];
+        let targets = Targets { band: Some((60.0, 85.0, "target")), thresholds: &[(20.0, "flagged")] };
+        let svg = line("GPU utilization", "%", &points, &targets);
+        // The axis reaches the band's top (85 → 0..100 by 20s).
+        assert!(svg.contains(">100</text>") && !svg.contains(">120</text>"), "{svg}");
+        // One segment only: 08 → 09 and 09 → 10 break at the unmeasured month; 10 → 11 is
+        // dashed, as 11 is in progress.
+        assert_eq!(svg.matches("class=\"line").count(), 1);
+        assert_eq!(svg.matches("class=\"line line-partial\"").count(), 1);
+        assert_eq!(svg.matches("<circle").count(), 3);
+        assert!(svg.contains("<title>2026-11: 70 % (in progress)</title>"));
+        // The band spans 60–85 on a 0–100 axis of 190 px: y 58.5 to 106.0.
+        assert!(svg.contains(r#"<rect x="70" y="58.5" width="474.0" height="47.5" class="band">"#), "{svg}");
+        assert!(svg.contains("<title>flagged: 20 %</title>"));
+        assert!(svg.contains("aria-label=\"GPU utilization. 2026-08: 40 %; 2026-09: not measured; 2026-10: 62.5 %; 2026-11: 70 % (in progress); target: 60–85 %; flagged: 20 %\""), "{svg}");
+    }
+
+    #[test]
+    fn a_sparkline_scales_its_values_between_its_lowest_and_highest_and_breaks_at_gaps() {
+        let labels: Vec<String> = ["07", "08", "09", "10"].map(String::from).to_vec();
+        let svg = sparkline("Spend", &labels, &[Some(10.0), Some(30.0), None, Some(20.0)]);
+        // 120 × 28 with 3 px of padding: x at 3, 41, 79, 117; 10 at the bottom (25), 30 at the top (3).
+        assert!(svg.contains(r#"<path d="M3.0 25.0 L41.0 3.0 M117.0 14.0"/>"#), "{svg}");
+        assert!(svg.contains(r#"<circle cx="117.0" cy="14.0" r="2.5"/>"#), "the last point dotted");
+        assert!(svg.contains(r#"aria-label="Spend by month: 07: 10; 08: 30; 09: n/a; 10: 20""#), "{svg}");
+        assert_eq!(sparkline("Spend", &labels[..1], &[Some(1.0)]), "", "no trend from one month");
     }
 
     #[test]

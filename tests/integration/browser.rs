@@ -255,10 +255,10 @@ async fn the_dashboard_in_a_real_browser() {
     std::fs::create_dir_all(&downloads).unwrap();
     let client = Session::start(&driver, &downloads).await;
 
-    // The Overview loads with its three charts, each an image with a text alternative.
+    // The Overview loads with its four charts, each an image with a text alternative.
     client.goto(&format!("{base}/?period=2026-10")).await;
-    let charts = client.find_all("css selector", "svg[role='img']").await;
-    assert_eq!(charts.len(), 3, "three charts on the Overview");
+    let charts = client.find_all("css selector", "svg.chart[role='img']").await;
+    assert_eq!(charts.len(), 4, "four charts on the Overview");
     let label = client.attribute(&charts[0], "aria-label").await;
     assert!(label.starts_with("Monthly spend") && label.contains("2026-10"), "{label}");
 

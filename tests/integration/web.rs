@@ -196,10 +196,38 @@ async fn overview_gpus_and_inference_match_truth() {
     let (status, html) = get(&state, "/").await;
     assert_eq!(status, StatusCode::OK);
     assert!(html.contains("GPU utilization") && html.contains("Spot adoption (training)"), "cards");
-    assert_eq!(html.matches("role=\"img\"").count(), 3, "three charts");
+    assert_eq!(
+        html.matches("class=\"chart\" role=\"img\"").count(),
+        4,
+        "spend and three ratios against their targets"
+    );
+    // Each of the six cards carries its trend over the two months.
+    assert_eq!(html.matches("<svg class=\"spark\" role=\"img\"").count(), 6, "a sparkline per card");
     let (_, body) = get(&state, "/?format=json").await;
     let overview = json(&body);
     assert_eq!(overview["trend"]["rows"].as_array().unwrap().len(), 2, "two months");
+    // Each ratio's line says October's value (as the trend table has it) and its targets.
+    let october =
+        overview["trend"]["rows"].as_array().unwrap().iter().find(|r| r["month"] == "2026-10").unwrap();
+    let percent = |v: &serde_json::Value| {
+        let text = format!("{:.2}", v.as_f64().unwrap() * 100.0);
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    };
+    for (title, column, targets) in [
+        ("GPU utilization of measured allocated GPU-hours", "gpu_utilization", "target: 60–85 %"),
+        ("Idle share of GPU-hours", "", "target: 10 %; flagged: 20 %"),
+        ("Spot adoption of training GPU-hours", "spot_adoption", "target: 50 %; flagged: 30 %"),
+    ] {
+        let label = html.split(&format!("aria-label=\"{title}. ")).nth(1).unwrap().split('"').next().unwrap();
+        assert!(label.ends_with(targets), "{label}");
+        if !column.is_empty() {
+            assert!(
+                label.contains(&format!("2026-10: {} %", percent(&october[column]))),
+                "{label} vs {}",
+                october[column]
+            );
+        }
+    }
     // GPU spend as leadership means it: the GPU fleet, not AWS's accelerator rows alone; idle
     // GPU cost as the full cost of idle GPU pod-hours.
     let october =

@@ -178,6 +178,8 @@ pub struct Card {
     pub delta: String,
     /// `better`, `worse`, or empty when nothing changed.
     pub delta_class: &'static str,
+    /// The figure's trend by month as a small SVG, empty when there is none.
+    pub spark: String,
 }
 
 impl Card {

@@ -19,6 +19,48 @@ fn status(value: Option<f64>, good: impl Fn(f64) -> bool, bad: impl Fn(f64) -> b
     }
 }
 
+/// The trend of the three ratios leadership is judged on, each against its targets (the same
+/// as the cards'): utilization in its 60–85 % band, the idle share under 10 % (above 20 %
+/// flagged, the idle cost in each point's tooltip), Spot adoption of training above 50 %
+/// (under 30 % flagged). A month in progress is drawn hollow.
+fn target_charts(
+    content: &mut Content,
+    trend: &[&std::sync::Arc<crate::store::Rollups>],
+    heads: &[rollup::Headline],
+) {
+    let points = |value: fn(&rollup::Headline) -> Option<f64>, note: fn(&rollup::Headline) -> String| {
+        trend
+            .iter()
+            .zip(heads)
+            .map(|(r, h)| charts::Point {
+                label: r.period.period.clone(),
+                value: value(h).map(|v| v * 100.0),
+                note: note(h),
+                partial: rollup::month_progress(r).is_some(),
+            })
+            .collect::<Vec<_>>()
+    };
+    let none = |_: &rollup::Headline| String::new();
+    content.charts.push(charts::line(
+        "GPU utilization of measured allocated GPU-hours",
+        "%",
+        &points(rollup::Headline::utilization, none),
+        &charts::Targets { band: Some((60.0, 85.0, "target")), thresholds: &[] },
+    ));
+    content.charts.push(charts::line(
+        "Idle share of GPU-hours",
+        "%",
+        &points(rollup::Headline::idle_share, |h| format!("idle cost {}", usd(h.idle_cost_nanos))),
+        &charts::Targets { band: None, thresholds: &[(10.0, "target"), (20.0, "flagged")] },
+    ));
+    content.charts.push(charts::line(
+        "Spot adoption of training GPU-hours",
+        "%",
+        &points(rollup::Headline::spot_adoption, none),
+        &charts::Targets { band: None, thresholds: &[(50.0, "target"), (30.0, "flagged")] },
+    ));
+}
+
 /// Overview (leadership): this month against last, trends, the top opportunities.
 pub async fn overview(
     State(state): State<AppState>,
@@ -191,24 +233,24 @@ pub async fn overview(
             computed.iter().rev().take(12).rev().collect();
         let months: Vec<String> = trend.iter().map(|r| r.period.period.clone()).collect();
         let heads: Vec<rollup::Headline> = trend.iter().map(|r| rollup::Headline::of(r)).collect();
-        let utilization: Vec<f64> = heads.iter().map(|h| h.utilization().unwrap_or(0.0) * 100.0).collect();
-        let idle: Vec<f64> = heads.iter().map(|h| h.idle_cost_nanos as f64 / 1e9).collect();
         let history = history(&state, &view, 12usize.saturating_sub(months.len())).await?;
         let billed: Vec<(String, i64)> =
             months.iter().cloned().zip(heads.iter().map(|h| h.bill_amortized_micros)).collect();
         spend_chart(&mut content, &history, &billed);
-        content.charts.push(charts::bars(
-            "GPU utilization of measured allocated GPU-hours",
-            "%",
-            &months,
-            &utilization,
-        ));
-        content.charts.push(charts::bars(
-            "Idle GPU cost (the full cost of idle GPU pod-hours)",
-            "USD",
-            &months,
-            &idle,
-        ));
+        target_charts(&mut content, &trend, &heads);
+        // Each card's figure over the same months, as a sparkline (cards in their fixed order).
+        let series: [fn(&rollup::Headline) -> Option<f64>; 6] = [
+            |h| Some(h.bill_amortized_micros as f64 / 1e6),
+            |h| Some(h.gpu_fleet_nanos as f64 / 1e9),
+            |h| h.utilization().map(|v| v * 100.0),
+            |h| Some(h.idle_cost_nanos as f64 / 1e9),
+            |h| h.spot_adoption().map(|v| v * 100.0),
+            |h| Some(h.realized_savings_nanos() as f64 / 1e9),
+        ];
+        for (card, series) in content.cards.iter_mut().zip(series) {
+            let values: Vec<Option<f64>> = heads.iter().map(series).collect();
+            card.spark = charts::sparkline(&card.label, &months, &values);
+        }
         let table = Table {
             title: "Trend".into(),
             totals: Vec::new(),
