@@ -74,7 +74,7 @@ pub(super) async fn run(store: &dyn Store, command: InvoiceCommand) -> anyhow::R
                     store.document_pdf(&number).await?.context("the stored PDF is missing")?
                 }
                 ExportFormat::Csv => crate::invoice::csv(&document).into_bytes(),
-                ExportFormat::Xlsx => document.table().xlsx("Invoice", &document.period)?,
+                ExportFormat::Xlsx => document.xlsx()?,
                 ExportFormat::Json => serde_json::to_vec_pretty(&document)?,
             };
             std::fs::write(&out, &bytes).with_context(|| format!("writing {}", out.display()))?;

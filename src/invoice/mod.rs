@@ -713,6 +713,24 @@ impl Invoice {
     }
 }
 
+impl Invoice {
+    /// The document as an XLSX workbook: its title, the client and period, when it was issued
+    /// (or that it is a draft) and the data it was computed from, then its lines and totals.
+    pub fn xlsx(&self) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
+        let table = self.table();
+        let issued = match &self.issued_at {
+            Some(at) => format!("Issued {at}, due {}", self.due_at.as_deref().unwrap_or("n/a")),
+            None => "Draft: not issued, it changes with the data until it is".to_string(),
+        };
+        let heading = [
+            table.title.clone(),
+            format!("Client {}, billing period {}, amounts in {}", self.client, self.period, self.currency),
+            format!("{issued}; computed from CUR data version {}", self.data_version),
+        ];
+        table.xlsx("Invoice", &heading)
+    }
+}
+
 /// The register as a table.
 pub fn register_table(documents: &[Invoice]) -> crate::report::table::Table {
     use crate::report::table::{Cell, Table};

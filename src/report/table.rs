@@ -162,14 +162,18 @@ impl Table {
             .collect()
     }
 
-    /// The table as an XLSX workbook of one sheet named `sheet`: a bold header row that stays
-    /// in view and repeats on printed pages, an autofilter, and numbers as numbers (dollars
-    /// rounded to the micro-dollar as in CSV, shown with cents; ratios as percentages).
-    /// Text is always written as text, so a cell can never become a formula.
-    pub fn xlsx(&self, sheet: &str, period: &str) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
+    /// The table as an XLSX workbook of one sheet named `sheet` to hand on: the `heading`
+    /// lines above it (what the table is, its period or range and filters, the data's as-of
+    /// time; the first in bold is also the workbook's title), a blank row, then a bold header
+    /// row of human column names that stays in view and repeats on printed pages, an
+    /// autofilter, and numbers as numbers (dollars rounded to the micro-dollar as in CSV, shown
+    /// with cents; ratios as percentages); the totals under the rows. Text is always written
+    /// as text, so a cell can never become a formula.
+    pub fn xlsx(&self, sheet: &str, heading: &[String]) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
         use rust_xlsxwriter::{DocProperties, Format, Workbook};
         let mut workbook = Workbook::new();
-        workbook.set_properties(&DocProperties::new().set_title(format!("{}, {period}", self.title)));
+        let title = heading.first().cloned().unwrap_or_else(|| self.title.clone());
+        workbook.set_properties(&DocProperties::new().set_title(title));
         let header = Format::new().set_bold();
         let formats = [
             Format::new().set_num_format("#,##0.0"),
@@ -180,11 +184,19 @@ impl Table {
         ];
         let worksheet = workbook.add_worksheet();
         worksheet.set_name(sheet)?;
-        for (col, name) in self.columns.iter().enumerate() {
-            worksheet.write_string_with_format(0, col as u16, *name, &header)?;
+        for (r, line) in heading.iter().enumerate() {
+            match r {
+                0 => worksheet.write_string_with_format(0, 0, line, &header)?,
+                _ => worksheet.write_string(r as u32, 0, line)?,
+            };
+        }
+        // The header row: under the heading and a blank row, or the first row without one.
+        let top = if heading.is_empty() { 0 } else { heading.len() as u32 + 1 };
+        for (col, name) in self.headings().iter().enumerate() {
+            worksheet.write_string_with_format(top, col as u16, name, &header)?;
         }
         for (r, row) in self.all_rows().enumerate() {
-            let r = r as u32 + 1;
+            let r = top + r as u32 + 1;
             for (col, cell) in row.iter().enumerate() {
                 let col = col as u16;
                 let number = match cell {
@@ -208,12 +220,14 @@ impl Table {
             }
         }
         let last_col = self.columns.len().saturating_sub(1) as u16;
-        worksheet.set_freeze_panes(1, 0)?;
-        worksheet.set_repeat_rows(0, 0)?;
+        worksheet.set_freeze_panes(top + 1, 0)?;
+        worksheet.set_repeat_rows(top, top)?;
         worksheet.set_landscape();
         // The filter covers the rows, not the totals under them.
-        worksheet.autofilter(0, 0, self.rows.len() as u32, last_col)?;
-        worksheet.autofit();
+        worksheet.autofilter(top, 0, top + self.rows.len() as u32, last_col)?;
+        // Column widths from the first 500 rows (fitting every row of an 80,000-row table
+        // costs more than writing it), a long heading line widening column A to 300 px at most.
+        worksheet.set_autofit_max_width(300).set_autofit_max_row(top + 500).autofit();
         workbook.save_to_buffer()
     }
 
@@ -335,13 +349,22 @@ mod tests {
                 Cell::Ratio(None),
             ]],
         };
-        let bytes = table.xlsx("costs", "2026-10").unwrap();
+        let bytes = table
+            .xlsx("costs", &["Costs, 2026-10".into(), "Data as of 2026-11-01 06:00 UTC".into()])
+            .unwrap();
         let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).unwrap();
         let mut sheet = String::new();
         archive.by_name("xl/worksheets/sheet1.xml").unwrap().read_to_string(&mut sheet).unwrap();
         assert!(sheet.contains("<v>1234.567891</v>"), "{sheet}");
         assert!(!sheet.contains("<f>"), "text never becomes a formula: {sheet}");
-        assert!(!sheet.contains("r=\"C2\""), "an undefined ratio is an empty cell: {sheet}");
+        // Two heading lines and a blank row: the header is row 4, the first row 5.
+        assert!(sheet.contains("<c r=\"B5\""), "{sheet}");
+        assert!(!sheet.contains("r=\"C5\""), "an undefined ratio is an empty cell: {sheet}");
+        assert!(
+            sheet.contains("<pane ySplit=\"4\" topLeftCell=\"A5\""),
+            "the header row stays in view: {sheet}"
+        );
+        assert!(sheet.contains("<autoFilter ref=\"A4:C5\"/>"), "{sheet}");
         let mut workbook = String::new();
         archive.by_name("xl/workbook.xml").unwrap().read_to_string(&mut workbook).unwrap();
         assert!(workbook.contains("name=\"costs\""), "{workbook}");

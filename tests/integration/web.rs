@@ -462,8 +462,32 @@ async fn costs_drill_down_to_pods_filter_by_cluster_and_download_as_xlsx_clients
     assert_eq!(headers["content-type"], "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet");
     assert!(headers["content-disposition"].to_str().unwrap().contains("gpuledger-costs-2026-10.xlsx"));
     let (numbers, texts) = xlsx_cells(&bytes);
-    assert_eq!(texts["A1"], "namespace");
-    assert_eq!(texts["D1"], "total_cost");
+    // A file to hand on: what the table is, its period and filters, when the data was
+    // computed, a blank row, then human column names.
+    assert_eq!(texts["A1"], "Kubernetes cost by namespace, reconciled to the bill");
+    assert_eq!(texts["A2"], "Billing period 2026-10");
+    assert!(
+        texts["A3"].starts_with("Data as of 20")
+            && texts["A3"].ends_with(" UTC (computed from the bill and metrics then)")
+    );
+    assert!(!texts.contains_key("A4"));
+    assert_eq!((texts["A5"].as_str(), texts["D5"].as_str()), ("Namespace", "Total cost"));
+    let (_, _, sorted) = get_with(
+        &state,
+        "/costs?period=2026-10&cluster=ml-prod&sort=total_cost&format=xlsx&table=costs",
+        &[],
+    )
+    .await;
+    assert_eq!(
+        xlsx_cells(&sorted).1["A2"],
+        "Billing period 2026-10; cluster ml-prod; sorted by total_cost, descending"
+    );
+    // The printed page carries the same stamp.
+    let (_, page) = get(&state, "/costs?period=2026-10").await;
+    assert!(
+        page.contains(&format!("<p class=\"muted as-of\">{}</p>", texts["A3"])),
+        "the page's as-of stamp"
+    );
     let row_of = |label: &str| {
         texts.iter().find(|(r, t)| r.starts_with('A') && *t == label).unwrap().0[1..].to_string()
     };

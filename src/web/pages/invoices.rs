@@ -445,7 +445,7 @@ pub async fn export(
             download(bytes, "application/pdf", &file("pdf"))
         }
         "csv" => download(invoice::csv(&doc).into_bytes(), "text/csv; charset=utf-8", &file("csv")),
-        "xlsx" => download(doc.table().xlsx("Invoice", &doc.period)?, XLSX_TYPE, &file("xlsx")),
+        "xlsx" => download(doc.xlsx()?, XLSX_TYPE, &file("xlsx")),
         "json" => axum::Json(&doc).into_response(),
         other => {
             return Err(WebError::bad(

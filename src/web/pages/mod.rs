@@ -250,6 +250,8 @@ pub struct ReportPage {
     pub empty: bool,
     /// Breadcrumbs of a drill-down (name, link; the last is the page shown).
     pub crumbs: Vec<(String, Option<String>)>,
+    /// When the numbers were computed, on screen and in print.
+    pub as_of: String,
 }
 
 /// One page's content before it is answered in the format asked for.
@@ -477,7 +479,10 @@ pub(super) async fn answer(
             };
             let stem = format!("gpuledger-{id}-{}", label.replace('/', "_"));
             let (content_type, filename, body) = if matches!(wanted, Wants::Xlsx(_)) {
-                let bytes = report.table.xlsx(id, &label)?;
+                let caption =
+                    content.tables.iter().find(|(i, ..)| i == id).map_or("", |(_, c, ..)| c.as_str());
+                let heading = [caption.to_string(), range_and_filters(&label, filters), as_of(range)];
+                let bytes = report.table.xlsx(id, &heading)?;
                 (XLSX_TYPE, format!("{stem}.xlsx"), bytes)
             } else {
                 let csv = report.render(OutputFormat::Csv, &label);
@@ -544,6 +549,7 @@ pub(super) async fn answer(
                 json_href: href(&content.path, &query, "format=json"),
                 empty: range.is_none(),
                 crumbs: content.crumbs,
+                as_of: as_of(range),
             };
             Ok(Html(page.render()?).into_response())
         }
@@ -640,6 +646,45 @@ fn sort_tables(content: &mut Content, filters: &Filters) -> Result<(), WebError>
         return Err(WebError::bad("sort", format!("no table on this page has a column {column:?}"), columns));
     }
     Ok(())
+}
+
+/// The range and the filters a table was drawn with, in words, for a download's heading.
+fn range_and_filters(label: &str, filters: &Filters) -> String {
+    let mut said = vec![match label.split_once('/') {
+        Some((from, to)) => format!("From {from} to {to} (exclusive)"),
+        None => format!("Billing period {label}"),
+    }];
+    for (name, value) in [
+        ("grouped by", &filters.group),
+        ("cluster", &filters.cluster),
+        ("usage account", &filters.account),
+        ("namespace", &filters.namespace),
+        ("workload", &filters.workload),
+    ] {
+        if let Some(value) = given(value) {
+            said.push(format!("{name} {value}"));
+        }
+    }
+    if let Some(column) = given(&filters.sort) {
+        let order = if given(&filters.dir) == Some("asc") { "ascending" } else { "descending" };
+        said.push(format!("sorted by {column}, {order}"));
+    }
+    said.join("; ")
+}
+
+/// When the numbers shown were computed (the latest compute of the range's months), for a
+/// download's heading and the printed page: empty without data.
+fn as_of(range: Option<&RollupRange>) -> String {
+    let latest = range.and_then(|r| r.parts.iter().map(|(rollups, _)| rollups.period.computed_at).max());
+    latest
+        .and_then(|at| chrono::DateTime::from_timestamp(at, 0))
+        .map(|at| {
+            format!(
+                "Data as of {} (computed from the bill and metrics then)",
+                at.format("%Y-%m-%d %H:%M UTC")
+            )
+        })
+        .unwrap_or_default()
 }
 
 /// The page of the long tables asked for (1 when none is): a `page` that is not a whole number
