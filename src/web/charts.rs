@@ -284,7 +284,133 @@ pub fn largest(mut bars: Vec<StackedBar>, n: usize) -> Vec<StackedBar> {
 
 /// The fill of a part: solid, light and outlined, hatched; so the parts never rest on colour
 /// alone.
-const PART_CLASSES: [&str; 3] = ["bar", "bar-unused", "bar-hatched"];
+const PART_CLASSES: [&str; 4] = ["bar", "bar-unused", "bar-hatched", "bar-outline"];
+
+/// The hatch pattern of a chart (its id unique per chart, as a page holds several) and the
+/// `fill` attribute a part of `class` takes.
+fn hatch(title: &str) -> (String, impl Fn(&str) -> String) {
+    let id =
+        format!("hatch-{:x}", title.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))));
+    let defs = format!(
+        r#"<defs><pattern id="{id}" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="2.5" height="6" class="hatch"/></pattern></defs>"#
+    );
+    let fill = move |class: &str| {
+        if class == "bar-hatched" { format!(r#" fill="url(#{id})""#) } else { String::new() }
+    };
+    (defs, fill)
+}
+
+/// The legend of a chart's parts: a swatch and a name each, from `x` along y 26–36; returns
+/// where it ends.
+fn legend(svg: &mut String, names: &[&str], mut x: f64, fill: &impl Fn(&str) -> String) -> f64 {
+    for (name, class) in names.iter().zip(PART_CLASSES) {
+        let _ = write!(
+            svg,
+            r#"<rect x="{x:.1}" y="26" width="12" height="10" class="{class}"{}/><text x="{:.1}" y="35" class="axis">{}</text>"#,
+            fill(class),
+            x + 16.0,
+            escape(name)
+        );
+        x += 24.0 + 6.5 * name.len() as f64;
+    }
+    x
+}
+
+/// Columns over months, each stacked from its parts (`names`, at most four, told apart by
+/// fill and pattern, not colour alone): positive parts above zero, negative ones below it
+/// (an unused commitment can make a kind's net saving negative); a dot marks each column's
+/// net total.
+pub fn stacked_columns(
+    title: &str,
+    unit: &str,
+    labels: &[String],
+    names: &[&str],
+    values: &[Vec<f64>],
+) -> String {
+    let (width, height, left, bottom, top) = (640.0, 280.0, 70.0, 40.0, 46.0);
+    let sums = |positive: bool| {
+        values.iter().map(move |v| v.iter().filter(|x| (**x > 0.0) == positive).sum::<f64>())
+    };
+    let (highest, lowest) = (sums(true).fold(0.0, f64::max), sums(false).fold(0.0, f64::min));
+    let (step, _) = axis(highest.max(-lowest));
+    let (up, down) = ((highest / step - 1e-9).ceil().max(0.0), (-lowest / step - 1e-9).ceil().max(0.0));
+    let ticks = (up + down).max(1.0);
+    let plot_height = height - bottom - top;
+    let zero = top + plot_height * up.max(if down == 0.0 { 1.0 } else { 0.0 }) / ticks;
+    let y = |v: f64| zero - plot_height * v / (step * ticks);
+    let slot = (width - left - 10.0) / labels.len().max(1) as f64;
+    let summary: Vec<String> = labels
+        .iter()
+        .zip(values)
+        .map(|(label, parts)| {
+            let each: Vec<String> =
+                names.iter().zip(parts).map(|(n, v)| format!("{n} {}", exact(*v))).collect();
+            format!("{label}: {} {unit} ({})", exact(parts.iter().sum()), each.join(", "))
+        })
+        .collect();
+    let (defs, fill) = hatch(title);
+    let mut svg = format!(
+        r#"<svg class="chart" role="img" aria-label="{}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg"><title>{}</title><desc>{}</desc>{defs}"#,
+        escape(&format!("{title}. {}", summary.join("; "))),
+        escape(title),
+        escape(&summary.join("; "))
+    );
+    let _ = write!(svg, r#"<text x="{left}" y="18" class="chart-title">{}</text>"#, escape(title));
+    legend(&mut svg, names, left, &fill);
+    for tick in 0..=ticks as usize {
+        let value = step * (tick as f64 - down);
+        let _ = write!(
+            svg,
+            r#"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" class="grid"/><text x="{}" y="{:.1}" class="axis" text-anchor="end">{}</text>"#,
+            width - 10.0,
+            left - 6.0,
+            y(value) + 4.0,
+            short(value),
+            y = y(value),
+        );
+    }
+    let _ = write!(
+        svg,
+        r#"<text x="14" y="{:.1}" class="axis" transform="rotate(-90 14 {:.1})" text-anchor="middle">{}</text>"#,
+        top + plot_height / 2.0,
+        top + plot_height / 2.0,
+        escape(unit)
+    );
+    for (i, (label, parts)) in labels.iter().zip(values).enumerate() {
+        let x = left + slot * i as f64 + slot * 0.15;
+        let (mut above, mut below) = (0.0, 0.0);
+        for (value, class) in parts.iter().zip(PART_CLASSES) {
+            let (from, to) = if *value >= 0.0 {
+                above += value;
+                (above - value, above)
+            } else {
+                below += value;
+                (below - value, below)
+            };
+            let _ = write!(
+                svg,
+                r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{:.1}" class="{class}"{}><title>{}</title></rect>"#,
+                y(from.max(to)),
+                slot * 0.7,
+                (y(from.min(to)) - y(from.max(to))).abs(),
+                fill(class),
+                escape(&summary[i])
+            );
+        }
+        let _ = write!(
+            svg,
+            r#"<circle cx="{:.1}" cy="{:.1}" r="3.5" class="point"><title>{}</title></circle><text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text>"#,
+            x + slot * 0.35,
+            y(parts.iter().sum()),
+            escape(&summary[i]),
+            x + slot * 0.35,
+            height - bottom + 16.0,
+            escape(label)
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
 
 /// Horizontal bars, one per row, each stacked from its parts (`names`, at most three); a bar
 /// with a mark shows it as a tick (`mark_name`, e.g. a budget); a bar with a link is a link
@@ -313,34 +439,18 @@ pub fn stacked_bars(title: &str, unit: &str, names: &[&str], mark_name: &str, ba
             text
         })
         .collect();
-    // Pattern ids are unique per chart: a page holds several.
-    let id =
-        format!("hatch-{:x}", title.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))));
     // A chart whose bars are links is a group of links (an image may hold nothing to click).
     let role = if bars.iter().any(|b| b.href.is_some()) { "group" } else { "img" };
+    let (defs, fill) = hatch(title);
     let mut svg = format!(
-        r#"<svg class="chart" role="{role}" aria-label="{}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg"><title>{}</title><desc>{}</desc><defs><pattern id="{id}" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="2.5" height="6" class="hatch"/></pattern></defs>"#,
+        r#"<svg class="chart" role="{role}" aria-label="{}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg"><title>{}</title><desc>{}</desc>{defs}"#,
         escape(&format!("{title}. {}", summary.join("; "))),
         escape(title),
         escape(&summary.join("; "))
     );
-    let fill =
-        |class: &str| if class == "bar-hatched" { format!(r#" fill="url(#{id})""#) } else { String::new() };
     let _ = write!(svg, r#"<text x="10" y="18" class="chart-title">{}</text>"#, escape(title));
     // The legend: a swatch per part (none for a single part), and the mark's tick.
-    let mut x = left;
-    if names.len() > 1 {
-        for (name, class) in names.iter().zip(PART_CLASSES) {
-            let _ = write!(
-                svg,
-                r#"<rect x="{x:.1}" y="26" width="12" height="10" class="{class}"{}/><text x="{:.1}" y="35" class="axis">{}</text>"#,
-                fill(class),
-                x + 16.0,
-                escape(name)
-            );
-            x += 24.0 + 6.5 * name.len() as f64;
-        }
-    }
+    let x = if names.len() > 1 { legend(&mut svg, names, left, &fill) } else { left };
     if bars.iter().any(|b| b.mark.is_some()) {
         let _ = write!(
             svg,
@@ -604,6 +714,25 @@ mod tests {
         assert!(svg.contains(r#"<circle cx="117.0" cy="14.0" r="2.5"/>"#), "the last point dotted");
         assert!(svg.contains(r#"aria-label="Spend by month: 07: 10; 08: 30; 09: n/a; 10: 20""#), "{svg}");
         assert_eq!(sparkline("Spend", &labels[..1], &[Some(1.0)]), "", "no trend from one month");
+    }
+
+    #[test]
+    fn stacked_columns_put_negative_parts_below_zero_and_dot_the_net() {
+        let labels: Vec<String> = ["09", "10"].map(String::from).to_vec();
+        let values = vec![vec![30.0, -10.0], vec![50.0, 20.0]];
+        let svg = stacked_columns("Savings", "USD", &labels, &["Spot", "SP"], &values);
+        // Highest stack 70, lowest −10: steps of 20, 4 above zero and 1 below over 194 px
+        // (top 46, bottom 240): zero at y 201.2, 38.8 px per step, −20 to 80.
+        assert!(svg.contains(r#"y1="201.2" y2="201.2" class="grid"/><text x="64" y="205.2" class="axis" text-anchor="end">0</text>"#), "{svg}");
+        assert!(svg.contains(">-20</text>") && svg.contains(">80</text>") && !svg.contains(">100</text>"));
+        assert!(svg.contains("09: 20 USD (Spot 30, SP -10)"), "{svg}");
+        // September: Spot 0..30 above zero, Savings Plans hanging below it, the net dot at 20.
+        assert!(svg.contains(r#"<rect x="112.0" y="143.0" width="196.0" height="58.2" class="bar">"#));
+        assert!(svg.contains(r#"<rect x="112.0" y="201.2" width="196.0" height="19.4" class="bar-unused">"#));
+        assert!(svg.contains(r#"<circle cx="210.0" cy="162.4" r="3.5" class="point">"#));
+        // October stacks 50 then 20 above zero; its dot sits at 70.
+        assert!(svg.contains(r#"<rect x="392.0" y="65.4" width="196.0" height="38.8" class="bar-unused">"#));
+        assert!(svg.contains(r#"<circle cx="490.0" cy="65.4" r="3.5" class="point">"#));
     }
 
     #[test]

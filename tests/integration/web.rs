@@ -816,3 +816,44 @@ async fn a_crowd_of_first_views_renders_a_page_once() {
     app.fetch(uri, None).await;
     assert_eq!(app.state.pages.renders() - before, 2);
 }
+
+/// The Savings chart stacks each month's realized savings by kind (Spot, Savings Plans and
+/// reservations net of their unused commitment, other): its parts are the table's and add up
+/// to the month's realized savings.
+#[tokio::test]
+async fn savings_by_kind_add_up_to_each_months_realized_savings() {
+    let app = crate::app::TestApp::demo().await;
+    let page = app.page("/savings?period=2026-10").await;
+    let json = app.json("/savings?period=2026-10&format=json").await;
+    let october = &json["realized"]["rows"][0];
+    assert_eq!(october["month"], "2026-10");
+    let title = "Realized savings by kind (the dot: the net)";
+    let label = page.split(&format!("aria-label=\"{title}. ")).nth(1).unwrap().split('"').next().unwrap();
+    let said = label.split("2026-10: ").nth(1).unwrap().split(';').next().unwrap();
+    let number = |text: &str| text.trim().replace(',', "").parse::<f64>().unwrap();
+    let (net, parts) = said.split_once(" USD (").unwrap();
+    // `Spot 1,234.5, Savings Plans (net of unused) -12, …`: the number after each name, up
+    // to the next ", " (thousands commas have no space) or the closing parenthesis.
+    let after = |name: &str| {
+        let rest = parts.split_once(name).unwrap().1;
+        number(rest.split(", ").next().unwrap().trim_end_matches(')'))
+    };
+    let parts: Vec<f64> = ["Spot ", "Savings Plans (net of unused) ", "Reserved (net of unused) ", "other "]
+        .into_iter()
+        .map(after)
+        .collect();
+    let close = |a: f64, b: f64, what: &str| assert!((a - b).abs() < 0.006, "{what}: {a} vs {b} in {label}");
+    close(number(net), october["realized_savings"].as_f64().unwrap(), "net");
+    // The chart rounds each part to the cent; the table's kinds add up to the micro-dollar.
+    assert!((parts.iter().sum::<f64>() - number(net)).abs() < 0.025, "the kinds add up in {label}");
+    let kinds: f64 = ["spot_savings", "savings_plan_savings", "reserved_savings", "other_savings"]
+        .iter()
+        .map(|c| october[c].as_f64().unwrap())
+        .sum();
+    assert!((kinds - october["realized_savings"].as_f64().unwrap()).abs() < 5e-6, "{october}");
+    for (part, column) in
+        parts.iter().zip(["spot_savings", "savings_plan_savings", "reserved_savings", "other_savings"])
+    {
+        close(*part, october[column].as_f64().unwrap(), column);
+    }
+}

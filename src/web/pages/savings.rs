@@ -27,20 +27,27 @@ pub async fn savings(
                 RollupRange::from_parts("all months".into(), first.start(), last.end(), computed.clone())
                     .map_err(|_| WebError::not_found("nothing computed"))?;
             let realized = rollup::savings(&all);
-            let month = realized.table.column("month").unwrap_or(usize::MAX);
-            let saved = realized.table.column("realized_savings").unwrap_or(usize::MAX);
+            let table = &realized.table;
+            let month = table.column("month").unwrap_or(usize::MAX);
             let months: Vec<String> =
-                realized.table.rows.iter().map(|r| r.get(month).map(text_of).unwrap_or_default()).collect();
-            let values: Vec<f64> = realized
-                .table
+                table.rows.iter().map(|r| r.get(month).map(text_of).unwrap_or_default()).collect();
+            // Realized savings by kind, each net of its unused commitment: the parts add up
+            // to the month's realized savings (the dot).
+            let kinds = ["spot_savings", "savings_plan_savings", "reserved_savings", "other_savings"];
+            let columns: Vec<usize> = kinds.iter().map(|k| table.column(k).unwrap_or(usize::MAX)).collect();
+            let values: Vec<Vec<f64>> = table
                 .rows
                 .iter()
-                .map(|r| if let Some(Cell::Usd(Some(v))) = r.get(saved) { *v } else { 0.0 })
+                .map(|r| {
+                    let usd = |c: &usize| if let Some(Cell::Usd(Some(v))) = r.get(*c) { *v } else { 0.0 };
+                    columns.iter().map(usd).collect()
+                })
                 .collect();
-            content.charts.push(charts::bars(
-                "Realized savings by month (every computed month)",
+            content.charts.push(charts::stacked_columns(
+                "Realized savings by kind (the dot: the net)",
                 "USD",
                 &months,
+                &["Spot", "Savings Plans (net of unused)", "Reserved (net of unused)", "other"],
                 &values,
             ));
             // Spend beside savings, back to before the CUR export where Cost Explorer knows it.
