@@ -117,6 +117,62 @@ pub fn sparkline(what: &str, labels: &[String], values: &[Option<f64>]) -> Strin
     )
 }
 
+/// A waterfall: the `start` column from zero, each step falling (or rising) from where the one
+/// before ended, drawn light, and the `end` column from zero at what is left.
+pub fn waterfall(title: &str, unit: &str, start: (&str, f64), steps: &[(String, f64)], end: &str) -> String {
+    let (width, height, left, bottom, top) = (640.0, 260.0, 70.0, 56.0, 30.0);
+    let mut levels = vec![(start.0.to_string(), 0.0, start.1, "bar")];
+    let mut level = start.1;
+    for (label, change) in steps {
+        levels.push((label.clone(), level, level - change, "bar-unused"));
+        level -= change;
+    }
+    levels.push((end.to_string(), 0.0, level, "bar"));
+    let highest = levels.iter().map(|(_, a, b, _)| a.max(*b)).fold(0.0, f64::max);
+    let (step, steps_up) = axis(highest);
+    let plot_height = height - bottom - top;
+    let y = |v: f64| top + plot_height - plot_height * (v / (step * steps_up as f64)).clamp(0.0, 1.0);
+    let slot = (width - left - 10.0) / levels.len() as f64;
+    let mut said = vec![format!("{}: {} {unit}", start.0, exact(start.1))];
+    said.extend(steps.iter().map(|(label, change)| format!("{label}: −{} {unit}", exact(*change))));
+    said.push(format!("{end}: {} {unit}", exact(level)));
+    let mut svg = format!(
+        r#"<svg class="chart" role="img" aria-label="{}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg"><title>{}</title><desc>{}</desc>"#,
+        escape(&format!("{title}. {}", said.join("; "))),
+        escape(title),
+        escape(&said.join("; "))
+    );
+    let _ = write!(svg, r#"<text x="{left}" y="18" class="chart-title">{}</text>"#, escape(title));
+    for tick in 0..=steps_up {
+        let value = step * tick as f64;
+        let _ = write!(
+            svg,
+            r#"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" class="grid"/><text x="{}" y="{:.1}" class="axis" text-anchor="end">{}</text>"#,
+            width - 10.0,
+            left - 6.0,
+            y(value) + 4.0,
+            short(value),
+            y = y(value),
+        );
+    }
+    for (i, ((label, from, to, class), tip)) in levels.iter().zip(&said).enumerate() {
+        let x = left + slot * i as f64 + slot * 0.15;
+        let _ = write!(
+            svg,
+            r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{:.1}" class="{class}"><title>{}</title></rect><text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text>"#,
+            y(from.max(*to)),
+            slot * 0.7,
+            (y(from.min(*to)) - y(from.max(*to))).abs(),
+            escape(tip),
+            x + slot * 0.35,
+            height - bottom + 16.0 + 12.0 * (i % 2) as f64,
+            escape(label)
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
 /// One point of a [`line`]: its label (a month), its value (none where nothing was measured:
 /// the line breaks there), what its tooltip adds, and whether its month is still in progress
 /// (drawn hollow, the segment to it dashed).
@@ -733,6 +789,19 @@ mod tests {
         // October stacks 50 then 20 above zero; its dot sits at 70.
         assert!(svg.contains(r#"<rect x="392.0" y="65.4" width="196.0" height="38.8" class="bar-unused">"#));
         assert!(svg.contains(r#"<circle cx="490.0" cy="65.4" r="3.5" class="point">"#));
+    }
+
+    #[test]
+    fn a_waterfall_falls_from_the_spend_by_each_step_to_what_is_left() {
+        let steps = [("spot".to_string(), 30.0), ("idle".to_string(), 20.0)];
+        let svg = waterfall("Opportunities", "USD", ("spend", 100.0), &steps, "after");
+        // 0..100 by 20s over 174 px (top 30, bottom 204): 1.74 px a dollar.
+        assert!(svg.contains(r#"y="30.0" width="98.0" height="174.0" class="bar""#), "{svg}");
+        // Spot falls from 100 to 70, idle from 70 to 50, and 50 is left.
+        assert!(svg.contains(r#"y="30.0" width="98.0" height="52.2" class="bar-unused""#), "{svg}");
+        assert!(svg.contains(r#"y="82.2" width="98.0" height="34.8" class="bar-unused""#), "{svg}");
+        assert!(svg.contains(r#"y="117.0" width="98.0" height="87.0" class="bar""#), "{svg}");
+        assert!(svg.contains("Opportunities. spend: 100 USD; spot: −30 USD; idle: −20 USD; after: 50 USD"));
     }
 
     #[test]

@@ -819,7 +819,7 @@ async fn a_crowd_of_first_views_renders_a_page_once() {
 
 /// The Savings chart stacks each month's realized savings by kind (Spot, Savings Plans and
 /// reservations net of their unused commitment, other): its parts are the table's and add up
-/// to the month's realized savings.
+/// to the month's realized savings. The waterfall ends at spend − the open opportunities.
 #[tokio::test]
 async fn savings_by_kind_add_up_to_each_months_realized_savings() {
     let app = crate::app::TestApp::demo().await;
@@ -851,6 +851,22 @@ async fn savings_by_kind_add_up_to_each_months_realized_savings() {
         .map(|c| october[c].as_f64().unwrap())
         .sum();
     assert!((kinds - october["realized_savings"].as_f64().unwrap()).abs() < 5e-6, "{october}");
+
+    // The waterfall falls from the month's Kubernetes spend by each kind of opportunity to
+    // the spend if every one were taken: its last column is spend − the opportunities' total.
+    let open = &json["opportunities"];
+    let after = open["monthly_spend"].as_f64().unwrap() - open["total_monthly_savings"].as_f64().unwrap();
+    let title = "Monthly Kubernetes spend after the open opportunities";
+    let label = page.split(&format!("aria-label=\"{title}. ")).nth(1).unwrap().split('"').next().unwrap();
+    let shown = number(label.rsplit("after: ").next().unwrap().trim_end_matches(" USD"));
+    assert!((shown - after).abs() < 0.006, "{label} vs {after}");
+    let kinds = open["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(label.matches(": −").count(), kinds.len(), "one step per kind: {label}");
     for (part, column) in
         parts.iter().zip(["spot_savings", "savings_plan_savings", "reserved_savings", "other_savings"])
     {

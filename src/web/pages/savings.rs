@@ -62,7 +62,34 @@ pub async fn savings(
             &format!("Realized savings in {}, by month, with the range's total", range.label),
             rollup::savings(range),
         );
-        content.table("opportunities", "Opportunities, ranked (USD per month)", rollup::opportunities(range));
+        let open = rollup::opportunities(range);
+        content.charts.push(opportunity_waterfall(&open));
+        content.table("opportunities", "Opportunities, ranked (USD per month)", open);
     }
     answer(&state, &filters, &headers, &view, content).await
+}
+
+/// The month's Kubernetes spend falling by each kind of opportunity (their monthly savings
+/// summed per kind, largest first) to the spend if all were taken.
+fn opportunity_waterfall(open: &rollup::Report) -> String {
+    let table = &open.table;
+    let (kind, saving) = (table.column("kind"), table.column("monthly_savings"));
+    let mut by_kind: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
+    for row in &table.rows {
+        if let (Some(Cell::Text(k)), Some(Cell::Usd(Some(v)))) =
+            (kind.and_then(|i| row.get(i)), saving.and_then(|i| row.get(i)))
+        {
+            *by_kind.entry(k.replace('_', " ")).or_default() += v;
+        }
+    }
+    let mut steps: Vec<(String, f64)> = by_kind.into_iter().collect();
+    steps.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let spend = open.extra.get("monthly_spend").and_then(serde_json::Value::as_f64).unwrap_or(0.0);
+    charts::waterfall(
+        "Monthly Kubernetes spend after the open opportunities",
+        "USD",
+        ("spend", spend),
+        &steps,
+        "after",
+    )
 }
