@@ -8,6 +8,53 @@ fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
+/// The opening of a chart: an image (or a group of links) whose text alternative says
+/// `said`, its `defs`, and its title drawn at `title_x`.
+fn frame(
+    title: &str,
+    said: &[String],
+    (width, height): (f64, f64),
+    role: &str,
+    defs: &str,
+    title_x: f64,
+) -> String {
+    let said = said.join("; ");
+    let mut svg = format!(
+        r#"<svg class="chart" role="{role}" aria-label="{}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg"><title>{}</title><desc>{}</desc>{defs}"#,
+        escape(&format!("{title}. {said}")),
+        escape(title),
+        escape(&said)
+    );
+    let _ = write!(svg, r#"<text x="{title_x}" y="18" class="chart-title">{}</text>"#, escape(title));
+    svg
+}
+
+/// Horizontal grid lines from x `left` to `right`, each (value, y) labelled on the left, and
+/// the unit turned beside the axis at the height given.
+fn value_axis(
+    svg: &mut String,
+    ticks: impl Iterator<Item = (f64, f64)>,
+    (left, right): (f64, f64),
+    unit: Option<(&str, f64)>,
+) {
+    for (value, y) in ticks {
+        let _ = write!(
+            svg,
+            r#"<line x1="{left}" x2="{right}" y1="{y:.1}" y2="{y:.1}" class="grid"/><text x="{}" y="{:.1}" class="axis" text-anchor="end">{}</text>"#,
+            left - 6.0,
+            y + 4.0,
+            short(value)
+        );
+    }
+    if let Some((unit, middle)) = unit {
+        let _ = write!(
+            svg,
+            r#"<text x="14" y="{middle:.1}" class="axis" transform="rotate(-90 14 {middle:.1})" text-anchor="middle">{}</text>"#,
+            escape(unit)
+        );
+    }
+}
+
 /// A vertical bar chart of `values` (one bar per label), `unit` on the y axis.
 pub fn bars(title: &str, unit: &str, labels: &[String], values: &[f64]) -> String {
     bars_marked(title, unit, labels, values, &[])
@@ -27,32 +74,10 @@ pub fn bars_marked(title: &str, unit: &str, labels: &[String], values: &[f64], m
         .zip(values)
         .map(|(label, value)| format!("{label}: {} {unit}", exact(*value)))
         .collect();
-    let mut svg = format!(
-        r#"<svg class="chart" role="img" aria-label="{}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg"><title>{}</title><desc>{}</desc>"#,
-        escape(&format!("{title}. {}", summary.join("; "))),
-        escape(title),
-        escape(&summary.join("; "))
-    );
-    let _ = write!(svg, r#"<text x="{left}" y="18" class="chart-title">{}</text>"#, escape(title));
-    for tick in 0..=steps {
-        let value = step * tick as f64;
-        let y = top + plot_height - plot_height * tick as f64 / steps as f64;
-        let _ = write!(
-            svg,
-            r#"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" class="grid"/><text x="{}" y="{:.1}" class="axis" text-anchor="end">{}</text>"#,
-            width - 10.0,
-            left - 6.0,
-            y + 4.0,
-            short(value)
-        );
-    }
-    let _ = write!(
-        svg,
-        r#"<text x="14" y="{:.1}" class="axis" transform="rotate(-90 14 {:.1})" text-anchor="middle">{}</text>"#,
-        top + plot_height / 2.0,
-        top + plot_height / 2.0,
-        escape(unit)
-    );
+    let mut svg = frame(title, &summary, (width, height), "img", "", left);
+    let ticks = (0..=steps)
+        .map(|tick| (step * tick as f64, top + plot_height - plot_height * tick as f64 / steps as f64));
+    value_axis(&mut svg, ticks, (left, width - 10.0), Some((unit, top + plot_height / 2.0)));
     for (i, (label, value)) in labels.iter().zip(values).enumerate() {
         let bar_height = if scale_max > 0.0 { plot_height * value / scale_max } else { 0.0 };
         let x = left + slot * i as f64 + slot * 0.15;
@@ -136,25 +161,9 @@ pub fn waterfall(title: &str, unit: &str, start: (&str, f64), steps: &[(String, 
     let mut said = vec![format!("{}: {} {unit}", start.0, exact(start.1))];
     said.extend(steps.iter().map(|(label, change)| format!("{label}: −{} {unit}", exact(*change))));
     said.push(format!("{end}: {} {unit}", exact(level)));
-    let mut svg = format!(
-        r#"<svg class="chart" role="img" aria-label="{}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg"><title>{}</title><desc>{}</desc>"#,
-        escape(&format!("{title}. {}", said.join("; "))),
-        escape(title),
-        escape(&said.join("; "))
-    );
-    let _ = write!(svg, r#"<text x="{left}" y="18" class="chart-title">{}</text>"#, escape(title));
-    for tick in 0..=steps_up {
-        let value = step * tick as f64;
-        let _ = write!(
-            svg,
-            r#"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" class="grid"/><text x="{}" y="{:.1}" class="axis" text-anchor="end">{}</text>"#,
-            width - 10.0,
-            left - 6.0,
-            y(value) + 4.0,
-            short(value),
-            y = y(value),
-        );
-    }
+    let mut svg = frame(title, &said, (width, height), "img", "", left);
+    let ticks = (0..=steps_up).map(|tick| (step * tick as f64, y(step * tick as f64)));
+    value_axis(&mut svg, ticks, (left, width - 10.0), Some((unit, top + plot_height / 2.0)));
     for (i, ((label, from, to, class), tip)) in levels.iter().zip(&said).enumerate() {
         let x = left + slot * i as f64 + slot * 0.15;
         let _ = write!(
@@ -213,32 +222,9 @@ pub fn line(title: &str, unit: &str, points: &[Point], targets: &Targets) -> Str
         summary.push(format!("{name}: {}–{} {unit}", exact(low), exact(high)));
     }
     summary.extend(targets.thresholds.iter().map(|(v, name)| format!("{name}: {} {unit}", exact(*v))));
-    let mut svg = format!(
-        r#"<svg class="chart" role="img" aria-label="{}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg"><title>{}</title><desc>{}</desc>"#,
-        escape(&format!("{title}. {}", summary.join("; "))),
-        escape(title),
-        escape(&summary.join("; "))
-    );
-    let _ = write!(svg, r#"<text x="{left}" y="18" class="chart-title">{}</text>"#, escape(title));
-    for tick in 0..=steps {
-        let value = step * tick as f64;
-        let _ = write!(
-            svg,
-            r#"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" class="grid"/><text x="{}" y="{:.1}" class="axis" text-anchor="end">{}</text>"#,
-            width - right,
-            left - 6.0,
-            y(value) + 4.0,
-            short(value),
-            y = y(value),
-        );
-    }
-    let _ = write!(
-        svg,
-        r#"<text x="14" y="{:.1}" class="axis" transform="rotate(-90 14 {:.1})" text-anchor="middle">{}</text>"#,
-        top + plot_height / 2.0,
-        top + plot_height / 2.0,
-        escape(unit)
-    );
+    let mut svg = frame(title, &summary, (width, height), "img", "", left);
+    let ticks = (0..=steps).map(|tick| (step * tick as f64, y(step * tick as f64)));
+    value_axis(&mut svg, ticks, (left, width - right), Some((unit, top + plot_height / 2.0)));
     if let Some((low, high, name)) = targets.band {
         let _ = write!(
             svg,
@@ -405,32 +391,14 @@ pub fn stacked_columns(
         })
         .collect();
     let (defs, fill) = hatch(title);
-    let mut svg = format!(
-        r#"<svg class="chart" role="img" aria-label="{}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg"><title>{}</title><desc>{}</desc>{defs}"#,
-        escape(&format!("{title}. {}", summary.join("; "))),
-        escape(title),
-        escape(&summary.join("; "))
-    );
-    let _ = write!(svg, r#"<text x="{left}" y="18" class="chart-title">{}</text>"#, escape(title));
+    let mut svg = frame(title, &summary, (width, height), "img", &defs, left);
     legend(&mut svg, names, left, &fill);
-    for tick in 0..=ticks as usize {
-        let value = step * (tick as f64 - down);
-        let _ = write!(
-            svg,
-            r#"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" class="grid"/><text x="{}" y="{:.1}" class="axis" text-anchor="end">{}</text>"#,
-            width - 10.0,
-            left - 6.0,
-            y(value) + 4.0,
-            short(value),
-            y = y(value),
-        );
-    }
-    let _ = write!(
-        svg,
-        r#"<text x="14" y="{:.1}" class="axis" transform="rotate(-90 14 {:.1})" text-anchor="middle">{}</text>"#,
-        top + plot_height / 2.0,
-        top + plot_height / 2.0,
-        escape(unit)
+    let values_at = (0..=ticks as usize).map(|tick| step * (tick as f64 - down));
+    value_axis(
+        &mut svg,
+        values_at.map(|v| (v, y(v))),
+        (left, width - 10.0),
+        Some((unit, top + plot_height / 2.0)),
     );
     for (i, (label, parts)) in labels.iter().zip(values).enumerate() {
         let x = left + slot * i as f64 + slot * 0.15;
@@ -498,13 +466,7 @@ pub fn stacked_bars(title: &str, unit: &str, names: &[&str], mark_name: &str, ba
     // A chart whose bars are links is a group of links (an image may hold nothing to click).
     let role = if bars.iter().any(|b| b.href.is_some()) { "group" } else { "img" };
     let (defs, fill) = hatch(title);
-    let mut svg = format!(
-        r#"<svg class="chart" role="{role}" aria-label="{}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg"><title>{}</title><desc>{}</desc>{defs}"#,
-        escape(&format!("{title}. {}", summary.join("; "))),
-        escape(title),
-        escape(&summary.join("; "))
-    );
-    let _ = write!(svg, r#"<text x="10" y="18" class="chart-title">{}</text>"#, escape(title));
+    let mut svg = frame(title, &summary, (width, height), role, &defs, 10.0);
     // The legend: a swatch per part (none for a single part), and the mark's tick.
     let x = if names.len() > 1 { legend(&mut svg, names, left, &fill) } else { left };
     if bars.iter().any(|b| b.mark.is_some()) {
