@@ -204,7 +204,15 @@ pub struct Targets<'a> {
 pub fn line(title: &str, unit: &str, points: &[Point], targets: &Targets) -> String {
     let (width, height, left, right, bottom, top) = (640.0, 260.0, 70.0, 96.0, 40.0, 30.0);
     let highest = points.iter().filter_map(|p| p.value).fold(0.0_f64, f64::max);
-    let targets_max = targets.thresholds.iter().map(|(v, _)| *v).chain(targets.band.map(|(_, hi, _)| hi));
+    // A threshold far above the line (more than four times its highest point) would flatten
+    // it: the axis stops short and the threshold is named at the top with an arrow.
+    let fits = |v: f64| highest <= 0.0 || v <= 4.0 * highest;
+    let targets_max = targets
+        .thresholds
+        .iter()
+        .map(|(v, _)| *v)
+        .filter(|v| fits(*v))
+        .chain(targets.band.map(|(_, hi, _)| hi));
     let (step, steps) = axis(targets_max.fold(highest, f64::max));
     let scale_max = step * steps as f64;
     let plot_height = height - bottom - top;
@@ -242,6 +250,19 @@ pub fn line(title: &str, unit: &str, points: &[Point], targets: &Targets) -> Str
         );
     }
     for (value, name) in targets.thresholds {
+        if *value > scale_max {
+            let _ = write!(
+                svg,
+                r#"<text x="{:.1}" y="{:.1}" class="axis"><title>{}: {} {} (above the chart)</title>{} ↑</text>"#,
+                width - right + 4.0,
+                top + 4.0,
+                escape(name),
+                exact(*value),
+                escape(unit),
+                escape(&format!("{name} {}", short(*value)))
+            );
+            continue;
+        }
         // The target is drawn in the good colour, a flag line in the bad one.
         let class = if *name == "target" { "threshold threshold-target" } else { "threshold" };
         let _ = write!(
@@ -271,6 +292,8 @@ pub fn line(title: &str, unit: &str, points: &[Point], targets: &Targets) -> Str
             );
         }
     }
+    // At most about twelve labels on the x axis (a month of days would overlap).
+    let every = points.len().div_ceil(12).max(1);
     for (i, point) in points.iter().enumerate() {
         if let Some(value) = point.value {
             let class = if point.partial { "point point-partial" } else { "point" };
@@ -282,13 +305,15 @@ pub fn line(title: &str, unit: &str, points: &[Point], targets: &Targets) -> Str
                 escape(&said(point))
             );
         }
-        let _ = write!(
-            svg,
-            r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text>"#,
-            x(i),
-            height - bottom + 16.0,
-            escape(&point.label)
-        );
+        if i % every == 0 {
+            let _ = write!(
+                svg,
+                r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text>"#,
+                x(i),
+                height - bottom + 16.0,
+                escape(&point.label)
+            );
+        }
     }
     svg.push_str("</svg>");
     svg
@@ -721,6 +746,19 @@ mod tests {
         assert!(svg.contains(r#"<rect x="70" y="58.5" width="474.0" height="47.5" class="band">"#), "{svg}");
         assert!(svg.contains("<title>flagged: 20 %</title>"));
         assert!(svg.contains("aria-label=\"GPU utilization. 2026-08: 40 %; 2026-09: not measured; 2026-10: 62.5 %; 2026-11: 70 % (in progress); target: 60–85 %; flagged: 20 %\""), "{svg}");
+        // A threshold more than four times the highest point is named at the top, off the axis.
+        let low = [point("09", Some(0.5), false), point("10", Some(0.7), false)];
+        let far = Targets { band: None, thresholds: &[(7.4, "fleet P95")] };
+        let svg = line("Cost", "USD", &low, &far);
+        assert!(
+            svg.contains(">0.8</text>") && !svg.contains(">8</text>"),
+            "the axis follows the line: {svg}"
+        );
+        assert!(
+            svg.contains("<title>fleet P95: 7.4 USD (above the chart)</title>fleet P95 7.4 ↑</text>"),
+            "{svg}"
+        );
+        assert!(!svg.contains("class=\"threshold"), "{svg}");
     }
 
     #[test]

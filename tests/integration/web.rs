@@ -873,3 +873,69 @@ async fn savings_by_kind_add_up_to_each_months_realized_savings() {
         close(*part, october[column].as_f64().unwrap(), column);
     }
 }
+
+/// Inference draws the three workloads that served the most requests day by day: each day's
+/// point is the cost of its serving hours per 1,000 requests, its tooltip the hours above the
+/// fleet P95, drawn as a line; a range longer than two months draws none.
+#[tokio::test]
+async fn inference_draws_the_busiest_workloads_day_by_day_against_the_fleet_p95() {
+    use gpuledger::report::rollup::RollupRange;
+    let app = crate::app::TestApp::demo().await;
+    let period: gpuledger::period::Period = "2026-10".parse().unwrap();
+    let scope = gpuledger::auth::Scope::All;
+    let range =
+        RollupRange::load(app.store(), &scope, "2026-10".into(), period.start(), period.end()).await.unwrap();
+    let mut requests: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for c in range.costs() {
+        *requests.entry((c.namespace.clone(), c.workload.clone())).or_default() += c.requests;
+    }
+    let ((namespace, workload), _) =
+        requests.iter().max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0))).unwrap();
+    // 15 October, summed from the rollups by hand.
+    let day = period.start() + 14 * 86_400;
+    let (mut cost, mut served, mut hours, mut above) = (0i64, 0.0, 0i64, 0i64);
+    for c in range.costs().filter(|c| &c.namespace == namespace && &c.workload == workload && c.day == day) {
+        cost += c.serving_cost_nanos;
+        served += c.requests;
+        hours += c.inference_hours;
+        above += c.inference_hours_above_p95;
+    }
+    assert!(served > 0.0 && hours > 0, "{namespace}/{workload} served on 15 October");
+    let page = app.page("/inference?period=2026-10").await;
+    assert_eq!(page.matches(": cost per 1,000 inferences by day. ").count(), 3, "three workloads");
+    let title = format!("{namespace}/{workload}: cost per 1,000 inferences by day");
+    let label = page.split(&format!("aria-label=\"{title}. ")).nth(1).unwrap().split('"').next().unwrap();
+    let said = label.split("10-15: ").nth(1).unwrap().split(';').next().unwrap();
+    let (value, rest) = said.split_once(" USD").unwrap();
+    let expected = cost as f64 / 1e9 / served * 1000.0;
+    assert!(
+        (value.replace(',', "").parse::<f64>().unwrap() - expected).abs() < 0.006,
+        "{said} vs {expected}"
+    );
+    assert_eq!(rest, format!(", {above} of {hours} serving hours above the fleet P95"));
+    let p95 = range.periods().last().unwrap().0.p95_cost_per_inference * 1000.0;
+    let line = label.rsplit("fleet P95: ").next().unwrap().trim_end_matches(" USD");
+    assert!((line.replace(',', "").parse::<f64>().unwrap() - p95).abs() < 0.006, "{line} vs {p95}");
+    // The bar chart of cost per 1,000 inferences has the busiest workload at its table's
+    // rate × 1,000 (it was drawn empty: the rate cells were not read).
+    let json = app.json("/inference?period=2026-10&format=json").await;
+    let row = json["inference"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["namespace"] == namespace.as_str() && r["workload"] == workload.as_str())
+        .unwrap();
+    let bars = page
+        .split("aria-label=\"Cost per 1,000 inferences (the 10 highest workloads). ")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap();
+    let said = bars.split(&format!("{namespace}/{workload}: ")).nth(1).unwrap().split(" USD").next().unwrap();
+    let rate = row["cost_per_inference"].as_f64().unwrap() * 1000.0;
+    assert!((said.replace(',', "").parse::<f64>().unwrap() - rate).abs() < 0.006, "{said} vs {rate}");
+    // Three months of days would not read as points: none then.
+    let long = app.page("/inference?from=2026-08-01&to=2026-11-01").await;
+    assert!(!long.contains("inferences by day"));
+}
