@@ -224,6 +224,62 @@ mod tests {
         assert_eq!(apportion_by_weight(5, &[0, 0]), None);
         assert_eq!(apportion_by_weight(5, &[2, -1]), None);
     }
+
+    #[test]
+    fn nanos_round_once_for_scripts_and_once_for_people() {
+        // 1,234.5678915 USD: half a micro-dollar up for scripts, to the cent for people.
+        let amount = Nanos(1_234_567_891_500);
+        assert_eq!(
+            (amount.micros(), amount.decimal(), amount.usd()),
+            (1_234_567_892, "1234.567892".into(), "$1,234.57".into())
+        );
+        // $0.0049995 is not a cent: rounding through the micro-dollar ($0.005000) would say so.
+        assert_eq!(Nanos(4_999_500).usd(), "$0.00");
+        assert_eq!((Nanos(-4_999_500).decimal(), Nanos(-1_500).micros()), ("-0.005000".into(), -2));
+        assert_eq!(Nanos::from_micros(-7), Nanos(-7_000));
+        assert_eq!(Nanos::from_cents(Cents(-123)), Nanos(-1_230_000_000));
+    }
+}
+
+/// An exact amount in nano-dollars: what a report cell carries from the store to the page, the
+/// CSV, the XLSX and the JSON, each rounding it once by its own rule (to the micro-dollar for
+/// scripts, to the cent for people). Floats are taken from it only for charts and ratios.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Nanos(pub i64);
+
+impl Nanos {
+    pub fn from_micros(micros: i64) -> Nanos {
+        Nanos(micros * 1000)
+    }
+
+    pub fn from_cents(cents: Cents) -> Nanos {
+        Nanos(cents.0 * 10_000_000)
+    }
+
+    /// Rounds a dollar amount computed in floating point (a live join) to the nano-dollar.
+    pub fn from_usd(usd: f64) -> Nanos {
+        Nanos(nanos_from_usd(usd))
+    }
+
+    /// Rounded half away from zero to the micro-dollar.
+    pub fn micros(self) -> i64 {
+        micros_from_nanos(self.0)
+    }
+
+    /// Dollars as a float, for charts and ratios only.
+    pub fn usd_f64(self) -> f64 {
+        self.0 as f64 / NANOS_PER_USD as f64
+    }
+
+    /// `12340.501234`: the micro-dollar decimal scripts read (CSV), rounded once.
+    pub fn decimal(self) -> String {
+        usd_decimal(self.micros())
+    }
+
+    /// `$12,340.50` for people, rounded once straight to the cent.
+    pub fn usd(self) -> String {
+        format_usd_nanos(self.0)
+    }
 }
 
 /// An amount in cents, the smallest unit an invoice shows. JSON and CSV carry it as an exact

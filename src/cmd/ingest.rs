@@ -75,14 +75,15 @@ pub(super) async fn run(store: &dyn store::Store, command: IngestCommand) -> any
             if detect {
                 println!("{}", serde_json::to_string_pretty(&result.detected)?);
             } else {
-                eprintln!(
-                    "wrote {} GPU rows and {} inference rows for {} in {:.1} s ({} samples, {} invalid)",
-                    result.gpu_rows,
-                    result.inference_rows,
-                    result.detected.source,
-                    result.seconds,
-                    result.samples,
-                    result.invalid_samples
+                // Timings as structured fields, like the CUR's "period ingested" (stderr).
+                tracing::info!(
+                    source = %result.detected.source,
+                    gpu_rows = result.gpu_rows,
+                    inference_rows = result.inference_rows,
+                    samples = result.samples,
+                    invalid_samples = result.invalid_samples,
+                    seconds = (result.seconds * 10.0).round() / 10.0,
+                    "metrics ingested"
                 );
                 println!("{}", serde_json::to_string(&result)?);
             }

@@ -19,7 +19,9 @@ use super::opportunities::{self, PodEvidence};
 use super::pods::PodNames;
 use crate::period::Period;
 use crate::settings::Settings;
-use crate::store::{ComputeInputs, CostRollup, HeatmapCell, PeriodRollup, Rollups, Store, StoreError};
+use crate::store::{
+    ComputeInputs, CostRollup, HeatmapCell, PeriodRollup, PurchaseOption, Rollups, Store, StoreError,
+};
 
 /// Why a compute run stopped; nothing was written.
 #[derive(Debug, thiserror::Error)]
@@ -146,7 +148,7 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
             "client" => text(&|p| matcher.client(p)),
             "team" => text(&|p| label(&p.labels, "user_team").unwrap_or_default()),
             "gpu_model" => text(&|p| p.gpu_model.clone()),
-            "purchase_option" => text(&|p| p.purchase_option.clone()),
+            "purchase_option" => text(&|p| p.purchase_option.as_str().to_string()),
             "account" => text(&|p| p.usage_account_id.clone()),
         )
         .map_err(polars_error)?
@@ -164,6 +166,8 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
             "unused" => d.iter().map(|d| d.unused_cost_nanos).collect::<Vec<i64>>(),
             "net" => d.iter().map(|d| d.net_cost_nanos).collect::<Vec<i64>>(),
             "public" => d.iter().map(|d| d.public_on_demand_cost_nanos).collect::<Vec<i64>>(),
+            "vcpu_hours" => d.iter().map(|d| d.vcpu_hours).collect::<Vec<f64>>(),
+            "memory_gb_hours" => d.iter().map(|d| d.memory_gb_hours).collect::<Vec<f64>>(),
         )
         .map_err(polars_error)?
     };
@@ -332,7 +336,7 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
         .join(served_days, keys.clone(), keys, JoinArgs::new(JoinType::Left))
         .join(pods.lazy(), [col("pod_id")], [col("pod_id")], JoinArgs::new(JoinType::Left))
         .with_column(
-            when(col("purchase_option").eq(lit("Spot")))
+            when(col("purchase_option").eq(lit(PurchaseOption::Spot.as_str())))
                 .then(col("allocated"))
                 .otherwise(lit(0.0))
                 .alias("spot"),
@@ -360,6 +364,8 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
             col("generation_tokens").sum(),
             col("inference_hours").sum(),
             col("inference_hours_above_p95").sum(),
+            col("vcpu_hours").sum(),
+            col("memory_gb_hours").sum(),
         ])
         .sort(
             ["day", "namespace", "workload", "client", "gpu_model", "purchase_option", "account"],
@@ -494,10 +500,15 @@ fn cost_rows(period: &str, frame: &DataFrame) -> PolarsResult<Vec<CostRollup>> {
     );
     let (requests, prompt, generation) =
         (float("requests")?, float("prompt_tokens")?, float("generation_tokens")?);
+    let (vcpu_hours, memory_gb_hours) = (float("vcpu_hours")?, float("memory_gb_hours")?);
     let (cluster, namespace, workload, class) =
         (text("cluster")?, text("namespace")?, text("workload")?, text("workload_class")?);
-    let (client, team, model, purchase) =
-        (text("client")?, text("team")?, text("gpu_model")?, text("purchase_option")?);
+    let (client, team, model) = (text("client")?, text("team")?, text("gpu_model")?);
+    let purchase = text("purchase_option")?
+        .iter()
+        .map(|p| p.parse::<PurchaseOption>())
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(|e| PolarsError::ComputeError(e.into()))?;
     let account = text("account")?;
     Ok((0..frame.height())
         .map(|i| CostRollup {
@@ -510,7 +521,7 @@ fn cost_rows(period: &str, frame: &DataFrame) -> PolarsResult<Vec<CostRollup>> {
             client: client[i].clone(),
             team: team[i].clone(),
             gpu_model: model[i].clone(),
-            purchase_option: purchase[i].clone(),
+            purchase_option: purchase[i],
             account: account[i].clone(),
             split_cost_nanos: split[i],
             unused_cost_nanos: unused[i],
@@ -533,6 +544,8 @@ fn cost_rows(period: &str, frame: &DataFrame) -> PolarsResult<Vec<CostRollup>> {
             generation_tokens: generation[i],
             inference_hours: hours[i],
             inference_hours_above_p95: above[i],
+            vcpu_hours: vcpu_hours[i],
+            memory_gb_hours: memory_gb_hours[i],
         })
         .collect())
 }

@@ -23,7 +23,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::catalog::{INSTANCE_TYPES, InstanceType, instance_type};
-use crate::store::{ComputeInputs, CostRollup, Opportunity};
+use crate::store::{ComputeInputs, CostRollup, Opportunity, PurchaseOption};
 
 /// The Spot discount assumed for a fleet whose bill has no Spot hours at all: GPU Spot
 /// capacity commonly sells 60–70 % below On-Demand; the lower end is taken.
@@ -32,7 +32,7 @@ pub const ASSUMED_SPOT_DISCOUNT: f64 = 0.60;
 /// What the bill says about instance types: each workload's type, and Spot discounts.
 pub struct PodEvidence {
     /// (namespace, workload, gpu model, purchase option) → instance type.
-    instance_types: HashMap<(String, String, String, String), String>,
+    instance_types: HashMap<(String, String, String, PurchaseOption), String>,
     /// Instance type → 1 − Spot amortized cost / public on-demand cost of its Spot hours.
     spot_discount: HashMap<String, f64>,
     /// The same over every Spot instance-hour of the bill, when it has any.
@@ -43,12 +43,11 @@ impl PodEvidence {
     pub fn gather(inputs: &ComputeInputs) -> PodEvidence {
         let mut instance_types = HashMap::new();
         for p in inputs.pods.iter().filter(|p| !p.gpu_model.is_empty()) {
-            let key =
-                (p.namespace.clone(), p.workload.clone(), p.gpu_model.clone(), p.purchase_option.clone());
+            let key = (p.namespace.clone(), p.workload.clone(), p.gpu_model.clone(), p.purchase_option);
             instance_types.entry(key).or_insert_with(|| p.instance_type.clone());
         }
         let mut spot: HashMap<&str, (i64, i64)> = HashMap::new();
-        for i in inputs.capacity.iter().filter(|i| i.purchase_option == "Spot") {
+        for i in inputs.capacity.iter().filter(|i| i.purchase_option == PurchaseOption::Spot) {
             let e = spot.entry(i.instance_type.as_str()).or_default();
             e.0 += i.amortized_cost_micros;
             e.1 += i.public_on_demand_cost_micros;
@@ -100,14 +99,10 @@ pub fn family(workload: &str) -> &str {
 /// Opportunities of a period from its cost rollups, per workload family, ranked by dollars
 /// per month; a family's opportunities add up to at most what it spent.
 pub fn find(period: &str, costs: &[CostRollup], evidence: &PodEvidence) -> Vec<Opportunity> {
-    let mut months: BTreeMap<(String, String, String, String), FamilyMonth> = BTreeMap::new();
+    let mut months: BTreeMap<(String, String, String, PurchaseOption), FamilyMonth> = BTreeMap::new();
     for c in costs.iter().filter(|c| c.gpu_hours_allocated > 0.0) {
-        let key = (
-            c.namespace.clone(),
-            family(&c.workload).to_string(),
-            c.gpu_model.clone(),
-            c.purchase_option.clone(),
-        );
+        let key =
+            (c.namespace.clone(), family(&c.workload).to_string(), c.gpu_model.clone(), c.purchase_option);
         let m = months.entry(key).or_default();
         m.class = c.workload_class.clone();
         m.cost += c.split_cost_nanos + c.unused_cost_nanos;
@@ -130,12 +125,7 @@ pub fn find(period: &str, costs: &[CostRollup], evidence: &PodEvidence) -> Vec<O
             .workloads
             .iter()
             .find_map(|w| {
-                evidence.instance_types.get(&(
-                    namespace.clone(),
-                    w.clone(),
-                    gpu_model.clone(),
-                    purchase.clone(),
-                ))
+                evidence.instance_types.get(&(namespace.clone(), w.clone(), gpu_model.clone(), *purchase))
             })
             .and_then(|name| instance_type(name));
         let runs = match m.workloads.len() {
@@ -155,7 +145,7 @@ pub fn find(period: &str, costs: &[CostRollup], evidence: &PodEvidence) -> Vec<O
                     workload: family.clone(),
                     family: family.clone(),
                     gpu_model: gpu_model.clone(),
-                    purchase_option: purchase.clone(),
+                    purchase_option: *purchase,
                     monthly_nanos: take,
                     evidence: format!("{evidence}{runs}"),
                 });
@@ -217,7 +207,7 @@ pub fn find(period: &str, costs: &[CostRollup], evidence: &PodEvidence) -> Vec<O
             }
         }
         if m.class == "training"
-            && purchase == "On-Demand"
+            && *purchase == PurchaseOption::OnDemand
             && let Some(t) = current
         {
             let (discount, source) = match (evidence.spot_discount.get(t.name), evidence.fleet_spot_discount)
@@ -275,7 +265,7 @@ mod tests {
             workload: name.into(),
             workload_class: "training".into(),
             gpu_model: "H100".into(),
-            purchase_option: "On-Demand".into(),
+            purchase_option: PurchaseOption::OnDemand,
             split_cost_nanos: 400_000_000_000,
             unused_cost_nanos: 100_000_000_000,
             gpu_cost_nanos: 200_000_000_000,
@@ -288,7 +278,7 @@ mod tests {
             ..CostRollup::default()
         };
         let costs = [run("train-29012390"), run("train-29012500")];
-        let key = |w: &str| ("ml".to_string(), w.to_string(), "H100".to_string(), "On-Demand".to_string());
+        let key = |w: &str| ("ml".to_string(), w.to_string(), "H100".to_string(), PurchaseOption::OnDemand);
         let evidence = PodEvidence {
             instance_types: [key("train-29012390"), key("train-29012500")]
                 .into_iter()

@@ -211,7 +211,7 @@ mod tests {
             pod: pod.into(),
             workload: "w".into(),
             gpu_model: "H100".into(),
-            purchase_option: "OnDemand".into(),
+            purchase_option: crate::store::PurchaseOption::OnDemand,
             gpu_hours,
         }
     }

@@ -33,6 +33,7 @@ use crate::sources::cur::{CurError, invalid};
 use crate::split::Resource;
 use crate::store::{
     BillDay, BillLine, CostPeriod, FactBatch, FactRecord, InstanceHour, LineCategory, OtherCost, PodRecord,
+    PurchaseOption,
 };
 
 /// Σ(split + unused) may differ from the parent's amortized cost by this fraction.
@@ -78,9 +79,11 @@ pub struct Disagreement {
 /// Running state of one instance-hour from its (possibly several) parent lines; money in
 /// nano-dollars, rounded once at the end.
 struct InstanceBuilder {
-    /// Interned cluster, instance type, GPU model, purchase option and usage account (a month
-    /// holds hundreds of thousands of instance-hours: their strings are made at the end).
-    texts: [u32; 5],
+    /// Interned cluster, instance type, GPU model and usage account (a month holds hundreds
+    /// of thousands of instance-hours: their strings are made at the end).
+    texts: [u32; 4],
+    /// The option of the instance-hour's first line.
+    purchase_option: PurchaseOption,
     gpu_count: i64,
     vcpu: i64,
     memory_gib: i64,
@@ -399,13 +402,13 @@ impl PeriodBuilder {
             text.and_then(|t| t.split(' ').next()).and_then(|t| t.parse::<f64>().ok()).map(|v| v as i64)
         };
         let purchase_option = if !c.text(Col::SavingsPlanSavingsPlanARN, row).is_empty() {
-            "Savings Plans"
+            PurchaseOption::SavingsPlans
         } else if !c.text(Col::ReservationReservationARN, row).is_empty() {
-            "Reserved"
+            PurchaseOption::Reserved
         } else if usage_type.contains("Spot") {
-            "Spot"
+            PurchaseOption::Spot
         } else {
-            "On-Demand"
+            PurchaseOption::OnDemand
         };
         let cluster = tags
             .iter()
@@ -416,13 +419,13 @@ impl PeriodBuilder {
             self.strings.id(&cluster),
             self.strings.id(&instance_type),
             self.strings.id(known.map_or("", |t| t.gpu_model)),
-            self.strings.id(purchase_option),
             self.strings.id(c.text(Col::LineItemUsageAccountId, row)),
         ];
         self.instances.insert(
             key,
             InstanceBuilder {
                 texts,
+                purchase_option,
                 gpu_count: number(product_value("gpu")).or(known.map(|t| i64::from(t.gpus))).unwrap_or(0),
                 vcpu: number(product_value("vcpu")).or(known.map(|t| i64::from(t.vcpu))).unwrap_or(0),
                 memory_gib: number(product_value("memory"))
@@ -581,7 +584,8 @@ impl PeriodBuilder {
         let mut instance_hours = Vec::with_capacity(self.instances.len());
         let mut parents = HashMap::with_capacity(self.instances.len());
         for (key, builder) in std::mem::take(&mut self.instances) {
-            let [cluster, instance_type, gpu_model, purchase_option, account] = builder.texts;
+            let [cluster, instance_type, gpu_model, account] = builder.texts;
+            let purchase_option = builder.purchase_option;
             let text = |id: u32| self.strings.get(id).to_string();
             let cost = |nanos: i128| micros(nanos, "an instance-hour's cost");
             let hour = InstanceHour {
@@ -593,7 +597,7 @@ impl PeriodBuilder {
                 gpu_count: builder.gpu_count,
                 vcpu: builder.vcpu,
                 memory_gib: builder.memory_gib,
-                purchase_option: text(purchase_option),
+                purchase_option,
                 usage_account_id: text(account),
                 usage_hours: builder.usage_hours,
                 unblended_cost_micros: cost(builder.unblended_nanos)?,
@@ -611,7 +615,7 @@ impl PeriodBuilder {
                 }
                 None => without_pods += hour.amortized_cost_micros,
             }
-            parents.insert(key, [instance_type, gpu_model, purchase_option, account]);
+            parents.insert(key, ([instance_type, gpu_model, account], purchase_option));
             instance_hours.push(hour);
         }
         instance_hours.sort_by(|a, b| (a.hour, &a.instance_id).cmp(&(b.hour, &b.instance_id)));
@@ -717,8 +721,8 @@ impl PeriodBuilder {
             .zip(&self.pod_first_seen)
             .enumerate()
             .map(|(id, ((dimensions, instance), first_seen))| {
-                let [instance_type, gpu_model, purchase_option, usage_account_id] =
-                    parents.get(first_seen).map(|ids| ids.map(text)).unwrap_or_default();
+                let ([instance_type, gpu_model, usage_account_id], purchase_option) =
+                    parents.get(first_seen).map(|(ids, option)| (ids.map(text), *option)).unwrap_or_default();
                 PodRecord {
                     id: id as i64,
                     cluster: text(dimensions[0]),

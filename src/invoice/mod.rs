@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::chargeback::HOUSE;
 use crate::engine::classify::{PLATFORM, UNASSIGNED};
-use crate::money::{Cents, apportion_cents};
+use crate::money::{Cents, Nanos, apportion_cents};
 use crate::store::{ClientRollup, Rollups};
 
 /// What a document is.
@@ -84,7 +84,8 @@ pub struct Line {
     /// lines by it.
     pub category: String,
     pub description: String,
-    /// GPU-hours for GPU lines; none where the bill gives no unit.
+    /// GPU-hours for GPU lines, vCPU-hours and GB-hours for the pods' CPU and memory; none
+    /// where the bill gives no unit.
     pub quantity: Option<f64>,
     pub unit: Option<String>,
     /// Amount ÷ quantity, to four decimals, for information.
@@ -205,14 +206,15 @@ pub struct DetailRow {
 }
 
 /// The categories of the pods' split cost.
-const POD_LINES: [&str; 4] = ["gpu_training", "gpu_inference", "gpu_other", "cpu_memory"];
+const POD_LINES: [&str; 5] = ["gpu_training", "gpu_inference", "gpu_other", "cpu", "memory"];
 
 /// Lines before markup and tax, in the order a document shows them: (category, description).
-const COST_LINES: [(&str, &str); 11] = [
+const COST_LINES: [(&str, &str); 12] = [
     ("gpu_training", "GPU compute, training workloads"),
     ("gpu_inference", "GPU compute, inference workloads"),
     ("gpu_other", "GPU compute, other workloads"),
-    ("cpu_memory", "CPU and memory of the client's pods"),
+    ("cpu", "vCPUs reserved by the client's pods"),
+    ("memory", "Memory reserved by the client's pods"),
     ("storage", "Storage tagged to the client"),
     ("network", "Data transfer tagged to the client"),
     ("other_direct", "Other AWS cost tagged to the client"),
@@ -299,7 +301,8 @@ pub fn draft(
         .find(|c| c.client == client)
         .ok_or_else(|| format!("no client named {client:?} in {period}'s chargeback"))?;
     let mut nanos: BTreeMap<&str, i64> = BTreeMap::new();
-    let mut gpu_hours: BTreeMap<&str, f64> = BTreeMap::new();
+    // Each pod line's quantity: GPU-hours, vCPU-hours or memory GB-hours (split usage).
+    let mut quantity: BTreeMap<&str, f64> = BTreeMap::new();
     for row in rollups.costs.iter().filter(|r| r.client == client) {
         let category = match row.workload_class.as_str() {
             "training" => "gpu_training",
@@ -307,11 +310,17 @@ pub fn draft(
             _ => "gpu_other",
         };
         *nanos.entry(category).or_default() += row.gpu_split_nanos;
-        *gpu_hours.entry(category).or_default() += row.gpu_hours_allocated;
+        *nanos.entry("cpu").or_default() += row.cpu_split_nanos;
+        *quantity.entry(category).or_default() += row.gpu_hours_allocated;
+        *quantity.entry("cpu").or_default() += row.vcpu_hours;
+        *quantity.entry("memory").or_default() += row.memory_gb_hours;
     }
-    let gpu_split: i64 =
-        ["gpu_training", "gpu_inference", "gpu_other"].iter().map(|c| nanos.get(c).unwrap_or(&0)).sum();
-    nanos.insert("cpu_memory", charge.direct_cost_nanos - gpu_split);
+    let gpu_cpu_split: i64 = ["gpu_training", "gpu_inference", "gpu_other", "cpu"]
+        .iter()
+        .map(|c| nanos.get(c).unwrap_or(&0))
+        .sum();
+    // Memory is the rest of the pods' split cost: the direct cost is exactly their sum.
+    nanos.insert("memory", charge.direct_cost_nanos - gpu_cpu_split);
     for (category, amount) in cost_nanos(charge) {
         nanos.insert(category, amount);
     }
@@ -319,8 +328,13 @@ pub fn draft(
         .iter()
         .filter_map(|(category, description)| {
             let amount = *nanos.get(category).unwrap_or(&0);
-            let quantity = gpu_hours.get(category).copied().filter(|h| *h > 0.0);
-            (amount != 0).then(|| (line(category, description, quantity, "GPU-hour"), amount))
+            let unit = match *category {
+                "cpu" => "vCPU-hour",
+                "memory" => "GB-hour",
+                _ => "GPU-hour",
+            };
+            let quantity = quantity.get(category).copied().filter(|h| *h > 0.0);
+            (amount != 0).then(|| (line(category, description, quantity, unit), amount))
         })
         .collect();
     if charge.markup_nanos != 0 {
@@ -679,7 +693,7 @@ impl Invoice {
     /// table are this.
     pub fn table(&self) -> crate::report::table::Table {
         use crate::report::table::{Cell, Table};
-        let usd = |amount: Cents| Cell::Usd(Some(amount.0 as f64 / 100.0));
+        let usd = |amount: Cents| Cell::Usd(Some(Nanos::from_cents(amount)));
         let rows = self
             .lines
             .iter()
@@ -747,7 +761,7 @@ pub fn register_table(documents: &[Invoice]) -> crate::report::table::Table {
                 text(d.status.as_str()),
                 text(d.issued_at.as_deref().unwrap_or("")),
                 text(d.due_at.as_deref().unwrap_or("")),
-                Cell::Usd(Some(d.total.0 as f64 / 100.0)),
+                Cell::Usd(Some(Nanos::from_cents(d.total))),
             ]
         })
         .collect();
@@ -809,9 +823,15 @@ mod tests {
             markup_nanos: 6_001_000_000,
             ..ClientRollup::default()
         };
-        // GPU training 30.003333333, CPU and memory 20.003333333, idle 10.003333334,
-        // markup 6.001: total 66.011 → $66.01.
-        let costs = vec![cost("training", 30_003_333_333, 12.0)];
+        // GPU training 30.003333333, CPU 10.001666666 (the pods' vCPU split), memory the rest
+        // of the pods' split cost 10.001666667, idle 10.003333334, markup 6.001: total 66.011
+        // → $66.01; floors add up to $66.00 and the cent left goes to idle (.3333334 cent).
+        let costs = vec![CostRollup {
+            cpu_split_nanos: 10_001_666_666,
+            vcpu_hours: 100.0,
+            memory_gb_hours: 400.0,
+            ..cost("training", 30_003_333_333, 12.0)
+        }];
         let billing = BillingDetails { tax_ppm: 200_000, ..BillingDetails::default() };
         let draft = draft(&rollups(charge, costs), "acme", &billing, &Seller::default(), "v1").unwrap();
         let amounts: Vec<(&str, i64)> =
@@ -820,7 +840,8 @@ mod tests {
             amounts,
             [
                 ("gpu_training", 3_000),
-                ("cpu_memory", 2_000),
+                ("cpu", 1_000),
+                ("memory", 1_000),
                 ("shared_idle", 1_001),
                 ("markup", 600),
                 ("tax", 1_320)
@@ -832,6 +853,18 @@ mod tests {
         );
         assert_eq!(draft.lines[0].quantity, Some(12.0));
         assert_eq!(draft.lines[0].unit_price.as_deref(), Some("2.5000"));
+        // $10.00 for 100 vCPU-hours and for 400 GB-hours of memory.
+        let quantities: Vec<_> = draft.lines[1..3]
+            .iter()
+            .map(|l| (l.quantity, l.unit.as_deref(), l.unit_price.as_deref()))
+            .collect();
+        assert_eq!(
+            quantities,
+            [
+                (Some(100.0), Some("vCPU-hour"), Some("0.1000")),
+                (Some(400.0), Some("GB-hour"), Some("0.0250"))
+            ]
+        );
     }
 
     fn issued(number: &str, lines: &[(&str, i64)]) -> Invoice {

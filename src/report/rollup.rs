@@ -56,15 +56,14 @@ use std::sync::Arc;
 
 use serde_json::{Map, json};
 
-use super::table::{Cell, Table};
+use super::table::{Cell, Nanos, Table, usd_json};
 use super::{OutputFormat, ReportError};
 use crate::auth::Scope;
 use crate::period::Period;
 use crate::store::{
-    CapacityRollup, ChargebackSnapshot, ClientRollup, CostRollup, Opportunity, PeriodRollup, Rollups, Store,
+    CapacityRollup, ChargebackSnapshot, ClientRollup, CostRollup, Opportunity, PeriodRollup, PurchaseOption,
+    Rollups, Store,
 };
-
-const NANOS: f64 = 1e9;
 
 /// A range of whole UTC days `[from, to)` and the computed rollups that cover it (shared,
 /// so the dashboard can keep them in memory and answer from them without copying).
@@ -272,7 +271,7 @@ impl Report {
 }
 
 fn usd(nanos: i64) -> Cell {
-    Cell::Usd(Some(nanos as f64 / NANOS))
+    Cell::Usd(Some(Nanos(nanos)))
 }
 
 fn ratio(part: f64, whole: f64) -> Option<f64> {
@@ -348,7 +347,7 @@ pub fn workloads(range: &RollupRange) -> Report {
             .collect(),
     };
     let mut extra = Map::new();
-    extra.insert("kubernetes_total".into(), json!(range.kubernetes_nanos() as f64 / NANOS));
+    extra.insert("kubernetes_total".into(), usd_json(range.kubernetes_nanos()));
     Report { table, extra }
 }
 
@@ -461,7 +460,7 @@ pub fn gpu_by_account(range: &RollupRange) -> Report {
             Cell::Hours(g.used),
             Cell::Hours(g.idle),
             Cell::Ratio(ratio(g.used, g.allocated - g.unmeasured)),
-            Cell::Usd(Some(g.fleet_micros as f64 / 1e6)),
+            Cell::Usd(Some(Nanos::from_micros(g.fleet_micros))),
             usd(g.idle_cost),
         ]
     };
@@ -607,7 +606,7 @@ pub fn clients(range: &RollupRange) -> Report {
     let direct: Vec<i64> = rows.iter().map(|c| rounded(c.direct_total_nanos())).collect();
     let shared_nanos: Vec<i64> = rows.iter().map(|c| c.shared_total_nanos()).collect();
     let shared = crate::money::apportion_micros(&shared_nanos, bill - direct.iter().sum::<i64>());
-    let micros = |m: i64| Cell::Usd(Some(m as f64 / 1e6));
+    let micros = |m: i64| Cell::Usd(Some(Nanos::from_micros(m)));
     let table = Table {
         title: "Chargeback by client".into(),
         totals: Vec::new(),
@@ -670,7 +669,7 @@ pub fn clients(range: &RollupRange) -> Report {
     let mut extra = Map::new();
     let whole_costs: i64 =
         range.periods().filter(|(_, whole)| *whole).map(|(p, _)| p.kubernetes_cost_nanos).sum();
-    extra.insert("kubernetes_total".into(), json!(whole_costs as f64 / NANOS));
+    extra.insert("kubernetes_total".into(), usd_json(whole_costs));
     extra.insert("amortized_total".into(), json!(bill as f64 / 1e6));
     extra.insert("note".into(), json!("clients are computed per whole billing period"));
     Report { table, extra }
@@ -894,11 +893,11 @@ pub fn savings(range: &RollupRange) -> Report {
         let saved = c.public_on_demand_cost_nanos - actual;
         m[0] += c.public_on_demand_cost_nanos;
         m[1] += actual;
-        match c.purchase_option.as_str() {
-            "Spot" => m[2] += saved,
-            "Savings Plans" => m[3] += saved,
-            "Reserved" => m[4] += saved,
-            _ => m[5] += saved,
+        match c.purchase_option {
+            PurchaseOption::Spot => m[2] += saved,
+            PurchaseOption::SavingsPlans => m[3] += saved,
+            PurchaseOption::Reserved => m[4] += saved,
+            PurchaseOption::OnDemand | PurchaseOption::Unknown => m[5] += saved,
         }
     }
     // Commitment is bought by the month: a whole month's unused part is subtracted.
@@ -958,7 +957,7 @@ pub fn savings(range: &RollupRange) -> Report {
 }
 
 /// (kind, namespace, family, GPU model, purchase option).
-type FamilyKey = (String, String, String, String, String);
+type FamilyKey = (String, String, String, String, PurchaseOption);
 
 /// Opportunities per workload family, ranked by dollars per month: over a range of several
 /// whole months, each family's month averaged (its total over the range / the months). Each
@@ -969,8 +968,7 @@ pub fn opportunities(range: &RollupRange) -> Report {
     let mut sums: BTreeMap<FamilyKey, (i64, String)> = BTreeMap::new();
     for o in range.opportunities() {
         let family = if o.family.is_empty() { o.workload.clone() } else { o.family.clone() };
-        let key =
-            (o.kind.clone(), o.namespace.clone(), family, o.gpu_model.clone(), o.purchase_option.clone());
+        let key = (o.kind.clone(), o.namespace.clone(), family, o.gpu_model.clone(), o.purchase_option);
         let entry = sums.entry(key).or_default();
         entry.0 += o.monthly_nanos;
         // The latest month's evidence.
@@ -1001,7 +999,7 @@ pub fn opportunities(range: &RollupRange) -> Report {
                     text(family),
                     text(family),
                     text(model),
-                    text(purchase),
+                    text(purchase.as_str()),
                     usd(*monthly),
                     text(evidence),
                 ]
@@ -1010,8 +1008,8 @@ pub fn opportunities(range: &RollupRange) -> Report {
     };
     let total: i64 = list.iter().map(|(_, monthly, _)| monthly).sum();
     let mut extra = Map::new();
-    extra.insert("total_monthly_savings".into(), json!(total as f64 / NANOS));
-    extra.insert("monthly_spend".into(), json!(range.kubernetes_nanos() as f64 / NANOS / months as f64));
+    extra.insert("total_monthly_savings".into(), usd_json(total));
+    extra.insert("monthly_spend".into(), usd_json(range.kubernetes_nanos() / months));
     extra.insert("months".into(), json!(months));
     Report { table, extra }
 }
@@ -1197,9 +1195,9 @@ pub fn inference(range: &RollupRange) -> Report {
                     Cell::Text(w.clone()),
                     Cell::Count(s.requests),
                     Cell::Count(s.tokens),
-                    Cell::Usd(Some(cost)),
+                    Cell::Usd(Some(Nanos(s.cost))),
                     Cell::Rate(Some(cost / s.requests)),
-                    Cell::Usd((s.tokens > 0.0).then(|| cost / (s.tokens / 1e6))),
+                    Cell::Usd((s.tokens > 0.0).then(|| Nanos::from_usd(cost / (s.tokens / 1e6)))),
                     Cell::Count(s.hours as f64),
                     Cell::Count(s.above_p95 as f64),
                 ]

@@ -4,6 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{OutputFormat, csv_cell};
+pub use crate::money::Nanos;
 
 /// A cell, typed so each format shows it right.
 #[derive(Debug, Clone)]
@@ -15,8 +16,9 @@ pub enum Cell {
     Ratio(Option<f64>),
     /// Requests, tokens: whole numbers.
     Count(f64),
-    /// Dollars: 6 decimals in CSV/JSON, `$1,234.56` in the table; empty when undefined.
-    Usd(Option<f64>),
+    /// Dollars, exact: rounded once to the micro-dollar in CSV/JSON/XLSX and to the cent
+    /// (`$1,234.56`) in the table; empty when undefined.
+    Usd(Option<Nanos>),
     /// Dollars per unit (per inference): 12 significant decimals in CSV/JSON, 6 in the table.
     Rate(Option<f64>),
     /// Yes or no: `true`/`false` in JSON and CSV, `yes` or empty in the table.
@@ -117,7 +119,8 @@ impl Table {
             match cell {
                 Some(Cell::Text(t)) => (None, t.to_lowercase()),
                 Some(Cell::Hours(v) | Cell::Count(v)) => (Some(*v), String::new()),
-                Some(Cell::Ratio(v) | Cell::Usd(v) | Cell::Rate(v)) => (*v, String::new()),
+                Some(Cell::Ratio(v) | Cell::Rate(v)) => (*v, String::new()),
+                Some(Cell::Usd(v)) => (v.map(Nanos::usd_f64), String::new()),
                 Some(Cell::Flag(b)) => (Some(f64::from(u8::from(*b))), String::new()),
                 None => (None, String::new()),
             }
@@ -211,7 +214,7 @@ impl Table {
                     Cell::Hours(x) => Some((round6(*x), &formats[0])),
                     Cell::Ratio(x) => x.map(|x| (x, &formats[1])),
                     Cell::Count(x) => Some((x.round(), &formats[2])),
-                    Cell::Usd(x) => x.map(|x| (round6(x), &formats[3])),
+                    Cell::Usd(x) => x.map(|x| (micros_f64(x), &formats[3])),
                     Cell::Rate(x) => x.map(|x| ((x * 1e12).round() / 1e12, &formats[4])),
                 };
                 if let Some((value, format)) = number {
@@ -259,12 +262,26 @@ fn round6(x: f64) -> f64 {
     (x * 1e6).round() / 1e6
 }
 
+/// An exact amount rounded once to the micro-dollar, as the nearest double.
+fn micros_f64(amount: Nanos) -> f64 {
+    amount.micros() as f64 / 1e6
+}
+
+/// An amount beside a report's rows (a total) as its cells are written: a JSON number rounded
+/// once to the micro-dollar.
+pub fn usd_json(nanos: i64) -> Value {
+    json!(micros_f64(Nanos(nanos)))
+}
+
 fn json_value(cell: &Cell) -> Value {
     match cell {
         Cell::Text(text) => json!(text),
         Cell::Flag(flag) => json!(flag),
         Cell::Hours(x) => json!(round6(*x)),
-        Cell::Ratio(x) | Cell::Usd(x) => x.map_or(Value::Null, |x| json!(round6(x))),
+        Cell::Ratio(x) => x.map_or(Value::Null, |x| json!(round6(x))),
+        // The nearest double to a micro-dollar decimal prints as that decimal (up to $9
+        // billion), so the number a script reads is the exact rounded amount.
+        Cell::Usd(x) => x.map_or(Value::Null, |x| json!(micros_f64(x))),
         Cell::Count(x) => json!(x.round()),
         Cell::Rate(x) => x.map_or(Value::Null, |x| json!((x * 1e12).round() / 1e12)),
     }
@@ -275,7 +292,8 @@ fn csv_text(cell: &Cell) -> String {
         Cell::Text(text) => csv_cell(text),
         Cell::Flag(flag) => flag.to_string(),
         Cell::Hours(x) => format!("{x:.6}"),
-        Cell::Ratio(x) | Cell::Usd(x) => x.map(|x| format!("{x:.6}")).unwrap_or_default(),
+        Cell::Ratio(x) => x.map(|x| format!("{x:.6}")).unwrap_or_default(),
+        Cell::Usd(x) => x.map(Nanos::decimal).unwrap_or_default(),
         Cell::Count(x) => format!("{:.0}", x.round()),
         Cell::Rate(x) => x.map(|x| format!("{x:.12}")).unwrap_or_default(),
     }
@@ -294,7 +312,7 @@ fn table_text(cell: &Cell) -> String {
         Cell::Hours(x) => thousands(*x, 1),
         Cell::Ratio(x) => x.map(|x| format!("{:.1} %", x * 100.0)).unwrap_or_else(|| "n/a".into()),
         Cell::Count(x) => thousands(*x, 0),
-        Cell::Usd(x) => x.map(|x| format!("${}", thousands(x, 2))).unwrap_or_else(|| "n/a".into()),
+        Cell::Usd(x) => x.map(Nanos::usd).unwrap_or_else(|| "n/a".into()),
         Cell::Rate(x) => x.map(|x| format!("${x:.6}")).unwrap_or_else(|| "n/a".into()),
     }
 }
@@ -345,7 +363,7 @@ mod tests {
             rows: vec![vec![
                 Cell::Text("=HYPERLINK(\"x\")".into()),
                 // Rounded to the micro-dollar like CSV: 1234.5678914 → 1234.567891.
-                Cell::Usd(Some(1234.5678914)),
+                Cell::Usd(Some(Nanos(1_234_567_891_400))),
                 Cell::Ratio(None),
             ]],
         };

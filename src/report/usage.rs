@@ -26,7 +26,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::table::{Cell, Table};
+use super::table::{Cell, Nanos, Table};
 use super::{OutputFormat, ReportError};
 use crate::engine::usage::{GpuHours, InferenceTotals, gpu_hours, inference_totals};
 use crate::period::Period;
@@ -181,9 +181,9 @@ impl InferenceReport {
                         Cell::Count(r.tokens()),
                         Cell::Count(r.prompt_tokens),
                         Cell::Count(r.generation_tokens),
-                        Cell::Usd(r.cost),
+                        Cell::Usd(r.cost.map(Nanos::from_usd)),
                         Cell::Rate(r.cost_per_inference()),
-                        Cell::Usd(r.cost_per_million_tokens()),
+                        Cell::Usd(r.cost_per_million_tokens().map(Nanos::from_usd)),
                     ]
                 })
                 .collect(),

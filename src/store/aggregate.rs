@@ -35,8 +35,12 @@ impl FactAggregates {
                 "vcpu" => {
                     d.cpu_cost_nanos += cost;
                     d.cpu_split_nanos += f.split_cost_nanos;
+                    d.vcpu_hours += f.split_usage;
                 }
-                _ => d.memory_cost_nanos += cost,
+                _ => {
+                    d.memory_cost_nanos += cost;
+                    d.memory_gb_hours += f.split_usage;
+                }
             }
             d.split_cost_nanos += f.split_cost_nanos;
             d.unused_cost_nanos += f.unused_cost_nanos;

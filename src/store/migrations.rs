@@ -88,6 +88,16 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "usage_accounts",
         sql: include_str!("../../migrations/sqlite/0014_usage_accounts.sql"),
     },
+    Migration {
+        version: 15,
+        name: "web_secrets",
+        sql: include_str!("../../migrations/sqlite/0015_web_secrets.sql"),
+    },
+    Migration {
+        version: 16,
+        name: "reserved_hours",
+        sql: include_str!("../../migrations/sqlite/0016_reserved_hours.sql"),
+    },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -149,6 +159,16 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 14,
         name: "usage_accounts",
         sql: include_str!("../../migrations/postgres/0014_usage_accounts.sql"),
+    },
+    Migration {
+        version: 15,
+        name: "web_secrets",
+        sql: include_str!("../../migrations/postgres/0015_web_secrets.sql"),
+    },
+    Migration {
+        version: 16,
+        name: "reserved_hours",
+        sql: include_str!("../../migrations/postgres/0016_reserved_hours.sql"),
     },
 ];
 

@@ -338,6 +338,10 @@ pub trait AccountStore: Send + Sync {
         username: Option<&str>,
         address: Option<&str>,
     ) -> StoreResult<i64>;
+
+    /// A secret every dashboard replica of this database shares (`proxy_csrf`), made with the
+    /// schema; `None` when it is not there.
+    async fn web_secret(&self, name: &str) -> StoreResult<Option<String>>;
 }
 
 /// Cost Explorer's daily cost per service and linked account, and which days were fetched

@@ -37,6 +37,68 @@ impl RunStatus {
     }
 }
 
+/// How an instance-hour was bought, by the CID rule: a Savings Plan ARN on its line, a
+/// reservation ARN, a Spot usage type, or else On-Demand. Stored, shown and exported by the
+/// names the dashboards of AWS use (`On-Demand`, `Spot`, `Savings Plans`, `Reserved`);
+/// `Unknown` (empty) for a pod whose instance the bill does not name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum PurchaseOption {
+    #[default]
+    Unknown,
+    OnDemand,
+    Spot,
+    SavingsPlans,
+    Reserved,
+}
+
+impl PurchaseOption {
+    pub const ALL: [PurchaseOption; 5] = [
+        PurchaseOption::Unknown,
+        PurchaseOption::OnDemand,
+        PurchaseOption::Spot,
+        PurchaseOption::SavingsPlans,
+        PurchaseOption::Reserved,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PurchaseOption::Unknown => "",
+            PurchaseOption::OnDemand => "On-Demand",
+            PurchaseOption::Spot => "Spot",
+            PurchaseOption::SavingsPlans => "Savings Plans",
+            PurchaseOption::Reserved => "Reserved",
+        }
+    }
+
+    /// Bought under a commitment (a Savings Plan or a reservation).
+    pub fn is_commitment(self) -> bool {
+        matches!(self, PurchaseOption::SavingsPlans | PurchaseOption::Reserved)
+    }
+}
+
+impl std::str::FromStr for PurchaseOption {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        PurchaseOption::ALL
+            .into_iter()
+            .find(|p| p.as_str() == text)
+            .ok_or_else(|| format!("unknown purchase option {text:?}"))
+    }
+}
+
+impl std::fmt::Display for PurchaseOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for PurchaseOption {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
 /// What a bill line is to the bill: usage and fees make the amortized bill; discounts,
 /// credits, refunds and tax are on the invoice outside it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
@@ -225,7 +287,7 @@ pub struct CostFact {
     /// e.g. `A100`, empty on CPU-only instances.
     pub gpu_model: String,
     /// `On-Demand`, `Spot`, `Savings Plans`, `Reserved`.
-    pub purchase_option: String,
+    pub purchase_option: PurchaseOption,
     /// `vcpu`, `memory` or `gpu`.
     pub resource: String,
     pub reserved_usage: f64,
@@ -253,7 +315,7 @@ pub struct InstanceHour {
     pub gpu_count: i64,
     pub vcpu: i64,
     pub memory_gib: i64,
-    pub purchase_option: String,
+    pub purchase_option: PurchaseOption,
     /// The account the instance is billed to (`line_item_usage_account_id`).
     pub usage_account_id: String,
     /// Fraction of the hour the instance ran (CUR `line_item_usage_amount`).
@@ -437,7 +499,7 @@ pub struct GpuAllocation {
     pub pod: String,
     pub workload: String,
     pub gpu_model: String,
-    pub purchase_option: String,
+    pub purchase_option: PurchaseOption,
     pub gpu_hours: f64,
 }
 
@@ -452,7 +514,7 @@ pub struct PodCost {
     pub pod: String,
     pub node: String,
     pub instance_type: String,
-    pub purchase_option: String,
+    pub purchase_option: PurchaseOption,
     pub gpu_hours: f64,
     pub gpu_cost_nanos: i64,
     pub split_cost_nanos: i64,
@@ -569,7 +631,7 @@ pub struct PodRecord {
     pub instance_id: String,
     pub instance_type: String,
     pub gpu_model: String,
-    pub purchase_option: String,
+    pub purchase_option: PurchaseOption,
     /// The account of the instance the pod ran on.
     pub usage_account_id: String,
     pub labels: String,
@@ -617,6 +679,9 @@ pub struct PodDay {
     pub unused_cost_nanos: i64,
     pub net_cost_nanos: i64,
     pub public_on_demand_cost_nanos: i64,
+    /// Split usage of the vCPU rows (vCPU-hours reserved) and of the memory rows (GB-hours).
+    pub vcpu_hours: f64,
+    pub memory_gb_hours: f64,
 }
 
 /// One pod-hour that held GPUs: its GPU-hours, GPU cost and the cost of all its resources.
@@ -706,7 +771,7 @@ pub struct CostRollup {
     pub client: String,
     pub team: String,
     pub gpu_model: String,
-    pub purchase_option: String,
+    pub purchase_option: PurchaseOption,
     /// The usage account of the pods' instances.
     pub account: String,
     pub split_cost_nanos: i64,
@@ -736,6 +801,9 @@ pub struct CostRollup {
     /// was above the fleet's 95th percentile.
     pub inference_hours: i64,
     pub inference_hours_above_p95: i64,
+    /// vCPU-hours and memory GB-hours the pods reserved (split usage): invoice quantities.
+    pub vcpu_hours: f64,
+    pub memory_gb_hours: f64,
 }
 
 /// Instance capacity for one day.
@@ -747,7 +815,7 @@ pub struct CapacityRollup {
     pub account: String,
     pub instance_type: String,
     pub gpu_model: String,
-    pub purchase_option: String,
+    pub purchase_option: PurchaseOption,
     pub instance_hours: f64,
     pub gpu_hours_provisioned: f64,
     pub amortized_cost_micros: i64,
@@ -915,7 +983,7 @@ pub struct Opportunity {
     pub workload: String,
     pub family: String,
     pub gpu_model: String,
-    pub purchase_option: String,
+    pub purchase_option: PurchaseOption,
     pub monthly_nanos: i64,
     pub evidence: String,
 }

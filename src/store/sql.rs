@@ -92,9 +92,10 @@ pub(crate) const SELECT_PENDING_PERIODS: &str = "SELECT c.period AS period FROM 
 /// What the CUR reader stores of a period changed at version 2 (bill lines, unallocated EC2,
 /// other cost without discounts, credits, refunds and tax) and at version 3 (the bill per day,
 /// service and account, for the Cost Explorer cross-check), and at version 4 (the usage
-/// account of instance-hours and pods, account names): a period stored by an older
+/// account of instance-hours and pods, account names), and at version 5 (the vCPU-hours and
+/// memory GB-hours of pod-days): a period stored by an older
 /// version is read again even when its data version has not changed.
-pub(crate) const READER_VERSION: i64 = 4;
+pub(crate) const READER_VERSION: i64 = 5;
 
 pub(crate) const SELECT_COST_DATA_VERSION: &str =
     "SELECT data_version FROM cost_periods WHERE period = $1 AND reader_version >= $2";
@@ -469,7 +470,7 @@ pub(crate) fn normalize(facts: &[CostFact]) -> FactBatch {
             &fact.instance_id,
             &fact.instance_type,
             &fact.gpu_model,
-            &fact.purchase_option,
+            fact.purchase_option.as_str(),
             &fact.labels,
         ];
         let next = ids.len() as i64;
@@ -486,7 +487,7 @@ pub(crate) fn normalize(facts: &[CostFact]) -> FactBatch {
                 instance_id: fact.instance_id.clone(),
                 instance_type: fact.instance_type.clone(),
                 gpu_model: fact.gpu_model.clone(),
-                purchase_option: fact.purchase_option.clone(),
+                purchase_option: fact.purchase_option,
                 // Whole facts (tests, the store story) carry no account.
                 usage_account_id: String::new(),
                 labels: fact.labels.clone(),
@@ -547,7 +548,7 @@ mod normalize_tests {
             instance_id: "i-1".into(),
             instance_type: "p5.48xlarge".into(),
             gpu_model: "H100".into(),
-            purchase_option: "Spot".into(),
+            purchase_option: crate::store::PurchaseOption::Spot,
             resource: resource.into(),
             labels: "{}".into(),
             ..CostFact::default()
@@ -601,7 +602,7 @@ mod tests {
             gpu_count: 0,
             vcpu: 0,
             memory_gib: 0,
-            purchase_option: String::new(),
+            purchase_option: crate::store::PurchaseOption::Unknown,
             usage_account_id: String::new(),
             usage_hours: 0.0,
             unblended_cost_micros: 0,
@@ -622,9 +623,9 @@ mod tests {
             ("other_costs", columns_and_binds(&OtherCost::default()), 10),
             ("gpu_usage", columns_and_binds(&GpuUsage::default()), 14),
             ("inference_usage", columns_and_binds(&InferenceUsage::default()), 9),
-            ("cost_pod_days", columns_and_binds(&PodDay::default()), 13),
+            ("cost_pod_days", columns_and_binds(&PodDay::default()), 15),
             ("cost_gpu_pod_hours", columns_and_binds(&GpuPodHour::default()), 6),
-            ("rollup_costs", columns_and_binds(&CostRollup::default()), 32),
+            ("rollup_costs", columns_and_binds(&CostRollup::default()), 34),
             ("rollup_capacity", columns_and_binds(&CapacityRollup::default()), 11),
             ("rollup_accounts", columns_and_binds(&AccountRollup::default()), 9),
             ("rollup_heatmap", columns_and_binds(&HeatmapCell::default()), 5),

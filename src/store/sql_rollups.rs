@@ -10,6 +10,7 @@ use super::table::{Table, TableSql, from_row, table};
 table!(PodDay in "cost_pod_days" keyed by period {
     pod_id, day, gpu_hours, gpu_cost_nanos, cpu_cost_nanos, memory_cost_nanos, split_cost_nanos,
     unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos, gpu_split_nanos, cpu_split_nanos,
+    vcpu_hours, memory_gb_hours,
 } order by "pod_id, day");
 
 table!(GpuPodHour in "cost_gpu_pod_hours" keyed by period {
@@ -22,7 +23,8 @@ table!(CostRollup in "rollup_costs" {
     public_on_demand_cost_nanos, gpu_cost_nanos, idle_gpu_cost_nanos, gpu_hours_allocated,
     gpu_hours_used, gpu_hours_idle, gpu_hours_unmeasured, spot_gpu_hours, peak_fb_used_mib,
     requests, prompt_tokens, generation_tokens, inference_hours, inference_hours_above_p95,
-    gpu_split_nanos, cpu_split_nanos, idle_cost_nanos, serving_cost_nanos, account,
+    gpu_split_nanos, cpu_split_nanos, idle_cost_nanos, serving_cost_nanos, account, vcpu_hours,
+    memory_gb_hours,
 } order by "day, cluster, namespace, workload, workload_class, client, team, gpu_model, purchase_option, account");
 
 table!(CapacityRollup in "rollup_capacity" {
@@ -95,7 +97,7 @@ pub(crate) const COUNT_POD_DAYS: &str = "SELECT COUNT(*) AS n FROM cost_pod_days
 pub(crate) const BACKFILL_AGGREGATES: [&str; 2] = [
     "INSERT INTO cost_pod_days (period, pod_id, day, gpu_hours, gpu_cost_nanos, cpu_cost_nanos, \
      memory_cost_nanos, split_cost_nanos, unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos, \
-     gpu_split_nanos, cpu_split_nanos) \
+     gpu_split_nanos, cpu_split_nanos, vcpu_hours, memory_gb_hours) \
      SELECT period, pod_id, hour - (hour % 86400), \
      SUM(CASE WHEN resource = 'gpu' THEN split_usage ELSE 0 END), \
      SUM(CASE WHEN resource = 'gpu' THEN split_cost_nanos + unused_cost_nanos ELSE 0 END), \
@@ -104,7 +106,9 @@ pub(crate) const BACKFILL_AGGREGATES: [&str; 2] = [
      SUM(split_cost_nanos), SUM(unused_cost_nanos), SUM(net_split_cost_nanos + net_unused_cost_nanos), \
      SUM(public_on_demand_split_cost_nanos + public_on_demand_unused_cost_nanos), \
      SUM(CASE WHEN resource = 'gpu' THEN split_cost_nanos ELSE 0 END), \
-     SUM(CASE WHEN resource = 'vcpu' THEN split_cost_nanos ELSE 0 END) \
+     SUM(CASE WHEN resource = 'vcpu' THEN split_cost_nanos ELSE 0 END), \
+     SUM(CASE WHEN resource = 'vcpu' THEN split_usage ELSE 0 END), \
+     SUM(CASE WHEN resource = 'memory' THEN split_usage ELSE 0 END) \
      FROM cost_facts WHERE period = $1 GROUP BY period, pod_id, hour - (hour % 86400)",
     "INSERT INTO cost_gpu_pod_hours (period, pod_id, hour, gpu_hours, gpu_cost_nanos, pod_cost_nanos) \
      SELECT period, pod_id, hour, \

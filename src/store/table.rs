@@ -11,7 +11,7 @@
 
 use std::sync::LazyLock;
 
-use super::model::{LineCategory, RunStatus};
+use super::model::{LineCategory, PurchaseOption, RunStatus};
 use super::sql::{BulkInsert, PushRow, ReadRow};
 
 /// A value read from a named column of either backend's row.
@@ -108,7 +108,7 @@ macro_rules! stored_by_name {
         }
     )+};
 }
-stored_by_name!(LineCategory, RunStatus);
+stored_by_name!(LineCategory, PurchaseOption, RunStatus);
 
 /// A row type read from a query by column name.
 pub(crate) trait FromRow: Sized {

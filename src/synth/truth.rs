@@ -23,6 +23,9 @@ pub struct Sums {
     pub gpu_hours_used: f64,
     pub gpu_hours_idle: f64,
     pub spot_gpu_hours: f64,
+    /// Split usage of the vCPU and memory rows: vCPU-hours and GB-hours reserved.
+    pub vcpu_hours: f64,
+    pub memory_gb_hours: f64,
     /// Split + unused cost of accelerator rows, and of those in idle GPU-hours.
     pub gpu_cost: f64,
     pub idle_gpu_cost: f64,
@@ -281,6 +284,11 @@ impl Truth {
                 sums.net_total_cost += total * net_factor;
                 sums.public_on_demand_total_cost += row.public_split + row.public_unused;
                 sums.gpu_hours_allocated += allocated;
+                match row.resource {
+                    Resource::Vcpu => sums.vcpu_hours += row.split.split_usage,
+                    Resource::Memory => sums.memory_gb_hours += row.split.split_usage,
+                    Resource::Accelerator => {}
+                }
                 sums.gpu_hours_used += used;
                 sums.gpu_hours_idle += idle;
                 sums.spot_gpu_hours += spot;

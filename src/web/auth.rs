@@ -62,9 +62,10 @@ pub struct AuthConfig {
     pub absolute_timeout: i64,
     /// The one-time token of `/setup`, while no user exists.
     pub setup_token: std::sync::Mutex<Option<String>>,
-    /// Random per process: the CSRF tokens of users signed in through a proxy (they have no
-    /// session here) are derived from it and their name.
-    proxy_csrf_secret: String,
+    /// The key of the CSRF tokens of users signed in through a proxy (they have no session
+    /// here; a token is derived from it and their name): the database's `proxy_csrf` secret,
+    /// read once, so every replica of one database accepts the forms another rendered.
+    proxy_csrf_secret: tokio::sync::OnceCell<String>,
 }
 
 impl std::fmt::Debug for AuthConfig {
@@ -94,7 +95,7 @@ impl AuthConfig {
             idle_timeout: 2 * 3600,
             absolute_timeout: 12 * 3600,
             setup_token: std::sync::Mutex::new(None),
-            proxy_csrf_secret: auth::random_token(),
+            proxy_csrf_secret: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -217,6 +218,21 @@ pub async fn authenticate(State(state): State<AppState>, mut request: Request, n
     response
 }
 
+/// The database's key for proxy users' CSRF tokens. A database without one (its row deleted
+/// by hand) gets a key of this process alone: forms then work on one replica only, as said.
+async fn proxy_csrf_secret(state: &AppState) -> Result<String, WebError> {
+    match state.store.web_secret("proxy_csrf").await? {
+        Some(secret) if !secret.is_empty() => Ok(secret),
+        _ => {
+            tracing::warn!(
+                "the database has no proxy_csrf secret (table web_secrets): proxy users' forms \
+                 are accepted only by the replica that rendered them"
+            );
+            Ok(auth::random_token())
+        }
+    }
+}
+
 /// The viewer of a request, or `None` when nobody is signed in.
 async fn find_viewer(
     state: &AppState,
@@ -230,11 +246,11 @@ async fn find_viewer(
             let named = headers.get(header).and_then(|v| v.to_str().ok()).map(str::trim);
             let (true, Some(name)) = (from_proxy, named.filter(|n| !n.is_empty())) else { return Ok(None) };
             let user = state.store.user(name).await?.filter(|u| !u.disabled);
-            Ok(user.map(|u| {
-                let mut viewer = Viewer::of(&u, None);
-                viewer.csrf = auth::token_hash(&format!("{}:{}", state.auth.proxy_csrf_secret, u.name));
-                viewer
-            }))
+            let Some(user) = user else { return Ok(None) };
+            let secret = state.auth.proxy_csrf_secret.get_or_try_init(|| proxy_csrf_secret(state)).await?;
+            let mut viewer = Viewer::of(&user, None);
+            viewer.csrf = auth::token_hash(&format!("{secret}:{}", user.name));
+            Ok(Some(viewer))
         }
         AuthMode::Local => {
             let Some(token) = cookie(headers, SESSION_COOKIE) else { return Ok(None) };

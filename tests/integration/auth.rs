@@ -500,3 +500,92 @@ async fn logout_ends_the_session_and_the_audit_log_has_every_step() {
     assert_eq!(actions, ["login", "user_changed", "logout"]);
     assert!(log[1].detail.contains("carol (client)"), "{:?}", log[1]);
 }
+
+/// A dashboard signing users in through a proxy trusted at 127.0.0.1.
+fn behind_proxy(store: Box<dyn Store>) -> AppState {
+    let mut auth = AuthConfig::local();
+    let header = header::HeaderName::from_static("x-forwarded-email");
+    auth.mode = gpuledger::web::AuthMode::Proxy { header, trusted: vec!["127.0.0.1".parse().unwrap()] };
+    AppState::new(store, auth)
+}
+
+/// A request from the proxy at 127.0.0.1 on behalf of `user`.
+async fn through_proxy(state: &AppState, method: Method, uri: &str, user: &str, form: Option<&str>) -> Reply {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::HOST, "localhost")
+        .header("x-forwarded-email", user);
+    if form.is_some() {
+        request = request.header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    }
+    let mut request =
+        request.body(form.map(|f| Body::from(f.to_string())).unwrap_or_else(Body::empty)).unwrap();
+    let peer: std::net::SocketAddr = "127.0.0.1:50000".parse().unwrap();
+    request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+    let response = router(state.clone()).oneshot(request).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    Reply { status, headers, body: String::from_utf8_lossy(&bytes).into_owned() }
+}
+
+/// Two replicas of one database behind one proxy: a form rendered by one is accepted by the
+/// other (the CSRF key of proxy users is the database's, made with the schema), while a
+/// dashboard on another database, or a forged token, is refused.
+async fn proxy_forms_cross_replicas(url: &str, other_url: &str) {
+    let (one, two) = (behind_proxy(helpers::connect(url).await), behind_proxy(helpers::connect(url).await));
+    let elsewhere = behind_proxy(helpers::connect(other_url).await);
+    for state in [&one, &elsewhere] {
+        add_user(state.store.as_ref(), "pat", Role::Admin, &[]).await;
+    }
+    let (ours, theirs) = (
+        one.store.web_secret("proxy_csrf").await.unwrap(),
+        elsewhere.store.web_secret("proxy_csrf").await.unwrap(),
+    );
+    // 32 random bytes in hex on SQLite, two UUIDs' hex digits on Postgres.
+    assert!(
+        ours.as_ref().is_some_and(|s| s.len() >= 60 && s.chars().all(|c| c.is_ascii_hexdigit())),
+        "{ours:?}"
+    );
+    assert_ne!(ours, theirs, "each database makes its own secret");
+
+    let admin = through_proxy(&one, Method::GET, "/admin", "pat", None).await;
+    assert_eq!(admin.status, StatusCode::OK, "{}", admin.body);
+    let csrf = field(&admin.body, "csrf");
+    let add = |name: &str, token: &str| {
+        format!(
+            "csrf={token}&action=add&username={name}&role=viewer&clients=&password={}",
+            escape(&secret(name))
+        )
+    };
+    let added = through_proxy(&two, Method::POST, "/admin/users", "pat", Some(&add("vera", &csrf))).await;
+    assert_eq!(added.status, StatusCode::SEE_OTHER, "the other replica refused the form: {}", added.body);
+    assert!(two.store.user("vera").await.unwrap().is_some());
+
+    let forged = "0".repeat(csrf.len());
+    let refused =
+        through_proxy(&two, Method::POST, "/admin/users", "pat", Some(&add("mallory", &forged))).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    let refused =
+        through_proxy(&elsewhere, Method::POST, "/admin/users", "pat", Some(&add("mallory", &csrf))).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "a token of another database's dashboard");
+    assert!(two.store.user("mallory").await.unwrap().is_none());
+    assert!(elsewhere.store.user("mallory").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn proxy_users_forms_rendered_by_one_replica_are_accepted_by_another_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = |name: &str| format!("sqlite:{}", dir.path().join(name).display());
+    proxy_forms_cross_replicas(&url("shared.db"), &url("other.db")).await;
+}
+
+#[tokio::test]
+async fn proxy_users_forms_rendered_by_one_replica_are_accepted_by_another_on_postgres() {
+    let (Some(shared), Some(other)) = (helpers::fresh_postgres().await, helpers::fresh_postgres().await)
+    else {
+        return;
+    };
+    proxy_forms_cross_replicas(&shared.url, &other.url).await;
+}

@@ -90,6 +90,17 @@ async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, period: &
         hours(r.gpu_hours_allocated, t["gpu_hours_allocated"].as_f64().unwrap(), &what("allocated"));
         hours(r.gpu_hours_idle, t["gpu_hours_idle"].as_f64().unwrap(), &what("idle"));
         hours(r.spot_gpu_hours, t["spot_gpu_hours"].as_f64().unwrap(), &what("spot"));
+        // What the pods reserved beside the GPUs (the invoices' vCPU-hour and GB-hour
+        // quantities): the split usage of their vCPU and memory rows.
+        let of_namespace = || rollups.costs.iter().filter(|c| &c.namespace == namespace);
+        hours(
+            of_namespace().map(|c| c.vcpu_hours).sum(),
+            t["vcpu_hours"].as_f64().unwrap(),
+            &what("vCPU-hours"),
+        );
+        let memory: f64 = of_namespace().map(|c| c.memory_gb_hours).sum();
+        hours(memory, t["memory_gb_hours"].as_f64().unwrap(), &what("memory GB-hours"));
+        assert!(t["vcpu_hours"].as_f64().unwrap() > 0.0, "{}", what("every namespace reserves vCPUs"));
         assert_eq!(r.gpu_hours_unmeasured, 0.0, "{}", what("every GPU pod-hour has metrics"));
         ratio(r.gpu_hours_used, t["gpu_hours_used"].as_f64().unwrap(), &what("used"));
         if r.gpu_hours_allocated > 0.0 {

@@ -101,7 +101,7 @@ fn invoice_story(database: &str, work: &Path) {
         .unwrap()
         .iter()
         .filter(|l| {
-            ["gpu_training", "gpu_inference", "gpu_other", "cpu_memory"]
+            ["gpu_training", "gpu_inference", "gpu_other", "cpu", "memory"]
                 .contains(&l["category"].as_str().unwrap())
         })
         .map(|l| cents(&l["amount"]))

@@ -578,7 +578,7 @@ async fn opportunities_are_a_waterfall_per_workload_family() {
             c.namespace.clone(),
             family(&c.workload).to_string(),
             c.gpu_model.clone(),
-            c.purchase_option.clone(),
+            c.purchase_option.to_string(),
         );
         *spent.entry(key).or_default() += (c.split_cost_nanos + c.unused_cost_nanos) as f64 / 1e9;
     }
@@ -767,6 +767,11 @@ async fn drill_downs_have_breadcrumbs_that_keep_the_range_cluster_and_account() 
         format!(
             r#"<ol><li><a href="/costs?{escaped}">Costs by namespace</a></li><li><a href="/costs?{escaped}&#38;group=workload&#38;namespace=acme-llm">acme-llm</a></li><li><span aria-current="page">chat-vllm</span></li></ol>"#
         )
+    );
+    // The workload's total row still links back to its namespace's workloads.
+    assert!(
+        pods.contains(&format!(r#"<th scope="row"><a href="/costs?{escaped}&#38;group=workload&#38;namespace=acme-llm">Workload total</a></th>"#)),
+        "{pods}"
     );
     let workloads = app.page(&format!("/costs?{filters}&group=workload&namespace=acme-llm")).await;
     assert!(crumbs(&workloads).ends_with(r#"<li><span aria-current="page">acme-llm</span></li></ol>"#));

@@ -216,4 +216,14 @@ where
         .context("counting audit entries")?;
         row.int("n").context("counting audit entries")
     }
+
+    async fn web_secret(&self, name: &str) -> StoreResult<Option<String>> {
+        const CONTEXT: &str = "reading a dashboard secret";
+        let row = sqlx::query("SELECT value FROM web_secrets WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await
+            .context(CONTEXT)?;
+        row.map(|row| row.text("value")).transpose().context(CONTEXT)
+    }
 }

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::{AppState, WebError};
 use super::{Card, Content, Filters, answer, money, percent, resolve, url_escape, usd};
 use crate::report::rollup::{self, Report};
-use crate::report::table::{Cell, Table};
+use crate::report::table::{Cell, Nanos, Table};
 use crate::store::ClientRollup;
 use crate::web::charts;
 
@@ -206,7 +206,7 @@ pub async fn page(
                     money(cost),
                     Cell::Ratio(margin),
                     Cell::Text(standing.map(|s| s.invoice.number.clone()).unwrap_or_default()),
-                    Cell::Usd(standing.map(|s| s.total().0 as f64 / 100.0)),
+                    Cell::Usd(standing.map(|s| Nanos::from_cents(s.total()))),
                 ]
             })
             .collect(),

@@ -137,7 +137,7 @@ async fn chargeback_chart(
     let table = &report.table;
     let column = |name: &str| table.column(name).unwrap_or(usize::MAX);
     let (direct, shared, markup) = (column("direct_cost"), column("shared_cost"), column("markup"));
-    let value = |row: &[Cell], i: usize| if let Some(Cell::Usd(Some(v))) = row.get(i) { *v } else { 0.0 };
+    let value = |row: &[Cell], i: usize| amount_of(row.get(i)).unwrap_or(0.0);
     let month = match range.parts.as_slice() {
         [(rollups, true)] => rollups.period.period.parse::<Period>().ok(),
         _ => None,

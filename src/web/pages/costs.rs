@@ -11,7 +11,7 @@ use serde_json::Map;
 
 use super::*;
 use crate::report::rollup::{Report, RollupRange};
-use crate::report::table::{Cell, Table};
+use crate::report::table::{Cell, Nanos, Table};
 
 /// Costs (finance): grouped by namespace, workload, team, client or cluster, reconciled to
 /// the bill; a namespace drills down to its workloads and a workload to its pods.
@@ -58,7 +58,7 @@ pub async fn costs(
 /// The ten largest rows of a grouped cost table as bars split into split (used) and unused
 /// cost, the rest summed into one bar; each bar links where its row does.
 fn top_chart((caption, table, links): &CostTable) -> String {
-    let value = |cell: Option<&Cell>| if let Some(Cell::Usd(Some(v))) = cell { *v } else { 0.0 };
+    let value = |cell: Option<&Cell>| amount_of(cell).unwrap_or(0.0);
     let bars: Vec<charts::StackedBar> = table
         .rows
         .iter()
@@ -137,13 +137,7 @@ fn check_drill_down(filters: &Filters, range: &RollupRange, scoped: bool) -> Res
 /// range, cluster and account), the namespace, the workload. Empty at the top level.
 fn crumbs(filters: &Filters, range: &RollupRange) -> Vec<(String, Option<String>)> {
     let Some(namespace) = given(&filters.namespace) else { return Vec::new() };
-    let mut top = format!("/costs?{}", range_query(range));
-    for (key, value) in [("cluster", &filters.cluster), ("account", &filters.account)] {
-        if let Some(value) = given(value) {
-            top.push_str(&format!("&{key}={}", url_escape(value)));
-        }
-    }
-    let mut crumbs = vec![("Costs by namespace".to_string(), Some(top))];
+    let mut crumbs = vec![("Costs by namespace".to_string(), Some(costs_base(filters, range)))];
     match given(&filters.workload).filter(|_| given(&filters.group) == Some("pod")) {
         Some(workload) => crumbs.extend([
             (namespace.to_string(), Some(costs_link(filters, range, "workload", namespace, None))),
@@ -152,6 +146,17 @@ fn crumbs(filters: &Filters, range: &RollupRange) -> Vec<(String, Option<String>
         None => crumbs.push((namespace.to_string(), None)),
     }
     crumbs
+}
+
+/// The Costs page's URL for the same range, cluster and account.
+fn costs_base(filters: &Filters, range: &RollupRange) -> String {
+    let mut link = format!("/costs?{}", range_query(range));
+    for (key, value) in [("cluster", &filters.cluster), ("account", &filters.account)] {
+        if let Some(value) = given(value) {
+            link.push_str(&format!("&{key}={}", url_escape(value)));
+        }
+    }
+    link
 }
 
 /// The Costs page's own URL for a drill-down: the same range, cluster and account, another
@@ -163,12 +168,7 @@ fn costs_link(
     namespace: &str,
     workload: Option<&str>,
 ) -> String {
-    let mut link = format!("/costs?{}", range_query(range));
-    for (key, value) in [("cluster", &filters.cluster), ("account", &filters.account)] {
-        if let Some(value) = given(value) {
-            link.push_str(&format!("&{key}={}", url_escape(value)));
-        }
-    }
+    let mut link = costs_base(filters, range);
     link.push_str(&format!("&group={group}&namespace={}", url_escape(namespace)));
     if let Some(workload) = workload {
         link.push_str(&format!("&workload={}", url_escape(workload)));
@@ -248,7 +248,7 @@ fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>
             ("Bill (amortized)", bill),
         ] {
             let mut row = vec![Cell::Text(label.into()), Cell::Usd(None), Cell::Usd(None)];
-            row.push(Cell::Usd(Some(micros as f64 / 1e6)));
+            row.push(Cell::Usd(Some(Nanos::from_micros(micros))));
             row.extend((0..4).map(|_| Cell::Usd(None)));
             totals.push(row);
             links.push(None);
@@ -304,8 +304,8 @@ async fn pod_costs(
             if other_account || cluster.as_ref().is_some_and(|c| c != &pod.cluster) {
                 continue;
             }
-            let key = [&pod.pod, &pod.cluster, &pod.node, &pod.instance_type, &pod.purchase_option]
-                .map(String::clone);
+            let option = pod.purchase_option.to_string();
+            let key = [&pod.pod, &pod.cluster, &pod.node, &pod.instance_type, &option].map(String::clone);
             add_pod(pods.entry(key).or_default(), &pod);
         }
     }

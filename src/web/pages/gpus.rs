@@ -73,7 +73,7 @@ pub async fn gpus(
         let mut worst = rollup::workloads(range);
         // Sort by idle GPU cost, keep the ten worst with any idle cost.
         let idle = worst.table.column("idle_gpu_cost").unwrap_or(usize::MAX);
-        let idle_cost = |r: &Vec<Cell>| if let Some(Cell::Usd(Some(v))) = r.get(idle) { *v } else { 0.0 };
+        let idle_cost = |r: &Vec<Cell>| amount_of(r.get(idle)).unwrap_or(0.0);
         worst.table.rows.retain(|r| idle_cost(r) > 0.0);
         worst.table.rows.sort_by(|a, b| idle_cost(b).total_cmp(&idle_cost(a)));
         worst.table.rows.truncate(10);

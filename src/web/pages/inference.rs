@@ -6,7 +6,6 @@ use axum::response::Response;
 
 use super::*;
 use crate::report::rollup;
-use crate::report::table::Cell;
 
 /// Inference: cost per inference and per 1M tokens per workload, hours above the fleet P95.
 pub async fn inference(
@@ -32,9 +31,7 @@ pub async fn inference(
         let bars = |column: usize, scale: f64| -> Vec<charts::StackedBar> {
             let rows = report.table.rows.iter().filter_map(|row| {
                 // Cost per inference is a rate (six decimals), per 1M tokens dollars.
-                let (Some(Cell::Usd(Some(value))) | Some(Cell::Rate(Some(value)))) = row.get(column) else {
-                    return None;
-                };
+                let value = amount_of(row.get(column))?;
                 let label = format!("{}/{}", text_of(&row[0]), text_of(&row[1]));
                 Some(charts::StackedBar { label, parts: vec![value * scale], mark: None, href: None })
             });

@@ -16,7 +16,7 @@ use super::{AppState, Viewer, WebError};
 use crate::period::{Period, Range};
 use crate::report::OutputFormat;
 use crate::report::rollup::{Report, RollupRange};
-use crate::report::table::{Cell, Table};
+use crate::report::table::{Cell, Nanos, Table};
 use crate::store::Rollups;
 
 mod alerts;
@@ -737,7 +737,9 @@ fn table_view(
     let query = query.as_str();
     let (shown, pager) = pager(table.rows.len(), page, path, query);
     let rows = table.display_rows(shown.clone());
-    let links = links.iter().skip(shown.start).take(shown.len()).cloned();
+    // The shown rows' links, then the totals' (a workload's total links back to its namespace).
+    let totals = links.iter().skip(table.rows.len());
+    let links = links.iter().skip(shown.start).take(shown.len()).chain(totals).cloned();
     let unsorted = Filters { sort: None, dir: None, ..filters.clone() }.query();
     let current = given(&filters.sort);
     let descending = given(&filters.dir) != Some("asc");
@@ -789,7 +791,16 @@ pub(super) fn range_query(range: &RollupRange) -> String {
 }
 
 pub(super) fn money(nanos: i64) -> Cell {
-    Cell::Usd(Some(nanos as f64 / 1e9))
+    Cell::Usd(Some(Nanos(nanos)))
+}
+
+/// The dollars of a money or rate cell (none for an empty, missing or non-money cell).
+fn amount_of(cell: Option<&Cell>) -> Option<f64> {
+    match cell {
+        Some(Cell::Usd(value)) => value.map(Nanos::usd_f64),
+        Some(Cell::Rate(value)) => *value,
+        _ => None,
+    }
 }
 
 fn text_of(cell: &Cell) -> String {

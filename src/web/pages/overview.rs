@@ -8,7 +8,7 @@ use serde_json::Map;
 
 use super::*;
 use crate::report::rollup::{self, Report};
-use crate::report::table::{Cell, Table};
+use crate::report::table::{Cell, Nanos, Table};
 
 fn status(value: Option<f64>, good: impl Fn(f64) -> bool, bad: impl Fn(f64) -> bool) -> String {
     match value {
@@ -271,7 +271,7 @@ pub async fn overview(
             rows: history
                 .iter()
                 .map(|(m, micros)| {
-                    let mut row = vec![Cell::Text(m.clone()), Cell::Usd(Some(*micros as f64 / 1e6))];
+                    let mut row = vec![Cell::Text(m.clone()), Cell::Usd(Some(Nanos::from_micros(*micros)))];
                     row.extend([Cell::Usd(None), Cell::Usd(None), Cell::Ratio(None), Cell::Ratio(None)]);
                     row.extend([Cell::Usd(None), Cell::Usd(None), Cell::Usd(None), Cell::Ratio(None)]);
                     row.extend([Cell::Usd(None), Cell::Text("cost explorer".into())]);
@@ -280,16 +280,16 @@ pub async fn overview(
                 .chain(months.iter().zip(&heads).map(|(m, h)| {
                     vec![
                         Cell::Text(m.clone()),
-                        Cell::Usd(Some(h.bill_amortized_micros as f64 / 1e6)),
-                        Cell::Usd(Some(h.gpu_fleet_nanos as f64 / 1e9)),
-                        Cell::Usd(Some(h.gpu_cost_nanos as f64 / 1e9)),
+                        Cell::Usd(Some(Nanos::from_micros(h.bill_amortized_micros))),
+                        Cell::Usd(Some(Nanos(h.gpu_fleet_nanos))),
+                        Cell::Usd(Some(Nanos(h.gpu_cost_nanos))),
                         Cell::Ratio(h.utilization()),
                         Cell::Ratio(h.unmeasured_share()),
-                        Cell::Usd(Some(h.idle_cost_nanos as f64 / 1e9)),
-                        Cell::Usd(Some(h.idle_gpu_cost_nanos as f64 / 1e9)),
-                        Cell::Usd(Some(h.unallocated_gpu_nanos as f64 / 1e9)),
+                        Cell::Usd(Some(Nanos(h.idle_cost_nanos))),
+                        Cell::Usd(Some(Nanos(h.idle_gpu_cost_nanos))),
+                        Cell::Usd(Some(Nanos(h.unallocated_gpu_nanos))),
                         Cell::Ratio(h.spot_adoption()),
-                        Cell::Usd(Some(h.realized_savings_nanos() as f64 / 1e9)),
+                        Cell::Usd(Some(Nanos(h.realized_savings_nanos()))),
                         Cell::Text("cur".into()),
                     ]
                 }))

@@ -38,10 +38,7 @@ pub async fn savings(
             let values: Vec<Vec<f64>> = table
                 .rows
                 .iter()
-                .map(|r| {
-                    let usd = |c: &usize| if let Some(Cell::Usd(Some(v))) = r.get(*c) { *v } else { 0.0 };
-                    columns.iter().map(usd).collect()
-                })
+                .map(|r| columns.iter().map(|c| amount_of(r.get(*c)).unwrap_or(0.0)).collect())
                 .collect();
             content.charts.push(charts::stacked_columns(
                 "Realized savings by kind (the dot: the net)",
@@ -76,8 +73,8 @@ fn opportunity_waterfall(open: &rollup::Report) -> String {
     let (kind, saving) = (table.column("kind"), table.column("monthly_savings"));
     let mut by_kind: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
     for row in &table.rows {
-        if let (Some(Cell::Text(k)), Some(Cell::Usd(Some(v)))) =
-            (kind.and_then(|i| row.get(i)), saving.and_then(|i| row.get(i)))
+        if let (Some(Cell::Text(k)), Some(v)) =
+            (kind.and_then(|i| row.get(i)), amount_of(saving.and_then(|i| row.get(i))))
         {
             *by_kind.entry(k.replace('_', " ")).or_default() += v;
         }
