@@ -37,6 +37,8 @@ pub struct NonKubernetes {
     pub unallocated_pool: i64,
     /// Cluster lines no client claims.
     pub shared_pool: i64,
+    /// GB-months of storage held by the lines each client claims.
+    pub storage_gb_months: BTreeMap<String, f64>,
 }
 
 #[derive(Default)]
@@ -131,6 +133,7 @@ pub fn chargeback(
         cpu_split_nanos: e.cpu_split,
         memory_split_nanos: e.split - e.gpu_split - e.cpu_split,
         storage_nanos: e.non_kubernetes[0],
+        storage_gb_months: non_kubernetes.storage_gb_months.get(client).copied().unwrap_or(0.0),
         network_nanos: e.non_kubernetes[1],
         other_direct_nanos: e.non_kubernetes[2],
         training_nanos: e.training,

@@ -420,6 +420,7 @@ fn place_non_kubernetes(inputs: &ComputeInputs, matcher: &ClientMatcher) -> NonK
         if client == UNASSIGNED && !group.cluster.is_empty() {
             placed.shared_pool += nanos;
         } else {
+            *placed.storage_gb_months.entry(client.clone()).or_default() += group.storage_gb_months();
             *placed.direct.entry((client, group.category())).or_default() += nanos;
         }
     }

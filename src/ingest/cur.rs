@@ -160,7 +160,7 @@ pub struct PeriodBuilder {
     instances: HashMap<(u32, i64), InstanceBuilder>,
     pod_sums: HashMap<(u32, i64), f64>,
     /// Keyed by (day, interned service, line type, usage type, account, cluster, tags).
-    other: BTreeMap<(i64, [u32; 6]), (i128, i128)>,
+    other: BTreeMap<(i64, [u32; 6]), (i128, i128, f64)>,
     /// Keyed by interned (billing entity, invoice, account, service, line type) and category.
     bill: BTreeMap<([u32; 5], LineCategory), LineSums>,
     /// Unblended and amortized nanos keyed by (day, interned service or `Tax`, account).
@@ -306,9 +306,11 @@ impl PeriodBuilder {
                 self.strings.id(&allocation),
             ],
         );
+        let usage = c.amount(Col::LineItemUsageAmount, row)?;
         let entry = self.other.entry(key).or_default();
         entry.0 += unblended_nanos;
         entry.1 += amortized_nanos;
+        entry.2 += usage;
         Ok(())
     }
 
@@ -623,8 +625,10 @@ impl PeriodBuilder {
         let kubernetes = micros(self.allocated_nanos, "the pods' split cost")?;
         let text = |id: u32| self.strings.get(id).to_string();
         let mut other_costs = Vec::with_capacity(self.other.len());
-        for ((day, [service, line_type, usage_type, account, cluster, tags]), (unblended, amortized)) in
-            std::mem::take(&mut self.other)
+        for (
+            (day, [service, line_type, usage_type, account, cluster, tags]),
+            (unblended, amortized, usage),
+        ) in std::mem::take(&mut self.other)
         {
             other_costs.push(OtherCost {
                 day,
@@ -636,6 +640,7 @@ impl PeriodBuilder {
                 tags: text(tags),
                 unblended_cost_micros: micros(unblended, "other cost")?,
                 amortized_cost_micros: micros(amortized, "other cost")?,
+                usage_amount: usage,
             });
         }
         let mut bill_lines = Vec::with_capacity(self.bill.len());

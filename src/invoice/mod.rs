@@ -321,6 +321,7 @@ pub fn draft(
         .sum();
     // Memory is the rest of the pods' split cost: the direct cost is exactly their sum.
     nanos.insert("memory", charge.direct_cost_nanos - gpu_cpu_split);
+    quantity.insert("storage", charge.storage_gb_months);
     for (category, amount) in cost_nanos(charge) {
         nanos.insert(category, amount);
     }
@@ -331,6 +332,7 @@ pub fn draft(
             let unit = match *category {
                 "cpu" => "vCPU-hour",
                 "memory" => "GB-hour",
+                "storage" => "GB-month",
                 _ => "GPU-hour",
             };
             let quantity = quantity.get(category).copied().filter(|h| *h > 0.0);

@@ -95,8 +95,8 @@ pub(crate) const SQLITE: &[Migration] = &[
     },
     Migration {
         version: 16,
-        name: "reserved_hours",
-        sql: include_str!("../../migrations/sqlite/0016_reserved_hours.sql"),
+        name: "quantities",
+        sql: include_str!("../../migrations/sqlite/0016_quantities.sql"),
     },
 ];
 
@@ -167,8 +167,8 @@ pub(crate) const POSTGRES: &[Migration] = &[
     },
     Migration {
         version: 16,
-        name: "reserved_hours",
-        sql: include_str!("../../migrations/postgres/0016_reserved_hours.sql"),
+        name: "quantities",
+        sql: include_str!("../../migrations/postgres/0016_quantities.sql"),
     },
 ];
 

@@ -345,6 +345,8 @@ pub struct OtherCost {
     pub tags: String,
     pub unblended_cost_micros: i64,
     pub amortized_cost_micros: i64,
+    /// Σ `line_item_usage_amount`, in the usage type's unit (GB-months for storage).
+    pub usage_amount: f64,
 }
 
 /// The whole period's lines of one type, service and account on one invoice: what the
@@ -899,6 +901,9 @@ pub struct ClientRollup {
     /// Pods' split cost by workload class (the rest is `other`).
     pub training_nanos: i64,
     pub inference_nanos: i64,
+    /// GB-months of storage held by the lines tagged to the client (its storage line's
+    /// quantity on an invoice).
+    pub storage_gb_months: f64,
 }
 
 impl ClientRollup {
@@ -943,6 +948,7 @@ impl ClientRollup {
         for (sum, value) in pairs {
             *sum += value;
         }
+        self.storage_gb_months += other.storage_gb_months;
     }
 }
 
@@ -955,6 +961,8 @@ pub struct OtherCostGroup {
     pub service: String,
     pub usage_type: String,
     pub amortized_cost_micros: i64,
+    /// Σ usage amount, in the usage type's unit.
+    pub usage_amount: f64,
 }
 
 impl OtherCostGroup {
@@ -968,6 +976,18 @@ impl OtherCostGroup {
             "network"
         } else {
             "other"
+        }
+    }
+
+    /// The GB-months of storage the lines held: their usage amount where the usage type is
+    /// priced per GB-month (S3 and EFS `TimedStorage`, EBS volumes and snapshots), else 0
+    /// (requests, IOPS and throughput are not storage held).
+    pub fn storage_gb_months(&self) -> f64 {
+        let by_size = ["TimedStorage", "VolumeUsage", "SnapshotUsage"];
+        if self.category() == "storage" && by_size.iter().any(|u| self.usage_type.contains(u)) {
+            self.usage_amount
+        } else {
+            0.0
         }
     }
 }

@@ -357,7 +357,7 @@ table!(InstanceHour in "instance_hours" keyed by period {
 
 table!(OtherCost in "other_costs" keyed by period {
     day, service, line_item_type, usage_type, usage_account_id, cluster, tags,
-    unblended_cost_micros, amortized_cost_micros,
+    unblended_cost_micros, amortized_cost_micros, usage_amount,
 } order by "day, service, line_item_type, usage_type, usage_account_id, cluster, tags");
 
 table!(GpuUsage in "gpu_usage" {
@@ -620,7 +620,7 @@ mod tests {
             ("alerts", columns_and_binds(&Alert::default()), 11),
             ("alert_events", columns_and_binds(&AlertEvent::default()), 10),
             ("alert_webhooks", columns_and_binds(&Webhook::default()), 5),
-            ("other_costs", columns_and_binds(&OtherCost::default()), 10),
+            ("other_costs", columns_and_binds(&OtherCost::default()), 11),
             ("gpu_usage", columns_and_binds(&GpuUsage::default()), 14),
             ("inference_usage", columns_and_binds(&InferenceUsage::default()), 9),
             ("cost_pod_days", columns_and_binds(&PodDay::default()), 15),
@@ -630,7 +630,7 @@ mod tests {
             ("rollup_accounts", columns_and_binds(&AccountRollup::default()), 9),
             ("rollup_heatmap", columns_and_binds(&HeatmapCell::default()), 5),
             ("rollup_periods", columns_and_binds(&PeriodRollup::default()), 16),
-            ("rollup_clients", columns_and_binds(&ClientRollup::default()), 21),
+            ("rollup_clients", columns_and_binds(&ClientRollup::default()), 22),
             ("rollup_opportunities", columns_and_binds(&Opportunity::default()), 9),
         ];
         for (table, (named, bound), columns) in checks {

@@ -506,7 +506,11 @@ pub fn write_month(
             truth.add_account_line(account, cost, false, 0.0);
             let tag = |key: &str| line.tags.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
             match (tag("user_client"), tag("aws_eks_cluster_name")) {
-                (Some(client), _) => truth.add_client_line(client, line.category, cost),
+                (Some(client), _) => {
+                    // Storage held is priced per GB-month: its usage amount is the quantity.
+                    let gb_months = if unit == "GB-Mo" { amount } else { 0.0 };
+                    truth.add_client_line(client, line.category, cost, gb_months)
+                }
                 (None, Some(cluster)) => truth.add_cluster_line(cluster, cost),
                 (None, None) => {}
             }

@@ -164,6 +164,7 @@ pub struct Adjustments {
 /// One client's tagged non-Kubernetes cost by category, USD.
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct NonKubernetes {
+    pub storage_gb_months: f64,
     pub storage: f64,
     pub network: f64,
     pub other: f64,
@@ -344,9 +345,11 @@ impl Truth {
         }
     }
 
-    /// Adds a non-Kubernetes line carrying a `user_client` tag.
-    pub fn add_client_line(&mut self, client: &str, category: &str, cost: f64) {
+    /// Adds a non-Kubernetes line carrying a `user_client` tag, with the GB-months of storage
+    /// it held (0 for anything else).
+    pub fn add_client_line(&mut self, client: &str, category: &str, cost: f64, gb_months: f64) {
         let entry = self.non_kubernetes_by_client.entry(client.to_string()).or_default();
+        entry.storage_gb_months += gb_months;
         match category {
             "storage" => entry.storage += cost,
             "network" => entry.network += cost,

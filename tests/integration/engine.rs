@@ -217,6 +217,14 @@ async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, period: &
         if c.client != "(unassigned)" {
             let tagged = &truth["non_kubernetes_by_client"][&c.client];
             close(usd(c.storage_nanos), tagged["storage"].as_f64().unwrap(), &what("storage"));
+            // Its bucket and volume held this many GB-months (the invoice's storage quantity).
+            let held = tagged["storage_gb_months"].as_f64().unwrap();
+            assert!(
+                held > 0.0 && (c.storage_gb_months - held).abs() < 1e-6,
+                "{}: {} vs {held}",
+                what("GB-months"),
+                c.storage_gb_months
+            );
         }
     }
     // Clients + unassigned = the whole amortized bill (to the half micro-dollar that rounds

@@ -100,6 +100,8 @@ fn other_cost(service: &str, usage_type: &str, cost_micros: i64) -> OtherCost {
         tags: r#"{"user_client":"acme"}"#.to_string(),
         unblended_cost_micros: cost_micros,
         amortized_cost_micros: cost_micros,
+        // 0.023 USD per GB-month: the usage amount round-trips with the cost.
+        usage_amount: cost_micros as f64 / 23_000.0,
     }
 }
 

@@ -1,7 +1,11 @@
--- What a pod reserved beside its GPUs, for invoice quantities (vCPU-hours and GB-hours):
+-- Quantities for invoices. What a pod reserved beside its GPUs (vCPU-hours and GB-hours):
 -- the split usage of its vCPU and memory rows, per pod-day and per cost rollup row. Periods
 -- stored before this are read again by the next `ingest cur` (reader version 5).
 ALTER TABLE cost_pod_days ADD COLUMN vcpu_hours DOUBLE PRECISION NOT NULL DEFAULT 0;
 ALTER TABLE cost_pod_days ADD COLUMN memory_gb_hours DOUBLE PRECISION NOT NULL DEFAULT 0;
 ALTER TABLE rollup_costs ADD COLUMN vcpu_hours DOUBLE PRECISION NOT NULL DEFAULT 0;
 ALTER TABLE rollup_costs ADD COLUMN memory_gb_hours DOUBLE PRECISION NOT NULL DEFAULT 0;
+-- The usage amount of other (non-Kubernetes) lines, in their usage type's unit, and the
+-- storage a client's tagged lines held (GB-months of S3, EBS, EFS and snapshot storage).
+ALTER TABLE other_costs ADD COLUMN usage_amount DOUBLE PRECISION NOT NULL DEFAULT 0;
+ALTER TABLE rollup_clients ADD COLUMN storage_gb_months DOUBLE PRECISION NOT NULL DEFAULT 0;
