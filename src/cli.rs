@@ -438,7 +438,7 @@ pub struct EngineSetArgs {
 pub enum ClientsCommand {
     /// Clients with their settings, and the mapping rules.
     List,
-    /// Create or change a client's terms: markup, exempt from the shared pools.
+    /// Create or change a client's terms: markup, exempt from the shared pools, charge basis.
     Set(ClientSetArgs),
     /// Add a mapping rule: pods matching it belong to CLIENT.
     Map(ClientMapArgs),
@@ -504,6 +504,11 @@ pub struct ClientSetArgs {
     /// Takes its shares again.
     #[arg(long)]
     pub no_exempt: bool,
+    /// What its charge is based on: `amortized` (the default) or `net` of AWS's discounts
+    /// (EDP, private pricing), its share in proportion to its direct + shared cost; unchanged
+    /// when not given. Credits, refunds and tax are never passed on.
+    #[arg(long, value_enum)]
+    pub basis: Option<crate::settings::ChargeBasis>,
     #[command(flatten)]
     pub from: FromArgs,
 }

@@ -111,6 +111,39 @@ impl PoolRules {
     }
 }
 
+/// What a client's charge is based on: the amortized bill (the default), or the bill net of
+/// AWS's discounts (EDP, private pricing, bundled discounts), passed on in proportion to what
+/// the client is charged. Credits, refunds and tax are never passed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ChargeBasis {
+    #[default]
+    Amortized,
+    Net,
+}
+
+impl ChargeBasis {
+    pub const ALL: [ChargeBasis; 2] = [ChargeBasis::Amortized, ChargeBasis::Net];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChargeBasis::Amortized => "amortized",
+            ChargeBasis::Net => "net",
+        }
+    }
+}
+
+impl FromStr for ChargeBasis {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        ChargeBasis::ALL
+            .into_iter()
+            .find(|b| b.as_str() == text)
+            .ok_or_else(|| format!("unknown charge basis {text:?}: amortized or net"))
+    }
+}
+
 /// A client's billing terms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ClientTerms {
@@ -118,6 +151,9 @@ pub struct ClientTerms {
     pub markup_basis_points: i64,
     /// An exempt client takes no share of any pool: its shares stay with the house.
     pub exempt: bool,
+    /// Versions saved before the basis existed read as amortized.
+    #[serde(default)]
+    pub basis: ChargeBasis,
 }
 
 /// The engine's settings as stored (the idle threshold and the platform namespaces).
@@ -475,10 +511,10 @@ mod tests {
             history.client_version("acme", EffectiveFrom::month(month("2026-09")), |t| t.exempt = true);
         history.versions.push(raise.unwrap());
         let terms = |p: &str| history.in_force(month(p)).unwrap().terms("acme");
-        assert_eq!(terms("2026-08"), ClientTerms { markup_basis_points: 1_000, exempt: false });
+        assert_eq!(terms("2026-08"), ClientTerms { markup_basis_points: 1_000, exempt: false, basis: ChargeBasis::Amortized });
         // The September version started from what was in force then: the markup stays.
-        assert_eq!(terms("2026-09"), ClientTerms { markup_basis_points: 1_000, exempt: true });
-        assert_eq!(terms("2027-01"), ClientTerms { markup_basis_points: 1_000, exempt: true });
+        assert_eq!(terms("2026-09"), ClientTerms { markup_basis_points: 1_000, exempt: true, basis: ChargeBasis::Amortized });
+        assert_eq!(terms("2027-01"), ClientTerms { markup_basis_points: 1_000, exempt: true, basis: ChargeBasis::Amortized });
         assert_eq!(history.in_force(month("2026-09")).unwrap().terms("globex"), ClientTerms::default());
     }
 

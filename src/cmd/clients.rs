@@ -36,6 +36,9 @@ pub(super) async fn run(store: &dyn Store, command: ClientsCommand) -> anyhow::R
                     if let Some(exempt) = exempt {
                         terms.exempt = exempt;
                     }
+                    if let Some(basis) = args.basis {
+                        terms.basis = basis;
+                    }
                 })
                 .map_err(anyhow::Error::msg)?;
             save(store, &[version], &format!("client {}", args.name), from).await?;

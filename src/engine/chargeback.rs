@@ -15,13 +15,18 @@
 //! `total` (the house pays for its own use) and not under `even` (it is not a client). An
 //! exempt client's share is computed like any other and kept by `(house)`, as is a pool
 //! nobody has weight for (a `gpu` pool in a month without GPU cost). Markup (basis points)
-//! applies to direct + shared and is not on the bill.
+//! applies to direct + shared (+ discount) and is not on the bill.
+//!
+//! A client charged **net** ([`ChargeBasis::Net`]) also takes its share of the period's
+//! discounts (EDP, private pricing), in proportion to its direct + shared cost among every
+//! row's; so Σ (total − markup) = the amortized bill + the discounts passed to net clients
+//! (the net bill when every row would take its share).
 
 use std::collections::BTreeMap;
 
 use super::classify::{PLATFORM, UNASSIGNED};
 use crate::money::apportion_by_weight;
-use crate::settings::{Pool, Settings, ShareRule};
+use crate::settings::{ChargeBasis, Pool, Settings, ShareRule};
 use crate::store::{ClientRollup, CostRollup};
 
 /// The row that keeps exempt clients' shares and pools nobody takes.
@@ -39,6 +44,8 @@ pub struct NonKubernetes {
     pub shared_pool: i64,
     /// GB-months of storage held by the lines each client claims.
     pub storage_gb_months: BTreeMap<String, f64>,
+    /// The period's discounts (≤ 0), micro-dollars: shared by the clients charged net.
+    pub discount_micros: i64,
 }
 
 #[derive(Default)]
@@ -54,6 +61,8 @@ struct Entity {
     non_kubernetes: [i64; 3],
     /// Shares taken, by pool (in [`Pool::ALL`] order).
     shares: [i64; 4],
+    /// A client charged net: its share of the discounts.
+    discount: i64,
 }
 
 impl Entity {
@@ -64,6 +73,11 @@ impl Entity {
             ShareRule::Even => 1,
         };
         i128::from(weight.max(0))
+    }
+
+    /// Direct + shared cost: what a discount is shared by.
+    fn charge(&self) -> i64 {
+        self.split + self.non_kubernetes.iter().sum::<i64>() + self.shares.iter().sum::<i64>()
     }
 }
 
@@ -122,6 +136,7 @@ pub fn chargeback(
             }
         }
     }
+    share_discounts(&mut entities, &house, non_kubernetes.discount_micros, settings);
     let row = |client: &str, e: &Entity, policy: String| ClientRollup {
         period: period.to_string(),
         client: client.to_string(),
@@ -142,6 +157,7 @@ pub fn chargeback(
         shared_idle_nanos: e.shares[1],
         shared_unallocated_nanos: e.shares[2],
         shared_infrastructure_nanos: e.shares[3],
+        discount_nanos: e.discount,
         ..ClientRollup::default()
     };
     let mut rows: Vec<ClientRollup> = Vec::new();
@@ -150,8 +166,12 @@ pub fn chargeback(
         let policy = if terms.exempt { "exempt".to_string() } else { settings.pools.describe() };
         let mut r = row(client, e, policy);
         r.exempt = terms.exempt;
+        r.charge_basis = terms.basis;
         r.markup_basis_points = terms.markup_basis_points;
-        r.markup_nanos = markup(r.direct_total_nanos() + r.shared_total_nanos(), terms.markup_basis_points);
+        r.markup_nanos = markup(
+            r.direct_total_nanos() + r.shared_total_nanos() + r.discount_nanos,
+            terms.markup_basis_points,
+        );
         rows.push(r);
     }
     if house.shares.iter().any(|s| *s != 0) || rows.iter().any(|r| r.exempt) {
@@ -159,6 +179,27 @@ pub fn chargeback(
     }
     rows.push(row(UNASSIGNED, &entities[UNASSIGNED], "remainder".into()));
     rows
+}
+
+/// Shares the period's discounts (micro-dollars, ≤ 0) in proportion to every row's direct +
+/// shared cost (the clients, `(unassigned)` and `(house)`), by largest remainder in whole
+/// micro-dollars, and gives the clients charged net their share. The other rows' shares are
+/// not charged to anyone: what they would be is what the house keeps of the discounts.
+fn share_discounts(entities: &mut BTreeMap<&str, Entity>, house: &Entity, discount_micros: i64, settings: &Settings) {
+    let net = |name: &str| name != UNASSIGNED && settings.terms(name).basis == ChargeBasis::Net;
+    if discount_micros == 0 || !entities.keys().any(|name| net(name)) {
+        return;
+    }
+    let weights: Vec<i128> =
+        entities.values().chain([house]).map(|e| i128::from(e.charge().max(0))).collect();
+    let Some(parts) = apportion_by_weight(discount_micros, &weights) else {
+        return;
+    };
+    for ((name, e), part) in entities.iter_mut().zip(parts) {
+        if net(name) {
+            e.discount = part * 1000;
+        }
+    }
 }
 
 /// `amount × basis_points / 10,000`, rounded half away from zero.
@@ -220,8 +261,8 @@ mod tests {
             },
             ..Settings::default()
         };
-        settings.clients.insert("a".into(), ClientTerms { markup_basis_points: 1_000, exempt: false });
-        settings.clients.insert("d".into(), ClientTerms { markup_basis_points: 0, exempt: true });
+        settings.clients.insert("a".into(), ClientTerms { markup_basis_points: 1_000, ..ClientTerms::default() });
+        settings.clients.insert("d".into(), ClientTerms { exempt: true, ..ClientTerms::default() });
         let rows = chargeback("2026-10", &costs, &placed, &settings);
         // Platform, even over the four clients: 1,001 / 4 = 250.25 → 250 each, the unit left
         // to the first (a); d's 250 stays with the house.
@@ -291,5 +332,31 @@ mod tests {
         assert_eq!((rows[2].network_nanos, rows[2].other_direct_nanos, rows[0].storage_nanos), (4, 3, 7));
         let whole: i64 = rows.iter().map(|r| r.total_nanos() - r.markup_nanos).sum();
         assert_eq!(whole, 100 + 40 + 7 + 5 + 4 + 3 + 101 + 20, "clients + unassigned = the whole bill");
+    }
+
+    #[test]
+    fn a_client_charged_net_takes_its_share_of_the_discounts() {
+        // a ($0.60 of pods, net, 10 % markup), b ($0.30, amortized), `(unassigned)` ($0.10);
+        // discounts −7 µ$. By charge 6 : 3 : 1: 4.2, 2.1, 0.7 → 4, 2, 0, the micro-dollar
+        // left to the largest remainder, `(unassigned)` (.7). Only a is charged net: −4 µ$.
+        let costs = [row("a", 600_000_000, 0, 0), row("b", 300_000_000, 0, 0), row(UNASSIGNED, 100_000_000, 0, 0)];
+        let placed = NonKubernetes { discount_micros: -7, ..NonKubernetes::default() };
+        let mut settings = Settings::default();
+        let net = ClientTerms { markup_basis_points: 1_000, basis: ChargeBasis::Net, ..ClientTerms::default() };
+        settings.clients.insert("a".into(), net);
+        let rows = chargeback("2026-10", &costs, &placed, &settings);
+        let view: Vec<(&str, ChargeBasis, i64, i64)> =
+            rows.iter().map(|r| (r.client.as_str(), r.charge_basis, r.discount_nanos, r.markup_nanos)).collect();
+        // a's markup: 10 % of 600,000,000 − 4,000 nano-dollars.
+        assert_eq!(
+            view,
+            vec![
+                ("a", ChargeBasis::Net, -4_000, 59_999_600),
+                ("b", ChargeBasis::Amortized, 0, 0),
+                (UNASSIGNED, ChargeBasis::Amortized, 0, 0),
+            ]
+        );
+        let whole: i64 = rows.iter().map(|r| r.total_nanos() - r.markup_nanos).sum();
+        assert_eq!(whole, 1_000_000_000 - 4_000, "the amortized bill less the discount passed on");
     }
 }

@@ -413,7 +413,7 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
 /// cluster not allocated to pods to the unallocated pool; the rest (untagged lines outside any cluster, EC2 outside
 /// any cluster) is `(unassigned)`'s.
 fn place_non_kubernetes(inputs: &ComputeInputs, matcher: &ClientMatcher) -> NonKubernetes {
-    let mut placed = NonKubernetes::default();
+    let mut placed = NonKubernetes { discount_micros: inputs.discount_micros, ..NonKubernetes::default() };
     for group in &inputs.other_groups {
         let nanos = group.amortized_cost_micros * 1000;
         let client = matcher.client_of_tags(&group.tags);

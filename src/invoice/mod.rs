@@ -209,7 +209,7 @@ pub struct DetailRow {
 const POD_LINES: [&str; 5] = ["gpu_training", "gpu_inference", "gpu_other", "cpu", "memory"];
 
 /// Lines before markup and tax, in the order a document shows them: (category, description).
-const COST_LINES: [(&str, &str); 12] = [
+const COST_LINES: [(&str, &str); 13] = [
     ("gpu_training", "GPU compute, training workloads"),
     ("gpu_inference", "GPU compute, inference workloads"),
     ("gpu_other", "GPU compute, other workloads"),
@@ -222,6 +222,7 @@ const COST_LINES: [(&str, &str); 12] = [
     ("shared_idle", "Share of idle capacity (reserved, not requested)"),
     ("shared_unallocated", "Share of cluster nodes without pods"),
     ("shared_infrastructure", "Share of shared non-Kubernetes cost (control plane, shared storage)"),
+    ("discount", "Share of AWS discounts (charged net of discounts)"),
 ];
 
 /// Whether `client` is a client that can be invoiced (not one of the rows chargeback keeps
@@ -425,7 +426,7 @@ fn detail(rollups: &Rollups, client: &str, total: Cents) -> Vec<DetailRow> {
 }
 
 /// The categories a [`ClientRollup`] gives directly, in nano-dollars.
-fn cost_nanos(charge: &ClientRollup) -> [(&'static str, i64); 7] {
+fn cost_nanos(charge: &ClientRollup) -> [(&'static str, i64); 8] {
     [
         ("storage", charge.storage_nanos),
         ("network", charge.network_nanos),
@@ -434,6 +435,7 @@ fn cost_nanos(charge: &ClientRollup) -> [(&'static str, i64); 7] {
         ("shared_idle", charge.shared_idle_nanos),
         ("shared_unallocated", charge.shared_unallocated_nanos),
         ("shared_infrastructure", charge.shared_infrastructure_nanos),
+        ("discount", charge.discount_nanos),
     ]
 }
 

@@ -585,16 +585,17 @@ pub fn client_sums(range: &RollupRange) -> BTreeMap<String, ClientRollup> {
         sum.share_policy = c.share_policy.clone();
         sum.markup_basis_points = c.markup_basis_points;
         sum.exempt = c.exempt;
+        sum.charge_basis = c.charge_basis;
     }
     sums
 }
 
 /// Per client: direct cost (Kubernetes and not), shares of the platform, idle, unallocated
 /// and shared non-Kubernetes pools, markup, total, and what the direct cost paid for. Σ rows'
-/// `total_cost − markup` = the amortized bill of the whole periods, to the micro-dollar:
-/// direct cost and markup are rounded row by row, and the rows' shared cost is apportioned
-/// (largest remainder) so that the rounded rows add up; its four parts are each rounded on
-/// their own.
+/// `total_cost − markup` = the amortized bill of the whole periods, to the micro-dollar, plus
+/// the discounts passed to clients charged net (`discount`, whole micro-dollars): direct cost
+/// and markup are rounded row by row, and the rows' shared cost is apportioned (largest
+/// remainder) so that the rounded rows add up; its four parts are each rounded on their own.
 pub fn clients(range: &RollupRange) -> Report {
     if let Some(account) = &range.account {
         return clients_in_account(range, account);
@@ -605,7 +606,10 @@ pub fn clients(range: &RollupRange) -> Report {
     let rounded = |nanos: i64| crate::money::micros_from_nanos(nanos);
     let direct: Vec<i64> = rows.iter().map(|c| rounded(c.direct_total_nanos())).collect();
     let shared_nanos: Vec<i64> = rows.iter().map(|c| c.shared_total_nanos()).collect();
-    let shared = crate::money::apportion_micros(&shared_nanos, bill - direct.iter().sum::<i64>());
+    let discount: Vec<i64> = rows.iter().map(|c| rounded(c.discount_nanos)).collect();
+    let discounts: i64 = discount.iter().sum();
+    let shared =
+        crate::money::apportion_micros(&shared_nanos, bill - direct.iter().sum::<i64>());
     let micros = |m: i64| Cell::Usd(Some(Nanos::from_micros(m)));
     let table = Table {
         title: "Chargeback by client".into(),
@@ -633,11 +637,13 @@ pub fn clients(range: &RollupRange) -> Report {
             "other_cost",
             "training_cost",
             "inference_cost",
+            "charge_basis",
+            "discount",
         ],
         rows: rows
             .iter()
-            .zip(direct.iter().zip(&shared))
-            .map(|(c, (&direct, &shared))| {
+            .zip(direct.iter().zip(&shared).zip(&discount))
+            .map(|(c, ((&direct, &shared), &discount))| {
                 let markup = rounded(c.markup_nanos);
                 vec![
                     text(&c.client),
@@ -653,7 +659,7 @@ pub fn clients(range: &RollupRange) -> Report {
                     micros(shared),
                     Cell::Ratio(Some(c.markup_basis_points as f64 / 10_000.0)),
                     micros(markup),
-                    micros(direct + shared + markup),
+                    micros(direct + shared + discount + markup),
                     usd(c.gpu_split_nanos),
                     usd(c.cpu_split_nanos),
                     usd(c.memory_split_nanos),
@@ -662,11 +668,14 @@ pub fn clients(range: &RollupRange) -> Report {
                     usd(c.other_direct_nanos),
                     usd(c.training_nanos),
                     usd(c.inference_nanos),
+                    text(c.charge_basis.as_str()),
+                    micros(discount),
                 ]
             })
             .collect(),
     };
     let mut extra = Map::new();
+    extra.insert("discounts_passed_on".into(), json!(discounts as f64 / 1e6));
     let whole_costs: i64 =
         range.periods().filter(|(_, whole)| *whole).map(|(p, _)| p.kubernetes_cost_nanos).sum();
     extra.insert("kubernetes_total".into(), usd_json(whole_costs));

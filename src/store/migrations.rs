@@ -98,6 +98,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "quantities",
         sql: include_str!("../../migrations/sqlite/0016_quantities.sql"),
     },
+    Migration {
+        version: 17,
+        name: "charge_basis",
+        sql: include_str!("../../migrations/sqlite/0017_charge_basis.sql"),
+    },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -169,6 +174,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 16,
         name: "quantities",
         sql: include_str!("../../migrations/postgres/0016_quantities.sql"),
+    },
+    Migration {
+        version: 17,
+        name: "charge_basis",
+        sql: include_str!("../../migrations/postgres/0017_charge_basis.sql"),
     },
 ];
 

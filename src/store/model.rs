@@ -749,6 +749,9 @@ pub struct ComputeInputs {
     /// (`SavingsPlanRecurringFee`) and reservations not used (`RIFee`).
     pub unused_savings_plan_micros: i64,
     pub unused_reservation_micros: i64,
+    /// Σ the period's discount lines (EDP, private pricing, bundled discounts; ≤ 0): what
+    /// clients charged net share.
+    pub discount_micros: i64,
     /// Other cost grouped by cluster, tags, service and usage type, for chargeback.
     pub other_groups: Vec<OtherCostGroup>,
     /// Each usage account's bill (its Kubernetes cost is the engine's to sum).
@@ -904,6 +907,11 @@ pub struct ClientRollup {
     /// GB-months of storage held by the lines tagged to the client (its storage line's
     /// quantity on an invoice).
     pub storage_gb_months: f64,
+    /// What the charge is based on: amortized (the default) or net of AWS's discounts.
+    pub charge_basis: crate::settings::ChargeBasis,
+    /// A client charged net: its share of the period's discounts (≤ 0, whole micro-dollars),
+    /// in proportion to its direct + shared cost. 0 for every other row.
+    pub discount_nanos: i64,
 }
 
 impl ClientRollup {
@@ -920,9 +928,9 @@ impl ClientRollup {
             + self.shared_infrastructure_nanos
     }
 
-    /// What the client is charged: direct + shared + markup.
+    /// What the client is charged: direct + shared + its discount share (net basis) + markup.
     pub fn total_nanos(&self) -> i64 {
-        self.direct_total_nanos() + self.shared_total_nanos() + self.markup_nanos
+        self.direct_total_nanos() + self.shared_total_nanos() + self.discount_nanos + self.markup_nanos
     }
 
     /// Adds another period's money to this one (policy and markup rate are left alone).
@@ -944,6 +952,7 @@ impl ClientRollup {
             (&mut self.other_direct_nanos, other.other_direct_nanos),
             (&mut self.training_nanos, other.training_nanos),
             (&mut self.inference_nanos, other.inference_nanos),
+            (&mut self.discount_nanos, other.discount_nanos),
         ];
         for (sum, value) in pairs {
             *sum += value;

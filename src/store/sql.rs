@@ -182,10 +182,11 @@ pub(crate) const SELECT_POD_WORKLOADS: &str = "SELECT DISTINCT namespace, pod, w
      FROM cost_pods WHERE period = $1 ORDER BY namespace, pod, workload";
 
 /// CAST: Postgres sums BIGINT as NUMERIC.
-/// Unused commitment of a period by line type (Savings Plans, reservations).
+/// Unused commitment of a period by line type (Savings Plans, reservations), and its discounts.
 pub(crate) const SELECT_UNUSED_COMMITMENT: &str = "SELECT \
      CAST(COALESCE(SUM(CASE WHEN line_item_type = 'SavingsPlanRecurringFee' THEN amortized_micros ELSE 0 END), 0) AS BIGINT) AS savings_plan, \
-     CAST(COALESCE(SUM(CASE WHEN line_item_type = 'RIFee' THEN amortized_micros ELSE 0 END), 0) AS BIGINT) AS reservation \
+     CAST(COALESCE(SUM(CASE WHEN line_item_type = 'RIFee' THEN amortized_micros ELSE 0 END), 0) AS BIGINT) AS reservation, \
+     CAST(COALESCE(SUM(CASE WHEN category = 'discount' THEN amortized_micros ELSE 0 END), 0) AS BIGINT) AS discount \
      FROM bill_lines WHERE period = $1";
 
 pub(crate) const SELECT_OTHER_COST_TOTAL: &str = "SELECT \
@@ -630,7 +631,7 @@ mod tests {
             ("rollup_accounts", columns_and_binds(&AccountRollup::default()), 9),
             ("rollup_heatmap", columns_and_binds(&HeatmapCell::default()), 5),
             ("rollup_periods", columns_and_binds(&PeriodRollup::default()), 16),
-            ("rollup_clients", columns_and_binds(&ClientRollup::default()), 22),
+            ("rollup_clients", columns_and_binds(&ClientRollup::default()), 24),
             ("rollup_opportunities", columns_and_binds(&Opportunity::default()), 9),
         ];
         for (table, (named, bound), columns) in checks {

@@ -53,7 +53,7 @@ table!(ClientRollup in "rollup_clients" {
     shared_platform_nanos, shared_idle_nanos, markup_nanos, non_kubernetes_direct_nanos,
     shared_infrastructure_nanos, gpu_split_nanos, cpu_split_nanos, memory_split_nanos,
     storage_nanos, network_nanos, other_direct_nanos, training_nanos, inference_nanos, exempt,
-    shared_unallocated_nanos, storage_gb_months,
+    shared_unallocated_nanos, storage_gb_months, charge_basis, discount_nanos,
 } order by "client");
 
 table!(Opportunity in "rollup_opportunities" {

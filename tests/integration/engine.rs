@@ -484,6 +484,42 @@ async fn chargeback_pools_exempt_clients_settings_from_a_month_and_the_report_co
     let week: f64 =
         first_week["rows"].as_array().unwrap().iter().map(|r| r["total_cost"].as_f64().unwrap()).sum();
     assert!(week > 0.0 && week < month["kubernetes_total"].as_f64().unwrap(), "a week is part of the month");
+
+    // From October globex is charged net of AWS's discounts: its share of October's
+    // enterprise discount in proportion to its direct + shared cost among all the rows'
+    // (which add up to the amortized bill).
+    cli(&["clients", "set", "globex", "--basis", "net", "--from", "2026-10"]);
+    cli(&["compute", "--period", "2026-10"]);
+    let clients = report_json(&url, &["clients", "--period", "2026-10", "--format", "json"]);
+    let rows = clients["rows"].as_array().unwrap();
+    let globex = rows.iter().find(|r| r["client"] == "globex").unwrap();
+    assert_eq!(globex["charge_basis"], "net");
+    let discounts = truth(dir.path(), "2026-10")["adjustments"]["discounts"].as_f64().unwrap();
+    assert!(discounts < -1.0, "October has an enterprise discount: {discounts}");
+    let charge = globex["direct_cost"].as_f64().unwrap() + globex["shared_cost"].as_f64().unwrap();
+    let discount = globex["discount"].as_f64().unwrap();
+    close(discount, discounts * charge / (bill as f64 / 1e6), "globex's share of the discounts");
+    for r in rows.iter().filter(|r| r["client"] != "globex") {
+        assert_eq!((r["charge_basis"].as_str(), r["discount"].as_f64()), (Some("amortized"), Some(0.0)), "{r}");
+    }
+    close(
+        globex["total_cost"].as_f64().unwrap(),
+        charge + discount + globex["markup"].as_f64().unwrap(),
+        "globex's total is net",
+    );
+    let placed: i64 = rows.iter().map(|r| micros(&r["total_cost"]) - micros(&r["markup"])).sum();
+    assert_eq!(placed, bill + micros(&globex["discount"]), "the amortized bill less the discount passed on");
+    assert_eq!(micros(&clients["discounts_passed_on"]), micros(&globex["discount"]));
+    // September, before the change, is untouched; the invoice itemizes the discount.
+    let september_rows = report_json(&url, &["clients", "--period", "2026-09", "--format", "json"]);
+    assert!(september_rows["rows"].as_array().unwrap().iter().all(|r| r["discount"].as_f64() == Some(0.0)));
+    let draft: Value = serde_json::from_slice(&cli(&[
+        "invoice", "draft", "--client", "globex", "--period", "2026-10", "--format", "json",
+    ]))
+    .unwrap();
+    let line = draft["lines"].as_array().unwrap().iter().find(|l| l["category"] == "discount").unwrap();
+    let amount: f64 = line["amount"].as_str().unwrap().parse().unwrap();
+    assert!((amount - discount).abs() <= 0.011, "the invoice's discount line {amount} vs {discount}");
 }
 
 /// A new database trusts no pod's label: the generated world labels every pod with its client,

@@ -253,6 +253,7 @@ where
                 .context(CONTEXT)?,
             unused_savings_plan_micros: unused.int("savings_plan").context(CONTEXT)?,
             unused_reservation_micros: unused.int("reservation").context(CONTEXT)?,
+            discount_micros: unused.int("discount").context(CONTEXT)?,
             other_groups: Self::fetch_rows(&mut tx, by_period(sql_rollups::SELECT_OTHER_COST_GROUPS))
                 .await
                 .context(CONTEXT)?,

@@ -11,6 +11,7 @@ use super::{AppState, WebError};
 use super::{Card, Content, Filters, answer, money, percent, resolve, url_escape, usd};
 use crate::report::rollup::{self, Report};
 use crate::report::table::{Cell, Nanos, Table};
+use crate::settings::ChargeBasis;
 use crate::store::ClientRollup;
 use crate::web::charts;
 
@@ -90,6 +91,11 @@ pub async fn page(
         ),
         card("Total to charge", usd(total(&sum))),
     ];
+    if sum.discount_nanos != 0 {
+        let discount = card("Its share of AWS's discounts (charged net)", usd(sum.discount_nanos));
+        let at = content.cards.len() - 2;
+        content.cards.insert(at, discount);
+    }
     // The latest month of the range against the client's budget, if it has one.
     let history = state.store.settings().await?;
     let latest = range.parts.iter().rev().find(|(_, whole)| *whole).map(|(rollups, _)| rollups);
@@ -113,15 +119,21 @@ pub async fn page(
         );
     }
     content.notes.push(format!(
-        "Rules in force: \"{}\" — {client} {}. Markup {} applies to direct and shared cost. \
+        "Rules in force: \"{}\" — {client} {}. Charged {}. Markup {} applies to direct and shared cost{}. \
          Totals cover the whole billing months in the range.",
         sum.share_policy,
         policy_text(&sum.share_policy),
+        match sum.charge_basis {
+            ChargeBasis::Amortized => "on the amortized bill (AWS's discounts are not passed on)",
+            ChargeBasis::Net => "net of AWS's discounts (EDP, private pricing), its share in proportion to its direct and shared cost",
+        },
         percent(Some(sum.markup_basis_points as f64 / 10_000.0)),
+        if sum.charge_basis == ChargeBasis::Net { " less its discount" } else { "" },
     ));
     content.json.insert("client".into(), json!(client));
     content.json.insert("share_policy".into(), json!(sum.share_policy));
     content.json.insert("markup_rate".into(), json!(sum.markup_basis_points as f64 / 10_000.0));
+    content.json.insert("charge_basis".into(), json!(sum.charge_basis.as_str()));
     content.json.insert("total_cost".into(), json!(total(&sum) as f64 / 1e9));
     // What the direct cost paid for: what an invoice itemizes.
     let line = |what: &str, nanos: i64| vec![Cell::Text(what.into()), money(nanos)];
@@ -129,7 +141,7 @@ pub async fn page(
         title: format!("{client}: what the charge is made of"),
         totals: vec![line("Total to charge", total(&sum))],
         columns: vec!["line", "cost"],
-        rows: vec![
+        rows: [
             line("GPU (pods' accelerator split cost)", sum.gpu_split_nanos),
             line("CPU (pods' vCPU split cost)", sum.cpu_split_nanos),
             line("Memory (pods' memory split cost)", sum.memory_split_nanos),
@@ -140,8 +152,11 @@ pub async fn page(
             line("Shared idle capacity", sum.shared_idle_nanos),
             line("Shared EC2 not allocated to pods", sum.shared_unallocated_nanos),
             line("Shared cluster cost (control plane, root volumes)", sum.shared_infrastructure_nanos),
-            line("Markup", sum.markup_nanos),
-        ],
+        ]
+        .into_iter()
+        .chain((sum.discount_nanos != 0).then(|| line("Its share of AWS's discounts", sum.discount_nanos)))
+        .chain([line("Markup", sum.markup_nanos)])
+        .collect(),
     };
     content.table(
         "breakdown",
@@ -190,7 +205,7 @@ pub async fn page(
         rows: months
             .iter()
             .map(|c| {
-                let cost = c.direct_total_nanos() + c.shared_total_nanos();
+                let cost = c.direct_total_nanos() + c.shared_total_nanos() + c.discount_nanos;
                 let margin = (total(c) != 0).then(|| c.markup_nanos as f64 / total(c) as f64);
                 let standing = invoices.iter().find(|s| s.invoice.period == c.period);
                 vec![

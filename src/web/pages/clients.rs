@@ -126,8 +126,9 @@ fn client_links(report: &crate::report::rollup::Report, range: &RollupRange) -> 
         .collect()
 }
 
-/// Each client's charge stacked as direct cost, shared cost and markup, its monthly budget
-/// marked when the range is one month and the client has one; each bar links to the client.
+/// Each client's charge stacked as direct cost (less its discount share when charged net),
+/// shared cost and markup, its monthly budget marked when the range is one month and the
+/// client has one; each bar links to the client.
 async fn chargeback_chart(
     state: &AppState,
     range: &RollupRange,
@@ -137,6 +138,7 @@ async fn chargeback_chart(
     let table = &report.table;
     let column = |name: &str| table.column(name).unwrap_or(usize::MAX);
     let (direct, shared, markup) = (column("direct_cost"), column("shared_cost"), column("markup"));
+    let discount = column("discount");
     let value = |row: &[Cell], i: usize| amount_of(row.get(i)).unwrap_or(0.0);
     let month = match range.parts.as_slice() {
         [(rollups, true)] => rollups.period.period.parse::<Period>().ok(),
@@ -152,7 +154,7 @@ async fn chargeback_chart(
         };
         bars.push(charts::StackedBar {
             label: client,
-            parts: vec![value(row, direct), value(row, shared), value(row, markup)],
+            parts: vec![value(row, direct) + value(row, discount), value(row, shared), value(row, markup)],
             mark: budget,
             href: href.clone(),
         });
