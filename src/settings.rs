@@ -511,10 +511,19 @@ mod tests {
             history.client_version("acme", EffectiveFrom::month(month("2026-09")), |t| t.exempt = true);
         history.versions.push(raise.unwrap());
         let terms = |p: &str| history.in_force(month(p)).unwrap().terms("acme");
-        assert_eq!(terms("2026-08"), ClientTerms { markup_basis_points: 1_000, exempt: false, basis: ChargeBasis::Amortized });
+        assert_eq!(
+            terms("2026-08"),
+            ClientTerms { markup_basis_points: 1_000, exempt: false, basis: ChargeBasis::Amortized }
+        );
         // The September version started from what was in force then: the markup stays.
-        assert_eq!(terms("2026-09"), ClientTerms { markup_basis_points: 1_000, exempt: true, basis: ChargeBasis::Amortized });
-        assert_eq!(terms("2027-01"), ClientTerms { markup_basis_points: 1_000, exempt: true, basis: ChargeBasis::Amortized });
+        assert_eq!(
+            terms("2026-09"),
+            ClientTerms { markup_basis_points: 1_000, exempt: true, basis: ChargeBasis::Amortized }
+        );
+        assert_eq!(
+            terms("2027-01"),
+            ClientTerms { markup_basis_points: 1_000, exempt: true, basis: ChargeBasis::Amortized }
+        );
         assert_eq!(history.in_force(month("2026-09")).unwrap().terms("globex"), ClientTerms::default());
     }
 

@@ -185,7 +185,12 @@ pub fn chargeback(
 /// shared cost (the clients, `(unassigned)` and `(house)`), by largest remainder in whole
 /// micro-dollars, and gives the clients charged net their share. The other rows' shares are
 /// not charged to anyone: what they would be is what the house keeps of the discounts.
-fn share_discounts(entities: &mut BTreeMap<&str, Entity>, house: &Entity, discount_micros: i64, settings: &Settings) {
+fn share_discounts(
+    entities: &mut BTreeMap<&str, Entity>,
+    house: &Entity,
+    discount_micros: i64,
+    settings: &Settings,
+) {
     let net = |name: &str| name != UNASSIGNED && settings.terms(name).basis == ChargeBasis::Net;
     if discount_micros == 0 || !entities.keys().any(|name| net(name)) {
         return;
@@ -261,7 +266,9 @@ mod tests {
             },
             ..Settings::default()
         };
-        settings.clients.insert("a".into(), ClientTerms { markup_basis_points: 1_000, ..ClientTerms::default() });
+        settings
+            .clients
+            .insert("a".into(), ClientTerms { markup_basis_points: 1_000, ..ClientTerms::default() });
         settings.clients.insert("d".into(), ClientTerms { exempt: true, ..ClientTerms::default() });
         let rows = chargeback("2026-10", &costs, &placed, &settings);
         // Platform, even over the four clients: 1,001 / 4 = 250.25 → 250 each, the unit left
@@ -339,14 +346,18 @@ mod tests {
         // a ($0.60 of pods, net, 10 % markup), b ($0.30, amortized), `(unassigned)` ($0.10);
         // discounts −7 µ$. By charge 6 : 3 : 1: 4.2, 2.1, 0.7 → 4, 2, 0, the micro-dollar
         // left to the largest remainder, `(unassigned)` (.7). Only a is charged net: −4 µ$.
-        let costs = [row("a", 600_000_000, 0, 0), row("b", 300_000_000, 0, 0), row(UNASSIGNED, 100_000_000, 0, 0)];
+        let costs =
+            [row("a", 600_000_000, 0, 0), row("b", 300_000_000, 0, 0), row(UNASSIGNED, 100_000_000, 0, 0)];
         let placed = NonKubernetes { discount_micros: -7, ..NonKubernetes::default() };
         let mut settings = Settings::default();
-        let net = ClientTerms { markup_basis_points: 1_000, basis: ChargeBasis::Net, ..ClientTerms::default() };
+        let net =
+            ClientTerms { markup_basis_points: 1_000, basis: ChargeBasis::Net, ..ClientTerms::default() };
         settings.clients.insert("a".into(), net);
         let rows = chargeback("2026-10", &costs, &placed, &settings);
-        let view: Vec<(&str, ChargeBasis, i64, i64)> =
-            rows.iter().map(|r| (r.client.as_str(), r.charge_basis, r.discount_nanos, r.markup_nanos)).collect();
+        let view: Vec<(&str, ChargeBasis, i64, i64)> = rows
+            .iter()
+            .map(|r| (r.client.as_str(), r.charge_basis, r.discount_nanos, r.markup_nanos))
+            .collect();
         // a's markup: 10 % of 600,000,000 − 4,000 nano-dollars.
         assert_eq!(
             view,

@@ -171,6 +171,7 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
         )
         .map_err(polars_error)?
     };
+    let option_weights = option_parts(&inputs.pod_day_options).map_err(polars_error)?;
     let gpu_hours = {
         let h = &inputs.gpu_pod_hours;
         df!(
@@ -331,10 +332,57 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
     ];
     let mut group: Vec<Expr> = vec![col("day")];
     group.extend(dims.iter().map(|d| col(*d)));
+    // A pod-day billed under several purchase options is one row per option, each taking its
+    // part of every sum: money by the cost weights, telescoped so that the parts add up to
+    // the nano-dollar (trunc(m × to) − trunc(m × from)), hours by the GPU-hour weights.
+    let money_part = |name: &str| {
+        let m = col(name).cast(DataType::Float64);
+        ((m.clone() * col("cost_to")).cast(DataType::Int64) - (m * col("cost_from")).cast(DataType::Int64))
+            .alias(name)
+    };
+    let cost_share = |name: &str| (col(name) * (col("cost_to") - col("cost_from"))).alias(name);
+    let hours_part = |name: &str| (col(name) * (col("gpu_to") - col("gpu_from"))).alias(name);
+    let mut parts: Vec<Expr> = [
+        "split",
+        "gpu_split",
+        "cpu_split",
+        "unused",
+        "net",
+        "public",
+        "gpu_cost",
+        "idle_cost",
+        "idle_full_cost",
+        "serving_cost",
+        "inference_hours",
+        "inference_hours_above_p95",
+    ]
+    .iter()
+    .map(|name| money_part(name))
+    .collect();
+    parts.extend(["allocated", "used", "idle", "unmeasured"].iter().map(|name| hours_part(name)));
+    parts.extend(
+        ["requests", "prompt_tokens", "generation_tokens", "vcpu_hours", "memory_gb_hours"]
+            .iter()
+            .map(|name| cost_share(name)),
+    );
+    parts.push(
+        when(col("option").is_not_null())
+            .then(col("option"))
+            .otherwise(col("purchase_option"))
+            .alias("purchase_option"),
+    );
     let rolled = cost_days
         .join(gpu_days, keys.clone(), keys.clone(), JoinArgs::new(JoinType::Left))
-        .join(served_days, keys.clone(), keys, JoinArgs::new(JoinType::Left))
+        .join(served_days, keys.clone(), keys.clone(), JoinArgs::new(JoinType::Left))
         .join(pods.lazy(), [col("pod_id")], [col("pod_id")], JoinArgs::new(JoinType::Left))
+        .join(option_weights.lazy(), keys.clone(), keys, JoinArgs::new(JoinType::Left))
+        .with_columns([
+            col("cost_from").fill_null(lit(0.0)),
+            col("cost_to").fill_null(lit(1.0)),
+            col("gpu_from").fill_null(lit(0.0)),
+            col("gpu_to").fill_null(lit(1.0)),
+        ])
+        .with_columns(parts)
         .with_column(
             when(col("purchase_option").eq(lit(PurchaseOption::Spot.as_str())))
                 .then(col("allocated"))
@@ -406,6 +454,38 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
     let evidence = PodEvidence::gather(inputs);
     rollups.opportunities = opportunities::find(&period, &rollups.costs, &evidence);
     Ok(rollups)
+}
+
+/// Each split pod-day's options with their cumulative weights (`from`, `to`], the last
+/// option's `to` exactly 1, so the parts of a sum telescope to the whole.
+fn option_parts(options: &[crate::store::PodDayOption]) -> PolarsResult<DataFrame> {
+    let (mut pod_id, mut day, mut option) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut cost_from, mut cost_to, mut gpu_from, mut gpu_to) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for group in options.chunk_by(|a, b| (a.pod_id, a.day) == (b.pod_id, b.day)) {
+        let (mut cost, mut gpu) = (0.0, 0.0);
+        for (i, part) in group.iter().enumerate() {
+            let last = i + 1 == group.len();
+            pod_id.push(part.pod_id);
+            day.push(part.day);
+            option.push(part.purchase_option.as_str());
+            cost_from.push(cost);
+            gpu_from.push(gpu);
+            cost = if last { 1.0 } else { cost + part.cost_weight };
+            gpu = if last { 1.0 } else { gpu + part.gpu_hours_weight };
+            cost_to.push(cost);
+            gpu_to.push(gpu);
+        }
+    }
+    df!(
+        "pod_id" => pod_id,
+        "day" => day,
+        "option" => option,
+        "cost_from" => cost_from,
+        "cost_to" => cost_to,
+        "gpu_from" => gpu_from,
+        "gpu_to" => gpu_to,
+    )
 }
 
 /// Places the period's non-Kubernetes cost for chargeback: a line a client's tag claims is

@@ -82,17 +82,36 @@ struct InstanceBuilder {
     /// Interned cluster, instance type, GPU model and usage account (a month holds hundreds
     /// of thousands of instance-hours: their strings are made at the end).
     texts: [u32; 4],
-    /// The option of the instance-hour's first line.
+    /// The option of the instance-hour's first line: its pods' own option.
     purchase_option: PurchaseOption,
     gpu_count: i64,
     vcpu: i64,
     memory_gib: i64,
-    usage_hours: f64,
+    /// Σ amortized cost of every line, for the reconciliation with the pods.
     amortized: f64,
+    /// The lines summed by purchase option (one part unless the hour was billed in several
+    /// lines under different options: part Savings Plan, part On-Demand).
+    parts: Vec<(PurchaseOption, LineParts)>,
+}
+
+/// The lines of one instance-hour under one purchase option; nano-dollars.
+#[derive(Default)]
+struct LineParts {
+    usage_hours: f64,
     amortized_nanos: i128,
     net_amortized_nanos: i128,
     unblended_nanos: i128,
     public_on_demand_nanos: i128,
+}
+
+impl LineParts {
+    fn add(&mut self, usage: f64, amortized: i128, net_amortized: i128, unblended: i128, public: i128) {
+        self.usage_hours += usage;
+        self.amortized_nanos += amortized;
+        self.net_amortized_nanos += net_amortized;
+        self.unblended_nanos += unblended;
+        self.public_on_demand_nanos += public;
+    }
 }
 
 /// Sums of one group of bill lines, nano-dollars.
@@ -374,21 +393,37 @@ impl PeriodBuilder {
         let net_amortized = nanos(net_amortized_cost(c, row, line_type, amortized)?);
         let public_on_demand = nanos(c.amount(Col::PricingPublicOnDemandCost, row)?);
         let usage = c.amount(Col::LineItemUsageAmount, row)?;
+        let usage_type = c.text(Col::LineItemUsageType, row);
+        let purchase_option = if !c.text(Col::SavingsPlanSavingsPlanARN, row).is_empty() {
+            PurchaseOption::SavingsPlans
+        } else if !c.text(Col::ReservationReservationARN, row).is_empty() {
+            PurchaseOption::Reserved
+        } else if usage_type.contains("Spot") {
+            PurchaseOption::Spot
+        } else {
+            PurchaseOption::OnDemand
+        };
+        let line = |parts: &mut LineParts| {
+            parts.add(usage, nanos(amortized), net_amortized, nanos(unblended), public_on_demand)
+        };
         let key = (self.strings.id(instance_id), hour);
         if let Some(existing) = self.instances.get_mut(&key) {
-            // Several lines for one instance-hour (part Savings Plan, part On-Demand): add up.
+            // Several lines for one instance-hour (part Savings Plan, part On-Demand): add up,
+            // by option.
             existing.amortized += amortized;
-            existing.amortized_nanos += nanos(amortized);
-            existing.net_amortized_nanos += net_amortized;
-            existing.unblended_nanos += nanos(unblended);
-            existing.public_on_demand_nanos += public_on_demand;
-            existing.usage_hours += usage;
+            match existing.parts.iter_mut().find(|(option, _)| *option == purchase_option) {
+                Some((_, parts)) => line(parts),
+                None => {
+                    let mut parts = LineParts::default();
+                    line(&mut parts);
+                    existing.parts.push((purchase_option, parts));
+                }
+            }
             return Ok(());
         }
         let product = c.map(Col::Product, row)?;
         let tags = c.map(Col::ResourceTags, row)?;
         let product_value = |name: &str| product.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_ref());
-        let usage_type = c.text(Col::LineItemUsageType, row);
         let mut instance_type = c.text(Col::ProductInstanceType, row).to_string();
         if instance_type.is_empty() {
             // Spot lines may omit the type; CID reads it from the description.
@@ -402,15 +437,6 @@ impl PeriodBuilder {
         let known = catalog::instance_type(&instance_type);
         let number = |text: Option<&str>| {
             text.and_then(|t| t.split(' ').next()).and_then(|t| t.parse::<f64>().ok()).map(|v| v as i64)
-        };
-        let purchase_option = if !c.text(Col::SavingsPlanSavingsPlanARN, row).is_empty() {
-            PurchaseOption::SavingsPlans
-        } else if !c.text(Col::ReservationReservationARN, row).is_empty() {
-            PurchaseOption::Reserved
-        } else if usage_type.contains("Spot") {
-            PurchaseOption::Spot
-        } else {
-            PurchaseOption::OnDemand
         };
         let cluster = tags
             .iter()
@@ -433,12 +459,12 @@ impl PeriodBuilder {
                 memory_gib: number(product_value("memory"))
                     .or(known.map(|t| i64::from(t.memory_gib)))
                     .unwrap_or(0),
-                usage_hours: usage,
                 amortized,
-                amortized_nanos: nanos(amortized),
-                net_amortized_nanos: net_amortized,
-                unblended_nanos: nanos(unblended),
-                public_on_demand_nanos: public_on_demand,
+                parts: {
+                    let mut parts = LineParts::default();
+                    line(&mut parts);
+                    vec![(purchase_option, parts)]
+                },
             },
         );
         Ok(())
@@ -587,40 +613,46 @@ impl PeriodBuilder {
         let mut parents = HashMap::with_capacity(self.instances.len());
         for (key, builder) in std::mem::take(&mut self.instances) {
             let [cluster, instance_type, gpu_model, account] = builder.texts;
-            let purchase_option = builder.purchase_option;
             let text = |id: u32| self.strings.get(id).to_string();
             let cost = |nanos: i128| micros(nanos, "an instance-hour's cost");
-            let hour = InstanceHour {
-                hour: key.1,
-                cluster: text(cluster),
-                instance_id: text(key.0),
-                instance_type: text(instance_type),
-                gpu_model: text(gpu_model),
-                gpu_count: builder.gpu_count,
-                vcpu: builder.vcpu,
-                memory_gib: builder.memory_gib,
-                purchase_option,
-                usage_account_id: text(account),
-                usage_hours: builder.usage_hours,
-                unblended_cost_micros: cost(builder.unblended_nanos)?,
-                amortized_cost_micros: cost(builder.amortized_nanos)?,
-                net_amortized_cost_micros: cost(builder.net_amortized_nanos)?,
-                public_on_demand_cost_micros: cost(builder.public_on_demand_nanos)?,
-            };
+            // One row per purchase option the hour was billed under.
+            let mut amortized_micros = 0;
+            for (purchase_option, parts) in &builder.parts {
+                let hour = InstanceHour {
+                    hour: key.1,
+                    cluster: text(cluster),
+                    instance_id: text(key.0),
+                    instance_type: text(instance_type),
+                    gpu_model: text(gpu_model),
+                    gpu_count: builder.gpu_count,
+                    vcpu: builder.vcpu,
+                    memory_gib: builder.memory_gib,
+                    purchase_option: *purchase_option,
+                    usage_account_id: text(account),
+                    usage_hours: parts.usage_hours,
+                    unblended_cost_micros: cost(parts.unblended_nanos)?,
+                    amortized_cost_micros: cost(parts.amortized_nanos)?,
+                    net_amortized_cost_micros: cost(parts.net_amortized_nanos)?,
+                    public_on_demand_cost_micros: cost(parts.public_on_demand_nanos)?,
+                };
+                amortized_micros += hour.amortized_cost_micros;
+                instance_hours.push(hour);
+            }
             match self.pod_sums.get(&key) {
                 Some(&pods) => {
-                    with_pods += hour.amortized_cost_micros;
+                    with_pods += amortized_micros;
                     if (pods - builder.amortized).abs() > SPLIT_TOLERANCE * builder.amortized.abs().max(1e-6)
                     {
-                        note(&hour.instance_id, key.1, builder.amortized, pods);
+                        note(self.strings.get(key.0), key.1, builder.amortized, pods);
                     }
                 }
-                None => without_pods += hour.amortized_cost_micros,
+                None => without_pods += amortized_micros,
             }
-            parents.insert(key, ([instance_type, gpu_model, account], purchase_option));
-            instance_hours.push(hour);
+            parents.insert(key, ([instance_type, gpu_model, account], builder.purchase_option));
         }
-        instance_hours.sort_by(|a, b| (a.hour, &a.instance_id).cmp(&(b.hour, &b.instance_id)));
+        instance_hours.sort_by(|a, b| {
+            (a.hour, &a.instance_id, a.purchase_option).cmp(&(b.hour, &b.instance_id, b.purchase_option))
+        });
         let checked = self.pod_sums.len() as u64;
         let kubernetes = micros(self.allocated_nanos, "the pods' split cost")?;
         let text = |id: u32| self.strings.get(id).to_string();

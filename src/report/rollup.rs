@@ -608,8 +608,7 @@ pub fn clients(range: &RollupRange) -> Report {
     let shared_nanos: Vec<i64> = rows.iter().map(|c| c.shared_total_nanos()).collect();
     let discount: Vec<i64> = rows.iter().map(|c| rounded(c.discount_nanos)).collect();
     let discounts: i64 = discount.iter().sum();
-    let shared =
-        crate::money::apportion_micros(&shared_nanos, bill - direct.iter().sum::<i64>());
+    let shared = crate::money::apportion_micros(&shared_nanos, bill - direct.iter().sum::<i64>());
     let micros = |m: i64| Cell::Usd(Some(Nanos::from_micros(m)));
     let table = Table {
         title: "Chargeback by client".into(),

@@ -2,9 +2,9 @@
 //! written in the same transaction, so the engine reads pod-days and GPU pod-hours (a few
 //! hundred thousand rows for a ten-million-row month) instead of scanning every fact.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::model::{FactRecord, GpuPodHour, PodDay, PodRecord};
+use super::model::{FactRecord, GpuPodHour, InstanceHour, PodDay, PodDayOption, PodRecord, PurchaseOption};
 
 const DAY: i64 = 86_400;
 
@@ -90,6 +90,77 @@ impl FactAggregates {
             }
         }
         scaled.len()
+    }
+
+    /// The pod-days whose hours were not all billed under their pod's purchase option (an
+    /// instance-hour in several lines, part Savings Plan, part On-Demand; or an hour under
+    /// another option than the pod's first), split by option: each hour's cost and GPU-hours
+    /// take each option in proportion to the usage amounts of the instance-hour's lines.
+    pub(crate) fn pod_day_options(
+        &self,
+        pods: &[PodRecord],
+        instance_hours: &[InstanceHour],
+    ) -> Vec<PodDayOption> {
+        let mut lines: HashMap<(&str, i64), Vec<(PurchaseOption, f64)>> = HashMap::new();
+        for h in instance_hours {
+            lines
+                .entry((h.instance_id.as_str(), h.hour))
+                .or_default()
+                .push((h.purchase_option, h.usage_hours));
+        }
+        let pod_of: HashMap<i64, (&str, PurchaseOption)> =
+            pods.iter().map(|p| (p.id, (p.instance_id.as_str(), p.purchase_option))).collect();
+        let own = |pod: i64, hour: i64| {
+            let (instance, option) = *pod_of.get(&pod)?;
+            Some((lines.get(&(instance, hour))?, option))
+        };
+        let mut mixed: HashSet<(i64, i64)> = HashSet::new();
+        for &(pod, hour) in self.hours.keys() {
+            if let Some((parts, option)) = own(pod, hour)
+                && (parts.len() > 1 || parts[0].0 != option)
+            {
+                mixed.insert((pod, hour - hour.rem_euclid(DAY)));
+            }
+        }
+        if mixed.is_empty() {
+            return Vec::new();
+        }
+        // The hours of those pod-days in order, so that the sums (and so the weights) are the
+        // same to the last bit on every run.
+        let mut hours: Vec<(i64, i64, f64, i64)> = self
+            .hours
+            .iter()
+            .filter(|((pod, hour), _)| mixed.contains(&(*pod, hour - hour.rem_euclid(DAY))))
+            .map(|(&(pod, hour), &(gpu_hours, _, cost))| (pod, hour, gpu_hours, cost))
+            .collect();
+        hours.sort_unstable_by_key(|&(pod, hour, ..)| (pod, hour));
+        // (pod, day) → option → (cost, GPU-hours).
+        let mut days: BTreeMap<(i64, i64), BTreeMap<PurchaseOption, (f64, f64)>> = BTreeMap::new();
+        for (pod, hour, gpu_hours, cost) in hours {
+            let day = hour - hour.rem_euclid(DAY);
+            let by_option = days.entry((pod, day)).or_default();
+            // An hour whose instance line is missing stays under the pod's own option.
+            let own_option = pod_of.get(&pod).map_or_else(PurchaseOption::default, |p| p.1);
+            let parts = own(pod, hour).map_or_else(|| vec![(own_option, 1.0)], |(parts, _)| parts.clone());
+            let usage: f64 = parts.iter().map(|(_, u)| u.max(0.0)).sum();
+            for &(option, line_usage) in &parts {
+                let share = if usage > 0.0 { line_usage.max(0.0) / usage } else { 1.0 / parts.len() as f64 };
+                let entry = by_option.entry(option).or_default();
+                entry.0 += cost as f64 * share;
+                entry.1 += gpu_hours * share;
+            }
+        }
+        let mut rows = Vec::new();
+        for ((pod_id, day), by_option) in days {
+            let (cost, gpu): (f64, f64) = by_option.values().fold((0.0, 0.0), |s, v| (s.0 + v.0, s.1 + v.1));
+            let count = by_option.len() as f64;
+            for (purchase_option, (c, g)) in by_option {
+                let cost_weight = if cost > 0.0 { c / cost } else { 1.0 / count };
+                let gpu_hours_weight = if gpu > 0.0 { g / gpu } else { cost_weight };
+                rows.push(PodDayOption { pod_id, day, purchase_option, cost_weight, gpu_hours_weight });
+            }
+        }
+        rows
     }
 
     /// Pod-days in a stable order.
@@ -200,5 +271,60 @@ mod tests {
             hours,
             vec![(1, 0, 2.0, 4_500_000_000), (1, 3600, 2.0, 4_000_000_000), (1, 90_000, 1.0, 1_500_000_000)]
         );
+    }
+
+    #[test]
+    fn a_pod_day_on_an_hour_billed_part_savings_plan_part_on_demand_takes_each_by_usage() {
+        // Pod 1 on i-a (its own option Savings Plans): hour 0 costs $10 for 1 GPU-hour, billed
+        // 0.6 Savings Plan + 0.4 On-Demand; hour 1 costs $6 for 1 GPU-hour, all Savings Plan.
+        // Savings Plans: 10 × 0.6 + 6 = $12 of $16 (0.75), 0.6 + 1 = 1.6 of 2 GPU-hours (0.8);
+        // On-Demand: $4 (0.25), 0.4 GPU-hours (0.2). Pod 2 on i-b, On-Demand throughout: no row.
+        let gpu = |pod_id, hour, cost| FactRecord {
+            pod_id,
+            hour,
+            resource: "gpu",
+            split_usage: 1.0,
+            split_cost_nanos: cost,
+            unused_cost_nanos: 0,
+            net_split_cost_nanos: cost,
+            net_unused_cost_nanos: 0,
+            public_on_demand_split_cost_nanos: cost,
+            public_on_demand_unused_cost_nanos: 0,
+        };
+        let mut a = FactAggregates::default();
+        a.add(&[gpu(1, 0, 10_000_000_000), gpu(1, 3600, 6_000_000_000), gpu(2, 0, 5_000_000_000)]);
+        let pod = |id, instance_id: &str, purchase_option| PodRecord {
+            id,
+            instance_id: instance_id.into(),
+            purchase_option,
+            ..PodRecord::default()
+        };
+        let pods = [pod(1, "i-a", PurchaseOption::SavingsPlans), pod(2, "i-b", PurchaseOption::OnDemand)];
+        let line = |instance_id: &str, hour, purchase_option, usage_hours| InstanceHour {
+            instance_id: instance_id.into(),
+            hour,
+            purchase_option,
+            usage_hours,
+            ..InstanceHour::default()
+        };
+        let lines = [
+            line("i-a", 0, PurchaseOption::SavingsPlans, 0.6),
+            line("i-a", 0, PurchaseOption::OnDemand, 0.4),
+            line("i-a", 3600, PurchaseOption::SavingsPlans, 1.0),
+            line("i-b", 0, PurchaseOption::OnDemand, 1.0),
+        ];
+        let rows: Vec<(i64, PurchaseOption, f64, f64)> = a
+            .pod_day_options(&pods, &lines)
+            .iter()
+            .map(|r| (r.pod_id, r.purchase_option, r.cost_weight, r.gpu_hours_weight))
+            .collect();
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(
+            (rows[0].0, rows[0].1, rows[1].1),
+            (1, PurchaseOption::OnDemand, PurchaseOption::SavingsPlans)
+        );
+        assert!(close(rows[0].2, 0.25) && close(rows[0].3, 0.2), "{rows:?}");
+        assert!(close(rows[1].2, 0.75) && close(rows[1].3, 0.8), "{rows:?}");
     }
 }

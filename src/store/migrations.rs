@@ -103,6 +103,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "charge_basis",
         sql: include_str!("../../migrations/sqlite/0017_charge_basis.sql"),
     },
+    Migration {
+        version: 18,
+        name: "pod_day_options",
+        sql: include_str!("../../migrations/sqlite/0018_pod_day_options.sql"),
+    },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -179,6 +184,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 17,
         name: "charge_basis",
         sql: include_str!("../../migrations/postgres/0017_charge_basis.sql"),
+    },
+    Migration {
+        version: 18,
+        name: "pod_day_options",
+        sql: include_str!("../../migrations/postgres/0018_pod_day_options.sql"),
     },
 ];
 

@@ -305,7 +305,7 @@ pub struct CostFact {
 }
 
 /// One EC2 instance for one hour, from the parent (non-split) rows of the bill.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct InstanceHour {
     pub hour: i64,
     pub cluster: String,
@@ -686,6 +686,23 @@ pub struct PodDay {
     pub memory_gb_hours: f64,
 }
 
+/// The part of a pod-day under one purchase option, where the pod's instance was billed under
+/// several in some hour of the day (part Savings Plan, part On-Demand): each hour's cost and
+/// GPU-hours take each option in proportion to the usage amounts of the instance-hour's lines
+/// (as AWS's containers cost allocation dashboard weights them), summed over the day. A
+/// pod-day with no such row is wholly under its pod's option; the rows of one pod-day add up
+/// to 1.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct PodDayOption {
+    pub pod_id: i64,
+    pub day: i64,
+    pub purchase_option: PurchaseOption,
+    /// The option's share of the pod-day's cost (split + unused).
+    pub cost_weight: f64,
+    /// Its share of the pod-day's GPU-hours (the cost share where the day has none).
+    pub gpu_hours_weight: f64,
+}
+
 /// One pod-hour that held GPUs: its GPU-hours, GPU cost and the cost of all its resources.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct GpuPodHour {
@@ -737,6 +754,8 @@ pub struct ComputeInputs {
     pub bill_amortized_micros: i64,
     pub pods: Vec<PodRecord>,
     pub pod_days: Vec<PodDay>,
+    /// Pod-days on instances billed under several purchase options, by option.
+    pub pod_day_options: Vec<PodDayOption>,
     pub gpu_pod_hours: Vec<GpuPodHour>,
     /// Instance-hours summed per day, cluster, type and purchase option.
     pub capacity: Vec<CapacityRollup>,

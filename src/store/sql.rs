@@ -93,9 +93,10 @@ pub(crate) const SELECT_PENDING_PERIODS: &str = "SELECT c.period AS period FROM 
 /// other cost without discounts, credits, refunds and tax) and at version 3 (the bill per day,
 /// service and account, for the Cost Explorer cross-check), and at version 4 (the usage
 /// account of instance-hours and pods, account names), and at version 5 (the vCPU-hours and
-/// memory GB-hours of pod-days): a period stored by an older
+/// memory GB-hours of pod-days), and at version 6 (instance-hours by purchase option, and
+/// pod-days on instances billed under several): a period stored by an older
 /// version is read again even when its data version has not changed.
-pub(crate) const READER_VERSION: i64 = 5;
+pub(crate) const READER_VERSION: i64 = 6;
 
 pub(crate) const SELECT_COST_DATA_VERSION: &str =
     "SELECT data_version FROM cost_periods WHERE period = $1 AND reader_version >= $2";

@@ -3,7 +3,7 @@
 
 use super::model::{
     AccountRollup, CapacityRollup, ClientRollup, CostRollup, GpuPodHour, HeatmapCell, MeasuredPodHour,
-    Opportunity, OtherCostGroup, PeriodRollup, PodDay, ServedPodHour,
+    Opportunity, OtherCostGroup, PeriodRollup, PodDay, PodDayOption, ServedPodHour,
 };
 use super::table::{Table, TableSql, from_row, table};
 
@@ -12,6 +12,10 @@ table!(PodDay in "cost_pod_days" keyed by period {
     unused_cost_nanos, net_cost_nanos, public_on_demand_cost_nanos, gpu_split_nanos, cpu_split_nanos,
     vcpu_hours, memory_gb_hours,
 } order by "pod_id, day");
+
+table!(PodDayOption in "cost_pod_day_options" keyed by period {
+    pod_id, day, purchase_option, cost_weight, gpu_hours_weight,
+} order by "pod_id, day, purchase_option");
 
 table!(GpuPodHour in "cost_gpu_pod_hours" keyed by period {
     pod_id, hour, gpu_hours, gpu_cost_nanos, pod_cost_nanos,
@@ -80,9 +84,9 @@ pub(crate) fn rollup_tables() -> [&'static TableSql; 7] {
 }
 
 /// What a re-ingested period invalidates: its aggregates and rollups.
-pub(crate) fn period_tables() -> [&'static TableSql; 9] {
+pub(crate) fn period_tables() -> [&'static TableSql; 10] {
     let [a, b, c, d, e, f, g] = rollup_tables();
-    [PodDay::sql(), GpuPodHour::sql(), a, b, c, d, e, f, g]
+    [PodDay::sql(), PodDayOption::sql(), GpuPodHour::sql(), a, b, c, d, e, f, g]
 }
 
 /// Other cost per cluster, tags, service and usage type (amortized), for chargeback.

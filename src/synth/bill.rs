@@ -23,6 +23,11 @@ pub const PAYER_ACCOUNT: (&str, &str) = ("111111111111", "Example Corp");
 pub const USAGE_ACCOUNT: (&str, &str) = (CLUSTERS[0].account, CLUSTERS[0].account_name);
 /// Enterprise discount in the months that have one.
 pub const EDP_RATE: f64 = 0.03;
+/// At the fleet's busiest hours (UTC) the Savings Plan's hourly commitment runs out: this
+/// share of a covered instance's hour is covered, the rest billed On-Demand in a line of its
+/// own, as AWS does.
+pub const PEAK_HOURS: std::ops::Range<u32> = 14..17;
+pub const PEAK_SAVINGS_PLAN_COVERAGE: f64 = 0.6;
 
 /// Prices of one instance for the month, fixed per node.
 struct NodePricing {
@@ -266,6 +271,15 @@ pub fn write_month(
                     line_item_usage_account_name: cluster.account_name,
                     ..hour_row
                 };
+                // The share of the hour the Savings Plan covers (a booting node's hour is
+                // covered whole).
+                let covered = match node.purchase {
+                    Purchase::SavingsPlan if !booting && PEAK_HOURS.contains(&(hour % 24)) => {
+                        PEAK_SAVINGS_PLAN_COVERAGE
+                    }
+                    _ => 1.0,
+                };
+                let amortized = price.effective * covered + price.on_demand * (1.0 - covered);
                 next_id(&mut row_id);
                 let parent_row = match node.purchase {
                     Purchase::OnDemand | Purchase::Spot => CurRow {
@@ -283,14 +297,16 @@ pub fn write_month(
                     Purchase::SavingsPlan => CurRow {
                         identity_line_item_id: &row_id,
                         line_item_line_item_type: "SavingsPlanCoveredUsage",
-                        line_item_unblended_cost: Some(price.on_demand),
+                        line_item_usage_amount: Some(covered),
+                        line_item_unblended_cost: Some(price.on_demand * covered),
                         line_item_unblended_rate: &price.on_demand_rate,
-                        line_item_blended_cost: Some(price.on_demand),
+                        line_item_blended_cost: Some(price.on_demand * covered),
                         line_item_blended_rate: &price.on_demand_rate,
-                        line_item_net_unblended_cost: net(price.on_demand),
+                        line_item_net_unblended_cost: net(price.on_demand * covered),
+                        pricing_public_on_demand_cost: Some(price.on_demand * covered),
                         savings_plan_savings_plan_a_r_n: &price.commitment_arn,
-                        savings_plan_savings_plan_effective_cost: Some(price.effective),
-                        savings_plan_net_savings_plan_effective_cost: net(price.effective),
+                        savings_plan_savings_plan_effective_cost: Some(price.effective * covered),
+                        savings_plan_net_savings_plan_effective_cost: net(price.effective * covered),
                         savings_plan_savings_plan_rate: Some(price.effective),
                         ..parent
                     },
@@ -313,25 +329,44 @@ pub fn write_month(
                 let unblended = parent_row.line_item_unblended_cost.unwrap_or(0.0);
                 totals.unblended += unblended;
                 totals.discountable += unblended;
-                totals.amortized += price.effective;
+                totals.amortized += amortized;
                 match node.purchase {
                     Purchase::SavingsPlan => {
-                        totals.savings_plan_used += price.effective;
+                        totals.savings_plan_used += price.effective * covered;
                         next_id(&mut row_id);
                         batch.push(&CurRow {
                             identity_line_item_id: &row_id,
                             line_item_line_item_type: "SavingsPlanNegation",
                             line_item_line_item_description: "Savings Plan Negation",
-                            line_item_unblended_cost: Some(-price.on_demand),
-                            line_item_blended_cost: Some(-price.on_demand),
-                            line_item_net_unblended_cost: net(-price.on_demand),
+                            line_item_unblended_cost: Some(-price.on_demand * covered),
+                            line_item_blended_cost: Some(-price.on_demand * covered),
+                            line_item_net_unblended_cost: net(-price.on_demand * covered),
                             line_item_unblended_rate: &price.on_demand_rate,
                             savings_plan_savings_plan_a_r_n: &price.commitment_arn,
                             pricing_public_on_demand_cost: Some(0.0),
                             ..parent
                         });
-                        totals.unblended -= price.on_demand;
-                        totals.discountable -= price.on_demand;
+                        totals.unblended -= price.on_demand * covered;
+                        totals.discountable -= price.on_demand * covered;
+                        if covered < 1.0 {
+                            // The rest of the hour, On-Demand.
+                            let rest = price.on_demand * (1.0 - covered);
+                            next_id(&mut row_id);
+                            batch.push(&CurRow {
+                                identity_line_item_id: &row_id,
+                                line_item_line_item_type: "Usage",
+                                line_item_usage_amount: Some(1.0 - covered),
+                                line_item_unblended_cost: Some(rest),
+                                line_item_unblended_rate: &price.on_demand_rate,
+                                line_item_blended_cost: Some(rest),
+                                line_item_blended_rate: &price.on_demand_rate,
+                                line_item_net_unblended_cost: net(rest),
+                                pricing_public_on_demand_cost: Some(rest),
+                                ..parent
+                            });
+                            totals.unblended += rest;
+                            totals.discountable += rest;
+                        }
                     }
                     Purchase::Reserved => match totals.reserved.iter_mut().find(|r| r.0 == node.pool) {
                         Some(entry) => entry.3 += 1.0,
@@ -349,7 +384,7 @@ pub fn write_month(
                 let split_rows = if booting {
                     Vec::new()
                 } else {
-                    split_node_hour(world, node_index, hour, price.effective, price.on_demand)
+                    split_node_hour(world, node_index, hour, amortized, price.on_demand)
                 };
                 for split_row in &split_rows {
                     next_id(&mut row_id);
@@ -386,17 +421,12 @@ pub fn write_month(
                 }
                 let kubernetes: f64 =
                     split_rows.iter().map(|r| r.split.split_cost + r.split.unused_cost).sum();
-                truth.add_account_line(
-                    (cluster.account, cluster.account_name),
-                    price.effective,
-                    true,
-                    kubernetes,
-                );
+                truth.add_account_line((cluster.account, cluster.account_name), amortized, true, kubernetes);
                 if booting {
                     let gpu = Some((itype.gpu_model, itype.gpus));
-                    truth.add_instance_hour_without_pods(node.purchase.label(), gpu, true, price.effective);
+                    truth.add_instance_hour_without_pods(node.purchase.label(), gpu, true, amortized);
                 } else {
-                    truth.add_node_hour(world, node_index, hour, price.effective, &split_rows);
+                    truth.add_node_hour(world, node_index, hour, amortized, covered, &split_rows);
                 }
             }
             // A bastion host outside Kubernetes: EC2 instance-hours with no split rows at all.

@@ -101,6 +101,10 @@ pub struct Truth {
     /// Largest |Σ(split + unused) − amortized| over all instance-hours, USD.
     pub max_instance_hour_error: f64,
     pub instance_hours_by_purchase_option: BTreeMap<String, f64>,
+    /// The pods' cost (split + unused) and GPU-hours by purchase option, an instance-hour
+    /// billed in several lines weighted by their usage amounts (part Savings Plan, part
+    /// On-Demand at the peak hours).
+    pub pods_by_purchase_option: BTreeMap<String, OptionSums>,
     pub gpu_models: BTreeMap<String, GpuModelHours>,
     pub namespaces: BTreeMap<String, Sums>,
     /// Keyed `namespace/workload` (Deployment, Job, StatefulSet or DaemonSet name).
@@ -150,6 +154,13 @@ pub struct Chargeback {
     /// Share of EC2 of clusters not allocated to pods.
     pub shared_unallocated: f64,
     pub total_cost: f64,
+}
+
+/// The pods' cost and GPU-hours under one purchase option.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct OptionSums {
+    pub cost: f64,
+    pub gpu_hours: f64,
 }
 
 /// Lines of the invoice outside the amortized bill, USD.
@@ -212,11 +223,20 @@ impl Truth {
         node_index: usize,
         hour: u32,
         amortized: f64,
+        covered: f64,
         rows: &[SplitRow],
     ) {
         let node = &world.nodes[node_index];
         let net_factor = if world.has_discount { 1.0 - super::bill::EDP_RATE } else { 1.0 };
-        *self.instance_hours_by_purchase_option.entry(node.purchase.label().to_string()).or_default() += 1.0;
+        // The options the hour was billed under, with their shares of its usage.
+        let options: Vec<(&str, f64)> = if covered < 1.0 {
+            vec![(node.purchase.label(), covered), (Purchase::OnDemand.label(), 1.0 - covered)]
+        } else {
+            vec![(node.purchase.label(), 1.0)]
+        };
+        for (option, share) in &options {
+            *self.instance_hours_by_purchase_option.entry(option.to_string()).or_default() += share;
+        }
         self.instance_amortized_cost += amortized;
         let gpus = node.instance_type.gpus;
         let mut allocated_here = 0.0;
@@ -246,11 +266,16 @@ impl Truth {
                 model.idle_accelerator_cost += idle_cost;
                 model.unallocated_cost -= row.split.split_cost;
             }
+            for (option, share) in &options {
+                let sums = self.pods_by_purchase_option.entry(option.to_string()).or_default();
+                sums.cost += total * share;
+                sums.gpu_hours += allocated * share;
+            }
             let saved = row.public_split + row.public_unused - total;
             let (spot_saved, commitment_saved) = match node.purchase {
                 Purchase::Spot => (saved, 0.0),
                 Purchase::OnDemand => (0.0, 0.0),
-                _ => (0.0, saved),
+                _ => (0.0, saved * covered),
             };
             allocated_here += allocated;
             let spot = if node.purchase == Purchase::Spot { allocated } else { 0.0 };

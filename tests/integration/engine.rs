@@ -111,6 +111,22 @@ async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, period: &
         let expected = t["public_on_demand_total_cost"].as_f64().unwrap() - t["total_cost"].as_f64().unwrap();
         close(saved, expected, &what("realized savings"));
     }
+    // The pods' cost and GPU-hours by purchase option. At the peak hours a Savings Plan covers
+    // 60 % of its instances' hours and the rest is billed On-Demand in a line of its own: those
+    // pod-hours take each option by the lines' usage amounts, so On-Demand holds 40 % of them.
+    let by_option = group(&rollups.costs, |r| r.purchase_option.as_str().to_string());
+    let options = truth["pods_by_purchase_option"].as_object().unwrap();
+    assert_eq!(by_option.keys().collect::<Vec<_>>(), options.keys().collect::<Vec<_>>(), "{period} options");
+    for (option, t) in options {
+        let r = &by_option[option];
+        let what = format!("{period} pods under {option}");
+        close(
+            usd(r.split_cost_nanos + r.unused_cost_nanos),
+            t["cost"].as_f64().unwrap(),
+            &format!("{what}: cost"),
+        );
+        hours(r.gpu_hours_allocated, t["gpu_hours"].as_f64().unwrap(), &format!("{what}: GPU-hours"));
+    }
     // The GPU fleet per model: every instance-hour, AWS's accelerator share, the full cost of
     // idle GPU pod-hours (idle judged per GPU) and what no pod requested.
     let format = gpuledger::report::OutputFormat::Json;
@@ -500,7 +516,11 @@ async fn chargeback_pools_exempt_clients_settings_from_a_month_and_the_report_co
     let discount = globex["discount"].as_f64().unwrap();
     close(discount, discounts * charge / (bill as f64 / 1e6), "globex's share of the discounts");
     for r in rows.iter().filter(|r| r["client"] != "globex") {
-        assert_eq!((r["charge_basis"].as_str(), r["discount"].as_f64()), (Some("amortized"), Some(0.0)), "{r}");
+        assert_eq!(
+            (r["charge_basis"].as_str(), r["discount"].as_f64()),
+            (Some("amortized"), Some(0.0)),
+            "{r}"
+        );
     }
     close(
         globex["total_cost"].as_f64().unwrap(),

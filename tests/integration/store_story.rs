@@ -551,10 +551,16 @@ pub async fn story(store: &dyn Store) {
     let history = store.settings().await.unwrap();
     assert_eq!(history.versions.len(), 4, "{:?}", history.versions);
     let august = history.in_force("2026-08".parse().unwrap()).unwrap();
-    assert_eq!(august.terms("acme"), ClientTerms { markup_basis_points: 1_250, exempt: false, ..ClientTerms::default() });
+    assert_eq!(
+        august.terms("acme"),
+        ClientTerms { markup_basis_points: 1_250, exempt: false, ..ClientTerms::default() }
+    );
     assert_eq!((august.pools.platform, august.rules.len()), (ShareRule::Gpu, 0));
     let october = history.in_force("2026-10".parse().unwrap()).unwrap();
-    assert_eq!(october.terms("acme"), ClientTerms { markup_basis_points: 1_250, exempt: true, ..ClientTerms::default() });
+    assert_eq!(
+        october.terms("acme"),
+        ClientTerms { markup_basis_points: 1_250, exempt: true, ..ClientTerms::default() }
+    );
     assert_eq!((october.pools.platform, october.rules), (ShareRule::Total, rules));
 
     // (h) A month of facts (2_976) is summed into pod-days (4 replicas × 31 days) and GPU

@@ -85,6 +85,8 @@ where
         Self::insert(&mut tx, name, &period.bill_days).await.context(CONTEXT)?;
         let pod_days = aggregates.pod_days();
         Self::insert(&mut tx, name, &pod_days).await.context(CONTEXT)?;
+        let options = aggregates.pod_day_options(&tail.pods, &period.instance_hours);
+        Self::insert(&mut tx, name, &options).await.context(CONTEXT)?;
         let gpu_hours = aggregates.gpu_pod_hours();
         Self::insert(&mut tx, name, &gpu_hours).await.context(CONTEXT)?;
         let revision = Self::next_revision(&mut tx).await.context(CONTEXT)?;
@@ -242,6 +244,7 @@ where
             unallocated_ec2_micros: head.int("unallocated_ec2_micros").context(CONTEXT)?,
             pods: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
             pod_days: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
+            pod_day_options: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
             gpu_pod_hours: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
             capacity: Self::fetch_rows(&mut tx, by_period(sql_rollups::SELECT_CAPACITY_SUMS))
                 .await
