@@ -101,15 +101,31 @@ impl FactAggregates {
         pods: &[PodRecord],
         instance_hours: &[InstanceHour],
     ) -> Vec<PodDayOption> {
-        let mut lines: HashMap<(&str, i64), Vec<(PurchaseOption, f64)>> = HashMap::new();
+        // Only instances billed under more than one option (in one hour or across hours) can
+        // have such pod-days: most months' instances are not, and are passed over cheaply.
+        let mut first_option: HashMap<&str, PurchaseOption> = HashMap::new();
+        let mut varied: HashSet<&str> = HashSet::new();
         for h in instance_hours {
+            let first = *first_option.entry(h.instance_id.as_str()).or_insert(h.purchase_option);
+            if first != h.purchase_option {
+                varied.insert(h.instance_id.as_str());
+            }
+        }
+        if varied.is_empty() {
+            return Vec::new();
+        }
+        let mut lines: HashMap<(&str, i64), Vec<(PurchaseOption, f64)>> = HashMap::new();
+        for h in instance_hours.iter().filter(|h| varied.contains(h.instance_id.as_str())) {
             lines
                 .entry((h.instance_id.as_str(), h.hour))
                 .or_default()
                 .push((h.purchase_option, h.usage_hours));
         }
-        let pod_of: HashMap<i64, (&str, PurchaseOption)> =
-            pods.iter().map(|p| (p.id, (p.instance_id.as_str(), p.purchase_option))).collect();
+        let pod_of: HashMap<i64, (&str, PurchaseOption)> = pods
+            .iter()
+            .filter(|p| varied.contains(p.instance_id.as_str()))
+            .map(|p| (p.id, (p.instance_id.as_str(), p.purchase_option)))
+            .collect();
         let own = |pod: i64, hour: i64| {
             let (instance, option) = *pod_of.get(&pod)?;
             Some((lines.get(&(instance, hour))?, option))
@@ -140,7 +156,7 @@ impl FactAggregates {
             let day = hour - hour.rem_euclid(DAY);
             let by_option = days.entry((pod, day)).or_default();
             // An hour whose instance line is missing stays under the pod's own option.
-            let own_option = pod_of.get(&pod).map_or_else(PurchaseOption::default, |p| p.1);
+            let own_option = pod_of[&pod].1;
             let parts = own(pod, hour).map_or_else(|| vec![(own_option, 1.0)], |(parts, _)| parts.clone());
             let usage: f64 = parts.iter().map(|(_, u)| u.max(0.0)).sum();
             for &(option, line_usage) in &parts {
