@@ -108,6 +108,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "pod_day_options",
         sql: include_str!("../../migrations/sqlite/0018_pod_day_options.sql"),
     },
+    Migration {
+        version: 19,
+        name: "pods_by_workload",
+        sql: include_str!("../../migrations/sqlite/0019_pods_by_workload.sql"),
+    },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -189,6 +194,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 18,
         name: "pod_day_options",
         sql: include_str!("../../migrations/postgres/0018_pod_day_options.sql"),
+    },
+    Migration {
+        version: 19,
+        name: "pods_by_workload",
+        sql: include_str!("../../migrations/postgres/0019_pods_by_workload.sql"),
     },
 ];
 

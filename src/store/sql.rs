@@ -167,6 +167,9 @@ pub(crate) const SELECT_WORKLOAD_COSTS: &str = "SELECT p.namespace, p.workload, 
      GROUP BY p.namespace, p.workload ORDER BY p.namespace, p.workload";
 
 /// One workload's pods over `[$4, $5)` of period `$1`, from the pod-day aggregates.
+/// A workload's pods first (by the pods' workload index), then their days: SQLite keeps the
+/// order of a CROSS JOIN, where a plain JOIN led it to scan the whole month's pod-days (0.3 s
+/// on a churny month against 0.03 s); Postgres plans it as any inner join.
 pub(crate) const SELECT_POD_COSTS: &str = "SELECT p.cluster, p.usage_account_id AS account, p.pod, \
      p.node, p.instance_type, p.purchase_option, CAST(SUM(d.gpu_hours) AS DOUBLE PRECISION) AS gpu_hours, \
      CAST(SUM(d.gpu_cost_nanos) AS BIGINT) AS gpu_cost_nanos, \
@@ -174,8 +177,9 @@ pub(crate) const SELECT_POD_COSTS: &str = "SELECT p.cluster, p.usage_account_id 
      CAST(SUM(d.unused_cost_nanos) AS BIGINT) AS unused_cost_nanos, \
      CAST(SUM(d.net_cost_nanos) AS BIGINT) AS net_cost_nanos, \
      CAST(SUM(d.public_on_demand_cost_nanos) AS BIGINT) AS public_on_demand_cost_nanos \
-     FROM cost_pods p JOIN cost_pod_days d ON d.period = p.period AND d.pod_id = p.pod_id \
-     WHERE p.period = $1 AND p.namespace = $2 AND p.workload = $3 AND d.day >= $4 AND d.day < $5 \
+     FROM cost_pods p CROSS JOIN cost_pod_days d \
+     WHERE d.period = p.period AND d.pod_id = p.pod_id \
+     AND p.period = $1 AND p.namespace = $2 AND p.workload = $3 AND d.day >= $4 AND d.day < $5 \
      GROUP BY p.cluster, p.usage_account_id, p.pod, p.node, p.instance_type, p.purchase_option \
      ORDER BY p.pod, p.cluster, p.node";
 

@@ -41,6 +41,10 @@ pub struct AppState {
     pub pages: Arc<PageCache>,
     /// How visitors sign in.
     pub auth: Arc<AuthConfig>,
+    /// How long a page waits for recomputed periods to be read again before it answers from
+    /// the previous rollups (and says so): a demo month is read in milliseconds, a churny month
+    /// of a large fleet in a second or more.
+    pub fresh_wait: std::time::Duration,
 }
 
 impl AppState {
@@ -51,6 +55,7 @@ impl AppState {
             metrics: Arc::new(metrics::Metrics::default()),
             pages: Arc::new(PageCache::default()),
             auth: Arc::new(auth),
+            fresh_wait: std::time::Duration::from_millis(200),
         }
     }
 }
@@ -64,6 +69,8 @@ pub struct RollupCache {
     periods: tokio::sync::Mutex<HashMap<String, Versioned>>,
     /// By (scope key, period).
     scoped: tokio::sync::Mutex<HashMap<(String, String), Versioned>>,
+    /// A background read of recomputed periods is under way ([`RollupCache::all_or_previous`]).
+    reloading: std::sync::atomic::AtomicBool,
 }
 
 /// Rollups with the revision they were read at.
@@ -72,31 +79,72 @@ type Versioned = (i64, Arc<Rollups>);
 impl RollupCache {
     /// Every computed period's rollups as `scope` may see them, oldest first.
     pub async fn all(&self, store: &dyn Store, scope: &Scope) -> Result<Vec<Arc<Rollups>>, StoreError> {
+        Ok(self.read(store, scope, false).await?.0)
+    }
+
+    /// [`RollupCache::all`], except that a period recomputed since it was read is answered
+    /// from the rollups read before, when they are at hand (reading a churny month again takes
+    /// a second or more); `true` when any was. The caller has them read again
+    /// ([`RollupCache::start_reloading`]).
+    pub async fn all_or_previous(
+        &self,
+        store: &dyn Store,
+        scope: &Scope,
+    ) -> Result<(Vec<Arc<Rollups>>, bool), StoreError> {
+        self.read(store, scope, true).await
+    }
+
+    /// Marks a background read as started; false when one already is.
+    pub fn start_reloading(&self) -> bool {
+        !self.reloading.swap(true, std::sync::atomic::Ordering::AcqRel)
+    }
+
+    pub fn done_reloading(&self) {
+        self.reloading.store(false, std::sync::atomic::Ordering::Release);
+    }
+
+    async fn read(
+        &self,
+        store: &dyn Store,
+        scope: &Scope,
+        keep_previous: bool,
+    ) -> Result<(Vec<Arc<Rollups>>, bool), StoreError> {
         let computed = store.rollup_periods().await?;
-        let mut periods = self.periods.lock().await;
-        periods.retain(|name, _| computed.iter().any(|p| &p.period == name));
-        let mut all = Vec::with_capacity(computed.len());
-        for p in computed.iter().rev() {
-            let fresh = periods.get(&p.period).filter(|(at, _)| *at == p.revision).map(|(_, r)| r.clone());
-            let rollups = match fresh {
-                Some(rollups) => rollups,
-                None => {
-                    let Some(loaded) = store.rollups(&p.period).await? else { continue };
-                    let loaded = Arc::new(loaded);
-                    periods.insert(p.period.clone(), (p.revision, loaded.clone()));
-                    loaded
-                }
-            };
-            all.push((p.revision, rollups));
+        // What is at hand, then what must be read, read without holding the lock (another
+        // page may be answered from the previous rollups meanwhile).
+        let mut all: Vec<Option<Versioned>> = Vec::with_capacity(computed.len());
+        let mut previous = false;
+        {
+            let mut periods = self.periods.lock().await;
+            periods.retain(|name, _| computed.iter().any(|p| &p.period == name));
+            for p in computed.iter().rev() {
+                all.push(match periods.get(&p.period) {
+                    Some((at, r)) if *at == p.revision => Some((*at, r.clone())),
+                    Some((at, r)) if keep_previous => {
+                        previous = true;
+                        Some((*at, r.clone()))
+                    }
+                    _ => None,
+                });
+            }
         }
-        drop(periods);
+        for (slot, p) in all.iter_mut().zip(computed.iter().rev()) {
+            if slot.is_none()
+                && let Some(loaded) = store.rollups(&p.period).await?
+            {
+                let loaded = Arc::new(loaded);
+                self.periods.lock().await.insert(p.period.clone(), (p.revision, loaded.clone()));
+                *slot = Some((p.revision, loaded));
+            }
+        }
+        let all: Vec<Versioned> = all.into_iter().flatten().collect();
         if *scope == Scope::All {
-            return Ok(all.into_iter().map(|(_, r)| r).collect());
+            return Ok((all.into_iter().map(|(_, r)| r).collect(), previous));
         }
         let key = scope.key();
         let mut scoped = self.scoped.lock().await;
         scoped.retain(|(_, name), _| computed.iter().any(|p| &p.period == name));
-        Ok(all
+        let all = all
             .into_iter()
             .map(|(revision, rollups)| {
                 let slot = (key.clone(), rollups.period.period.clone());
@@ -109,7 +157,8 @@ impl RollupCache {
                     }
                 }
             })
-            .collect())
+            .collect();
+        Ok((all, previous))
     }
 }
 
@@ -275,11 +324,17 @@ async fn page_cache(
             request.uri().path(),
             "/" | "/costs" | "/clients" | "/gpus" | "/inference" | "/savings"
         ) || request.uri().path().starts_with("/clients/"));
+    let unmarked = |mut response: axum::response::Response| {
+        response.headers_mut().remove(PREVIOUS_HEADER);
+        response
+    };
     if !cacheable {
-        return next.run(request).await;
+        return unmarked(next.run(request).await);
     }
     let key = page_key(&request);
-    let Ok(generation) = generation(state.store.as_ref()).await else { return next.run(request).await };
+    let Ok(generation) = generation(state.store.as_ref()).await else {
+        return unmarked(next.run(request).await);
+    };
     if let Some(hit) = state.pages.get(&key, &generation) {
         return hit;
     }
@@ -289,8 +344,10 @@ async fn page_cache(
         return hit;
     }
     state.pages.renders.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let response = next.run(request).await;
-    if response.status() != axum::http::StatusCode::OK {
+    let mut response = next.run(request).await;
+    if response.headers_mut().remove(PREVIOUS_HEADER).is_some()
+        || response.status() != axum::http::StatusCode::OK
+    {
         return response;
     }
     let (parts, body) = response.into_parts();
@@ -460,18 +517,31 @@ async fn warm(state: &AppState) {
 }
 
 /// Warms the cache again whenever the data revision moves (a compute, an ingest, a
-/// setting), checking every 10 seconds: only the periods that changed are read again.
+/// setting), checking every 2 seconds (one small query): only the periods that changed are
+/// read again. Meanwhile pages answer from the previous rollups and say so.
 async fn keep_warm(state: AppState) {
     let mut seen = state.store.data_revision().await.unwrap_or_default();
     loop {
-        tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
         let Ok(revision) = state.store.data_revision().await else { continue };
         if revision != seen {
             seen = revision;
-            warm(&state).await;
+            reload(state.clone()).await;
         }
     }
 }
+
+/// Reads recomputed periods again in the background, once at a time.
+pub(crate) async fn reload(state: AppState) {
+    if state.cache.start_reloading() {
+        warm(&state).await;
+        state.cache.done_reloading();
+    }
+}
+
+/// Marks a response rendered from rollups older than the latest compute: the page cache does
+/// not keep it.
+pub const PREVIOUS_HEADER: &str = "x-gpuledger-previous-rollups";
 
 /// Liveness and database reachability, as JSON.
 async fn healthz(

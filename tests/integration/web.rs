@@ -307,7 +307,10 @@ async fn overview_gpus_and_inference_match_truth() {
 #[tokio::test]
 async fn headers_metrics_and_a_recompute_seen_at_once() {
     let app = crate::app::TestApp::demo().await;
-    let state = app.state.clone();
+    let mut state = app.state.clone();
+    // A page waits for recomputed months to be read again (a demo month takes milliseconds;
+    // a generous bound keeps the test free of timing).
+    state.fresh_wait = std::time::Duration::from_secs(30);
 
     // Security headers, gzip, metrics.
     let (_, headers, _) = get_with(&state, "/", &[("accept-encoding", "gzip")]).await;
@@ -342,6 +345,34 @@ async fn headers_metrics_and_a_recompute_seen_at_once() {
         .unwrap();
     let (_, after) = get(&state, "/clients?period=2026-10&format=json").await;
     assert_eq!(acme_shared(&after), 0.0, "the cached page was refreshed");
+    assert!(json(&after).get("previous_rollups").is_none(), "fresh figures say nothing more");
+    // A page that may not wait answers from the previous rollups and says so, is not kept in
+    // the page cache, and shows the new figures once they are read again in the background.
+    state.fresh_wait = std::time::Duration::ZERO;
+    let history = state.store.settings().await.unwrap();
+    let shares_again = history
+        .client_version("acme", gpuledger::settings::EffectiveFrom::BEGINNING, |terms| terms.exempt = false)
+        .unwrap();
+    state.store.save_settings(&[shares_again]).await.unwrap();
+    gpuledger::engine::compute::compute_period(state.store.as_ref(), "2026-10".parse().unwrap())
+        .await
+        .unwrap();
+    let (_, headers, body) = get_with(&state, "/clients?period=2026-10&format=json", &[]).await;
+    let previous = String::from_utf8(body).unwrap();
+    assert_eq!(acme_shared(&previous), 0.0, "the figures from before the compute");
+    assert!(json(&previous)["previous_rollups"].as_str().unwrap().contains("Reload in a few seconds"));
+    assert!(headers.get(gpuledger::web::PREVIOUS_HEADER).is_none(), "the marker stays inside");
+    let mut tries = 0;
+    let fresh = loop {
+        let (_, body) = get(&state, "/clients?period=2026-10&format=json").await;
+        if json(&body).get("previous_rollups").is_none() {
+            break body;
+        }
+        tries += 1;
+        assert!(tries < 600, "the recomputed month was never read again");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert!(acme_shared(&fresh) > 0.0, "the new figures, not a cached copy of the previous ones");
     // A range with nothing computed is a 400 that lists the computed months, not a 500.
     let (status, html) = get(&state, "/costs?from=2020-01-01&to=2020-02-01").await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{html}");

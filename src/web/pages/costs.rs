@@ -2,7 +2,7 @@
 //! account, reconciled to the bill, drilling down to workloads and pods; the bill per usage
 //! account beside it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
@@ -168,10 +168,15 @@ fn costs_link(
     namespace: &str,
     workload: Option<&str>,
 ) -> String {
-    let mut link = costs_base(filters, range);
-    link.push_str(&format!("&group={group}&namespace={}", url_escape(namespace)));
+    drill_link(&costs_base(filters, range), group, namespace, workload)
+}
+
+/// [`costs_link`] from its base, made once for a table's rows.
+fn drill_link(base: &str, group: &str, namespace: &str, workload: Option<&str>) -> String {
+    let mut link = format!("{base}&group={group}&namespace={}", url_escape(namespace));
     if let Some(workload) = workload {
-        link.push_str(&format!("&workload={}", url_escape(workload)));
+        link.push_str("&workload=");
+        link.push_str(&url_escape(workload));
     }
     link
 }
@@ -185,24 +190,23 @@ fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>
         filters.group.clone().filter(|g| GROUPS.contains(&g.as_str())).unwrap_or_else(|| "namespace".into());
     let namespace = filters.namespace.clone().filter(|n| !n.is_empty());
     let cluster = filters.cluster.clone().filter(|c| !c.is_empty());
-    // Keyed by the row's label and, for workloads, the namespace and workload apart (for links).
-    let mut sums: BTreeMap<(String, String, String), [i64; 6]> = BTreeMap::new();
+    // Keyed by the group's value, or for workloads by namespace and workload, borrowed from
+    // the rollups (a churny month has some 80,000 workloads: no string is made per cost row).
+    let mut by_key: HashMap<(&str, &str), [i64; 6]> = HashMap::new();
     let chosen = range.costs().filter(|c| {
         namespace.as_ref().is_none_or(|n| &c.namespace == n)
             && cluster.as_ref().is_none_or(|k| &c.cluster == k)
     });
     for c in chosen {
-        let key = match group.as_str() {
-            "workload" => {
-                (format!("{}/{}", c.namespace, c.workload), c.namespace.clone(), c.workload.clone())
-            }
-            "team" => (c.team.clone(), String::new(), String::new()),
-            "client" => (c.client.clone(), String::new(), String::new()),
-            "cluster" => (c.cluster.clone(), String::new(), String::new()),
-            "account" => (c.account.clone(), String::new(), String::new()),
-            _ => (c.namespace.clone(), c.namespace.clone(), String::new()),
+        let key: (&str, &str) = match group.as_str() {
+            "workload" => (&c.namespace, &c.workload),
+            "team" => (&c.team, ""),
+            "client" => (&c.client, ""),
+            "cluster" => (&c.cluster, ""),
+            "account" => (&c.account, ""),
+            _ => (&c.namespace, ""),
         };
-        let s = sums.entry(key).or_default();
+        let s = by_key.entry(key).or_default();
         s[0] += c.split_cost_nanos;
         s[1] += c.unused_cost_nanos;
         s[2] += c.net_cost_nanos;
@@ -210,6 +214,16 @@ fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>
         s[4] += c.gpu_cost_nanos;
         s[5] += c.idle_gpu_cost_nanos;
     }
+    // Each row's label, and its namespace and workload (for links), in label order.
+    let mut sums: Vec<((String, &str, &str), [i64; 6])> = by_key
+        .into_iter()
+        .map(|((value, workload), s)| match group.as_str() {
+            "workload" => ((format!("{value}/{workload}"), value, workload), s),
+            "namespace" => ((value.to_string(), value, ""), s),
+            _ => ((value.to_string(), "", ""), s),
+        })
+        .collect();
+    sums.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let line = |label: String, s: &[i64; 6]| {
         vec![
             Cell::Text(label),
@@ -222,16 +236,16 @@ fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>
             money(s[5]),
         ]
     };
-    let rows: Vec<Vec<Cell>> = sums.iter().map(|((label, ..), s)| line(label.clone(), s)).collect();
+    let base = costs_base(filters, range);
     let mut links: Vec<Option<String>> = sums
-        .keys()
-        .map(|(_, namespace, workload)| match group.as_str() {
-            "namespace" => Some(costs_link(filters, range, "workload", namespace, None)),
-            "workload" => Some(costs_link(filters, range, "pod", namespace, Some(workload))),
+        .iter()
+        .map(|((_, namespace, workload), _)| match group.as_str() {
+            "namespace" => Some(drill_link(&base, "workload", namespace, None)),
+            "workload" => Some(drill_link(&base, "pod", namespace, Some(workload))),
             _ => None,
         })
         .collect();
-    let total: [i64; 6] = sums.values().fold([0; 6], |mut acc, s| {
+    let total: [i64; 6] = sums.iter().map(|(_, s)| s).fold([0; 6], |mut acc, s| {
         acc.iter_mut().zip(s).for_each(|(a, b)| *a += b);
         acc
     });
@@ -267,7 +281,7 @@ fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>
         title: "Costs".into(),
         totals,
         columns: [&[column_of(&group)], &MONEY_COLUMNS[..], &["idle_gpu_cost"]].concat(),
-        rows,
+        rows: sums.into_iter().map(|((label, ..), s)| line(label, &s)).collect(),
     };
     let cluster_chosen = cluster.clone();
     let mut scope = cluster.map(|c| format!(" in cluster {c}")).unwrap_or_default();

@@ -306,6 +306,8 @@ pub(super) struct View {
     pub(super) accounts: std::collections::BTreeMap<String, String>,
     /// Who asks: every number above is already limited to what their scope may see.
     pub(super) viewer: Viewer,
+    /// Some period was recomputed and is being read again: its figures are the previous ones.
+    pub(super) previous: bool,
 }
 
 /// Cost Explorer's amortized cost per month before the first computed month (before the CUR
@@ -377,7 +379,18 @@ pub(super) async fn resolve(state: &AppState, viewer: &Viewer, filters: &Filters
             FORMATS.map(String::from).to_vec(),
         ));
     }
-    let computed = state.cache.all(state.store.as_ref(), &viewer.scope).await?;
+    let (mut computed, mut previous) =
+        state.cache.all_or_previous(state.store.as_ref(), &viewer.scope).await?;
+    if previous {
+        // Read the recomputed periods again; answer fresh if that is quick, else from the
+        // previous rollups, said on the page.
+        tokio::spawn(crate::web::reload(state.clone()));
+        let deadline = std::time::Instant::now() + state.fresh_wait;
+        while previous && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            (computed, previous) = state.cache.all_or_previous(state.store.as_ref(), &viewer.scope).await?;
+        }
+    }
     let months: Vec<String> = computed.iter().rev().map(|r| r.period.period.clone()).collect();
     let asked = Range::parse(filters.period.as_deref(), filters.from.as_deref(), filters.to.as_deref())
         .map_err(|e| WebError::bad(e.parameter, e.message, months.clone()))?;
@@ -386,7 +399,13 @@ pub(super) async fn resolve(state: &AppState, viewer: &Viewer, filters: &Filters
             let parameter = if matches!(asked, Range::Month(_)) { "period" } else { "from" };
             return Err(WebError::bad(parameter, "nothing is computed yet", Vec::new()));
         }
-        return Ok(View { computed, range: None, accounts: Default::default(), viewer: viewer.clone() });
+        return Ok(View {
+            computed,
+            range: None,
+            accounts: Default::default(),
+            viewer: viewer.clone(),
+            previous,
+        });
     };
     let wanted = asked.unwrap_or(Range::Month(latest));
     let range = RollupRange::from_parts(wanted.label(), wanted.start(), wanted.end(), computed.to_vec())
@@ -416,7 +435,7 @@ pub(super) async fn resolve(state: &AppState, viewer: &Viewer, filters: &Filters
         })?,
         None => range,
     };
-    Ok(View { computed, range: Some(range), accounts, viewer: viewer.clone() })
+    Ok(View { computed, range: Some(range), accounts, viewer: viewer.clone(), previous })
 }
 
 /// A filter's value, when it is given and not empty.
@@ -448,7 +467,34 @@ pub(super) async fn answer(
     let mut content = content;
     sort_tables(&mut content, filters)?;
     let page = page_asked(filters)?;
-    match &wanted {
+    if view.previous {
+        content.notes.insert(0, PREVIOUS_NOTE.into());
+        content.json.insert("previous_rollups".into(), json!(PREVIOUS_NOTE));
+    }
+    let mut response = render_answer(state, filters, &wanted, view, content, page, &label).await?;
+    if view.previous {
+        let mark = axum::http::HeaderValue::from_static("1");
+        response.headers_mut().insert(crate::web::PREVIOUS_HEADER, mark);
+    }
+    Ok(response)
+}
+
+/// What a page says while it answers from the rollups read before the latest compute.
+const PREVIOUS_NOTE: &str = "New figures were computed a moment ago and are being loaded: this \
+     page shows the figures from before that compute. Reload in a few seconds.";
+
+async fn render_answer(
+    state: &AppState,
+    filters: &Filters,
+    wanted: &Wants,
+    view: &View,
+    content: Content,
+    page: usize,
+    label: &str,
+) -> Result<Response, WebError> {
+    let range = view.range.as_ref();
+    let label = label.to_string();
+    match wanted {
         Wants::Json => {
             let mut top = Map::new();
             top.insert("period".into(), json!(label));
