@@ -332,31 +332,31 @@ async fn headers_metrics_and_a_recompute_seen_at_once() {
             .as_f64()
             .unwrap()
     };
+    // acme exempt (or not) from the beginning, and October computed again.
+    let acme_exempt = |exempt: bool| {
+        let store = state.store.clone();
+        async move {
+            let history = store.settings().await.unwrap();
+            let version = history
+                .client_version("acme", gpuledger::settings::EffectiveFrom::BEGINNING, |t| t.exempt = exempt)
+                .unwrap();
+            store.save_settings(&[version]).await.unwrap();
+            gpuledger::engine::compute::compute_period(store.as_ref(), "2026-10".parse().unwrap())
+                .await
+                .unwrap();
+        }
+    };
     let (_, before) = get(&state, "/clients?period=2026-10&format=json").await;
     assert!(acme_shared(&before) > 0.0);
-    let history = state.store.settings().await.unwrap();
-    let exempt = history
-        .client_version("acme", gpuledger::settings::EffectiveFrom::BEGINNING, |terms| terms.exempt = true)
-        .unwrap();
-    state.store.save_settings(&[exempt]).await.unwrap();
     // No sleep: the cache keys on the data revision, which every compute raises.
-    gpuledger::engine::compute::compute_period(state.store.as_ref(), "2026-10".parse().unwrap())
-        .await
-        .unwrap();
+    acme_exempt(true).await;
     let (_, after) = get(&state, "/clients?period=2026-10&format=json").await;
     assert_eq!(acme_shared(&after), 0.0, "the cached page was refreshed");
     assert!(json(&after).get("previous_rollups").is_none(), "fresh figures say nothing more");
     // A page that may not wait answers from the previous rollups and says so, is not kept in
     // the page cache, and shows the new figures once they are read again in the background.
+    acme_exempt(false).await;
     state.fresh_wait = std::time::Duration::ZERO;
-    let history = state.store.settings().await.unwrap();
-    let shares_again = history
-        .client_version("acme", gpuledger::settings::EffectiveFrom::BEGINNING, |terms| terms.exempt = false)
-        .unwrap();
-    state.store.save_settings(&[shares_again]).await.unwrap();
-    gpuledger::engine::compute::compute_period(state.store.as_ref(), "2026-10".parse().unwrap())
-        .await
-        .unwrap();
     let (_, headers, body) = get_with(&state, "/clients?period=2026-10&format=json", &[]).await;
     let previous = String::from_utf8(body).unwrap();
     assert_eq!(acme_shared(&previous), 0.0, "the figures from before the compute");

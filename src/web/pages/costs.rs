@@ -59,19 +59,22 @@ pub async fn costs(
 /// cost, the rest summed into one bar; each bar links where its row does.
 fn top_chart((caption, table, links): &CostTable) -> String {
     let value = |cell: Option<&Cell>| amount_of(cell).unwrap_or(0.0);
-    let bars: Vec<charts::StackedBar> = table
-        .rows
-        .iter()
-        .zip(links)
-        .map(|(row, href)| charts::StackedBar {
-            label: text_of(&row[0]),
-            parts: vec![value(row.get(1)), value(row.get(2))],
+    let parts: Vec<[f64; 2]> = table.rows.iter().map(|row| [value(row.get(1)), value(row.get(2))]).collect();
+    let slices: Vec<&[f64]> = parts.iter().map(|p| p.as_slice()).collect();
+    // Only the bars drawn are made.
+    let (order, rest) = charts::top_indices(&slices, 10);
+    let mut bars: Vec<charts::StackedBar> = order
+        .into_iter()
+        .map(|i| charts::StackedBar {
+            label: text_of(&table.rows[i][0]),
+            parts: parts[i].to_vec(),
             mark: None,
-            href: href.clone(),
+            href: links.get(i).cloned().flatten(),
         })
         .collect();
+    bars.extend(rest);
     let title = caption.split(',').next().unwrap_or(caption);
-    charts::stacked_bars(title, "USD", &["split cost (used)", "unused cost"], "", &charts::top(bars, 10))
+    charts::stacked_bars(title, "USD", &["split cost (used)", "unused cost"], "", &bars)
 }
 
 /// Fills the name column of an accounts table from the names the range's bills give.

@@ -107,13 +107,21 @@ impl Filters {
 }
 
 pub fn url_escape(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    // One string, no allocation per byte: a churny month's Costs page escapes some 80,000
+    // workload links.
+    let mut escaped = String::with_capacity(value.len());
+    for b in value.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => escaped.push(b as char),
+            _ => {
+                escaped.push('%');
+                escaped.push(HEX[usize::from(b >> 4)] as char);
+                escaped.push(HEX[usize::from(b & 15)] as char);
+            }
+        }
+    }
+    escaped
 }
 
 const XLSX_TYPE: &str = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
@@ -866,4 +874,13 @@ pub(super) fn download(bytes: Vec<u8>, content_type: &str, filename: &str) -> Re
         bytes,
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn url_escape_keeps_unreserved_bytes_and_percent_encodes_the_rest() {
+        // Space 0x20, slash 0x2F, ü is 0xC3 0xBC in UTF-8, ampersand 0x26.
+        assert_eq!(super::url_escape("a b/ü&x-1_2.3~"), "a%20b%2F%C3%BC%26x-1_2.3~");
+    }
 }
