@@ -187,6 +187,9 @@ fn drill_link(base: &str, group: &str, namespace: &str, workload: Option<&str>) 
 /// A table's caption, the table, and the link of each row's first cell.
 type CostTable = (String, Table, Vec<Option<String>>);
 
+/// A grouped row's label, and its namespace and workload (for its link).
+type Label<'a> = (String, &'a str, &'a str);
+
 /// Kubernetes cost summed by the chosen group, with the lines that close it to the bill.
 fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>) -> CostTable {
     let group =
@@ -218,7 +221,7 @@ fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>
         s[5] += c.idle_gpu_cost_nanos;
     }
     // Each row's label, and its namespace and workload (for links), in label order.
-    let mut sums: Vec<((String, &str, &str), [i64; 6])> = by_key
+    let mut sums: Vec<(Label, [i64; 6])> = by_key
         .into_iter()
         .map(|((value, workload), s)| match group.as_str() {
             "workload" => ((format!("{value}/{workload}"), value, workload), s),
