@@ -850,6 +850,10 @@ pub struct GenerateArgs {
     /// Skip the OpenMetrics files.
     #[arg(long, env = "GPULEDGER_GENERATE_NO_METRICS")]
     pub no_metrics: bool,
+    /// The last month is in progress, as AWS delivers the current month: billed and measured
+    /// through this day (1-31) only.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=31))]
+    pub through_day: Option<u32>,
 }
 
 #[derive(Debug, Args)]

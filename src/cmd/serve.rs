@@ -222,6 +222,7 @@ pub(super) async fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         metrics: !args.no_metrics,
         fixes_from: args.fixes_from,
         history_months: args.history_months,
+        through_day: args.through_day,
     };
     let summary = generate_blocking(options).await?;
     println!("{}", serde_json::to_string(&summary)?);

@@ -168,7 +168,8 @@ pub fn write_month(
     let period = world.period;
     let start = period.start();
     let end = period.end();
-    let hours = period.hours();
+    // A month in progress is billed through its cut.
+    let hours = world.billed_hours;
     let pricing: Vec<NodePricing> = (0..world.nodes.len()).map(|n| pricing(world, n)).collect();
     let tags: Vec<Vec<(String, String)>> = (0..world.pods.len()).map(|p| pod_tags(world, p)).collect();
     let resource_ids: Vec<String> = world
@@ -825,7 +826,7 @@ fn monthly_rows(
         // A reservation is bought in the account of the cluster its pool belongs to.
         let cluster =
             world.nodes.iter().find(|n| n.pool == *pool).map_or(&CLUSTERS[0], |n| &CLUSTERS[n.cluster]);
-        let reserved_hours = f64::from(*count) * f64::from(world.period.hours());
+        let reserved_hours = f64::from(*count) * f64::from(world.billed_hours);
         let fee = round_micro(rate * reserved_hours);
         let unused = round_micro(rate * (reserved_hours - used_hours));
         let usage_type = format!("HeavyUsage:{instance_type}");

@@ -565,6 +565,9 @@ pub struct World {
     pub pods: Vec<Pod>,
     /// The month has an enterprise discount, so the export carries `net_*` columns.
     pub has_discount: bool,
+    /// The hours of the month billed and measured: all of them, or the first days of a month
+    /// in progress ([`World::through_day`]).
+    pub billed_hours: u32,
 }
 
 /// How long pods of a class run and how long slots stay empty between them, in hours.
@@ -603,6 +606,7 @@ impl World {
             nodes: Vec::new(),
             pods: Vec::new(),
             has_discount: period.month() % 2 == 0,
+            billed_hours: period.hours(),
         };
         // Node identities are stable across months (seeded without the period) so that a
         // fleet looks the same from one bill to the next.
@@ -775,6 +779,21 @@ impl World {
             .enumerate()
             .filter(|(_, running)| **running)
             .map(|(hour, _)| hour as u32)
+    }
+
+    /// Cuts the month after its first `days` days, as AWS delivers a month in progress: nodes
+    /// stop running and pods end at the cut, and nothing after it is billed or measured.
+    pub fn through_day(&mut self, days: u32) {
+        let cut = (days * 24).min(self.period.hours());
+        self.billed_hours = cut;
+        for node in &mut self.nodes {
+            node.running.iter_mut().skip(cut as usize).for_each(|running| *running = false);
+        }
+        let seconds = i64::from(cut) * 3600;
+        for pod in &mut self.pods {
+            pod.start = pod.start.min(seconds);
+            pod.end = pod.end.min(seconds);
+        }
     }
 
     /// The fraction of `hour` a pod ran on its node (0 when it did not).

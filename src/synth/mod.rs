@@ -62,6 +62,8 @@ pub struct GenerateOptions {
     /// Months of Cost Explorer history before the first CUR month (the export did not exist
     /// yet), in `cost-explorer.json`.
     pub history_months: u32,
+    /// The last month is in progress: billed and measured through this day only.
+    pub through_day: Option<u32>,
 }
 
 impl GenerateOptions {
@@ -81,6 +83,7 @@ impl GenerateOptions {
             prefix: DEFAULT_PREFIX.into(),
             export_name: DEFAULT_EXPORT_NAME.into(),
             metrics: true,
+            through_day: None,
         }
     }
 }
@@ -143,7 +146,10 @@ pub fn generate(
     let mut cost_explorer = cost_explorer::CeTally::default();
     let first = periods[0];
     for period in periods {
-        let world = fleet::World::build_story(options.seed, period, options.scale, options.fixes_from);
+        let mut world = fleet::World::build_story(options.seed, period, options.scale, options.fixes_from);
+        if let Some(days) = options.through_day.filter(|_| period == options.end) {
+            world.through_day(days);
+        }
         let bar = progress.add(indicatif::ProgressBar::new_spinner());
         bar.set_style(
             indicatif::ProgressStyle::with_template("{spinner} {msg} {human_pos} CUR rows ({per_sec})")

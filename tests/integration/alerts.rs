@@ -116,6 +116,7 @@ async fn the_demo_story_fires_and_resolves_each_alert_once() {
         metrics: true,
         fixes_from: Some("2026-10".parse().unwrap()),
         history_months: 0,
+        through_day: None,
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     synth::generate(&options, &progress).unwrap();

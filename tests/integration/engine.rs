@@ -76,7 +76,7 @@ fn group<'a>(rows: &'a [CostRollup], key: impl Fn(&'a CostRollup) -> String) -> 
 }
 
 /// Every figure of one period's truth against the rollups.
-async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, period: &str) {
+pub async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, period: &str) {
     let rollups = store.rollups(period).await.unwrap().expect("computed");
     let namespaces = group(&rollups.costs, |r| r.namespace.clone());
     for (namespace, t) in truth["namespaces"].as_object().unwrap() {

@@ -22,6 +22,7 @@ fn options(out: &Path, format: CurFormat) -> GenerateOptions {
         metrics: true,
         fixes_from: None,
         history_months: 2,
+        through_day: None,
     }
 }
 

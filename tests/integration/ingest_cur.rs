@@ -36,6 +36,7 @@ pub fn generate_with(out: &Path, scale: Scale, format: CurFormat, months: u32, s
         metrics,
         fixes_from: None,
         history_months: 2,
+        through_day: None,
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     synth::generate(&options, &progress).expect("generate");

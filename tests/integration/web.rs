@@ -975,3 +975,42 @@ async fn inference_draws_the_busiest_workloads_day_by_day_against_the_fleet_p95(
     let long = app.page("/inference?from=2026-08-01&to=2026-11-01").await;
     assert!(!long.contains("inferences by day"));
 }
+
+/// A month in progress, as AWS delivers the current month: October billed and measured
+/// through the 15th. Its rollups match its truth (those 15 days), and the Overview says it is
+/// in progress, with its cost to date, the month before to the same day and a run-rate.
+#[tokio::test]
+async fn a_month_in_progress_matches_its_truth_and_the_overview_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = gpuledger::synth::GenerateOptions {
+        through_day: Some(15),
+        months: 2,
+        seed: 45,
+        scale: Scale::Demo,
+        export_name: crate::ingest_cur::EXPORT.into(),
+        ..gpuledger::synth::GenerateOptions::demo(dir.path().to_path_buf(), "2026-10".parse().unwrap())
+    };
+    let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
+    gpuledger::synth::generate(&options, &progress).expect("generate");
+    let url = format!("sqlite:{}", dir.path().join("ledger.db").display());
+    let store = crate::helpers::connect(&url).await;
+    crate::engine::load(store.as_ref(), dir.path(), &["2026-09", "2026-10"]).await;
+    for period in ["2026-09", "2026-10"] {
+        let truth = crate::ingest_cur::truth(dir.path(), period);
+        crate::engine::assert_period_matches_truth(store.as_ref(), &truth, period).await;
+    }
+    let october = crate::ingest_cur::truth(dir.path(), "2026-10");
+    let state = AppState::new(store, gpuledger::web::AuthConfig::off());
+    let (status, body) = get(&state, "/?period=2026-10&format=json").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let progress = &json(&body)["in_progress"];
+    assert_eq!((progress["days"].as_i64(), progress["of"].as_i64()), (Some(15), Some(31)), "{progress}");
+    let to_date = progress["cost_to_date"].as_f64().unwrap();
+    let truth_to_date = october["kubernetes_allocated_cost"].as_f64().unwrap();
+    assert!((to_date - truth_to_date).abs() < 0.01, "{to_date} vs truth {truth_to_date}");
+    assert!((progress["run_rate"].as_f64().unwrap() - to_date * 31.0 / 15.0).abs() < 1e-6);
+    assert!(progress["previous_to_same_day"].as_f64().unwrap() > 0.0, "September to the 15th");
+    // A whole month is not in progress.
+    let (_, september) = get(&state, "/?period=2026-09&format=json").await;
+    assert!(json(&september).get("in_progress").is_none());
+}
