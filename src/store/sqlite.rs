@@ -72,3 +72,54 @@ impl SqlStore<Sqlite> {
         Ok(SqlStore::with_pool(pool))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::{ChargeBasis, ClientTerms};
+    use crate::store::{ClientRule, MatchKind, SettingsStore, Store};
+
+    /// A database made before settings had effective dates (migrations 1–6) keeps its clients
+    /// through migration 7: the markup from the beginning, the per-client policy `none` as
+    /// exempt, `total` (now a per-pool rule) as the default terms, and its mapping rules as one
+    /// list; the terms read today (with a charge basis, added later) are amortized.
+    #[tokio::test]
+    async fn clients_and_rules_from_before_migration_7_become_settings_versions() {
+        let store = SqliteStore::open("sqlite::memory:").await.unwrap();
+        let before = &migrations::SQLITE[..6];
+        assert_eq!(before.last().map(|m| m.version), Some(6));
+        migrations::apply(&store.pool, before, &Sqlite::MIGRATION_LOCK).await.unwrap();
+        for sql in [
+            "INSERT INTO clients (name, share_policy, markup_basis_points) \
+             VALUES ('acme', 'none', 1250), ('globex', 'total', 0)",
+            "INSERT INTO client_rules (client, match_kind, pattern, label_key, priority) \
+             VALUES ('acme', 'prefix', 'acme-', '', 10), ('globex', 'label', 'globex', 'user_client', 20)",
+        ] {
+            sqlx::query(sql).execute(&store.pool).await.unwrap();
+        }
+        assert_eq!(store.migrate().await.unwrap(), migrations::SQLITE.len() - 6);
+        let history = store.settings().await.unwrap();
+        let october = history.in_force("2026-10".parse().unwrap()).unwrap();
+        assert_eq!(
+            october.terms("acme"),
+            ClientTerms { markup_basis_points: 1_250, exempt: true, basis: ChargeBasis::Amortized }
+        );
+        assert_eq!(october.terms("globex"), ClientTerms::default());
+        let rule = |client: &str, match_kind, pattern: &str, label_key: &str, priority| ClientRule {
+            client: client.into(),
+            match_kind,
+            pattern: pattern.into(),
+            label_key: label_key.into(),
+            priority,
+        };
+        assert_eq!(
+            october.rules,
+            vec![
+                rule("acme", MatchKind::Prefix, "acme-", "", 10),
+                rule("globex", MatchKind::Label, "globex", "user_client", 20)
+            ]
+        );
+        // Every later migration ran too: the schema is current.
+        assert!(store.schema_status().await.unwrap().is_current());
+    }
+}
