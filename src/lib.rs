@@ -24,6 +24,23 @@
 //!   month it takes effect;
 //! - [`money`], [`period`]: exact money and billing periods.
 
+/// `FromStr` for an enum with `ALL` and `as_str`: each value parses from the name it is
+/// stored and shown by (defined before the modules, so every one of them can use it).
+macro_rules! parse_by_name {
+    ($enum:ty, $what:literal) => {
+        impl std::str::FromStr for $enum {
+            type Err = String;
+
+            fn from_str(text: &str) -> Result<Self, String> {
+                <$enum>::ALL
+                    .into_iter()
+                    .find(|value| value.as_str() == text)
+                    .ok_or_else(|| format!("unknown {} {text:?}", $what))
+            }
+        }
+    };
+}
+
 pub mod alerts;
 pub mod auth;
 pub mod catalog;

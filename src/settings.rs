@@ -133,16 +133,7 @@ impl ChargeBasis {
     }
 }
 
-impl FromStr for ChargeBasis {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        ChargeBasis::ALL
-            .into_iter()
-            .find(|b| b.as_str() == text)
-            .ok_or_else(|| format!("unknown charge basis {text:?}: amortized or net"))
-    }
-}
+parse_by_name!(ChargeBasis, "charge basis");
 
 /// A client's billing terms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -333,9 +333,10 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
     let mut group: Vec<Expr> = vec![col("day")];
     group.extend(dims.iter().map(|d| col(*d)));
     // A pod-day billed under several purchase options is one row per option, each taking its
-    // part of every sum: money by the cost weights, telescoped so that the parts add up to
-    // the nano-dollar (trunc(m × to) − trunc(m × from)), hours by the GPU-hour weights.
-    let money_part = |name: &str| {
+    // part of every sum: money (and counts of hours) by the cost weights, telescoped so that
+    // the parts add up to the nano-dollar (trunc(m × to) − trunc(m × from)), GPU-hours by the
+    // GPU-hour weights, other quantities by the cost weights.
+    let whole_part = |name: &str| {
         let m = col(name).cast(DataType::Float64);
         ((m.clone() * col("cost_to")).cast(DataType::Int64) - (m * col("cost_from")).cast(DataType::Int64))
             .alias(name)
@@ -357,7 +358,7 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
         "inference_hours_above_p95",
     ]
     .iter()
-    .map(|name| money_part(name))
+    .map(|name| whole_part(name))
     .collect();
     parts.extend(["allocated", "used", "idle", "unmeasured"].iter().map(|name| hours_part(name)));
     parts.extend(

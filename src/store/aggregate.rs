@@ -156,10 +156,10 @@ impl FactAggregates {
             let day = hour - hour.rem_euclid(DAY);
             let by_option = days.entry((pod, day)).or_default();
             // An hour whose instance line is missing stays under the pod's own option.
-            let own_option = pod_of[&pod].1;
-            let parts = own(pod, hour).map_or_else(|| vec![(own_option, 1.0)], |(parts, _)| parts.clone());
+            let whole = [(pod_of[&pod].1, 1.0)];
+            let parts: &[(PurchaseOption, f64)] = own(pod, hour).map_or(&whole, |(parts, _)| parts);
             let usage: f64 = parts.iter().map(|(_, u)| u.max(0.0)).sum();
-            for &(option, line_usage) in &parts {
+            for &(option, line_usage) in parts {
                 let share = if usage > 0.0 { line_usage.max(0.0) / usage } else { 1.0 / parts.len() as f64 };
                 let entry = by_option.entry(option).or_default();
                 entry.0 += cost as f64 * share;

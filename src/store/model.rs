@@ -76,16 +76,7 @@ impl PurchaseOption {
     }
 }
 
-impl std::str::FromStr for PurchaseOption {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        PurchaseOption::ALL
-            .into_iter()
-            .find(|p| p.as_str() == text)
-            .ok_or_else(|| format!("unknown purchase option {text:?}"))
-    }
-}
+parse_by_name!(PurchaseOption, "purchase option");
 
 impl std::fmt::Display for PurchaseOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -132,16 +123,7 @@ impl LineCategory {
     }
 }
 
-impl std::str::FromStr for LineCategory {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        LineCategory::ALL
-            .into_iter()
-            .find(|c| c.as_str() == text)
-            .ok_or_else(|| format!("unknown bill line category {text:?}"))
-    }
-}
+parse_by_name!(LineCategory, "bill line category");
 
 impl std::fmt::Display for RunStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
