@@ -239,6 +239,10 @@ pub const WORKLOADS: &[Workload] = &[
         server: Server::Triton,
         peak_requests_per_hour: 9000,
     },
+    // Notebooks of two teams on time-sliced L4s: up to four pods share one GPU.
+    /* 31 */
+    workload!("initech-research", "jupyter-shared", "StatefulSet", Notebook, Some("initech"), "research"),
+    /* 32 */ workload!("internal-ml", "jupyter-shared", "StatefulSet", Notebook, None, "platform"),
 ];
 
 /// DaemonSets on every node: (workload index, vCPU request, GiB request).
@@ -268,6 +272,9 @@ struct PoolSpec {
     /// At large scale, the pool runs short-lived Jobs (minutes each), as a real fleet's CI
     /// and ETL pools do: hundreds of thousands of distinct pods a month.
     churns_at_large: bool,
+    /// Time-slicing: the device plugin advertises this many replicas of each GPU and each pod
+    /// requests one (`nvidia.com/gpu: 1`), so up to this many pods share one GPU. 1: no sharing.
+    replicas: u32,
 }
 
 const POOLS: &[PoolSpec] = &[
@@ -280,6 +287,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 8,
         workloads: &[0, 3],
         churns_at_large: false,
+        replicas: 1,
     },
     PoolSpec {
         name: "train-a100-spot",
@@ -290,6 +298,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 8,
         workloads: &[1, 2],
         churns_at_large: false,
+        replicas: 1,
     },
     PoolSpec {
         name: "train-a100-ondemand",
@@ -300,6 +309,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 8,
         workloads: &[3, 4],
         churns_at_large: false,
+        replicas: 1,
     },
     PoolSpec {
         name: "infer-a10g",
@@ -310,6 +320,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 1,
         workloads: &[5, 6],
         churns_at_large: false,
+        replicas: 1,
     },
     PoolSpec {
         name: "infer-l4",
@@ -320,6 +331,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 1,
         workloads: &[7, 8],
         churns_at_large: false,
+        replicas: 1,
     },
     PoolSpec {
         name: "infer-a100",
@@ -330,6 +342,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 1,
         workloads: &[9],
         churns_at_large: false,
+        replicas: 1,
     },
     PoolSpec {
         name: "notebooks",
@@ -340,6 +353,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 1,
         workloads: &[10, 11, 12],
         churns_at_large: false,
+        replicas: 1,
     },
     PoolSpec {
         name: "batch-l4-spot",
@@ -350,6 +364,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 1,
         workloads: &[13, 14],
         churns_at_large: false,
+        replicas: 1,
     },
     PoolSpec {
         name: "west-infer-l40s",
@@ -360,6 +375,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 1,
         workloads: &[6, 8],
         churns_at_large: false,
+        replicas: 1,
     },
     PoolSpec {
         name: "west-train-a10g-spot",
@@ -370,6 +386,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 8,
         workloads: &[2, 4],
         churns_at_large: false,
+        replicas: 1,
     },
     PoolSpec {
         name: "general",
@@ -380,6 +397,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 8,
         workloads: &[15, 16, 17, 18],
         churns_at_large: false,
+        replicas: 1,
     },
     PoolSpec {
         name: "general-ondemand",
@@ -390,6 +408,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 8,
         workloads: &[15, 16, 17],
         churns_at_large: false,
+        replicas: 1,
     },
     PoolSpec {
         name: "cpu-spot",
@@ -400,6 +419,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 4,
         workloads: &[19, 20],
         churns_at_large: true,
+        replicas: 1,
     },
     PoolSpec {
         name: "west-general",
@@ -410,6 +430,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 4,
         workloads: &[15, 16],
         churns_at_large: false,
+        replicas: 1,
     },
     PoolSpec {
         name: "infer-ocr-l4",
@@ -420,6 +441,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 1,
         workloads: &[30],
         churns_at_large: false,
+        replicas: 1,
     },
     PoolSpec {
         name: "west-infer-ocr-l4",
@@ -430,6 +452,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 1,
         workloads: &[30],
         churns_at_large: false,
+        replicas: 1,
     },
     // The demo's own pools (the story `gpuledger demo` tells): before the fixes, training on
     // On-Demand A100s and inference and notebooks on an A100 node; after, training on Spot
@@ -443,6 +466,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 8,
         workloads: &[0, 1, 2, 3, 4],
         churns_at_large: false,
+        replicas: 1,
     },
     PoolSpec {
         name: "demo-infer-a100",
@@ -453,6 +477,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 1,
         workloads: &[5, 6, 7, 8, 9, 10, 11, 12],
         churns_at_large: false,
+        replicas: 1,
     },
     PoolSpec {
         name: "demo-notebooks-a10g",
@@ -463,6 +488,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 1,
         workloads: &[10, 11, 12],
         churns_at_large: false,
+        replicas: 1,
     },
     PoolSpec {
         name: "demo-train-a100-spot",
@@ -473,6 +499,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 8,
         workloads: &[0, 1, 2, 4],
         churns_at_large: false,
+        replicas: 1,
     },
     PoolSpec {
         name: "demo-train-a10g-ondemand",
@@ -483,6 +510,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 4,
         workloads: &[3],
         churns_at_large: false,
+        replicas: 1,
     },
     PoolSpec {
         name: "demo-infer-l4",
@@ -493,6 +521,7 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 1,
         workloads: &[5, 6, 7, 8, 9],
         churns_at_large: false,
+        replicas: 1,
     },
     PoolSpec {
         name: "demo-notebooks-l4",
@@ -503,6 +532,20 @@ const POOLS: &[PoolSpec] = &[
         per_pod: 1,
         workloads: &[10, 11, 12],
         churns_at_large: false,
+        replicas: 1,
+    },
+    // Time-sliced notebooks (small and large scale): each L4 advertised as four replicas, so
+    // the bill sees up to four GPUs requested on a one-GPU instance and divides by them.
+    PoolSpec {
+        name: "notebooks-l4-shared",
+        cluster: 0,
+        instance_type: "g6.xlarge",
+        purchase: Purchase::OnDemand,
+        nodes: [0, 0, 1, 4],
+        per_pod: 1,
+        workloads: &[31, 32],
+        churns_at_large: false,
+        replicas: 4,
     },
 ];
 
@@ -517,6 +560,8 @@ pub struct Node {
     pub node_name: String,
     pub availability_zone: String,
     pub gpu_uuids: Vec<String>,
+    /// Time-slicing replicas per GPU (1: each GPU is one pod's).
+    pub gpu_replicas: u32,
     /// Hours of the month (0-based) in which the instance ran; whole hours.
     pub running: Vec<bool>,
     /// Pods ever placed on the node (indices into [`World::pods`]).
@@ -534,6 +579,8 @@ pub struct Pod {
     /// First GPU index on the node, and GPU count (0 for CPU pods).
     pub first_gpu: u32,
     pub gpus: u32,
+    /// On a time-sliced GPU, which of its replicas the pod holds (dcgm-exporter's `vgpu`).
+    pub replica: u32,
     pub vcpu_request: f64,
     pub memory_request_gib: f64,
     /// Seconds from the month start, half-open `[start, end)`; DaemonSets run whenever the
@@ -640,13 +687,17 @@ impl World {
                         ['a', 'b', 'c'][(node_number % 3) as usize]
                     ),
                     gpu_uuids: (0..instance_type.gpus).map(|_| format!("GPU-{}", id_rng.uuid())).collect(),
+                    gpu_replicas: pool.replicas,
                     running: vec![instance_type.gpus == 0; period.hours() as usize],
                     pods: Vec::new(),
                 };
                 let mut schedule_rng =
                     Rng::derive(month_seed, &[2, pool_index as u64, u64::from(node_number)]);
-                let slots =
-                    if instance_type.gpus > 0 { instance_type.gpus / pool.per_pod } else { pool.per_pod };
+                let slots = if instance_type.gpus > 0 {
+                    instance_type.gpus * pool.replicas / pool.per_pod
+                } else {
+                    pool.per_pod
+                };
                 for slot in 0..slots {
                     world.schedule_slot(
                         node_index,
@@ -681,12 +732,15 @@ impl World {
         let instance_type = node.instance_type;
         let gpu_node = instance_type.gpus > 0;
         let share = if gpu_node {
-            f64::from(pool.per_pod) / f64::from(instance_type.gpus)
+            f64::from(pool.per_pod) / f64::from(instance_type.gpus * pool.replicas)
         } else {
             1.0 / f64::from(pool.per_pod)
         };
         // Start some slots part-way into the month so the fleet is not in lock-step.
         let mut cursor = rng.int(0, 36) * 3600 + rng.int(0, 3600 / interval - 1) * interval;
+        if pool.replicas > 1 {
+            cursor -= cursor % 3600;
+        }
         let churns = pool.churns_at_large && self.scale == Scale::Large && !gpu_node;
         while cursor < month_seconds {
             let workload_index = pool.workloads[rng.int(0, pool.workloads.len() as i64 - 1) as usize];
@@ -694,6 +748,11 @@ impl World {
             let (run_seconds, gap_seconds) = if churns {
                 // Short Jobs: 10 to 60 minutes each, 5 to 40 minutes apart.
                 (rng.int(10, 60) * 60, rng.int(5, 40) * 60)
+            } else if pool.replicas > 1 {
+                // Pods sharing a GPU come and go on the hour, so that an hour's sharers are
+                // plain in samples as coarse as the generator's (half an hour).
+                let (run_hours, gap_hours) = tenancy_hours(workload.class, rng);
+                (run_hours * 3600, gap_hours * 3600)
             } else {
                 let (run_hours, gap_hours) = tenancy_hours(workload.class, rng);
                 let end_offset = rng.int(0, 3600 / interval - 1) * interval;
@@ -724,8 +783,9 @@ impl World {
                 name,
                 uid: name_rng.uuid(),
                 node: node_index,
-                first_gpu: if gpu_node { slot * pool.per_pod } else { 0 },
+                first_gpu: if gpu_node { slot / pool.replicas * pool.per_pod } else { 0 },
                 gpus: if gpu_node { pool.per_pod } else { 0 },
+                replica: slot % pool.replicas,
                 vcpu_request: (f64::from(instance_type.vcpu) * share * cpu_factor).floor().max(1.0),
                 memory_request_gib: (f64::from(instance_type.memory_gib) * share * 0.7).floor().max(1.0),
                 start: cursor,
@@ -760,6 +820,7 @@ impl World {
                 node: node_index,
                 first_gpu: 0,
                 gpus: 0,
+                replica: 0,
                 vcpu_request: vcpu,
                 memory_request_gib: memory,
                 start: 0,
@@ -812,12 +873,34 @@ impl World {
     /// exactly. A multi-GPU training pod stalls in about 8 % of its hours: its first GPU keeps
     /// working while the others wait at 0–1 % (a straggler, a starved data loader), so the
     /// pod's mean (~11 %) hides seven idle GPUs of eight.
+    ///
+    /// On a time-sliced GPU every pod sees the device's utilization (NVML reports the device,
+    /// not the replica): the sum of what its pods in the hour ask of it, at most 100 %.
     pub fn gpu_utilization_of(&self, pod: usize, gpu: u32, hour: u32) -> f64 {
+        let p = &self.pods[pod];
+        let node = &self.nodes[p.node];
+        if node.gpu_replicas == 1 {
+            return self.own_percent(pod, gpu, hour) / 100.0;
+        }
+        let device = p.first_gpu + gpu;
+        let asked: f64 = node
+            .pods
+            .iter()
+            .filter(|&&q| {
+                let q_pod = &self.pods[q];
+                q_pod.gpus > 0 && (q_pod.first_gpu..q_pod.first_gpu + q_pod.gpus).contains(&device)
+            })
+            .map(|&q| self.own_percent(q, device - self.pods[q].first_gpu, hour) * self.pod_fraction(q, hour))
+            .sum();
+        asked.floor().min(100.0) / 100.0
+    }
+
+    /// What a pod alone keeps one of its GPUs busy in an hour, a whole percent.
+    fn own_percent(&self, pod: usize, gpu: u32, hour: u32) -> f64 {
         let workload = &WORKLOADS[self.pods[pod].workload];
         let noise = rng::unit(self.seed, &[5, pod as u64, u64::from(hour)]);
         if gpu > 0 && self.stalled(pod, hour) {
-            return (2.0 * rng::unit(self.seed, &[6, pod as u64, u64::from(hour), u64::from(gpu)])).floor()
-                / 100.0;
+            return (2.0 * rng::unit(self.seed, &[6, pod as u64, u64::from(hour), u64::from(gpu)])).floor();
         }
         // The same request load keeps a big GPU less busy than a small one.
         let model = self.nodes[self.pods[pod].node].instance_type.gpu_model;
@@ -834,7 +917,7 @@ impl World {
             Class::Batch => 45.0 + 45.0 * noise,
             Class::Service | Class::Platform => 0.0,
         };
-        percent.floor().clamp(0.0, 100.0) / 100.0
+        percent.floor().clamp(0.0, 100.0)
     }
 
     /// A multi-GPU training pod waiting on one GPU in this hour.
@@ -962,11 +1045,12 @@ mod tests {
     }
 
     #[test]
-    fn gpus_are_never_oversubscribed() {
+    fn a_gpu_holds_no_more_pods_than_its_replicas() {
         let world = world();
         for (node_index, node) in world.nodes.iter().enumerate() {
             for hour in world.node_hours(node_index) {
                 let mut per_gpu = vec![0.0; node.instance_type.gpus as usize];
+                let replicas = f64::from(node.gpu_replicas);
                 for &pod in &node.pods {
                     let fraction = world.pod_fraction(pod, hour);
                     let p = &world.pods[pod];
@@ -974,7 +1058,10 @@ mod tests {
                         per_gpu[gpu as usize] += fraction;
                     }
                 }
-                assert!(per_gpu.iter().all(|&used| used <= 1.0 + 1e-12), "node {node_index} hour {hour}");
+                assert!(
+                    per_gpu.iter().all(|&used| used <= replicas + 1e-12),
+                    "node {node_index} hour {hour}"
+                );
             }
         }
     }
@@ -1028,6 +1115,38 @@ mod tests {
         assert!(gpu_pools(&after).contains(&("A100", Purchase::Spot)));
         assert!(!gpu_pools(&after).contains(&("A100", Purchase::OnDemand)));
         assert!(after.nodes.iter().any(|n| n.pool == "demo-infer-l4"));
+    }
+
+    #[test]
+    fn time_sliced_l4s_are_shared_on_the_hour_and_report_the_device() {
+        let world = World::build(42, "2026-10".parse().unwrap(), Scale::Small);
+        let shared: Vec<usize> =
+            (0..world.nodes.len()).filter(|&n| world.nodes[n].gpu_replicas == 4).collect();
+        assert_eq!(shared.len(), 1, "one time-sliced node at small scale");
+        let node = &world.nodes[shared[0]];
+        let holders: Vec<usize> = node.pods.iter().copied().filter(|&p| world.pods[p].gpus == 1).collect();
+        // Every pod comes and goes on the hour and holds GPU 0 under one of four replicas.
+        for &p in &holders {
+            let pod = &world.pods[p];
+            assert_eq!((pod.start % 3600, pod.end % 3600, pod.first_gpu), (0, 0, 0), "{}", pod.name);
+            assert!(pod.replica < 4);
+        }
+        // Some hour has three or more pods on the GPU; each sees the device's utilization,
+        // the sum of what they ask of it (at most 100 %).
+        let (hour, sharers) = world
+            .node_hours(shared[0])
+            .map(|hour| {
+                let on: Vec<usize> =
+                    holders.iter().copied().filter(|&p| world.pod_fraction(p, hour) > 0.0).collect();
+                (hour, on)
+            })
+            .max_by_key(|(_, on)| on.len())
+            .unwrap();
+        assert!(sharers.len() >= 3, "{} pods at most", sharers.len());
+        let asked: f64 = sharers.iter().map(|&p| world.own_percent(p, 0, hour)).sum();
+        for &p in &sharers {
+            assert_eq!(world.gpu_utilization_of(p, 0, hour), asked.min(100.0) / 100.0);
+        }
     }
 
     #[test]

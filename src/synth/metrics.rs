@@ -74,24 +74,42 @@ fn write_gpu_series(
     // Series in order of first appearance; each keeps its samples in time order.
     let mut order: Vec<Option<usize>> = Vec::new();
     let mut samples: HashMap<Option<usize>, Vec<(i64, f64)>> = HashMap::new();
+    // A time-sliced GPU is exported in virtual-GPU mode (`--kubernetes-virtual-gpus`): a copy
+    // of each series per pod holding a replica, labelled `vgpu`, every copy with the device's
+    // values (prometheus reference §1.5).
+    let shared = node.gpu_replicas > 1;
     for hour in world.node_hours(node_index) {
         let mut t = i64::from(hour) * 3600;
         while t < i64::from(hour + 1) * 3600 {
-            let holder = holders.iter().copied().find(|&p| world.pods[p].start <= t && t < world.pods[p].end);
-            // Two pods of one StatefulSet slot can share a name; key series by labels.
-            let key = holder.map(|p| series_owner(world, &holders, p));
-            let value = match (family, holder) {
-                (_, None) => 0.0,
-                ("DCGM_FI_DEV_FB_USED", Some(p)) => f64::from(world.framebuffer_used(p, hour)),
-                ("DCGM_FI_DEV_GPU_UTIL", Some(p)) => {
-                    (world.gpu_utilization_of(p, gpu - world.pods[p].first_gpu, hour) * 100.0).round()
+            let on: Vec<usize> = holders
+                .iter()
+                .copied()
+                .filter(|&p| world.pods[p].start <= t && t < world.pods[p].end)
+                .take(if shared { usize::MAX } else { 1 })
+                .collect();
+            let framebuffer = on
+                .iter()
+                .map(|&p| world.framebuffer_used(p, hour))
+                .sum::<u32>()
+                .min(node.instance_type.gpu_memory_mib);
+            let keys: Vec<Option<usize>> =
+                if on.is_empty() { vec![None] } else { on.iter().map(|&p| Some(p)).collect() };
+            for holder in keys {
+                // Two pods of one StatefulSet slot can share a name; key series by labels.
+                let key = holder.map(|p| series_owner(world, &holders, p));
+                let value = match (family, holder) {
+                    (_, None) => 0.0,
+                    ("DCGM_FI_DEV_FB_USED", Some(_)) => f64::from(framebuffer),
+                    ("DCGM_FI_DEV_GPU_UTIL", Some(p)) => {
+                        (world.gpu_utilization_of(p, gpu - world.pods[p].first_gpu, hour) * 100.0).round()
+                    }
+                    (_, Some(p)) => world.gpu_utilization_of(p, gpu - world.pods[p].first_gpu, hour),
+                };
+                if !samples.contains_key(&key) {
+                    order.push(key);
                 }
-                (_, Some(p)) => world.gpu_utilization_of(p, gpu - world.pods[p].first_gpu, hour),
-            };
-            if !samples.contains_key(&key) {
-                order.push(key);
+                samples.entry(key).or_default().push((month_start + t, value));
             }
-            samples.entry(key).or_default().push((month_start + t, value));
             t += interval;
         }
     }
@@ -115,8 +133,9 @@ fn write_gpu_series(
             Some(p) => {
                 let pod = &world.pods[p];
                 let workload = &WORKLOADS[pod.workload];
+                let vgpu = if shared { format!(",vgpu=\"{}\"", pod.replica) } else { String::new() };
                 format!(
-                    "{base_labels},container=\"{}\",namespace=\"{}\",pod=\"{}\",{exporter}",
+                    "{base_labels},container=\"{}\",namespace=\"{}\",pod=\"{}\"{vgpu},{exporter}",
                     container_for(workload.class, workload.server),
                     workload.namespace,
                     pod.name

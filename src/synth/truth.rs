@@ -251,7 +251,10 @@ impl Truth {
                 if pod.gpus > 0 { world.idle_gpu_share(row.pod, hour, IDLE_THRESHOLD) } else { 0.0 };
             let (allocated, used, idle, gpu_cost, idle_cost) = if row.resource == Resource::Accelerator {
                 let utilization = world.gpu_utilization(row.pod, hour);
-                let allocated = row.split.split_usage;
+                // The pod's share of the instance's GPUs: its split usage, or, when the pods
+                // asked for more GPUs than there are (time-slicing), its split usage ratio of
+                // them, so a GPU never holds more than one GPU-hour an hour.
+                let allocated = row.split.split_usage.min(row.split.ratio * f64::from(gpus));
                 let idle_share = if allocated > 0.0 { idle_share } else { 0.0 };
                 (allocated, utilization * allocated, allocated * idle_share, total, total * idle_share)
             } else {

@@ -341,6 +341,43 @@ async fn small_rollups_match_truth() {
         "ocr-triton-0 in both clusters"
     );
     assert_period_matches_truth(store.as_ref(), &truth, "2026-10").await;
+    time_sliced_gpus_hold_one_gpu_hour_an_hour(store.as_ref(), &truth).await;
+}
+
+/// Small scale has one g6.xlarge whose L4 is time-sliced into four replicas: the notebook
+/// pods of two teams ask for more GPU-hours than it has. Each counts its split usage ratio
+/// of the GPU (the bill divides by what the pods asked), so the node's pods hold at most one
+/// GPU-hour an hour, and the engine agrees with truth.
+async fn time_sliced_gpus_hold_one_gpu_hour_an_hour(store: &dyn Store, truth: &Value) {
+    use gpuledger::synth::fleet::{WORKLOADS, World};
+    let world = World::build(42, "2026-10".parse().unwrap(), Scale::Small);
+    let node = world.nodes.iter().position(|n| n.gpu_replicas == 4).expect("a time-sliced node");
+    let node_hours = world.node_hours(node).count() as f64;
+    let mut asked = 0.0;
+    for &p in &world.nodes[node].pods {
+        if world.pods[p].gpus > 0 {
+            asked += world.node_hours(node).map(|hour| world.pod_fraction(p, hour)).sum::<f64>();
+        }
+    }
+    let rollups = store.rollups("2026-10").await.unwrap().unwrap();
+    let workloads = group(&rollups.costs, |r| format!("{}/{}", r.namespace, r.workload));
+    let mut held = 0.0;
+    for key in ["initech-research/jupyter-shared", "internal-ml/jupyter-shared"] {
+        let (r, t) = (&workloads[key], &truth["workloads"][key]);
+        hours(r.gpu_hours_allocated, t["gpu_hours_allocated"].as_f64().unwrap(), &format!("{key} allocated"));
+        hours(r.gpu_hours_idle, t["gpu_hours_idle"].as_f64().unwrap(), &format!("{key} idle"));
+        ratio(r.gpu_hours_used, t["gpu_hours_used"].as_f64().unwrap(), &format!("{key} used"));
+        close(usd(r.idle_cost_nanos), t["idle_cost"].as_f64().unwrap(), &format!("{key} idle cost"));
+        held += r.gpu_hours_allocated;
+    }
+    assert!(WORKLOADS.iter().filter(|w| w.name == "jupyter-shared").count() == 2);
+    assert!(
+        asked > node_hours + 24.0,
+        "the pods asked for {asked} GPU-hours of a GPU that ran {node_hours} hours"
+    );
+    // The node runs only while a pod holds its GPU, and pods come and go on the hour: every
+    // hour it ran is exactly one GPU-hour held, however many pods shared it.
+    hours(held, node_hours, "GPU-hours the time-sliced node's pods held");
 }
 
 fn report_json(database_url: &str, args: &[&str]) -> Value {
