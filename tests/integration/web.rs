@@ -757,6 +757,16 @@ async fn a_long_table_is_paged_in_the_url_and_its_downloads_hold_every_row() {
     let largest = app.json("/costs?period=2026-10&group=workload&sort=total_cost&format=json").await;
     let second_sorted = shown(&app.page("/costs?period=2026-10&group=workload&sort=total_cost&page=2").await);
     assert_eq!(second_sorted[0], names(&largest)[100]);
+    // The page makes only the rows it shows, after ordering every row itself: each order gives
+    // the rows the JSON twin (which orders the whole table) has in the same places.
+    for (sort, dir) in
+        [("total_cost", "desc"), ("gpu_cost", "asc"), ("namespace_workload", "desc"), ("net_cost", "desc")]
+    {
+        let query = format!("/costs?period=2026-10&group=workload&sort={sort}&dir={dir}");
+        let whole = names(&app.json(&format!("{query}&format=json")).await);
+        let page = shown(&app.page(&format!("{query}&page=2")).await);
+        assert_eq!(page[..100], whole[100..200], "page 2 by {sort} {dir}");
+    }
     // The downloads and the JSON twin hold every row, whatever page is shown.
     let csv = app.fetch("/costs?period=2026-10&group=workload&page=2&format=csv", None).await.text();
     let csv_rows = csv.lines().filter(|l| !l.is_empty() && !l.starts_with('#')).count();

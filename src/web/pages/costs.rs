@@ -35,8 +35,13 @@ pub async fn costs(
                     pod_costs(&state, &filters, range, namespace, workload).await?
                 }
                 _ => {
-                    let grouped = grouped_costs(&filters, range, &mut content.notes);
-                    content.charts.push(top_chart(&grouped));
+                    let shown = match wants_html(&filters, &headers) {
+                        true => Some(Shown { page: page_asked(&filters)?, sort: sort_asked(&filters)? }),
+                        false => None,
+                    };
+                    let (grouped, chart, window) = grouped_costs(&filters, range, &mut content.notes, shown);
+                    content.charts.push(chart);
+                    content.window = window;
                     grouped
                 }
             };
@@ -55,26 +60,28 @@ pub async fn costs(
     answer(&state, &filters, &headers, &view, content).await
 }
 
-/// The ten largest rows of a grouped cost table as bars split into split (used) and unused
-/// cost, the rest summed into one bar; each bar links where its row does.
-fn top_chart((caption, table, links): &CostTable) -> String {
-    let value = |cell: Option<&Cell>| amount_of(cell).unwrap_or(0.0);
-    let parts: Vec<[f64; 2]> = table.rows.iter().map(|row| [value(row.get(1)), value(row.get(2))]).collect();
+/// The ten largest grouped rows as bars split into split (used) and unused cost, the rest
+/// summed into one bar; each bar links where its row does. Only the bars drawn are labelled.
+fn top_bars(
+    sums: &[(Key, [i64; 6])],
+    label: &impl Fn(&Key) -> String,
+    link: &impl Fn(&Key) -> Option<String>,
+) -> Vec<charts::StackedBar> {
+    let parts: Vec<[f64; 2]> =
+        sums.iter().map(|(_, s)| [Nanos(s[0]).usd_f64(), Nanos(s[1]).usd_f64()]).collect();
     let slices: Vec<&[f64]> = parts.iter().map(|p| p.as_slice()).collect();
-    // Only the bars drawn are made.
     let (order, rest) = charts::top_indices(&slices, 10);
     let mut bars: Vec<charts::StackedBar> = order
         .into_iter()
         .map(|i| charts::StackedBar {
-            label: text_of(&table.rows[i][0]),
+            label: label(&sums[i].0),
             parts: parts[i].to_vec(),
             mark: None,
-            href: links.get(i).cloned().flatten(),
+            href: link(&sums[i].0),
         })
         .collect();
     bars.extend(rest);
-    let title = caption.split(',').next().unwrap_or(caption);
-    charts::stacked_bars(title, "USD", &["split cost (used)", "unused cost"], "", &bars)
+    bars
 }
 
 /// Fills the name column of an accounts table from the names the range's bills give.
@@ -187,24 +194,53 @@ fn drill_link(base: &str, group: &str, namespace: &str, workload: Option<&str>) 
 /// A table's caption, the table, and the link of each row's first cell.
 type CostTable = (String, Table, Vec<Option<String>>);
 
-/// A grouped row's label, and its namespace and workload (for its link).
-type Label<'a> = (String, &'a str, &'a str);
+/// The page of a grouped table the HTML asks for: its page number and order.
+struct Shown<'a> {
+    page: usize,
+    sort: Option<(&'a str, bool)>,
+}
 
-/// Kubernetes cost summed by the chosen group, with the lines that close it to the bill.
-fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>) -> CostTable {
+/// A grouped table's key: the group's value, or for workloads the namespace and workload
+/// (borrowed from the rollups: a churny month has some 80,000 workloads).
+type Key<'a> = (&'a str, &'a str);
+
+/// The order of the rows' labels (`namespace/workload` for workloads), without making them.
+fn label_order(workloads: bool) -> impl Fn(&Key, &Key) -> std::cmp::Ordering {
+    move |a, b| {
+        if !workloads || a.0 == b.0 {
+            return a.0.cmp(b.0).then(a.1.cmp(b.1));
+        }
+        let label =
+            |k: &Key| k.0.bytes().chain(std::iter::once(b'/')).chain(k.1.bytes()).collect::<Vec<u8>>();
+        let common = a.0.len().min(b.0.len());
+        match a.0.as_bytes()[..common].cmp(&b.0.as_bytes()[..common]) {
+            std::cmp::Ordering::Equal => label(a).cmp(&label(b)),
+            unequal => unequal,
+        }
+    }
+}
+
+/// Kubernetes cost summed by the chosen group, with the lines that close it to the bill, and
+/// the chart of its largest rows. Asked for a page (`shown`, the HTML), it sorts every row as
+/// asked and makes only that page's rows, said by the window it returns.
+fn grouped_costs(
+    filters: &Filters,
+    range: &RollupRange,
+    notes: &mut Vec<String>,
+    shown: Option<Shown>,
+) -> (CostTable, String, Option<Window>) {
     let group =
         filters.group.clone().filter(|g| GROUPS.contains(&g.as_str())).unwrap_or_else(|| "namespace".into());
     let namespace = filters.namespace.clone().filter(|n| !n.is_empty());
     let cluster = filters.cluster.clone().filter(|c| !c.is_empty());
-    // Keyed by the group's value, or for workloads by namespace and workload, borrowed from
-    // the rollups (a churny month has some 80,000 workloads: no string is made per cost row).
-    let mut by_key: HashMap<(&str, &str), [i64; 6]> = HashMap::new();
+    let workloads = group == "workload";
+    let mut by_key: HashMap<Key, [i64; 6]> = HashMap::new();
     let chosen = range.costs().filter(|c| {
         namespace.as_ref().is_none_or(|n| &c.namespace == n)
             && cluster.as_ref().is_none_or(|k| &c.cluster == k)
     });
     for c in chosen {
-        let key: (&str, &str) = match group.as_str() {
+        let key: Key = match group.as_str() {
             "workload" => (&c.namespace, &c.workload),
             "team" => (&c.team, ""),
             "client" => (&c.client, ""),
@@ -220,16 +256,11 @@ fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>
         s[4] += c.gpu_cost_nanos;
         s[5] += c.idle_gpu_cost_nanos;
     }
-    // Each row's label, and its namespace and workload (for links), in label order.
-    let mut sums: Vec<(Label, [i64; 6])> = by_key
-        .into_iter()
-        .map(|((value, workload), s)| match group.as_str() {
-            "workload" => ((format!("{value}/{workload}"), value, workload), s),
-            "namespace" => ((value.to_string(), value, ""), s),
-            _ => ((value.to_string(), "", ""), s),
-        })
-        .collect();
-    sums.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut sums: Vec<(Key, [i64; 6])> = by_key.into_iter().collect();
+    let order = label_order(workloads);
+    sums.sort_unstable_by(|a, b| order(&a.0, &b.0));
+    let label =
+        |(value, workload): &Key| if workloads { format!("{value}/{workload}") } else { value.to_string() };
     let line = |label: String, s: &[i64; 6]| {
         vec![
             Cell::Text(label),
@@ -243,18 +274,34 @@ fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>
         ]
     };
     let base = costs_base(filters, range);
-    let mut links: Vec<Option<String>> = sums
-        .iter()
-        .map(|((_, namespace, workload), _)| match group.as_str() {
-            "namespace" => Some(drill_link(&base, "workload", namespace, None)),
-            "workload" => Some(drill_link(&base, "pod", namespace, Some(workload))),
-            _ => None,
-        })
-        .collect();
+    let link = |(value, workload): &Key| match group.as_str() {
+        "namespace" => Some(drill_link(&base, "workload", value, None)),
+        "workload" => Some(drill_link(&base, "pod", value, Some(workload))),
+        _ => None,
+    };
+    let bars = top_bars(&sums, &label, &link);
     let total: [i64; 6] = sums.iter().map(|(_, s)| s).fold([0; 6], |mut acc, s| {
         acc.iter_mut().zip(s).for_each(|(a, b)| *a += b);
         acc
     });
+    let columns = [&[column_of(&group)], &MONEY_COLUMNS[..], &["idle_gpu_cost"]].concat();
+    // The HTML's page of a long table: every row sorted as asked, then only the page's made.
+    let mut window = None;
+    let mut rows = 0..sums.len();
+    if let Some(Shown { page, sort }) = shown
+        && sums.len() > PAGE_ROWS
+    {
+        if let Some((column, descending)) = sort
+            && let Some(index) = columns.iter().position(|c| *c == column)
+        {
+            sort_sums(&mut sums, index, descending, &label);
+        }
+        let page = page.min(sums.len().div_ceil(PAGE_ROWS));
+        rows = (page - 1) * PAGE_ROWS..(page * PAGE_ROWS).min(sums.len());
+        window = Some(Window { table: "costs".into(), first: rows.start, total: sums.len() });
+    }
+    let kept = &sums[rows];
+    let mut links: Vec<Option<String>> = kept.iter().map(|(key, _)| link(key)).collect();
     let mut totals = vec![line("Kubernetes total".into(), &total)];
     links.push(None);
     let whole = range.parts.iter().all(|(_, whole)| *whole);
@@ -286,8 +333,8 @@ fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>
     let table = Table {
         title: "Costs".into(),
         totals,
-        columns: [&[column_of(&group)], &MONEY_COLUMNS[..], &["idle_gpu_cost"]].concat(),
-        rows: sums.into_iter().map(|((label, ..), s)| line(label, &s)).collect(),
+        columns,
+        rows: kept.iter().map(|(key, s)| line(label(key), s)).collect(),
     };
     let cluster_chosen = cluster.clone();
     let mut scope = cluster.map(|c| format!(" in cluster {c}")).unwrap_or_default();
@@ -302,7 +349,33 @@ fn grouped_costs(filters: &Filters, range: &RollupRange, notes: &mut Vec<String>
         }
         None => format!("Kubernetes cost by {group}{scope}"),
     };
-    (caption, table, links)
+    let title = caption.split(',').next().unwrap_or(&caption);
+    let chart = charts::stacked_bars(title, "USD", &["split cost (used)", "unused cost"], "", &bars);
+    ((caption, table, links), chart, window)
+}
+
+/// Orders grouped rows by one of their table's columns (0 the label, then the money columns)
+/// exactly as [`Table::sort_by_column`] would order the rows made of them: by the dollar
+/// value each cell shows (text case-folded), ties in the order they were in.
+fn sort_sums(sums: &mut [(Key, [i64; 6])], column: usize, descending: bool, label: &impl Fn(&Key) -> String) {
+    let direction = |o: std::cmp::Ordering| if descending { o.reverse() } else { o };
+    if column == 0 {
+        let mut keyed: Vec<(String, (Key, [i64; 6]))> =
+            sums.iter().map(|row| (label(&row.0).to_lowercase(), *row)).collect();
+        keyed.sort_by(|a, b| direction(a.0.cmp(&b.0)));
+        sums.iter_mut().zip(keyed).for_each(|(slot, (_, row))| *slot = row);
+        return;
+    }
+    let value = |s: &[i64; 6]| {
+        let nanos = match column {
+            1 => s[0],
+            2 => s[1],
+            3 => s[0] + s[1],
+            other => s[other - 2],
+        };
+        Nanos(nanos).usd_f64()
+    };
+    sums.sort_by(|a, b| direction(value(&a.1).total_cmp(&value(&b.1))));
 }
 
 /// One workload's pods over the range, from the pod-day aggregates of each period in it.

@@ -134,6 +134,11 @@ enum Wants {
     Xlsx(Option<String>),
 }
 
+/// Whether the page is asked for as HTML (not JSON, CSV or XLSX).
+pub(super) fn wants_html(filters: &Filters, headers: &HeaderMap) -> bool {
+    matches!(wants(filters, headers), Wants::Html)
+}
+
 fn wants(filters: &Filters, headers: &HeaderMap) -> Wants {
     match filters.format.as_deref() {
         Some("json") => Wants::Json,
@@ -281,6 +286,17 @@ pub(super) struct Content {
     /// The way down to a drill-down (name, link), ending with the page itself (no link);
     /// empty on a top-level page.
     pub(super) crumbs: Vec<(String, Option<String>)>,
+    /// A long table that holds only the rows its page shows, already in the order asked.
+    pub(super) window: Option<Window>,
+}
+
+/// The rows a long table holds when its page made only those it shows (a grouping of some
+/// 80,000 workloads renders 100 rows, not all): rows `first..` of `total`, already sorted.
+/// Downloads and the JSON twin always hold every row.
+pub(super) struct Window {
+    pub(super) table: String,
+    pub(super) first: usize,
+    pub(super) total: usize,
 }
 
 impl Content {
@@ -297,6 +313,7 @@ impl Content {
             clusters: Vec::new(),
             account_filter: false,
             crumbs: Vec::new(),
+            window: None,
         }
     }
 
@@ -596,7 +613,9 @@ async fn render_answer(
                     .tables
                     .iter()
                     .map(|(id, caption, report, links)| {
-                        table_view(id, caption, &report.table, links, &content.path, filters, page)
+                        let window = content.window.as_ref().filter(|w| &w.table == id);
+                        let at = TableAt { path: &content.path, filters, page, window };
+                        table_view(id, caption, &report.table, links, at)
                     })
                     .collect(),
                 notes: content.notes,
@@ -668,20 +687,14 @@ fn presets(
 /// Orders every table that has the `sort` column (carrying each row's drill-down link);
 /// a `sort` no table has, or a `dir` that is neither `asc` nor `desc`, is a 400.
 fn sort_tables(content: &mut Content, filters: &Filters) -> Result<(), WebError> {
-    let Some(column) = given(&filters.sort) else { return Ok(()) };
-    let descending = match given(&filters.dir) {
-        None | Some("desc") => true,
-        Some("asc") => false,
-        Some(other) => {
-            return Err(WebError::bad(
-                "dir",
-                format!("{other:?} is not asc or desc"),
-                vec!["asc".into(), "desc".into()],
-            ));
-        }
-    };
+    let Some((column, descending)) = sort_asked(filters)? else { return Ok(()) };
     let mut sorted = false;
-    for (_, _, report, links) in &mut content.tables {
+    for (id, _, report, links) in &mut content.tables {
+        if content.window.as_ref().is_some_and(|w| &w.table == id) {
+            // Its page sorted every row before it kept the shown ones.
+            sorted |= report.table.column(column).is_some();
+            continue;
+        }
         if let Some(order) = report.table.sort_by_column(column, descending) {
             let rows = order.len().min(links.len());
             let moved: Vec<Option<String>> = order.iter().map(|&i| links.get(i).cloned().flatten()).collect();
@@ -741,11 +754,26 @@ fn as_of(range: Option<&RollupRange>) -> String {
         .unwrap_or_default()
 }
 
+/// The column asked to sort by and whether largest (or Z) first, the default; a `dir` that is
+/// neither `asc` nor `desc` is a 400.
+pub(super) fn sort_asked(filters: &Filters) -> Result<Option<(&str, bool)>, WebError> {
+    let Some(column) = given(&filters.sort) else { return Ok(None) };
+    match given(&filters.dir) {
+        None | Some("desc") => Ok(Some((column, true))),
+        Some("asc") => Ok(Some((column, false))),
+        Some(other) => Err(WebError::bad(
+            "dir",
+            format!("{other:?} is not asc or desc"),
+            vec!["asc".into(), "desc".into()],
+        )),
+    }
+}
+
 /// The page of the long tables asked for (1 when none is): a `page` that is not a whole number
 /// from 1 up is a 400. One past a table's last page shows its last page, so a link shared
 /// between users who see different numbers of rows (a manager's fleet view folds other
 /// clients into one line) still answers.
-fn page_asked(filters: &Filters) -> Result<usize, WebError> {
+pub(super) fn page_asked(filters: &Filters) -> Result<usize, WebError> {
     let Some(asked) = given(&filters.page) else { return Ok(1) };
     match asked.parse::<usize>() {
         Ok(page) if page >= 1 => Ok(page),
@@ -778,18 +806,26 @@ fn pager(rows: usize, page: usize, path: &str, query: &str) -> (std::ops::Range<
     (shown, Some(pager))
 }
 
-fn table_view(
-    id: &str,
-    caption: &str,
-    table: &Table,
-    links: &[Option<String>],
-    path: &str,
-    filters: &Filters,
+/// Where a table is shown: the page's path and filters, the page of its rows asked for, and
+/// its window when the page kept only the rows it shows.
+struct TableAt<'a> {
+    path: &'a str,
+    filters: &'a Filters,
     page: usize,
-) -> TableView {
+    window: Option<&'a Window>,
+}
+
+fn table_view(id: &str, caption: &str, table: &Table, links: &[Option<String>], at: TableAt) -> TableView {
+    let TableAt { path, filters, page, window } = at;
     let query = filters.query();
     let query = query.as_str();
-    let (shown, pager) = pager(table.rows.len(), page, path, query);
+    let (shown, pager) = match window {
+        Some(w) => {
+            let (_, pager) = pager(w.total, w.first / PAGE_ROWS + 1, path, query);
+            (0..table.rows.len(), pager)
+        }
+        None => pager(table.rows.len(), page, path, query),
+    };
     let rows = table.display_rows(shown.clone());
     // The shown rows' links, then the totals' (a workload's total links back to its namespace).
     let totals = links.iter().skip(table.rows.len());
