@@ -132,6 +132,8 @@ impl Scope {
                 ] {
                     *fleet = 0;
                 }
+                period.storage_micros = None;
+                period.network_micros = None;
                 period.unattributed_gpu_hours = 0.0;
                 period.measured_unbilled_gpu_hours = 0.0;
                 period.p95_cost_per_inference = 0.0;

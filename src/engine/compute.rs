@@ -438,6 +438,8 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
             unattributed_gpu_hours: inputs.unattributed.iter().map(|(_, hours)| hours).sum(),
             unused_savings_plan_micros: inputs.unused_savings_plan_micros,
             unused_reservation_micros: inputs.unused_reservation_micros,
+            storage_micros: Some(other_of_category(inputs, "storage")),
+            network_micros: Some(other_of_category(inputs, "network")),
             measured_unbilled_gpu_hours: (names.unbilled_gpu_hours(&inputs.measured) * 1e9).round() / 1e9,
             input_revision: inputs.input_revision,
             // Taken by the store when it writes.
@@ -487,6 +489,11 @@ fn option_parts(options: &[crate::store::PodDayOption]) -> PolarsResult<DataFram
         "gpu_from" => gpu_from,
         "gpu_to" => gpu_to,
     )
+}
+
+/// The period's non-Kubernetes lines of one chargeback category (`storage`, `network`).
+fn other_of_category(inputs: &ComputeInputs, category: &str) -> i64 {
+    inputs.other_groups.iter().filter(|g| g.category() == category).map(|g| g.amortized_cost_micros).sum()
 }
 
 /// Places the period's non-Kubernetes cost for chargeback: a line a client's tag claims is

@@ -170,6 +170,8 @@ impl RollupRange {
                 period.other_cost_micros = own.other_cost_micros;
                 period.unused_savings_plan_micros = own.unused_savings_plan_micros;
                 period.unused_reservation_micros = own.unused_reservation_micros;
+                // An account's bill is not kept by category.
+                (period.storage_micros, period.network_micros) = (None, None);
                 period.unattributed_gpu_hours = 0.0;
                 period.measured_unbilled_gpu_hours = 0.0;
                 let costs: Vec<CostRollup> =

@@ -113,6 +113,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "pods_by_workload",
         sql: include_str!("../../migrations/sqlite/0019_pods_by_workload.sql"),
     },
+    Migration {
+        version: 20,
+        name: "spend_by_category",
+        sql: include_str!("../../migrations/sqlite/0020_spend_by_category.sql"),
+    },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -199,6 +204,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 19,
         name: "pods_by_workload",
         sql: include_str!("../../migrations/postgres/0019_pods_by_workload.sql"),
+    },
+    Migration {
+        version: 20,
+        name: "spend_by_category",
+        sql: include_str!("../../migrations/postgres/0020_spend_by_category.sql"),
     },
 ];
 

@@ -860,6 +860,10 @@ pub struct PeriodRollup {
     /// savings subtract it.
     pub unused_savings_plan_micros: i64,
     pub unused_reservation_micros: i64,
+    /// Of other cost, the storage lines (S3, EBS, EFS, FSx) and the data transfer lines, as
+    /// chargeback categorizes them; `None` for a period computed before they were kept.
+    pub storage_micros: Option<i64>,
+    pub network_micros: Option<i64>,
     /// The revision of the inputs these rollups were computed from.
     pub input_revision: i64,
     /// The revision their write took: changes whenever a period is recomputed.

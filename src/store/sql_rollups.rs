@@ -49,7 +49,7 @@ table!(PeriodRollup in "rollup_periods" {
     period, computed_at, idle_threshold, p95_cost_per_inference, bill_unblended_micros,
     bill_amortized_micros, kubernetes_cost_nanos, unallocated_ec2_micros, other_cost_micros,
     unattributed_gpu_hours, input_revision, revision, settings, measured_unbilled_gpu_hours,
-    unused_savings_plan_micros, unused_reservation_micros,
+    unused_savings_plan_micros, unused_reservation_micros, storage_micros, network_micros,
 } order by "period");
 
 table!(ClientRollup in "rollup_clients" {

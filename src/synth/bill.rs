@@ -534,6 +534,7 @@ pub fn write_month(
                 ..day_row
             });
             totals.add_other(truth, service, cost);
+            *truth.other_cost_by_category.entry(line.category.to_string()).or_default() += cost;
             truth.add_account_line(account, cost, false, 0.0);
             let tag = |key: &str| line.tags.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
             match (tag("user_client"), tag("aws_eks_cluster_name")) {
@@ -651,6 +652,7 @@ fn daily_services(world: &World, day: u32) -> Vec<DailyLine> {
                 "storage",
             )
         },
+        // Requests are S3 cost too: storage, as FOCUS's service category files all of S3.
         line(
             "AmazonS3",
             "Requests-Tier1",
@@ -658,7 +660,7 @@ fn daily_services(world: &World, day: u32) -> Vec<DailyLine> {
             (nodes * 9000.0 * noise(2)).round(),
             0.000005,
             "Requests",
-            "other",
+            "storage",
         ),
         line(
             "AWSDataTransfer",

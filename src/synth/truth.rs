@@ -88,6 +88,9 @@ pub struct Truth {
     /// fee line (S3, data transfer, control plane, unused commitments).
     pub other_cost: f64,
     pub other_cost_by_service: BTreeMap<String, f64>,
+    /// The daily non-Kubernetes lines by what they bought (`storage`, `network`, `other`); the
+    /// rest of other cost (the control plane, unused commitments, fees) is none of these.
+    pub other_cost_by_category: BTreeMap<String, f64>,
     /// Discounts, credits, refunds and tax: on the invoice, outside the amortized bill.
     pub adjustments: Adjustments,
     /// The amortized bill net of discounts, credits and refunds; only in months whose export

@@ -375,7 +375,8 @@ pub fn largest(mut bars: Vec<StackedBar>, n: usize) -> Vec<StackedBar> {
 
 /// The fill of a part: solid, light and outlined, hatched; so the parts never rest on colour
 /// alone.
-const PART_CLASSES: [&str; 4] = ["bar", "bar-unused", "bar-hatched", "bar-outline"];
+const PART_CLASSES: [&str; 6] =
+    ["bar", "bar-unused", "bar-hatched", "bar-outline", "bar-dotted", "bar bar-history"];
 
 /// The hatch pattern of a chart (its id unique per chart, as a page holds several) and the
 /// `fill` attribute a part of `class` takes.
@@ -383,10 +384,12 @@ fn hatch(title: &str) -> (String, impl Fn(&str) -> String) {
     let id =
         format!("hatch-{:x}", title.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))));
     let defs = format!(
-        r#"<defs><pattern id="{id}" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="2.5" height="6" class="hatch"/></pattern></defs>"#
+        r#"<defs><pattern id="{id}" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="2.5" height="6" class="hatch"/></pattern><pattern id="{id}-dots" width="5" height="5" patternUnits="userSpaceOnUse"><circle cx="2.5" cy="2.5" r="1.2" class="hatch"/></pattern></defs>"#
     );
-    let fill = move |class: &str| {
-        if class == "bar-hatched" { format!(r#" fill="url(#{id})""#) } else { String::new() }
+    let fill = move |class: &str| match class {
+        "bar-hatched" => format!(r#" fill="url(#{id})""#),
+        "bar-dotted" => format!(r#" fill="url(#{id}-dots)""#),
+        _ => String::new(),
     };
     (defs, fill)
 }
@@ -407,7 +410,7 @@ fn legend(svg: &mut String, names: &[&str], mut x: f64, fill: &impl Fn(&str) -> 
     x
 }
 
-/// Columns over months, each stacked from its parts (`names`, at most four, told apart by
+/// Columns over months, each stacked from its parts (`names`, at most six, told apart by
 /// fill and pattern, not colour alone): positive parts above zero, negative ones below it
 /// (an unused commitment can make a kind's net saving negative); a dot marks each column's
 /// net total.
@@ -418,11 +421,31 @@ pub fn stacked_columns(
     names: &[&str],
     values: &[Vec<f64>],
 ) -> String {
+    stacked_columns_with_line(title, unit, labels, names, values, None)
+}
+
+/// A series drawn as a line over columns: its name and a value per column (none: a gap).
+pub struct Overlay<'a> {
+    pub name: &'a str,
+    pub values: &'a [Option<f64>],
+}
+
+/// [`stacked_columns`] with a line over them on the same axis (realized savings over spend).
+pub fn stacked_columns_with_line(
+    title: &str,
+    unit: &str,
+    labels: &[String],
+    names: &[&str],
+    values: &[Vec<f64>],
+    line: Option<Overlay>,
+) -> String {
     let (width, height, left, bottom, top) = (640.0, 280.0, 70.0, 40.0, 46.0);
     let sums = |positive: bool| {
         values.iter().map(move |v| v.iter().filter(|x| (**x > 0.0) == positive).sum::<f64>())
     };
-    let (highest, lowest) = (sums(true).fold(0.0, f64::max), sums(false).fold(0.0, f64::min));
+    let line_values = || line.iter().flat_map(|l| l.values.iter().flatten().copied());
+    let highest = sums(true).chain(line_values()).fold(0.0, f64::max);
+    let lowest = sums(false).chain(line_values()).fold(0.0, f64::min);
     let (step, _) = axis(highest.max(-lowest));
     let (up, down) = ((highest / step - 1e-9).ceil().max(0.0), (-lowest / step - 1e-9).ceil().max(0.0));
     let ticks = (up + down).max(1.0);
@@ -438,10 +461,24 @@ pub fn stacked_columns(
                 names.iter().zip(parts).map(|(n, v)| format!("{n} {}", exact(*v))).collect();
             format!("{label}: {} {unit} ({})", exact(parts.iter().sum()), each.join(", "))
         })
+        .enumerate()
+        .map(|(i, text)| match line.as_ref().and_then(|l| l.values.get(i).copied().flatten()) {
+            Some(v) => format!("{text}; {} {}", line.as_ref().map_or("", |l| l.name), exact(v)),
+            None => text,
+        })
         .collect();
     let (defs, fill) = hatch(title);
     let mut svg = frame(title, &summary, (width, height), "img", &defs, left);
-    legend(&mut svg, names, left, &fill);
+    let end = legend(&mut svg, &names[..names.len().min(PART_CLASSES.len())], left, &fill);
+    if let Some(l) = &line {
+        let _ = write!(
+            svg,
+            r#"<line x1="{end:.1}" y1="31" x2="{:.1}" y2="31" class="overlay"/><text x="{:.1}" y="35" class="axis">{}</text>"#,
+            end + 14.0,
+            end + 18.0,
+            escape(l.name)
+        );
+    }
     let values_at = (0..=ticks as usize).map(|tick| step * (tick as f64 - down));
     value_axis(
         &mut svg,
@@ -480,6 +517,33 @@ pub fn stacked_columns(
             height - bottom + 16.0,
             escape(label)
         );
+    }
+    if let Some(l) = &line {
+        let centre = |i: usize| left + slot * i as f64 + slot * 0.5;
+        // Consecutive values joined; a missing one breaks the line.
+        let mut run: Vec<String> = Vec::new();
+        let mut runs: Vec<Vec<String>> = Vec::new();
+        for (i, value) in l.values.iter().enumerate() {
+            match value {
+                Some(v) => run.push(format!("{:.1},{:.1}", centre(i), y(*v))),
+                None => runs.push(std::mem::take(&mut run)),
+            }
+        }
+        runs.push(run);
+        for points in runs.iter().filter(|r| r.len() > 1) {
+            let _ = write!(svg, r#"<polyline points="{}" class="overlay"/>"#, points.join(" "));
+        }
+        for (i, value) in l.values.iter().enumerate() {
+            if let Some(v) = value {
+                let _ = write!(
+                    svg,
+                    r#"<circle cx="{:.1}" cy="{:.1}" r="3" class="overlay-point"><title>{}</title></circle>"#,
+                    centre(i),
+                    y(*v),
+                    escape(&summary[i])
+                );
+            }
+        }
     }
     svg.push_str("</svg>");
     svg

@@ -247,6 +247,40 @@ async fn overview_gpus_and_inference_match_truth() {
         sum("fleet_cost") > 2.0 * sum("accelerator_cost"),
         "the accelerator share is a fraction of the fleet"
     );
+    // Spend by category adds up to the bill to the cent: the GPU fleet, CPU and memory (every
+    // other EC2 instance: Kubernetes + unallocated EC2 − the GPU fleet), storage and network as
+    // the generator filed its daily lines, and the rest of other cost.
+    let usd = |row: &serde_json::Value, column: &str| row[column].as_f64().unwrap();
+    let category = |name: &str| truth["other_cost_by_category"][name].as_f64().unwrap();
+    let ec2 = truth["kubernetes_allocated_cost"].as_f64().unwrap()
+        + truth["unallocated_ec2_cost"].as_f64().unwrap();
+    for (column, expected) in [
+        ("cpu_and_memory_cost", ec2 - sum("fleet_cost")),
+        ("storage_cost", category("storage")),
+        ("network_cost", category("network")),
+        ("other_cost", truth["other_cost"].as_f64().unwrap() - category("storage") - category("network")),
+    ] {
+        assert!(
+            (usd(october, column) - expected).abs() < 0.01,
+            "{column}: {} vs {expected}",
+            october[column]
+        );
+    }
+    assert!(category("storage") > 0.0 && category("network") > 0.0);
+    let parts: f64 = ["gpu_fleet_cost", "cpu_and_memory_cost", "storage_cost", "network_cost", "other_cost"]
+        .iter()
+        .map(|c| usd(october, c))
+        .sum();
+    assert!((parts - usd(october, "spend")).abs() < 0.005, "{parts} vs {}", october["spend"]);
+    // The chart stacks them, with October's realized savings on its line.
+    let label =
+        html.split("aria-label=\"Monthly spend by category").nth(1).unwrap().split('"').next().unwrap();
+    let money = |v: f64| gpuledger::report::table::thousands(v, 2);
+    assert!(
+        label.contains(&format!("GPU fleet {}", money(usd(october, "gpu_fleet_cost"))))
+            && label.contains(&format!("savings {}", money(usd(october, "realized_savings")))),
+        "{label}"
+    );
     // The cards describe the chosen range: September and October together, not October.
     let (_, body) = get(&state, "/?from=2026-09-01&to=2026-11-01&format=json").await;
     let both = json(&body);

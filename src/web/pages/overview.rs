@@ -61,6 +61,82 @@ fn target_charts(
     ));
 }
 
+/// A month's amortized bill by what it bought, in micro-dollars: the GPU fleet (every
+/// instance-hour of GPU instances, pods or not), CPU and memory (every other EC2 instance),
+/// storage, network, and the rest (the control plane, unused commitments, other services).
+/// The five add up to the bill exactly. `None` when the month was computed before storage
+/// and network were kept apart (they are then in the rest).
+pub(super) struct SpendByCategory {
+    pub parts: [i64; 5],
+    pub split: bool,
+}
+
+impl SpendByCategory {
+    pub const NAMES: [&'static str; 5] = ["GPU fleet", "CPU/memory", "storage", "network", "other"];
+
+    pub fn of(rollups: &crate::store::Rollups, head: &rollup::Headline) -> SpendByCategory {
+        let p = &rollups.period;
+        let gpu = crate::money::micros_from_nanos(head.gpu_fleet_nanos);
+        let ec2 = crate::money::micros_from_nanos(p.kubernetes_cost_nanos) + p.unallocated_ec2_micros;
+        let (storage, network) = (p.storage_micros.unwrap_or(0), p.network_micros.unwrap_or(0));
+        SpendByCategory {
+            parts: [gpu, ec2 - gpu, storage, network, p.bill_amortized_micros - ec2 - storage - network],
+            split: p.storage_micros.is_some() && p.network_micros.is_some(),
+        }
+    }
+}
+
+/// Monthly spend stacked by category, realized savings as a line over it; months before the
+/// CUR export as Cost Explorer's total, unsplit.
+fn spend_chart_by_category(
+    content: &mut Content,
+    history: &[(String, i64)],
+    months: &[String],
+    spend: &[SpendByCategory],
+    savings: &[i64],
+) {
+    let usd = |micros: i64| micros as f64 / 1e6;
+    let mut names: Vec<&str> = SpendByCategory::NAMES.to_vec();
+    let width = if history.is_empty() { 5 } else { 6 };
+    if !history.is_empty() {
+        names.push("Cost Explorer");
+    }
+    let mut values: Vec<Vec<f64>> = history
+        .iter()
+        .map(|(_, micros)| {
+            let mut parts = vec![0.0; width];
+            parts[5] = usd(*micros);
+            parts
+        })
+        .collect();
+    values.extend(spend.iter().map(|s| {
+        let mut parts: Vec<f64> = s.parts.iter().map(|m| usd(*m)).collect();
+        parts.resize(width, 0.0);
+        parts
+    }));
+    let line: Vec<Option<f64>> =
+        history.iter().map(|_| None).chain(savings.iter().map(|n| Some(*n as f64 / 1e9))).collect();
+    let labels: Vec<String> = history.iter().map(|(m, _)| m.clone()).chain(months.iter().cloned()).collect();
+    content.charts.push(charts::stacked_columns_with_line(
+        "Monthly spend by category (the line: realized savings)",
+        "USD",
+        &labels,
+        &names,
+        &values,
+        Some(charts::Overlay { name: "savings", values: &line }),
+    ));
+    if !history.is_empty() {
+        content.notes.push(HISTORY_NOTE.into());
+    }
+    if spend.iter().any(|s| !s.split) {
+        content.notes.push(
+            "Months computed before gpuledger kept storage and network apart show them under other; \
+             `gpuledger compute` splits them."
+                .into(),
+        );
+    }
+}
+
 /// Overview (leadership): this month against last, trends, the top opportunities.
 pub async fn overview(
     State(state): State<AppState>,
@@ -234,9 +310,10 @@ pub async fn overview(
         let months: Vec<String> = trend.iter().map(|r| r.period.period.clone()).collect();
         let heads: Vec<rollup::Headline> = trend.iter().map(|r| rollup::Headline::of(r)).collect();
         let history = history(&state, &view, 12usize.saturating_sub(months.len())).await?;
-        let billed: Vec<(String, i64)> =
-            months.iter().cloned().zip(heads.iter().map(|h| h.bill_amortized_micros)).collect();
-        spend_chart(&mut content, &history, &billed);
+        let spend: Vec<SpendByCategory> =
+            trend.iter().zip(&heads).map(|(r, h)| SpendByCategory::of(r, h)).collect();
+        let savings: Vec<i64> = heads.iter().map(rollup::Headline::realized_savings_nanos).collect();
+        spend_chart_by_category(&mut content, &history, &months, &spend, &savings);
         target_charts(&mut content, &trend, &heads);
         // Each card's figure over the same months, as a sparkline (cards in their fixed order).
         let series: [fn(&rollup::Headline) -> Option<f64>; 6] = [
@@ -266,6 +343,10 @@ pub async fn overview(
                 "unallocated_gpu_cost",
                 "spot_adoption",
                 "realized_savings",
+                "cpu_and_memory_cost",
+                "storage_cost",
+                "network_cost",
+                "other_cost",
                 "source",
             ],
             rows: history
@@ -274,10 +355,15 @@ pub async fn overview(
                     let mut row = vec![Cell::Text(m.clone()), Cell::Usd(Some(Nanos::from_micros(*micros)))];
                     row.extend([Cell::Usd(None), Cell::Usd(None), Cell::Ratio(None), Cell::Ratio(None)]);
                     row.extend([Cell::Usd(None), Cell::Usd(None), Cell::Usd(None), Cell::Ratio(None)]);
-                    row.extend([Cell::Usd(None), Cell::Text("cost explorer".into())]);
+                    row.push(Cell::Usd(None));
+                    row.extend([Cell::Usd(None), Cell::Usd(None), Cell::Usd(None), Cell::Usd(None)]);
+                    row.push(Cell::Text("cost explorer".into()));
                     row
                 })
-                .chain(months.iter().zip(&heads).map(|(m, h)| {
+                .chain(months.iter().zip(&heads).zip(&spend).map(|((m, h), by)| {
+                    let part = |i: usize| Cell::Usd(Some(Nanos::from_micros(by.parts[i])));
+                    // Storage and network of a month computed before they were kept: unknown.
+                    let split = |i: usize| if by.split { part(i) } else { Cell::Usd(None) };
                     vec![
                         Cell::Text(m.clone()),
                         Cell::Usd(Some(Nanos::from_micros(h.bill_amortized_micros))),
@@ -290,6 +376,10 @@ pub async fn overview(
                         Cell::Usd(Some(Nanos(h.unallocated_gpu_nanos))),
                         Cell::Ratio(h.spot_adoption()),
                         Cell::Usd(Some(Nanos(h.realized_savings_nanos()))),
+                        part(1),
+                        split(2),
+                        split(3),
+                        part(4),
                         Cell::Text("cur".into()),
                     ]
                 }))
