@@ -94,6 +94,7 @@ fn spend_chart_by_category(
     months: &[String],
     spend: &[SpendByCategory],
     savings: &[i64],
+    fleet: bool,
 ) {
     let usd = |micros: i64| micros as f64 / 1e6;
     let mut names: Vec<&str> = SpendByCategory::NAMES.to_vec();
@@ -128,7 +129,8 @@ fn spend_chart_by_category(
     if !history.is_empty() {
         content.notes.push(HISTORY_NOTE.into());
     }
-    if spend.iter().any(|s| !s.split) {
+    // (A client user sees no fleet figure: nothing is split for them, and nothing to say.)
+    if fleet && spend.iter().any(|s| !s.split) {
         content.notes.push(
             "Months computed before gpuledger kept storage and network apart show them under other; \
              `gpuledger compute` splits them."
@@ -313,7 +315,8 @@ pub async fn overview(
         let spend: Vec<SpendByCategory> =
             trend.iter().zip(&heads).map(|(r, h)| SpendByCategory::of(r, h)).collect();
         let savings: Vec<i64> = heads.iter().map(rollup::Headline::realized_savings_nanos).collect();
-        spend_chart_by_category(&mut content, &history, &months, &spend, &savings);
+        let fleet = view.viewer.scope.sees_fleet();
+        spend_chart_by_category(&mut content, &history, &months, &spend, &savings, fleet);
         target_charts(&mut content, &trend, &heads);
         // Each card's figure over the same months, as a sparkline (cards in their fixed order).
         let series: [fn(&rollup::Headline) -> Option<f64>; 6] = [
