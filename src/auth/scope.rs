@@ -84,6 +84,7 @@ impl Scope {
             Others::Anonymous => {
                 seen.capacity = rollups.capacity.clone();
                 seen.heatmap = rollups.heatmap.clone();
+                seen.utilization = rollups.utilization.clone();
                 seen.accounts = rollups.accounts.clone();
                 seen.costs = rollups
                     .costs

@@ -21,6 +21,7 @@ use crate::period::Period;
 use crate::settings::Settings;
 use crate::store::{
     ComputeInputs, CostRollup, HeatmapCell, PeriodRollup, PurchaseOption, Rollups, Store, StoreError,
+    UtilizationBucket, utilization_bucket,
 };
 
 /// Why a compute run stopped; nothing was written.
@@ -252,6 +253,14 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
         .sort(["hour"], Default::default())
         .collect()
         .map_err(polars_error)?;
+    let models = pods.clone().lazy().select([col("pod_id"), col("gpu_model")]);
+    let distribution = gpu_pod_hours
+        .clone()
+        .filter(col("utilization").is_not_null())
+        .join(models, [col("pod_id")], [col("pod_id")], JoinArgs::new(JoinType::Left))
+        .select([col("gpu_model"), col("utilization"), col("gpu_hours")])
+        .collect()
+        .map_err(polars_error)?;
     let gpu_days = gpu_pod_hours.clone().group_by([col("pod_id"), col("day")]).agg([
         col("used").sum(),
         col("idle").sum(),
@@ -447,6 +456,7 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
             settings: serde_json::to_string(settings).unwrap_or_default(),
         },
         heatmap: heatmap_cells(&period, &heatmap).map_err(polars_error)?,
+        utilization: utilization_buckets(&period, &distribution).map_err(polars_error)?,
         capacity: inputs.capacity.clone(),
         clients: chargeback(&period, &costs, &place_non_kubernetes(inputs, &matcher), settings),
         opportunities: Vec::new(),
@@ -635,6 +645,28 @@ fn cost_rows(period: &str, frame: &DataFrame) -> PolarsResult<Vec<CostRollup>> {
             inference_hours_above_p95: above[i],
             vcpu_hours: vcpu_hours[i],
             memory_gb_hours: memory_gb_hours[i],
+        })
+        .collect())
+}
+
+/// Measured GPU pod-hours' GPU-hours by model and 5 % step of their mean utilization.
+fn utilization_buckets(period: &str, frame: &DataFrame) -> PolarsResult<Vec<UtilizationBucket>> {
+    let models = frame.column("gpu_model")?.str()?;
+    let utilization = frame.column("utilization")?.f64()?;
+    let hours = frame.column("gpu_hours")?.f64()?;
+    let mut sums: std::collections::BTreeMap<(&str, usize), f64> = std::collections::BTreeMap::new();
+    for ((model, utilization), hours) in models.iter().zip(utilization.iter()).zip(hours.iter()) {
+        if let (Some(model), Some(utilization), Some(hours)) = (model, utilization, hours) {
+            *sums.entry((model, utilization_bucket(utilization))).or_default() += hours;
+        }
+    }
+    Ok(sums
+        .into_iter()
+        .map(|((model, bucket), hours)| UtilizationBucket {
+            period: period.to_string(),
+            gpu_model: model.to_string(),
+            bucket: bucket as i64,
+            gpu_hours: (hours * 1e9).round() / 1e9,
         })
         .collect())
 }

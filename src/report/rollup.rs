@@ -188,6 +188,7 @@ impl RollupRange {
                     period,
                     capacity: r.capacity.iter().filter(|c| c.account == account).cloned().collect(),
                     heatmap: Vec::new(),
+                    utilization: Vec::new(),
                     clients: Vec::new(),
                     opportunities,
                     accounts: r.accounts.iter().filter(|a| a.account == account).cloned().collect(),

@@ -118,6 +118,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "spend_by_category",
         sql: include_str!("../../migrations/sqlite/0020_spend_by_category.sql"),
     },
+    Migration {
+        version: 21,
+        name: "utilization_distribution",
+        sql: include_str!("../../migrations/sqlite/0021_utilization_distribution.sql"),
+    },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -209,6 +214,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 20,
         name: "spend_by_category",
         sql: include_str!("../../migrations/postgres/0020_spend_by_category.sql"),
+    },
+    Migration {
+        version: 21,
+        name: "utilization_distribution",
+        sql: include_str!("../../migrations/postgres/0021_utilization_distribution.sql"),
     },
 ];
 

@@ -828,6 +828,25 @@ pub struct CapacityRollup {
     pub public_on_demand_cost_micros: i64,
 }
 
+/// Steps of the utilization distribution: twenty of 5 %.
+pub const UTILIZATION_BUCKETS: usize = 20;
+
+/// The step an hourly mean utilization (0–1) falls in: 0 for under 5 %, …, 19 for 95–100 %
+/// (a hair of slack, so a mean of exactly 60 % is not taken for 59.99…).
+pub fn utilization_bucket(utilization: f64) -> usize {
+    ((utilization * UTILIZATION_BUCKETS as f64 + 1e-9).max(0.0) as usize).min(UTILIZATION_BUCKETS - 1)
+}
+
+/// Allocated, measured GPU-hours of one GPU model whose pod-hour's mean utilization fell in
+/// one 5 % step ([`utilization_bucket`]): the distribution on the GPUs page.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct UtilizationBucket {
+    pub period: String,
+    pub gpu_model: String,
+    pub bucket: i64,
+    pub gpu_hours: f64,
+}
+
 /// Fleet GPU-hours in one hour of one day, for the utilization heatmap.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct HeatmapCell {
@@ -1071,6 +1090,7 @@ pub struct Rollups {
     pub costs: Vec<CostRollup>,
     pub capacity: Vec<CapacityRollup>,
     pub heatmap: Vec<HeatmapCell>,
+    pub utilization: Vec<UtilizationBucket>,
     pub clients: Vec<ClientRollup>,
     pub opportunities: Vec<Opportunity>,
     pub accounts: Vec<AccountRollup>,

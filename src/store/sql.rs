@@ -635,7 +635,8 @@ mod tests {
             ("rollup_capacity", columns_and_binds(&CapacityRollup::default()), 11),
             ("rollup_accounts", columns_and_binds(&AccountRollup::default()), 9),
             ("rollup_heatmap", columns_and_binds(&HeatmapCell::default()), 5),
-            ("rollup_periods", columns_and_binds(&PeriodRollup::default()), 16),
+            ("rollup_utilization", columns_and_binds(&UtilizationBucket::default()), 4),
+            ("rollup_periods", columns_and_binds(&PeriodRollup::default()), 18),
             ("rollup_clients", columns_and_binds(&ClientRollup::default()), 24),
             ("rollup_opportunities", columns_and_binds(&Opportunity::default()), 9),
         ];

@@ -3,7 +3,7 @@
 
 use super::model::{
     AccountRollup, CapacityRollup, ClientRollup, CostRollup, GpuPodHour, HeatmapCell, MeasuredPodHour,
-    Opportunity, OtherCostGroup, PeriodRollup, PodDay, PodDayOption, ServedPodHour,
+    Opportunity, OtherCostGroup, PeriodRollup, PodDay, PodDayOption, ServedPodHour, UtilizationBucket,
 };
 use super::table::{Table, TableSql, from_row, table};
 
@@ -45,6 +45,10 @@ table!(HeatmapCell in "rollup_heatmap" {
     period, day, hour_of_day, gpu_hours_allocated, gpu_hours_used,
 } order by "day, hour_of_day");
 
+table!(UtilizationBucket in "rollup_utilization" {
+    period, gpu_model, bucket, gpu_hours,
+} order by "gpu_model, bucket");
+
 table!(PeriodRollup in "rollup_periods" {
     period, computed_at, idle_threshold, p95_cost_per_inference, bill_unblended_micros,
     bill_amortized_micros, kubernetes_cost_nanos, unallocated_ec2_micros, other_cost_micros,
@@ -71,7 +75,7 @@ from_row!(MeasuredPodHour { cluster, namespace, pod, hour, busy, weight, idle_we
 from_row!(ServedPodHour { cluster, namespace, pod, hour, requests, prompt_tokens, generation_tokens });
 
 /// What a compute run replaces.
-pub(crate) fn rollup_tables() -> [&'static TableSql; 7] {
+pub(crate) fn rollup_tables() -> [&'static TableSql; 8] {
     [
         CostRollup::sql(),
         CapacityRollup::sql(),
@@ -80,13 +84,14 @@ pub(crate) fn rollup_tables() -> [&'static TableSql; 7] {
         ClientRollup::sql(),
         Opportunity::sql(),
         AccountRollup::sql(),
+        UtilizationBucket::sql(),
     ]
 }
 
 /// What a re-ingested period invalidates: its aggregates and rollups.
-pub(crate) fn period_tables() -> [&'static TableSql; 10] {
-    let [a, b, c, d, e, f, g] = rollup_tables();
-    [PodDay::sql(), PodDayOption::sql(), GpuPodHour::sql(), a, b, c, d, e, f, g]
+pub(crate) fn period_tables() -> [&'static TableSql; 11] {
+    let [a, b, c, d, e, f, g, h] = rollup_tables();
+    [PodDay::sql(), PodDayOption::sql(), GpuPodHour::sql(), a, b, c, d, e, f, g, h]
 }
 
 /// Other cost per cluster, tags, service and usage type (amortized), for chargeback.

@@ -63,6 +63,9 @@ pub struct GpuModelHours {
     pub idle_accelerator_cost: f64,
     /// What no pod requested: fleet cost − the pods' split cost on these instances.
     pub unallocated_cost: f64,
+    /// Allocated GPU-hours by their pod-hour's mean utilization, in twenty 5 % steps (the
+    /// last holds 95–100 %).
+    pub utilization_gpu_hours: Vec<f64>,
 }
 
 /// The answers for one billing period.
@@ -267,6 +270,11 @@ impl Truth {
             let idle_full_cost = total * idle_share;
             if gpus > 0 {
                 let model = self.gpu_models.entry(node.instance_type.gpu_model.to_string()).or_default();
+                if allocated > 0.0 {
+                    let utilization = world.gpu_utilization(row.pod, hour);
+                    model.utilization_gpu_hours.resize(crate::store::UTILIZATION_BUCKETS, 0.0);
+                    model.utilization_gpu_hours[crate::store::utilization_bucket(utilization)] += allocated;
+                }
                 model.accelerator_cost += gpu_cost;
                 model.idle_cost += idle_full_cost;
                 model.idle_accelerator_cost += idle_cost;

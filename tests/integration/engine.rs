@@ -156,6 +156,23 @@ pub async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, perio
             what("idle")
         );
     }
+    // The distribution of hourly utilization per GPU model: each measured pod-hour's GPU-hours
+    // in the 5 % step of its mean, as the generator's model utilizes them.
+    for (model, t) in truth["gpu_models"].as_object().unwrap() {
+        let expected: Vec<f64> =
+            t["utilization_gpu_hours"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        let mut steps = vec![0.0; gpuledger::store::UTILIZATION_BUCKETS];
+        for b in rollups.utilization.iter().filter(|b| &b.gpu_model == model) {
+            steps[b.bucket as usize] += b.gpu_hours;
+        }
+        if expected.is_empty() {
+            assert!(steps.iter().all(|h| *h == 0.0), "{period} {model}: no allocated GPU-hours");
+            continue;
+        }
+        for (bucket, (shown, expected)) in steps.iter().zip(&expected).enumerate() {
+            hours(*shown, *expected, &format!("{period} {model} utilization step {bucket}"));
+        }
+    }
     // Realized savings subtract the month's unused commitment (Savings Plans and RIs).
     let period_of: gpuledger::period::Period = period.parse().unwrap();
     let range = gpuledger::report::rollup::RollupRange::load(

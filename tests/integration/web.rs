@@ -319,6 +319,29 @@ async fn overview_gpus_and_inference_match_truth() {
         .map(|m| m["allocated_gpu_hours"].as_f64().unwrap())
         .sum();
     assert!((allocated - expected).abs() < 1e-6, "fleet allocated GPU-hours {allocated} vs {expected}");
+    // The distribution of hourly utilization: each model's measured GPU-hours in the four bands,
+    // from truth's 5 % steps (under 10 %: steps 0–1; 10–60 %: 2–11; the target 60–85 %: 12–16).
+    let rows = gpus["utilization"]["rows"].as_array().unwrap();
+    assert!(rows.len() >= 2, "a row per GPU model: {rows:?}");
+    for row in rows {
+        let model = row["gpu_model"].as_str().unwrap();
+        let steps: Vec<f64> = truth["gpu_models"][model]["utilization_gpu_hours"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        let total: f64 = steps.iter().sum();
+        assert!((row["measured_gpu_hours"].as_f64().unwrap() - total).abs() < 1e-6, "{model}: {row}");
+        for (column, band) in
+            [("share_under_10", 0..2), ("share_10_to_60", 2..12), ("share_60_to_85", 12..17)]
+        {
+            let expected = steps[band].iter().sum::<f64>() / total;
+            assert!((row[column].as_f64().unwrap() - expected).abs() <= 1e-6, "{model} {column}: {row}");
+        }
+    }
+    let (_, html) = get(&state, "/gpus?period=2026-10").await;
+    assert!(html.contains("aria-label=\"Hourly GPU utilization by model"), "the distribution is drawn");
     let (_, body) = get(&state, "/inference?period=2026-10&format=json").await;
     let inference = json(&body);
     for (key, t) in truth["workloads"].as_object().unwrap() {

@@ -80,6 +80,7 @@ where
         Self::insert(&mut tx, name, &rollups.costs).await.context(CONTEXT)?;
         Self::insert(&mut tx, name, &rollups.capacity).await.context(CONTEXT)?;
         Self::insert(&mut tx, name, &rollups.heatmap).await.context(CONTEXT)?;
+        Self::insert(&mut tx, name, &rollups.utilization).await.context(CONTEXT)?;
         Self::insert(&mut tx, name, &rollups.clients).await.context(CONTEXT)?;
         Self::insert(&mut tx, name, &rollups.opportunities).await.context(CONTEXT)?;
         Self::insert(&mut tx, name, &rollups.accounts).await.context(CONTEXT)?;
@@ -99,6 +100,7 @@ where
             costs: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
             capacity: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
             heatmap: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
+            utilization: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
             clients: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
             opportunities: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
             accounts: Self::read_table(&mut tx, period).await.context(CONTEXT)?,

@@ -12,6 +12,60 @@ use super::*;
 use crate::report::rollup::{self, Report};
 use crate::report::table::{Cell, Table};
 
+/// Utilization bands of the distribution, as 5 % steps from..to: idle (under 10 %, the default
+/// idle threshold), low, the 60–85 % target band, and above it.
+const BANDS: [(&str, &str, std::ops::Range<usize>); 4] = [
+    ("under 10 %", "share_under_10", 0..2),
+    ("10–60 %", "share_10_to_60", 2..12),
+    ("60–85 % (target)", "share_60_to_85", 12..17),
+    ("85 % and over", "share_85_and_over", 17..20),
+];
+
+/// Each GPU model's measured GPU-hours by the band their pod-hour's mean utilization fell
+/// in, as shares: a bar per model (of 100 %) and its table (GPU-hours and shares). None
+/// without measured GPU-hours in the range.
+fn distribution(range: &rollup::RollupRange) -> Option<(String, Table)> {
+    let mut models: BTreeMap<&str, [f64; crate::store::UTILIZATION_BUCKETS]> = BTreeMap::new();
+    for (rollups, _) in &range.parts {
+        for b in &rollups.utilization {
+            let steps =
+                models.entry(b.gpu_model.as_str()).or_insert([0.0; crate::store::UTILIZATION_BUCKETS]);
+            steps[(b.bucket.max(0) as usize).min(crate::store::UTILIZATION_BUCKETS - 1)] += b.gpu_hours;
+        }
+    }
+    models.retain(|_, steps| steps.iter().sum::<f64>() > 0.0);
+    if models.is_empty() {
+        return None;
+    }
+    let mut bars = Vec::new();
+    let mut rows = Vec::new();
+    for (model, steps) in &models {
+        let total: f64 = steps.iter().sum();
+        let shares: Vec<f64> =
+            BANDS.iter().map(|(_, _, r)| steps[r.clone()].iter().sum::<f64>() / total).collect();
+        bars.push(charts::StackedBar {
+            label: model.to_string(),
+            parts: shares.iter().map(|s| s * 100.0).collect(),
+            mark: None,
+            href: None,
+        });
+        let mut row = vec![Cell::Text(model.to_string()), Cell::Hours(total)];
+        row.extend(shares.iter().map(|s| Cell::Ratio(Some(*s))));
+        rows.push(row);
+    }
+    let names: Vec<&str> = BANDS.iter().map(|(name, ..)| *name).collect();
+    let chart = charts::stacked_bars(
+        "Hourly GPU utilization by model (share of measured GPU-hours)",
+        "%",
+        &names,
+        "",
+        &bars,
+    );
+    let mut columns = vec!["gpu_model", "measured_gpu_hours"];
+    columns.extend(BANDS.iter().map(|(_, column, _)| *column));
+    Some((chart, Table { title: "Utilization".into(), columns, rows, totals: Vec::new() }))
+}
+
 /// GPUs: hours by model and namespace, a utilization heatmap, the worst-idle workloads.
 pub async fn gpus(
     State(state): State<AppState>,
@@ -57,6 +111,17 @@ pub async fn gpus(
         let cells: Vec<[Option<f64>; 24]> =
             days.values().map(|h| h.map(|c| c.and_then(|(a, u)| (a > 0.0).then(|| u / a)))).collect();
         content.charts.push(charts::heatmap("GPU utilization by day and hour", &labels, &cells));
+        if let Some((chart, table)) = distribution(range) {
+            content.charts.push(chart);
+            if !range.parts.iter().all(|(_, whole)| *whole) {
+                content.notes.push("The utilization distribution covers the range's whole months.".into());
+            }
+            content.table(
+                "utilization",
+                "Measured GPU-hours by hourly utilization, per GPU model (the numbers behind the distribution)",
+                Report { table, extra: Map::new() },
+            );
+        }
         let unbilled: f64 = range.periods().map(|(p, _)| p.measured_unbilled_gpu_hours).sum();
         if unbilled > 0.0 {
             content.notes.push(format!(
