@@ -161,7 +161,7 @@ pub async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, perio
     for (model, t) in truth["gpu_models"].as_object().unwrap() {
         let expected: Vec<f64> =
             t["utilization_gpu_hours"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
-        let mut steps = vec![0.0; gpuledger::store::UTILIZATION_BUCKETS];
+        let mut steps = [0.0; gpuledger::store::UTILIZATION_BUCKETS];
         for b in rollups.utilization.iter().filter(|b| &b.gpu_model == model) {
             steps[b.bucket as usize] += b.gpu_hours;
         }
