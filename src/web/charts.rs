@@ -405,7 +405,7 @@ fn legend(svg: &mut String, names: &[&str], mut x: f64, fill: &impl Fn(&str) -> 
             x + 16.0,
             escape(name)
         );
-        x += 24.0 + 6.5 * name.len() as f64;
+        x += 24.0 + 7.0 * name.chars().count() as f64;
     }
     x
 }
@@ -911,6 +911,21 @@ mod tests {
         // October stacks 50 then 20 above zero; its dot sits at 70.
         assert!(svg.contains(r#"<rect x="392.0" y="65.4" width="196.0" height="38.8" class="bar-unused">"#));
         assert!(svg.contains(r#"<circle cx="490.0" cy="65.4" r="3.5" class="point">"#));
+    }
+
+    #[test]
+    fn a_line_over_stacked_columns_shares_their_axis_and_breaks_where_a_value_is_missing() {
+        let labels: Vec<String> = ["08", "09", "10"].map(String::from).to_vec();
+        let values = vec![vec![40.0, 10.0], vec![50.0, 20.0], vec![60.0, 20.0]];
+        let line = [None, Some(40.0), Some(48.0)];
+        let overlay = Overlay { name: "savings", values: &line };
+        let svg = stacked_columns_with_line("Spend", "USD", &labels, &["a", "b"], &values, Some(overlay));
+        // Highest stack 80: 0..80 by 20s over 194 px (top 46, bottom 240), 2.425 px a dollar;
+        // three slots of 186.7 px from x 70, centred at 163.3, 350.0 and 536.7.
+        assert!(svg.contains(r#"<polyline points="350.0,143.0 536.7,123.6" class="overlay"/>"#), "{svg}");
+        assert!(svg.contains(r#"<circle cx="350.0" cy="143.0" r="3" class="overlay-point"><title>09: 70 USD (a 50, b 20); savings 40</title>"#));
+        // August has no value: no point, and the line starts in September.
+        assert_eq!(svg.matches("class=\"overlay-point\"").count(), 2);
     }
 
     #[test]

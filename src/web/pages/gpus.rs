@@ -113,6 +113,12 @@ pub async fn gpus(
         content.charts.push(charts::heatmap("GPU utilization by day and hour", &labels, &cells));
         if let Some((chart, table)) = distribution(range) {
             content.charts.push(chart);
+            content.notes.push(
+                "The distribution files each pod-hour by the mean of its GPUs. Idle GPU-hours (the table \
+                 below) are judged per GPU, so a stalled 8-GPU pod's idle GPUs count there even when its \
+                 mean is above 10 %."
+                    .into(),
+            );
             if !range.parts.iter().all(|(_, whole)| *whole) {
                 content.notes.push("The utilization distribution covers the range's whole months.".into());
             }
