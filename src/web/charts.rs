@@ -184,12 +184,14 @@ pub fn waterfall(title: &str, unit: &str, start: (&str, f64), steps: &[(String, 
 
 /// One point of a [`line`]: its label (a month), its value (none where nothing was measured:
 /// the line breaks there), what its tooltip adds, and whether its month is still in progress
-/// (drawn hollow, the segment to it dashed).
+/// (drawn hollow, the segment to it dashed), and whether it is flagged (a ring in the bad
+/// colour around it, and its tooltip says why in its note).
 pub struct Point {
     pub label: String,
     pub value: Option<f64>,
     pub note: String,
     pub partial: bool,
+    pub flagged: bool,
 }
 
 /// What a [`line`] is judged against: a shaded target band and dashed threshold lines, each
@@ -297,6 +299,9 @@ pub fn line(title: &str, unit: &str, points: &[Point], targets: &Targets) -> Str
     for (i, point) in points.iter().enumerate() {
         if let Some(value) = point.value {
             let class = if point.partial { "point point-partial" } else { "point" };
+            if point.flagged {
+                let _ = write!(svg, r#"<circle cx="{:.1}" cy="{:.1}" r="7" class="flag"/>"#, x(i), y(value));
+            }
             let _ = write!(
                 svg,
                 r#"<circle cx="{:.1}" cy="{:.1}" r="4" class="{class}"><title>{}</title></circle>"#,
@@ -843,17 +848,19 @@ mod tests {
     #[test]
     fn a_line_is_drawn_against_its_band_and_thresholds_and_breaks_where_nothing_was_measured() {
         let point = |label: &str, value: Option<f64>, partial: bool| Point {
+            flagged: false,
             label: label.into(),
             value,
             note: String::new(),
             partial,
         };
-        let points = [
+        let mut points = [
             point("2026-08", Some(40.0), false),
             point("2026-09", None, false),
             point("2026-10", Some(62.5), false),
             point("2026-11", Some(70.0), true),
         ];
+        points[3].flagged = true;
         let targets = Targets { band: Some((60.0, 85.0, "target")), thresholds: &[(20.0, "flagged")] };
         let svg = line("GPU utilization", "%", &points, &targets);
         // The axis reaches the band's top (85 → 0..100 by 20s).
@@ -862,7 +869,10 @@ mod tests {
         // dashed, as 11 is in progress.
         assert_eq!(svg.matches("class=\"line").count(), 1);
         assert_eq!(svg.matches("class=\"line line-partial\"").count(), 1);
-        assert_eq!(svg.matches("<circle").count(), 3);
+        // Three points, and a ring around the flagged one: slots of 118.5 px from x 70, so
+        // 2026-11 sits at 484.8; 70 on the 0–100 axis of 190 px from y 30 is y 87.0.
+        assert_eq!(svg.matches("<circle").count(), 4);
+        assert!(svg.contains(r#"<circle cx="484.8" cy="87.0" r="7" class="flag"/>"#), "{svg}");
         assert!(svg.contains("<title>2026-11: 70 % (in progress)</title>"));
         // The band spans 60–85 on a 0–100 axis of 190 px: y 58.5 to 106.0.
         assert!(svg.contains(r#"<rect x="70" y="58.5" width="474.0" height="47.5" class="band">"#), "{svg}");

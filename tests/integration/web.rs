@@ -1019,6 +1019,35 @@ async fn inference_draws_the_busiest_workloads_day_by_day_against_the_fleet_p95(
     let p95 = range.periods().last().unwrap().0.p95_cost_per_inference * 1000.0;
     let line = label.rsplit("fleet P95: ").next().unwrap().trim_end_matches(" USD");
     assert!((line.replace(',', "").parse::<f64>().unwrap() - p95).abs() < 0.006, "{line} vs {p95}");
+    // Its own usual range shaded: the P5–P95 (nearest rank) of its 31 daily values; and the days
+    // with any serving hour above the fleet P95 ringed.
+    let mut daily: BTreeMap<i64, (i64, f64, i64)> = BTreeMap::new();
+    for c in
+        range.costs().filter(|c| &c.namespace == namespace && &c.workload == workload && c.requests > 0.0)
+    {
+        let d = daily.entry(c.day).or_default();
+        d.0 += c.serving_cost_nanos;
+        d.1 += c.requests;
+        d.2 += c.inference_hours_above_p95;
+    }
+    let mut values: Vec<f64> =
+        daily.values().map(|(cost, served, _)| *cost as f64 / 1e9 / served * 1000.0).collect();
+    values.sort_by(f64::total_cmp);
+    let rank = |q: f64| values[((q * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1];
+    let band = label.split("its P5–P95: ").nth(1).unwrap().split(" USD").next().unwrap();
+    let (low, high) = band.split_once('–').unwrap();
+    for (shown, expected) in [(low, rank(0.05)), (high, rank(0.95))] {
+        assert!((shown.replace(',', "").parse::<f64>().unwrap() - expected).abs() < 0.006, "{band}");
+    }
+    let svg = page.split(&format!("aria-label=\"{title}. ")).nth(1).unwrap().split("</svg>").next().unwrap();
+    let flagged = daily.values().filter(|d| d.2 > 0).count();
+    // (None in the demo's October: its busiest workloads run far under the fleet P95. The
+    // ring itself is drawn in `charts::tests`.)
+    assert_eq!(
+        svg.matches("class=\"flag\"").count(),
+        flagged,
+        "a ring per day with hours above the fleet P95"
+    );
     // The bar chart of cost per 1,000 inferences has the busiest workload at its table's
     // rate × 1,000 (it was drawn empty: the rate cells were not read).
     let json = app.json("/inference?period=2026-10&format=json").await;

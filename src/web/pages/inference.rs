@@ -52,10 +52,14 @@ pub async fn inference(
 /// The days a daily chart is drawn for at most: two months.
 const DAILY_CHART_DAYS: i64 = 62;
 
+/// Days with requests a workload needs before its chart shades its own P5–P95 band.
+const MIN_DAYS_FOR_BAND: usize = 7;
+
 /// For the three workloads that served the most requests, the cost per 1,000 inferences day by
 /// day (the cost of the hours that served requests / the requests) against the fleet's P95 of
 /// hourly cost per inference (the newest month's); each day's tooltip says how many of its
-/// serving hours were above that P95. Ranges longer than two months get none.
+/// serving hours were above that P95 (those days ringed), and the workload's own P5–P95 of its
+/// days shaded. Ranges longer than two months get none.
 fn daily_charts(content: &mut Content, range: &rollup::RollupRange) {
     let days = (range.to - range.from) / 86_400;
     if days > DAILY_CHART_DAYS {
@@ -93,14 +97,25 @@ fn daily_charts(content: &mut Content, range: &rollup::RollupRange) {
                         String::new()
                     },
                     partial: false,
+                    flagged: above > 0,
                 }
             })
             .collect();
+        // The workload's own usual range: the P5–P95 of its days (nearest rank), once it has
+        // enough days for one to mean something.
+        let mut daily: Vec<f64> = points.iter().filter_map(|p| p.value).collect();
+        let band = if daily.len() >= MIN_DAYS_FOR_BAND {
+            let low = crate::engine::compute::percentile(&mut daily, 0.05);
+            let high = crate::engine::compute::percentile(&mut daily, 0.95);
+            low.zip(high).map(|(low, high)| (low, high, "its P5–P95"))
+        } else {
+            None
+        };
         content.charts.push(charts::line(
             &format!("{namespace}/{workload}: cost per 1,000 inferences by day"),
             "USD",
             &points,
-            &charts::Targets { band: None, thresholds: &[(p95, "fleet P95")] },
+            &charts::Targets { band, thresholds: &[(p95, "fleet P95")] },
         ));
     }
 }

@@ -37,6 +37,7 @@ fn target_charts(
                 value: value(h).map(|v| v * 100.0),
                 note: note(h),
                 partial: rollup::month_progress(r).is_some(),
+                flagged: false,
             })
             .collect::<Vec<_>>()
     };
