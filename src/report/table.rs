@@ -185,8 +185,13 @@ impl Table {
             Format::new().set_num_format("$#,##0.00"),
             Format::new().set_num_format("$0.000000"),
         ];
-        let worksheet = workbook.add_worksheet();
+        // Rows are streamed to a temporary file as they are written (in order), the strings
+        // kept in one shared table: memory stays flat however long the table.
+        let worksheet = workbook.add_worksheet_with_low_memory();
         worksheet.set_name(sheet)?;
+        for (col, width) in self.column_widths(heading).into_iter().enumerate() {
+            worksheet.set_column_width(col as u16, width)?;
+        }
         for (r, line) in heading.iter().enumerate() {
             match r {
                 0 => worksheet.write_string_with_format(0, 0, line, &header)?,
@@ -228,10 +233,23 @@ impl Table {
         worksheet.set_landscape();
         // The filter covers the rows, not the totals under them.
         worksheet.autofilter(top, 0, top + self.rows.len() as u32, last_col)?;
-        // Column widths from the first 500 rows (fitting every row of an 80,000-row table
-        // costs more than writing it), a long heading line widening column A to 300 px at most.
-        worksheet.set_autofit_max_width(300).set_autofit_max_row(top + 500).autofit();
         workbook.save_to_buffer()
+    }
+
+    /// Column widths in characters, as the cells print, from the header and the first 500
+    /// rows (fitting every row of an 80,000-row table costs more than writing it); the heading
+    /// lines widen column A, every column to 42 characters (about 300 px) at most.
+    fn column_widths(&self, heading: &[String]) -> Vec<f64> {
+        let mut widths: Vec<usize> = self.headings().iter().map(|h| h.chars().count()).collect();
+        if let Some(first) = widths.first_mut() {
+            *first = heading.iter().map(|h| h.chars().count()).fold(*first, usize::max);
+        }
+        for row in self.rows.iter().take(500).chain(&self.totals) {
+            for (width, cell) in widths.iter_mut().zip(row) {
+                *width = (*width).max(table_text(cell).chars().count());
+            }
+        }
+        widths.into_iter().map(|w| (w + 2).min(42) as f64).collect()
     }
 
     /// The rows, then the totals.
