@@ -2,7 +2,12 @@
 //! written in the same transaction, so the engine reads pod-days and GPU pod-hours (a few
 //! hundred thousand rows for a ten-million-row month) instead of scanning every fact.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+// Maps keyed by pod ids, hours and instance ids, all read from the bill and touched once per
+// fact (ten million times a month): foldhash (the hasher polars already uses) rather than
+// SipHash, which showed as a tenth of the ingest's time.
+use polars::prelude::{PlHashMap as HashMap, PlHashSet as HashSet};
 
 use super::model::{FactRecord, GpuPodHour, InstanceHour, PodDay, PodDayOption, PodRecord, PurchaseOption};
 
@@ -67,17 +72,18 @@ impl FactAggregates {
             .iter()
             .filter_map(|p| {
                 let gpus = crate::catalog::instance_type(&p.instance_type)?.gpus;
-                Some((p.id, (p.instance_id.as_str(), f64::from(gpus))))
+                (gpus > 0).then(|| (p.id, (p.instance_id.as_str(), f64::from(gpus))))
             })
             .collect();
-        let mut allocated: HashMap<(&str, i64), f64> = HashMap::new();
-        for (&(pod, hour), h) in &self.hours {
+        let mut allocated: HashMap<(&str, i64), f64> = HashMap::default();
+        // Only pod-hours that held a GPU can share one (most hold none: CPU pods).
+        for (&(pod, hour), h) in self.hours.iter().filter(|(_, h)| h.0 > 0.0) {
             if let Some((instance, _)) = capacity.get(&pod) {
                 *allocated.entry((instance, hour)).or_default() += h.0;
             }
         }
-        let mut scaled = std::collections::HashSet::new();
-        for (&(pod, hour), h) in self.hours.iter_mut() {
+        let mut scaled = HashSet::default();
+        for (&(pod, hour), h) in self.hours.iter_mut().filter(|(_, h)| h.0 > 0.0) {
             let Some(&(instance, gpus)) = capacity.get(&pod) else { continue };
             let total = allocated[&(instance, hour)];
             if gpus > 0.0 && total > gpus + 1e-9 {
@@ -103,8 +109,8 @@ impl FactAggregates {
     ) -> Vec<PodDayOption> {
         // Only instances billed under more than one option (in one hour or across hours) can
         // have such pod-days: most months' instances are not, and are passed over cheaply.
-        let mut first_option: HashMap<&str, PurchaseOption> = HashMap::new();
-        let mut varied: HashSet<&str> = HashSet::new();
+        let mut first_option: HashMap<&str, PurchaseOption> = HashMap::default();
+        let mut varied: HashSet<&str> = HashSet::default();
         for h in instance_hours {
             let first = *first_option.entry(h.instance_id.as_str()).or_insert(h.purchase_option);
             if first != h.purchase_option {
@@ -114,7 +120,7 @@ impl FactAggregates {
         if varied.is_empty() {
             return Vec::new();
         }
-        let mut lines: HashMap<(&str, i64), Vec<(PurchaseOption, f64)>> = HashMap::new();
+        let mut lines: HashMap<(&str, i64), Vec<(PurchaseOption, f64)>> = HashMap::default();
         for h in instance_hours.iter().filter(|h| varied.contains(h.instance_id.as_str())) {
             lines
                 .entry((h.instance_id.as_str(), h.hour))
@@ -130,9 +136,13 @@ impl FactAggregates {
             let (instance, option) = *pod_of.get(&pod)?;
             Some((lines.get(&(instance, hour))?, option))
         };
-        let mut mixed: HashSet<(i64, i64)> = HashSet::new();
-        for &(pod, hour) in self.hours.keys() {
-            if let Some((parts, option)) = own(pod, hour)
+        // One pass over every pod-hour keeps those of pods on such instances (a few percent).
+        let mut mixed: HashSet<(i64, i64)> = HashSet::default();
+        let mut candidates: Vec<(i64, i64, f64, i64)> = Vec::new();
+        for (&(pod, hour), &(gpu_hours, _, cost)) in &self.hours {
+            let Some(&(instance, option)) = pod_of.get(&pod) else { continue };
+            candidates.push((pod, hour, gpu_hours, cost));
+            if let Some(parts) = lines.get(&(instance, hour))
                 && (parts.len() > 1 || parts[0].0 != option)
             {
                 mixed.insert((pod, hour - hour.rem_euclid(DAY)));
@@ -143,11 +153,9 @@ impl FactAggregates {
         }
         // The hours of those pod-days in order, so that the sums (and so the weights) are the
         // same to the last bit on every run.
-        let mut hours: Vec<(i64, i64, f64, i64)> = self
-            .hours
-            .iter()
-            .filter(|((pod, hour), _)| mixed.contains(&(*pod, hour - hour.rem_euclid(DAY))))
-            .map(|(&(pod, hour), &(gpu_hours, _, cost))| (pod, hour, gpu_hours, cost))
+        let mut hours: Vec<(i64, i64, f64, i64)> = candidates
+            .into_iter()
+            .filter(|(pod, hour, ..)| mixed.contains(&(*pod, hour - hour.rem_euclid(DAY))))
             .collect();
         hours.sort_unstable_by_key(|&(pod, hour, ..)| (pod, hour));
         // (pod, day) → option → (cost, GPU-hours).

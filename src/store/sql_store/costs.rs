@@ -55,14 +55,37 @@ where
             fact_rows += batch.facts.len() as i64;
         }
         let tail = source.finish().await.map_err(StoreError::Source)?;
+        let started_tail = std::time::Instant::now();
+        // Each step of the tail timed (`RUST_LOG=gpuledger=debug`): it runs after the last file
+        // was read, so it is what the ingest's "write" time is made of.
+        let mut step = started_tail;
+        let mut done = |what: &str, rows: usize| {
+            tracing::debug!(phase = "write", rows, seconds = step.elapsed().as_secs_f64(), "{what}");
+            step = std::time::Instant::now();
+        };
         let time_sliced = aggregates.share_oversubscribed_gpus(&tail.pods);
+        done("time-sliced GPUs shared", time_sliced);
         if time_sliced > 0 {
             tracing::info!(
                 instance_hours = time_sliced,
                 "time-sliced GPUs: allocated GPU-hours shared by split usage"
             );
         }
-        let period = &tail.period;
+        // The pod-days, their options and the GPU pod-hours are summed on another thread while
+        // this one writes the pods and instance-hours: the two overlap on two cores.
+        let PeriodTail { period, pods } = tail;
+        let mut period = period;
+        let pods = std::sync::Arc::new(pods);
+        let instance_hours = std::sync::Arc::new(std::mem::take(&mut period.instance_hours));
+        let sums = {
+            let (pods, instance_hours) = (pods.clone(), instance_hours.clone());
+            tokio::task::spawn_blocking(move || {
+                let pod_days = aggregates.pod_days();
+                let options = aggregates.pod_day_options(&pods, &instance_hours);
+                (pod_days, options, aggregates.gpu_pod_hours())
+            })
+        };
+        let period = &period;
         sqlx::query(sql::INSERT_COST_PERIOD)
             .bind(name)
             .bind(period.data_version.as_str())
@@ -78,21 +101,29 @@ where
             .execute(&mut *tx)
             .await
             .context(CONTEXT)?;
-        Self::insert(&mut tx, name, &tail.pods).await.context(CONTEXT)?;
-        Self::insert(&mut tx, name, &period.instance_hours).await.context(CONTEXT)?;
+        done("period written", 1);
+        Self::insert(&mut tx, name, &pods).await.context(CONTEXT)?;
+        done("pods written", pods.len());
+        Self::insert(&mut tx, name, &instance_hours).await.context(CONTEXT)?;
+        done("instance-hours written", instance_hours.len());
         Self::insert(&mut tx, name, &period.other_costs).await.context(CONTEXT)?;
         Self::insert(&mut tx, name, &period.bill_lines).await.context(CONTEXT)?;
         Self::insert(&mut tx, name, &period.bill_days).await.context(CONTEXT)?;
-        let pod_days = aggregates.pod_days();
+        done("other costs, bill lines and days written", period.other_costs.len());
+        let (pod_days, options, gpu_hours) = sums.await.map_err(|e| StoreError::Source(e.to_string()))?;
+        done("pod-days, options and GPU pod-hours summed (waited for)", pod_days.len());
         Self::insert(&mut tx, name, &pod_days).await.context(CONTEXT)?;
-        let options = aggregates.pod_day_options(&tail.pods, &period.instance_hours);
+        done("pod-days written", pod_days.len());
         Self::insert(&mut tx, name, &options).await.context(CONTEXT)?;
-        let gpu_hours = aggregates.gpu_pod_hours();
+        done("pod-day options written", options.len());
         Self::insert(&mut tx, name, &gpu_hours).await.context(CONTEXT)?;
+        done("GPU pod-hours written", gpu_hours.len());
         let revision = Self::next_revision(&mut tx).await.context(CONTEXT)?;
         Self::touch_periods(&mut tx, &[name.to_string()], revision).await.context(CONTEXT)?;
         tracing::debug!(phase = "commit", period = name, revision, "committing the period");
-        tx.commit().await.context(CONTEXT)
+        tx.commit().await.context(CONTEXT)?;
+        tracing::debug!(phase = "write", seconds = started_tail.elapsed().as_secs_f64(), "the period's tail committed");
+        Ok(())
     }
 
     async fn cost_period(&self, period: &str) -> StoreResult<Option<CostPeriod>> {
