@@ -122,7 +122,11 @@ where
         Self::touch_periods(&mut tx, &[name.to_string()], revision).await.context(CONTEXT)?;
         tracing::debug!(phase = "commit", period = name, revision, "committing the period");
         tx.commit().await.context(CONTEXT)?;
-        tracing::debug!(phase = "write", seconds = started_tail.elapsed().as_secs_f64(), "the period's tail committed");
+        tracing::debug!(
+            phase = "write",
+            seconds = started_tail.elapsed().as_secs_f64(),
+            "the period's tail committed"
+        );
         Ok(())
     }
 
