@@ -115,35 +115,9 @@ impl Table {
     /// table has no such column.
     pub fn sort_by_column(&mut self, column: &str, descending: bool) -> Option<Vec<usize>> {
         let index = self.column(column)?;
-        let key = |cell: Option<&Cell>| -> (Option<f64>, String) {
-            match cell {
-                Some(Cell::Text(t)) => (None, t.to_lowercase()),
-                Some(Cell::Hours(v) | Cell::Count(v)) => (Some(*v), String::new()),
-                Some(Cell::Ratio(v) | Cell::Rate(v)) => (*v, String::new()),
-                Some(Cell::Usd(v)) => (v.map(Nanos::usd_f64), String::new()),
-                Some(Cell::Flag(b)) => (Some(f64::from(u8::from(*b))), String::new()),
-                None => (None, String::new()),
-            }
-        };
         let mut order: Vec<usize> = (0..self.rows.len()).collect();
         order.sort_by(|&a, &b| {
-            let (ka, kb) = (key(self.rows[a].get(index)), key(self.rows[b].get(index)));
-            let numeric = matches!(self.rows[a].get(index), Some(c) if !matches!(c, Cell::Text(_)));
-            let ordering = if numeric {
-                match (ka.0, kb.0) {
-                    (Some(x), Some(y)) => {
-                        let o = x.total_cmp(&y);
-                        if descending { o.reverse() } else { o }
-                    }
-                    (Some(_), None) => std::cmp::Ordering::Less,
-                    (None, Some(_)) => std::cmp::Ordering::Greater,
-                    (None, None) => std::cmp::Ordering::Equal,
-                }
-            } else {
-                let o = ka.1.cmp(&kb.1);
-                if descending { o.reverse() } else { o }
-            };
-            ordering.then(a.cmp(&b))
+            cell_order(self.rows[a].get(index), self.rows[b].get(index), descending).then(a.cmp(&b))
         });
         let rows = std::mem::take(&mut self.rows);
         let mut slots: Vec<Option<Vec<Cell>>> = rows.into_iter().map(Some).collect();
@@ -273,6 +247,33 @@ impl Table {
             .chain(&self.totals)
             .map(|row| row.iter().map(|cell| (table_text(cell), !matches!(cell, Cell::Text(_)))).collect())
             .collect()
+    }
+}
+
+/// How a sorted column orders two of its cells: numbers by the value they show (empty cells
+/// last either way), text case-folded; descending when asked. Ties are the caller's to break.
+pub fn cell_order(a: Option<&Cell>, b: Option<&Cell>, descending: bool) -> std::cmp::Ordering {
+    let key = |cell: Option<&Cell>| -> (Option<f64>, String) {
+        match cell {
+            Some(Cell::Text(t)) => (None, t.to_lowercase()),
+            Some(Cell::Hours(v) | Cell::Count(v)) => (Some(*v), String::new()),
+            Some(Cell::Ratio(v) | Cell::Rate(v)) => (*v, String::new()),
+            Some(Cell::Usd(v)) => (v.map(Nanos::usd_f64), String::new()),
+            Some(Cell::Flag(b)) => (Some(f64::from(u8::from(*b))), String::new()),
+            None => (None, String::new()),
+        }
+    };
+    let direction = |o: std::cmp::Ordering| if descending { o.reverse() } else { o };
+    let (ka, kb) = (key(a), key(b));
+    if matches!(a, Some(c) if !matches!(c, Cell::Text(_))) {
+        match (ka.0, kb.0) {
+            (Some(x), Some(y)) => direction(x.total_cmp(&y)),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        }
+    } else {
+        direction(ka.1.cmp(&kb.1))
     }
 }
 

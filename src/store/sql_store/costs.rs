@@ -73,8 +73,7 @@ where
         }
         // The pod-days, their options and the GPU pod-hours are summed on another thread while
         // this one writes the pods and instance-hours: the two overlap on two cores.
-        let PeriodTail { period, pods } = tail;
-        let mut period = period;
+        let PeriodTail { mut period, pods } = tail;
         let pods = std::sync::Arc::new(pods);
         let instance_hours = std::sync::Arc::new(std::mem::take(&mut period.instance_hours));
         let sums = {

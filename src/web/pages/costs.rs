@@ -11,7 +11,7 @@ use serde_json::Map;
 
 use super::*;
 use crate::report::rollup::{Report, RollupRange};
-use crate::report::table::{Cell, Nanos, Table};
+use crate::report::table::{Cell, Nanos, Table, cell_order};
 
 /// Costs (finance): grouped by namespace, workload, team, client or cluster, reconciled to
 /// the bill; a namespace drills down to its workloads and a workload to its pods.
@@ -41,7 +41,8 @@ pub async fn costs(
                     };
                     let (grouped, chart, window) = grouped_costs(&filters, range, &mut content.notes, shown);
                     content.charts.push(chart);
-                    content.window = window;
+                    content.window =
+                        window.map(|(first, total)| Window { table: "costs".into(), first, total });
                     grouped
                 }
             };
@@ -222,13 +223,14 @@ fn label_order(workloads: bool) -> impl Fn(&Key, &Key) -> std::cmp::Ordering {
 
 /// Kubernetes cost summed by the chosen group, with the lines that close it to the bill, and
 /// the chart of its largest rows. Asked for a page (`shown`, the HTML), it sorts every row as
-/// asked and makes only that page's rows, said by the window it returns.
+/// asked and makes only that page's rows: the first row's place and the number of rows it
+/// returns beside the table then say which.
 fn grouped_costs(
     filters: &Filters,
     range: &RollupRange,
     notes: &mut Vec<String>,
     shown: Option<Shown>,
-) -> (CostTable, String, Option<Window>) {
+) -> (CostTable, String, Option<(usize, usize)>) {
     let group =
         filters.group.clone().filter(|g| GROUPS.contains(&g.as_str())).unwrap_or_else(|| "namespace".into());
     let namespace = filters.namespace.clone().filter(|n| !n.is_empty());
@@ -298,7 +300,7 @@ fn grouped_costs(
         }
         let page = page.min(sums.len().div_ceil(PAGE_ROWS));
         rows = (page - 1) * PAGE_ROWS..(page * PAGE_ROWS).min(sums.len());
-        window = Some(Window { table: "costs".into(), first: rows.start, total: sums.len() });
+        window = Some((rows.start, sums.len()));
     }
     let kept = &sums[rows];
     let mut links: Vec<Option<String>> = kept.iter().map(|(key, _)| link(key)).collect();
@@ -355,27 +357,19 @@ fn grouped_costs(
 }
 
 /// Orders grouped rows by one of their table's columns (0 the label, then the money columns)
-/// exactly as [`Table::sort_by_column`] would order the rows made of them: by the dollar
-/// value each cell shows (text case-folded), ties in the order they were in.
+/// as [`Table::sort_by_column`] orders the rows made of them: only that column's cell is made
+/// for each row, and compared by the same rule ([`cell_order`]), ties in the order they were in.
 fn sort_sums(sums: &mut [(Key, [i64; 6])], column: usize, descending: bool, label: &impl Fn(&Key) -> String) {
-    let direction = |o: std::cmp::Ordering| if descending { o.reverse() } else { o };
-    if column == 0 {
-        let mut keyed: Vec<(String, (Key, [i64; 6]))> =
-            sums.iter().map(|row| (label(&row.0).to_lowercase(), *row)).collect();
-        keyed.sort_by(|a, b| direction(a.0.cmp(&b.0)));
-        sums.iter_mut().zip(keyed).for_each(|(slot, (_, row))| *slot = row);
-        return;
-    }
-    let value = |s: &[i64; 6]| {
-        let nanos = match column {
-            1 => s[0],
-            2 => s[1],
-            3 => s[0] + s[1],
-            other => s[other - 2],
-        };
-        Nanos(nanos).usd_f64()
+    let cell = |(key, s): &(Key, [i64; 6])| match column {
+        0 => Cell::Text(label(key)),
+        1 => money(s[0]),
+        2 => money(s[1]),
+        3 => money(s[0] + s[1]),
+        other => money(s[other - 2]),
     };
-    sums.sort_by(|a, b| direction(value(&a.1).total_cmp(&value(&b.1))));
+    let mut keyed: Vec<(Cell, (Key, [i64; 6]))> = sums.iter().map(|row| (cell(row), *row)).collect();
+    keyed.sort_by(|a, b| cell_order(Some(&a.0), Some(&b.0), descending));
+    sums.iter_mut().zip(keyed).for_each(|(slot, (_, row))| *slot = row);
 }
 
 /// One workload's pods over the range, from the pod-day aggregates of each period in it.

@@ -65,8 +65,8 @@ fn target_charts(
 /// A month's amortized bill by what it bought, in micro-dollars: the GPU fleet (every
 /// instance-hour of GPU instances, pods or not), CPU and memory (every other EC2 instance),
 /// storage, network, and the rest (the control plane, unused commitments, other services).
-/// The five add up to the bill exactly. `None` when the month was computed before storage
-/// and network were kept apart (they are then in the rest).
+/// The five add up to the bill exactly. `split` is false when the month was computed before
+/// storage and network were kept apart (they are then in the rest).
 pub(super) struct SpendByCategory {
     pub parts: [i64; 5],
     pub split: bool,
@@ -99,10 +99,10 @@ fn spend_chart_by_category(
 ) {
     let usd = |micros: i64| micros as f64 / 1e6;
     let mut names: Vec<&str> = SpendByCategory::NAMES.to_vec();
-    let width = if history.is_empty() { 5 } else { 6 };
     if !history.is_empty() {
         names.push("Cost Explorer");
     }
+    let width = names.len();
     let mut values: Vec<Vec<f64>> = history
         .iter()
         .map(|(_, micros)| {
@@ -359,8 +359,8 @@ pub async fn overview(
                     let mut row = vec![Cell::Text(m.clone()), Cell::Usd(Some(Nanos::from_micros(*micros)))];
                     row.extend([Cell::Usd(None), Cell::Usd(None), Cell::Ratio(None), Cell::Ratio(None)]);
                     row.extend([Cell::Usd(None), Cell::Usd(None), Cell::Usd(None), Cell::Ratio(None)]);
-                    row.push(Cell::Usd(None));
-                    row.extend([Cell::Usd(None), Cell::Usd(None), Cell::Usd(None), Cell::Usd(None)]);
+                    // Realized savings and the four categories: Cost Explorer's total is unsplit.
+                    row.extend((0..5).map(|_| Cell::Usd(None)));
                     row.push(Cell::Text("cost explorer".into()));
                     row
                 })
