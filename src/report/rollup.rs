@@ -54,9 +54,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde_json::{Map, json};
+use serde_json::json;
 
-use super::table::{Cell, Nanos, Table, usd_json};
+use super::table::{Cell, Extras, MoneyJson, Nanos, Table};
 use super::{OutputFormat, ReportError};
 use crate::auth::Scope;
 use crate::period::Period;
@@ -263,13 +263,23 @@ impl RollupRange {
 #[derive(Debug, Clone)]
 pub struct Report {
     pub table: Table,
-    pub extra: Map<String, serde_json::Value>,
+    pub extra: Extras,
 }
 
 impl Report {
+    /// A report of the table alone.
+    pub fn of(table: Table) -> Report {
+        Report { table, extra: Extras::default() }
+    }
+
     /// Prints for `label` (the period or range) in `format`.
     pub fn render(&self, format: OutputFormat, label: &str) -> String {
-        self.table.render(format, label, self.extra.clone())
+        self.table.render(format, label, self.extra.to_map(MoneyJson::Number))
+    }
+
+    /// As JSON for `label`, amounts written as `money` says.
+    pub fn json(&self, label: &str, money: MoneyJson) -> serde_json::Value {
+        self.table.json(label, self.extra.to_map(money), money)
     }
 }
 
@@ -349,8 +359,8 @@ pub fn workloads(range: &RollupRange) -> Report {
             })
             .collect(),
     };
-    let mut extra = Map::new();
-    extra.insert("kubernetes_total".into(), usd_json(range.kubernetes_nanos()));
+    let mut extra = Extras::default();
+    extra.usd("kubernetes_total", range.kubernetes_nanos());
     Report { table, extra }
 }
 
@@ -421,8 +431,8 @@ pub fn accounts(range: &RollupRange) -> Report {
         ],
         rows: rows.iter().map(|(account, a)| line(account, a)).collect(),
     };
-    let mut extra = Map::new();
-    extra.insert("amortized_total".into(), json!(crate::money::micros_from_nanos(amortized) as f64 / 1e6));
+    let mut extra = Extras::default();
+    extra.usd("amortized_total", crate::money::micros_from_nanos(amortized) * 1000);
     Report { table, extra }
 }
 
@@ -483,7 +493,7 @@ pub fn gpu_by_account(range: &RollupRange) -> Report {
         ],
         rows: rows.iter().map(|(account, g)| line(account, g)).collect(),
     };
-    Report { table, extra: Map::new() }
+    Report::of(table)
 }
 
 /// Each client's Kubernetes cost per usage account over the range's days: its direct cost
@@ -526,7 +536,7 @@ pub fn clients_by_account(range: &RollupRange) -> Report {
             })
             .collect(),
     };
-    Report { table, extra: Map::new() }
+    Report::of(table)
 }
 
 /// Under an account filter: each client's Kubernetes cost in the account (pods on its
@@ -569,8 +579,8 @@ fn clients_in_account(range: &RollupRange, account: &str) -> Report {
         ],
         rows: rows.iter().map(|(client, r)| line(client, r)).collect(),
     };
-    let mut extra = Map::new();
-    extra.insert("account".into(), json!(account));
+    let mut extra = Extras::default();
+    extra.insert("account", json!(account));
     Report { table, extra }
 }
 
@@ -676,13 +686,13 @@ pub fn clients(range: &RollupRange) -> Report {
             })
             .collect(),
     };
-    let mut extra = Map::new();
-    extra.insert("discounts_passed_on".into(), json!(discounts as f64 / 1e6));
+    let mut extra = Extras::default();
+    extra.usd("discounts_passed_on", discounts * 1000);
     let whole_costs: i64 =
         range.periods().filter(|(_, whole)| *whole).map(|(p, _)| p.kubernetes_cost_nanos).sum();
-    extra.insert("kubernetes_total".into(), usd_json(whole_costs));
-    extra.insert("amortized_total".into(), json!(bill as f64 / 1e6));
-    extra.insert("note".into(), json!("clients are computed per whole billing period"));
+    extra.usd("kubernetes_total", whole_costs);
+    extra.usd("amortized_total", bill * 1000);
+    extra.insert("note", json!("clients are computed per whole billing period"));
     Report { table, extra }
 }
 
@@ -733,10 +743,10 @@ pub fn restatement(current: &[ClientRollup], snapshot: &ChargebackSnapshot) -> R
         ],
         rows,
     };
-    let mut extra = Map::new();
+    let mut extra = Extras::default();
     let replaced_at = chrono::DateTime::from_timestamp(snapshot.replaced_at, 0).map(|t| t.to_rfc3339());
-    extra.insert("replaced_at".into(), json!(replaced_at));
-    extra.insert("replaced_revision".into(), json!(snapshot.revision));
+    extra.insert("replaced_at", json!(replaced_at));
+    extra.insert("replaced_revision", json!(snapshot.revision));
     Report { table, extra }
 }
 
@@ -848,15 +858,12 @@ pub fn gpu(range: &RollupRange, unattributed: &BTreeMap<String, f64>) -> Report 
             })
             .collect(),
     };
-    let mut extra = Map::new();
-    extra.insert("unattributed_gpu_hours".into(), json!(unattributed.values().sum::<f64>()));
+    let mut extra = Extras::default();
+    extra.insert("unattributed_gpu_hours", json!(unattributed.values().sum::<f64>()));
     // Measured on pods the bill gave no accelerator rows (the same name as the live report's).
     let unbilled: f64 = range.periods().map(|(p, _)| p.measured_unbilled_gpu_hours).sum();
-    extra.insert("metrics_without_bill_gpu_hours".into(), json!((unbilled * 1e6).round() / 1e6));
-    extra.insert(
-        "idle_threshold".into(),
-        json!(range.periods().next().map_or(0.1, |(p, _)| p.idle_threshold)),
-    );
+    extra.insert("metrics_without_bill_gpu_hours", json!((unbilled * 1e6).round() / 1e6));
+    extra.insert("idle_threshold", json!(range.periods().next().map_or(0.1, |(p, _)| p.idle_threshold)));
     Report { table, extra }
 }
 
@@ -890,7 +897,7 @@ pub fn spot(range: &RollupRange) -> Report {
             })
             .collect(),
     };
-    Report { table, extra: Map::new() }
+    Report::of(table)
 }
 
 /// Realized savings per month: public on-demand cost − actual, by purchase option.
@@ -959,10 +966,12 @@ pub fn savings(range: &RollupRange) -> Report {
     };
     // The opportunities still open, as rows, beside the realized savings.
     let open = opportunities(range);
-    let mut extra = Map::new();
-    extra.insert("opportunities".into(), open.table.json_rows());
+    let mut extra = Extras::default();
+    extra.insert("opportunities", super::table::Extra::Rows(open.table.clone()));
     for field in ["total_monthly_savings", "monthly_spend", "months"] {
-        extra.insert(field.into(), open.extra[field].clone());
+        if let Some(value) = open.extra.get(field) {
+            extra.insert(field, value.clone());
+        }
     }
     Report { table, extra }
 }
@@ -1018,10 +1027,10 @@ pub fn opportunities(range: &RollupRange) -> Report {
             .collect(),
     };
     let total: i64 = list.iter().map(|(_, monthly, _)| monthly).sum();
-    let mut extra = Map::new();
-    extra.insert("total_monthly_savings".into(), usd_json(total));
-    extra.insert("monthly_spend".into(), usd_json(range.kubernetes_nanos() / months));
-    extra.insert("months".into(), json!(months));
+    let mut extra = Extras::default();
+    extra.usd("total_monthly_savings", total);
+    extra.usd("monthly_spend", range.kubernetes_nanos() / months);
+    extra.insert("months", json!(months));
     Report { table, extra }
 }
 
@@ -1215,7 +1224,7 @@ pub fn inference(range: &RollupRange) -> Report {
             })
             .collect(),
     };
-    Report { table, extra: Map::new() }
+    Report::of(table)
 }
 
 #[cfg(test)]

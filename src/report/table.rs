@@ -38,37 +38,130 @@ pub struct Table {
     pub totals: Vec<Vec<Cell>>,
 }
 
+/// How JSON writes an amount of money. The command-line reports keep the contract scripts
+/// were given (numbers); the pages' JSON twins write every amount as an exact decimal string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoneyJson {
+    /// `1234.567891`: the nearest double to the micro-dollar decimal, which prints as it.
+    Number,
+    /// `"1234.567891"`: the micro-dollar decimal itself (rates: twelve decimals).
+    Decimal,
+}
+
+impl MoneyJson {
+    /// An exact amount, rounded once to the micro-dollar.
+    pub fn usd(self, amount: Nanos) -> Value {
+        match self {
+            MoneyJson::Number => json!(micros_f64(amount)),
+            MoneyJson::Decimal => json!(amount.decimal()),
+        }
+    }
+
+    /// Dollars per unit (per inference, per million tokens), to twelve decimals.
+    fn rate(self, rate: f64) -> Value {
+        match self {
+            MoneyJson::Number => json!((rate * 1e12).round() / 1e12),
+            MoneyJson::Decimal => json!(format!("{rate:.12}")),
+        }
+    }
+}
+
+/// A field a report's JSON carries beside its rows.
+#[derive(Debug, Clone)]
+pub enum Extra {
+    Json(Value),
+    /// An amount, written as the report's money format says.
+    Usd(Nanos),
+    /// Another table's rows.
+    Rows(Table),
+}
+
+impl From<Value> for Extra {
+    fn from(value: Value) -> Extra {
+        Extra::Json(value)
+    }
+}
+
+/// The fields beside a report's rows, in the order they were added.
+#[derive(Debug, Clone, Default)]
+pub struct Extras(Vec<(String, Extra)>);
+
+impl Extras {
+    pub fn insert(&mut self, key: &str, value: impl Into<Extra>) {
+        self.0.retain(|(k, _)| k != key);
+        self.0.push((key.to_string(), value.into()));
+    }
+
+    /// An amount of money beside the rows.
+    pub fn usd(&mut self, key: &str, nanos: i64) {
+        self.insert(key, Extra::Usd(Nanos(nanos)));
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Extra> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// As JSON fields, amounts written as `money` says.
+    pub fn to_map(&self, money: MoneyJson) -> Map<String, Value> {
+        self.0
+            .iter()
+            .map(|(key, extra)| {
+                let value = match extra {
+                    Extra::Json(value) => value.clone(),
+                    Extra::Usd(amount) => money.usd(*amount),
+                    Extra::Rows(table) => table.json_rows(money),
+                };
+                (key.clone(), value)
+            })
+            .collect()
+    }
+}
+
 impl Table {
-    /// Prints in `format`; `extra` fields join `period` and `rows` at the JSON top level.
     /// Rows as JSON objects keyed by column.
-    fn objects(&self, rows: &[Vec<Cell>]) -> Value {
+    fn objects(&self, rows: &[Vec<Cell>], money: MoneyJson) -> Value {
         Value::Array(
             rows.iter()
                 .map(|row| {
-                    let fields =
-                        self.columns.iter().zip(row).map(|(c, cell)| (c.to_string(), json_value(cell)));
+                    let fields = self
+                        .columns
+                        .iter()
+                        .zip(row)
+                        .map(|(c, cell)| (c.to_string(), json_value(cell, money)));
                     Value::Object(fields.collect())
                 })
                 .collect(),
         )
     }
 
-    /// The rows as a JSON array of objects, as `render` writes them under `rows`.
-    pub fn json_rows(&self) -> Value {
-        self.objects(&self.rows)
+    /// The rows as a JSON array of objects, as `json` writes them under `rows`.
+    pub fn json_rows(&self, money: MoneyJson) -> Value {
+        self.objects(&self.rows, money)
     }
 
+    /// `{"period", "rows", "totals"?}` and the `extra` fields.
+    pub fn json(&self, period: &str, extra: Map<String, Value>, money: MoneyJson) -> Value {
+        let mut top = Map::new();
+        top.insert("period".into(), json!(period));
+        top.insert("rows".into(), self.objects(&self.rows, money));
+        if !self.totals.is_empty() {
+            top.insert("totals".into(), self.objects(&self.totals, money));
+        }
+        top.extend(extra);
+        Value::Object(top)
+    }
+
+    /// Prints in `format`; `extra` fields join `period` and `rows` at the JSON top level
+    /// (amounts as JSON numbers: the command-line contract).
     pub fn render(&self, format: OutputFormat, period: &str, extra: Map<String, Value>) -> String {
         match format {
             OutputFormat::Json => {
-                let mut top = Map::new();
-                top.insert("period".into(), json!(period));
-                top.insert("rows".into(), self.objects(&self.rows));
-                if !self.totals.is_empty() {
-                    top.insert("totals".into(), self.objects(&self.totals));
-                }
-                top.extend(extra);
-                serde_json::to_string_pretty(&Value::Object(top)).unwrap_or_default() + "\n"
+                let json = self.json(period, extra, MoneyJson::Number);
+                serde_json::to_string_pretty(&json).unwrap_or_default() + "\n"
             }
             OutputFormat::Csv => {
                 let mut out = self.columns.join(",") + "\n";
@@ -286,13 +379,7 @@ fn micros_f64(amount: Nanos) -> f64 {
     amount.micros() as f64 / 1e6
 }
 
-/// An amount beside a report's rows (a total) as its cells are written: a JSON number rounded
-/// once to the micro-dollar.
-pub fn usd_json(nanos: i64) -> Value {
-    json!(micros_f64(Nanos(nanos)))
-}
-
-fn json_value(cell: &Cell) -> Value {
+fn json_value(cell: &Cell, money: MoneyJson) -> Value {
     match cell {
         Cell::Text(text) => json!(text),
         Cell::Flag(flag) => json!(flag),
@@ -300,9 +387,9 @@ fn json_value(cell: &Cell) -> Value {
         Cell::Ratio(x) => x.map_or(Value::Null, |x| json!(round6(x))),
         // The nearest double to a micro-dollar decimal prints as that decimal (up to $9
         // billion), so the number a script reads is the exact rounded amount.
-        Cell::Usd(x) => x.map_or(Value::Null, |x| json!(micros_f64(x))),
+        Cell::Usd(x) => x.map_or(Value::Null, |x| money.usd(x)),
         Cell::Count(x) => json!(x.round()),
-        Cell::Rate(x) => x.map_or(Value::Null, |x| json!((x * 1e12).round() / 1e12)),
+        Cell::Rate(x) => x.map_or(Value::Null, |x| money.rate(x)),
     }
 }
 
@@ -370,6 +457,29 @@ mod tests {
         let json: Value =
             serde_json::from_str(&table.render(OutputFormat::Json, "2026-10", Map::new())).unwrap();
         assert_eq!(json["rows"][0]["utilization"], Value::Null);
+    }
+
+    #[test]
+    fn page_json_writes_money_as_decimal_strings_and_reports_as_numbers() {
+        let table = Table {
+            title: "t".into(),
+            totals: vec![vec![Cell::Usd(Some(Nanos(-70_000_000))), Cell::Rate(None)]],
+            columns: vec!["total_cost", "cost_per_inference"],
+            // $1,234.5678914 rounds once to 1234.567891; 1.23456789e-5 per inference to 12 decimals.
+            rows: vec![vec![Cell::Usd(Some(Nanos(1_234_567_891_400))), Cell::Rate(Some(1.23456789e-5))]],
+        };
+        let mut extra = Extras::default();
+        extra.usd("kubernetes_total", 1_234_567_891_400);
+        let page = table.json("2026-10", extra.to_map(MoneyJson::Decimal), MoneyJson::Decimal);
+        assert_eq!(page["rows"][0]["total_cost"], "1234.567891");
+        assert_eq!(page["rows"][0]["cost_per_inference"], "0.000012345679");
+        assert_eq!(page["totals"][0]["total_cost"], "-0.070000");
+        assert_eq!(page["totals"][0]["cost_per_inference"], Value::Null);
+        assert_eq!(page["kubernetes_total"], "1234.567891");
+        let script = table.json("2026-10", extra.to_map(MoneyJson::Number), MoneyJson::Number);
+        assert_eq!(script["rows"][0]["total_cost"], 1234.567891);
+        assert_eq!(script["rows"][0]["cost_per_inference"], 0.000012345679);
+        assert_eq!(script["kubernetes_total"], 1234.567891);
     }
 
     #[test]

@@ -32,6 +32,21 @@ pub struct TestApp {
     _dir: tempfile::TempDir,
 }
 
+/// A number read from JSON: page twins write money as exact decimal strings (`"1234.567891"`),
+/// the command-line reports and `truth.json` as numbers; both read as the same `f64` here.
+pub trait Amount {
+    fn amount(&self) -> f64;
+}
+
+impl Amount for Value {
+    fn amount(&self) -> f64 {
+        match self {
+            Value::String(text) => text.parse().unwrap_or_else(|_| panic!("not a decimal: {self}")),
+            _ => self.as_f64().unwrap_or_else(|| panic!("not a number: {self}")),
+        }
+    }
+}
+
 /// An HTTP answer: status, content type and body.
 pub struct Answer {
     pub status: StatusCode,

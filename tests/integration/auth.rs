@@ -15,6 +15,7 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 use tower::ServiceExt;
 
+use crate::app::Amount;
 use crate::helpers;
 
 /// An HTTP answer with its headers.
@@ -182,7 +183,7 @@ async fn clients_and_namespaces(
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| (r["client"].as_str().unwrap().to_string(), r["total_cost"].as_f64().unwrap()))
+        .map(|r| (r["client"].as_str().unwrap().to_string(), r["total_cost"].amount()))
         .filter(|(c, _)| !c.starts_with('('))
         .collect();
     let mut namespaces = BTreeMap::new();

@@ -202,7 +202,8 @@ async fn story(database_url: &str, out: &Path) {
         [("2026-07", "cost explorer"), ("2026-08", "cost explorer"), ("2026-09", "cur"), ("2026-10", "cur")]
     );
     for (row, month) in trend.iter().zip(["2026-07", "2026-08"]) {
-        let spend = (row["spend"].as_f64().unwrap() * 1e6).round() as i64;
+        // Page JSON money is an exact decimal string.
+        let spend = gpuledger::money::nanos_from_decimal(row["spend"].as_str().unwrap()).unwrap() / 1000;
         assert_eq!(spend, history_total(&page_one, month), "{month}");
         assert!(row["gpu_utilization"].is_null(), "no usage split for history: {row}");
     }

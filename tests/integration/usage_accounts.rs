@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use crate::app::Amount;
 use crate::engine::close;
 use crate::ingest_cur::run;
 
@@ -13,7 +14,7 @@ const PLATFORM: &str = "222222222222";
 const RESEARCH: &str = "333333333333";
 
 fn usd(value: &Value) -> f64 {
-    value.as_f64().unwrap_or_else(|| panic!("not a number: {value}"))
+    value.amount()
 }
 
 /// The row of `rows` whose `key` is `value`.

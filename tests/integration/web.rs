@@ -11,6 +11,7 @@ use gpuledger::web::{AppState, router};
 use http_body_util::BodyExt;
 use tower::ServiceExt;
 
+use crate::app::Amount;
 use crate::ingest_cur::{export_root, generate, ingest};
 
 async fn get(state: &AppState, uri: &str) -> (StatusCode, String) {
@@ -97,24 +98,18 @@ async fn costs_reconcile_each_namespace_to_truth_and_to_the_bill() {
     let rows = costs["costs"]["rows"].as_array().unwrap();
     for (namespace, t) in truth["namespaces"].as_object().unwrap() {
         let row = rows.iter().find(|r| r["namespace"] == namespace.as_str()).unwrap();
-        close(row["total_cost"].as_f64().unwrap(), t["total_cost"].as_f64().unwrap(), namespace);
+        close(row["total_cost"].amount(), t["total_cost"].amount(), namespace);
     }
     // Totals sit beside the rows, so the rows alone add up to the Kubernetes total.
     assert_eq!(rows.len(), truth["namespaces"].as_object().unwrap().len(), "rows hold namespaces only");
     let totals = costs["costs"]["totals"].as_array().unwrap();
-    let line = |label: &str| {
-        totals.iter().find(|r| r["namespace"] == label).unwrap()["total_cost"].as_f64().unwrap()
-    };
-    let row_sum: f64 = rows.iter().map(|r| r["total_cost"].as_f64().unwrap()).sum();
+    let line = |label: &str| totals.iter().find(|r| r["namespace"] == label).unwrap()["total_cost"].amount();
+    let row_sum: f64 = rows.iter().map(|r| r["total_cost"].amount()).sum();
     close(row_sum, line("Kubernetes total"), "rows add up to the Kubernetes total");
-    close(line("Kubernetes total"), truth["kubernetes_allocated_cost"].as_f64().unwrap(), "Kubernetes total");
-    close(line("Bill (amortized)"), truth["bill_amortized"].as_f64().unwrap(), "bill");
-    close(
-        line("EC2 not allocated to pods"),
-        truth["unallocated_ec2_cost"].as_f64().unwrap(),
-        "unallocated EC2",
-    );
-    close(line("Other AWS cost (not Kubernetes)"), truth["other_cost"].as_f64().unwrap(), "other AWS cost");
+    close(line("Kubernetes total"), truth["kubernetes_allocated_cost"].amount(), "Kubernetes total");
+    close(line("Bill (amortized)"), truth["bill_amortized"].amount(), "bill");
+    close(line("EC2 not allocated to pods"), truth["unallocated_ec2_cost"].amount(), "unallocated EC2");
+    close(line("Other AWS cost (not Kubernetes)"), truth["other_cost"].amount(), "other AWS cost");
     close(
         line("Kubernetes total")
             + line("EC2 not allocated to pods")
@@ -157,9 +152,9 @@ async fn costs_reconcile_each_namespace_to_truth_and_to_the_bill() {
         .unwrap()
         .iter()
         .filter(|r| r["namespace_workload"] != "Kubernetes total")
-        .map(|r| r["total_cost"].as_f64().unwrap())
+        .map(|r| r["total_cost"].amount())
         .sum();
-    close(sum, truth["namespaces"]["acme-llm"]["total_cost"].as_f64().unwrap(), "acme-llm drill-down");
+    close(sum, truth["namespaces"]["acme-llm"]["total_cost"].amount(), "acme-llm drill-down");
 }
 
 #[tokio::test]
@@ -182,7 +177,7 @@ async fn clients_match_truths_chargeback_and_accept_json_gets_the_twin() {
             .iter()
             .find(|r| r["client"] == client.as_str())
             .unwrap();
-        close(row["total_cost"].as_f64().unwrap(), t["total_cost"].as_f64().unwrap(), client);
+        close(row["total_cost"].amount(), t["total_cost"].amount(), client);
     }
 }
 
@@ -210,7 +205,7 @@ async fn overview_gpus_and_inference_match_truth() {
     let october =
         overview["trend"]["rows"].as_array().unwrap().iter().find(|r| r["month"] == "2026-10").unwrap();
     let percent = |v: &serde_json::Value| {
-        let text = format!("{:.2}", v.as_f64().unwrap() * 100.0);
+        let text = format!("{:.2}", v.amount() * 100.0);
         text.trim_end_matches('0').trim_end_matches('.').to_string()
     };
     for (title, column, targets) in [
@@ -233,14 +228,14 @@ async fn overview_gpus_and_inference_match_truth() {
     let october =
         overview["trend"]["rows"].as_array().unwrap().iter().find(|r| r["month"] == "2026-10").unwrap();
     let models = truth["gpu_models"].as_object().unwrap();
-    let sum = |field: &str| models.values().map(|m| m[field].as_f64().unwrap()).sum::<f64>();
+    let sum = |field: &str| models.values().map(|m| m[field].amount()).sum::<f64>();
     for (column, field) in [
         ("gpu_fleet_cost", "fleet_cost"),
         ("accelerator_cost", "accelerator_cost"),
         ("idle_cost", "idle_cost"),
         ("unallocated_gpu_cost", "unallocated_cost"),
     ] {
-        let (shown, expected) = (october[column].as_f64().unwrap(), sum(field));
+        let (shown, expected) = (october[column].amount(), sum(field));
         assert!((shown - expected).abs() < 0.01, "{column}: {shown} vs {expected}");
     }
     assert!(
@@ -250,15 +245,14 @@ async fn overview_gpus_and_inference_match_truth() {
     // Spend by category adds up to the bill to the cent: the GPU fleet, CPU and memory (every
     // other EC2 instance: Kubernetes + unallocated EC2 − the GPU fleet), storage and network as
     // the generator filed its daily lines, and the rest of other cost.
-    let usd = |row: &serde_json::Value, column: &str| row[column].as_f64().unwrap();
-    let category = |name: &str| truth["other_cost_by_category"][name].as_f64().unwrap();
-    let ec2 = truth["kubernetes_allocated_cost"].as_f64().unwrap()
-        + truth["unallocated_ec2_cost"].as_f64().unwrap();
+    let usd = |row: &serde_json::Value, column: &str| row[column].amount();
+    let category = |name: &str| truth["other_cost_by_category"][name].amount();
+    let ec2 = truth["kubernetes_allocated_cost"].amount() + truth["unallocated_ec2_cost"].amount();
     for (column, expected) in [
         ("cpu_and_memory_cost", ec2 - sum("fleet_cost")),
         ("storage_cost", category("storage")),
         ("network_cost", category("network")),
-        ("other_cost", truth["other_cost"].as_f64().unwrap() - category("storage") - category("network")),
+        ("other_cost", truth["other_cost"].amount() - category("storage") - category("network")),
     ] {
         assert!(
             (usd(october, column) - expected).abs() < 0.01,
@@ -289,7 +283,7 @@ async fn overview_gpus_and_inference_match_truth() {
     };
     let bills: i64 = ["2026-09", "2026-10"]
         .iter()
-        .map(|p| (app.truth(p)["bill_amortized"].as_f64().unwrap() * 1e6).round() as i64)
+        .map(|p| (app.truth(p)["bill_amortized"].amount() * 1e6).round() as i64)
         .sum();
     assert_eq!(card("Total spend (amortized bill)"), format_usd(bills), "{}", both["cards"]);
     // A range inside a month has no chargeback of its own, and the Clients page says why.
@@ -310,14 +304,10 @@ async fn overview_gpus_and_inference_match_truth() {
         .unwrap()
         .iter()
         .filter(|r| r["namespace"] == "(all)")
-        .map(|r| r["allocated_gpu_hours"].as_f64().unwrap())
+        .map(|r| r["allocated_gpu_hours"].amount())
         .sum();
-    let expected: f64 = truth["gpu_models"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|m| m["allocated_gpu_hours"].as_f64().unwrap())
-        .sum();
+    let expected: f64 =
+        truth["gpu_models"].as_object().unwrap().values().map(|m| m["allocated_gpu_hours"].amount()).sum();
     assert!((allocated - expected).abs() < 1e-6, "fleet allocated GPU-hours {allocated} vs {expected}");
     // The distribution of hourly utilization: each model's measured GPU-hours in the four bands,
     // from truth's 5 % steps (under 10 %: steps 0–1; 10–60 %: 2–11; the target 60–85 %: 12–16).
@@ -329,15 +319,15 @@ async fn overview_gpus_and_inference_match_truth() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|v| v.as_f64().unwrap())
+            .map(|v| v.amount())
             .collect();
         let total: f64 = steps.iter().sum();
-        assert!((row["measured_gpu_hours"].as_f64().unwrap() - total).abs() < 1e-6, "{model}: {row}");
+        assert!((row["measured_gpu_hours"].amount() - total).abs() < 1e-6, "{model}: {row}");
         for (column, band) in
             [("share_under_10", 0..2), ("share_10_to_60", 2..12), ("share_60_to_85", 12..17)]
         {
             let expected = steps[band].iter().sum::<f64>() / total;
-            assert!((row[column].as_f64().unwrap() - expected).abs() <= 1e-6, "{model} {column}: {row}");
+            assert!((row[column].amount() - expected).abs() <= 1e-6, "{model} {column}: {row}");
         }
     }
     let (_, html) = get(&state, "/gpus?period=2026-10").await;
@@ -356,7 +346,7 @@ async fn overview_gpus_and_inference_match_truth() {
                 format!("{}/{}", r["namespace"].as_str().unwrap(), r["workload"].as_str().unwrap()) == *key
             })
             .unwrap();
-        let actual = row["cost_per_inference"].as_f64().unwrap();
+        let actual = row["cost_per_inference"].amount();
         assert!((actual - expected).abs() <= expected * 0.001, "{key}: {actual} vs {expected}");
     }
 }
@@ -386,8 +376,7 @@ async fn headers_metrics_and_a_recompute_seen_at_once() {
     let acme_shared = |body: &str| {
         json(body)["clients"]["rows"].as_array().unwrap().iter().find(|r| r["client"] == "acme").unwrap()
             ["shared_cost"]
-            .as_f64()
-            .unwrap()
+            .amount()
     };
     // acme exempt (or not) from the beginning, and October computed again.
     let acme_exempt = |exempt: bool| {
@@ -483,7 +472,7 @@ async fn costs_drill_down_to_pods_filter_by_cluster_and_download_as_xlsx_clients
     let workloads = rows_of(&body);
     for (key, t) in truth["workloads"].as_object().unwrap() {
         let row = workloads.iter().find(|r| r["namespace_workload"] == key.as_str()).unwrap();
-        close(row["total_cost"].as_f64().unwrap(), t["total_cost"].as_f64().unwrap(), key);
+        close(row["total_cost"].amount(), t["total_cost"].amount(), key);
     }
     let (_, html) = get(&state, "/costs?period=2026-10&group=workload").await;
     let (key, expected) = truth["workloads"]
@@ -491,7 +480,7 @@ async fn costs_drill_down_to_pods_filter_by_cluster_and_download_as_xlsx_clients
         .unwrap()
         .iter()
         .find(|(k, _)| k.starts_with("acme-llm/"))
-        .map(|(k, t)| (k.clone(), t["total_cost"].as_f64().unwrap()))
+        .map(|(k, t)| (k.clone(), t["total_cost"].amount()))
         .unwrap();
     let (namespace, workload) = key.split_once('/').unwrap();
     let link =
@@ -509,9 +498,9 @@ async fn costs_drill_down_to_pods_filter_by_cluster_and_download_as_xlsx_clients
     let total = &json(&body)["costs"]["totals"][0];
     assert_eq!(total["pod"], "Workload total");
     assert!(pods.len() > 1, "{key} runs several pods: {}", pods.len());
-    let sum: f64 = pods.iter().map(|p| p["total_cost"].as_f64().unwrap()).sum();
+    let sum: f64 = pods.iter().map(|p| p["total_cost"].amount()).sum();
     close(sum, expected, "pods add up to their workload");
-    close(total["total_cost"].as_f64().unwrap(), expected, "the workload total row");
+    close(total["total_cost"].amount(), expected, "the workload total row");
     let names: std::collections::BTreeSet<&str> = pods.iter().map(|p| p["pod"].as_str().unwrap()).collect();
     assert_eq!(names.len(), pods.len(), "one row per pod");
 
@@ -529,17 +518,15 @@ async fn costs_drill_down_to_pods_filter_by_cluster_and_download_as_xlsx_clients
     for cluster in &clusters {
         let (_, body) = get(&state, &format!("/costs?period=2026-10&cluster={cluster}&format=json")).await;
         let totals = json(&body)["costs"]["totals"].as_array().unwrap().clone();
-        let kubernetes = totals.iter().find(|r| r["namespace"] == "Kubernetes total").unwrap()["total_cost"]
-            .as_f64()
-            .unwrap();
-        let own = by_cluster.iter().find(|r| r["cluster"] == cluster.as_str()).unwrap()["total_cost"]
-            .as_f64()
-            .unwrap();
+        let kubernetes =
+            totals.iter().find(|r| r["namespace"] == "Kubernetes total").unwrap()["total_cost"].amount();
+        let own =
+            by_cluster.iter().find(|r| r["cluster"] == cluster.as_str()).unwrap()["total_cost"].amount();
         close(kubernetes, own, cluster);
         assert!(!totals.iter().any(|r| r["namespace"] == "Bill (amortized)"), "no bill line for one cluster");
         fleet += kubernetes;
     }
-    close(fleet, truth["kubernetes_allocated_cost"].as_f64().unwrap(), "clusters add up to the fleet");
+    close(fleet, truth["kubernetes_allocated_cost"].amount(), "clusters add up to the fleet");
     let (_, html) = get(&state, "/costs?period=2026-10&cluster=ml-prod").await;
     assert!(html.contains("<option value=\"ml-prod\" selected>"), "the chosen cluster stays chosen");
 
@@ -580,9 +567,9 @@ async fn costs_drill_down_to_pods_filter_by_cluster_and_download_as_xlsx_clients
         texts.iter().find(|(r, t)| r.starts_with('A') && *t == label).unwrap().0[1..].to_string()
     };
     let total = |label: &str| numbers[&format!("D{}", row_of(label))];
-    close(total("Kubernetes total"), truth["kubernetes_allocated_cost"].as_f64().unwrap(), "xlsx total");
+    close(total("Kubernetes total"), truth["kubernetes_allocated_cost"].amount(), "xlsx total");
     let bill = total("Bill (amortized)");
-    assert!((bill - truth["bill_amortized"].as_f64().unwrap()).abs() < 1e-6, "xlsx bill {bill}");
+    assert!((bill - truth["bill_amortized"].amount()).abs() < 1e-6, "xlsx bill {bill}");
     close(
         total("Kubernetes total")
             + total("EC2 not allocated to pods")
@@ -590,11 +577,7 @@ async fn costs_drill_down_to_pods_filter_by_cluster_and_download_as_xlsx_clients
         bill,
         "xlsx reconciles",
     );
-    close(
-        total("acme-llm"),
-        truth["namespaces"]["acme-llm"]["total_cost"].as_f64().unwrap(),
-        "xlsx acme-llm",
-    );
+    close(total("acme-llm"), truth["namespaces"]["acme-llm"]["total_cost"].amount(), "xlsx acme-llm");
 
     // Clients: each links to its page; the page's total and its workloads' split (its direct
     // cost) match truth's chargeback.
@@ -606,17 +589,13 @@ async fn costs_drill_down_to_pods_filter_by_cluster_and_download_as_xlsx_clients
         let (status, body) = get(&state, &format!("/clients/{escaped}?period=2026-10&format=json")).await;
         assert_eq!(status, StatusCode::OK, "{client}: {body}");
         let page = json(&body);
-        close(page["total_cost"].as_f64().unwrap(), t["total_cost"].as_f64().unwrap(), client);
-        let direct: f64 = page["workloads"]["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["split_cost"].as_f64().unwrap())
-            .sum();
-        close(direct, t["direct_cost"].as_f64().unwrap(), client);
+        close(page["total_cost"].amount(), t["total_cost"].amount(), client);
+        let direct: f64 =
+            page["workloads"]["rows"].as_array().unwrap().iter().map(|r| r["split_cost"].amount()).sum();
+        close(direct, t["direct_cost"].amount(), client);
         let months = page["months"]["rows"].as_array().unwrap();
         assert_eq!(months.len(), 1, "{client}: one computed month");
-        close(months[0]["total_cost"].as_f64().unwrap(), t["total_cost"].as_f64().unwrap(), client);
+        close(months[0]["total_cost"].amount(), t["total_cost"].amount(), client);
     }
     let (status, html) = get(&state, "/clients/acme?period=2026-10").await;
     assert_eq!(status, StatusCode::OK);
@@ -633,7 +612,7 @@ async fn costs_drill_down_to_pods_filter_by_cluster_and_download_as_xlsx_clients
     assert_eq!(reconciliation["instance_hours_disagreeing"], 0);
     let bill: f64 =
         reconciliation["bill_amortized"].as_str().unwrap().trim_start_matches('$').parse().unwrap();
-    assert!((bill - truth["bill_amortized"].as_f64().unwrap()).abs() < 1e-6, "reconciled bill {bill}");
+    assert!((bill - truth["bill_amortized"].amount()).abs() < 1e-6, "reconciled bill {bill}");
     assert!(data["freshness"].as_array().unwrap().iter().any(|f| f["kind"] == "cur" && f["age_hours"] == 0));
     let (_, html) = get(&state, "/data").await;
     assert!(html.contains("Reconciliation") && html.contains(">reconciles<"), "reconciliation section");
@@ -680,7 +659,7 @@ async fn opportunities_are_a_waterfall_per_workload_family() {
             text_of(r, "gpu_model"),
             text_of(r, "purchase_option"),
         );
-        *claimed.entry(key.clone()).or_default() += r["monthly_savings"].as_f64().unwrap();
+        *claimed.entry(key.clone()).or_default() += r["monthly_savings"].amount();
         assert!(kinds.insert((text_of(r, "kind"), key)), "one row per kind and family: {r}");
         // Families, not Job runs: no CronJob schedule suffix left.
         let family = text_of(r, "family");
@@ -690,8 +669,8 @@ async fn opportunities_are_a_waterfall_per_workload_family() {
         assert!(*claimed <= spent[key] + 1e-6, "{key:?}: {claimed} claimed of {} spent", spent[key]);
     }
     let total: f64 = claimed.values().sum();
-    assert!(total > 0.0 && total <= savings["monthly_spend"].as_f64().unwrap(), "{total}");
-    assert!((savings["total_monthly_savings"].as_f64().unwrap() - total).abs() < 1e-3);
+    assert!(total > 0.0 && total <= savings["monthly_spend"].amount(), "{total}");
+    assert!((savings["total_monthly_savings"].amount() - total).abs() < 1e-3);
     // The CronJob-style training Jobs are one family with their runs counted.
     assert!(rows.iter().any(|r| r["evidence"].as_str().unwrap().contains(" runs)")), "{rows:?}");
 }
@@ -719,7 +698,7 @@ async fn the_filter_bar_offers_one_click_ranges_that_keep_the_other_filters() {
     assert_eq!(three["period"], "2026-08-01/2026-11-01");
     let total = |json: &serde_json::Value| {
         let totals = json["costs"]["totals"].as_array().unwrap();
-        totals.iter().find(|r| r["team"] == "Kubernetes total").unwrap()["total_cost"].as_f64().unwrap()
+        totals.iter().find(|r| r["team"] == "Kubernetes total").unwrap()["total_cost"].amount()
     };
     let september = app.json("/costs?period=2026-09&group=team&format=json").await;
     let october = app.json("/costs?period=2026-10&group=team&format=json").await;
@@ -738,7 +717,7 @@ async fn column_headings_sort_the_tables_in_the_url_and_links_follow_their_rows(
             .as_array()
             .unwrap()
             .iter()
-            .map(|r| (r["namespace"].as_str().unwrap().to_string(), r["total_cost"].as_f64().unwrap()))
+            .map(|r| (r["namespace"].as_str().unwrap().to_string(), r["total_cost"].amount()))
             .collect()
     };
     let default = totals(&app.json("/costs?period=2026-10&format=json").await);
@@ -946,19 +925,19 @@ async fn savings_by_kind_add_up_to_each_months_realized_savings() {
         .map(after)
         .collect();
     let close = |a: f64, b: f64, what: &str| assert!((a - b).abs() < 0.006, "{what}: {a} vs {b} in {label}");
-    close(number(net), october["realized_savings"].as_f64().unwrap(), "net");
+    close(number(net), october["realized_savings"].amount(), "net");
     // The chart rounds each part to the cent; the table's kinds add up to the micro-dollar.
     assert!((parts.iter().sum::<f64>() - number(net)).abs() < 0.025, "the kinds add up in {label}");
     let kinds: f64 = ["spot_savings", "savings_plan_savings", "reserved_savings", "other_savings"]
         .iter()
-        .map(|c| october[c].as_f64().unwrap())
+        .map(|c| october[c].amount())
         .sum();
-    assert!((kinds - october["realized_savings"].as_f64().unwrap()).abs() < 5e-6, "{october}");
+    assert!((kinds - october["realized_savings"].amount()).abs() < 5e-6, "{october}");
 
     // The waterfall falls from the month's Kubernetes spend by each kind of opportunity to
     // the spend if every one were taken: its last column is spend − the opportunities' total.
     let open = &json["opportunities"];
-    let after = open["monthly_spend"].as_f64().unwrap() - open["total_monthly_savings"].as_f64().unwrap();
+    let after = open["monthly_spend"].amount() - open["total_monthly_savings"].amount();
     let title = "Monthly Kubernetes spend after the open opportunities";
     let label = page.split(&format!("aria-label=\"{title}. ")).nth(1).unwrap().split('"').next().unwrap();
     let shown = number(label.rsplit("after: ").next().unwrap().trim_end_matches(" USD"));
@@ -973,7 +952,7 @@ async fn savings_by_kind_add_up_to_each_months_realized_savings() {
     for (part, column) in
         parts.iter().zip(["spot_savings", "savings_plan_savings", "reserved_savings", "other_savings"])
     {
-        close(*part, october[column].as_f64().unwrap(), column);
+        close(*part, october[column].amount(), column);
     }
 }
 
@@ -1065,7 +1044,7 @@ async fn inference_draws_the_busiest_workloads_day_by_day_against_the_fleet_p95(
         .next()
         .unwrap();
     let said = bars.split(&format!("{namespace}/{workload}: ")).nth(1).unwrap().split(" USD").next().unwrap();
-    let rate = row["cost_per_inference"].as_f64().unwrap() * 1000.0;
+    let rate = row["cost_per_inference"].amount() * 1000.0;
     assert!((said.replace(',', "").parse::<f64>().unwrap() - rate).abs() < 0.006, "{said} vs {rate}");
     // Three months of days would not read as points: none then.
     let long = app.page("/inference?from=2026-08-01&to=2026-11-01").await;
@@ -1101,11 +1080,11 @@ async fn a_month_in_progress_matches_its_truth_and_the_overview_says_so() {
     assert_eq!(status, StatusCode::OK, "{body}");
     let progress = &json(&body)["in_progress"];
     assert_eq!((progress["days"].as_i64(), progress["of"].as_i64()), (Some(15), Some(31)), "{progress}");
-    let to_date = progress["cost_to_date"].as_f64().unwrap();
-    let truth_to_date = october["kubernetes_allocated_cost"].as_f64().unwrap();
+    let to_date = progress["cost_to_date"].amount();
+    let truth_to_date = october["kubernetes_allocated_cost"].amount();
     assert!((to_date - truth_to_date).abs() < 0.01, "{to_date} vs truth {truth_to_date}");
-    assert!((progress["run_rate"].as_f64().unwrap() - to_date * 31.0 / 15.0).abs() < 1e-6);
-    assert!(progress["previous_to_same_day"].as_f64().unwrap() > 0.0, "September to the 15th");
+    assert!((progress["run_rate"].amount() - to_date * 31.0 / 15.0).abs() < 1e-6);
+    assert!(progress["previous_to_same_day"].amount() > 0.0, "September to the 15th");
     // A whole month is not in progress.
     let (_, september) = get(&state, "/?period=2026-09&format=json").await;
     assert!(json(&september).get("in_progress").is_none());

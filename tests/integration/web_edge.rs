@@ -69,7 +69,15 @@ async fn every_download_on_every_page_works_bare_and_filtered() {
                         .iter()
                         .map(|l| l.split(',').nth(column).unwrap().parse::<f64>().unwrap_or(0.0))
                         .sum();
-                    let json_sum: f64 = rows.iter().map(|r| r["total_cost"].as_f64().unwrap_or(0.0)).sum();
+                    // Money in a JSON twin is an exact decimal string, never a float.
+                    let json_sum: f64 = rows
+                        .iter()
+                        .map(|r| match &r["total_cost"] {
+                            Value::String(decimal) => decimal.parse::<f64>().unwrap(),
+                            Value::Null => 0.0,
+                            other => panic!("{link}: total_cost {other} is not a decimal string"),
+                        })
+                        .sum();
                     assert!(
                         (csv_sum - json_sum).abs() < 1e-6 * (rows.len() as f64 + 1.0),
                         "{link}: {csv_sum} vs {json_sum}"

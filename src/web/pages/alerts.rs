@@ -4,7 +4,6 @@
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use serde_json::Map;
 
 use super::*;
 use crate::report::rollup::Report;
@@ -35,7 +34,7 @@ pub async fn alerts(
     content.tables.push((
         "alert_list".into(),
         "Cost alerts: each rule links to the page that explains it".into(),
-        Report { table: crate::alerts::table(&alerts), extra: Map::new() },
+        Report::of(crate::alerts::table(&alerts)),
         links,
     ));
     content.json.insert("alerts".into(), crate::alerts::to_json(&alerts)["alerts"].clone());

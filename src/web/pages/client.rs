@@ -134,7 +134,7 @@ pub async fn page(
     content.json.insert("share_policy".into(), json!(sum.share_policy));
     content.json.insert("markup_rate".into(), json!(sum.markup_basis_points as f64 / 10_000.0));
     content.json.insert("charge_basis".into(), json!(sum.charge_basis.as_str()));
-    content.json.insert("total_cost".into(), json!(total(&sum) as f64 / 1e9));
+    content.json.insert("total_cost".into(), json!(Nanos(total(&sum)).decimal()));
     // What the direct cost paid for: what an invoice itemizes.
     let line = |what: &str, nanos: i64| vec![Cell::Text(what.into()), money(nanos)];
     let breakdown = Table {
@@ -165,7 +165,7 @@ pub async fn page(
             usd(sum.training_nanos),
             usd(sum.inference_nanos)
         ),
-        Report { table: breakdown, extra: serde_json::Map::new() },
+        Report::of(breakdown),
     );
 
     // Every computed month, for the trend.
@@ -226,7 +226,7 @@ pub async fn page(
             })
             .collect(),
     };
-    let trend = Report { table: trend, extra: serde_json::Map::new() };
+    let trend = Report::of(trend);
     content.table(
         "months",
         "By month (every computed month; the numbers behind the chart): what it cost to serve, the \

@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, HashMap};
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use serde_json::Map;
 
 use super::*;
 use crate::report::rollup::{Report, RollupRange};
@@ -46,7 +45,7 @@ pub async fn costs(
                     grouped
                 }
             };
-        content.tables.push(("costs".into(), caption, Report { table, extra: Map::new() }, links));
+        content.tables.push(("costs".into(), caption, Report::of(table), links));
         let whole = range.parts.iter().all(|(_, whole)| *whole);
         if whole && view.viewer.scope.sees_fleet() && given(&filters.group) != Some("pod") {
             let mut by_account = crate::report::rollup::accounts(range);

@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use serde_json::Map;
 
 use super::*;
 use crate::report::rollup::{self, Report};
@@ -125,7 +124,7 @@ pub async fn gpus(
             content.table(
                 "utilization",
                 "Measured GPU-hours by hourly utilization, per GPU model (the numbers behind the distribution)",
-                Report { table, extra: Map::new() },
+                Report::of(table),
             );
         }
         let unbilled: f64 = range.periods().map(|(p, _)| p.measured_unbilled_gpu_hours).sum();
@@ -167,7 +166,7 @@ pub async fn gpus(
         content.table(
             "heatmap",
             "Utilization by day and hour (UTC), the numbers behind the heatmap",
-            Report { table: heat, extra: Map::new() },
+            Report::of(heat),
         );
     }
     answer(&state, &filters, &headers, &view, content).await

@@ -16,7 +16,7 @@ use super::{AppState, Viewer, WebError};
 use crate::period::{Period, Range};
 use crate::report::OutputFormat;
 use crate::report::rollup::{Report, RollupRange};
-use crate::report::table::{Cell, Nanos, Table};
+use crate::report::table::{Cell, MoneyJson, Nanos, Table};
 use crate::store::Rollups;
 
 mod alerts;
@@ -524,8 +524,7 @@ async fn render_answer(
             let mut top = Map::new();
             top.insert("period".into(), json!(label));
             for (id, _, report, _) in &content.tables {
-                let rendered = report.render(OutputFormat::Json, &label);
-                top.insert(id.clone(), serde_json::from_str(&rendered).unwrap_or(Value::Null));
+                top.insert(id.clone(), report.json(&label, MoneyJson::Decimal));
             }
             top.extend(content.json);
             Ok(axum::Json(Value::Object(top)).into_response())

@@ -4,7 +4,6 @@
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use serde_json::Map;
 
 use super::*;
 use crate::report::rollup::{self, Report};
@@ -194,9 +193,9 @@ pub async fn overview(
             content.json.insert(
                 "in_progress".into(),
                 serde_json::json!({"period": current_period, "days": days, "of": of,
-                    "cost_to_date": so_far as f64 / 1e9,
-                    "previous_to_same_day": earlier.map(|e| e as f64 / 1e9),
-                    "run_rate": so_far as f64 / 1e9 * of as f64 / days as f64}),
+                    "cost_to_date": Nanos(so_far).decimal(),
+                    "previous_to_same_day": earlier.map(|e| Nanos(e).decimal()),
+                    "run_rate": Nanos((i128::from(so_far) * i128::from(of) / i128::from(days)) as i64).decimal()}),
             );
         }
         if months > 1 {
@@ -389,11 +388,7 @@ pub async fn overview(
                 }))
                 .collect(),
         };
-        content.table(
-            "trend",
-            "Monthly trend (the numbers behind the charts)",
-            Report { table, extra: Map::new() },
-        );
+        content.table("trend", "Monthly trend (the numbers behind the charts)", Report::of(table));
         let mut top = rollup::opportunities(range);
         top.table.rows.truncate(5);
         content.table("opportunities", "Top 5 opportunities (USD per month)", top);

@@ -6,7 +6,7 @@ use axum::response::Response;
 
 use super::*;
 use crate::report::rollup::{self, RollupRange};
-use crate::report::table::Cell;
+use crate::report::table::{Cell, Extra};
 
 /// Savings: realized by month, and opportunities with their evidence.
 pub async fn savings(
@@ -81,7 +81,10 @@ fn opportunity_waterfall(open: &rollup::Report) -> String {
     }
     let mut steps: Vec<(String, f64)> = by_kind.into_iter().collect();
     steps.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let spend = open.extra.get("monthly_spend").and_then(serde_json::Value::as_f64).unwrap_or(0.0);
+    let spend = match open.extra.get("monthly_spend") {
+        Some(Extra::Usd(amount)) => amount.usd_f64(),
+        _ => 0.0,
+    };
     charts::waterfall(
         "Monthly Kubernetes spend after the open opportunities",
         "USD",
