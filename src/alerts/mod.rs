@@ -395,7 +395,7 @@ mod tests {
             period: PeriodRollup { period: period.into(), ..PeriodRollup::default() },
             costs: vec![
                 CostRollup {
-                    workload_class: "training".into(),
+                    workload_class: crate::store::WorkloadClass::Training,
                     gpu_hours_allocated: 50.0,
                     spot_gpu_hours: spot,
                     gpu_hours_used: used / 2.0,
@@ -403,7 +403,7 @@ mod tests {
                     ..CostRollup::default()
                 },
                 CostRollup {
-                    workload_class: "inference".into(),
+                    workload_class: crate::store::WorkloadClass::Inference,
                     gpu_hours_allocated: 50.0,
                     gpu_hours_used: used / 2.0,
                     gpu_hours_idle: idle / 2.0,

@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use super::classify::{PLATFORM, UNASSIGNED};
 use crate::money::apportion_by_weight;
 use crate::settings::{ChargeBasis, Pool, Settings, ShareRule};
-use crate::store::{ClientRollup, CostRollup};
+use crate::store::{ClientRollup, CostRollup, WorkloadClass};
 
 /// The row that keeps exempt clients' shares and pools nobody takes.
 pub const HOUSE: &str = "(house)";
@@ -105,9 +105,9 @@ pub fn chargeback(
         e.gpu += row.gpu_cost_nanos;
         e.gpu_split += row.gpu_split_nanos;
         e.cpu_split += row.cpu_split_nanos;
-        match row.workload_class.as_str() {
-            "training" => e.training += row.split_cost_nanos,
-            "inference" => e.inference += row.split_cost_nanos,
+        match row.workload_class {
+            WorkloadClass::Training => e.training += row.split_cost_nanos,
+            WorkloadClass::Inference => e.inference += row.split_cost_nanos,
             _ => {}
         }
     }

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use regex::Regex;
 
-use crate::store::{ClientRule, MatchKind, PodRecord};
+use crate::store::{ClientRule, MatchKind, PodRecord, WorkloadClass};
 
 /// Pods in these namespaces run the platform; their cost is shared between clients.
 pub const DEFAULT_PLATFORM_NAMESPACES: &[&str] = &["kube-system", "monitoring", "gpu-operator"];
@@ -134,20 +134,19 @@ pub fn label(labels: &str, key: &str) -> Option<String> {
 /// The class spot adoption is reported by: a `user_workload_class` label wins; platform
 /// pods (DaemonSets, platform namespaces) are `platform`; workloads that served requests are
 /// `inference`; Jobs are `training` (training and batch); the rest `other`.
-pub fn workload_class(pod: &PodRecord, is_platform: bool, serves_requests: bool) -> String {
+pub fn workload_class(pod: &PodRecord, is_platform: bool, serves_requests: bool) -> WorkloadClass {
     if let Some(class) = label(&pod.labels, "user_workload_class") {
-        return class;
+        return WorkloadClass::named(&class);
     }
-    let class = if is_platform || pod.workload_type == "DaemonSet" {
-        "platform"
+    if is_platform || pod.workload_type == "DaemonSet" {
+        WorkloadClass::Platform
     } else if serves_requests {
-        "inference"
+        WorkloadClass::Inference
     } else if matches!(pod.workload_type.as_str(), "Job" | "CronJob") {
-        "training"
+        WorkloadClass::Training
     } else {
-        "other"
-    };
-    class.to_string()
+        WorkloadClass::Other
+    }
 }
 
 #[cfg(test)]
@@ -209,11 +208,20 @@ mod tests {
     #[test]
     fn classes_for_spot_adoption() {
         let job = PodRecord { workload_type: "Job".into(), ..PodRecord::default() };
-        assert_eq!(workload_class(&job, false, false), "training");
+        assert_eq!(workload_class(&job, false, false), WorkloadClass::Training);
         let deployment = PodRecord { workload_type: "ReplicaSet".into(), ..PodRecord::default() };
-        assert_eq!(workload_class(&deployment, false, true), "inference");
-        assert_eq!(workload_class(&deployment, false, false), "other");
-        let labelled = PodRecord { labels: r#"{"user_workload_class":"training"}"#.into(), ..deployment };
-        assert_eq!(workload_class(&labelled, false, true), "training");
+        assert_eq!(workload_class(&deployment, false, true), WorkloadClass::Inference);
+        assert_eq!(workload_class(&deployment, false, false), WorkloadClass::Other);
+        assert_eq!(workload_class(&deployment, true, true), WorkloadClass::Platform);
+        let labelled = PodRecord { labels: r#"{"user_workload_class":"training"}"#.into(), ..deployment.clone() };
+        assert_eq!(workload_class(&labelled, false, true), WorkloadClass::Training);
+        // A label's own value is kept as it is, stored and shown by that name.
+        let own = PodRecord { labels: r#"{"user_workload_class":"fine-tuning"}"#.into(), ..deployment };
+        assert_eq!(workload_class(&own, false, true), WorkloadClass::Labelled("fine-tuning".into()));
+        assert_eq!("fine-tuning".parse::<WorkloadClass>().unwrap().as_str(), "fine-tuning");
+        assert_eq!("training".parse::<WorkloadClass>().unwrap(), WorkloadClass::Training);
+        // Ordered by name, as the stored strings were.
+        assert!(WorkloadClass::Inference < WorkloadClass::Labelled("j".into()));
+        assert!(WorkloadClass::Training > WorkloadClass::Platform);
     }
 }

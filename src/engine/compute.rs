@@ -21,7 +21,7 @@ use crate::period::Period;
 use crate::settings::Settings;
 use crate::store::{
     ComputeInputs, CostRollup, HeatmapCell, PeriodRollup, PurchaseOption, Rollups, Store, StoreError,
-    UtilizationBucket, utilization_bucket,
+    UtilizationBucket, WorkloadClass, utilization_bucket,
 };
 
 /// Why a compute run stopped; nothing was written.
@@ -145,7 +145,8 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
                 p,
                 matcher.is_platform(&p.namespace),
                 serving_workloads.contains(&(p.namespace.as_str(), p.workload.as_str())),
-            )),
+            )
+            .to_string()),
             "client" => text(&|p| matcher.client(p)),
             "team" => text(&|p| label(&p.labels, "user_team").unwrap_or_default()),
             "gpu_model" => text(&|p| p.gpu_model.clone()),
@@ -616,7 +617,7 @@ fn cost_rows(period: &str, frame: &DataFrame) -> PolarsResult<Vec<CostRollup>> {
             cluster: cluster[i].clone(),
             namespace: namespace[i].clone(),
             workload: workload[i].clone(),
-            workload_class: class[i].clone(),
+            workload_class: WorkloadClass::named(&class[i]),
             client: client[i].clone(),
             team: team[i].clone(),
             gpu_model: model[i].clone(),

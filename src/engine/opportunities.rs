@@ -23,7 +23,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::catalog::{INSTANCE_TYPES, InstanceType, instance_type};
-use crate::store::{ComputeInputs, CostRollup, Opportunity, PurchaseOption};
+use crate::store::{ComputeInputs, CostRollup, Opportunity, PurchaseOption, WorkloadClass};
 
 /// The Spot discount assumed for a fleet whose bill has no Spot hours at all: GPU Spot
 /// capacity commonly sells 60–70 % below On-Demand; the lower end is taken.
@@ -66,7 +66,7 @@ impl PodEvidence {
 /// A workload family's month, summed from its daily rollups.
 #[derive(Default)]
 struct FamilyMonth {
-    class: String,
+    class: WorkloadClass,
     /// Split + unused of every row: what the family spent.
     cost: i64,
     /// Its accelerator rows, and those of idle GPU pod-hours.
@@ -167,7 +167,7 @@ pub fn find(period: &str, costs: &[CostRollup], evidence: &PodEvidence) -> Vec<O
             let memory_share = if memory > 0.0 { m.peak_fb / memory } else { 1.0 };
             let sliceable = matches!(t.gpu_model, "A100" | "H100");
             if sliceable
-                && matches!(m.class.as_str(), "inference" | "other")
+                && matches!(m.class, WorkloadClass::Inference | WorkloadClass::Other)
                 && utilization < 0.30
                 && memory_share < 0.5
             {
@@ -206,7 +206,7 @@ pub fn find(period: &str, costs: &[CostRollup], evidence: &PodEvidence) -> Vec<O
                 );
             }
         }
-        if m.class == "training"
+        if m.class == WorkloadClass::Training
             && *purchase == PurchaseOption::OnDemand
             && let Some(t) = current
         {
@@ -263,7 +263,7 @@ mod tests {
         let run = |name: &str| CostRollup {
             namespace: "ml".into(),
             workload: name.into(),
-            workload_class: "training".into(),
+            workload_class: WorkloadClass::Training,
             gpu_model: "H100".into(),
             purchase_option: PurchaseOption::OnDemand,
             split_cost_nanos: 400_000_000_000,

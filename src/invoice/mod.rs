@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::chargeback::HOUSE;
 use crate::engine::classify::{PLATFORM, UNASSIGNED};
 use crate::money::{Cents, Nanos, apportion_cents};
-use crate::store::{ClientRollup, Rollups};
+use crate::store::{ClientRollup, Rollups, WorkloadClass};
 
 /// What a document is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -305,9 +305,9 @@ pub fn draft(
     // Each pod line's quantity: GPU-hours, vCPU-hours or memory GB-hours (split usage).
     let mut quantity: BTreeMap<&str, f64> = BTreeMap::new();
     for row in rollups.costs.iter().filter(|r| r.client == client) {
-        let category = match row.workload_class.as_str() {
-            "training" => "gpu_training",
-            "inference" => "gpu_inference",
+        let category = match row.workload_class {
+            WorkloadClass::Training => "gpu_training",
+            WorkloadClass::Inference => "gpu_inference",
             _ => "gpu_other",
         };
         *nanos.entry(category).or_default() += row.gpu_split_nanos;
@@ -808,7 +808,7 @@ mod tests {
     fn cost(class: &str, gpu_split: i64, hours: f64) -> CostRollup {
         CostRollup {
             client: "acme".into(),
-            workload_class: class.into(),
+            workload_class: WorkloadClass::named(class),
             gpu_split_nanos: gpu_split,
             gpu_hours_allocated: hours,
             ..CostRollup::default()

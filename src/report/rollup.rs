@@ -62,7 +62,7 @@ use crate::auth::Scope;
 use crate::period::Period;
 use crate::store::{
     CapacityRollup, ChargebackSnapshot, ClientRollup, CostRollup, Opportunity, PeriodRollup, PurchaseOption,
-    Rollups, Store,
+    Rollups, Store, WorkloadClass,
 };
 
 /// A range of whole UTC days `[from, to)` and the computed rollups that cover it (shared,
@@ -310,7 +310,7 @@ pub fn workloads(range: &RollupRange) -> Report {
     }
     let mut rows: BTreeMap<(&str, &str, &str, &str), W> = BTreeMap::new();
     for c in range.costs() {
-        let w = rows.entry((&c.namespace, &c.workload, &c.workload_class, &c.client)).or_default();
+        let w = rows.entry((&c.namespace, &c.workload, c.workload_class.as_str(), &c.client)).or_default();
         w.split += c.split_cost_nanos;
         w.unused += c.unused_cost_nanos;
         w.idle_cost += c.idle_gpu_cost_nanos;
@@ -869,7 +869,7 @@ pub fn gpu(range: &RollupRange, unattributed: &BTreeMap<String, f64>) -> Report 
 
 /// Spot adoption of GPU-hours per namespace and workload class.
 pub fn spot(range: &RollupRange) -> Report {
-    let mut rows: BTreeMap<(&str, &str), (f64, f64)> = BTreeMap::new();
+    let mut rows: BTreeMap<(&str, &WorkloadClass), (f64, f64)> = BTreeMap::new();
     for c in range.costs().filter(|c| c.gpu_hours_allocated > 0.0) {
         for namespace in [c.namespace.as_str(), "(all)"] {
             let r = rows.entry((namespace, &c.workload_class)).or_default();
@@ -885,10 +885,10 @@ pub fn spot(range: &RollupRange) -> Report {
             .iter()
             .map(|((namespace, class), (hours, spot))| {
                 let adoption = ratio(*spot, *hours);
-                let flag = *class == "training" && adoption.is_some_and(|a| a < 0.30);
+                let flag = **class == WorkloadClass::Training && adoption.is_some_and(|a| a < 0.30);
                 vec![
                     text(namespace),
-                    text(class),
+                    text(class.as_str()),
                     Cell::Hours(*hours),
                     Cell::Hours(*spot),
                     Cell::Ratio(adoption),
@@ -1106,7 +1106,7 @@ impl Headline {
             h.gpu_hours_used += c.gpu_hours_used;
             h.gpu_hours_idle += c.gpu_hours_idle;
             h.gpu_hours_unmeasured += c.gpu_hours_unmeasured;
-            if c.workload_class == "training" {
+            if c.workload_class == WorkloadClass::Training {
                 h.training_gpu_hours += c.gpu_hours_allocated;
                 h.training_spot_gpu_hours += c.spot_gpu_hours;
             }

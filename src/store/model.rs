@@ -90,6 +90,85 @@ impl Serialize for PurchaseOption {
     }
 }
 
+/// What a workload does, as Spot adoption, chargeback's training and inference columns and
+/// invoices group it. A pod's `user_workload_class` label wins and may hold any value: a value
+/// other than the four names is kept as it is (`Labelled`). Made by [`WorkloadClass::named`]
+/// (or `parse`), so `"training"` is always `Training`; ordered by name, as the strings were.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub enum WorkloadClass {
+    /// Jobs and CronJobs: training and batch.
+    Training,
+    /// Workloads that served requests.
+    Inference,
+    /// DaemonSets and the platform namespaces.
+    Platform,
+    #[default]
+    Other,
+    /// A `user_workload_class` label's own value.
+    Labelled(String),
+}
+
+impl WorkloadClass {
+    pub fn named(name: &str) -> WorkloadClass {
+        match name {
+            "training" => WorkloadClass::Training,
+            "inference" => WorkloadClass::Inference,
+            "platform" => WorkloadClass::Platform,
+            "other" => WorkloadClass::Other,
+            label => WorkloadClass::Labelled(label.to_string()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            WorkloadClass::Training => "training",
+            WorkloadClass::Inference => "inference",
+            WorkloadClass::Platform => "platform",
+            WorkloadClass::Other => "other",
+            WorkloadClass::Labelled(label) => label,
+        }
+    }
+}
+
+impl std::str::FromStr for WorkloadClass {
+    type Err = String;
+
+    /// Never fails: a name that is not one of the four is a label's value.
+    fn from_str(text: &str) -> Result<Self, String> {
+        Ok(WorkloadClass::named(text))
+    }
+}
+
+impl Ord for WorkloadClass {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl PartialOrd for WorkloadClass {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl std::fmt::Display for WorkloadClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for WorkloadClass {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for WorkloadClass {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<WorkloadClass, D::Error> {
+        Ok(WorkloadClass::named(&String::deserialize(deserializer)?))
+    }
+}
+
 /// What a bill line is to the bill: usage and fees make the amortized bill; discounts,
 /// credits, refunds and tax are on the invoice outside it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
@@ -772,8 +851,7 @@ pub struct CostRollup {
     pub cluster: String,
     pub namespace: String,
     pub workload: String,
-    /// `training`, `inference`, `platform` or `other`.
-    pub workload_class: String,
+    pub workload_class: WorkloadClass,
     pub client: String,
     pub team: String,
     pub gpu_model: String,

@@ -108,7 +108,7 @@ macro_rules! stored_by_name {
         }
     )+};
 }
-stored_by_name!(LineCategory, PurchaseOption, RunStatus, crate::settings::ChargeBasis);
+stored_by_name!(LineCategory, PurchaseOption, RunStatus, super::model::WorkloadClass, crate::settings::ChargeBasis);
 
 /// A row type read from a query by column name.
 pub(crate) trait FromRow: Sized {
