@@ -282,6 +282,100 @@ impl Nanos {
     }
 }
 
+impl From<i64> for Nanos {
+    fn from(nanos: i64) -> Nanos {
+        Nanos(nanos)
+    }
+}
+
+impl From<i64> for Micros {
+    fn from(micros: i64) -> Micros {
+        Micros(micros)
+    }
+}
+
+impl Nanos {
+    /// Rounded half away from zero to the micro-dollar, as a [`Micros`].
+    pub fn rounded_micros(self) -> Micros {
+        Micros(self.micros())
+    }
+}
+
+/// An exact amount in micro-dollars: what the bill's own totals are kept in (CUR's line
+/// costs rounded once to the micro-dollar), beside the split cost's nano-dollars ([`Nanos`])
+/// in the same rollup row; the types keep the two units from being added by mistake.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Micros(pub i64);
+
+impl Micros {
+    /// The same amount in nano-dollars (exact).
+    pub fn nanos(self) -> Nanos {
+        Nanos(self.0 * 1000)
+    }
+
+    /// `12340.501234`, exact.
+    pub fn decimal(self) -> String {
+        usd_decimal(self.0)
+    }
+
+    /// `$12,340.50` for people, rounded half away from zero to the cent.
+    pub fn usd(self) -> String {
+        format_usd(self.0)
+    }
+
+    /// Dollars as a float, for charts and ratios only.
+    pub fn usd_f64(self) -> f64 {
+        self.0 as f64 / MICROS_PER_USD as f64
+    }
+}
+
+/// Sums, differences and negation within one unit; crossing units goes through
+/// [`Micros::nanos`] or [`Nanos::rounded_micros`], never a bare `* 1000`.
+macro_rules! amount_arithmetic {
+    ($($unit:ident),+) => {$(
+        impl std::ops::Add for $unit {
+            type Output = $unit;
+            fn add(self, other: $unit) -> $unit {
+                $unit(self.0 + other.0)
+            }
+        }
+
+        impl std::ops::Sub for $unit {
+            type Output = $unit;
+            fn sub(self, other: $unit) -> $unit {
+                $unit(self.0 - other.0)
+            }
+        }
+
+        impl std::ops::Neg for $unit {
+            type Output = $unit;
+            fn neg(self) -> $unit {
+                $unit(-self.0)
+            }
+        }
+
+        impl std::ops::AddAssign for $unit {
+            fn add_assign(&mut self, other: $unit) {
+                self.0 += other.0;
+            }
+        }
+
+        impl std::iter::Sum for $unit {
+            fn sum<I: Iterator<Item = $unit>>(amounts: I) -> $unit {
+                $unit(amounts.map(|a| a.0).sum())
+            }
+        }
+
+        impl serde::Serialize for $unit {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_i64(self.0)
+            }
+        }
+    )+};
+}
+amount_arithmetic!(Nanos, Micros);
+
 /// An amount in cents, the smallest unit an invoice shows. JSON and CSV carry it as an exact
 /// decimal string (`"1234.50"`, `"-0.07"`), never as a float.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::engine::classify::PLATFORM;
+use crate::money::{Micros, Nanos};
 use crate::store::{ClientRollup, Rollups};
 
 /// The name other clients' rows take for a manager.
@@ -122,16 +123,16 @@ impl Scope {
             }
             Others::Hidden => {
                 let period = &mut seen.period;
+                period.kubernetes_cost_nanos = Nanos(0);
                 for fleet in [
                     &mut period.bill_unblended_micros,
                     &mut period.bill_amortized_micros,
-                    &mut period.kubernetes_cost_nanos,
                     &mut period.unallocated_ec2_micros,
                     &mut period.other_cost_micros,
                     &mut period.unused_savings_plan_micros,
                     &mut period.unused_reservation_micros,
                 ] {
-                    *fleet = 0;
+                    *fleet = Micros(0);
                 }
                 period.storage_micros = None;
                 period.network_micros = None;

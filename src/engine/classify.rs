@@ -213,7 +213,8 @@ mod tests {
         assert_eq!(workload_class(&deployment, false, true), WorkloadClass::Inference);
         assert_eq!(workload_class(&deployment, false, false), WorkloadClass::Other);
         assert_eq!(workload_class(&deployment, true, true), WorkloadClass::Platform);
-        let labelled = PodRecord { labels: r#"{"user_workload_class":"training"}"#.into(), ..deployment.clone() };
+        let labelled =
+            PodRecord { labels: r#"{"user_workload_class":"training"}"#.into(), ..deployment.clone() };
         assert_eq!(workload_class(&labelled, false, true), WorkloadClass::Training);
         // A label's own value is kept as it is, stored and shown by that name.
         let own = PodRecord { labels: r#"{"user_workload_class":"fine-tuning"}"#.into(), ..deployment };

@@ -17,6 +17,7 @@ use super::chargeback::{NonKubernetes, chargeback};
 use super::classify::{ClientMatcher, UNASSIGNED, label, workload_class};
 use super::opportunities::{self, PodEvidence};
 use super::pods::PodNames;
+use crate::money::{Micros, Nanos};
 use crate::period::Period;
 use crate::settings::Settings;
 use crate::store::{
@@ -440,16 +441,18 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
             computed_at: chrono::Utc::now().timestamp(),
             idle_threshold: threshold,
             p95_cost_per_inference: p95.unwrap_or(0.0),
-            bill_unblended_micros: inputs.bill_unblended_micros,
-            bill_amortized_micros: inputs.bill_amortized_micros,
-            kubernetes_cost_nanos: costs.iter().map(|c| c.split_cost_nanos + c.unused_cost_nanos).sum(),
-            unallocated_ec2_micros: inputs.unallocated_ec2_micros,
-            other_cost_micros: inputs.other_cost_micros,
+            bill_unblended_micros: Micros(inputs.bill_unblended_micros),
+            bill_amortized_micros: Micros(inputs.bill_amortized_micros),
+            kubernetes_cost_nanos: Nanos(
+                costs.iter().map(|c| c.split_cost_nanos + c.unused_cost_nanos).sum(),
+            ),
+            unallocated_ec2_micros: Micros(inputs.unallocated_ec2_micros),
+            other_cost_micros: Micros(inputs.other_cost_micros),
             unattributed_gpu_hours: inputs.unattributed.iter().map(|(_, hours)| hours).sum(),
-            unused_savings_plan_micros: inputs.unused_savings_plan_micros,
-            unused_reservation_micros: inputs.unused_reservation_micros,
-            storage_micros: Some(other_of_category(inputs, "storage")),
-            network_micros: Some(other_of_category(inputs, "network")),
+            unused_savings_plan_micros: Micros(inputs.unused_savings_plan_micros),
+            unused_reservation_micros: Micros(inputs.unused_reservation_micros),
+            storage_micros: Some(Micros(other_of_category(inputs, "storage"))),
+            network_micros: Some(Micros(other_of_category(inputs, "network"))),
             measured_unbilled_gpu_hours: (names.unbilled_gpu_hours(&inputs.measured) * 1e9).round() / 1e9,
             input_revision: inputs.input_revision,
             // Taken by the store when it writes.
@@ -541,7 +544,7 @@ fn accounts(inputs: &ComputeInputs, costs: &[CostRollup]) -> Vec<crate::store::A
             account: c.account.clone(),
             ..Default::default()
         });
-        entry.kubernetes_cost_nanos += c.split_cost_nanos + c.unused_cost_nanos;
+        entry.kubernetes_cost_nanos += Nanos(c.split_cost_nanos + c.unused_cost_nanos);
     }
     accounts.into_values().collect()
 }
@@ -549,13 +552,18 @@ fn accounts(inputs: &ComputeInputs, costs: &[CostRollup]) -> Vec<crate::store::A
 /// Kubernetes + EC2 not allocated to pods + other cost = the amortized bill, to the
 /// micro-dollar, and the pods' cost rolled up is the cost the ingest read.
 fn check_bill_adds_up(p: &PeriodRollup, ingested_kubernetes_micros: i64) -> Result<(), ComputeError> {
-    let kubernetes = crate::money::micros_from_nanos(p.kubernetes_cost_nanos);
+    let kubernetes = p.kubernetes_cost_nanos.rounded_micros();
     let placed = kubernetes + p.unallocated_ec2_micros + p.other_cost_micros;
-    if kubernetes != ingested_kubernetes_micros || placed != p.bill_amortized_micros {
+    if kubernetes != Micros(ingested_kubernetes_micros) || placed != p.bill_amortized_micros {
         return Err(ComputeError::Invalid(format!(
-            "{}: Kubernetes {kubernetes} (ingested {ingested_kubernetes_micros}) + unallocated EC2 {} + other {} \
-             = {placed} micro-dollars, not the amortized bill {}; ingest the period again (`ingest cur --force`)",
-            p.period, p.unallocated_ec2_micros, p.other_cost_micros, p.bill_amortized_micros
+            "{}: Kubernetes {} (ingested {ingested_kubernetes_micros}) + unallocated EC2 {} + other {} \
+             = {} micro-dollars, not the amortized bill {}; ingest the period again (`ingest cur --force`)",
+            p.period,
+            kubernetes.0,
+            p.unallocated_ec2_micros.0,
+            p.other_cost_micros.0,
+            placed.0,
+            p.bill_amortized_micros.0
         )));
     }
     Ok(())

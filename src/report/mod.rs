@@ -132,9 +132,9 @@ impl NamespaceReport {
             period: range.label.clone(),
             by_cluster,
             rows: rows.into_values().collect(),
-            bill_unblended_micros: whole(|p| p.bill_unblended_micros),
-            bill_amortized_micros: whole(|p| p.bill_amortized_micros),
-            unallocated_ec2_micros: whole(|p| p.unallocated_ec2_micros),
+            bill_unblended_micros: whole(|p| p.bill_unblended_micros.0),
+            bill_amortized_micros: whole(|p| p.bill_amortized_micros.0),
+            unallocated_ec2_micros: whole(|p| p.unallocated_ec2_micros.0),
         }
     }
 

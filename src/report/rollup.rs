@@ -166,7 +166,7 @@ impl RollupRange {
                 period.bill_unblended_micros = own.bill_unblended_micros;
                 period.bill_amortized_micros = own.amortized_micros();
                 period.kubernetes_cost_nanos = own.kubernetes_cost_nanos;
-                period.unallocated_ec2_micros = crate::money::micros_from_nanos(own.unallocated_ec2_nanos());
+                period.unallocated_ec2_micros = own.unallocated_ec2_nanos().rounded_micros();
                 period.other_cost_micros = own.other_cost_micros;
                 period.unused_savings_plan_micros = own.unused_savings_plan_micros;
                 period.unused_reservation_micros = own.unused_reservation_micros;
@@ -246,12 +246,12 @@ impl RollupRange {
 
     /// Other AWS cost of the periods wholly inside the range (daily detail is not rolled up).
     pub fn other_cost_micros(&self) -> i64 {
-        self.periods().filter(|(_, whole)| *whole).map(|(p, _)| p.other_cost_micros).sum()
+        self.periods().filter(|(_, whole)| *whole).map(|(p, _)| p.other_cost_micros.0).sum()
     }
 
     /// EC2 cost not allocated to pods, of the periods wholly inside the range.
     pub fn unallocated_ec2_micros(&self) -> i64 {
-        self.periods().filter(|(_, whole)| *whole).map(|(p, _)| p.unallocated_ec2_micros).sum()
+        self.periods().filter(|(_, whole)| *whole).map(|(p, _)| p.unallocated_ec2_micros.0).sum()
     }
 
     fn kubernetes_nanos(&self) -> i64 {
@@ -386,10 +386,10 @@ pub fn accounts(range: &RollupRange) -> Report {
             if row.name.is_empty() {
                 row.name = a.name.clone();
             }
-            row.kubernetes += a.kubernetes_cost_nanos;
-            row.unallocated += a.unallocated_ec2_nanos();
-            row.other += a.other_cost_micros * 1000;
-            row.unblended += a.unblended_nanos();
+            row.kubernetes += a.kubernetes_cost_nanos.0;
+            row.unallocated += a.unallocated_ec2_nanos().0;
+            row.other += a.other_cost_micros.nanos().0;
+            row.unblended += a.unblended_nanos().0;
         }
         for c in &r.costs {
             rows.entry(c.account.clone()).or_default().gpu_hours += c.gpu_hours_allocated;
@@ -615,7 +615,7 @@ pub fn clients(range: &RollupRange) -> Report {
     }
     let sums = client_sums(range);
     let rows: Vec<&ClientRollup> = sums.values().collect();
-    let bill: i64 = range.periods().filter(|(_, whole)| *whole).map(|(p, _)| p.bill_amortized_micros).sum();
+    let bill: i64 = range.periods().filter(|(_, whole)| *whole).map(|(p, _)| p.bill_amortized_micros.0).sum();
     let rounded = |nanos: i64| crate::money::micros_from_nanos(nanos);
     let direct: Vec<i64> = rows.iter().map(|c| rounded(c.direct_total_nanos())).collect();
     let shared_nanos: Vec<i64> = rows.iter().map(|c| c.shared_total_nanos()).collect();
@@ -689,7 +689,7 @@ pub fn clients(range: &RollupRange) -> Report {
     let mut extra = Extras::default();
     extra.usd("discounts_passed_on", discounts * 1000);
     let whole_costs: i64 =
-        range.periods().filter(|(_, whole)| *whole).map(|(p, _)| p.kubernetes_cost_nanos).sum();
+        range.periods().filter(|(_, whole)| *whole).map(|(p, _)| p.kubernetes_cost_nanos.0).sum();
     extra.usd("kubernetes_total", whole_costs);
     extra.usd("amortized_total", bill * 1000);
     extra.insert("note", json!("clients are computed per whole billing period"));
@@ -921,8 +921,8 @@ pub fn savings(range: &RollupRange) -> Report {
     // Commitment is bought by the month: a whole month's unused part is subtracted.
     for (p, whole) in range.periods() {
         if let (true, Some(m)) = (whole, months.get_mut(p.period.as_str())) {
-            m[6] = p.unused_savings_plan_micros * 1000;
-            m[7] = p.unused_reservation_micros * 1000;
+            m[6] = p.unused_savings_plan_micros.nanos().0;
+            m[7] = p.unused_reservation_micros.nanos().0;
         }
     }
     let cells = |label: &str, m: &[i64; 8]| {
@@ -1083,8 +1083,8 @@ impl Headline {
     pub fn of(rollups: &Rollups) -> Headline {
         let p = &rollups.period;
         let mut h = Headline {
-            bill_amortized_micros: p.bill_amortized_micros,
-            unused_commitment_nanos: (p.unused_savings_plan_micros + p.unused_reservation_micros) * 1000,
+            bill_amortized_micros: p.bill_amortized_micros.0,
+            unused_commitment_nanos: (p.unused_savings_plan_micros + p.unused_reservation_micros).nanos().0,
             ..Headline::default()
         };
         h.gpu_fleet_nanos = rollups

@@ -1,9 +1,14 @@
 //! Rows the store reads and writes. Plain data: no SQL here, no polars.
 //!
-//! Money is integer micro-dollars (`i64`, 1 USD = 1,000,000); time is UTC epoch seconds
-//! of the start of a half-open hour `[hour, hour + 3600)`.
+//! Money is integer micro-dollars (1 USD = 1,000,000) or, for split cost, nano-dollars, as
+//! each field's suffix says; where both units sit in one row (the period and account
+//! rollups) the fields are typed [`Micros`] and [`Nanos`], so they cannot be added without a
+//! conversion. Time is UTC epoch seconds of the start of a half-open hour
+//! `[hour, hour + 3600)`.
 
 use serde::Serialize;
+
+use crate::money::{Micros, Nanos};
 
 /// How a recorded run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -943,24 +948,24 @@ pub struct PeriodRollup {
     pub idle_threshold: f64,
     /// The fleet's 95th percentile of hourly cost per inference (USD), 0 without requests.
     pub p95_cost_per_inference: f64,
-    pub bill_unblended_micros: i64,
-    pub bill_amortized_micros: i64,
-    pub kubernetes_cost_nanos: i64,
+    pub bill_unblended_micros: Micros,
+    pub bill_amortized_micros: Micros,
+    pub kubernetes_cost_nanos: Nanos,
     /// EC2 instance cost not allocated to pods; Kubernetes (rounded to micro-dollars) +
     /// unallocated EC2 + other = the amortized bill, exactly.
-    pub unallocated_ec2_micros: i64,
-    pub other_cost_micros: i64,
+    pub unallocated_ec2_micros: Micros,
+    pub other_cost_micros: Micros,
     pub unattributed_gpu_hours: f64,
     /// GPU-hours the metrics measured on pods with no accelerator rows in the bill.
     pub measured_unbilled_gpu_hours: f64,
     /// Commitment paid for and not used in the period (part of other cost): realized
     /// savings subtract it.
-    pub unused_savings_plan_micros: i64,
-    pub unused_reservation_micros: i64,
+    pub unused_savings_plan_micros: Micros,
+    pub unused_reservation_micros: Micros,
     /// Of other cost, the storage lines (S3, EBS, EFS, FSx) and the data transfer lines, as
     /// chargeback categorizes them; `None` for a period computed before they were kept.
-    pub storage_micros: Option<i64>,
-    pub network_micros: Option<i64>,
+    pub storage_micros: Option<Micros>,
+    pub network_micros: Option<Micros>,
     /// The revision of the inputs these rollups were computed from.
     pub input_revision: i64,
     /// The revision their write took: changes whenever a period is recomputed.
@@ -1129,30 +1134,30 @@ pub struct AccountRollup {
     /// As the export names it (`line_item_usage_account_name`), empty when it does not.
     pub name: String,
     /// Every line of the account on the invoice (tax, credits and discounts included).
-    pub bill_unblended_micros: i64,
+    pub bill_unblended_micros: Micros,
     /// Amortized cost of the account's EC2 instance-hours, with pods or not.
-    pub instance_cost_micros: i64,
-    pub other_cost_micros: i64,
+    pub instance_cost_micros: Micros,
+    pub other_cost_micros: Micros,
     /// Σ split + unused of the pods on the account's instances.
-    pub kubernetes_cost_nanos: i64,
-    pub unused_savings_plan_micros: i64,
-    pub unused_reservation_micros: i64,
+    pub kubernetes_cost_nanos: Nanos,
+    pub unused_savings_plan_micros: Micros,
+    pub unused_reservation_micros: Micros,
 }
 
 impl AccountRollup {
     /// The account's amortized bill.
-    pub fn amortized_micros(&self) -> i64 {
+    pub fn amortized_micros(&self) -> Micros {
         self.instance_cost_micros + self.other_cost_micros
     }
 
     /// Its EC2 cost no pod was given, in nano-dollars (exact: no rounding per account).
-    pub fn unallocated_ec2_nanos(&self) -> i64 {
-        self.instance_cost_micros * 1000 - self.kubernetes_cost_nanos
+    pub fn unallocated_ec2_nanos(&self) -> Nanos {
+        self.instance_cost_micros.nanos() - self.kubernetes_cost_nanos
     }
 
     /// Its invoice lines in nano-dollars.
-    pub fn unblended_nanos(&self) -> i64 {
-        self.bill_unblended_micros * 1000
+    pub fn unblended_nanos(&self) -> Nanos {
+        self.bill_unblended_micros.nanos()
     }
 
     /// `ID (name)`, or the ID alone when the export gives no name.

@@ -36,6 +36,37 @@ impl BindValue for i64 {
     }
 }
 
+/// Money newtypes are stored as their integer amount (nano- or micro-dollars, as the
+/// column's name says).
+macro_rules! stored_as_integer {
+    ($($unit:ty),+) => {$(
+        impl ReadValue for $unit {
+            fn read(row: &impl ReadRow, column: &str) -> Result<Self, sqlx::Error> {
+                row.int(column).map(<$unit>::from)
+            }
+        }
+
+        impl BindValue for $unit {
+            fn bind<'a>(&'a self, row: &mut impl PushRow<'a>) {
+                row.int(self.0);
+            }
+        }
+
+        impl ReadValue for Option<$unit> {
+            fn read(row: &impl ReadRow, column: &str) -> Result<Self, sqlx::Error> {
+                Ok(row.nullable_int(column)?.map(<$unit>::from))
+            }
+        }
+
+        impl BindValue for Option<$unit> {
+            fn bind<'a>(&'a self, row: &mut impl PushRow<'a>) {
+                row.nullable_int(self.map(|amount| amount.0));
+            }
+        }
+    )+};
+}
+stored_as_integer!(crate::money::Nanos, crate::money::Micros);
+
 impl ReadValue for f64 {
     fn read(row: &impl ReadRow, column: &str) -> Result<Self, sqlx::Error> {
         row.float(column)
@@ -108,7 +139,13 @@ macro_rules! stored_by_name {
         }
     )+};
 }
-stored_by_name!(LineCategory, PurchaseOption, RunStatus, super::model::WorkloadClass, crate::settings::ChargeBasis);
+stored_by_name!(
+    LineCategory,
+    PurchaseOption,
+    RunStatus,
+    super::model::WorkloadClass,
+    crate::settings::ChargeBasis
+);
 
 /// A row type read from a query by column name.
 pub(crate) trait FromRow: Sized {

@@ -263,7 +263,7 @@ pub async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, perio
     // Clients + unassigned = the whole amortized bill (to the half micro-dollar that rounds
     // the Kubernetes cost once).
     let whole: i64 = rollups.clients.iter().map(|c| c.total_nanos() - c.markup_nanos).sum();
-    let bill_nanos = rollups.period.bill_amortized_micros * 1000;
+    let bill_nanos = rollups.period.bill_amortized_micros.nanos().0;
     assert!((whole - bill_nanos).abs() <= 500, "{period}: clients {whole} vs bill {bill_nanos} nano-dollars");
     // Σ clients (with shares) = Σ namespaces = Kubernetes cost, exactly; + other = the bill.
     let clients: i64 = rollups
@@ -274,16 +274,18 @@ pub async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, perio
     // (Kubernetes cost only: direct pods' cost and the two pools made of it.)
     let namespaces_total: i64 = namespaces.values().map(|r| r.split_cost_nanos + r.unused_cost_nanos).sum();
     assert_eq!(clients, namespaces_total, "{period}: clients = namespaces to the nano-dollar");
-    assert_eq!(namespaces_total, rollups.period.kubernetes_cost_nanos);
+    assert_eq!(namespaces_total, rollups.period.kubernetes_cost_nanos.0);
     close(usd(namespaces_total), truth["kubernetes_allocated_cost"].as_f64().unwrap(), "Kubernetes cost");
     let report = NamespaceReport::load(store, period.parse().unwrap(), None, false).await.unwrap();
     assert_eq!(
-        report.kubernetes_total_micros() + rollups.period.unallocated_ec2_micros + report.other_cost_micros(),
-        rollups.period.bill_amortized_micros,
+        report.kubernetes_total_micros()
+            + rollups.period.unallocated_ec2_micros.0
+            + report.other_cost_micros(),
+        rollups.period.bill_amortized_micros.0,
         "{period}: namespaces + unallocated EC2 + other = bill"
     );
     close(report.other_cost_micros() as f64 / 1e6, truth["other_cost"].as_f64().unwrap(), "other cost");
-    let unallocated = rollups.period.unallocated_ec2_micros as f64 / 1e6;
+    let unallocated = rollups.period.unallocated_ec2_micros.usd_f64();
     close(unallocated, truth["unallocated_ec2_cost"].as_f64().unwrap(), "unallocated EC2");
     // Every usage account's share of the bill: the payer's Savings Plan fee, each linked
     // account's instances, pods and lines; together the amortized bill, exactly.
@@ -294,13 +296,13 @@ pub async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, perio
         let t = &accounts[&a.account];
         let what = |name: &str| format!("{period} account {}: {name}", a.account);
         assert_eq!(a.name, t["name"].as_str().unwrap(), "{}", what("name"));
-        close(a.amortized_micros() as f64 / 1e6, t["amortized_cost"].as_f64().unwrap(), &what("amortized"));
-        close(usd(a.kubernetes_cost_nanos), t["kubernetes_cost"].as_f64().unwrap(), &what("Kubernetes"));
-        close(a.instance_cost_micros as f64 / 1e6, t["instance_cost"].as_f64().unwrap(), &what("instances"));
+        close(a.amortized_micros().usd_f64(), t["amortized_cost"].as_f64().unwrap(), &what("amortized"));
+        close(a.kubernetes_cost_nanos.usd_f64(), t["kubernetes_cost"].as_f64().unwrap(), &what("Kubernetes"));
+        close(a.instance_cost_micros.usd_f64(), t["instance_cost"].as_f64().unwrap(), &what("instances"));
     }
-    let amortized: i64 = rollups.accounts.iter().map(|a| a.amortized_micros()).sum();
+    let amortized: gpuledger::money::Micros = rollups.accounts.iter().map(|a| a.amortized_micros()).sum();
     assert_eq!(amortized, rollups.period.bill_amortized_micros, "{period}: Σ accounts = the amortized bill");
-    let kubernetes: i64 = rollups.accounts.iter().map(|a| a.kubernetes_cost_nanos).sum();
+    let kubernetes: gpuledger::money::Nanos = rollups.accounts.iter().map(|a| a.kubernetes_cost_nanos).sum();
     assert_eq!(kubernetes, rollups.period.kubernetes_cost_nanos, "{period}: Σ accounts' pods = Kubernetes");
 }
 
@@ -477,7 +479,7 @@ async fn chargeback_pools_exempt_clients_settings_from_a_month_and_the_report_co
     // Σ (total − markup), (unassigned) included, = the amortized bill to the micro-dollar.
     let micros = |v: &Value| (v.as_f64().unwrap() * 1e6).round() as i64;
     let placed: i64 = rows.iter().map(|r| micros(&r["total_cost"]) - micros(&r["markup"])).sum();
-    let bill = store.rollups("2026-10").await.unwrap().unwrap().period.bill_amortized_micros;
+    let bill = store.rollups("2026-10").await.unwrap().unwrap().period.bill_amortized_micros.0;
     assert_eq!(placed, bill, "clients + unassigned = the amortized bill");
     assert_eq!(micros(&clients["amortized_total"]), bill);
     for row in rows {

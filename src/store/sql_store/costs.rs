@@ -3,6 +3,7 @@
 use sqlx::{Database, Encode, Executor, IntoArguments, Type};
 
 use super::{Backend, SqlStore};
+use crate::money::Micros;
 use crate::store::sql::{self, ReadRow};
 use crate::store::sql_rollups;
 use crate::store::*;
@@ -242,9 +243,11 @@ where
                     period: period.to_string(),
                     account,
                     name: row.text("name").context(CONTEXT)?,
-                    bill_unblended_micros: row.int("bill_unblended_micros").context(CONTEXT)?,
-                    unused_savings_plan_micros: row.int("unused_savings_plan_micros").context(CONTEXT)?,
-                    unused_reservation_micros: row.int("unused_reservation_micros").context(CONTEXT)?,
+                    bill_unblended_micros: Micros(row.int("bill_unblended_micros").context(CONTEXT)?),
+                    unused_savings_plan_micros: Micros(
+                        row.int("unused_savings_plan_micros").context(CONTEXT)?,
+                    ),
+                    unused_reservation_micros: Micros(row.int("unused_reservation_micros").context(CONTEXT)?),
                     ..AccountRollup::default()
                 },
             );
@@ -260,7 +263,7 @@ where
                     account,
                     ..AccountRollup::default()
                 });
-                let total = row.int("total").context(CONTEXT)?;
+                let total = Micros(row.int("total").context(CONTEXT)?);
                 if instance {
                     entry.instance_cost_micros += total;
                 } else {

@@ -309,7 +309,7 @@ fn grouped_costs(
     if namespace.is_none() && cluster.is_none() && whole {
         let other = range.other_cost_micros();
         let unallocated = range.unallocated_ec2_micros();
-        let bill: i64 = range.periods().map(|(p, _)| p.bill_amortized_micros).sum();
+        let bill: i64 = range.periods().map(|(p, _)| p.bill_amortized_micros.0).sum();
         for (label, micros) in [
             ("EC2 not allocated to pods", unallocated),
             ("Other AWS cost (not Kubernetes)", other),

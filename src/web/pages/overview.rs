@@ -77,10 +77,11 @@ impl SpendByCategory {
     pub fn of(rollups: &crate::store::Rollups, head: &rollup::Headline) -> SpendByCategory {
         let p = &rollups.period;
         let gpu = crate::money::micros_from_nanos(head.gpu_fleet_nanos);
-        let ec2 = crate::money::micros_from_nanos(p.kubernetes_cost_nanos) + p.unallocated_ec2_micros;
-        let (storage, network) = (p.storage_micros.unwrap_or(0), p.network_micros.unwrap_or(0));
+        let ec2 = (p.kubernetes_cost_nanos.rounded_micros() + p.unallocated_ec2_micros).0;
+        let (storage, network) =
+            (p.storage_micros.unwrap_or_default().0, p.network_micros.unwrap_or_default().0);
         SpendByCategory {
-            parts: [gpu, ec2 - gpu, storage, network, p.bill_amortized_micros - ec2 - storage - network],
+            parts: [gpu, ec2 - gpu, storage, network, p.bill_amortized_micros.0 - ec2 - storage - network],
             split: p.storage_micros.is_some() && p.network_micros.is_some(),
         }
     }
@@ -207,23 +208,23 @@ pub async fn overview(
         }
         // The bill in its three parts, as on the Costs and Data pages and in `report bill`.
         let bill = &computed[index].period;
-        let kubernetes = crate::money::micros_from_nanos(bill.kubernetes_cost_nanos);
+        let kubernetes = bill.kubernetes_cost_nanos.rounded_micros();
         content.notes.push(format!(
             "The amortized bill of {current_period}, {} = Kubernetes {} + EC2 not allocated to pods {} + \
              other AWS cost {}.",
-            crate::money::format_usd(bill.bill_amortized_micros),
-            crate::money::format_usd(kubernetes),
-            crate::money::format_usd(bill.unallocated_ec2_micros),
-            crate::money::format_usd(bill.other_cost_micros),
+            bill.bill_amortized_micros.usd(),
+            kubernetes.usd(),
+            bill.unallocated_ec2_micros.usd(),
+            bill.other_cost_micros.usd(),
         ));
         content.json.insert(
             "bill".into(),
             serde_json::json!({
                 "period": current_period,
-                "amortized_total": crate::money::usd_decimal(bill.bill_amortized_micros),
-                "kubernetes_cost": crate::money::usd_decimal(kubernetes),
-                "unallocated_ec2_cost": crate::money::usd_decimal(bill.unallocated_ec2_micros),
-                "other_cost": crate::money::usd_decimal(bill.other_cost_micros),
+                "amortized_total": bill.bill_amortized_micros.decimal(),
+                "kubernetes_cost": kubernetes.decimal(),
+                "unallocated_ec2_cost": bill.unallocated_ec2_micros.decimal(),
+                "other_cost": bill.other_cost_micros.decimal(),
             }),
         );
         content.cards = vec![

@@ -51,7 +51,7 @@ pub async fn savings(
             let history = history(&state, &view, 12usize.saturating_sub(computed.len().min(12))).await?;
             let recent = &computed[computed.len().saturating_sub(12)..];
             let billed: Vec<(String, i64)> =
-                recent.iter().map(|r| (r.period.period.clone(), r.period.bill_amortized_micros)).collect();
+                recent.iter().map(|r| (r.period.period.clone(), r.period.bill_amortized_micros.0)).collect();
             spend_chart(&mut content, &history, &billed);
         }
         content.table(
