@@ -167,6 +167,14 @@ impl Session {
         base64(self.call(reqwest::Method::POST, "/print", Some(body)).await.as_str().unwrap())
     }
 
+    /// Emulates `prefers-color-scheme: dark` (or the system's scheme again with `None`)
+    /// through chromedriver's DevTools command.
+    async fn color_scheme(&self, scheme: Option<&str>) {
+        let features = scheme.map_or(json!([]), |s| json!([{"name": "prefers-color-scheme", "value": s}]));
+        let body = json!({"cmd": "Emulation.setEmulatedMedia", "params": {"features": features}});
+        self.call(reqwest::Method::POST, "/goog/cdp/execute", Some(body)).await;
+    }
+
     /// Makes the window `width` CSS pixels wide; returns the page's inner width.
     async fn resize(&self, width: u32) -> i64 {
         self.call(reqwest::Method::POST, "/window/rect", Some(json!({"width": width, "height": 1400}))).await;
@@ -299,6 +307,22 @@ async fn the_dashboard_in_a_real_browser() {
             }
         }
     }
+    // Dark mode (`prefers-color-scheme: dark`): every page again at a desktop's width, each
+    // screenshot kept and audited, so the dark palette keeps AA contrast too.
+    client.resize(1440).await;
+    client.color_scheme(Some("dark")).await;
+    for (name, path) in pages {
+        client.goto(&format!("{base}{path}")).await;
+        let background =
+            client.run_async("arguments[0](getComputedStyle(document.body).backgroundColor)").await;
+        assert_eq!(background, "rgb(13, 17, 23)", "{name}: the dark palette is in use");
+        std::fs::write(shots.join(format!("{name}-1440-dark.png")), client.screenshot().await).unwrap();
+        if let Some(axe) = axe.as_deref() {
+            let serious = audit(&client, axe).await;
+            assert!(serious.is_empty(), "{name} in dark mode: accessibility violations {serious:#?}");
+        }
+    }
+    client.color_scheme(None).await;
     client.resize(1280).await;
 
     // Drill-down by clicking: a namespace to its workloads, a workload to its pods.
@@ -329,6 +353,37 @@ async fn the_dashboard_in_a_real_browser() {
     let september = client.text(&client.find("xpath", total_row).await).await;
     assert_eq!(september, total_of("2026-09"));
     assert_ne!(september, october);
+
+    // The filter swaps the page in place: scrolled half-way down a table, a new month keeps
+    // the reader where they were (htmx does not jump to the top) and nothing moves sideways
+    // (the scrollbar's room is kept), the filter bar still stuck at the top.
+    let place = "const f = document.querySelector('form.filters').getBoundingClientRect(); \
+                 arguments[0]([Math.round(window.scrollY), Math.round(f.top), Math.round(f.left), \
+                 Math.round(f.width), document.documentElement.clientWidth])";
+    let room = "arguments[0](document.documentElement.scrollHeight - window.innerHeight)";
+    client.goto(&format!("{base}/costs?period=2026-10")).await;
+    let october_room = client.run_async(room).await.as_i64().unwrap();
+    client.goto(&format!("{base}/costs?period=2026-09")).await;
+    let september_room = client.run_async(room).await.as_i64().unwrap();
+    // Half-way down the shorter of the two pages, so the new month has room to stay there.
+    let down = october_room.min(september_room) / 2;
+    assert!(down >= 100, "the Costs pages are long enough to scroll: {october_room}, {september_room} px");
+    client.run_async(&format!("window.scrollTo(0, {down}); arguments[0](0)")).await;
+    let before = client.run_async(place).await;
+    client.click(&client.find("css selector", "#period option[value='2026-10']").await).await;
+    client.click(&client.find("css selector", "form.filters button[type='submit']").await).await;
+    wait_for_url(&client, "period=2026-10").await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while client.text(&client.find("xpath", total_row).await).await != october {
+        assert!(Instant::now() < deadline, "the swap did not bring October back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = client.run_async(place).await;
+    assert_eq!(
+        after, before,
+        "[scrollY, filter bar top, left, width, page width] after the swap, and before it"
+    );
+    client.goto(&format!("{base}/costs?period=2026-09")).await;
 
     // The CSV link downloads the table.
     client.click(&client.find("css selector", "#costs caption a.download").await).await;
