@@ -414,7 +414,64 @@ async fn the_dashboard_in_a_real_browser() {
     let info = String::from_utf8_lossy(&info.stdout);
     let pages = info.lines().find_map(|l| l.strip_prefix("Pages:")).map(str::trim);
     assert_eq!(pages, Some("1"), "the Overview prints on one landscape page: {info}");
+
+    // Every other page prints without half-empty pages: on each printed page but the last,
+    // the text reaches into the lower half (a chart or table pushed whole to the next page
+    // would leave the page before it half blank).
+    for (name, path) in pages_to_print() {
+        client.goto(&format!("{base}{path}")).await;
+        let pdf_path = shots.join(format!("{name}.pdf"));
+        std::fs::write(&pdf_path, client.print_landscape().await).unwrap();
+        let lowest = lowest_text_per_page(&pdf_path);
+        assert!(!lowest.is_empty(), "{name}: a printed page");
+        for (page, (bottom, height)) in lowest.iter().enumerate().take(lowest.len() - 1) {
+            assert!(
+                *bottom > height / 2.0,
+                "{name}: printed page {} of {} ends at {bottom:.0} of {height:.0} pt",
+                page + 1,
+                lowest.len()
+            );
+        }
+        eprintln!("{name}: {} printed page(s)", lowest.len());
+    }
     client.close().await;
+}
+
+/// The pages printed besides the Overview.
+fn pages_to_print() -> [(&'static str, &'static str); 9] {
+    [
+        ("costs", "/costs?period=2026-10"),
+        ("clients", "/clients?period=2026-10"),
+        ("client-acme", "/clients/acme?period=2026-10"),
+        ("gpus", "/gpus?period=2026-10"),
+        ("inference", "/inference?period=2026-10"),
+        ("savings", "/savings?period=2026-10"),
+        ("data", "/data"),
+        ("alerts", "/alerts"),
+        ("invoices", "/invoices"),
+    ]
+}
+
+/// For each page of a PDF, how far down its lowest word reaches and the page's height (pt),
+/// from `pdftotext -bbox` (poppler-utils).
+fn lowest_text_per_page(pdf: &Path) -> Vec<(f64, f64)> {
+    let out = Command::new("pdftotext").arg("-bbox").arg(pdf).arg("-").output().expect("pdftotext -bbox");
+    let html = String::from_utf8_lossy(&out.stdout);
+    let number = |tag: &str, key: &str| -> f64 {
+        let start = tag.find(&format!("{key}=\"")).unwrap() + key.len() + 2;
+        tag[start..].split('"').next().unwrap().parse().unwrap()
+    };
+    let mut pages: Vec<(f64, f64)> = Vec::new();
+    for tag in html.split('<').skip(1) {
+        if tag.starts_with("page ") {
+            pages.push((0.0, number(tag, "height")));
+        } else if tag.starts_with("word ")
+            && let Some(page) = pages.last_mut()
+        {
+            page.0 = page.0.max(number(tag, "yMax"));
+        }
+    }
+    pages
 }
 
 /// The dashboard with sign-in on, over one generated month (`seed`), with one user (name,
