@@ -274,23 +274,11 @@ async fn the_dashboard_in_a_real_browser() {
     // does a page scroll sideways (wide tables scroll inside their own box), and axe-core finds
     // no serious or critical WCAG 2 A/AA violation at any of them.
     let shots = screenshots_dir();
-    let pages = [
-        ("overview", "/?period=2026-10"),
-        ("costs", "/costs?period=2026-10"),
-        ("clients", "/clients?period=2026-10"),
-        ("client-acme", "/clients/acme?period=2026-10"),
-        ("gpus", "/gpus?period=2026-10"),
-        ("inference", "/inference?period=2026-10"),
-        ("savings", "/savings?period=2026-10"),
-        ("data", "/data"),
-        ("alerts", "/alerts"),
-        ("invoices", "/invoices"),
-    ];
     let axe = axe_source();
     for width in [1440, 1024, 390] {
         let inner = client.resize(width).await;
         assert!((inner - i64::from(width)).abs() <= 20, "the window is {inner} px wide, not {width}");
-        for (name, path) in pages {
+        for (name, path) in PAGES {
             client.goto(&format!("{base}{path}")).await;
             let overflow = client
                 .run_async("arguments[0](document.documentElement.scrollWidth - window.innerWidth)")
@@ -311,7 +299,7 @@ async fn the_dashboard_in_a_real_browser() {
     // screenshot kept and audited, so the dark palette keeps AA contrast too.
     client.resize(1440).await;
     client.color_scheme(Some("dark")).await;
-    for (name, path) in pages {
+    for (name, path) in PAGES {
         client.goto(&format!("{base}{path}")).await;
         let background =
             client.run_async("arguments[0](getComputedStyle(document.body).backgroundColor)").await;
@@ -418,7 +406,7 @@ async fn the_dashboard_in_a_real_browser() {
     // Every other page prints without half-empty pages: on each printed page but the last,
     // the text reaches into the lower half (a chart or table pushed whole to the next page
     // would leave the page before it half blank).
-    for (name, path) in pages_to_print() {
+    for (name, path) in PAGES.into_iter().skip(1) {
         client.goto(&format!("{base}{path}")).await;
         let pdf_path = shots.join(format!("{name}.pdf"));
         std::fs::write(&pdf_path, client.print_landscape().await).unwrap();
@@ -437,20 +425,19 @@ async fn the_dashboard_in_a_real_browser() {
     client.close().await;
 }
 
-/// The pages printed besides the Overview.
-fn pages_to_print() -> [(&'static str, &'static str); 9] {
-    [
-        ("costs", "/costs?period=2026-10"),
-        ("clients", "/clients?period=2026-10"),
-        ("client-acme", "/clients/acme?period=2026-10"),
-        ("gpus", "/gpus?period=2026-10"),
-        ("inference", "/inference?period=2026-10"),
-        ("savings", "/savings?period=2026-10"),
-        ("data", "/data"),
-        ("alerts", "/alerts"),
-        ("invoices", "/invoices"),
-    ]
-}
+/// Every page of the dashboard (the Overview first), as the screenshots name them.
+const PAGES: [(&str, &str); 10] = [
+    ("overview", "/?period=2026-10"),
+    ("costs", "/costs?period=2026-10"),
+    ("clients", "/clients?period=2026-10"),
+    ("client-acme", "/clients/acme?period=2026-10"),
+    ("gpus", "/gpus?period=2026-10"),
+    ("inference", "/inference?period=2026-10"),
+    ("savings", "/savings?period=2026-10"),
+    ("data", "/data"),
+    ("alerts", "/alerts"),
+    ("invoices", "/invoices"),
+];
 
 /// For each page of a PDF, how far down its lowest word reaches and the page's height (pt),
 /// from `pdftotext -bbox` (poppler-utils).
