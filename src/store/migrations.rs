@@ -123,6 +123,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "utilization_distribution",
         sql: include_str!("../../migrations/sqlite/0021_utilization_distribution.sql"),
     },
+    Migration {
+        version: 22,
+        name: "redundant_indexes",
+        sql: include_str!("../../migrations/sqlite/0022_redundant_indexes.sql"),
+    },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -219,6 +224,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 21,
         name: "utilization_distribution",
         sql: include_str!("../../migrations/postgres/0021_utilization_distribution.sql"),
+    },
+    Migration {
+        version: 22,
+        name: "redundant_indexes",
+        sql: include_str!("../../migrations/postgres/0022_redundant_indexes.sql"),
     },
 ];
 
