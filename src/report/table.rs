@@ -82,7 +82,7 @@ impl From<Value> for Extra {
     }
 }
 
-/// The fields beside a report's rows, in the order they were added.
+/// The fields beside a report's rows, by name (a name given twice keeps the last value).
 #[derive(Debug, Clone, Default)]
 pub struct Extras(Vec<(String, Extra)>);
 
