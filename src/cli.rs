@@ -854,6 +854,12 @@ pub struct GenerateArgs {
     /// through this day (1-31) only.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=31))]
     pub through_day: Option<u32>,
+    /// Every node pool at this percentage of the scale's node count (rounded, at least one
+    /// node per pool): `--scale large --fleet-percent 10` is a ~1M-row month, 300 a ~30M-row
+    /// one, for scale models.
+    #[arg(long, env = "GPULEDGER_GENERATE_FLEET_PERCENT", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub fleet_percent: u32,
 }
 
 #[derive(Debug, Args)]

@@ -223,6 +223,7 @@ pub(super) async fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         fixes_from: args.fixes_from,
         history_months: args.history_months,
         through_day: args.through_day,
+        fleet_percent: args.fleet_percent,
     };
     let summary = generate_blocking(options).await?;
     println!("{}", serde_json::to_string(&summary)?);

@@ -617,6 +617,12 @@ pub struct World {
     pub billed_hours: u32,
 }
 
+/// A pool's node count at `percent` % of `nodes`: rounded half up, never below one node where
+/// the scale has any, so every pool (and so every kind of cost) is still there.
+fn pool_nodes(nodes: u32, percent: u32) -> u32 {
+    if nodes == 0 { 0 } else { ((u64::from(nodes) * u64::from(percent) + 50) / 100).max(1) as u32 }
+}
+
 /// How long pods of a class run and how long slots stay empty between them, in hours.
 fn tenancy_hours(class: Class, rng: &mut Rng) -> (i64, i64) {
     match class {
@@ -631,17 +637,30 @@ fn tenancy_hours(class: Class, rng: &mut Rng) -> (i64, i64) {
 impl World {
     /// Builds the month deterministically from the seed, period and scale (after any fixes).
     pub fn build(seed: u64, period: Period, scale: Scale) -> World {
-        World::build_in(seed, period, scale, Era::After)
+        World::build_in(seed, period, scale, Era::After, 100)
     }
 
     /// Builds the month of a world that applies the fixes from `fixes_from` on (`None`: they
     /// always were applied).
     pub fn build_story(seed: u64, period: Period, scale: Scale, fixes_from: Option<Period>) -> World {
-        let era = if fixes_from.is_some_and(|from| period < from) { Era::Before } else { Era::After };
-        World::build_in(seed, period, scale, era)
+        World::build_sized(seed, period, scale, fixes_from, 100)
     }
 
-    fn build_in(seed: u64, period: Period, scale: Scale, era: Era) -> World {
+    /// [`World::build_story`] with every pool's node count at `fleet_percent` % of the
+    /// scale's (rounded, at least one node where the scale has any), for scale models: the
+    /// same fleet's shape at a tenth or three times its size.
+    pub fn build_sized(
+        seed: u64,
+        period: Period,
+        scale: Scale,
+        fixes_from: Option<Period>,
+        fleet_percent: u32,
+    ) -> World {
+        let era = if fixes_from.is_some_and(|from| period < from) { Era::Before } else { Era::After };
+        World::build_in(seed, period, scale, era, fleet_percent)
+    }
+
+    fn build_in(seed: u64, period: Period, scale: Scale, era: Era, fleet_percent: u32) -> World {
         let month_seconds = i64::from(period.hours()) * 3600;
         let interval = scale.sample_interval();
         let month_seed = rng::hash(seed, &[period.year() as u64, u64::from(period.month())]);
@@ -660,7 +679,7 @@ impl World {
         for (pool_index, pool) in POOLS.iter().enumerate() {
             let instance_type = catalog::instance_type(pool.instance_type)
                 .unwrap_or_else(|| panic!("pool {} uses unknown type", pool.name));
-            for node_number in 0..pool.nodes[scale.index(era)] {
+            for node_number in 0..pool_nodes(pool.nodes[scale.index(era)], fleet_percent) {
                 let mut id_rng = Rng::derive(seed, &[1, pool_index as u64, u64::from(node_number)]);
                 let cluster = &CLUSTERS[pool.cluster];
                 let node_index = world.nodes.len();
@@ -1042,6 +1061,24 @@ mod tests {
 
     fn world() -> World {
         World::build(42, "2026-10".parse().unwrap(), Scale::Demo)
+    }
+
+    #[test]
+    fn a_sized_fleet_scales_every_pool_and_keeps_each() {
+        // Large's pools: 130 CPU Spot nodes at 10 % are 13; 14 are 1.4, so 1; 4 are 0.4, kept
+        // at 1; 3 × 14 = 42.
+        assert_eq!(pool_nodes(130, 10), 13);
+        assert_eq!(pool_nodes(14, 10), 1);
+        assert_eq!(pool_nodes(4, 10), 1);
+        assert_eq!(pool_nodes(0, 300), 0);
+        assert_eq!(pool_nodes(14, 300), 42);
+        // Small's 38 nodes, three times over; the first node of each pool keeps its identity.
+        let period = "2026-10".parse().unwrap();
+        let small = World::build(42, period, Scale::Small);
+        let tripled = World::build_sized(42, period, Scale::Small, None, 300);
+        assert_eq!(small.nodes.len(), 38);
+        assert_eq!(tripled.nodes.len(), 114);
+        assert!(tripled.nodes.iter().any(|n| n.instance_id == small.nodes[0].instance_id));
     }
 
     #[test]

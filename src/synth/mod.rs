@@ -64,6 +64,9 @@ pub struct GenerateOptions {
     pub history_months: u32,
     /// The last month is in progress: billed and measured through this day only.
     pub through_day: Option<u32>,
+    /// Every pool's node count at this percentage of the scale's (100: the scale as it is),
+    /// for scale models.
+    pub fleet_percent: u32,
 }
 
 impl GenerateOptions {
@@ -84,6 +87,7 @@ impl GenerateOptions {
             export_name: DEFAULT_EXPORT_NAME.into(),
             metrics: true,
             through_day: None,
+            fleet_percent: 100,
         }
     }
 }
@@ -146,7 +150,13 @@ pub fn generate(
     let mut cost_explorer = cost_explorer::CeTally::default();
     let first = periods[0];
     for period in periods {
-        let mut world = fleet::World::build_story(options.seed, period, options.scale, options.fixes_from);
+        let mut world = fleet::World::build_sized(
+            options.seed,
+            period,
+            options.scale,
+            options.fixes_from,
+            options.fleet_percent,
+        );
         if let Some(days) = options.through_day.filter(|_| period == options.end) {
             world.through_day(days);
         }

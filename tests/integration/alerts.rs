@@ -117,6 +117,7 @@ async fn the_demo_story_fires_and_resolves_each_alert_once() {
         fixes_from: Some("2026-10".parse().unwrap()),
         history_months: 0,
         through_day: None,
+        fleet_percent: 100,
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     synth::generate(&options, &progress).unwrap();

@@ -23,6 +23,7 @@ fn options(out: &Path, format: CurFormat) -> GenerateOptions {
         fixes_from: None,
         history_months: 2,
         through_day: None,
+        fleet_percent: 100,
     }
 }
 

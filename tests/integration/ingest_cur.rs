@@ -37,6 +37,7 @@ pub fn generate_with(out: &Path, scale: Scale, format: CurFormat, months: u32, s
         fixes_from: None,
         history_months: 2,
         through_day: None,
+        fleet_percent: 100,
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     synth::generate(&options, &progress).expect("generate");
