@@ -128,6 +128,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "redundant_indexes",
         sql: include_str!("../../migrations/sqlite/0022_redundant_indexes.sql"),
     },
+    Migration {
+        version: 23,
+        name: "period_partitions",
+        sql: include_str!("../../migrations/sqlite/0023_period_partitions.sql"),
+    },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -229,6 +234,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 22,
         name: "redundant_indexes",
         sql: include_str!("../../migrations/postgres/0022_redundant_indexes.sql"),
+    },
+    Migration {
+        version: 23,
+        name: "period_partitions",
+        sql: include_str!("../../migrations/postgres/0023_period_partitions.sql"),
     },
 ];
 

@@ -218,7 +218,7 @@ pub(crate) const SELECT_CHARGEBACK_SNAPSHOTS: &str = "SELECT revision, replaced_
 
 /// The head of a multi-row `INSERT` (up to `VALUES`) and how many values each row binds.
 pub(crate) struct BulkInsert {
-    pub(crate) head: &'static str,
+    pub(crate) head: String,
     pub(crate) columns: usize,
 }
 
@@ -580,7 +580,7 @@ mod tests {
     /// Builds a one-row insert of `row` and returns (columns named in the head, values bound).
     fn columns_and_binds<T: Table>(row: &T) -> (usize, usize) {
         let insert = T::sql().insert();
-        let mut builder: QueryBuilder<'_, Sqlite> = QueryBuilder::new(insert.head);
+        let mut builder: QueryBuilder<'_, Sqlite> = QueryBuilder::new(insert.head.as_str());
         builder.push_values([row], |mut tuple, item| {
             if T::sql().keyed_by_period {
                 tuple.text("2025-05");

@@ -35,6 +35,7 @@ impl Backend for Sqlite {
     super::sql_store::bulk_insert!();
 
     const MIGRATION_LOCK: MigrationLock = MigrationLock { acquire: "", begin: "BEGIN IMMEDIATE" };
+    const PARTITIONS_BY_PERIOD: bool = false;
 }
 
 /// A [`super::Store`] in one SQLite file (or in memory, for tests).

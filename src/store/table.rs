@@ -166,9 +166,10 @@ pub(crate) struct TableSql {
     /// Whether the table's first column is `period`, bound apart from the row's fields (the
     /// rows of a period's aggregates do not carry it).
     pub(crate) keyed_by_period: bool,
-    table: String,
+    pub(crate) table: String,
     order: String,
-    insert_head: String,
+    /// `(period, a, b) `: the columns an `INSERT` names.
+    insert_columns: String,
     columns: usize,
     /// The fields' columns, comma-separated, for queries of their own.
     pub(crate) column_list: String,
@@ -184,7 +185,7 @@ impl TableSql {
         let key = if keyed_by_period { "period, " } else { "" };
         Self {
             keyed_by_period,
-            insert_head: format!("INSERT INTO {table} ({key}{column_list}) "),
+            insert_columns: format!("({key}{column_list}) "),
             columns: fields.len() + usize::from(keyed_by_period),
             select_period: format!("SELECT {column_list} FROM {table} WHERE period = $1 ORDER BY {order}"),
             delete_period: format!("DELETE FROM {table} WHERE period = $1"),
@@ -204,9 +205,16 @@ impl TableSql {
         format!("SELECT {} FROM {} ORDER BY {order}", self.column_list, self.table)
     }
 
-    /// The multi-row `INSERT` head and how many values a row binds.
-    pub(crate) fn insert(&'static self) -> BulkInsert {
-        BulkInsert { head: &self.insert_head, columns: self.columns }
+    /// The multi-row `INSERT` head and how many values a row binds (the store writes through
+    /// [`TableSql::insert_into`], naming the table it writes to).
+    #[cfg(test)]
+    pub(crate) fn insert(&self) -> BulkInsert {
+        self.insert_into(&self.table)
+    }
+
+    /// [`TableSql::insert`] into another table with the same columns.
+    pub(crate) fn insert_into(&self, table: &str) -> BulkInsert {
+        BulkInsert { head: format!("INSERT INTO {table} {}", self.insert_columns), columns: self.columns }
     }
 }
 
@@ -283,12 +291,12 @@ mod tests {
     #[test]
     fn statements_come_from_one_column_list() {
         let sql = TableSql::new("t", true, &["a", "b"], "a");
-        assert_eq!(sql.insert_head, "INSERT INTO t (period, a, b) ");
+        assert_eq!(sql.insert().head, "INSERT INTO t (period, a, b) ");
         assert_eq!(sql.columns, 3);
         assert_eq!(sql.select_period, "SELECT a, b FROM t WHERE period = $1 ORDER BY a");
         assert_eq!(sql.delete_period, "DELETE FROM t WHERE period = $1");
         let unkeyed = TableSql::new("u", false, &["x"], "x");
-        assert_eq!(unkeyed.insert_head, "INSERT INTO u (x) ");
+        assert_eq!(unkeyed.insert().head, "INSERT INTO u (x) ");
         assert_eq!(unkeyed.columns, 1);
     }
 }

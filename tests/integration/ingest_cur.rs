@@ -291,22 +291,72 @@ async fn repeats_change_nothing_and_unchanged_versions_are_skipped() {
     assert_eq!(store.periods().await.unwrap().len(), 1);
 }
 
+/// On Postgres the period's tables are partitioned by period: a redelivery swaps in new
+/// partitions (new relations) and leaves no staged table behind.
 #[tokio::test]
 async fn a_redelivery_with_different_numbers_replaces_the_period() {
     let dir = tempfile::tempdir().unwrap();
-    generate(dir.path(), Scale::Demo, CurFormat::Parquet, 1, 15);
-    let store = sqlite(dir.path()).await;
+    let postgres = helpers::fresh_postgres().await;
+    let mut stores: Vec<Box<dyn Store>> = vec![sqlite(dir.path()).await];
+    if let Some(database) = &postgres {
+        stores.push(crate::helpers::connect(&database.url).await);
+    }
     let source = export_root(dir.path()).display().to_string();
-    ingest(store.as_ref(), &source, false).await;
+    generate(dir.path(), Scale::Demo, CurFormat::Parquet, 1, 15);
     let before = truth(dir.path(), "2026-10");
+    for store in &stores {
+        ingest(store.as_ref(), &source, false).await;
+        assert_matches_truth(store.as_ref(), &before, "2026-10").await;
+    }
+    let partitions_before = match &postgres {
+        Some(database) => partitions(&database.url).await,
+        None => Vec::new(),
+    };
     // AWS re-delivers the month: a new execution with different numbers.
     generate(dir.path(), Scale::Demo, CurFormat::Parquet, 1, 16);
     let after = truth(dir.path(), "2026-10");
     assert_ne!(before["bill_amortized"], after["bill_amortized"]);
-    let results = ingest(store.as_ref(), &source, false).await;
-    assert_eq!(results[0].status, "ingested", "a new executionId is a new data version");
-    assert_matches_truth(store.as_ref(), &after, "2026-10").await;
-    assert_eq!(store.periods().await.unwrap().len(), 1);
+    for store in &stores {
+        let results = ingest(store.as_ref(), &source, false).await;
+        assert_eq!(results[0].status, "ingested", "a new executionId is a new data version");
+        assert_matches_truth(store.as_ref(), &after, "2026-10").await;
+        assert_eq!(store.periods().await.unwrap().len(), 1);
+    }
+    if let Some(database) = &postgres {
+        let partitions_after = partitions(&database.url).await;
+        let names = |list: &[(String, String, i64)]| {
+            list.iter().map(|(t, p, _)| (t.clone(), p.clone())).collect::<Vec<_>>()
+        };
+        // One partition of 2026-10 for each of the seven tables, before and after.
+        assert_eq!(partitions_before.len(), 7, "{partitions_before:?}");
+        assert!(partitions_before.iter().all(|(_, p, _)| p.ends_with("_p2026_10")), "{partitions_before:?}");
+        assert_eq!(names(&partitions_after), names(&partitions_before));
+        for ((table, _, old), (_, _, new)) in partitions_before.iter().zip(&partitions_after) {
+            assert_ne!(old, new, "{table}: the redelivery swapped in a new partition");
+        }
+        let mut pg = <sqlx::PgConnection as sqlx::Connection>::connect(&database.url).await.unwrap();
+        let (staged,): (i64,) = sqlx::query_as(
+            "SELECT (SELECT COUNT(*) FROM pg_class WHERE relname LIKE '%\\_next%') \
+             + (SELECT COUNT(*) FROM pg_constraint WHERE conname LIKE '%\\_next%')",
+        )
+        .fetch_one(&mut pg)
+        .await
+        .unwrap();
+        assert_eq!(staged, 0, "no staged table, index or check is left behind under its staging name");
+    }
+}
+
+/// Each partitioned table's partitions on Postgres: (parent, partition, its oid), by name.
+async fn partitions(url: &str) -> Vec<(String, String, i64)> {
+    let mut pg = <sqlx::PgConnection as sqlx::Connection>::connect(url).await.unwrap();
+    sqlx::query_as(
+        "SELECT parent.relname::text, child.relname::text, CAST(child.oid AS BIGINT) FROM pg_inherits i \
+         JOIN pg_class parent ON parent.oid = i.inhparent JOIN pg_class child ON child.oid = i.inhrelid \
+         WHERE parent.relkind = 'p' ORDER BY 1, 2",
+    )
+    .fetch_all(&mut pg)
+    .await
+    .unwrap()
 }
 
 // ---- Bad input: through the binary, as a user meets it ----

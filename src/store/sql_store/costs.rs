@@ -2,7 +2,7 @@
 
 use sqlx::{Database, Encode, Executor, IntoArguments, Type};
 
-use super::{Backend, SqlStore};
+use super::{Backend, SqlStore, partitions};
 use crate::money::Micros;
 use crate::store::sql::{self, ReadRow};
 use crate::store::sql_rollups;
@@ -42,16 +42,35 @@ where
         // Dropping `tx` on any early return rolls everything back.
         let mut tx = self.pool.begin_with(B::WRITE_BEGIN).await.context(CONTEXT)?;
         Self::lock_for_transaction(&mut tx, &format!("cost:{name}")).await.context(CONTEXT)?;
-        for delete in sql::DELETE_PERIOD {
+        // Postgres: the period's partitioned tables are written as new partitions and
+        // swapped in before commit; the others lose the period's rows here.
+        let staging = if B::PARTITIONS_BY_PERIOD {
+            Self::lock_for_transaction(&mut tx, partitions::SWAP_LOCK).await.context(CONTEXT)?;
+            let staging = partitions::Staging::new(name)?;
+            for create in staging.create_statements() {
+                sqlx::query(&create).execute(&mut *tx).await.context(CONTEXT)?;
+            }
+            Some(staging)
+        } else {
+            None
+        };
+        let partitioned = |delete: &str| {
+            staging.is_some()
+                && partitions::PERIOD_TABLES.iter().any(|t| delete.starts_with(&format!("DELETE FROM {t} ")))
+        };
+        for delete in sql::DELETE_PERIOD.into_iter().filter(|d| !partitioned(d)) {
             sqlx::query(delete).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
         }
-        for table in sql_rollups::period_tables() {
+        for table in sql_rollups::period_tables().into_iter().filter(|t| !partitioned(&t.delete_period)) {
             sqlx::query(&table.delete_period).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
         }
         let mut fact_rows = 0i64;
         let mut aggregates = crate::store::aggregate::FactAggregates::default();
         while let Some(batch) = source.next_batch().await {
-            Self::insert_batch_pods(&mut tx, name, &batch).await.context(CONTEXT)?;
+            // A batch's new pods; its facts are not stored: the period keeps their pod-day and
+            // GPU pod-hour aggregates (what every page, report and compute reads), and the CUR
+            // itself stays the line-level record.
+            Self::insert_staged(&mut tx, staging.as_ref(), name, &batch.pods).await.context(CONTEXT)?;
             aggregates.add(&batch.facts);
             fact_rows += batch.facts.len() as i64;
         }
@@ -102,22 +121,26 @@ where
             .await
             .context(CONTEXT)?;
         done("period written", 1);
-        Self::insert(&mut tx, name, &pods).await.context(CONTEXT)?;
+        Self::insert_staged(&mut tx, staging.as_ref(), name, &pods).await.context(CONTEXT)?;
         done("pods written", pods.len());
-        Self::insert(&mut tx, name, &instance_hours).await.context(CONTEXT)?;
+        Self::insert_staged(&mut tx, staging.as_ref(), name, &instance_hours).await.context(CONTEXT)?;
         done("instance-hours written", instance_hours.len());
-        Self::insert(&mut tx, name, &period.other_costs).await.context(CONTEXT)?;
-        Self::insert(&mut tx, name, &period.bill_lines).await.context(CONTEXT)?;
-        Self::insert(&mut tx, name, &period.bill_days).await.context(CONTEXT)?;
+        Self::insert_staged(&mut tx, staging.as_ref(), name, &period.other_costs).await.context(CONTEXT)?;
+        Self::insert_staged(&mut tx, staging.as_ref(), name, &period.bill_lines).await.context(CONTEXT)?;
+        Self::insert_staged(&mut tx, staging.as_ref(), name, &period.bill_days).await.context(CONTEXT)?;
         done("other costs, bill lines and days written", period.other_costs.len());
         let (pod_days, options, gpu_hours) = sums.await.map_err(|e| StoreError::Source(e.to_string()))?;
         done("pod-days, options and GPU pod-hours summed (waited for)", pod_days.len());
-        Self::insert(&mut tx, name, &pod_days).await.context(CONTEXT)?;
+        Self::insert_staged(&mut tx, staging.as_ref(), name, &pod_days).await.context(CONTEXT)?;
         done("pod-days written", pod_days.len());
-        Self::insert(&mut tx, name, &options).await.context(CONTEXT)?;
+        Self::insert_staged(&mut tx, staging.as_ref(), name, &options).await.context(CONTEXT)?;
         done("pod-day options written", options.len());
-        Self::insert(&mut tx, name, &gpu_hours).await.context(CONTEXT)?;
+        Self::insert_staged(&mut tx, staging.as_ref(), name, &gpu_hours).await.context(CONTEXT)?;
         done("GPU pod-hours written", gpu_hours.len());
+        if let Some(staging) = &staging {
+            Self::swap_partitions(&mut tx, staging).await?;
+            done("partitions indexed, analyzed and swapped in", partitions::PERIOD_TABLES.len());
+        }
         let revision = Self::next_revision(&mut tx).await.context(CONTEXT)?;
         Self::touch_periods(&mut tx, &[name.to_string()], revision).await.context(CONTEXT)?;
         tracing::debug!(phase = "commit", period = name, revision, "committing the period");

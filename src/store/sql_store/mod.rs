@@ -8,6 +8,7 @@ mod alerts;
 mod cost_explorer;
 mod costs;
 mod invoices;
+mod partitions;
 mod rollups;
 mod runs;
 mod settings;
@@ -22,7 +23,7 @@ use sqlx::{Database, Encode, Executor, IntoArguments, Pool, Type};
 use super::migrations::{self, Migration, MigrationLock};
 use super::sql::{self, ReadRow};
 use super::table::{FromRow, Table};
-use super::{CostPeriod, SqlContext, Store, StoreResult};
+use super::{CostPeriod, SqlContext, Store, StoreError, StoreResult};
 
 /// What one database needs said that the shared SQL cannot say.
 pub trait Backend: Send + Sync + 'static {
@@ -43,6 +44,9 @@ pub trait Backend: Send + Sync + 'static {
     const MIGRATIONS: &'static [Migration];
     /// How migrating processes keep apart.
     const MIGRATION_LOCK: MigrationLock;
+    /// Whether a billing period's tables are partitioned by period, so that replacing a
+    /// period swaps partitions ([`partitions`]) instead of deleting its rows.
+    const PARTITIONS_BY_PERIOD: bool;
 
     /// How many rows a statement changed.
     fn rows_affected(result: &<Self::Db as Database>::QueryResult) -> u64;
@@ -52,7 +56,7 @@ pub trait Backend: Send + Sync + 'static {
     /// and only a concrete driver lets that borrow end before the builder does.
     fn insert_rows<'c, 'a, T: Sync>(
         conn: &'c mut <Self::Db as Database>::Connection,
-        head: &'static str,
+        head: &'c str,
         rows_per_statement: usize,
         rows: &'a [T],
         push_row: impl FnMut(&mut Separated<'_, 'a, Self::Db, &'static str>, &'a T) + Send + 'c,
@@ -66,7 +70,7 @@ macro_rules! bulk_insert {
     () => {
         fn insert_rows<'c, 'a, T: Sync>(
             conn: &'c mut <Self::Db as sqlx::Database>::Connection,
-            head: &'static str,
+            head: &'c str,
             rows_per_statement: usize,
             rows: &'a [T],
             mut push_row: impl FnMut(&mut sqlx::query_builder::Separated<'_, 'a, Self::Db, &'static str>, &'a T)
@@ -200,15 +204,67 @@ where
         Ok(Some(stored))
     }
 
-    /// Writes a batch's new pods to `cost_pods`. Its facts are not stored: the period keeps
-    /// their pod-day and GPU pod-hour aggregates (what every page, report and compute reads),
-    /// and the CUR itself stays the line-level record.
-    async fn insert_batch_pods(
+    /// [`SqlStore::insert`] of a period's rows being replaced: into the table's staged
+    /// partition when the period's tables are partitioned ([`partitions`]), else the table.
+    async fn insert_staged<'a, T: Table>(
         conn: &mut <B::Db as Database>::Connection,
-        period: &str,
-        batch: &crate::store::FactBatch,
+        staging: Option<&partitions::Staging>,
+        period: &'a str,
+        rows: &'a [T],
     ) -> Result<(), sqlx::Error> {
-        Self::insert(conn, period, &batch.pods).await
+        let table = T::sql().table.as_str();
+        let target = staging.map_or(std::borrow::Cow::Borrowed(table), |staging| staging.target(table));
+        Self::insert_into(conn, &target, period, rows).await
+    }
+
+    /// Builds the parent's indexes on each staged table of a period, analyzes it, and swaps
+    /// it in for the period's old partition ([`partitions`]). Run last before commit: the
+    /// parents stay locked from the first detach until then.
+    async fn swap_partitions(
+        conn: &mut <B::Db as Database>::Connection,
+        staging: &partitions::Staging,
+    ) -> StoreResult<()> {
+        const CONTEXT: &str = "swapping a period's partitions";
+        let mut indexes = Vec::new();
+        for table in partitions::PERIOD_TABLES {
+            let definitions =
+                Self::read_all(conn, sqlx::query(partitions::SELECT_INDEXES).bind(table), |row| {
+                    row.text("indexdef")
+                })
+                .await
+                .context(CONTEXT)?;
+            let mut creates = Vec::new();
+            for definition in &definitions {
+                creates.extend(staging.index_statement(table, creates.len(), definition));
+            }
+            for create in &creates {
+                sqlx::query(create).execute(&mut *conn).await.context(CONTEXT)?;
+            }
+            indexes.push(creates.len());
+            sqlx::query(&format!("ANALYZE {}", staging.staged(table)))
+                .execute(&mut *conn)
+                .await
+                .context(CONTEXT)?;
+        }
+        for (table, indexes) in partitions::PERIOD_TABLES.into_iter().zip(indexes) {
+            let old = sqlx::query(partitions::SELECT_PARTITION)
+                .bind(staging.partition(table))
+                .fetch_one(&mut *conn)
+                .await
+                .context(CONTEXT)?;
+            let exists = old.int("n").context(CONTEXT)? > 0;
+            let attached = old.int("attached").context(CONTEXT)? > 0;
+            if exists && !attached {
+                return Err(StoreError::Invalid(format!(
+                    "{} exists but is not a partition of {table} (detached to archive it?): rename or drop it, then ingest again",
+                    staging.partition(table)
+                )));
+            }
+            for statement in staging.swap_statements(table, attached, indexes) {
+                sqlx::query(&statement).execute(&mut *conn).await.context(CONTEXT)?;
+            }
+        }
+        Ok(())
     }
 
     /// Streams a query's rows through `map`, so the driver's rows are never all held at once.
@@ -232,9 +288,19 @@ where
         period: &'a str,
         rows: &'a [T],
     ) -> Result<(), sqlx::Error> {
+        Self::insert_into(conn, &T::sql().table, period, rows).await
+    }
+
+    /// [`SqlStore::insert`] into `target`, a table with `T`'s columns (a staged partition).
+    async fn insert_into<'a, T: Table>(
+        conn: &mut <B::Db as Database>::Connection,
+        target: &str,
+        period: &'a str,
+        rows: &'a [T],
+    ) -> Result<(), sqlx::Error> {
         let sql = T::sql();
-        let insert = sql.insert();
-        B::insert_rows(conn, insert.head, insert.rows_per_statement(B::MAX_BINDS), rows, move |row, item| {
+        let insert = sql.insert_into(target);
+        B::insert_rows(conn, &insert.head, insert.rows_per_statement(B::MAX_BINDS), rows, move |row, item| {
             if sql.keyed_by_period {
                 sql::PushRow::text(row, period);
             }
