@@ -235,7 +235,7 @@ where
             }
             tx.commit().await.context(CONTEXT)?;
         }
-        let mut tx = self.pool.begin_with(B::READ_BEGIN).await.context(CONTEXT)?;
+        let mut tx = self.begin_period_read().await.context(CONTEXT)?;
         let Some(head) = sqlx::query(sql::SELECT_COST_PERIOD)
             .bind(period)
             .fetch_optional(&mut *tx)

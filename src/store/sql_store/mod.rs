@@ -176,12 +176,22 @@ where
         Ok(())
     }
 
+    /// A read transaction over a period's tables, in one snapshot taken after any partition
+    /// swap in progress has committed ([`partitions::read_lock`]).
+    async fn begin_period_read(&self) -> Result<sqlx::Transaction<'static, B::Db>, sqlx::Error> {
+        let mut tx = self.pool.begin_with(B::READ_BEGIN).await?;
+        if B::PARTITIONS_BY_PERIOD {
+            sqlx::query(&partitions::read_lock()).execute(&mut *tx).await?;
+        }
+        Ok(tx)
+    }
+
     /// A stored period read in one snapshot (a concurrent replace is seen whole or not at
     /// all): its totals, other costs and bill lines, and with `whole` its facts (periods stored
     /// before facts were summed) and instance-hours.
     async fn read_period(&self, period: &str, whole: bool) -> StoreResult<Option<CostPeriod>> {
         const CONTEXT: &str = "reading a cost period";
-        let mut tx = self.pool.begin_with(B::READ_BEGIN).await.context(CONTEXT)?;
+        let mut tx = self.begin_period_read().await.context(CONTEXT)?;
         let Some(head) = sqlx::query(sql::SELECT_COST_PERIOD)
             .bind(period)
             .fetch_optional(&mut *tx)

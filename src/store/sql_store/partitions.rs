@@ -9,9 +9,10 @@
 //! follows at once; readers wait for that moment only. Every swap takes one advisory lock
 //! first, so two periods replaced at once take turns instead of deadlocking on the parents.
 //! Like TRUNCATE, a swap is not MVCC-safe for a repeatable-read reader whose snapshot predates
-//! the commit but who first touches the table after it: it sees the period empty. Compute is
-//! protected by its input-revision check (it refuses rollups from older inputs and computes
-//! again); pages read rollups, which are not partitioned.
+//! the commit but who first touches the tables after it: it would see the period empty. So
+//! the store's reads of a period's tables lock them first ([`read_lock`], before their
+//! snapshot is taken): such a read waits for a swap in progress and then sees the new period,
+//! or a swap waits for the read. Pages read rollups, which are not partitioned.
 
 use std::borrow::Cow;
 
@@ -27,6 +28,12 @@ pub(crate) const PERIOD_TABLES: [&str; 7] = [
     "cost_gpu_pod_hours",
     "cost_pod_day_options",
 ];
+
+/// Taken first in a read transaction of a period's tables, before its snapshot (a lock is no
+/// query, so it takes none): ACCESS SHARE, which only a swap's detach waits for.
+pub(crate) fn read_lock() -> String {
+    format!("LOCK TABLE {} IN ACCESS SHARE MODE", PERIOD_TABLES.join(", "))
+}
 
 /// The advisory lock every swap takes first.
 pub(crate) const SWAP_LOCK: &str = "cost-partitions";
