@@ -20,9 +20,10 @@
 //! sum of the stored instance-hour and other-cost rows, so Kubernetes + unallocated EC2 +
 //! other = the bill exactly.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use polars::prelude::PlHashMap as HashMap;
 use serde::Serialize;
 
 use crate::catalog;
@@ -170,8 +171,16 @@ pub struct PeriodBuilder {
     /// at the end, so a churny month's pods are not held as strings while it is read.
     pod_keys: Vec<([u32; 7], u32)>,
     pod_first_seen: Vec<(u32, i64)>,
-    /// Store pod id per (interned pod ARN, instance): the per-row shortcut past the tags.
-    pod_by_arn: HashMap<(u32, u32), i64>,
+    /// Store pod id per pod ARN and instance: the per-row shortcut past the tags. Keyed by
+    /// the ARN itself (one lookup a row, not an interning and a lookup); a pod runs on one
+    /// instance, so the list almost always holds one entry.
+    pod_by_arn: HashMap<Box<str>, Vec<(u32, i64)>>,
+    /// The last split row's parent instance and its interned id: a chunk lists an
+    /// instance-hour's split rows together, so most rows skip the interner.
+    last_parent: (String, u32),
+    /// Σ (split + unused) of the instance-hour the last split rows belong to, not yet added
+    /// to `pod_sums` (one map update per run of rows, not per row).
+    pod_sum_run: Option<((u32, i64), f64)>,
     /// Facts (and new pods) read but not yet handed to the store.
     pending: FactBatch,
     allocated_nanos: i128,
@@ -200,19 +209,21 @@ impl PeriodBuilder {
             period,
             data_version: data_version.to_string(),
             strings: Interner::default(),
-            pods: HashMap::new(),
-            pod_ids: HashMap::new(),
+            pods: HashMap::default(),
+            pod_ids: HashMap::default(),
             pod_keys: Vec::new(),
             pod_first_seen: Vec::new(),
-            pod_by_arn: HashMap::new(),
+            pod_by_arn: HashMap::default(),
+            last_parent: (String::new(), u32::MAX),
+            pod_sum_run: None,
             pending: FactBatch::default(),
             allocated_nanos: 0,
-            instances: HashMap::new(),
-            pod_sums: HashMap::new(),
+            instances: HashMap::default(),
+            pod_sums: HashMap::default(),
             other: BTreeMap::new(),
             bill: BTreeMap::new(),
             days: BTreeMap::new(),
-            account_names: HashMap::new(),
+            account_names: HashMap::default(),
             has_net: false,
             currency: None,
             rows: 0,
@@ -484,17 +495,24 @@ impl PeriodBuilder {
         self.check_in_period(c, row, start)?;
         self.check_hourly(c, row, start)?;
         let hour = start - start.rem_euclid(3600);
-        let instance = self.strings.id(parent);
+        if self.last_parent.1 == u32::MAX || self.last_parent.0 != parent {
+            self.last_parent = (parent.to_string(), self.strings.id(parent));
+        }
+        let instance = self.last_parent.1;
         // A pod's every row names it by the same ARN (its uid makes it unique): the tags
         // are read and the pod resolved once per pod and instance, not once per row.
         let arn = c.text(Col::LineItemResourceId, row);
-        let known = if arn.contains('/') { Some((self.strings.id(arn), instance)) } else { None };
-        let pod_id = match known.and_then(|key| self.pod_by_arn.get(&key)) {
-            Some(&pod_id) => pod_id,
+        let known = if arn.contains('/') {
+            self.pod_by_arn.get(arn).and_then(|on| on.iter().find(|(i, _)| *i == instance)).map(|(_, id)| *id)
+        } else {
+            None
+        };
+        let pod_id = match known {
+            Some(pod_id) => pod_id,
             None => {
                 let pod_id = self.resolve_pod(c, row, arn, instance, hour)?;
-                if let Some(key) = known {
-                    self.pod_by_arn.insert(key, pod_id);
+                if arn.contains('/') {
+                    self.pod_by_arn.entry(arn.into()).or_default().push((instance, pod_id));
                 }
                 pod_id
             }
@@ -503,7 +521,7 @@ impl PeriodBuilder {
         let net = |column: Col, gross: f64| -> Result<f64, CurError> {
             Ok(c.number(column, row)?.filter(|v| *v > 0.0).unwrap_or(gross))
         };
-        *self.pod_sums.entry((instance, hour)).or_default() += split_cost + unused_cost;
+        self.add_pod_sum((instance, hour), split_cost + unused_cost);
         let (split_nanos, unused_nanos) = (nanos_from_usd(split_cost), nanos_from_usd(unused_cost));
         self.allocated_nanos += i128::from(split_nanos) + i128::from(unused_nanos);
         self.pending.facts.push(FactRecord {
@@ -523,6 +541,19 @@ impl PeriodBuilder {
             ),
         });
         Ok(())
+    }
+
+    /// Adds to the pods' Σ (split + unused) of an instance-hour, through the running sum of
+    /// the current run of rows.
+    fn add_pod_sum(&mut self, key: (u32, i64), amount: f64) {
+        match &mut self.pod_sum_run {
+            Some((running, sum)) if *running == key => *sum += amount,
+            run => {
+                if let Some((done, sum)) = run.replace((key, amount)) {
+                    *self.pod_sums.entry(done).or_default() += sum;
+                }
+            }
+        }
     }
 
     /// The store pod id of a split row's pod on `instance`: from its ARN (or, without one, its
@@ -588,6 +619,9 @@ impl PeriodBuilder {
                 )
             })
         };
+        if let Some((key, sum)) = self.pod_sum_run.take() {
+            *self.pod_sums.entry(key).or_default() += sum;
+        }
         let mut disagreements = Vec::new();
         let mut disagreeing = 0;
         let mut note = |instance_id: &str, hour: i64, instance_amortized: f64, pods: f64| {
@@ -610,7 +644,7 @@ impl PeriodBuilder {
         let mut with_pods = 0i64;
         let mut without_pods = 0i64;
         let mut instance_hours = Vec::with_capacity(self.instances.len());
-        let mut parents = HashMap::with_capacity(self.instances.len());
+        let mut parents = HashMap::with_capacity_and_hasher(self.instances.len(), Default::default());
         for (key, builder) in std::mem::take(&mut self.instances) {
             let [cluster, instance_type, gpu_model, account] = builder.texts;
             let text = |id: u32| self.strings.get(id).to_string();

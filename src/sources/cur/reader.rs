@@ -1,6 +1,6 @@
 //! Reading CUR 2.0 data files with polars, in chunks, into typed column views that accept
 //! both encodings: Parquet (numbers, timestamps, maps as `list<struct<key,value>>`) and gzip
-//! CSV (everything text, maps as JSON objects). Rates and the ratio column may be text in
+//! CSV (everything text, maps as JSON objects). Numbers may be text in
 //! either; every bad value is reported with its file, row and column.
 
 use std::borrow::Cow;
@@ -13,7 +13,8 @@ use polars_arrow::array::{Array, ListArray, PrimitiveArray, StructArray, Utf8Vie
 
 use super::{CurError, invalid};
 
-/// The CUR columns the ingest reads; the first [`REQUIRED`] are required.
+/// The CUR columns the ingest reads (only these are decoded); the first [`REQUIRED`] are
+/// required.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Col {
     LineItemLineItemType,
@@ -47,16 +48,13 @@ pub enum Col {
     SavingsPlanSavingsPlanEffectiveCost,
     SavingsPlanTotalCommitmentToDate,
     SavingsPlanUsedCommitment,
-    SplitLineItemActualUsage,
     SplitLineItemNetSplitCost,
     SplitLineItemNetUnusedCost,
     SplitLineItemParentResourceId,
     SplitLineItemPublicOnDemandSplitCost,
     SplitLineItemPublicOnDemandUnusedCost,
-    SplitLineItemReservedUsage,
     SplitLineItemSplitCost,
     SplitLineItemSplitUsage,
-    SplitLineItemSplitUsageRatio,
     SplitLineItemUnusedCost,
 }
 
@@ -64,7 +62,7 @@ pub enum Col {
 pub const REQUIRED: usize = 8;
 
 /// Column names in [`Col`] order.
-pub const COLUMN_NAMES: [&str; 42] = [
+pub const COLUMN_NAMES: [&str; 39] = [
     "line_item_line_item_type",
     "line_item_operation",
     "line_item_product_code",
@@ -96,16 +94,13 @@ pub const COLUMN_NAMES: [&str; 42] = [
     "savings_plan_savings_plan_effective_cost",
     "savings_plan_total_commitment_to_date",
     "savings_plan_used_commitment",
-    "split_line_item_actual_usage",
     "split_line_item_net_split_cost",
     "split_line_item_net_unused_cost",
     "split_line_item_parent_resource_id",
     "split_line_item_public_on_demand_split_cost",
     "split_line_item_public_on_demand_unused_cost",
-    "split_line_item_reserved_usage",
     "split_line_item_split_cost",
     "split_line_item_split_usage",
-    "split_line_item_split_usage_ratio",
     "split_line_item_unused_cost",
 ];
 
