@@ -106,16 +106,10 @@ pub(crate) const SELECT_LAST_DATA_VERSION: &str = "SELECT data_version FROM inge
 
 // ---- Cost periods ----
 
-/// Clears one period; children first, so a foreign key added later would still hold.
-pub(crate) const DELETE_PERIOD: [&str; 7] = [
-    "DELETE FROM cost_facts WHERE period = $1",
-    "DELETE FROM cost_pods WHERE period = $1",
-    "DELETE FROM instance_hours WHERE period = $1",
-    "DELETE FROM other_costs WHERE period = $1",
-    "DELETE FROM bill_lines WHERE period = $1",
-    "DELETE FROM bill_days WHERE period = $1",
-    "DELETE FROM cost_periods WHERE period = $1",
-];
+/// The tables a period's rows are cleared from besides the rollups; children first, so a
+/// foreign key added later would still hold.
+pub(crate) const PERIOD_ROW_TABLES: [&str; 7] =
+    ["cost_facts", "cost_pods", "instance_hours", "other_costs", "bill_lines", "bill_days", "cost_periods"];
 
 pub(crate) const INSERT_COST_PERIOD: &str = "INSERT INTO cost_periods \
      (period, data_version, bill_unblended_micros, bill_amortized_micros, ingested_at, cost_fact_rows, \

@@ -54,14 +54,16 @@ where
         } else {
             None
         };
-        let partitioned = |delete: &str| {
-            staging.is_some()
-                && partitions::PERIOD_TABLES.iter().any(|t| delete.starts_with(&format!("DELETE FROM {t} ")))
-        };
-        for delete in sql::DELETE_PERIOD.into_iter().filter(|d| !partitioned(d)) {
-            sqlx::query(delete).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
+        // A partitioned table's rows of the period go with the partition the swap replaces.
+        let partitioned = |table: &str| staging.is_some() && partitions::PERIOD_TABLES.contains(&table);
+        for table in sql::PERIOD_ROW_TABLES.into_iter().filter(|t| !partitioned(t)) {
+            sqlx::query(&format!("DELETE FROM {table} WHERE period = $1"))
+                .bind(name)
+                .execute(&mut *tx)
+                .await
+                .context(CONTEXT)?;
         }
-        for table in sql_rollups::period_tables().into_iter().filter(|t| !partitioned(&t.delete_period)) {
+        for table in sql_rollups::period_tables().into_iter().filter(|t| !partitioned(&t.table)) {
             sqlx::query(&table.delete_period).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
         }
         let mut fact_rows = 0i64;
