@@ -217,9 +217,10 @@ pub(crate) struct BulkInsert {
 }
 
 impl BulkInsert {
-    /// How many rows fit in one statement without passing the backend's bind-parameter limit.
-    pub(crate) fn rows_per_statement(&self, max_binds: usize) -> usize {
-        (max_binds / self.columns).max(1)
+    /// How many rows fit in one statement without passing the backend's bind-parameter limit,
+    /// when the period is written as a literal ([`period_literal`]) or bound with the rest.
+    pub(crate) fn rows_per_statement(&self, max_binds: usize, literal_period: bool) -> usize {
+        (max_binds / (self.columns - usize::from(literal_period))).max(1)
     }
 }
 
@@ -273,6 +274,15 @@ pub(crate) trait PushRow<'args> {
     fn nullable_int(&mut self, value: Option<i64>) -> &mut Self;
     fn float(&mut self, value: f64) -> &mut Self;
     fn text(&mut self, value: &'args str) -> &mut Self;
+    /// A value written into the statement itself: only SQL made by [`period_literal`].
+    fn literal(&mut self, sql: &str) -> &mut Self;
+}
+
+/// `'YYYY-MM'`, the period as an SQL literal, when `period` is made of digits and dashes
+/// alone (so it cannot close the quotes); `None` for anything else, which is then bound.
+pub(crate) fn period_literal(period: &str) -> Option<String> {
+    let safe = !period.is_empty() && period.bytes().all(|b| b.is_ascii_digit() || b == b'-');
+    safe.then(|| format!("'{period}'"))
 }
 
 impl<'args, DB> PushRow<'args> for Separated<'_, 'args, DB, &'static str>
@@ -297,6 +307,10 @@ where
 
     fn text(&mut self, value: &'args str) -> &mut Self {
         self.push_bind(value)
+    }
+
+    fn literal(&mut self, sql: &str) -> &mut Self {
+        self.push(sql)
     }
 }
 
@@ -643,8 +657,17 @@ mod tests {
     fn rows_per_statement_stays_under_the_bind_limit() {
         let pods = PodRecord::sql().insert();
         // 32_766 / 14 = 2_340 rows, binding 32_760 values.
-        assert_eq!(pods.rows_per_statement(32_766), 2_340);
+        assert_eq!(pods.rows_per_statement(32_766, false), 2_340);
         // 65_535 / 14 = 4_681 rows, binding 65_534 values.
-        assert_eq!(pods.rows_per_statement(65_535), 4_681);
+        assert_eq!(pods.rows_per_statement(65_535, false), 4_681);
+        // With the period written as a literal a row binds 13: 32_766 / 13 = 2_520 rows.
+        assert_eq!(pods.rows_per_statement(32_766, true), 2_520);
+    }
+
+    #[test]
+    fn only_a_period_of_digits_and_dashes_becomes_a_literal() {
+        assert_eq!(period_literal("2026-10").as_deref(), Some("'2026-10'"));
+        assert_eq!(period_literal("2026-10'; DROP TABLE cost_pods; --"), None);
+        assert_eq!(period_literal(""), None);
     }
 }

@@ -81,10 +81,22 @@ macro_rules! bulk_insert {
             'a: 'c,
         {
             async move {
-                for chunk in rows.chunks(rows_per_statement) {
+                let mut build = |chunk: &'a [T]| {
                     let mut builder: sqlx::QueryBuilder<'a, Self::Db> = sqlx::QueryBuilder::new(head);
                     builder.push_values(chunk, |mut row, item| push_row(&mut row, item));
-                    sqlx::Executor::execute(&mut *conn, builder.build()).await?;
+                    builder
+                };
+                let mut chunks = rows.chunks(rows_per_statement);
+                let mut current = chunks.next().map(&mut build);
+                // The next statement is built while the database runs this one: the first poll
+                // of `execute` hands the statement to the driver, then `join!` builds the next.
+                while let Some(mut builder) = current {
+                    let (done, next) = tokio::join!(
+                        sqlx::Executor::execute(&mut *conn, builder.build()),
+                        async { chunks.next().map(&mut build) },
+                    );
+                    done?;
+                    current = next;
                 }
                 Ok(())
             }
@@ -310,10 +322,17 @@ where
     ) -> Result<(), sqlx::Error> {
         let sql = T::sql();
         let insert = sql.insert_into(target);
-        B::insert_rows(conn, &insert.head, insert.rows_per_statement(B::MAX_BINDS), rows, move |row, item| {
-            if sql.keyed_by_period {
-                sql::PushRow::text(row, period);
-            }
+        // The period goes into the statement as a literal when it is one (`YYYY-MM`): the same
+        // value on every row, and a bound text is copied twice (into the driver's arguments,
+        // then by SQLite) for each.
+        let literal = sql.keyed_by_period.then(|| sql::period_literal(period)).flatten();
+        let rows_per_statement = insert.rows_per_statement(B::MAX_BINDS, literal.is_some());
+        B::insert_rows(conn, &insert.head, rows_per_statement, rows, move |row, item| {
+            match &literal {
+                Some(literal) => sql::PushRow::literal(row, literal),
+                None if sql.keyed_by_period => sql::PushRow::text(row, period),
+                None => row,
+            };
             item.bind(row);
         })
         .await
