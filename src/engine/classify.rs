@@ -19,6 +19,20 @@ pub const PLATFORM: &str = "(platform)";
 /// The label gpuledger reads a pod's client from when no rule says otherwise.
 pub const DEFAULT_CLIENT_LABEL: &str = "user_client";
 
+/// The family a workload belongs to: a Job named by its CronJob's schedule (`-` and six or
+/// more digits at the end) belongs to the CronJob; any other workload is its own family. The
+/// opportunities and the Costs page's workloads are by family.
+pub fn family(workload: &str) -> &str {
+    match workload.rsplit_once('-') {
+        Some((base, suffix))
+            if !base.is_empty() && suffix.len() >= 6 && suffix.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            base
+        }
+        _ => workload,
+    }
+}
+
 /// Client rules ready to match.
 pub struct ClientMatcher {
     rules: Vec<(ClientRule, Option<Regex>)>,

@@ -22,6 +22,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::classify::family;
 use crate::catalog::{INSTANCE_TYPES, InstanceType, instance_type};
 use crate::store::{ComputeInputs, CostRollup, Opportunity, PurchaseOption, WorkloadClass};
 
@@ -81,19 +82,6 @@ struct FamilyMonth {
     peak_fb: f64,
     /// Workloads (Job runs) in the family, and one of them.
     workloads: std::collections::BTreeSet<String>,
-}
-
-/// The family a workload belongs to: a Job named by its CronJob's schedule (`-` and six or
-/// more digits at the end) belongs to the CronJob; any other workload is its own family.
-pub fn family(workload: &str) -> &str {
-    match workload.rsplit_once('-') {
-        Some((base, suffix))
-            if !base.is_empty() && suffix.len() >= 6 && suffix.bytes().all(|b| b.is_ascii_digit()) =>
-        {
-            base
-        }
-        _ => workload,
-    }
 }
 
 /// Opportunities of a period from its cost rollups, per workload family, ranked by dollars

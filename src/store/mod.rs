@@ -223,7 +223,9 @@ pub trait CostStore: Send + Sync {
     /// Split + unused cost per workload in a billing period.
     async fn workload_costs(&self, period: &str) -> StoreResult<Vec<WorkloadCost>>;
 
-    /// A workload's pods with their cost over `[from, to)` (day starts) of a billing period.
+    /// A workload's pods with their cost over `[from, to)` (day starts) of a billing period,
+    /// with the pods of every workload named `workload-…` (a CronJob's runs are Jobs named
+    /// `cronjob-<schedule>`): the caller keeps those of the family it means.
     async fn pod_costs(
         &self,
         period: &str,

@@ -576,6 +576,8 @@ pub struct GpuAllocation {
 /// GPU, CPU and memory.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct PodCost {
+    /// The pod's workload (a Job, when a CronJob's runs are asked for).
+    pub workload: String,
     pub cluster: String,
     /// The usage account that ran it (empty in an export without the column).
     pub account: String,

@@ -160,11 +160,14 @@ pub(crate) const SELECT_WORKLOAD_COSTS: &str = "SELECT p.namespace, p.workload, 
      JOIN cost_pods p ON p.period = $1 AND p.pod_id = c.pod_id \
      GROUP BY p.namespace, p.workload ORDER BY p.namespace, p.workload";
 
-/// One workload's pods over `[$4, $5)` of period `$1`, from the pod-day aggregates.
+/// One workload's pods over `[$4, $5)` of period `$1`, from the pod-day aggregates: the
+/// workload `$3` and every workload whose name starts with `$6` (`$3-`). A prefix by `substr`,
+/// not by a range of names: Postgres may order text by its locale, where `-` and `.` need
+/// not be neighbours.
 /// A workload's pods first (by the pods' workload index), then their days: SQLite keeps the
 /// order of a CROSS JOIN, where a plain JOIN led it to scan the whole month's pod-days (0.3 s
 /// on a churny month against 0.03 s); Postgres plans it as any inner join.
-pub(crate) const SELECT_POD_COSTS: &str = "SELECT p.cluster, p.usage_account_id AS account, p.pod, \
+pub(crate) const SELECT_POD_COSTS: &str = "SELECT p.workload, p.cluster, p.usage_account_id AS account, p.pod, \
      p.node, p.instance_type, p.purchase_option, CAST(SUM(d.gpu_hours) AS DOUBLE PRECISION) AS gpu_hours, \
      CAST(SUM(d.gpu_cost_nanos) AS BIGINT) AS gpu_cost_nanos, \
      CAST(SUM(d.split_cost_nanos) AS BIGINT) AS split_cost_nanos, \
@@ -173,8 +176,9 @@ pub(crate) const SELECT_POD_COSTS: &str = "SELECT p.cluster, p.usage_account_id 
      CAST(SUM(d.public_on_demand_cost_nanos) AS BIGINT) AS public_on_demand_cost_nanos \
      FROM cost_pods p CROSS JOIN cost_pod_days d \
      WHERE d.period = p.period AND d.pod_id = p.pod_id \
-     AND p.period = $1 AND p.namespace = $2 AND p.workload = $3 AND d.day >= $4 AND d.day < $5 \
-     GROUP BY p.cluster, p.usage_account_id, p.pod, p.node, p.instance_type, p.purchase_option \
+     AND p.period = $1 AND p.namespace = $2 \
+     AND (p.workload = $3 OR substr(p.workload, 1, length($6)) = $6) AND d.day >= $4 AND d.day < $5 \
+     GROUP BY p.workload, p.cluster, p.usage_account_id, p.pod, p.node, p.instance_type, p.purchase_option \
      ORDER BY p.pod, p.cluster, p.node";
 
 pub(crate) const SELECT_POD_WORKLOADS: &str = "SELECT DISTINCT namespace, pod, workload \
@@ -452,6 +456,7 @@ from_row!(GpuAllocation { hour, namespace, pod, workload, gpu_model, purchase_op
 from_row!(WorkloadCost { namespace, workload, total_cost_nanos });
 
 from_row!(PodCost {
+    workload,
     cluster,
     account,
     pod,

@@ -115,6 +115,9 @@ pub struct Truth {
     pub namespaces: BTreeMap<String, Sums>,
     /// Keyed `namespace/workload` (Deployment, Job, StatefulSet or DaemonSet name).
     pub workloads: BTreeMap<String, Sums>,
+    /// Keyed `namespace/family`: the workloads as declared, a CronJob's Jobs (one per run,
+    /// named with the run's schedule) summed under the CronJob's name, any other workload alone.
+    pub workload_families: BTreeMap<String, Sums>,
     /// Keyed by the `user_client` label; pods without one under `(unassigned)`.
     pub clients: BTreeMap<String, Sums>,
     /// Chargeback with every client on the default policy (shares proportional to GPU cost,
@@ -316,6 +319,9 @@ impl Truth {
             for sums in [
                 self.namespaces.entry(workload.namespace.to_string()).or_default(),
                 self.workloads.entry(workload_key.clone()).or_default(),
+                self.workload_families
+                    .entry(format!("{}/{}", workload.namespace, workload.name))
+                    .or_default(),
                 self.clients.entry(client.clone()).or_default(),
             ] {
                 sums.split_cost += row.split.split_cost;

@@ -143,8 +143,8 @@ async fn crawl(state: &AppState, cookie: &str, limit: usize) -> Vec<String> {
         // Likewise the one-click ranges: one of them stands for all (followed, they multiply
         // every page by every range).
         "/costs?from=2026-09-01&to=2026-11-01",
-        // And the pages of a long table: the second stands for them all.
-        "/costs?group=workload&page=2",
+        // And the pages of a long table (a CronJob's pods): the second stands for them all.
+        "/costs?group=pod&namespace=internal-ml&workload=etl&page=2",
     ];
     let mut seen: BTreeSet<String> = start.iter().map(|s| s.to_string()).collect();
     let mut queue: std::collections::VecDeque<String> = start.iter().map(|s| s.to_string()).collect();

@@ -467,17 +467,52 @@ async fn costs_drill_down_to_pods_filter_by_cluster_and_download_as_xlsx_clients
     let truth = crate::ingest_cur::truth(dir.path(), "2026-10");
     let rows_of = |body: &str| json(body)["costs"]["rows"].as_array().unwrap().clone();
 
-    // Workloads: each to the cent against truth, and each links to its pods.
+    // Workloads: one row per workload as declared (a CronJob's runs, each a Job of its own,
+    // are one row under the CronJob's name), each to the cent against truth, and each links
+    // to its pods.
     let (_, body) = get(&state, "/costs?period=2026-10&group=workload&format=json").await;
     let workloads = rows_of(&body);
-    for (key, t) in truth["workloads"].as_object().unwrap() {
+    let families = truth["workload_families"].as_object().unwrap();
+    assert_eq!(workloads.len(), families.len(), "one row per workload family");
+    assert!(
+        families.len() < truth["workloads"].as_object().unwrap().len(),
+        "some CronJob ran more than once"
+    );
+    for (key, t) in families {
         let row = workloads.iter().find(|r| r["namespace_workload"] == key.as_str()).unwrap();
         close(row["total_cost"].amount(), t["total_cost"].amount(), key);
     }
+    // The CronJob with the most runs drills down to the pods of every run, and they add up to
+    // its row; one of its Jobs, named as the bill names it, to that Job's pods alone.
+    // A run is a Job named `cronjob-<schedule>`.
+    let runs_of = |family: &str| {
+        let prefix = format!("{family}-");
+        let run = |k: &String| k.strip_prefix(&prefix).is_some_and(|s| s.bytes().all(|b| b.is_ascii_digit()));
+        truth["workloads"].as_object().unwrap().iter().filter(|(k, _)| run(k)).collect::<Vec<_>>()
+    };
+    let (family, runs) =
+        families.keys().map(|k| (k.clone(), runs_of(k))).max_by_key(|(_, runs)| runs.len()).unwrap();
+    assert!(runs.len() > 1, "{family} ran {} times", runs.len());
+    let (namespace, cronjob) = family.split_once('/').unwrap();
+    let pods_of =
+        |workload: &str| format!("/costs?period=2026-10&group=pod&namespace={namespace}&workload={workload}");
+    let (status, body) = get(&state, &format!("{}&format=json", pods_of(cronjob))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let every_run = rows_of(&body);
+    assert!(every_run.len() >= runs.len(), "{} pods for {} runs", every_run.len(), runs.len());
+    let sum: f64 = every_run.iter().map(|p| p["total_cost"].amount()).sum();
+    close(sum, families[&family]["total_cost"].amount(), "a CronJob's pods add up to its row");
+    let (_, html) = get(&state, &pods_of(cronjob)).await;
+    assert!(html.contains(&format!("{} runs of a CronJob", runs.len())), "the caption counts the runs");
+    let (job, job_truth) = runs[0];
+    let job = job.split_once('/').unwrap().1;
+    let (_, body) = get(&state, &format!("{}&format=json", pods_of(job))).await;
+    let one_run = rows_of(&body);
+    assert!(one_run.iter().all(|p| p["pod"].as_str().unwrap().starts_with(&format!("{job}-"))));
+    let sum: f64 = one_run.iter().map(|p| p["total_cost"].amount()).sum();
+    close(sum, job_truth["total_cost"].amount(), "one run's pods add up to that Job");
     let (_, html) = get(&state, "/costs?period=2026-10&group=workload").await;
-    let (key, expected) = truth["workloads"]
-        .as_object()
-        .unwrap()
+    let (key, expected) = families
         .iter()
         .find(|(k, _)| k.starts_with("acme-llm/"))
         .map(|(k, t)| (k.clone(), t["total_cost"].amount()))
@@ -620,7 +655,7 @@ async fn costs_drill_down_to_pods_filter_by_cluster_and_download_as_xlsx_clients
 
 #[tokio::test]
 async fn opportunities_are_a_waterfall_per_workload_family() {
-    use gpuledger::engine::opportunities::family;
+    use gpuledger::engine::classify::family;
     use gpuledger::report::rollup::{self, RollupRange};
     let app = crate::app::TestApp::demo().await;
     let period: gpuledger::period::Period = "2026-10".parse().unwrap();
@@ -663,7 +698,7 @@ async fn opportunities_are_a_waterfall_per_workload_family() {
         assert!(kinds.insert((text_of(r, "kind"), key)), "one row per kind and family: {r}");
         // Families, not Job runs: no CronJob schedule suffix left.
         let family = text_of(r, "family");
-        assert_eq!(gpuledger::engine::opportunities::family(&family), family, "{r}");
+        assert_eq!(gpuledger::engine::classify::family(&family), family, "{r}");
     }
     for (key, claimed) in &claimed {
         assert!(*claimed <= spent[key] + 1e-6, "{key:?}: {claimed} claimed of {} spent", spent[key]);
@@ -750,13 +785,16 @@ async fn column_headings_sort_the_tables_in_the_url_and_links_follow_their_rows(
 #[tokio::test]
 async fn a_long_table_is_paged_in_the_url_and_its_downloads_hold_every_row() {
     let app = crate::app::TestApp::demo().await;
+    // The pods of the CronJob that runs most often (a row of the workload view each run).
+    let table = "/costs?period=2026-10&group=pod&namespace=internal-ml&workload=etl";
+    let escaped = table.replace('&', "&#38;");
     let names = |json: &serde_json::Value| -> Vec<String> {
         let rows = json["costs"]["rows"].as_array().unwrap();
-        rows.iter().map(|r| r["namespace_workload"].as_str().unwrap().to_string()).collect()
+        rows.iter().map(|r| r["pod"].as_str().unwrap().to_string()).collect()
     };
-    let all = names(&app.json("/costs?period=2026-10&group=workload&format=json").await);
+    let all = names(&app.json(&format!("{table}&format=json")).await);
     let pages = all.len().div_ceil(100);
-    assert!(pages >= 3, "the demo's October has {} workloads: too few to page", all.len());
+    assert!(pages >= 3, "internal-ml/etl ran {} pods in the demo's October: too few to page", all.len());
     // The first cell of each body row.
     let shown = |page: &str| -> Vec<String> {
         let body = page.split("<tbody>").nth(1).unwrap().split("</tbody>").next().unwrap();
@@ -769,52 +807,48 @@ async fn a_long_table_is_paged_in_the_url_and_its_downloads_hold_every_row() {
             })
             .collect()
     };
-    let first = app.page("/costs?period=2026-10&group=workload").await;
+    let first = app.page(table).await;
     let rows = shown(&first);
     let totals = rows.len() - 100;
     assert!(rows[..100] == all[..100], "the first page is the first 100 rows");
     assert!(
-        rows[100..].iter().any(|r| r == "Kubernetes total"),
+        rows[100..].iter().any(|r| r == "Workload total"),
         "the totals stay under the page: {:?}",
         &rows[100..]
     );
     let count = gpuledger::report::table::thousands(all.len() as f64, 0);
     assert!(first.contains(&format!("Rows 1–100 of {count}")), "{first}");
-    assert!(first.contains(r#"<a href="/costs?period=2026-10&#38;group=workload&#38;page=2" rel="next">"#));
+    assert!(first.contains(&format!(r#"<a href="{escaped}&#38;page=2" rel="next">"#)), "{first}");
     assert!(!first.contains("rel=\"prev\""), "no previous page before the first");
     // The second page starts at row 101; the last holds the rest and no next link.
-    let second = shown(&app.page("/costs?period=2026-10&group=workload&page=2").await);
+    let second = shown(&app.page(&format!("{table}&page=2")).await);
     assert_eq!(second[0], all[100]);
-    let last_page = app.page(&format!("/costs?period=2026-10&group=workload&page={pages}")).await;
+    let last_page = app.page(&format!("{table}&page={pages}")).await;
     assert_eq!(shown(&last_page).len() - totals, all.len() - (pages - 1) * 100);
     assert!(last_page.contains(&format!("Rows {}–{count} of {count}", (pages - 1) * 100 + 1)));
     assert!(!last_page.contains("rel=\"next\""));
     // Sorting orders every row first: page 2 of the largest first starts at the 101st largest.
-    let largest = app.json("/costs?period=2026-10&group=workload&sort=total_cost&format=json").await;
-    let second_sorted = shown(&app.page("/costs?period=2026-10&group=workload&sort=total_cost&page=2").await);
+    let largest = app.json(&format!("{table}&sort=total_cost&format=json")).await;
+    let second_sorted = shown(&app.page(&format!("{table}&sort=total_cost&page=2")).await);
     assert_eq!(second_sorted[0], names(&largest)[100]);
     // The page makes only the rows it shows, after ordering every row itself: each order gives
     // the rows the JSON twin (which orders the whole table) has in the same places.
-    for (sort, dir) in
-        [("total_cost", "desc"), ("gpu_cost", "asc"), ("namespace_workload", "desc"), ("net_cost", "desc")]
-    {
-        let query = format!("/costs?period=2026-10&group=workload&sort={sort}&dir={dir}");
+    for (sort, dir) in [("total_cost", "desc"), ("gpu_cost", "asc"), ("pod", "desc"), ("net_cost", "desc")] {
+        let query = format!("{table}&sort={sort}&dir={dir}");
         let whole = names(&app.json(&format!("{query}&format=json")).await);
         let page = shown(&app.page(&format!("{query}&page=2")).await);
         assert_eq!(page[..100], whole[100..200], "page 2 by {sort} {dir}");
     }
     // The downloads and the JSON twin hold every row, whatever page is shown.
-    let csv = app.fetch("/costs?period=2026-10&group=workload&page=2&format=csv", None).await.text();
+    let csv = app.fetch(&format!("{table}&page=2&format=csv"), None).await.text();
     let csv_rows = csv.lines().filter(|l| !l.is_empty() && !l.starts_with('#')).count();
     assert_eq!(csv_rows, 1 + all.len() + totals, "header, every row and the totals");
     // A page past the last shows the last (a link shared with a user who sees fewer rows still
     // answers); a page that is not a whole number from 1 is refused.
-    let past = app.page(&format!("/costs?period=2026-10&group=workload&page={}", pages + 1)).await;
+    let past = app.page(&format!("{table}&page={}", pages + 1)).await;
     assert_eq!(shown(&past), shown(&last_page));
     for page in ["0", "-1", "two"] {
-        let refused = app
-            .fetch(&format!("/costs?period=2026-10&group=workload&page={page}"), Some("application/json"))
-            .await;
+        let refused = app.fetch(&format!("{table}&page={page}"), Some("application/json")).await;
         assert_eq!(refused.status, axum::http::StatusCode::BAD_REQUEST, "page={page}");
         assert_eq!(refused.json()["parameter"], "page");
     }

@@ -210,7 +210,8 @@ where
                 .bind(namespace)
                 .bind(workload)
                 .bind(from)
-                .bind(to),
+                .bind(to)
+                .bind(format!("{workload}-")),
             CONTEXT,
         )
         .await

@@ -9,6 +9,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::*;
+use crate::engine::classify::family;
 use crate::report::rollup::{Report, RollupRange};
 use crate::report::table::{Cell, Nanos, Table, cell_order};
 
@@ -129,10 +130,15 @@ fn check_drill_down(filters: &Filters, range: &RollupRange, scoped: bool) -> Res
                 GROUPS.map(String::from).to_vec(),
             ));
         };
-        let workloads: std::collections::BTreeSet<&str> =
-            range.costs().filter(|c| c.namespace == namespace).map(|c| c.workload.as_str()).collect();
-        if !workloads.contains(workload) {
-            let choices = workloads.into_iter().map(String::from).collect();
+        // A workload's name, or a CronJob's (the family its runs make); the choices offered
+        // are the rows of the workload view.
+        let named = |c: &&crate::store::CostRollup| c.namespace == namespace;
+        let known =
+            range.costs().filter(named).any(|c| c.workload == workload || family(&c.workload) == workload);
+        if !known {
+            let families: std::collections::BTreeSet<&str> =
+                range.costs().filter(named).map(|c| family(&c.workload)).collect();
+            let choices = families.into_iter().map(String::from).collect();
             return Err(WebError::bad(
                 "workload",
                 format!("no workload {} in that namespace", echo(workload)),
@@ -236,19 +242,22 @@ fn grouped_costs(
     let cluster = filters.cluster.clone().filter(|c| !c.is_empty());
     let workloads = group == "workload";
     let mut by_key: HashMap<Key, [i64; 6]> = HashMap::new();
+    let mut folded = false;
     let chosen = range.costs().filter(|c| {
         namespace.as_ref().is_none_or(|n| &c.namespace == n)
             && cluster.as_ref().is_none_or(|k| &c.cluster == k)
     });
     for c in chosen {
         let key: Key = match group.as_str() {
-            "workload" => (&c.namespace, &c.workload),
+            // A CronJob's runs (some 80,000 Jobs in a churny month) are one row.
+            "workload" => (&c.namespace, family(&c.workload)),
             "team" => (&c.team, ""),
             "client" => (&c.client, ""),
             "cluster" => (&c.cluster, ""),
             "account" => (&c.account, ""),
             _ => (&c.namespace, ""),
         };
+        folded |= workloads && key.1.len() != c.workload.len();
         let s = by_key.entry(key).or_default();
         s[0] += c.split_cost_nanos;
         s[1] += c.unused_cost_nanos;
@@ -256,6 +265,13 @@ fn grouped_costs(
         s[3] += c.public_on_demand_cost_nanos;
         s[4] += c.gpu_cost_nanos;
         s[5] += c.idle_gpu_cost_nanos;
+    }
+    if folded {
+        notes.push(
+            "A CronJob's runs (Jobs named after it and their schedule) are one row under the CronJob's name; \
+             its pods list every run, and `gpuledger report workloads` each Job."
+                .into(),
+        );
     }
     let mut sums: Vec<(Key, [i64; 6])> = by_key.into_iter().collect();
     let order = label_order(workloads);
@@ -382,13 +398,19 @@ async fn pod_costs(
     use crate::store::PodCost;
     let cluster = filters.cluster.clone().filter(|c| !c.is_empty());
     let mut pods: BTreeMap<[String; 5], PodCost> = BTreeMap::new();
+    // The Jobs of a CronJob asked for by its name.
+    let mut runs = std::collections::BTreeSet::new();
     for (rollups, _) in &range.parts {
         let Ok(period) = rollups.period.period.parse::<Period>() else { continue };
         let (from, to) = (range.from.max(period.start()), range.to.min(period.end()));
         for pod in state.store.pod_costs(&rollups.period.period, namespace, workload, from, to).await? {
             let other_account = range.account.as_ref().is_some_and(|a| a != &pod.account);
-            if other_account || cluster.as_ref().is_some_and(|c| c != &pod.cluster) {
+            let other_workload = pod.workload != workload && family(&pod.workload) != workload;
+            if other_workload || other_account || cluster.as_ref().is_some_and(|c| c != &pod.cluster) {
                 continue;
+            }
+            if pod.workload != workload {
+                runs.insert(pod.workload.clone());
             }
             let option = pod.purchase_option.to_string();
             let key = [&pod.pod, &pod.cluster, &pod.node, &pod.instance_type, &option].map(String::clone);
@@ -427,7 +449,14 @@ async fn pod_costs(
             .collect(),
         rows,
     };
-    let caption = format!("Pods of {namespace}/{workload} (the total links back to {namespace}'s workloads)");
+    let caption = match runs.len() {
+        0 => format!("Pods of {namespace}/{workload} (the total links back to {namespace}'s workloads)"),
+        n => format!(
+            "Pods of {namespace}/{workload}, {} runs of a CronJob (the total links back to {namespace}'s \
+             workloads)",
+            crate::report::table::thousands(n as f64, 0)
+        ),
+    };
     Ok((caption, table, links))
 }
 
