@@ -482,8 +482,10 @@ async fn costs_drill_down_to_pods_filter_by_cluster_and_download_as_xlsx_clients
         let row = workloads.iter().find(|r| r["namespace_workload"] == key.as_str()).unwrap();
         close(row["total_cost"].amount(), t["total_cost"].amount(), key);
     }
-    // The CronJob with the most runs drills down to the pods of every run, and they add up to
-    // its row; one of its Jobs, named as the bill names it, to that Job's pods alone.
+    // The CronJob with the most runs drills down to its runs, each to the cent against truth,
+    // and they add up to its row; its pods (every run's) add up to it too; one of its Jobs,
+    // named as the bill names it, drills down to that Job's pods alone, the way back passing
+    // the CronJob's runs.
     // A run is a Job named `cronjob-<schedule>`.
     let runs_of = |family: &str| {
         let prefix = format!("{family}-");
@@ -494,6 +496,18 @@ async fn costs_drill_down_to_pods_filter_by_cluster_and_download_as_xlsx_clients
         families.keys().map(|k| (k.clone(), runs_of(k))).max_by_key(|(_, runs)| runs.len()).unwrap();
     assert!(runs.len() > 1, "{family} ran {} times", runs.len());
     let (namespace, cronjob) = family.split_once('/').unwrap();
+    let runs_view = format!("/costs?period=2026-10&group=workload&namespace={namespace}&workload={cronjob}");
+    let (_, body) = get(&state, &format!("{runs_view}&format=json")).await;
+    let run_rows = rows_of(&body);
+    assert_eq!(run_rows.len(), runs.len(), "one row per run");
+    for (key, t) in &runs {
+        let row = run_rows.iter().find(|r| r["namespace_workload"] == key.as_str()).unwrap();
+        close(row["total_cost"].amount(), t["total_cost"].amount(), key);
+    }
+    let sum: f64 = run_rows.iter().map(|r| r["total_cost"].amount()).sum();
+    close(sum, families[&family]["total_cost"].amount(), "a CronJob's runs add up to its row");
+    let (_, html) = get(&state, "/costs?period=2026-10&group=workload").await;
+    assert!(html.contains(&runs_view.replace('&', "&#38;")), "the CronJob's row links to its runs");
     let pods_of =
         |workload: &str| format!("/costs?period=2026-10&group=pod&namespace={namespace}&workload={workload}");
     let (status, body) = get(&state, &format!("{}&format=json", pods_of(cronjob))).await;
@@ -511,6 +525,9 @@ async fn costs_drill_down_to_pods_filter_by_cluster_and_download_as_xlsx_clients
     assert!(one_run.iter().all(|p| p["pod"].as_str().unwrap().starts_with(&format!("{job}-"))));
     let sum: f64 = one_run.iter().map(|p| p["total_cost"].amount()).sum();
     close(sum, job_truth["total_cost"].amount(), "one run's pods add up to that Job");
+    let (_, html) = get(&state, &pods_of(job)).await;
+    let crumb = format!(r#"<a href="{}">{cronjob}</a>"#, runs_view.replace('&', "&#38;"));
+    assert!(html.contains(&crumb), "{crumb} on the way back from a run's pods");
     let (_, html) = get(&state, "/costs?period=2026-10&group=workload").await;
     let (key, expected) = families
         .iter()

@@ -2,7 +2,7 @@
 //! account, reconciled to the bill, drilling down to workloads and pods; the bill per usage
 //! account beside it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
@@ -14,7 +14,8 @@ use crate::report::rollup::{Report, RollupRange};
 use crate::report::table::{Cell, Nanos, Table, cell_order};
 
 /// Costs (finance): grouped by namespace, workload, team, client or cluster, reconciled to
-/// the bill; a namespace drills down to its workloads and a workload to its pods.
+/// the bill; a namespace drills down to its workloads, a CronJob to its runs (Jobs) and a
+/// workload to its pods.
 pub async fn costs(
     State(state): State<AppState>,
     axum::Extension(viewer): axum::Extension<crate::web::Viewer>,
@@ -122,14 +123,18 @@ fn check_drill_down(filters: &Filters, range: &RollupRange, scoped: bool) -> Res
             ));
         }
     }
-    if group == Some("pod") {
-        let (Some(namespace), Some(workload)) = (namespace, given(&filters.workload)) else {
-            return Err(WebError::bad(
-                "group",
-                "group=pod needs a namespace and a workload",
-                GROUPS.map(String::from).to_vec(),
-            ));
-        };
+    let workload = given(&filters.workload);
+    if group == Some("pod") && (namespace.is_none() || workload.is_none()) {
+        return Err(WebError::bad(
+            "group",
+            "group=pod needs a namespace and a workload",
+            GROUPS.map(String::from).to_vec(),
+        ));
+    }
+    // A workload's pods, or a CronJob's runs.
+    if matches!(group, Some("pod" | "workload"))
+        && let (Some(namespace), Some(workload)) = (namespace, workload)
+    {
         // A workload's name, or a CronJob's (the family its runs make); the choices offered
         // are the rows of the workload view.
         let named = |c: &&crate::store::CostRollup| c.namespace == namespace;
@@ -149,16 +154,25 @@ fn check_drill_down(filters: &Filters, range: &RollupRange, scoped: bool) -> Res
     Ok(())
 }
 
-/// The way down to a namespace's workloads or a workload's pods: Costs by namespace (the same
-/// range, cluster and account), the namespace, the workload. Empty at the top level.
+/// The way down to a namespace's workloads, a CronJob's runs or a workload's pods: Costs by
+/// namespace (the same range, cluster and account), the namespace, a run's CronJob, the
+/// workload. Empty at the top level.
 fn crumbs(filters: &Filters, range: &RollupRange) -> Vec<(String, Option<String>)> {
     let Some(namespace) = given(&filters.namespace) else { return Vec::new() };
     let mut crumbs = vec![("Costs by namespace".to_string(), Some(costs_base(filters, range)))];
-    match given(&filters.workload).filter(|_| given(&filters.group) == Some("pod")) {
-        Some(workload) => crumbs.extend([
-            (namespace.to_string(), Some(costs_link(filters, range, "workload", namespace, None))),
-            (workload.to_string(), None),
-        ]),
+    let group = given(&filters.group);
+    match given(&filters.workload).filter(|_| matches!(group, Some("pod" | "workload"))) {
+        Some(workload) => {
+            crumbs
+                .push((namespace.to_string(), Some(costs_link(filters, range, "workload", namespace, None))));
+            // A run's pods: the way back passes its CronJob's runs.
+            let cronjob = family(workload);
+            if group == Some("pod") && cronjob != workload {
+                let runs = costs_link(filters, range, "workload", namespace, Some(cronjob));
+                crumbs.push((cronjob.to_string(), Some(runs)));
+            }
+            crumbs.push((workload.to_string(), None));
+        }
         None => crumbs.push((namespace.to_string(), None)),
     }
     crumbs
@@ -241,14 +255,19 @@ fn grouped_costs(
     let namespace = filters.namespace.clone().filter(|n| !n.is_empty());
     let cluster = filters.cluster.clone().filter(|c| !c.is_empty());
     let workloads = group == "workload";
+    // A namespace's workload named too: a CronJob, whose runs are then the rows.
+    let runs_of = given(&filters.workload).filter(|_| workloads && namespace.is_some());
     let mut by_key: HashMap<Key, [i64; 6]> = HashMap::new();
-    let mut folded = false;
+    // The CronJobs whose rows sum more than one workload.
+    let mut folded: HashSet<Key> = HashSet::new();
     let chosen = range.costs().filter(|c| {
         namespace.as_ref().is_none_or(|n| &c.namespace == n)
             && cluster.as_ref().is_none_or(|k| &c.cluster == k)
+            && runs_of.is_none_or(|w| c.workload == w || family(&c.workload) == w)
     });
     for c in chosen {
         let key: Key = match group.as_str() {
+            "workload" if runs_of.is_some() => (&c.namespace, &c.workload),
             // A CronJob's runs (some 80,000 Jobs in a churny month) are one row.
             "workload" => (&c.namespace, family(&c.workload)),
             "team" => (&c.team, ""),
@@ -257,7 +276,9 @@ fn grouped_costs(
             "account" => (&c.account, ""),
             _ => (&c.namespace, ""),
         };
-        folded |= workloads && key.1.len() != c.workload.len();
+        if workloads && key.1.len() != c.workload.len() {
+            folded.insert(key);
+        }
         let s = by_key.entry(key).or_default();
         s[0] += c.split_cost_nanos;
         s[1] += c.unused_cost_nanos;
@@ -266,10 +287,10 @@ fn grouped_costs(
         s[4] += c.gpu_cost_nanos;
         s[5] += c.idle_gpu_cost_nanos;
     }
-    if folded {
+    if !folded.is_empty() {
         notes.push(
             "A CronJob's runs (Jobs named after it and their schedule) are one row under the CronJob's name; \
-             its pods list every run, and `gpuledger report workloads` each Job."
+             it links to its runs, each run to its pods (`gpuledger report workloads` lists each Job)."
                 .into(),
         );
     }
@@ -293,6 +314,9 @@ fn grouped_costs(
     let base = costs_base(filters, range);
     let link = |(value, workload): &Key| match group.as_str() {
         "namespace" => Some(drill_link(&base, "workload", value, None)),
+        "workload" if folded.contains(&(*value, *workload)) => {
+            Some(drill_link(&base, "workload", value, Some(workload)))
+        }
         "workload" => Some(drill_link(&base, "pod", value, Some(workload))),
         _ => None,
     };
@@ -358,13 +382,16 @@ fn grouped_costs(
     if let Some(account) = &range.account {
         scope.push_str(&format!(" in account {account}"));
     }
-    let caption = match &namespace {
-        Some(n) => format!("Workloads of {n}{scope}"),
-        None if scope.is_empty() => format!("Kubernetes cost by {group}, reconciled to the bill"),
-        None if cluster_chosen.is_none() => {
+    let caption = match (&namespace, runs_of) {
+        (Some(n), Some(cronjob)) => {
+            format!("Runs of {n}/{cronjob}{scope}, each a Job named after the CronJob")
+        }
+        (Some(n), None) => format!("Workloads of {n}{scope}"),
+        (None, _) if scope.is_empty() => format!("Kubernetes cost by {group}, reconciled to the bill"),
+        (None, _) if cluster_chosen.is_none() => {
             format!("Kubernetes cost by {group}{scope}, reconciled to its bill")
         }
-        None => format!("Kubernetes cost by {group}{scope}"),
+        (None, _) => format!("Kubernetes cost by {group}{scope}"),
     };
     let title = caption.split(',').next().unwrap_or(&caption);
     let chart = charts::stacked_bars(title, "USD", &["split cost (used)", "unused cost"], "", &bars);
