@@ -790,7 +790,10 @@ impl World {
                 // and kept by the next pod of the slot (the same name, a new UID).
                 "StatefulSet" => (workload.name.to_string(), format!("{}-{}", workload.name, ordinal)),
                 _ => {
-                    let job = format!("{}-{}", workload.name, 29_000_000 + cursor / 60 + i64::from(slot));
+                    // A CronJob names each run by its scheduled time in minutes since the Unix
+                    // epoch (the slot apart, for runs of one minute): unique across months.
+                    let minute = (self.period.start() + cursor) / 60 + i64::from(slot);
+                    let job = format!("{}-{minute}", workload.name);
                     let name = format!("{job}-{}", name_rng.suffix(5));
                     (job, name)
                 }
