@@ -502,7 +502,8 @@ impl PeriodBuilder {
         // A pod's every row names it by the same ARN (its uid makes it unique): the tags
         // are read and the pod resolved once per pod and instance, not once per row.
         let arn = c.text(Col::LineItemResourceId, row);
-        let known = if arn.contains('/') {
+        let has_arn = arn.contains('/');
+        let known = if has_arn {
             self.pod_by_arn.get(arn).and_then(|on| on.iter().find(|(i, _)| *i == instance)).map(|(_, id)| *id)
         } else {
             None
@@ -511,7 +512,7 @@ impl PeriodBuilder {
             Some(pod_id) => pod_id,
             None => {
                 let pod_id = self.resolve_pod(c, row, arn, instance, hour)?;
-                if arn.contains('/') {
+                if has_arn {
                     self.pod_by_arn.entry(arn.into()).or_default().push((instance, pod_id));
                 }
                 pod_id
@@ -548,11 +549,14 @@ impl PeriodBuilder {
     fn add_pod_sum(&mut self, key: (u32, i64), amount: f64) {
         match &mut self.pod_sum_run {
             Some((running, sum)) if *running == key => *sum += amount,
-            run => {
-                if let Some((done, sum)) = run.replace((key, amount)) {
-                    *self.pod_sums.entry(done).or_default() += sum;
-                }
-            }
+            _ => self.flush_pod_sum_run(Some((key, amount))),
+        }
+    }
+
+    /// Adds the running sum to its instance-hour's and starts `next` (none at the end).
+    fn flush_pod_sum_run(&mut self, next: Option<((u32, i64), f64)>) {
+        if let Some((done, sum)) = std::mem::replace(&mut self.pod_sum_run, next) {
+            *self.pod_sums.entry(done).or_default() += sum;
         }
     }
 
@@ -619,9 +623,7 @@ impl PeriodBuilder {
                 )
             })
         };
-        if let Some((key, sum)) = self.pod_sum_run.take() {
-            *self.pod_sums.entry(key).or_default() += sum;
-        }
+        self.flush_pod_sum_run(None);
         let mut disagreements = Vec::new();
         let mut disagreeing = 0;
         let mut note = |instance_id: &str, hour: i64, instance_amortized: f64, pods: f64| {
