@@ -427,12 +427,17 @@ async fn pod_costs(
     let mut pods: BTreeMap<[String; 5], PodCost> = BTreeMap::new();
     // The Jobs of a CronJob asked for by its name.
     let mut runs = std::collections::BTreeSet::new();
+    // Only workloads the viewer's rollups hold: a CronJob's runs are matched by name, and a
+    // scoped viewer's rollups hold only their clients' runs.
+    let visible: HashSet<&str> =
+        range.costs().filter(|c| c.namespace == namespace).map(|c| c.workload.as_str()).collect();
     for (rollups, _) in &range.parts {
         let Ok(period) = rollups.period.period.parse::<Period>() else { continue };
         let (from, to) = (range.from.max(period.start()), range.to.min(period.end()));
         for pod in state.store.pod_costs(&rollups.period.period, namespace, workload, from, to).await? {
             let other_account = range.account.as_ref().is_some_and(|a| a != &pod.account);
-            let other_workload = pod.workload != workload && family(&pod.workload) != workload;
+            let other_workload = (pod.workload != workload && family(&pod.workload) != workload)
+                || !visible.contains(pod.workload.as_str());
             if other_workload || other_account || cluster.as_ref().is_some_and(|c| c != &pod.cluster) {
                 continue;
             }
