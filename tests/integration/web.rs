@@ -1140,3 +1140,15 @@ async fn a_month_in_progress_matches_its_truth_and_the_overview_says_so() {
     let (_, september) = get(&state, "/?period=2026-09&format=json").await;
     assert!(json(&september).get("in_progress").is_none());
 }
+
+/// Alerts are listed as they fired, not by month: their page has no month picker, dates or
+/// quick ranges (a report page has them), and keeps its JSON twin.
+#[tokio::test]
+async fn the_alerts_page_has_no_month_picker() {
+    let app = crate::app::TestApp::demo().await;
+    let alerts = app.page("/alerts").await;
+    assert!(!alerts.contains(r#"id="period""#) && !alerts.contains("Quick ranges"), "{alerts}");
+    assert!(alerts.contains(r#"href="/alerts?format=json""#), "{alerts}");
+    let costs = app.page("/costs").await;
+    assert!(costs.contains(r#"id="period""#) && costs.contains("Quick ranges"));
+}

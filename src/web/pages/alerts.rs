@@ -17,6 +17,8 @@ pub async fn alerts(
 ) -> Result<Response, WebError> {
     let view = resolve(&state, &viewer, &filters).await?;
     let mut content = Content::new("Alerts", "alerts", "/alerts");
+    // Alerts are listed as they fired, not by month: no month picker.
+    content.ranged = false;
     let alerts = state.store.alerts().await?;
     let firing = alerts.iter().filter(|a| a.state == "firing").count();
     content.notes.push(if alerts.is_empty() {

@@ -240,6 +240,9 @@ fn delta_text(change: f64, magnitude: String, better: Better) -> (String, &'stat
 pub struct ReportPage {
     pub title: String,
     pub active: &'static str,
+    /// Whether the page shows a range of the bill (the month picker, dates and presets); the
+    /// alerts are not by month.
+    pub ranged: bool,
     pub label: String,
     pub periods: Vec<String>,
     pub selected: String,
@@ -283,6 +286,8 @@ pub(super) struct Content {
     clusters: Vec<String>,
     /// Whether the page offers the account filter (Costs, Clients, GPUs).
     pub(super) account_filter: bool,
+    /// Whether the page shows a range of the bill, and so the range picker (all but Alerts).
+    pub(super) ranged: bool,
     /// The way down to a drill-down (name, link), ending with the page itself (no link);
     /// empty on a top-level page.
     pub(super) crumbs: Vec<(String, Option<String>)>,
@@ -312,6 +317,7 @@ impl Content {
             json: Map::new(),
             clusters: Vec::new(),
             account_filter: false,
+            ranged: true,
             crumbs: Vec::new(),
             window: None,
         }
@@ -566,7 +572,8 @@ async fn render_answer(
             let page = ReportPage {
                 title: content.title,
                 active: content.active,
-                label: label.clone(),
+                ranged: content.ranged,
+                label: if content.ranged { label.clone() } else { String::new() },
                 periods: computed.iter().rev().map(|r| r.period.period.clone()).collect(),
                 // A range of days shows its dates and "custom range" as the month; a month shows
                 // empty dates, so picking another month is never overridden by stale ones.
