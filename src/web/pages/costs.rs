@@ -138,8 +138,7 @@ fn check_drill_down(filters: &Filters, range: &RollupRange, scoped: bool) -> Res
         // A workload's name, or a CronJob's (the family its runs make); the choices offered
         // are the rows of the workload view.
         let named = |c: &&crate::store::CostRollup| c.namespace == namespace;
-        let known =
-            range.costs().filter(named).any(|c| c.workload == workload || family(&c.workload) == workload);
+        let known = range.costs().filter(named).any(|c| named_or_run_of(&c.workload, workload));
         if !known {
             let families: std::collections::BTreeSet<&str> =
                 range.costs().filter(named).map(|c| family(&c.workload)).collect();
@@ -152,6 +151,11 @@ fn check_drill_down(filters: &Filters, range: &RollupRange, scoped: bool) -> Res
         }
     }
     Ok(())
+}
+
+/// Whether `workload` is the one `asked` for, or a run of the CronJob of that name.
+fn named_or_run_of(workload: &str, asked: &str) -> bool {
+    workload == asked || family(workload) == asked
 }
 
 /// The way down to a namespace's workloads, a CronJob's runs or a workload's pods: Costs by
@@ -258,12 +262,12 @@ fn grouped_costs(
     // A namespace's workload named too: a CronJob, whose runs are then the rows.
     let runs_of = given(&filters.workload).filter(|_| workloads && namespace.is_some());
     let mut by_key: HashMap<Key, [i64; 6]> = HashMap::new();
-    // The CronJobs whose rows sum more than one workload.
+    // The CronJobs whose row sums runs (Jobs named after them).
     let mut folded: HashSet<Key> = HashSet::new();
     let chosen = range.costs().filter(|c| {
         namespace.as_ref().is_none_or(|n| &c.namespace == n)
             && cluster.as_ref().is_none_or(|k| &c.cluster == k)
-            && runs_of.is_none_or(|w| c.workload == w || family(&c.workload) == w)
+            && runs_of.is_none_or(|w| named_or_run_of(&c.workload, w))
     });
     for c in chosen {
         let key: Key = match group.as_str() {
@@ -436,8 +440,8 @@ async fn pod_costs(
         let (from, to) = (range.from.max(period.start()), range.to.min(period.end()));
         for pod in state.store.pod_costs(&rollups.period.period, namespace, workload, from, to).await? {
             let other_account = range.account.as_ref().is_some_and(|a| a != &pod.account);
-            let other_workload = (pod.workload != workload && family(&pod.workload) != workload)
-                || !visible.contains(pod.workload.as_str());
+            let other_workload =
+                !named_or_run_of(&pod.workload, workload) || !visible.contains(pod.workload.as_str());
             if other_workload || other_account || cluster.as_ref().is_some_and(|c| c != &pod.cluster) {
                 continue;
             }
