@@ -709,6 +709,31 @@ pub struct CurArgs {
     /// Seconds to wait for S3 to connect, answer, or send the next bytes of a file.
     #[arg(long, env = "GPULEDGER_S3_TIMEOUT_SECONDS", default_value_t = 30)]
     pub s3_timeout: u64,
+    /// Where the split rows are aggregated: `local` (this process reads every row) or `spark`
+    /// (a Spark Connect server reads the export's files and hands back pods, pod-hours and
+    /// the other lines; the stored period is the same).
+    #[arg(long, value_enum, default_value = "local", env = "GPULEDGER_CUR_ENGINE")]
+    pub engine: CurEngine,
+    /// The Spark Connect server for `--engine spark`: sc://HOST:PORT (add `/;use_ssl=true`
+    /// for TLS). Spark must be able to write a folder gpuledger reads (the same machine or a
+    /// shared file system).
+    #[arg(long, env = "GPULEDGER_SPARK_REMOTE", default_value = "sc://127.0.0.1:15002")]
+    pub spark_remote: String,
+    /// A bearer token for a managed Spark Connect endpoint (sent only over TLS or to this
+    /// machine; never printed).
+    #[arg(long, env = "GPULEDGER_SPARK_TOKEN", hide_env_values = true)]
+    pub spark_token: Option<String>,
+    /// The scheme Spark reads s3:// data files with (`s3a` for open-source Spark's Hadoop S3
+    /// connector; EMR and Databricks read s3:// as it is).
+    #[arg(long, env = "GPULEDGER_SPARK_S3_SCHEME")]
+    pub spark_s3_scheme: Option<String>,
+}
+
+/// Where `ingest cur` aggregates the split rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CurEngine {
+    Local,
+    Spark,
 }
 
 #[derive(Debug, Subcommand)]

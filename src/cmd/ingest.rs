@@ -15,6 +15,7 @@ use crate::sources::cost_explorer::CeOptions;
 use crate::sources::objects::S3Options;
 use crate::sources::prometheus::api::ApiOptions;
 use crate::sources::prometheus::{LabelOverrides, MetricNames, Role};
+use crate::sources::spark::SparkOptions;
 use crate::store;
 
 /// Runs one ingest and the computes it calls for.
@@ -30,6 +31,11 @@ pub(super) async fn run(store: &dyn store::Store, command: IngestCommand) -> any
                     endpoint_url: args.endpoint_url,
                     timeout: std::time::Duration::from_secs(args.s3_timeout.max(1)),
                 },
+                spark: (args.engine == crate::cli::CurEngine::Spark).then(|| SparkOptions {
+                    remote: args.spark_remote,
+                    token: args.spark_token,
+                    s3_scheme: args.spark_s3_scheme,
+                }),
             };
             run_cur_ingest(store, &options).await
         }

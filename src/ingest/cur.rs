@@ -180,13 +180,15 @@ pub struct PeriodBuilder {
     last_parent: (String, u32),
     /// Σ (split + unused) of the instance-hour the last split rows belong to, not yet added
     /// to `pod_sums` (one map update per run of rows, not per row).
-    pod_sum_run: Option<((u32, i64), f64)>,
+    pod_sum_run: Option<((u32, i64), i128)>,
     /// Facts (and new pods) read but not yet handed to the store.
     pending: FactBatch,
     allocated_nanos: i128,
     /// Keyed by (interned instance id, hour).
     instances: HashMap<(u32, i64), InstanceBuilder>,
-    pod_sums: HashMap<(u32, i64), f64>,
+    /// Σ (split + unused) of each instance-hour's pods, nano-dollars (the same sums whatever
+    /// order the rows come in).
+    pod_sums: HashMap<(u32, i64), i128>,
     /// Keyed by (day, interned service, line type, usage type, account, cluster, tags).
     other: BTreeMap<(i64, [u32; 6]), (i128, i128, f64)>,
     /// Keyed by interned (billing entity, invoice, account, service, line type) and category.
@@ -522,8 +524,8 @@ impl PeriodBuilder {
         let net = |column: Col, gross: f64| -> Result<f64, CurError> {
             Ok(c.number(column, row)?.filter(|v| *v > 0.0).unwrap_or(gross))
         };
-        self.add_pod_sum((instance, hour), split_cost + unused_cost);
         let (split_nanos, unused_nanos) = (nanos_from_usd(split_cost), nanos_from_usd(unused_cost));
+        self.add_pod_sum((instance, hour), i128::from(split_nanos) + i128::from(unused_nanos));
         self.allocated_nanos += i128::from(split_nanos) + i128::from(unused_nanos);
         self.pending.facts.push(FactRecord {
             pod_id,
@@ -544,9 +546,103 @@ impl PeriodBuilder {
         Ok(())
     }
 
+    /// Spark's pods (`--engine spark`), in pod-number order: each resolved to a pod exactly as
+    /// a split row is. Returns the store pod id and parent of each pod number.
+    pub fn add_spark_pods(&mut self, path: &Path, location: &str) -> Result<Vec<(i64, u32)>, CurError> {
+        let mut keys = Vec::new();
+        reader::read_file(path, location, |c| {
+            for row in 0..c.rows {
+                let parent = c.text(Col::SplitLineItemParentResourceId, row);
+                let instance = self.strings.id(parent);
+                let hour = c.epoch_seconds(Col::LineItemUsageStartDate, row)?;
+                let pod_id =
+                    self.resolve_pod(c, row, c.text(Col::LineItemResourceId, row), instance, hour)?;
+                keys.push((pod_id, instance));
+            }
+            Ok(())
+        })?;
+        Ok(keys)
+    }
+
+    /// Spark's pod-hours (`--engine spark`): one fact per pod, hour and resource, as the split
+    /// rows would have made (costs already in nano-dollars).
+    pub fn add_spark_pod_hours(
+        &mut self,
+        path: &Path,
+        location: &str,
+        pods: &[(i64, u32)],
+        progress: &indicatif::ProgressBar,
+        emit: &mut dyn FnMut(FactBatch) -> bool,
+    ) -> Result<(), CurError> {
+        use crate::sources::spark::{MONEY, RESOURCES};
+        use polars::prelude::{ParquetReader, SerReader};
+        let unreadable =
+            |e: polars::prelude::PolarsError| invalid(location, format!("Spark's pod-hours: {e}"));
+        let file = std::fs::File::open(path).map_err(|e| invalid(location, e))?;
+        let frame = ParquetReader::new(file).finish().map_err(unreadable)?;
+        let integers = |name: &str| -> Result<Vec<Option<i64>>, CurError> {
+            let column = frame.column(name).map_err(unreadable)?;
+            Ok(column.i64().map_err(unreadable)?.iter().collect())
+        };
+        let keys = integers("gl_pod_key")?;
+        let hours = integers("hour")?;
+        let mut columns = Vec::new();
+        for resource in RESOURCES {
+            let usage = frame.column(&format!("{}_usage", resource.as_str())).map_err(unreadable)?;
+            let usage: Vec<Option<f64>> = usage.f64().map_err(unreadable)?.iter().collect();
+            let mut money = Vec::new();
+            for name in MONEY {
+                money.push(integers(&format!("{}_{name}", resource.as_str()))?);
+            }
+            columns.push((resource, usage, money));
+        }
+        for row in 0..frame.height() {
+            let (Some(key), Some(hour)) = (keys[row], hours[row]) else {
+                return Err(invalid(location, format!("row {}: no pod number or hour", row + 1)));
+            };
+            let Some(&(pod_id, instance)) = usize::try_from(key).ok().and_then(|k| pods.get(k)) else {
+                return Err(invalid(
+                    location,
+                    format!("row {}: pod number {key} is not among Spark's pods", row + 1),
+                ));
+            };
+            for (resource, usage, money) in &columns {
+                let Some(split_usage) = usage[row] else { continue };
+                let nanos = |i: usize| -> i64 { money[i][row].unwrap_or(0) };
+                let (split, unused) = (nanos(0), nanos(1));
+                self.add_pod_sum((instance, hour), i128::from(split) + i128::from(unused));
+                self.allocated_nanos += i128::from(split) + i128::from(unused);
+                self.pending.facts.push(FactRecord {
+                    pod_id,
+                    hour,
+                    resource: resource.as_str(),
+                    split_usage,
+                    split_cost_nanos: split,
+                    unused_cost_nanos: unused,
+                    net_split_cost_nanos: nanos(2),
+                    net_unused_cost_nanos: nanos(3),
+                    public_on_demand_split_cost_nanos: nanos(4),
+                    public_on_demand_unused_cost_nanos: nanos(5),
+                });
+            }
+            if self.pending.facts.len() >= FACT_BATCH {
+                self.flush(emit)?;
+            }
+        }
+        progress.inc(frame.height() as u64);
+        Ok(())
+    }
+
+    /// The split rows Spark read and skipped (`--engine spark`).
+    pub fn add_spark_counts(&mut self, split_rows: u64, skipped: u64) {
+        self.rows += split_rows;
+        self.split_rows += split_rows;
+        self.split_rows_skipped += skipped;
+    }
+
     /// Adds to the pods' Σ (split + unused) of an instance-hour, through the running sum of
     /// the current run of rows.
-    fn add_pod_sum(&mut self, key: (u32, i64), amount: f64) {
+    fn add_pod_sum(&mut self, key: (u32, i64), amount: i128) {
         match &mut self.pod_sum_run {
             Some((running, sum)) if *running == key => *sum += amount,
             _ => self.flush_pod_sum_run(Some((key, amount))),
@@ -554,7 +650,7 @@ impl PeriodBuilder {
     }
 
     /// Adds the running sum to its instance-hour's and starts `next` (none at the end).
-    fn flush_pod_sum_run(&mut self, next: Option<((u32, i64), f64)>) {
+    fn flush_pod_sum_run(&mut self, next: Option<((u32, i64), i128)>) {
         if let Some((done, sum)) = std::mem::replace(&mut self.pod_sum_run, next) {
             *self.pod_sums.entry(done).or_default() += sum;
         }
@@ -624,23 +720,22 @@ impl PeriodBuilder {
             })
         };
         self.flush_pod_sum_run(None);
+        // Every disagreement is noted; the report keeps the first 20 by hour and instance (the
+        // same 20 whatever order the maps hold them in).
         let mut disagreements = Vec::new();
-        let mut disagreeing = 0;
         let mut note = |instance_id: &str, hour: i64, instance_amortized: f64, pods: f64| {
-            disagreeing += 1;
-            if disagreements.len() < 20 {
-                disagreements.push(Disagreement {
-                    instance_id: instance_id.to_string(),
-                    hour,
-                    instance_amortized,
-                    pods_split_plus_unused: pods,
-                });
-            }
+            disagreements.push(Disagreement {
+                instance_id: instance_id.to_string(),
+                hour,
+                instance_amortized,
+                pods_split_plus_unused: pods,
+            });
         };
         // Split rows whose parent line is not in the bill: their cost has no source.
+        let dollars = |nanos: i128| nanos as f64 / 1e9;
         for (key, pods) in &self.pod_sums {
             if !self.instances.contains_key(key) {
-                note(self.strings.get(key.0), key.1, 0.0, *pods);
+                note(self.strings.get(key.0), key.1, 0.0, dollars(*pods));
             }
         }
         let mut with_pods = 0i64;
@@ -676,6 +771,7 @@ impl PeriodBuilder {
             }
             match self.pod_sums.get(&key) {
                 Some(&pods) => {
+                    let pods = dollars(pods);
                     with_pods += amortized_micros;
                     if (pods - builder.amortized).abs() > SPLIT_TOLERANCE * builder.amortized.abs().max(1e-6)
                     {
@@ -686,6 +782,9 @@ impl PeriodBuilder {
             }
             parents.insert(key, ([instance_type, gpu_model, account], builder.purchase_option));
         }
+        let disagreeing = disagreements.len() as u64;
+        disagreements.sort_by(|a, b| (a.hour, &a.instance_id).cmp(&(b.hour, &b.instance_id)));
+        disagreements.truncate(20);
         instance_hours.sort_by(|a, b| {
             (a.hour, &a.instance_id, a.purchase_option).cmp(&(b.hour, &b.instance_id, b.purchase_option))
         });

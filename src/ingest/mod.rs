@@ -18,6 +18,7 @@ use serde::Serialize;
 use crate::period::Period;
 use crate::sources::cur::{self as cur_source, CurError, Delivery};
 use crate::sources::objects::{ObjectError, ObjectStore, S3Options, S3Store};
+use crate::sources::spark::{self, SparkFile, SparkOptions};
 use crate::store::{
     CostPeriod, FactBatch, IngestOutcome, NewIngestRun, PeriodSource, PeriodTail, PodRecord, Store,
     StoreError,
@@ -49,6 +50,8 @@ pub struct CurIngestOptions {
     /// refused otherwise, because replacing a period with nothing wipes it.
     pub allow_empty: bool,
     pub s3: S3Options,
+    /// Aggregate the split rows on Spark (`--engine spark`); `None` reads every row here.
+    pub spark: Option<SparkOptions>,
 }
 
 /// The outcome of one billing period.
@@ -110,7 +113,7 @@ pub async fn ingest_cur(
                 &delivery.data_version,
             ))
             .await?;
-        match ingest_period(store, objects.as_ref(), &delivery, progress).await {
+        match ingest_period(store, objects.as_ref(), &delivery, options.spark.as_ref(), progress).await {
             Ok((result, rows_written)) => {
                 let reconciliation = result.reconciliation.as_ref();
                 store
@@ -174,6 +177,7 @@ async fn ingest_period(
     store: &dyn Store,
     objects: &dyn ObjectStore,
     delivery: &Delivery,
+    spark: Option<&SparkOptions>,
     progress: &indicatif::MultiProgress,
 ) -> Result<(PeriodResult, usize), IngestError> {
     let started = Instant::now();
@@ -182,10 +186,24 @@ async fn ingest_period(
     let scratch =
         cur::Scratch::new().map_err(|e| IngestError::Other(format!("creating a scratch folder: {e}")))?;
     // Fetch first: a manifest naming a missing file fails before any reading or writing.
+    // Spark reads the files where they lie: a local export's are only checked.
     let mut files = Vec::new();
+    let mut spark_files = Vec::new();
     for key in &delivery.data_files {
-        files.push((objects.local_copy(key, &scratch.dir).await?, objects.locate(key)));
+        let location = objects.locate(key);
+        match spark {
+            Some(_) if location.starts_with("s3://") => {
+                spark_files.push(SparkFile { uri: location.clone(), location })
+            }
+            Some(_) => {
+                let path = objects.local_copy(key, &scratch.dir).await?;
+                let uri = std::fs::canonicalize(&path).unwrap_or(path).display().to_string();
+                spark_files.push(SparkFile { uri, location });
+            }
+            None => files.push((objects.local_copy(key, &scratch.dir).await?, location)),
+        }
     }
+    let spark_job = spark.map(|options| (options.clone(), spark_files, scratch.dir.join("spark")));
     let bar = progress.add(indicatif::ProgressBar::new_spinner());
     bar.set_style(
         indicatif::ProgressStyle::with_template("{spinner} {msg} {human_pos} rows ({per_sec})")
@@ -203,6 +221,9 @@ async fn ingest_period(
         let mut builder = cur::PeriodBuilder::new(period, &version);
         for (path, location) in &files {
             builder.add_file(path, location, &reading_bar, &mut emit)?;
+        }
+        if let Some((options, files, out)) = &spark_job {
+            read_pushed_down(&mut builder, options, period, files, out, &reading_bar, &mut emit)?;
         }
         builder.flush(&mut emit)?;
         let read_seconds = started.elapsed().as_secs_f64();
@@ -238,6 +259,35 @@ async fn ingest_period(
         (Err(error), _) => Err(error.into()),
         (Ok(()), None) => Err(IngestError::Other("the reader finished without a result".into())),
     }
+}
+
+/// Runs the period's Spark job and reads what it wrote into the builder: the bill's other
+/// lines as a local export's, then the pods, then the pod-hours as facts.
+fn read_pushed_down(
+    builder: &mut cur::PeriodBuilder,
+    options: &SparkOptions,
+    period: Period,
+    files: &[SparkFile],
+    out: &std::path::Path,
+    bar: &indicatif::ProgressBar,
+    emit: &mut dyn FnMut(FactBatch) -> bool,
+) -> Result<(), CurError> {
+    let pushed = spark::run(options, period, files, out, bar)?;
+    bar.set_message(format!("{period}: reading Spark's output"));
+    let named =
+        |part: &str, path: &std::path::Path| format!("Spark's {part} of {period} ({})", path.display());
+    for path in &pushed.lines {
+        builder.add_file(path, &named("other lines", path), bar, emit)?;
+    }
+    let mut pods = Vec::new();
+    for path in &pushed.pods {
+        pods.extend(builder.add_spark_pods(path, &named("pods", path))?);
+    }
+    for path in &pushed.pod_hours {
+        builder.add_spark_pod_hours(path, &named("pod-hours", path), &pods, bar, emit)?;
+    }
+    builder.add_spark_counts(pushed.split_rows, pushed.split_rows_skipped);
+    Ok(())
 }
 
 /// What the reading thread hands back: the period's reconciliation, when reading ended, and

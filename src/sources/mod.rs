@@ -7,6 +7,7 @@ pub mod cost_explorer;
 pub mod cur;
 pub mod objects;
 pub mod prometheus;
+pub mod spark;
 
 /// The AWS SDK's shared configuration from the default chain (environment, profile, IRSA on
 /// EKS), with standard retries (`attempts`, backoff from `first_backoff`) and `timeout` for a

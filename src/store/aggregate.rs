@@ -16,7 +16,11 @@ const DAY: i64 = 86_400;
 /// Running sums over the facts seen so far.
 #[derive(Debug, Default)]
 pub(crate) struct FactAggregates {
-    days: HashMap<(i64, i64), PodDay>,
+    /// Each pod-day, with its GPU, vCPU and memory usage summed in integer nano-units: the
+    /// sums are the same whatever order the facts come in (a local read and a Spark job
+    /// deliver them in different orders). The pod-day's own usage fields hold only the
+    /// corrections made after summing (time-sliced GPUs) until [`FactAggregates::pod_days`].
+    days: HashMap<(i64, i64), (PodDay, [i128; 3])>,
     /// (pod, hour) → (GPU-hours, GPU cost, cost of every resource).
     hours: HashMap<(i64, i64), (f64, i64, i64)>,
 }
@@ -25,26 +29,26 @@ impl FactAggregates {
     pub(crate) fn add(&mut self, facts: &[FactRecord]) {
         for f in facts {
             let day = f.hour - f.hour.rem_euclid(DAY);
-            let d = self.days.entry((f.pod_id, day)).or_insert_with(|| PodDay {
-                pod_id: f.pod_id,
-                day,
-                ..PodDay::default()
-            });
+            let (d, usage) = self
+                .days
+                .entry((f.pod_id, day))
+                .or_insert_with(|| (PodDay { pod_id: f.pod_id, day, ..PodDay::default() }, [0; 3]));
             let cost = f.split_cost_nanos + f.unused_cost_nanos;
+            let nano_units = i128::from(crate::money::nanos_from_usd(f.split_usage));
             match f.resource {
                 "gpu" => {
-                    d.gpu_hours += f.split_usage;
+                    usage[0] += nano_units;
                     d.gpu_cost_nanos += cost;
                     d.gpu_split_nanos += f.split_cost_nanos;
                 }
                 "vcpu" => {
                     d.cpu_cost_nanos += cost;
                     d.cpu_split_nanos += f.split_cost_nanos;
-                    d.vcpu_hours += f.split_usage;
+                    usage[1] += nano_units;
                 }
                 _ => {
                     d.memory_cost_nanos += cost;
-                    d.memory_gb_hours += f.split_usage;
+                    usage[2] += nano_units;
                 }
             }
             d.split_cost_nanos += f.split_cost_nanos;
@@ -88,7 +92,7 @@ impl FactAggregates {
             let total = allocated[&(instance, hour)];
             if gpus > 0.0 && total > gpus + 1e-9 {
                 let shared = h.0 * gpus / total;
-                if let Some(day) = self.days.get_mut(&(pod, hour - hour.rem_euclid(DAY))) {
+                if let Some((day, _)) = self.days.get_mut(&(pod, hour - hour.rem_euclid(DAY))) {
                     day.gpu_hours -= h.0 - shared;
                 }
                 h.0 = shared;
@@ -189,7 +193,17 @@ impl FactAggregates {
 
     /// Pod-days in a stable order.
     pub(crate) fn pod_days(&self) -> Vec<PodDay> {
-        let mut days: Vec<PodDay> = self.days.values().cloned().collect();
+        let hours = |nano_units: i128| nano_units as f64 / 1e9;
+        let mut days: Vec<PodDay> = self
+            .days
+            .values()
+            .map(|(d, [gpu, vcpu, memory])| PodDay {
+                gpu_hours: hours(*gpu) + d.gpu_hours,
+                vcpu_hours: hours(*vcpu) + d.vcpu_hours,
+                memory_gb_hours: hours(*memory) + d.memory_gb_hours,
+                ..d.clone()
+            })
+            .collect();
         days.sort_by_key(|d| (d.pod_id, d.day));
         days
     }

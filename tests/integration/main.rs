@@ -18,6 +18,7 @@ mod prom_server;
 mod prometheus_rules;
 mod runs;
 mod s3;
+mod spark;
 mod store_story;
 mod usage_accounts;
 mod web;
