@@ -94,6 +94,9 @@ pub fn run(
         "SET spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS",
         // A tag listed twice keeps its last value, as the local reader's labels do.
         "SET spark.sql.mapKeyDedupPolicy=LAST_WIN",
+        // Output files of at most 200,000 rows: gpuledger reads one at a time, so its memory
+        // stays bounded whatever the month's size.
+        "SET spark.sql.files.maxRecordsPerFile=200000",
     ] {
         job.rows(setting)?;
     }
@@ -111,19 +114,30 @@ pub fn run(
     }
     let sql = JobSql::new(period, &schemas)?;
     let folder = |name: &str| out.join(name);
+    let started = std::time::Instant::now();
+    let mut step = started;
+    let mut timed = |what: &str| {
+        tracing::info!(period = %period, seconds = step.elapsed().as_secs_f64(), "Spark: {what}");
+        step = std::time::Instant::now();
+    };
     progress.set_message("Spark: checking and counting the split rows");
     job.rows(&sql.split_view())?;
     let checks = job.rows(&sql.checks())?;
     let (split_rows, split_rows_skipped) = refuse_bad_rows(period, &checks)?;
+    timed("split rows checked and counted");
     progress.set_message("Spark: numbering the pods");
     job.rows(&sql.pods_table())?;
     job.rows(&sql.write_pods(&path_text(&folder("pods"))?))?;
+    timed("pods numbered and written");
     progress.set_message("Spark: summing pod-hours");
     job.rows(&sql.write_pod_hours(&path_text(&folder("pod_hours"))?))?;
+    timed("pod-hours summed and written");
     progress.set_message("Spark: the bill's other lines");
     job.rows(&sql.write_lines(&path_text(&folder("lines"))?))?;
+    timed("other lines written");
     // Temporary views and the cached table go with the session; drop them now anyway.
     job.rows("UNCACHE TABLE IF EXISTS gl_pods")?;
+    tracing::info!(period = %period, seconds = started.elapsed().as_secs_f64(), "Spark: the job is done");
     Ok(PushedDown {
         lines: parts(&folder("lines"))?,
         pods: parts(&folder("pods"))?,
@@ -168,7 +182,7 @@ fn integer(row: &Row, index: usize) -> i64 {
     row.get(index).and_then(Value::as_i64).unwrap_or(0)
 }
 
-/// The Parquet part files Spark wrote into `folder`, in name order (the order of the rows).
+/// The Parquet part files Spark wrote into `folder`, in the order of their rows.
 fn parts(folder: &Path) -> Result<Vec<PathBuf>, CurError> {
     let location = folder.display().to_string();
     let entries = std::fs::read_dir(folder).map_err(|e| {
@@ -183,7 +197,8 @@ fn parts(folder: &Path) -> Result<Vec<PathBuf>, CurError> {
         .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("part-")))
         .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
         .collect();
-    files.sort();
+    // Spark numbers a partition's files `c000`, `c001`, …, `c1000`: shorter names first.
+    files.sort_by_key(|p| (p.as_os_str().len(), p.clone()));
     Ok(files)
 }
 
