@@ -31,7 +31,7 @@ pub(super) async fn run(store: &dyn store::Store, command: IngestCommand) -> any
                     endpoint_url: args.endpoint_url,
                     timeout: std::time::Duration::from_secs(args.s3_timeout.max(1)),
                 },
-                spark: (args.engine == crate::cli::CurEngine::Spark).then(|| SparkOptions {
+                spark: (args.engine == crate::cli::CurEngine::Spark).then_some(SparkOptions {
                     remote: args.spark_remote,
                     token: args.spark_token,
                     s3_scheme: args.spark_s3_scheme,

@@ -548,7 +548,34 @@ impl PeriodBuilder {
 
     /// Spark's pods (`--engine spark`), in pod-number order: each resolved to a pod exactly as
     /// a split row is. Returns the store pod id and parent of each pod number.
-    pub fn add_spark_pods(&mut self, path: &Path, location: &str) -> Result<Vec<(i64, u32)>, CurError> {
+    pub fn add_spark_pods(
+        &mut self,
+        path: &Path,
+        location: &str,
+        first: usize,
+    ) -> Result<Vec<(i64, u32)>, CurError> {
+        // Facts find their pod by its place in the list: the file must hold pods first, first
+        // + 1, … in that order, or costs would land on other pods.
+        use polars::prelude::{ParquetReader, SerReader};
+        let unreadable = |e: polars::prelude::PolarsError| invalid(location, format!("Spark's pods: {e}"));
+        let file = std::fs::File::open(path).map_err(|e| invalid(location, e))?;
+        let numbers = ParquetReader::new(file)
+            .with_columns(Some(vec!["gl_pod_key".into()]))
+            .finish()
+            .map_err(unreadable)?;
+        let numbers = numbers.column("gl_pod_key").and_then(|c| c.i64().cloned()).map_err(unreadable)?;
+        if let Some((row, key)) =
+            numbers.iter().enumerate().find(|(row, key)| *key != Some((first + row) as i64))
+        {
+            return Err(invalid(
+                location,
+                format!(
+                    "row {}: pod number {key:?} where {} was due: Spark's pods are out of order",
+                    row + 1,
+                    first + row
+                ),
+            ));
+        }
         let mut keys = Vec::new();
         reader::read_file(path, location, |c| {
             for row in 0..c.rows {

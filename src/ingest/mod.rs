@@ -281,7 +281,8 @@ fn read_pushed_down(
     }
     let mut pods = Vec::new();
     for path in &pushed.pods {
-        pods.extend(builder.add_spark_pods(path, &named("pods", path))?);
+        let first = pods.len();
+        pods.extend(builder.add_spark_pods(path, &named("pods", path), first)?);
     }
     for path in &pushed.pod_hours {
         builder.add_spark_pod_hours(path, &named("pod-hours", path), &pods, bar, emit)?;

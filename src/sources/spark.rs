@@ -85,8 +85,8 @@ pub fn run(
     let spark = SparkSession::builder()
         .remote(&options.url())
         .get_or_create()
-        .map_err(|e| invalid(remote, format!("cannot open a Spark Connect session: {e}")))?;
-    let job = Job { spark: &spark, remote };
+        .map_err(|e| invalid(remote, options.redact(&format!("cannot open a Spark Connect session: {e}"))))?;
+    let job = Job { spark: &spark, options };
     for setting in [
         // Epoch seconds and hours in UTC whatever the server's zone.
         "SET spark.sql.session.timeZone=UTC",
@@ -148,6 +148,14 @@ pub fn run(
 }
 
 impl SparkOptions {
+    /// A message with the token, should the client quote the URL in it, blanked out.
+    fn redact(&self, message: &str) -> String {
+        match &self.token {
+            Some(token) if !token.is_empty() => message.replace(token.as_str(), "[token]"),
+            _ => message.to_string(),
+        }
+    }
+
     /// The URL the client connects with: the remote and, when given, the token.
     fn url(&self) -> String {
         match &self.token {
@@ -160,17 +168,21 @@ impl SparkOptions {
 
 struct Job<'a> {
     spark: &'a SparkSession,
-    remote: &'a str,
+    options: &'a SparkOptions,
 }
 
 impl Job<'_> {
     /// Runs one statement and collects its (few) rows.
     fn rows(&self, statement: &str) -> Result<Vec<Row>, CurError> {
         tracing::debug!(statement, "Spark SQL");
-        self.spark
-            .sql(statement)
-            .and_then(|frame| frame.collect())
-            .map_err(|e| invalid(self.remote, format!("the Spark job failed: {e}")))
+        // The client's error is large (clippy's result_large_err): no closure returns it.
+        let collected = match self.spark.sql(statement) {
+            Ok(frame) => frame.collect(),
+            Err(e) => Err(e),
+        };
+        collected.map_err(|e| {
+            invalid(&self.options.remote, self.options.redact(&format!("the Spark job failed: {e}")))
+        })
     }
 }
 
@@ -600,6 +612,28 @@ mod tests {
             "sc://h:15002/;use_ssl=true;token=t"
         );
         assert_eq!(options("sc://h:15002", None).url(), "sc://h:15002");
+        let with_token = options("sc://h:15002", Some("s3cr3t"));
+        assert_eq!(
+            with_token.redact("bad URL 'sc://h:15002/;token=s3cr3t'"),
+            "bad URL 'sc://h:15002/;token=[token]'"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_url_the_client_refuses_is_reported_without_the_token() {
+        // The client quotes the whole URL when its port is not a number.
+        let options =
+            SparkOptions { remote: "sc://h:port".into(), token: Some("s3cr3t".into()), s3_scheme: None };
+        let period: Period = "2026-10".parse().unwrap();
+        let error = tokio::task::spawn_blocking(move || {
+            run(&options, period, &[], Path::new("/nonexistent"), &indicatif::ProgressBar::hidden())
+                .unwrap_err()
+                .to_string()
+        })
+        .await
+        .unwrap();
+        assert!(error.contains("sc://h:port"), "{error}");
+        assert!(!error.contains("s3cr3t"), "{error}");
     }
 
     #[test]
