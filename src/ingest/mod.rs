@@ -192,6 +192,14 @@ async fn ingest_period(
     for key in &delivery.data_files {
         let location = objects.locate(key);
         match spark {
+            // The job reads Parquet (CUR 2.0's own format) only.
+            Some(_) if !location.to_lowercase().ends_with(".parquet") => {
+                return Err(IngestError::Source(CurError::Invalid {
+                    location,
+                    message: "the Spark engine reads Parquet exports only; ingest a CSV export with                               --engine local"
+                        .into(),
+                }));
+            }
             Some(_) if location.starts_with("s3://") => {
                 spark_files.push(SparkFile { uri: location.clone(), location })
             }

@@ -237,3 +237,22 @@ fn shift_first_split_row(path: &Path, seconds: i64) {
     }
     ParquetWriter::new(std::fs::File::create(path).unwrap()).finish(&mut frame).unwrap();
 }
+
+/// A CSV export is refused before Spark is asked anything (no server needed), and nothing is
+/// written.
+#[tokio::test]
+async fn a_csv_export_is_refused_by_the_spark_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path(), Scale::Demo, CurFormat::Csv, 1, 12);
+    let store = sqlite(&dir.path().join("ledger.db")).await;
+    let before = crate::ingest_cur::snapshot(store.as_ref()).await;
+    let options = CurIngestOptions {
+        source: export_root(dir.path()).display().to_string(),
+        spark: Some(SparkOptions { remote: "sc://127.0.0.1:9".into(), token: None, s3_scheme: None }),
+        ..Default::default()
+    };
+    let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
+    let error = ingest::ingest_cur(store.as_ref(), &options, &progress).await.unwrap_err().to_string();
+    assert!(error.contains(".csv.gz: the Spark engine reads Parquet exports only"), "{error}");
+    assert_eq!(crate::ingest_cur::snapshot(store.as_ref()).await, before, "nothing written");
+}
