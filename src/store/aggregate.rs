@@ -79,18 +79,23 @@ impl FactAggregates {
                 (gpus > 0).then(|| (p.id, (p.instance_id.as_str(), f64::from(gpus))))
             })
             .collect();
+        // Only pod-hours that held a GPU can share one (most hold none: CPU pods). They are
+        // walked in (pod, hour) order, so the f64 sums are the same on every run.
+        let mut held: Vec<(i64, i64)> =
+            self.hours.iter().filter(|(_, h)| h.0 > 0.0).map(|(&key, _)| key).collect();
+        held.sort_unstable();
         let mut allocated: HashMap<(&str, i64), f64> = HashMap::default();
-        // Only pod-hours that held a GPU can share one (most hold none: CPU pods).
-        for (&(pod, hour), h) in self.hours.iter().filter(|(_, h)| h.0 > 0.0) {
-            if let Some((instance, _)) = capacity.get(&pod) {
-                *allocated.entry((instance, hour)).or_default() += h.0;
+        for key in &held {
+            if let Some((instance, _)) = capacity.get(&key.0) {
+                *allocated.entry((instance, key.1)).or_default() += self.hours[key].0;
             }
         }
         let mut scaled = HashSet::default();
-        for (&(pod, hour), h) in self.hours.iter_mut().filter(|(_, h)| h.0 > 0.0) {
+        for &(pod, hour) in &held {
             let Some(&(instance, gpus)) = capacity.get(&pod) else { continue };
             let total = allocated[&(instance, hour)];
             if gpus > 0.0 && total > gpus + 1e-9 {
+                let Some(h) = self.hours.get_mut(&(pod, hour)) else { continue };
                 let shared = h.0 * gpus / total;
                 if let Some((day, _)) = self.days.get_mut(&(pod, hour - hour.rem_euclid(DAY))) {
                     day.gpu_hours -= h.0 - shared;

@@ -11,6 +11,7 @@ use std::path::Path;
 use polars::prelude::*;
 use polars_arrow::array::{Array, ListArray, PrimitiveArray, StructArray, Utf8ViewArray};
 
+use super::map_column;
 use super::{CurError, invalid};
 
 /// The CUR columns the ingest reads (only these are decoded); the first [`REQUIRED`] are
@@ -150,50 +151,103 @@ fn read_parquet(
     check_required(&present, location)?;
     let wanted: Vec<String> =
         COLUMN_NAMES.iter().filter(|c| present.iter().any(|p| p == *c)).map(|c| c.to_string()).collect();
+    // Map columns stored nested are read by `map_column` (a row's pairs looked up when
+    // asked for), not built by polars; a row group it cannot read falls back to polars.
+    let nested_maps: Vec<Col> = [Col::ResourceTags, Col::Product]
+        .into_iter()
+        .filter(|c| {
+            schema.get(c.name()).is_some_and(|f| {
+                matches!(
+                    f.dtype(),
+                    ArrowDataType::List(_) | ArrowDataType::LargeList(_) | ArrowDataType::Map(..)
+                )
+            })
+        })
+        .collect();
+    let metadata = reader.get_metadata().map_err(not_parquet)?.clone();
     // Chunks follow the row groups (a slice across two decodes both), a large group split in
     // equal parts of at most CHUNK_ROWS.
-    let groups: Vec<usize> =
-        reader.get_metadata().map_err(not_parquet)?.row_groups.iter().map(|g| g.num_rows()).collect();
-    let mut chunks = Vec::new();
+    let mut groups = Vec::new();
     let mut offset = 0;
-    for group in groups {
-        let parts = group.div_ceil(CHUNK_ROWS).max(1);
-        let size = group.div_ceil(parts);
+    for (index, group) in metadata.row_groups.iter().enumerate() {
+        let rows = group.num_rows();
+        let parts = rows.div_ceil(CHUNK_ROWS).max(1);
+        let size = rows.div_ceil(parts);
+        let mut chunks = Vec::new();
         let mut start = 0;
-        while start < group {
-            let length = size.min(group - start);
-            chunks.push((offset + start, length));
+        while start < rows {
+            let length = size.min(rows - start);
+            chunks.push((offset + start, start, length));
             start += length;
         }
-        offset += group;
+        groups.push((index, chunks));
+        offset += rows;
     }
     // One thread decodes the next chunk while this one visits the last: decoding and the
     // row-by-row work overlap.
     std::thread::scope(|scope| {
-        let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<(usize, DataFrame), CurError>>(0);
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<Decoded, CurError>>(0);
         scope.spawn(move || {
-            for (offset, length) in chunks {
-                let frame = open().and_then(|file| {
-                    ParquetReader::new(file)
-                        .with_columns(Some(wanted.clone()))
-                        .with_slice(Some((offset, length)))
-                        .finish()
-                        .map_err(not_parquet)
-                });
-                let failed = frame.is_err();
-                if sender.send(frame.map(|frame| (offset, frame))).is_err() || failed {
-                    return;
+            let file = match open() {
+                Ok(file) => file,
+                Err(error) => return drop(sender.send(Err(error))),
+            };
+            for (index, chunks) in groups {
+                let group = &metadata.row_groups[index];
+                let mut maps = Vec::new();
+                let mut columns = wanted.clone();
+                for &column in &nested_maps {
+                    match map_column::MapChunk::read(&file, group, column.name()) {
+                        Ok(chunk) => {
+                            columns.retain(|c| c != column.name());
+                            maps.push((column, std::sync::Arc::new(chunk)));
+                        }
+                        Err(map_column::Unsupported(why)) => {
+                            tracing::debug!(
+                                location,
+                                column = column.name(),
+                                why,
+                                "map column read by polars"
+                            )
+                        }
+                    }
+                }
+                for (offset, in_group, length) in chunks {
+                    let frame = open().and_then(|file| {
+                        ParquetReader::new(file)
+                            .with_columns(Some(columns.clone()))
+                            .with_slice(Some((offset, length)))
+                            .finish()
+                            .map_err(not_parquet)
+                    });
+                    let failed = frame.is_err();
+                    let decoded = frame.map(|frame| Decoded {
+                        offset,
+                        frame,
+                        maps: maps.iter().map(|(c, chunk)| (*c, chunk.clone(), in_group)).collect(),
+                    });
+                    if sender.send(decoded).is_err() || failed {
+                        return;
+                    }
                 }
             }
         });
         for decoded in receiver {
-            let (offset, mut frame) = decoded?;
+            let Decoded { offset, mut frame, maps } = decoded?;
             frame.rechunk_mut();
-            visit(&Columns::new(&frame, location, offset)?)?;
+            visit(&Columns::new(&frame, location, offset, &maps)?)?;
         }
         Ok::<(), CurError>(())
     })?;
     Ok(rows)
+}
+
+/// A decoded chunk: its first row in the file, its columns, and the map columns read apart
+/// (each with the chunk's first row in its row group).
+struct Decoded {
+    offset: usize,
+    frame: DataFrame,
+    maps: Vec<(Col, std::sync::Arc<map_column::MapChunk>, usize)>,
 }
 
 /// A data file the manifest lists is never empty: zero bytes is a cut download or a broken
@@ -265,7 +319,7 @@ fn read_csv(
             .finish()
             .map_err(|e| invalid(location, format!("rows {}..{}: {e}", rows + 1, rows + in_chunk)))?;
         frame.rechunk_mut();
-        visit(&Columns::new(&frame, location, rows)?)?;
+        visit(&Columns::new(&frame, location, rows, &[])?)?;
         rows += in_chunk;
     }
     Ok(rows)
@@ -287,6 +341,8 @@ enum View<'a> {
         keys: &'a Utf8ViewArray,
         values: &'a Utf8ViewArray,
     },
+    /// A map column read apart, from this row of its row group on.
+    LazyMap(&'a map_column::MapChunk, usize),
 }
 
 /// A chunk's columns by name, with row accessors that name the file, row and column of any
@@ -300,9 +356,18 @@ pub struct Columns<'a> {
 }
 
 impl<'a> Columns<'a> {
-    fn new(frame: &'a DataFrame, location: &'a str, first_row: usize) -> Result<Columns<'a>, CurError> {
+    fn new(
+        frame: &'a DataFrame,
+        location: &'a str,
+        first_row: usize,
+        maps: &'a [(Col, std::sync::Arc<map_column::MapChunk>, usize)],
+    ) -> Result<Columns<'a>, CurError> {
         let mut views = Vec::with_capacity(COLUMN_NAMES.len());
         for name in COLUMN_NAMES {
+            if let Some((_, chunk, first)) = maps.iter().find(|(c, ..)| c.name() == name) {
+                views.push(View::LazyMap(chunk, *first));
+                continue;
+            }
             views.push(match frame.column(name) {
                 Ok(column) => view_of(column.as_materialized_series())
                     .map_err(|e| invalid(location, format!("column {name}: {e}")))?,
@@ -406,6 +471,9 @@ impl<'a> Columns<'a> {
                     })
                     .collect())
             }
+            Some(View::LazyMap(chunk, first)) => chunk
+                .pairs(first + row)
+                .map_err(|e| self.bad(row, column, format!("a key or value that is not UTF-8 text: {e}"))),
             Some(View::Text(array)) if array.is_valid(row) => {
                 let text = array.value(row).trim();
                 if text.is_empty() {
@@ -479,6 +547,159 @@ pub fn parse_timestamp(text: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use polars_arrow::array::{MutableBinaryViewArray, StructArray as ArrowStruct};
+    use polars_arrow::bitmap::Bitmap;
+    use polars_arrow::offset::OffsetsBuffer;
+
+    /// Every row's pairs of both map columns, as polars decodes them (the reference) and as
+    /// `read_file` gives them (read apart by `map_column` wherever it can).
+    /// Also returns the chunks read and how many map columns of them were read apart.
+    fn both_ways(path: &Path) -> (Vec<[Pairs<'static>; 2]>, Vec<[Pairs<'static>; 2]>, usize, usize) {
+        let owned = |pairs: Pairs<'_>| -> Pairs<'static> {
+            pairs.into_iter().map(|(k, v)| (Cow::Owned(k.into_owned()), Cow::Owned(v.into_owned()))).collect()
+        };
+        let mut frame = ParquetReader::new(File::open(path).unwrap()).finish().unwrap();
+        frame.rechunk_mut();
+        let columns = Columns::new(&frame, "reference", 0, &[]).unwrap();
+        let expected: Vec<[Pairs<'static>; 2]> = (0..columns.rows)
+            .map(|row| [Col::ResourceTags, Col::Product].map(|c| owned(columns.map(c, row).unwrap())))
+            .collect();
+        let (mut read, mut chunks, mut lazy) = (Vec::new(), 0, 0);
+        read_file(path, "lazy", |columns| {
+            chunks += 1;
+            lazy += [Col::ResourceTags, Col::Product]
+                .iter()
+                .filter(|&&c| matches!(columns.views[c as usize], View::LazyMap(..)))
+                .count();
+            for row in 0..columns.rows {
+                read.push([Col::ResourceTags, Col::Product].map(|c| owned(columns.map(c, row).unwrap())));
+            }
+            Ok(())
+        })
+        .unwrap();
+        (expected, read, chunks, lazy)
+    }
+
+    /// A map column of `rows` rows: row r has r % 5 entries (none when r % 5 == 0; null when
+    /// r % 7 == 3), the value of every fourth entry null and, in the second column, the key of
+    /// every ninth; keys from a few names, values from `value(r, e)`.
+    fn map_series(
+        name: &str,
+        rows: usize,
+        null_keys: bool,
+        value: impl Fn(usize, usize) -> String,
+    ) -> Series {
+        let (mut keys, mut values) =
+            (MutableBinaryViewArray::<str>::new(), MutableBinaryViewArray::<str>::new());
+        let mut offsets = vec![0i64];
+        let mut validity = Vec::new();
+        let mut entry = 0;
+        for row in 0..rows {
+            let valid = row % 7 != 3;
+            if valid {
+                for e in 0..row % 5 {
+                    keys.push((!(null_keys && entry % 9 == 8)).then(|| format!("key_{e}")));
+                    values.push((entry % 4 != 3).then(|| value(row, e)));
+                    entry += 1;
+                }
+            }
+            validity.push(valid);
+            offsets.push(keys.len() as i64);
+        }
+        let entry_type = ArrowDataType::Struct(vec![
+            polars_arrow::datatypes::Field::new("key".into(), ArrowDataType::Utf8View, null_keys),
+            polars_arrow::datatypes::Field::new("value".into(), ArrowDataType::Utf8View, true),
+        ]);
+        let (keys, values): (Utf8ViewArray, Utf8ViewArray) = (keys.into(), values.into());
+        let entries =
+            ArrowStruct::new(entry_type.clone(), keys.len(), vec![keys.boxed(), values.boxed()], None);
+        let list_type = ArrowDataType::LargeList(Box::new(polars_arrow::datatypes::Field::new(
+            "item".into(),
+            entry_type,
+            true,
+        )));
+        let list = ListArray::<i64>::new(
+            list_type,
+            OffsetsBuffer::try_from(offsets).unwrap(),
+            entries.boxed(),
+            Some(Bitmap::from(validity)),
+        );
+        Series::from_arrow(name.into(), list.boxed()).unwrap()
+    }
+
+    #[test]
+    fn map_columns_read_apart_match_polars_on_every_row() {
+        // Several row groups, many small pages; tags from a handful of values (dictionary
+        // pages), products unique per row (PLAIN pages), null rows, empty maps, null values and
+        // null keys.
+        let rows = 5_000;
+        let required = COLUMN_NAMES[..REQUIRED]
+            .iter()
+            .map(|name| Column::new((*name).into(), vec!["x"; rows]))
+            .collect::<Vec<_>>();
+        let mut frame = DataFrame::new(rows, required).unwrap();
+        frame
+            .with_column(
+                map_series("resource_tags", rows, false, |r, e| format!("team-{}", (r + e) % 3)).into(),
+            )
+            .unwrap();
+        frame
+            .with_column(
+                map_series("product", rows, true, |r, e| format!("{r}-{e}-{}", "x".repeat(r % 40))).into(),
+            )
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("maps.parquet");
+        ParquetWriter::new(File::create(&path).unwrap())
+            .with_row_group_size(Some(1_500))
+            .with_data_page_size(Some(2_048))
+            .finish(&mut frame)
+            .unwrap();
+        let (expected, read, chunks, lazy) = both_ways(&path);
+        assert_eq!(read.len(), rows);
+        assert_eq!(read, expected);
+        // Several chunks, and both map columns of each went the new way.
+        assert!(chunks > 1);
+        assert_eq!(lazy, 2 * chunks);
+        // Row 4: 4 entries (the 4th to 7th), the first's value null; row 3 is null; row 5 is
+        // empty.
+        assert_eq!(read[4][0].len(), 4);
+        assert_eq!(read[4][0][0], (Cow::Borrowed("key_0"), Cow::Borrowed("")));
+        assert_eq!(read[4][0][3], (Cow::Borrowed("key_3"), Cow::Borrowed("team-1")));
+        assert!(read[3][0].is_empty() && read[5][0].is_empty());
+    }
+
+    #[test]
+    fn map_columns_with_dictionary_overflow_match_polars() {
+        // pyarrow's MAP columns whose dictionaries overflow: dictionary pages, then PLAIN
+        // pages, in one column chunk (tests/fixtures/parquet-map-fallback/make.py).
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/parquet-map-fallback/map-fallback.parquet");
+        let (expected, read, chunks, lazy) = both_ways(&path);
+        assert_eq!((read.len(), chunks, lazy), (3_000, 3, 6));
+        assert_eq!(read, expected);
+        let metadata = polars_parquet::parquet::read::read_metadata(&mut File::open(&path).unwrap()).unwrap();
+        let tags =
+            map_column::MapChunk::read(&File::open(&path).unwrap(), &metadata.row_groups[0], "resource_tags")
+                .map_err(|e| e.0)
+                .unwrap();
+        assert!(tags.pages.0 > 0 && tags.pages.1 > 0, "dictionary and PLAIN pages: {:?}", tags.pages);
+        // Row 7: 3 entries, the first value null ((7 + 0) % 6 == 1).
+        assert_eq!(read[7][0][0], (Cow::Borrowed("key_0"), Cow::Borrowed("")));
+        assert_eq!(read[7][0][2], (Cow::Borrowed("key_2"), Cow::Borrowed("pod-7-2")));
+    }
+
+    #[test]
+    fn aws_map_columns_read_apart_match_polars() {
+        // The fixture's MAP columns, written as AWS writes them.
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+            "tests/fixtures/aws-parquet-map/gpuledger-cur2/data/BILLING_PERIOD=2026-10/gpuledger-cur2-00001.snappy.parquet",
+        );
+        let (expected, read, chunks, lazy) = both_ways(&path);
+        assert_eq!((read.len(), chunks, lazy), (2_500, 1, 2));
+        assert_eq!(read, expected);
+        assert!(read.iter().any(|row| row[0].iter().any(|(k, _)| k == "aws_eks_workload_name")));
+    }
 
     #[test]
     fn timestamps_in_every_observed_format() {
