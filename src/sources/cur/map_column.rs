@@ -199,7 +199,8 @@ fn read_leaf(file: &File, column: &ColumnChunkMetadata, rows: bool) -> Result<(L
         strings.push_plain(&page.buffer, page.num_values, &mut dictionary)?;
     }
     let dictionary_len = strings.len() as u32;
-    let mut leaf_ids = Vec::new();
+    // At most one entry per level slot (as the metadata counts them; capped, should it lie).
+    let mut leaf_ids = Vec::with_capacity(usize::try_from(column.num_values()).unwrap_or(0).min(1 << 26));
     let mut starts = Vec::new();
     let (mut reps, mut defs, mut page_ids) = (Vec::new(), Vec::new(), Vec::new());
     let mut pages_read = (0, 0);
