@@ -690,6 +690,18 @@ mod tests {
     }
 
     #[test]
+    fn a_map_column_in_an_encoding_read_apart_does_not_know_is_left_to_polars() {
+        // The tags' values DELTA_BYTE_ARRAY-encoded: polars reads that column, the product
+        // map is still read apart, and every row matches.
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/parquet-map-fallback/map-delta.parquet");
+        let (expected, read, chunks, lazy) = both_ways(&path);
+        assert_eq!((read.len(), chunks, lazy), (500, 1, 1));
+        assert_eq!(read, expected);
+        assert_eq!(read[2][0][1], (Cow::Borrowed("key_1"), Cow::Borrowed("pod-2-1")));
+    }
+
+    #[test]
     fn aws_map_columns_read_apart_match_polars() {
         // The fixture's MAP columns, written as AWS writes them.
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(
