@@ -72,10 +72,48 @@ pub enum Command {
     /// Cost alerts: what fires, where it is delivered, the thresholds.
     #[command(subcommand)]
     Alerts(AlertsCommand),
+    /// Old billing periods' detail rows (pods, pod-days, instance-hours) moved out of the
+    /// database into Parquet files, and back. Their bill, rollups and issued invoices stay:
+    /// every page still shows them.
+    #[command(subcommand)]
+    Archive(ArchiveCommand),
     /// The pipeline that runs itself: checks each source for new data, ingests what changed,
     /// computes, evaluates alerts; every --every (one instance at a time), or --once (a
     /// Kubernetes CronJob).
     Run(RunArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ArchiveCommand {
+    /// Archive periods: each to a folder of its own under --to (Parquet files and a
+    /// manifest.json). The rows leave the database only once the files were read back and
+    /// found equal to them.
+    Create(ArchiveCreateArgs),
+    /// Put an archived period's rows back from its folder (the one holding manifest.json).
+    Restore {
+        /// The period's archive folder, as `gpuledger archive list` shows it.
+        folder: PathBuf,
+    },
+    /// Archived periods: when, where, how many rows.
+    List {
+        #[arg(long, value_enum, default_value = "table")]
+        format: OutputFormat,
+    },
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("which").required(true).args(["periods", "before"]))]
+pub struct ArchiveCreateArgs {
+    /// The folder the archives go to (created when missing); each period gets a folder of
+    /// its own in it, named YYYY-MM.
+    #[arg(long)]
+    pub to: PathBuf,
+    /// A billing period to archive, YYYY-MM (may be given several times).
+    #[arg(long = "period")]
+    pub periods: Vec<Period>,
+    /// Archive every stored period before this one (YYYY-MM) that is not archived yet.
+    #[arg(long)]
+    pub before: Option<Period>,
 }
 
 #[derive(Debug, Args)]

@@ -42,6 +42,7 @@ macro_rules! parse_by_name {
 }
 
 pub mod alerts;
+pub mod archive;
 pub mod auth;
 pub mod catalog;
 pub mod cli;

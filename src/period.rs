@@ -5,6 +5,14 @@ use std::str::FromStr;
 
 use chrono::{Datelike, NaiveDate, TimeZone, Utc};
 
+/// A UTC epoch second to the minute, for people: `2026-11-26 10:24 UTC`.
+pub fn utc_minute(epoch: i64) -> String {
+    Utc.timestamp_opt(epoch, 0)
+        .single()
+        .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
+        .unwrap_or_default()
+}
+
 /// A billing period `YYYY-MM`: the half-open UTC interval `[first of month, first of next)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Period {

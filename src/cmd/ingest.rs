@@ -104,7 +104,16 @@ pub(super) async fn compute(store: &dyn store::Store, args: ComputeArgs) -> anyh
     pipeline::close_abandoned_runs(store).await?;
     let periods: Vec<Period> = match args.period {
         Some(period) => vec![period],
-        None => store.periods().await?.iter().filter_map(|p| p.period.parse().ok()).collect(),
+        None => {
+            // An archived period keeps the rollups it had; computing it needs its rows back.
+            let archived: Vec<String> =
+                store.archived_periods().await?.into_iter().map(|a| a.period).collect();
+            if !archived.is_empty() {
+                tracing::info!(archived = archived.join(", "), "archived periods left as they are");
+            }
+            let stored = store.periods().await?.into_iter().filter(|p| !archived.contains(&p.period));
+            stored.filter_map(|p| p.period.parse().ok()).collect()
+        }
     };
     pipeline::compute(store, &periods).await?;
     Ok(())

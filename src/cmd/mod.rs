@@ -3,6 +3,7 @@
 //! people's text on stderr, what scripts read (CSV, JSON) on stdout.
 
 mod alerts;
+mod archive;
 mod clients;
 mod ingest;
 mod invoice;
@@ -47,6 +48,7 @@ async fn run_with(store: Box<dyn Store>, command: Command) -> anyhow::Result<()>
         Command::Users(command) => users::run(store.as_ref(), command).await,
         Command::Invoice(command) => invoice::run(store.as_ref(), command).await,
         Command::Alerts(command) => alerts::run(store.as_ref(), command).await,
+        Command::Archive(command) => archive::run(store.as_ref(), command).await,
         Command::Run(args) => run::run(store.as_ref(), args).await,
     }
 }

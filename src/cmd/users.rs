@@ -38,7 +38,7 @@ fn read_password(from_stdin: bool) -> anyhow::Result<String> {
     Ok(line.trim_end_matches(['\n', '\r']).to_string())
 }
 
-async fn audit(store: &dyn Store, action: &str, detail: String) -> anyhow::Result<()> {
+pub(super) async fn audit(store: &dyn Store, action: &str, detail: String) -> anyhow::Result<()> {
     let operator = std::env::var("USER").unwrap_or_default();
     let entry = AuditEntry::new(&format!("cli:{operator}"), "", action, &detail);
     Ok(store.audit(&entry).await?)

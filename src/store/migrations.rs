@@ -133,6 +133,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "period_partitions",
         sql: include_str!("../../migrations/sqlite/0023_period_partitions.sql"),
     },
+    Migration {
+        version: 24,
+        name: "archived_periods",
+        sql: include_str!("../../migrations/sqlite/0024_archived_periods.sql"),
+    },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -239,6 +244,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 23,
         name: "period_partitions",
         sql: include_str!("../../migrations/postgres/0023_period_partitions.sql"),
+    },
+    Migration {
+        version: 24,
+        name: "archived_periods",
+        sql: include_str!("../../migrations/postgres/0024_archived_periods.sql"),
     },
 ];
 

@@ -19,11 +19,11 @@ mod aggregate;
 pub mod migrations;
 pub mod model;
 pub mod postgres;
-mod sql;
+pub(crate) mod sql;
 mod sql_rollups;
 mod sql_store;
 pub mod sqlite;
-mod table;
+pub(crate) mod table;
 
 use async_trait::async_trait;
 
@@ -71,6 +71,18 @@ pub enum StoreError {
     /// A stored value this gpuledger cannot read or write (a setting, a snapshot).
     #[error("{0}")]
     Invalid(String),
+    /// The period's detail rows were archived: what needs them is refused rather than
+    /// answered from an empty period.
+    #[error(
+        "billing period {} was archived on {} to {}: its pods, pod-days and instance-hours are \
+         not in the database (its bill, rollups and invoices are); `gpuledger archive restore {}` \
+         brings them back",
+        .0.period,
+        crate::period::utc_minute(.0.archived_at),
+        .0.location,
+        .0.location
+    )]
+    Archived(Box<ArchivedPeriod>),
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -440,6 +452,34 @@ pub trait InvoiceStore: Send + Sync {
     async fn document_pdf(&self, number: &str) -> StoreResult<Option<Vec<u8>>>;
 }
 
+/// Billing periods' detail rows moved out to files and back (`gpuledger archive`).
+#[async_trait]
+pub trait ArchiveStore: Send + Sync {
+    /// A stored period's data version and detail rows, read in one snapshot. Refused when the
+    /// period is not stored or already archived, or when an older gpuledger stored it with
+    /// line-level facts (ingest it again first).
+    async fn period_detail(&self, period: &str) -> StoreResult<(String, PeriodDetail)>;
+
+    /// Removes the period's detail rows (on Postgres: detaches and drops its partitions) and
+    /// records `archived`, in one transaction. Refused when the period is archived already or
+    /// its data version is no longer `archived.data_version` (delivered again meanwhile).
+    /// Its bill, other costs, rollups and invoices stay; the data revision rises, its inputs'
+    /// revision does not (its rollups stay current).
+    async fn archive_period(&self, archived: &ArchivedPeriod) -> StoreResult<()>;
+
+    /// Puts a period's archived detail rows back and forgets the archive, in one transaction.
+    /// Refused unless the period is archived from the delivery `data_version`.
+    async fn restore_period(
+        &self,
+        period: &str,
+        data_version: &str,
+        detail: &PeriodDetail,
+    ) -> StoreResult<()>;
+
+    /// Archived periods, newest first.
+    async fn archived_periods(&self) -> StoreResult<Vec<ArchivedPeriod>>;
+}
+
 /// Everything gpuledger keeps, behind one interface so SQLite and Postgres pass the same tests:
 /// one trait per domain, so each feature has a room of its own (invoices, users and alerts
 /// get theirs). Bring the domain traits into scope with `use crate::store::prelude::*`.
@@ -454,6 +494,7 @@ pub trait Store:
     + InvoiceStore
     + CostExplorerStore
     + AlertStore
+    + ArchiveStore
 {
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
@@ -469,8 +510,8 @@ pub trait Store:
 /// The store's traits, for callers of `dyn Store`.
 pub mod prelude {
     pub use super::{
-        AccountStore, AlertStore, CostExplorerStore, CostStore, InvoiceStore, RollupStore, RunStore,
-        SettingsStore, Store, UsageStore,
+        AccountStore, AlertStore, ArchiveStore, CostExplorerStore, CostStore, InvoiceStore, RollupStore,
+        RunStore, SettingsStore, Store, UsageStore,
     };
 }
 

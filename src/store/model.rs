@@ -688,6 +688,43 @@ pub struct NamespaceCost {
     pub public_on_demand_unused_cost_nanos: i64,
 }
 
+/// A billing period's detail rows: what `gpuledger archive` moves out of the database to
+/// Parquet files and back. Each in its table's stable order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PeriodDetail {
+    pub pods: Vec<PodRecord>,
+    pub instance_hours: Vec<InstanceHour>,
+    pub pod_days: Vec<PodDay>,
+    pub pod_day_options: Vec<PodDayOption>,
+    pub gpu_pod_hours: Vec<GpuPodHour>,
+}
+
+impl PeriodDetail {
+    /// Rows in all five tables.
+    pub fn rows(&self) -> usize {
+        self.pods.len()
+            + self.instance_hours.len()
+            + self.pod_days.len()
+            + self.pod_day_options.len()
+            + self.gpu_pod_hours.len()
+    }
+}
+
+/// A billing period whose detail rows were archived: its bill, other costs, rollups and
+/// issued invoices stay in the database.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ArchivedPeriod {
+    pub period: String,
+    /// The delivery the archived rows were read from.
+    pub data_version: String,
+    pub archived_at: i64,
+    /// The archive's folder (its `manifest.json` is there).
+    pub location: String,
+    pub detail_rows: i64,
+    /// The SHA-256 of the archive's `manifest.json`, which holds each file's SHA-256.
+    pub manifest_sha256: String,
+}
+
 /// A pod's strings as the store keeps them: once per period, facts refer to it by `id`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PodRecord {

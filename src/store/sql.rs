@@ -87,7 +87,8 @@ pub(crate) const SELECT_ROLLUP_INPUT_REVISION: &str =
 pub(crate) const SELECT_PENDING_PERIODS: &str = "SELECT c.period AS period FROM cost_periods c \
      LEFT JOIN period_inputs i ON i.period = c.period \
      LEFT JOIN rollup_periods r ON r.period = c.period \
-     WHERE r.period IS NULL OR r.input_revision < COALESCE(i.revision, 1) ORDER BY c.period";
+     WHERE (r.period IS NULL OR r.input_revision < COALESCE(i.revision, 1)) \
+     AND NOT EXISTS (SELECT 1 FROM archived_periods a WHERE a.period = c.period) ORDER BY c.period";
 
 /// What the CUR reader stores of a period changed at version 2 (bill lines, unallocated EC2,
 /// other cost without discounts, credits, refunds and tax) and at version 3 (the bill per day,
@@ -107,9 +108,17 @@ pub(crate) const SELECT_LAST_DATA_VERSION: &str = "SELECT data_version FROM inge
 // ---- Cost periods ----
 
 /// The tables a period's rows are cleared from besides the rollups; children first, so a
-/// foreign key added later would still hold.
-pub(crate) const PERIOD_ROW_TABLES: [&str; 7] =
-    ["cost_facts", "cost_pods", "instance_hours", "other_costs", "bill_lines", "bill_days", "cost_periods"];
+/// foreign key added later would still hold. A period delivered again is no longer archived.
+pub(crate) const PERIOD_ROW_TABLES: [&str; 8] = [
+    "cost_facts",
+    "cost_pods",
+    "instance_hours",
+    "other_costs",
+    "bill_lines",
+    "bill_days",
+    "archived_periods",
+    "cost_periods",
+];
 
 pub(crate) const INSERT_COST_PERIOD: &str = "INSERT INTO cost_periods \
      (period, data_version, bill_unblended_micros, bill_amortized_micros, ingested_at, cost_fact_rows, \

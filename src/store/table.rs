@@ -173,6 +173,8 @@ pub(crate) struct TableSql {
     columns: usize,
     /// The fields' columns, comma-separated, for queries of their own.
     pub(crate) column_list: String,
+    /// The fields' columns, in the order [`Table::bind`] binds them.
+    pub(crate) fields: Vec<String>,
     /// Every row of the period `$1`, in the table's stable order.
     pub(crate) select_period: String,
     /// Removes the period `$1`'s rows.
@@ -192,6 +194,7 @@ impl TableSql {
             table: table.to_string(),
             order: order.to_string(),
             column_list,
+            fields: fields.iter().map(|field| field.to_string()).collect(),
         }
     }
 

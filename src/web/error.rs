@@ -65,6 +65,16 @@ impl IntoResponse for WebError {
             }
             WebError::NotFound { message, choices } => (StatusCode::NOT_FOUND, None, message, choices),
             WebError::Forbidden { message, choices } => (StatusCode::FORBIDDEN, None, message, choices),
+            // What needs an archived period's pods: said plainly, without where the files are.
+            WebError::Store(StoreError::Archived(archived)) => {
+                let message = format!(
+                    "The pods of {} were archived on {}: its costs by namespace, workload and client are \
+                     all here, each pod's are not. An administrator can restore them (gpuledger archive restore).",
+                    archived.period,
+                    crate::period::utc_minute(archived.archived_at)
+                );
+                (StatusCode::GONE, None, message, Vec::new())
+            }
             other => {
                 // Details go to the log, never into the body.
                 tracing::error!(error = %other, "request failed");

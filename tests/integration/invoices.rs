@@ -15,7 +15,7 @@ use crate::helpers;
 use crate::ingest_cur::{export_root, generate};
 
 /// Runs the binary against `database`; panics with its stderr when it fails.
-fn gl(database: &str, args: &[&str]) -> String {
+pub(crate) fn gl(database: &str, args: &[&str]) -> String {
     let output = try_gl(database, args);
     assert!(
         output.status.success(),
@@ -25,7 +25,7 @@ fn gl(database: &str, args: &[&str]) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
-fn try_gl(database: &str, args: &[&str]) -> Output {
+pub(crate) fn try_gl(database: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_gpuledger"))
         .args(args)
         .env("GPULEDGER_DATABASE_URL", database)
@@ -34,7 +34,7 @@ fn try_gl(database: &str, args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn json(database: &str, args: &[&str]) -> Value {
+pub(crate) fn json(database: &str, args: &[&str]) -> Value {
     serde_json::from_str(&gl(database, args)).unwrap()
 }
 

@@ -3,6 +3,7 @@
 
 mod alerts;
 mod app;
+mod archive;
 mod auth;
 mod bill;
 mod browser;

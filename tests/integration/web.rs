@@ -14,7 +14,7 @@ use tower::ServiceExt;
 use crate::app::Amount;
 use crate::ingest_cur::{export_root, generate, ingest};
 
-async fn get(state: &AppState, uri: &str) -> (StatusCode, String) {
+pub(crate) async fn get(state: &AppState, uri: &str) -> (StatusCode, String) {
     let response = router(state.clone())
         .oneshot(Request::builder().uri(uri).body(Body::empty()).unwrap())
         .await

@@ -170,6 +170,7 @@ where
         by_cluster: bool,
     ) -> StoreResult<Vec<NamespaceCost>> {
         const CONTEXT: &str = "summing cost per namespace";
+        self.refuse_archived_period(period).await?;
         self.rows(
             sqlx::query(sql::SELECT_NAMESPACE_COSTS)
                 .bind(period)
@@ -187,11 +188,13 @@ where
 
     async fn gpu_allocations(&self, period: &str) -> StoreResult<Vec<GpuAllocation>> {
         const CONTEXT: &str = "reading GPU allocations";
+        self.refuse_archived_period(period).await?;
         self.rows(sqlx::query(sql::SELECT_GPU_ALLOCATIONS).bind(period), CONTEXT).await
     }
 
     async fn workload_costs(&self, period: &str) -> StoreResult<Vec<WorkloadCost>> {
         const CONTEXT: &str = "summing cost per workload";
+        self.refuse_archived_period(period).await?;
         self.rows(sqlx::query(sql::SELECT_WORKLOAD_COSTS).bind(period), CONTEXT).await
     }
 
@@ -204,6 +207,7 @@ where
         to: i64,
     ) -> StoreResult<Vec<PodCost>> {
         const CONTEXT: &str = "summing a workload's pods";
+        self.refuse_archived_period(period).await?;
         self.rows(
             sqlx::query(sql::SELECT_POD_COSTS)
                 .bind(period)
@@ -219,6 +223,7 @@ where
 
     async fn pod_workloads(&self, period: &str) -> StoreResult<Vec<PodWorkload>> {
         const CONTEXT: &str = "reading pod workloads";
+        self.refuse_archived_period(period).await?;
         self.rows(sqlx::query(sql::SELECT_POD_WORKLOADS).bind(period), CONTEXT).await
     }
 
@@ -239,6 +244,7 @@ where
             tx.commit().await.context(CONTEXT)?;
         }
         let mut tx = self.begin_period_read().await.context(CONTEXT)?;
+        Self::refuse_archived(&mut tx, period).await?;
         let Some(head) = sqlx::query(sql::SELECT_COST_PERIOD)
             .bind(period)
             .fetch_optional(&mut *tx)

@@ -5,6 +5,7 @@
 
 mod accounts;
 mod alerts;
+mod archive;
 mod cost_explorer;
 mod costs;
 mod invoices;
@@ -214,6 +215,7 @@ where
         };
         let mut stored = sql::cost_period(&head).context(CONTEXT)?;
         if whole {
+            Self::refuse_archived(&mut tx, period).await?;
             stored.cost_facts = Self::fetch_rows(&mut tx, sqlx::query(sql::SELECT_COST_FACTS).bind(period))
                 .await
                 .context(CONTEXT)?;
@@ -248,7 +250,7 @@ where
     ) -> StoreResult<()> {
         const CONTEXT: &str = "swapping a period's partitions";
         let mut indexes = Vec::new();
-        for table in partitions::PERIOD_TABLES {
+        for &table in staging.tables() {
             let definitions =
                 Self::read_all(conn, sqlx::query(partitions::SELECT_INDEXES).bind(table), |row| {
                     row.text("indexdef")
@@ -268,25 +270,37 @@ where
                 .await
                 .context(CONTEXT)?;
         }
-        for (table, indexes) in partitions::PERIOD_TABLES.into_iter().zip(indexes) {
-            let old = sqlx::query(partitions::SELECT_PARTITION)
-                .bind(staging.partition(table))
-                .fetch_one(&mut *conn)
-                .await
-                .context(CONTEXT)?;
-            let exists = old.int("n").context(CONTEXT)? > 0;
-            let attached = old.int("attached").context(CONTEXT)? > 0;
-            if exists && !attached {
-                return Err(StoreError::Invalid(format!(
-                    "{} exists but is not a partition of {table} (detached to archive it?): rename or drop it, then ingest again",
-                    staging.partition(table)
-                )));
-            }
+        for (&table, indexes) in staging.tables().iter().zip(indexes) {
+            let attached = Self::partition_attached(conn, staging, table).await?;
             for statement in staging.swap_statements(table, attached, indexes) {
                 sqlx::query(&statement).execute(&mut *conn).await.context(CONTEXT)?;
             }
         }
         Ok(())
+    }
+
+    /// Whether the period's partition of `table` is there, attached. A table of its name
+    /// that is not attached (detached by hand) is refused: it is not ours to drop.
+    async fn partition_attached(
+        conn: &mut <B::Db as Database>::Connection,
+        staging: &partitions::Staging,
+        table: &str,
+    ) -> StoreResult<bool> {
+        const CONTEXT: &str = "looking up a period's partition";
+        let partition = staging.partition(table);
+        let old = sqlx::query(partitions::SELECT_PARTITION)
+            .bind(partition.as_str())
+            .fetch_one(&mut *conn)
+            .await
+            .context(CONTEXT)?;
+        let exists = old.int("n").context(CONTEXT)? > 0;
+        let attached = old.int("attached").context(CONTEXT)? > 0;
+        if exists && !attached {
+            return Err(StoreError::Invalid(format!(
+                "{partition} exists but is not a partition of {table} (detached by hand?): rename or drop it, then try again"
+            )));
+        }
+        Ok(attached)
     }
 
     /// Streams a query's rows through `map`, so the driver's rows are never all held at once.

@@ -52,18 +52,30 @@ pub(crate) struct Staging {
     period: String,
     /// `2026_10` for `2026-10`.
     suffix: String,
+    /// The tables rebuilt: all of [`PERIOD_TABLES`], or some of them in the same order.
+    tables: &'static [&'static str],
 }
 
 impl Staging {
     /// A period name becomes part of table names and of a partition bound, so only
     /// `YYYY-MM` (digits and one dash) is accepted.
     pub(crate) fn new(period: &str) -> StoreResult<Staging> {
+        Staging::of(period, &PERIOD_TABLES)
+    }
+
+    /// [`Staging::new`] of some of the tables (a restore), listed in [`PERIOD_TABLES`]' order.
+    pub(crate) fn of(period: &str, tables: &'static [&'static str]) -> StoreResult<Staging> {
         let valid = period.len() == 7
             && period.bytes().enumerate().all(|(i, b)| if i == 4 { b == b'-' } else { b.is_ascii_digit() });
         if !valid {
             return Err(StoreError::Invalid(format!("billing period {period:?} is not YYYY-MM")));
         }
-        Ok(Staging { period: period.to_string(), suffix: period.replace('-', "_") })
+        Ok(Staging { period: period.to_string(), suffix: period.replace('-', "_"), tables })
+    }
+
+    /// The tables rebuilt, in the order their parents are locked.
+    pub(crate) fn tables(&self) -> &'static [&'static str] {
+        self.tables
     }
 
     /// The live partition of `table` for the period.
@@ -78,13 +90,13 @@ impl Staging {
 
     /// Where rows of `table` go: its staged table when it is partitioned, else itself.
     pub(crate) fn target<'a>(&self, table: &'a str) -> Cow<'a, str> {
-        if PERIOD_TABLES.contains(&table) { Cow::Owned(self.staged(table)) } else { Cow::Borrowed(table) }
+        if self.tables.contains(&table) { Cow::Owned(self.staged(table)) } else { Cow::Borrowed(table) }
     }
 
     /// The statements that make each staged table: the parent's columns and defaults, and a
     /// check that every row is the period's, so attaching it needs no scan.
     pub(crate) fn create_statements(&self) -> Vec<String> {
-        PERIOD_TABLES
+        self.tables
             .iter()
             .flat_map(|table| {
                 let staged = self.staged(table);
@@ -109,6 +121,15 @@ impl Staging {
         Some(format!("CREATE {unique}INDEX {staged}_{ordinal} ON {staged}{}", &definition[using..]))
     }
 
+    /// Detaching and dropping the period's partition of `table`, when it is `attached`.
+    pub(crate) fn drop_statements(&self, table: &str, attached: bool) -> Vec<String> {
+        let partition = self.partition(table);
+        if !attached {
+            return Vec::new();
+        }
+        vec![format!("ALTER TABLE {table} DETACH PARTITION {partition}"), format!("DROP TABLE {partition}")]
+    }
+
     /// The swap of one table: the old partition out (when there is one), the staged one in
     /// under the partition's name, with its `indexes` and its check renamed to match.
     pub(crate) fn swap_statements(
@@ -118,11 +139,7 @@ impl Staging {
         indexes: usize,
     ) -> Vec<String> {
         let (partition, staged) = (self.partition(table), self.staged(table));
-        let mut statements = Vec::new();
-        if old_partition_attached {
-            statements.push(format!("ALTER TABLE {table} DETACH PARTITION {partition}"));
-            statements.push(format!("DROP TABLE {partition}"));
-        }
+        let mut statements = self.drop_statements(table, old_partition_attached);
         statements.push(format!("ALTER TABLE {staged} RENAME TO {partition}"));
         statements
             .push(format!("ALTER TABLE {partition} RENAME CONSTRAINT {staged}_period TO {partition}_period"));

@@ -4,7 +4,7 @@
 use askama::Template;
 use axum::extract::{Query, State};
 use axum::response::{Html, IntoResponse, Response};
-use chrono::{TimeZone, Utc};
+use chrono::Utc;
 use serde::Deserialize;
 
 use crate::money::{format_usd, usd_decimal};
@@ -27,6 +27,8 @@ struct PeriodLine {
     bill_amortized: String,
     rows: i64,
     ingested_at: String,
+    /// `archived 2026-11-26 10:24 UTC to /backups/2025-11`, or empty.
+    archived: String,
 }
 
 struct RunLine {
@@ -184,18 +186,15 @@ fn freshness(runs: &[IngestRun], now: i64) -> Vec<FreshnessLine> {
         .collect()
 }
 
-fn utc(epoch: i64) -> String {
-    Utc.timestamp_opt(epoch, 0)
-        .single()
-        .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
-        .unwrap_or_default()
-}
+use crate::period::utc_minute as utc;
 
 pub async fn page(
     State(state): State<AppState>,
     Query(query): Query<HomeQuery>,
 ) -> Result<Response, WebError> {
     let periods: Vec<PeriodSummary> = state.store.periods().await?;
+    let archived: std::collections::BTreeMap<String, crate::store::ArchivedPeriod> =
+        state.store.archived_periods().await?.into_iter().map(|a| (a.period.clone(), a)).collect();
     let runs: Vec<IngestRun> = state.store.ingest_runs(50).await?;
     let reconciliations = reconciliations(&runs);
     let freshness = freshness(&runs, Utc::now().timestamp());
@@ -235,6 +234,11 @@ pub async fn page(
                     "bill_amortized": usd_decimal(p.bill_amortized_micros),
                     "cost_fact_rows": p.cost_fact_rows,
                     "ingested_at": p.ingested_at,
+                    "archived": archived.get(&p.period).map(|a| serde_json::json!({
+                        "archived_at": a.archived_at,
+                        "location": a.location,
+                        "detail_rows": a.detail_rows,
+                    })),
                 })
             })
             .collect();
@@ -275,12 +279,15 @@ pub async fn page(
         periods: periods
             .into_iter()
             .map(|p| PeriodLine {
-                period: p.period,
                 data_version: p.data_version,
                 bill_unblended: format_usd(p.bill_unblended_micros),
                 bill_amortized: format_usd(p.bill_amortized_micros),
                 rows: p.cost_fact_rows,
                 ingested_at: utc(p.ingested_at),
+                archived: archived.get(&p.period).map_or_else(String::new, |a| {
+                    format!("archived {} to {}", utc(a.archived_at), a.location)
+                }),
+                period: p.period,
             })
             .collect(),
         reconciliations,
