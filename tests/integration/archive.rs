@@ -1,9 +1,9 @@
 //! `gpuledger archive` through the binary, on both backends: an old period's detail rows go to
 //! Parquet files and leave the database (on Postgres, its partitions); its bill, rollups and
 //! issued invoice stay exactly as they were (and every report made of rollups); what needs the
-//! rows (a compute, the page of a workload's pods) is refused, saying so; a
-//! changed file is refused; a restore brings back every row as it was; a new delivery of an
-//! archived period replaces it as any other.
+//! rows (a compute, the GPU report at another idle threshold, the page of a workload's pods)
+//! is refused, saying so; a changed file is refused; a restore brings back every row as it
+//! was; a new delivery of an archived period replaces it as any other.
 
 use std::path::Path;
 
@@ -142,6 +142,8 @@ async fn archive_story(database: &str, work: &Path, postgres: bool) {
     let (_, data) = get(&web, "/data").await;
     assert!(data.contains(&format!("to {}</small>", folder.display())), "{data}");
     refused(database, &["compute", "--period", "2026-09"], &["2026-09 was archived", &restore_hint]);
+    let other_threshold = ["report", "gpu", "--period", "2026-09", "--idle-threshold", "0.37"];
+    refused(database, &other_threshold, &["2026-09 was archived", &restore_hint]);
     let elsewhere = work.join("elsewhere").display().to_string();
     refused(database, &["archive", "create", "--period", "2026-09", "--to", &elsewhere], &["archived"]);
     // Computing every period leaves the archived one as it was, and October computes.
