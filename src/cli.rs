@@ -91,8 +91,12 @@ pub enum ArchiveCommand {
     Create(ArchiveCreateArgs),
     /// Put an archived period's rows back from its folder (the one holding manifest.json).
     Restore {
-        /// The period's archive folder, as `gpuledger archive list` shows it.
-        folder: PathBuf,
+        /// The period's archive folder, as `gpuledger archive list` shows it: a local folder
+        /// or s3://bucket/prefix/YYYY-MM.
+        folder: String,
+        /// An S3-compatible endpoint.
+        #[arg(long, env = "GPULEDGER_S3_ENDPOINT_URL")]
+        endpoint_url: Option<String>,
     },
     /// Archived periods: when, where, how many rows.
     List {
@@ -104,10 +108,13 @@ pub enum ArchiveCommand {
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("which").required(true).args(["periods", "before"]))]
 pub struct ArchiveCreateArgs {
-    /// The folder the archives go to (created when missing); each period gets a folder of
-    /// its own in it, named YYYY-MM.
+    /// Where the archives go: a local folder (created when missing) or s3://bucket/prefix;
+    /// each period gets a folder of its own in it, named YYYY-MM.
     #[arg(long)]
-    pub to: PathBuf,
+    pub to: String,
+    /// An S3-compatible endpoint.
+    #[arg(long, env = "GPULEDGER_S3_ENDPOINT_URL")]
+    pub endpoint_url: Option<String>,
     /// A billing period to archive, YYYY-MM (may be given several times).
     #[arg(long = "period")]
     pub periods: Vec<Period>,

@@ -7,21 +7,40 @@ use anyhow::{Context, bail};
 
 use crate::archive;
 use crate::cli::{ArchiveCommand, ArchiveCreateArgs};
+use crate::ingest::cur::Scratch;
 use crate::period::utc_minute;
 use crate::report::{OutputFormat, csv_cell};
-use crate::store::{ArchivedPeriod, Store};
+use crate::sources::objects::{ObjectStore, S3Options, S3Store};
+use crate::store::{ArchivedPeriod, PeriodDetail, Store};
 
 pub(super) async fn run(store: &dyn Store, command: ArchiveCommand) -> anyhow::Result<()> {
     match command {
         ArchiveCommand::Create(args) => create(store, args).await,
-        ArchiveCommand::Restore { folder } => restore(store, &folder).await,
+        ArchiveCommand::Restore { folder, endpoint_url } => restore(store, &folder, endpoint_url).await,
         ArchiveCommand::List { format } => list(store, format).await,
     }
 }
 
+/// Where archives go: a local folder, or a bucket's prefix (written through a scratch folder).
+enum Destination {
+    Folder(PathBuf),
+    S3 { store: S3Store, uri: String },
+}
+
+impl Destination {
+    async fn open(to: &str, endpoint_url: Option<String>) -> anyhow::Result<Destination> {
+        if to.starts_with("s3://") {
+            let store = S3Store::connect(to, &S3Options { endpoint_url, ..S3Options::default() }).await?;
+            let uri = store.describe().trim_end_matches('/').to_string();
+            return Ok(Destination::S3 { store, uri });
+        }
+        std::fs::create_dir_all(to).with_context(|| format!("creating {to}"))?;
+        Ok(Destination::Folder(Path::new(to).canonicalize().with_context(|| format!("opening {to}"))?))
+    }
+}
+
 async fn create(store: &dyn Store, args: ArchiveCreateArgs) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&args.to).with_context(|| format!("creating {}", args.to.display()))?;
-    let root = args.to.canonicalize().with_context(|| format!("opening {}", args.to.display()))?;
+    let destination = Destination::open(&args.to, args.endpoint_url).await?;
     let mut periods: Vec<String> = args.periods.iter().map(|p| p.to_string()).collect();
     if let Some(before) = args.before {
         let archived: Vec<String> = store.archived_periods().await?.into_iter().map(|a| a.period).collect();
@@ -39,7 +58,7 @@ async fn create(store: &dyn Store, args: ArchiveCreateArgs) -> anyhow::Result<()
         }
     }
     for period in periods {
-        archive_one(store, &root, &period).await?;
+        archive_one(store, &destination, &period).await?;
     }
     Ok(())
 }
@@ -56,25 +75,79 @@ fn spinner(period: &str) -> indicatif::ProgressBar {
     bar
 }
 
-async fn archive_one(store: &dyn Store, root: &Path, period: &str) -> anyhow::Result<()> {
+/// Writes the archive's files under `root` (off the async threads); returns the folder, the
+/// manifest's bytes and the rows back.
+async fn write_files(
+    root: &Path,
+    period: &str,
+    data_version: &str,
+    archived_at: i64,
+    detail: PeriodDetail,
+) -> anyhow::Result<(PathBuf, Vec<u8>, PeriodDetail)> {
+    let (root, period, data_version) = (root.to_path_buf(), period.to_string(), data_version.to_string());
+    let written = tokio::task::spawn_blocking(move || {
+        archive::write(&root, &period, &data_version, archived_at, &detail).map(|(d, m)| (d, m, detail))
+    });
+    Ok(written.await??)
+}
+
+/// Uploads the archive in `dir` to `period/` of `s3`, the manifest last; each object is read
+/// back and compared with the file.
+async fn upload(s3: &S3Store, dir: &Path, period: &str) -> anyhow::Result<()> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)?
+        .map(|entry| Ok(entry?.file_name().to_string_lossy().to_string()))
+        .collect::<std::io::Result<_>>()?;
+    names.sort_by_key(|name| name == archive::MANIFEST);
+    for name in names {
+        let bytes = std::fs::read(dir.join(&name))?;
+        let key = format!("{period}/{name}");
+        s3.put(&key, bytes.clone()).await?;
+        let back = s3.get(&key).await?.map(|object| object.bytes);
+        if back.as_deref() != Some(bytes.as_slice()) {
+            bail!("{}: the object read back differs from the file written", s3.locate(&key));
+        }
+    }
+    Ok(())
+}
+
+async fn archive_one(store: &dyn Store, destination: &Destination, period: &str) -> anyhow::Result<()> {
     let started = Instant::now();
     let bar = spinner(period);
+    let manifest_key = format!("{period}/{}", archive::MANIFEST);
+    if let Destination::S3 { store: s3, .. } = destination
+        && s3.get(&manifest_key).await?.is_some()
+    {
+        bar.finish_and_clear();
+        bail!(
+            "{}: an archive of this period is already there: move it away or archive to another prefix",
+            s3.locate(&manifest_key)
+        );
+    }
     bar.set_message("reading its detail rows");
     let (data_version, detail) = store.period_detail(period).await?;
     bar.set_message(format!("writing and checking {} rows", detail.rows()));
     let archived_at = chrono::Utc::now().timestamp();
-    let (dir, manifest, detail) = {
-        let (root, period, data_version) = (root.to_path_buf(), period.to_string(), data_version.clone());
-        tokio::task::spawn_blocking(move || {
-            archive::write(&root, &period, &data_version, archived_at, &detail).map(|(d, m)| (d, m, detail))
-        })
-        .await??
+    let (location, manifest, detail, bytes) = match destination {
+        Destination::Folder(root) => {
+            let (dir, manifest, detail) =
+                write_files(root, period, &data_version, archived_at, detail).await?;
+            let bytes = folder_bytes(&dir)?;
+            (dir.display().to_string(), manifest, detail, bytes)
+        }
+        Destination::S3 { store: s3, uri } => {
+            let scratch = Scratch::new().context("creating a scratch folder")?;
+            let (dir, manifest, detail) =
+                write_files(&scratch.dir, period, &data_version, archived_at, detail).await?;
+            bar.set_message(format!("uploading to {uri}/{period}"));
+            upload(s3, &dir, period).await?;
+            (format!("{uri}/{period}"), manifest, detail, folder_bytes(&dir)?)
+        }
     };
     let record = ArchivedPeriod {
         period: period.to_string(),
         data_version,
         archived_at,
-        location: dir.display().to_string(),
+        location,
         detail_rows: detail.rows() as i64,
         manifest_sha256: crate::auth::sha256_hex(&manifest),
     };
@@ -84,7 +157,15 @@ async fn archive_one(store: &dyn Store, root: &Path, period: &str) -> anyhow::Re
         // its manifest the folder is an unfinished archive, which the next attempt writes over.
         let archived = store.archived_periods().await.map(|all| all.iter().any(|a| a.period == period));
         if archived.is_ok_and(|archived| !archived) {
-            let _ = std::fs::remove_file(dir.join(archive::MANIFEST));
+            let _ = match destination {
+                Destination::Folder(root) => {
+                    std::fs::remove_file(archive::folder(root, period).join(archive::MANIFEST))
+                        .map_err(|e| e.to_string())
+                }
+                Destination::S3 { store: s3, .. } => {
+                    s3.delete(&manifest_key).await.map_err(|e| e.to_string())
+                }
+            };
         }
         bar.finish_and_clear();
         return Err(error)
@@ -97,27 +178,52 @@ async fn archive_one(store: &dyn Store, root: &Path, period: &str) -> anyhow::Re
         format!("{period} to {} ({} rows)", record.location, record.detail_rows),
     )
     .await?;
-    let bytes: u64 = std::fs::read_dir(&dir)?
-        .filter_map(|entry| entry.ok()?.metadata().ok())
-        .map(|metadata| metadata.len())
-        .sum();
     eprintln!(
         "archived {period}: {} rows in {} ({:.1} MB) in {:.1} s; its bill, rollups and invoices stay",
         record.detail_rows,
-        dir.display(),
+        record.location,
         bytes as f64 / 1e6,
         started.elapsed().as_secs_f64()
     );
     Ok(())
 }
 
-async fn restore(store: &dyn Store, folder: &Path) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let folder: PathBuf = folder.to_path_buf();
-    let (manifest, manifest_bytes, detail) = {
-        let folder = folder.clone();
-        tokio::task::spawn_blocking(move || archive::read(&folder)).await??
+/// The bytes of the files in `dir`.
+fn folder_bytes(dir: &Path) -> std::io::Result<u64> {
+    let mut bytes = 0;
+    for entry in std::fs::read_dir(dir)? {
+        bytes += entry?.metadata()?.len();
+    }
+    Ok(bytes)
+}
+
+/// Reads the archive at `folder` (a local folder or an S3 prefix, downloaded to `scratch`).
+async fn read_archive(
+    folder: &str,
+    endpoint_url: Option<String>,
+    scratch: &Scratch,
+) -> anyhow::Result<(archive::Manifest, Vec<u8>, PeriodDetail)> {
+    let dir = if folder.starts_with("s3://") {
+        let s3 = S3Store::connect(folder, &S3Options { endpoint_url, ..S3Options::default() }).await?;
+        let files = s3.files("").await?;
+        if !files.iter().any(|name| name == archive::MANIFEST) {
+            bail!("{}: not there, so no finished archive is", s3.locate(archive::MANIFEST));
+        }
+        for name in files.iter().filter(|name| *name == archive::MANIFEST || name.ends_with(".parquet")) {
+            s3.local_copy(name, &scratch.dir).await?;
+        }
+        scratch.dir.clone()
+    } else {
+        PathBuf::from(folder)
     };
+    let read = tokio::task::spawn_blocking(move || archive::read(&dir)).await?;
+    read.with_context(|| format!("reading the archive at {folder}"))
+}
+
+async fn restore(store: &dyn Store, folder: &str, endpoint_url: Option<String>) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let scratch = Scratch::new().context("creating a scratch folder")?;
+    let (manifest, manifest_bytes, detail) = read_archive(folder, endpoint_url, &scratch).await?;
     let period = manifest.period.as_str();
     let Some(record) = store.archived_periods().await?.into_iter().find(|a| a.period == period) else {
         bail!("billing period {period} is not archived: its rows are in the database, nothing to restore");
@@ -125,9 +231,8 @@ async fn restore(store: &dyn Store, folder: &Path) -> anyhow::Result<()> {
     let sha256 = crate::auth::sha256_hex(&manifest_bytes);
     if sha256 != record.manifest_sha256 {
         bail!(
-            "{} is not the archive written when {period} was archived on {} to {} (its manifest's SHA-256 is {sha256}, \
-             the database recorded {}): nothing restored",
-            folder.display(),
+            "{folder} is not the archive written when {period} was archived on {} to {} (its manifest's SHA-256 is \
+             {sha256}, the database recorded {}): nothing restored",
             utc_minute(record.archived_at),
             record.location,
             record.manifest_sha256
@@ -138,11 +243,10 @@ async fn restore(store: &dyn Store, folder: &Path) -> anyhow::Result<()> {
     let restored = store.restore_period(period, &manifest.data_version, &detail).await;
     bar.finish_and_clear();
     restored?;
-    super::users::audit(store, "period_restored", format!("{period} from {}", folder.display())).await?;
+    super::users::audit(store, "period_restored", format!("{period} from {folder}")).await?;
     eprintln!(
-        "restored {period}: {} rows from {} in {:.1} s (the files stay where they are)",
+        "restored {period}: {} rows from {folder} in {:.1} s (the files stay where they are)",
         detail.rows(),
-        folder.display(),
         started.elapsed().as_secs_f64()
     );
     Ok(())

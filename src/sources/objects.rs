@@ -183,6 +183,22 @@ impl S3Store {
         })
     }
 
+    /// Writes `bytes` as `key` (an archive's file; the CUR is only ever read).
+    pub async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), ObjectError> {
+        let full = format!("{}{key}", self.root);
+        let request = self.client.put_object().bucket(&self.bucket).key(&full).body(ByteStream::from(bytes));
+        request.send().await.map_err(|e| failed(self.locate(key), describe_sdk_error(&e)))?;
+        Ok(())
+    }
+
+    /// Deletes `key` (an unfinished archive's manifest).
+    pub async fn delete(&self, key: &str) -> Result<(), ObjectError> {
+        let full = format!("{}{key}", self.root);
+        let request = self.client.delete_object().bucket(&self.bucket).key(&full);
+        request.send().await.map_err(|e| failed(self.locate(key), describe_sdk_error(&e)))?;
+        Ok(())
+    }
+
     async fn list(&self, prefix: &str) -> Result<(Vec<String>, Vec<String>), ObjectError> {
         let full = format!("{}{prefix}", self.root);
         let mut folders = Vec::new();

@@ -232,3 +232,79 @@ async fn an_archived_period_keeps_its_bill_rollups_and_invoice_and_comes_back_wh
     let work = tempfile::tempdir().unwrap();
     archive_story(&postgres.url, work.path(), true).await;
 }
+
+/// The binary with test credentials for a local S3 endpoint.
+fn gl_aws(database: &str, endpoint: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_gpuledger"))
+        .args(args)
+        .args(["--endpoint-url", endpoint])
+        .env("GPULEDGER_DATABASE_URL", database)
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+/// Archives in S3 (the real SDK against moto): the files and the manifest under
+/// `prefix/YYYY-MM/`; a changed object is refused; the restore brings every row back; a
+/// finished archive is not written over.
+#[tokio::test]
+async fn an_archive_in_s3_comes_back_whole() {
+    let Some(moto) = crate::s3::start_moto() else { return };
+    let s3 = crate::s3::client(&moto.url).await;
+    s3.create_bucket().bucket("archives").send().await.unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let database = format!("sqlite:{}", work.path().join("gl.db").display());
+    let data = work.path().join("data");
+    generate(&data, Scale::Demo, CurFormat::Parquet, 2, 32);
+    gl(&database, &["ingest", "cur", &export_root(&data).display().to_string()]);
+    let store = helpers::connect(&database).await;
+    let (_, detail) = store.period_detail("2026-09").await.unwrap();
+
+    let create = ["archive", "create", "--period", "2026-09", "--to", "s3://archives/gpuledger"];
+    let output = gl_aws(&database, &moto.url, &create);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let listed = json(&database, &["archive", "list", "--format", "json"]);
+    assert_eq!(listed[0]["location"], "s3://archives/gpuledger/2026-09");
+    let objects = s3.list_objects_v2().bucket("archives").prefix("gpuledger/").send().await.unwrap();
+    let mut keys: Vec<&str> = objects.contents().iter().filter_map(|o| o.key()).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "gpuledger/2026-09/cost_gpu_pod_hours.parquet",
+            "gpuledger/2026-09/cost_pod_day_options.parquet",
+            "gpuledger/2026-09/cost_pod_days.parquet",
+            "gpuledger/2026-09/cost_pods.parquet",
+            "gpuledger/2026-09/instance_hours.parquet",
+            "gpuledger/2026-09/manifest.json",
+        ]
+    );
+    assert!(store.period_detail("2026-09").await.is_err(), "the rows left the database");
+
+    // A changed object is refused, saying which; the period stays archived.
+    let key = "gpuledger/2026-09/cost_pod_days.parquet";
+    let original = s3.get_object().bucket("archives").key(key).send().await.unwrap();
+    let original = original.body.collect().await.unwrap().into_bytes().to_vec();
+    let mut changed = original.clone();
+    changed[original.len() / 2] ^= 0x10;
+    s3.put_object().bucket("archives").key(key).body(changed.into()).send().await.unwrap();
+    let restore = ["archive", "restore", "s3://archives/gpuledger/2026-09"];
+    let output = gl_aws(&database, &moto.url, &restore);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("cost_pod_days.parquet"), "{stderr}");
+    assert!(stderr.contains("changed since it was archived"), "{stderr}");
+    assert_eq!(json(&database, &["archive", "list", "--format", "json"]).as_array().unwrap().len(), 1);
+    s3.put_object().bucket("archives").key(key).body(original.into()).send().await.unwrap();
+
+    let output = gl_aws(&database, &moto.url, &restore);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(store.period_detail("2026-09").await.unwrap().1, detail);
+    // The finished archive is still there: a second one to the same prefix is refused.
+    let output = gl_aws(&database, &moto.url, &create);
+    assert!(String::from_utf8_lossy(&output.stderr).contains("already there"), "{output:?}");
+    assert_eq!(store.period_detail("2026-09").await.unwrap().1, detail);
+}

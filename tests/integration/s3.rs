@@ -64,7 +64,7 @@ pub fn start_moto() -> Option<Moto> {
     Some(moto)
 }
 
-async fn client(endpoint: &str) -> aws_sdk_s3::Client {
+pub(crate) async fn client(endpoint: &str) -> aws_sdk_s3::Client {
     let credentials = aws_sdk_s3::config::Credentials::new("testing", "testing", None, None, "test");
     let config = aws_sdk_s3::config::Builder::new()
         .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
