@@ -123,12 +123,14 @@ pub fn write(
         ));
     }
     std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    // Each file is read back from disk and compared with its rows before the next is written
+    // (one table's copy held at a time), and all before the manifest makes the archive whole.
     let files = vec![
-        write_table(&dir, &detail.pods)?,
-        write_table(&dir, &detail.instance_hours)?,
-        write_table(&dir, &detail.pod_days)?,
-        write_table(&dir, &detail.pod_day_options)?,
-        write_table(&dir, &detail.gpu_pod_hours)?,
+        write_checked(&dir, &detail.pods)?,
+        write_checked(&dir, &detail.instance_hours)?,
+        write_checked(&dir, &detail.pod_days)?,
+        write_checked(&dir, &detail.pod_day_options)?,
+        write_checked(&dir, &detail.gpu_pod_hours)?,
     ];
     let manifest = Manifest {
         format: FORMAT.to_string(),
@@ -140,11 +142,6 @@ pub fn write(
         files,
         totals: Totals::of(detail),
     };
-    // Read back from disk before the manifest makes the archive whole.
-    let read = read_files(&dir, &manifest)?;
-    if &read != detail {
-        return Err(invalid(&dir, "the files read back differ from the rows written: archive not finished"));
-    }
     let mut bytes = serde_json::to_vec_pretty(&manifest).map_err(|e| invalid(&manifest_path, e))?;
     bytes.push(b'\n');
     write_durably(&manifest_path, &bytes)?;
@@ -188,6 +185,21 @@ fn read_files(dir: &Path, manifest: &Manifest) -> Result<PeriodDetail, ArchiveEr
     })
 }
 
+/// [`write_table`], then the file read back and compared with `rows`.
+fn write_checked<T: Table + Default + PartialEq>(
+    dir: &Path,
+    rows: &[T],
+) -> Result<ArchiveFile, ArchiveError> {
+    let file = write_table(dir, rows)?;
+    if read_file::<T>(dir, &file)? != rows {
+        return Err(invalid(
+            &dir.join(&file.file),
+            "read back, it differs from the rows written: archive not finished",
+        ));
+    }
+    Ok(file)
+}
+
 /// Writes one table's rows as `<table>.parquet` in `dir` (through a temporary name, synced).
 fn write_table<T: Table + Default>(dir: &Path, rows: &[T]) -> Result<ArchiveFile, ArchiveError> {
     let table = &T::sql().table;
@@ -211,12 +223,17 @@ fn write_table<T: Table + Default>(dir: &Path, rows: &[T]) -> Result<ArchiveFile
     })
 }
 
-/// Reads `T`'s table from `dir` as the manifest lists it, checking its bytes, SHA-256 and rows.
+/// Reads `T`'s table from `dir` as the manifest lists it.
 fn read_table<T: Table>(dir: &Path, manifest: &Manifest) -> Result<Vec<T>, ArchiveError> {
     let table = &T::sql().table;
     let Some(entry) = manifest.files.iter().find(|f| &f.table == table) else {
         return Err(invalid(&dir.join(MANIFEST), format!("no file of {table} listed")));
     };
+    read_file(dir, entry)
+}
+
+/// Reads the file of `entry` in `dir`, checking its bytes, SHA-256 and rows.
+fn read_file<T: Table>(dir: &Path, entry: &ArchiveFile) -> Result<Vec<T>, ArchiveError> {
     if entry.file.contains(['/', '\\']) || entry.file.starts_with('.') {
         return Err(invalid(
             &dir.join(MANIFEST),
