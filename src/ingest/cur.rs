@@ -556,13 +556,8 @@ impl PeriodBuilder {
     ) -> Result<Vec<(i64, u32)>, CurError> {
         // Facts find their pod by its place in the list: the file must hold pods first, first
         // + 1, … in that order, or costs would land on other pods.
-        use polars::prelude::{ParquetReader, SerReader};
-        let unreadable = |e: polars::prelude::PolarsError| invalid(location, format!("Spark's pods: {e}"));
-        let file = std::fs::File::open(path).map_err(|e| invalid(location, e))?;
-        let numbers = ParquetReader::new(file)
-            .with_columns(Some(vec!["gl_pod_key".into()]))
-            .finish()
-            .map_err(unreadable)?;
+        let (numbers, unreadable) =
+            spark_frame(path, location, "Spark's pods", Some(vec!["gl_pod_key".into()]))?;
         let numbers = numbers.column("gl_pod_key").and_then(|c| c.i64().cloned()).map_err(unreadable)?;
         if let Some((row, key)) =
             numbers.iter().enumerate().find(|(row, key)| *key != Some((first + row) as i64))
@@ -602,11 +597,7 @@ impl PeriodBuilder {
         emit: &mut dyn FnMut(FactBatch) -> bool,
     ) -> Result<(), CurError> {
         use crate::sources::spark::{MONEY, RESOURCES};
-        use polars::prelude::{ParquetReader, SerReader};
-        let unreadable =
-            |e: polars::prelude::PolarsError| invalid(location, format!("Spark's pod-hours: {e}"));
-        let file = std::fs::File::open(path).map_err(|e| invalid(location, e))?;
-        let frame = ParquetReader::new(file).finish().map_err(unreadable)?;
+        let (frame, unreadable) = spark_frame(path, location, "Spark's pod-hours", None)?;
         let integers = |name: &str| -> Result<Vec<Option<i64>>, CurError> {
             let column = frame.column(name).map_err(unreadable)?;
             Ok(column.i64().map_err(unreadable)?.iter().collect())
@@ -1008,6 +999,24 @@ fn net_amortized_cost(c: &Columns<'_>, row: usize, line_type: &str, amortized: f
 /// Where downloaded or local data files are read from during one period's ingest.
 pub struct Scratch {
     pub dir: PathBuf,
+}
+
+/// A Parquet file of Spark's output read whole (or its `columns`), and how to say a polars
+/// error about it (`what` names the output).
+fn spark_frame<'a>(
+    path: &Path,
+    location: &'a str,
+    what: &'a str,
+    columns: Option<Vec<String>>,
+) -> Result<
+    (polars::prelude::DataFrame, impl Fn(polars::prelude::PolarsError) -> CurError + Copy + 'a),
+    CurError,
+> {
+    use polars::prelude::{ParquetReader, SerReader};
+    let unreadable = move |e: polars::prelude::PolarsError| invalid(location, format!("{what}: {e}"));
+    let file = std::fs::File::open(path).map_err(|e| invalid(location, e))?;
+    let frame = ParquetReader::new(file).with_columns(columns).finish().map_err(&unreadable)?;
+    Ok((frame, unreadable))
 }
 
 /// Scratch folders are named `gpuledger-ingest-PID-NANOS` in the temporary folder.

@@ -229,16 +229,18 @@ fn quote_path(path: &str) -> Result<String, CurError> {
     Ok(format!("`{path}`"))
 }
 
-/// A folder as an SQL string literal.
-fn path_text(path: &Path) -> Result<String, CurError> {
-    let text = path.display().to_string();
+/// `text` as an SQL string literal; `what` names it when it holds a quote or backslash, which
+/// Spark SQL would read as the end of the string or an escape.
+fn string_literal(text: &str, what: &str) -> Result<String, CurError> {
     if text.contains('\'') || text.contains('\\') {
-        return Err(invalid(
-            &text,
-            "an output folder with a quote or backslash cannot be handed to Spark SQL",
-        ));
+        return Err(invalid(text, format!("{what} with a quote or backslash cannot be handed to Spark SQL")));
     }
     Ok(format!("'{text}'"))
+}
+
+/// A folder as an SQL string literal.
+fn path_text(path: &Path) -> Result<String, CurError> {
+    string_literal(&path.display().to_string(), "an output folder")
 }
 
 /// One data file's columns and their Spark types.
@@ -323,12 +325,7 @@ impl<'a> JobSql<'a> {
     fn new(period: Period, files: &'a [FileSchema]) -> Result<JobSql<'a>, CurError> {
         for file in files {
             quote_path(&file.uri)?;
-            if file.location.contains('\'') || file.location.contains('\\') {
-                return Err(invalid(
-                    &file.location,
-                    "a file name with a quote or backslash cannot be handed to Spark SQL",
-                ));
-            }
+            string_literal(&file.location, "a file name")?;
         }
         Ok(JobSql { period, files })
     }

@@ -669,15 +669,22 @@ mod tests {
         assert!(read[3][0].is_empty() && read[5][0].is_empty());
     }
 
+    /// [`both_ways`] of a fixture: the same rows both ways, and as many (rows, chunks, map
+    /// columns read apart) as `expected`.
+    fn same_both_ways(path: &Path, expected: (usize, usize, usize)) -> Vec<[Pairs<'static>; 2]> {
+        let (polars, read, chunks, lazy) = both_ways(path);
+        assert_eq!((read.len(), chunks, lazy), expected);
+        assert_eq!(read, polars);
+        read
+    }
+
     #[test]
     fn map_columns_with_dictionary_overflow_match_polars() {
         // pyarrow's MAP columns whose dictionaries overflow: dictionary pages, then PLAIN
         // pages, in one column chunk (tests/fixtures/parquet-map-fallback/make.py).
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/parquet-map-fallback/map-fallback.parquet");
-        let (expected, read, chunks, lazy) = both_ways(&path);
-        assert_eq!((read.len(), chunks, lazy), (3_000, 3, 6));
-        assert_eq!(read, expected);
+        let read = same_both_ways(&path, (3_000, 3, 6));
         let metadata = polars_parquet::parquet::read::read_metadata(&mut File::open(&path).unwrap()).unwrap();
         let tags =
             map_column::MapChunk::read(&File::open(&path).unwrap(), &metadata.row_groups[0], "resource_tags")
@@ -695,9 +702,7 @@ mod tests {
         // map is still read apart, and every row matches.
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/parquet-map-fallback/map-delta.parquet");
-        let (expected, read, chunks, lazy) = both_ways(&path);
-        assert_eq!((read.len(), chunks, lazy), (500, 1, 1));
-        assert_eq!(read, expected);
+        let read = same_both_ways(&path, (500, 1, 1));
         assert_eq!(read[2][0][1], (Cow::Borrowed("key_1"), Cow::Borrowed("pod-2-1")));
     }
 
@@ -707,9 +712,7 @@ mod tests {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(
             "tests/fixtures/aws-parquet-map/gpuledger-cur2/data/BILLING_PERIOD=2026-10/gpuledger-cur2-00001.snappy.parquet",
         );
-        let (expected, read, chunks, lazy) = both_ways(&path);
-        assert_eq!((read.len(), chunks, lazy), (2_500, 1, 2));
-        assert_eq!(read, expected);
+        let read = same_both_ways(&path, (2_500, 1, 2));
         assert!(read.iter().any(|row| row[0].iter().any(|(k, _)| k == "aws_eks_workload_name")));
     }
 
