@@ -297,8 +297,18 @@ fn text(s: &str) -> Cell {
 
 /// Per workload: cost, GPU-hours, idle, Spot, requests.
 pub fn workloads(range: &RollupRange) -> Report {
+    by_workload(range, false)
+}
+
+/// [`workloads`] with a CronJob's runs (Jobs named `cronjob-<schedule>`) summed into one row
+/// of the CronJob, and a `runs` column: how many workloads each row sums (1 for any other).
+pub fn workload_families(range: &RollupRange) -> Report {
+    by_workload(range, true)
+}
+
+fn by_workload(range: &RollupRange, families: bool) -> Report {
     #[derive(Default)]
-    struct W {
+    struct W<'a> {
         split: i64,
         unused: i64,
         idle_cost: i64,
@@ -307,10 +317,13 @@ pub fn workloads(range: &RollupRange) -> Report {
         idle: f64,
         spot: f64,
         requests: f64,
+        names: std::collections::BTreeSet<&'a str>,
     }
     let mut rows: BTreeMap<(&str, &str, &str, &str), W> = BTreeMap::new();
     for c in range.costs() {
-        let w = rows.entry((&c.namespace, &c.workload, c.workload_class.as_str(), &c.client)).or_default();
+        let workload = if families { crate::engine::classify::family(&c.workload) } else { &c.workload };
+        let w = rows.entry((&c.namespace, workload, c.workload_class.as_str(), &c.client)).or_default();
+        w.names.insert(&c.workload);
         w.split += c.split_cost_nanos;
         w.unused += c.unused_cost_nanos;
         w.idle_cost += c.idle_gpu_cost_nanos;
@@ -320,7 +333,7 @@ pub fn workloads(range: &RollupRange) -> Report {
         w.spot += c.spot_gpu_hours;
         w.requests += c.requests;
     }
-    let table = Table {
+    let mut table = Table {
         title: "Cost and GPU-hours by workload".into(),
         totals: Vec::new(),
         columns: vec![
@@ -359,6 +372,12 @@ pub fn workloads(range: &RollupRange) -> Report {
             })
             .collect(),
     };
+    if families {
+        table.columns.insert(2, "runs");
+        for (row, w) in table.rows.iter_mut().zip(rows.values()) {
+            row.insert(2, Cell::Count(w.names.len() as f64));
+        }
+    }
     let mut extra = Extras::default();
     extra.usd("kubernetes_total", range.kubernetes_nanos());
     Report { table, extra }

@@ -1152,3 +1152,56 @@ async fn the_alerts_page_has_no_month_picker() {
     let costs = app.page("/costs").await;
     assert!(costs.contains(r#"id="period""#) && costs.contains("Quick ranges"));
 }
+
+/// A client's page lists a CronJob once, its runs summed: each row is the sum of the
+/// per-workload report's rows of its family, and `runs` says how many.
+#[tokio::test]
+async fn a_clients_workloads_sum_a_cronjobs_runs_into_one_row() {
+    use gpuledger::engine::classify::family;
+    use gpuledger::report::rollup::{self, RollupRange};
+    let app = crate::app::TestApp::demo().await;
+    let period: gpuledger::period::Period = "2026-10".parse().unwrap();
+    let scope = gpuledger::auth::Scope::All;
+    let range =
+        RollupRange::load(app.store(), &scope, "2026-10".into(), period.start(), period.end()).await.unwrap();
+    let each = rollup::workloads(&range).render(gpuledger::report::OutputFormat::Json, "2026-10");
+    let each: serde_json::Value = serde_json::from_str(&each).unwrap();
+    let each = each["rows"].as_array().unwrap();
+    let mut merged_runs = 0;
+    for client in ["acme", "globex", "initech"] {
+        let page = app.json(&format!("/clients/{client}?period=2026-10&format=json")).await;
+        let rows = page["workloads"]["rows"].as_array().unwrap();
+        let mine: Vec<&serde_json::Value> = each.iter().filter(|r| r["client"] == client).collect();
+        assert!(!mine.is_empty(), "{client} runs workloads");
+        let mut seen = std::collections::BTreeSet::new();
+        for row in rows {
+            let (namespace, workload) =
+                (row["namespace"].as_str().unwrap(), row["workload"].as_str().unwrap());
+            assert_eq!(family(workload), workload, "{client}: {workload} is a family");
+            assert!(
+                seen.insert((namespace, workload, row["workload_class"].as_str().unwrap())),
+                "{client}: one row each"
+            );
+            let members: Vec<&&serde_json::Value> = mine
+                .iter()
+                .filter(|r| {
+                    r["namespace"] == namespace
+                        && family(r["workload"].as_str().unwrap()) == workload
+                        && r["workload_class"] == row["workload_class"]
+                })
+                .collect();
+            assert_eq!(row["runs"].as_f64().unwrap(), members.len() as f64, "{client}: {workload}");
+            let total: f64 = members.iter().map(|r| r["total_cost"].amount()).sum();
+            // Each row is rounded to the micro-dollar on its own.
+            let slack = 1e-6 * members.len() as f64;
+            let (shown, summed) = (row["total_cost"].amount(), total);
+            assert!((shown - summed).abs() <= slack, "{client}: {workload}: {shown} against {summed}");
+            if members.len() > 1 {
+                merged_runs += members.len();
+            }
+        }
+        let runs: f64 = rows.iter().map(|r| r["runs"].as_f64().unwrap()).sum();
+        assert_eq!(runs, mine.len() as f64, "{client}: every workload in one row");
+    }
+    assert!(merged_runs > 10, "the demo's CronJobs run many times a month: {merged_runs}");
+}

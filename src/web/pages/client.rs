@@ -251,8 +251,8 @@ pub async fn page(
     if let Some(table) = content.tables.last_mut() {
         table.3 = invoice_links;
     }
-    // The workloads report, kept to this client's rows.
-    let mut workloads = rollup::workloads(range);
+    // The workloads report, kept to this client's rows; a CronJob's runs are one row.
+    let mut workloads = rollup::workload_families(range);
     let column = workloads.table.column("client").unwrap_or(usize::MAX);
     workloads.table.rows.retain(|row| matches!(row.get(column), Some(Cell::Text(c)) if *c == client));
     workloads.extra.clear();
