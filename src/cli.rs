@@ -760,8 +760,7 @@ pub struct CurArgs {
     #[arg(long, value_enum, default_value = "local", env = "GPULEDGER_CUR_ENGINE")]
     pub engine: CurEngine,
     /// The Spark Connect server for `--engine spark`: sc://HOST:PORT (add `/;use_ssl=true`
-    /// for TLS). Spark must be able to write a folder gpuledger reads (the same machine or a
-    /// shared file system).
+    /// for TLS). Spark writes its output where gpuledger reads it: see --spark-output.
     #[arg(long, env = "GPULEDGER_SPARK_REMOTE", default_value = "sc://127.0.0.1:15002")]
     pub spark_remote: String,
     /// A bearer token for a managed Spark Connect endpoint (sent only over TLS or to this
@@ -772,6 +771,12 @@ pub struct CurArgs {
     /// connector; EMR and Databricks read s3:// as it is).
     #[arg(long, env = "GPULEDGER_SPARK_S3_SCHEME")]
     pub spark_s3_scheme: Option<String>,
+    /// Where Spark writes its output for gpuledger: a folder both share, or
+    /// s3://bucket/prefix for a remote cluster (downloaded with the AWS SDK, --endpoint-url
+    /// applies). Default: the ingest's scratch folder (Spark on this machine). Each run
+    /// writes a folder of its own there and removes it once read.
+    #[arg(long, env = "GPULEDGER_SPARK_OUTPUT")]
+    pub spark_output: Option<String>,
 }
 
 /// Where `ingest cur` aggregates the split rows.

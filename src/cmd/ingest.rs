@@ -22,19 +22,22 @@ use crate::store;
 pub(super) async fn run(store: &dyn store::Store, command: IngestCommand) -> anyhow::Result<()> {
     match command {
         IngestCommand::Cur(args) => {
+            let s3 = S3Options {
+                endpoint_url: args.endpoint_url,
+                timeout: std::time::Duration::from_secs(args.s3_timeout.max(1)),
+            };
             let options = CurIngestOptions {
                 source: args.source,
                 period: args.period,
                 force: args.force,
                 allow_empty: args.allow_empty,
-                s3: S3Options {
-                    endpoint_url: args.endpoint_url,
-                    timeout: std::time::Duration::from_secs(args.s3_timeout.max(1)),
-                },
+                s3: s3.clone(),
                 spark: (args.engine == crate::cli::CurEngine::Spark).then_some(SparkOptions {
                     remote: args.spark_remote,
                     token: args.spark_token,
                     s3_scheme: args.spark_s3_scheme,
+                    output: args.spark_output,
+                    output_s3: s3,
                 }),
             };
             run_cur_ingest(store, &options).await

@@ -211,7 +211,13 @@ async fn ingest_period(
             None => files.push((objects.local_copy(key, &scratch.dir).await?, location)),
         }
     }
-    let spark_job = spark.map(|options| (options.clone(), spark_files, scratch.dir.join("spark")));
+    let spark_job = match spark {
+        Some(options) => {
+            let output = spark::SparkOutput::open(options, delivery.period, &scratch.dir).await?;
+            Some((options.clone(), spark_files, output))
+        }
+        None => None,
+    };
     let bar = progress.add(indicatif::ProgressBar::new_spinner());
     bar.set_style(
         indicatif::ProgressStyle::with_template("{spinner} {msg} {human_pos} rows ({per_sec})")
@@ -276,7 +282,22 @@ fn read_pushed_down(
     options: &SparkOptions,
     period: Period,
     files: &[SparkFile],
-    out: &std::path::Path,
+    out: &spark::SparkOutput,
+    bar: &indicatif::ProgressBar,
+    emit: &mut dyn FnMut(FactBatch) -> bool,
+) -> Result<(), CurError> {
+    let read = read_output(builder, options, period, files, out, bar, emit);
+    // What the run wrote goes once read, or once it failed.
+    out.remove();
+    read
+}
+
+fn read_output(
+    builder: &mut cur::PeriodBuilder,
+    options: &SparkOptions,
+    period: Period,
+    files: &[SparkFile],
+    out: &spark::SparkOutput,
     bar: &indicatif::ProgressBar,
     emit: &mut dyn FnMut(FactBatch) -> bool,
 ) -> Result<(), CurError> {

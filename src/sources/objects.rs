@@ -16,7 +16,7 @@ pub enum ObjectError {
     Failed { location: String, message: String },
 }
 
-fn failed(location: impl Into<String>, message: impl std::fmt::Display) -> ObjectError {
+pub(crate) fn failed(location: impl Into<String>, message: impl std::fmt::Display) -> ObjectError {
     ObjectError::Failed { location: location.into(), message: message.to_string() }
 }
 

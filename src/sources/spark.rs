@@ -30,11 +30,12 @@ use spark_connect::row::{Row, Value};
 
 use super::cur::reader::{COLUMN_NAMES, Col, REQUIRED};
 use super::cur::{CurError, invalid};
+use super::objects::{ObjectError, ObjectStore, S3Options, S3Store, failed};
 use crate::period::Period;
 use crate::split::Resource;
 
 /// How to reach Spark.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct SparkOptions {
     /// A Spark Connect URL: `sc://host:port`, with `/;use_ssl=true;token=…` for a managed
     /// endpoint.
@@ -44,6 +45,105 @@ pub struct SparkOptions {
     /// Rewrites `s3://` data file URIs to this scheme (`s3a` for open-source Spark's Hadoop S3
     /// connector); EMR and Databricks read `s3://` as it is.
     pub s3_scheme: Option<String>,
+    /// Where Spark writes its output: `None` for the ingest's scratch folder (Spark on this
+    /// machine), a folder Spark and gpuledger share, or `s3://bucket/prefix` (a remote
+    /// cluster; gpuledger downloads the output with the AWS SDK). Each run writes into a
+    /// folder of its own there, removed once read.
+    pub output: Option<String>,
+    /// How gpuledger reaches an S3 output.
+    pub output_s3: S3Options,
+}
+
+/// Where one period's job writes, and where gpuledger finds what it wrote.
+pub enum SparkOutput {
+    /// A folder both reach; `remove` when it is the run's own folder in a shared one (the
+    /// scratch folder goes with the ingest).
+    Folder { dir: PathBuf, remove: bool },
+    /// The run's own prefix in S3, as Spark names it (`spark_uri`, with `--spark-s3-scheme`)
+    /// and as gpuledger reads it (`store`); part files are downloaded into `scratch`.
+    S3 { store: S3Store, spark_uri: String, scratch: PathBuf },
+}
+
+impl SparkOutput {
+    /// The output of one run of `period`'s job under `options.output` (or in `scratch`).
+    pub async fn open(
+        options: &SparkOptions,
+        period: Period,
+        scratch: &Path,
+    ) -> Result<SparkOutput, CurError> {
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let run = format!("gpuledger-spark-{period}-{}-{nanos}", std::process::id());
+        let Some(output) = options.output.as_deref() else {
+            return Ok(SparkOutput::Folder { dir: scratch.join("spark"), remove: false });
+        };
+        let output = output.trim_end_matches('/');
+        if output.starts_with("s3://") {
+            let uri = format!("{output}/{run}");
+            let store = S3Store::connect(&uri, &options.output_s3).await.map_err(|e| invalid(&uri, e))?;
+            let spark_uri = spark_uri(&uri, options.s3_scheme.as_deref());
+            return Ok(SparkOutput::S3 { store, spark_uri, scratch: scratch.join("spark") });
+        }
+        let dir = std::fs::canonicalize(output)
+            .map_err(|e| invalid(output, format!("Spark's output folder: {e}")))?;
+        Ok(SparkOutput::Folder { dir: dir.join(run), remove: true })
+    }
+
+    /// Where Spark writes the output `name` (`pods`, `pod_hours`, `lines`), as an SQL string.
+    fn spark_location(&self, name: &str) -> Result<String, CurError> {
+        match self {
+            SparkOutput::Folder { dir, .. } => path_text(&dir.join(name)),
+            SparkOutput::S3 { spark_uri, .. } => {
+                string_literal(&format!("{spark_uri}/{name}"), "an output location")
+            }
+        }
+    }
+
+    /// The part files of the output `name`, in the order of their rows, as local files.
+    pub fn parts(&self, name: &str) -> Result<Vec<PathBuf>, CurError> {
+        match self {
+            SparkOutput::Folder { dir, .. } => parts(&dir.join(name)),
+            SparkOutput::S3 { store, scratch, .. } => {
+                let prefix = format!("{name}/");
+                let fetch = async {
+                    let names = store.files(&prefix).await?;
+                    let mut local = Vec::new();
+                    std::fs::create_dir_all(scratch).map_err(|e| failed(scratch.display().to_string(), e))?;
+                    for name in part_order(names) {
+                        local.push(store.local_copy(&format!("{prefix}{name}"), scratch).await?);
+                    }
+                    Ok::<_, ObjectError>(local)
+                };
+                tokio::runtime::Handle::current()
+                    .block_on(fetch)
+                    .map_err(|e| invalid(store.locate(&prefix), e))
+            }
+        }
+    }
+
+    /// Removes what the run wrote, once read (a failure is logged: the data is stored).
+    pub fn remove(&self) {
+        let removed = match self {
+            SparkOutput::Folder { dir, remove: true } => match std::fs::remove_dir_all(dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.to_string()),
+                _ => Ok(()),
+            },
+            SparkOutput::Folder { remove: false, .. } => Ok(()),
+            SparkOutput::S3 { store, .. } => tokio::runtime::Handle::current()
+                .block_on(async {
+                    for name in ["pods", "pod_hours", "lines"] {
+                        for file in store.files(&format!("{name}/")).await? {
+                            store.delete(&format!("{name}/{file}")).await?;
+                        }
+                    }
+                    Ok::<_, ObjectError>(())
+                })
+                .map_err(|e| e.to_string()),
+        };
+        if let Err(error) = removed {
+            tracing::warn!(%error, "could not remove Spark's output after reading it");
+        }
+    }
 }
 
 /// One data file of the delivery: where Spark reads it, and how messages name it.
@@ -78,7 +178,7 @@ pub fn run(
     options: &SparkOptions,
     period: Period,
     files: &[SparkFile],
-    out: &Path,
+    out: &SparkOutput,
     progress: &indicatif::ProgressBar,
 ) -> Result<PushedDown, CurError> {
     let remote = &options.remote;
@@ -113,7 +213,6 @@ pub fn run(
         schemas.push(FileSchema { uri, location: file.location.clone(), columns });
     }
     let sql = JobSql::new(period, &schemas)?;
-    let folder = |name: &str| out.join(name);
     let started = std::time::Instant::now();
     let mut step = started;
     let mut timed = |what: &str| {
@@ -127,21 +226,22 @@ pub fn run(
     timed("split rows checked and counted");
     progress.set_message("Spark: numbering the pods");
     job.rows(&sql.pods_table())?;
-    job.rows(&sql.write_pods(&path_text(&folder("pods"))?))?;
+    job.rows(&sql.write_pods(&out.spark_location("pods")?))?;
     timed("pods numbered and written");
     progress.set_message("Spark: summing pod-hours");
-    job.rows(&sql.write_pod_hours(&path_text(&folder("pod_hours"))?))?;
+    job.rows(&sql.write_pod_hours(&out.spark_location("pod_hours")?))?;
     timed("pod-hours summed and written");
     progress.set_message("Spark: the bill's other lines");
-    job.rows(&sql.write_lines(&path_text(&folder("lines"))?))?;
+    job.rows(&sql.write_lines(&out.spark_location("lines")?))?;
     timed("other lines written");
     // Temporary views and the cached table go with the session; drop them now anyway.
     job.rows("UNCACHE TABLE IF EXISTS gl_pods")?;
     tracing::info!(period = %period, seconds = started.elapsed().as_secs_f64(), "Spark: the job is done");
+    progress.set_message("Spark: fetching its output");
     Ok(PushedDown {
-        lines: parts(&folder("lines"))?,
-        pods: parts(&folder("pods"))?,
-        pod_hours: parts(&folder("pod_hours"))?,
+        lines: out.parts("lines")?,
+        pods: out.parts("pods")?,
+        pod_hours: out.parts("pod_hours")?,
         split_rows,
         split_rows_skipped,
     })
@@ -203,15 +303,17 @@ fn parts(folder: &Path) -> Result<Vec<PathBuf>, CurError> {
             format!("Spark's output is not readable here ({e}): Spark and gpuledger must share this folder"),
         )
     })?;
-    let mut files: Vec<PathBuf> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("part-")))
-        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
-        .collect();
-    // Spark numbers a partition's files `c000`, `c001`, …, `c1000`: shorter names first.
-    files.sort_by_key(|p| (p.as_os_str().len(), p.clone()));
-    Ok(files)
+    let names = entries.flatten().map(|e| e.file_name().to_string_lossy().to_string()).collect();
+    Ok(part_order(names).into_iter().map(|name| folder.join(name)).collect())
+}
+
+/// The Parquet part files among a Spark output folder's file names, in the order of their
+/// rows: Spark numbers a partition's files `c000`, `c001`, …, `c1000`, so shorter names first.
+pub fn part_order(names: Vec<String>) -> Vec<String> {
+    let mut parts: Vec<String> =
+        names.into_iter().filter(|name| name.starts_with("part-") && name.ends_with(".parquet")).collect();
+    parts.sort_by(|a, b| (a.len(), a).cmp(&(b.len(), b)));
+    parts
 }
 
 fn spark_uri(uri: &str, s3_scheme: Option<&str>) -> String {
@@ -601,7 +703,7 @@ mod tests {
         let options = |remote: &str, token: Option<&str>| SparkOptions {
             remote: remote.into(),
             token: token.map(str::to_string),
-            s3_scheme: None,
+            ..SparkOptions::default()
         };
         assert_eq!(options("sc://h:15002", Some("t")).url(), "sc://h:15002/;token=t");
         assert_eq!(
@@ -619,13 +721,15 @@ mod tests {
     #[tokio::test]
     async fn a_url_the_client_refuses_is_reported_without_the_token() {
         // The client quotes the whole URL when its port is not a number.
-        let options =
-            SparkOptions { remote: "sc://h:port".into(), token: Some("s3cr3t".into()), s3_scheme: None };
+        let options = SparkOptions {
+            remote: "sc://h:port".into(),
+            token: Some("s3cr3t".into()),
+            ..SparkOptions::default()
+        };
         let period: Period = "2026-10".parse().unwrap();
         let error = tokio::task::spawn_blocking(move || {
-            run(&options, period, &[], Path::new("/nonexistent"), &indicatif::ProgressBar::hidden())
-                .unwrap_err()
-                .to_string()
+            let out = SparkOutput::Folder { dir: "/nonexistent".into(), remove: false };
+            run(&options, period, &[], &out, &indicatif::ProgressBar::hidden()).unwrap_err().to_string()
         })
         .await
         .unwrap();

@@ -260,3 +260,59 @@ async fn data_files_with_the_same_base_name_stay_distinct() {
     let store = crate::helpers::connect(&database_url).await;
     assert_matches_truth(store.as_ref(), &truth(dir.path(), "2026-10"), "2026-10").await;
 }
+
+/// A remote cluster's Spark output in S3 (`--spark-output s3://…`): the part files of each
+/// output are downloaded in the order of their rows (`c000`, `c001`, …, `c1000`; not
+/// `_SUCCESS`), and the run's prefix is emptied once read. Spark itself cannot write to S3
+/// here (its Hadoop S3 connector is not in pyspark), so the objects are put as it would.
+#[tokio::test(flavor = "multi_thread")]
+async fn spark_output_in_s3_is_fetched_in_row_order_and_removed() {
+    use gpuledger::sources::objects::S3Options;
+    use gpuledger::sources::spark::{SparkOptions, SparkOutput};
+    let Some(moto) = start_moto() else { return };
+    if std::env::var("AWS_ACCESS_KEY_ID").is_err() {
+        eprintln!("AWS_ACCESS_KEY_ID is not set: test skipped (scripts/test sets moto's test credentials)");
+        return;
+    }
+    let s3 = client(&moto.url).await;
+    s3.create_bucket().bucket("spark-out").send().await.unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let options = SparkOptions {
+        s3_scheme: Some("s3a".into()),
+        output: Some("s3://spark-out/runs/".into()),
+        output_s3: S3Options { endpoint_url: Some(moto.url.clone()), ..S3Options::default() },
+        ..SparkOptions::default()
+    };
+    let output = SparkOutput::open(&options, "2026-10".parse().unwrap(), scratch.path()).await.unwrap();
+    let SparkOutput::S3 { spark_uri, .. } = &output else { panic!("an S3 output") };
+    // Spark is told the s3a:// name of the run's own prefix.
+    let run = spark_uri.strip_prefix("s3a://spark-out/").unwrap().to_string();
+    assert!(run.starts_with("runs/gpuledger-spark-2026-10-"), "{spark_uri}");
+    for (name, body) in [
+        ("pods/_SUCCESS", ""),
+        ("pods/part-00000-a1-c1000.snappy.parquet", "third"),
+        ("pods/part-00000-a1-c000.snappy.parquet", "first"),
+        ("pods/part-00000-a1-c001.snappy.parquet", "second"),
+        ("pod_hours/part-00000-b2-c000.snappy.parquet", "hours"),
+    ] {
+        let key = format!("{run}/{name}");
+        s3.put_object()
+            .bucket("spark-out")
+            .key(key)
+            .body(body.as_bytes().to_vec().into())
+            .send()
+            .await
+            .unwrap();
+    }
+    let texts = tokio::task::spawn_blocking(move || {
+        let texts: Vec<String> =
+            output.parts("pods").unwrap().iter().map(|path| std::fs::read_to_string(path).unwrap()).collect();
+        output.remove();
+        texts
+    })
+    .await
+    .unwrap();
+    assert_eq!(texts, ["first", "second", "third"]);
+    let left = s3.list_objects_v2().bucket("spark-out").prefix("runs/").send().await.unwrap();
+    assert!(left.contents().is_empty(), "the run's output is removed: {:?}", left.contents());
+}

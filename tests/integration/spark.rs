@@ -91,10 +91,15 @@ async fn ingest_and_compute(
     store: &dyn Store,
     source: &Path,
     spark: Option<&SparkServer>,
+    output: Option<&Path>,
 ) -> Vec<ingest::PeriodResult> {
     let options = CurIngestOptions {
         source: source.display().to_string(),
-        spark: spark.map(|s| SparkOptions { remote: s.url.clone(), token: None, s3_scheme: None }),
+        spark: spark.map(|s| SparkOptions {
+            remote: s.url.clone(),
+            output: output.map(|folder| folder.display().to_string()),
+            ..SparkOptions::default()
+        }),
         ..Default::default()
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
@@ -159,8 +164,15 @@ async fn the_same_periods(spark: &SparkServer) {
     for (name, source) in [("generated", export_root(dir.path())), ("aws-map", fixture)] {
         let local = sqlite(&dir.path().join(format!("{name}-local.db"))).await;
         let pushed = sqlite(&dir.path().join(format!("{name}-spark.db"))).await;
-        let here = ingest_and_compute(local.as_ref(), &source, None).await;
-        let there = ingest_and_compute(pushed.as_ref(), &source, Some(spark)).await;
+        // The AWS fixture's output goes to a folder given with --spark-output (a shared file
+        // system's), the generated export's to the ingest's scratch folder.
+        let shared = dir.path().join(format!("{name}-shared"));
+        std::fs::create_dir_all(&shared).unwrap();
+        let output = (name == "aws-map").then_some(shared.as_path());
+        let here = ingest_and_compute(local.as_ref(), &source, None, None).await;
+        let there = ingest_and_compute(pushed.as_ref(), &source, Some(spark), output).await;
+        let left: Vec<_> = std::fs::read_dir(&shared).unwrap().collect();
+        assert!(left.is_empty(), "{name}: each run's output folder is removed once read: {left:?}");
         assert_eq!(here.len(), there.len(), "{name}: same periods");
         for (a, b) in here.iter().zip(&there) {
             let (ra, rb) = (a.reconciliation.as_ref().unwrap(), b.reconciliation.as_ref().unwrap());
@@ -189,7 +201,7 @@ async fn a_split_row_outside_the_period_is_refused(spark: &SparkServer) {
     shift_first_split_row(&file, 31 * 86_400);
     let options = CurIngestOptions {
         source: export_root(dir.path()).display().to_string(),
-        spark: Some(SparkOptions { remote: spark.url.clone(), token: None, s3_scheme: None }),
+        spark: Some(SparkOptions { remote: spark.url.clone(), ..SparkOptions::default() }),
         ..Default::default()
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
@@ -248,7 +260,7 @@ async fn a_csv_export_is_refused_by_the_spark_engine() {
     let before = crate::ingest_cur::snapshot(store.as_ref()).await;
     let options = CurIngestOptions {
         source: export_root(dir.path()).display().to_string(),
-        spark: Some(SparkOptions { remote: "sc://127.0.0.1:9".into(), token: None, s3_scheme: None }),
+        spark: Some(SparkOptions { remote: "sc://127.0.0.1:9".into(), ..SparkOptions::default() }),
         ..Default::default()
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
