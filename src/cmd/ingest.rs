@@ -105,12 +105,16 @@ pub(super) async fn run(store: &dyn store::Store, command: IngestCommand) -> any
 /// force for it.
 pub(super) async fn compute(store: &dyn store::Store, args: ComputeArgs) -> anyhow::Result<()> {
     pipeline::close_abandoned_runs(store).await?;
+    // An archived period keeps the rollups it had; computing it needs its rows back. Said
+    // before a run is recorded: a refused compute is no failed run for the banner to show.
+    let archived = store.archived_periods().await?;
     let periods: Vec<Period> = match args.period {
-        Some(period) => vec![period],
+        Some(period) => match archived.into_iter().find(|a| a.period == period.to_string()) {
+            Some(archived) => return Err(store::StoreError::Archived(Box::new(archived)).into()),
+            None => vec![period],
+        },
         None => {
-            // An archived period keeps the rollups it had; computing it needs its rows back.
-            let archived: Vec<String> =
-                store.archived_periods().await?.into_iter().map(|a| a.period).collect();
+            let archived: Vec<String> = archived.into_iter().map(|a| a.period).collect();
             if !archived.is_empty() {
                 tracing::info!(archived = archived.join(", "), "archived periods left as they are");
             }

@@ -142,6 +142,9 @@ async fn archive_story(database: &str, work: &Path, postgres: bool) {
     let (_, data) = get(&web, "/data").await;
     assert!(data.contains(&format!("to {}</small>", folder.display())), "{data}");
     refused(database, &["compute", "--period", "2026-09"], &["2026-09 was archived", &restore_hint]);
+    let runs = store.ingest_runs(100).await.unwrap();
+    let failed: Vec<_> = runs.iter().filter(|run| run.status.is_failure()).collect();
+    assert!(failed.is_empty(), "a refused compute is no failed run: {failed:?}");
     let other_threshold = ["report", "gpu", "--period", "2026-09", "--idle-threshold", "0.37"];
     refused(database, &other_threshold, &["2026-09 was archived", &restore_hint]);
     let elsewhere = work.join("elsewhere").display().to_string();
