@@ -40,11 +40,17 @@ impl Destination {
 }
 
 async fn create(store: &dyn Store, args: ArchiveCreateArgs) -> anyhow::Result<()> {
+    // A month still running is still being delivered: the next delivery would replace it.
+    let now = chrono::Utc::now().timestamp();
+    if let Some(open) = args.periods.iter().find(|p| p.end() > now) {
+        bail!("billing period {open} has not ended: AWS is still delivering it, so it cannot be archived");
+    }
     let destination = Destination::open(&args.to, args.endpoint_url).await?;
     let mut periods: Vec<String> = args.periods.iter().map(|p| p.to_string()).collect();
     if let Some(before) = args.before {
         let archived: Vec<String> = store.archived_periods().await?.into_iter().map(|a| a.period).collect();
-        let before = before.to_string();
+        // Only months that have ended.
+        let before = before.min(crate::period::Period::containing(now)).to_string();
         for stored in store.periods().await?.into_iter().rev() {
             if stored.period < before
                 && !archived.contains(&stored.period)

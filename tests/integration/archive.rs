@@ -147,6 +147,8 @@ async fn archive_story(database: &str, work: &Path, postgres: bool) {
     assert!(failed.is_empty(), "a refused compute is no failed run: {failed:?}");
     let other_threshold = ["report", "gpu", "--period", "2026-09", "--idle-threshold", "0.37"];
     refused(database, &other_threshold, &["2026-09 was archived", &restore_hint]);
+    let open = ["archive", "create", "--period", "2099-01", "--to", &archives.display().to_string()];
+    refused(database, &open, &["2099-01 has not ended"]);
     let elsewhere = work.join("elsewhere").display().to_string();
     refused(database, &["archive", "create", "--period", "2026-09", "--to", &elsewhere], &["archived"]);
     // Computing every period leaves the archived one as it was, and October computes.
