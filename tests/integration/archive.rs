@@ -240,17 +240,7 @@ async fn an_archived_period_keeps_its_bill_rollups_and_invoice_and_comes_back_wh
 
 /// The binary with test credentials for a local S3 endpoint.
 fn gl_aws(database: &str, endpoint: &str, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_gpuledger"))
-        .args(args)
-        .args(["--endpoint-url", endpoint])
-        .env("GPULEDGER_DATABASE_URL", database)
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap()
+    crate::s3::gl_moto(database, &[args, &["--endpoint-url", endpoint]].concat())
 }
 
 /// Archives in S3 (the real SDK against moto): the files and the manifest under

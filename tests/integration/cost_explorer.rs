@@ -4,7 +4,7 @@
 //! cross-check finding a seeded mismatch and nothing else, and errors that store nothing.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use gpuledger::store::Store;
 use gpuledger::synth::{CurFormat, Scale};
@@ -20,18 +20,7 @@ const TODAY: &str = "2026-11-24";
 /// The seeded mismatch: Cost Explorer has $25 more S3 on this day than the CUR.
 const MISMATCH_DAY: &str = "2026-10-14";
 
-fn gpuledger(database_url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gpuledger"))
-        .args(["--database-url", database_url])
-        .args(args)
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap()
-}
+use crate::s3::gl_moto as gpuledger;
 
 fn succeeded(output: &Output) -> Value {
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -102,20 +102,11 @@ async fn upload(endpoint: &str, out: &Path) {
     }
 }
 
-/// Runs the binary with test credentials for the local endpoint.
-fn ingest_from(endpoint: &str, database_url: &str, source: &str) -> Output {
+/// Runs the binary on `database_url` with the test credentials moto accepts.
+pub(crate) fn gl_moto(database_url: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_gpuledger"))
-        .args([
-            "--database-url",
-            database_url,
-            "ingest",
-            "cur",
-            source,
-            "--endpoint-url",
-            endpoint,
-            "--s3-timeout",
-            "3",
-        ])
+        .args(["--database-url", database_url])
+        .args(args)
         .env("AWS_ACCESS_KEY_ID", "testing")
         .env("AWS_SECRET_ACCESS_KEY", "testing")
         .env("AWS_REGION", "us-east-1")
@@ -123,6 +114,11 @@ fn ingest_from(endpoint: &str, database_url: &str, source: &str) -> Output {
         .env("RUST_LOG", "warn")
         .output()
         .unwrap()
+}
+
+/// An S3 CUR ingest against the local endpoint.
+fn ingest_from(endpoint: &str, database_url: &str, source: &str) -> Output {
+    gl_moto(database_url, &["ingest", "cur", source, "--endpoint-url", endpoint, "--s3-timeout", "3"])
 }
 
 #[tokio::test]
