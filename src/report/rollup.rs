@@ -5,7 +5,7 @@
 //!
 //! - `workloads`: `namespace, workload, workload_class, client, split_cost, unused_cost,
 //!   total_cost, gpu_hours, used_gpu_hours, idle_gpu_hours, idle_gpu_cost, spot_gpu_hours,
-//!   requests`;
+//!   requests` (a client page's `workloads` by family adds `runs` after `workload`);
 //! - `clients`: `client, share_policy, exempt, direct_cost, kubernetes_direct_cost,
 //!   non_kubernetes_direct_cost, shared_platform_cost, shared_idle_cost,
 //!   shared_unallocated_cost, shared_infrastructure_cost, shared_cost, markup_rate, markup,
@@ -323,7 +323,9 @@ fn by_workload(range: &RollupRange, families: bool) -> Report {
     for c in range.costs() {
         let workload = if families { crate::engine::classify::family(&c.workload) } else { &c.workload };
         let w = rows.entry((&c.namespace, workload, c.workload_class.as_str(), &c.client)).or_default();
-        w.names.insert(&c.workload);
+        if families {
+            w.names.insert(&c.workload);
+        }
         w.split += c.split_cost_nanos;
         w.unused += c.unused_cost_nanos;
         w.idle_cost += c.idle_gpu_cost_nanos;

@@ -75,27 +75,19 @@ where
         Self::refuse_archived(&mut conn, period).await
     }
 
-    /// Refuses unless `period` is stored from the delivery `data_version`.
-    async fn require_delivery(
+    /// The delivery `period` is stored from; refused when it is not stored.
+    async fn stored_delivery(
         conn: &mut <B::Db as Database>::Connection,
         period: &str,
-        data_version: &str,
         context: &'static str,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<String> {
         let row = sqlx::query(SELECT_DATA_VERSION)
             .bind(period)
             .fetch_optional(&mut *conn)
             .await
             .context(context)?;
         let stored = row.map(|row| row.text("data_version")).transpose().context(context)?;
-        match stored {
-            None => Err(StoreError::Invalid(format!("billing period {period} is not stored"))),
-            Some(stored) if stored != data_version => Err(StoreError::Invalid(format!(
-                "billing period {period} is stored from delivery {stored}, not {data_version} \
-                 (delivered again meanwhile): nothing changed"
-            ))),
-            Some(_) => Ok(()),
-        }
+        stored.ok_or_else(|| StoreError::Invalid(format!("billing period {period} is not stored")))
     }
 }
 
@@ -116,11 +108,7 @@ where
         const CONTEXT: &str = "reading a period's detail rows";
         let mut tx = self.begin_period_read().await.context(CONTEXT)?;
         Self::refuse_archived(&mut tx, period).await?;
-        let row =
-            sqlx::query(SELECT_DATA_VERSION).bind(period).fetch_optional(&mut *tx).await.context(CONTEXT)?;
-        let Some(data_version) = row.map(|row| row.text("data_version")).transpose().context(CONTEXT)? else {
-            return Err(StoreError::Invalid(format!("billing period {period} is not stored")));
-        };
+        let data_version = Self::stored_delivery(&mut tx, period, CONTEXT).await?;
         let facts = sqlx::query(COUNT_FACTS)
             .bind(period)
             .fetch_one(&mut *tx)
@@ -151,7 +139,14 @@ where
         let mut tx = self.pool.begin_with(B::WRITE_BEGIN).await.context(CONTEXT)?;
         // The lock a replace of the period takes: an ingest of it waits, or is waited for.
         Self::lock_for_transaction(&mut tx, &format!("cost:{period}")).await.context(CONTEXT)?;
-        Self::require_delivery(&mut tx, period, &archived.data_version, CONTEXT).await?;
+        let stored = Self::stored_delivery(&mut tx, period, CONTEXT).await?;
+        if stored != archived.data_version {
+            return Err(StoreError::Invalid(format!(
+                "billing period {period} is stored from delivery {stored}, not {} (delivered again \
+                 meanwhile): nothing removed",
+                archived.data_version
+            )));
+        }
         Self::refuse_archived(&mut tx, period).await?;
         if B::PARTITIONS_BY_PERIOD {
             Self::lock_for_transaction(&mut tx, partitions::SWAP_LOCK).await.context(CONTEXT)?;
@@ -201,7 +196,8 @@ where
                 archived.data_version, archived.location
             )));
         }
-        Self::require_delivery(&mut tx, period, data_version, CONTEXT).await?;
+        // A new delivery of the period ends its archive (`archived_periods` is cleared with
+        // the period), so an archived period is still stored from the archived delivery.
         let staging = if B::PARTITIONS_BY_PERIOD {
             Self::lock_for_transaction(&mut tx, partitions::SWAP_LOCK).await.context(CONTEXT)?;
             let staging = partitions::Staging::of(period, &DETAIL_TABLES)?;

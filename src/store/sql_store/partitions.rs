@@ -123,10 +123,10 @@ impl Staging {
 
     /// Detaching and dropping the period's partition of `table`, when it is `attached`.
     pub(crate) fn drop_statements(&self, table: &str, attached: bool) -> Vec<String> {
-        let partition = self.partition(table);
         if !attached {
             return Vec::new();
         }
+        let partition = self.partition(table);
         vec![format!("ALTER TABLE {table} DETACH PARTITION {partition}"), format!("DROP TABLE {partition}")]
     }
 
