@@ -147,6 +147,10 @@ fn the_deployment_examples_parse_and_hold_together() {
         pod["containers"][0]["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
     assert_eq!(&args[..2], ["run", "--once"]);
     assert!(documents[0]["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].is_string());
+    // Every pod refuses to run as root (the Containerfile's user is 10001).
+    for spec in [&documents[2]["spec"]["template"]["spec"], &documents[3]["spec"]["template"]["spec"], pod] {
+        assert_eq!(spec["securityContext"]["runAsNonRoot"], true, "{spec}");
+    }
     // Every container's arguments are a command line this gpuledger accepts.
     use clap::Parser;
     for container in [&documents[2]["spec"]["template"]["spec"]["containers"][0], web, &pod["containers"][0]]
@@ -157,4 +161,70 @@ fn the_deployment_examples_parse_and_hold_together() {
             panic!("{line:?}: {error}");
         }
     }
+}
+
+/// The image the manifest names (`Containerfile`): built in one stage, run from a slim Debian
+/// in another, as a numeric non-root user (so Kubernetes' `runAsNonRoot` can check it), with
+/// gpuledger as the entry point and `serve` as the default command, which this gpuledger
+/// accepts; the manifest's containers replace only the command.
+#[test]
+fn the_containerfile_ships_the_split_binary_as_a_non_root_serve_image() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("Containerfile")).unwrap();
+    let instructions: Vec<&str> =
+        text.lines().filter(|l| !l.trim_start().starts_with('#') && !l.trim().is_empty()).collect();
+    let with = |word: &str| -> Vec<&str> {
+        instructions.iter().filter_map(|l| l.strip_prefix(word)).map(str::trim).collect()
+    };
+    let froms = with("FROM ");
+    assert_eq!(froms.len(), 2, "{froms:?}");
+    assert!(froms[0].ends_with(" AS build"), "{froms:?}");
+    assert!(froms[1].ends_with("debian:bookworm-slim"), "{froms:?}");
+    assert!(text.contains("scripts/dist /out"), "the build stage splits the binary with scripts/dist");
+    assert_eq!(with("COPY --from=build "), ["/out/gpuledger /usr/local/bin/gpuledger"]);
+    let user = with("USER ");
+    assert_eq!(user.len(), 1);
+    let uid: u32 = user[0].split(':').next().unwrap().parse().expect("a numeric user");
+    assert_ne!(uid, 0);
+    let json = |word: &str| -> Vec<String> { serde_json::from_str(with(word)[0]).unwrap() };
+    assert_eq!(json("ENTRYPOINT "), ["/usr/local/bin/gpuledger"]);
+    let line: Vec<String> = std::iter::once("gpuledger".to_string()).chain(json("CMD ")).collect();
+    use clap::Parser;
+    match gpuledger::cli::Cli::try_parse_from(&line) {
+        Ok(cli) => assert!(matches!(cli.command, gpuledger::cli::Command::Serve(_)), "{line:?}"),
+        Err(error) => panic!("{line:?}: {error}"),
+    }
+}
+
+/// `scripts/dist` on the binary the tests run: the shipped file is under 150 MB, carries no
+/// DWARF but keeps its symbols and a link to `gpuledger.debug`, which holds the line tables;
+/// and it is the same program (`--version`).
+#[test]
+fn scripts_dist_splits_the_tested_binary_into_a_small_one_and_its_debug_info() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let release = env!("CARGO_BIN_EXE_gpuledger");
+    let out = tempfile::tempdir().unwrap();
+    let dist = Command::new(root.join("scripts/dist"))
+        .arg(out.path())
+        .env("GPULEDGER_BIN", release)
+        .output()
+        .unwrap();
+    assert!(dist.status.success(), "{}", String::from_utf8_lossy(&dist.stderr));
+    let shipped = out.path().join("gpuledger");
+    let shipped_size = std::fs::metadata(&shipped).unwrap().len();
+    let release_size = std::fs::metadata(release).unwrap().len();
+    assert!(shipped_size < 150 << 20, "{shipped_size} bytes");
+    assert!(shipped_size < release_size, "{shipped_size} of {release_size} bytes");
+    let sections = |path: &std::path::Path| -> String {
+        let output = Command::new("readelf").args(["-S", "--wide"]).arg(path).output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let shipped_sections = sections(&shipped);
+    assert!(!shipped_sections.contains(".debug_line"), "{shipped_sections}");
+    assert!(shipped_sections.contains(".gnu_debuglink"), "{shipped_sections}");
+    assert!(shipped_sections.contains(".symtab"), "{shipped_sections}");
+    assert!(sections(&out.path().join("gpuledger.debug")).contains(".debug_line"));
+    let version = |path: &std::path::Path| Command::new(path).arg("--version").output().unwrap().stdout;
+    assert_eq!(version(&shipped), version(std::path::Path::new(release)));
 }
