@@ -129,6 +129,11 @@ pub struct RunArgs {
     /// The CUR 2.0 export: a folder or s3://bucket/prefix/export-name.
     #[arg(long, env = "GPULEDGER_CUR_SOURCE")]
     pub cur: Option<String>,
+    /// Refuse a CUR re-delivery whose amortized bill falls by more than this percent of the
+    /// stored one (`ingest cur --force` replaces it all the same).
+    #[arg(long, env = "GPULEDGER_CUR_MAX_DROP_PERCENT", default_value_t = crate::ingest::judge::DEFAULT_MAX_DROP_PERCENT,
+          value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub max_drop: u32,
     /// Prometheus base URL: the metrics since the last successful run are ingested.
     #[arg(long, env = "GPULEDGER_PROMETHEUS_URL")]
     pub prometheus: Option<String>,
@@ -742,12 +747,18 @@ pub struct CurArgs {
     /// Only this billing period.
     #[arg(long, env = "GPULEDGER_CUR_PERIOD")]
     pub period: Option<Period>,
-    /// Ingest even when the manifest's data version has not changed.
+    /// Ingest even when the manifest's data version has not changed, and accept a bill that
+    /// falls by more than --max-drop.
     #[arg(long, env = "GPULEDGER_CUR_FORCE")]
     pub force: bool,
-    /// Accept a manifest that lists no data files (the period becomes empty).
+    /// Accept a delivery with no data files or no rows (the period becomes empty).
     #[arg(long, env = "GPULEDGER_CUR_ALLOW_EMPTY")]
     pub allow_empty: bool,
+    /// Refuse a re-delivery whose amortized bill falls by more than this percent of the stored
+    /// one (a broken delivery), unless --force.
+    #[arg(long, env = "GPULEDGER_CUR_MAX_DROP_PERCENT", default_value_t = crate::ingest::judge::DEFAULT_MAX_DROP_PERCENT,
+          value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub max_drop: u32,
     /// An S3-compatible endpoint (switches to path-style addressing).
     #[arg(long, env = "GPULEDGER_S3_ENDPOINT_URL")]
     pub endpoint_url: Option<String>,

@@ -322,9 +322,15 @@ pub async fn evaluate_alerts(store: &dyn Store) -> Result<AlertsRun, StoreError>
     }
     let runs = store.ingest_runs(200).await?;
     let mut cur = runs.iter().filter(|r| r.kind == "cur" && r.status != crate::store::RunStatus::Running);
-    let cur_last_failure = cur
-        .next()
-        .filter(|r| r.status != crate::store::RunStatus::Succeeded)
+    let newest_cur = cur.next();
+    // A refusal is its own alert: the stored bill stands, and the delivery needs a look.
+    let cur_refused = newest_cur
+        .filter(|r| r.status == crate::store::RunStatus::Refused)
+        .map(|r| (r.period.clone(), r.error.clone().unwrap_or_default()));
+    let cur_last_failure = newest_cur
+        .filter(|r| {
+            !matches!(r.status, crate::store::RunStatus::Succeeded | crate::store::RunStatus::Refused)
+        })
         .map(|r| r.error.clone().unwrap_or_else(|| r.status.to_string()));
     let cur_last_success = runs
         .iter()
@@ -351,6 +357,7 @@ pub async fn evaluate_alerts(store: &dyn Store) -> Result<AlertsRun, StoreError>
         budgets,
         cur_last_success,
         cur_last_failure,
+        cur_refused,
         disagreements,
         now,
     };

@@ -115,6 +115,8 @@ pub struct Inputs<'a> {
     /// (with its error).
     pub cur_last_success: Option<i64>,
     pub cur_last_failure: Option<String>,
+    /// The newest CUR run's refusal, when it was refused: its period and why.
+    pub cur_refused: Option<(String, String)>,
     /// Periods whose CUR and Cost Explorer disagree, with how many differences.
     pub disagreements: Vec<(String, usize)>,
     pub now: i64,
@@ -306,6 +308,17 @@ pub fn evaluate(inputs: &Inputs<'_>, thresholds: &Thresholds) -> Vec<Finding> {
         ),
         _ => {}
     }
+    if let Some((period, why)) = &inputs.cur_refused {
+        fire(
+            "cur_delivery_refused",
+            Severity::Critical,
+            period,
+            "refused".into(),
+            "a delivery with rows, its bill within --max-drop of the stored one".into(),
+            "/data".into(),
+            why.clone(),
+        );
+    }
     for (period, differences) in &inputs.disagreements {
         fire(
             "cost_explorer_disagrees",
@@ -421,6 +434,7 @@ mod tests {
             budgets: Vec::new(),
             cur_last_success: Some(1_000_000),
             cur_last_failure: None,
+            cur_refused: None,
             disagreements: Vec::new(),
             now: 1_000_000 + 3600,
         }
@@ -460,5 +474,10 @@ mod tests {
             evaluate(&failing, &Thresholds::default())[0].evidence,
             "the newest CUR ingest failed: truncated Parquet"
         );
+        let mut refused = inputs(&fine);
+        refused.cur_refused = Some(("2026-10".into(), "refused: the delivery of 2026-10 has no rows".into()));
+        let found = evaluate(&refused, &Thresholds::default());
+        assert_eq!(rules(&found), ["cur_delivery_refused"]);
+        assert_eq!((found[0].severity, found[0].subject.as_str()), (Severity::Critical, "2026-10"));
     }
 }

@@ -31,6 +31,7 @@ pub(super) async fn run(store: &dyn store::Store, command: IngestCommand) -> any
                 period: args.period,
                 force: args.force,
                 allow_empty: args.allow_empty,
+                max_drop_percent: Some(args.max_drop),
                 s3: s3.clone(),
                 spark: (args.engine == crate::cli::CurEngine::Spark).then_some(SparkOptions {
                     remote: args.spark_remote,

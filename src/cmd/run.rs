@@ -33,6 +33,7 @@ pub(super) async fn run(store: &dyn Store, args: RunArgs) -> anyhow::Result<()> 
         cur: args.cur.map(|source| CurIngestOptions {
             source,
             s3: S3Options { endpoint_url: args.endpoint_url, ..S3Options::default() },
+            max_drop_percent: Some(args.max_drop),
             ..CurIngestOptions::default()
         }),
         prometheus: args.prometheus.map(|url| crate::sources::prometheus::api::ApiOptions {

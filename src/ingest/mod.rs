@@ -8,6 +8,7 @@
 
 pub mod cost_explorer;
 pub mod cur;
+pub mod judge;
 pub mod metrics;
 
 use std::path::PathBuf;
@@ -35,6 +36,9 @@ pub enum IngestError {
     Object(#[from] ObjectError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The delivery was read and judged unfit to replace the period ([`judge`]).
+    #[error("{}", .0.message)]
+    Refused(Box<judge::Refusal>),
     #[error("{0}")]
     Other(String),
 }
@@ -45,10 +49,16 @@ pub struct CurIngestOptions {
     /// A local export root or billing-period folder, or `s3://bucket/prefix/export-name`.
     pub source: String,
     pub period: Option<Period>,
+    /// Ingest an unchanged data version again, and accept a bill that falls by more than
+    /// `max_drop_percent`.
     pub force: bool,
-    /// Accept a manifest whose `dataFiles` list is empty (the period becomes empty);
-    /// refused otherwise, because replacing a period with nothing wipes it.
+    /// Accept a manifest whose `dataFiles` list is empty, or data files with no rows (the
+    /// period becomes empty); refused otherwise, because replacing a period with nothing
+    /// wipes it.
     pub allow_empty: bool,
+    /// The largest fall of a stored period's amortized bill a re-delivery may bring without
+    /// `force`; `None` for [`judge::DEFAULT_MAX_DROP_PERCENT`].
+    pub max_drop_percent: Option<u32>,
     pub s3: S3Options,
     /// Aggregate the split rows on Spark (`--engine spark`); `None` reads every row here.
     pub spark: Option<SparkOptions>,
@@ -86,6 +96,24 @@ pub async fn ingest_cur(
             return Err(error);
         }
     };
+    let allowance = judge::Allowance {
+        allow_empty: options.allow_empty,
+        force: options.force,
+        max_drop_percent: options.max_drop_percent.unwrap_or(judge::DEFAULT_MAX_DROP_PERCENT),
+    };
+    // What each delivery would replace, for the judge.
+    let stored: std::collections::BTreeMap<String, judge::Stored> = store
+        .periods()
+        .await?
+        .into_iter()
+        .map(|p| {
+            let stored = judge::Stored {
+                data_version: p.data_version,
+                bill_amortized_micros: p.bill_amortized_micros,
+            };
+            (p.period, stored)
+        })
+        .collect();
     let mut results = Vec::new();
     for delivery in deliveries {
         let period = delivery.period.to_string();
@@ -113,7 +141,10 @@ pub async fn ingest_cur(
                 &delivery.data_version,
             ))
             .await?;
-        match ingest_period(store, objects.as_ref(), &delivery, options.spark.as_ref(), progress).await {
+        let judged = Judged { stored: stored.get(&period).cloned(), allowance };
+        match ingest_period(store, objects.as_ref(), &delivery, options.spark.as_ref(), judged, progress)
+            .await
+        {
             Ok((result, rows_written)) => {
                 let reconciliation = result.reconciliation.as_ref();
                 store
@@ -129,7 +160,13 @@ pub async fn ingest_cur(
                 results.push(result);
             }
             Err(error) => {
-                let failed = IngestOutcome::failed(&error.to_string());
+                let failed = match &error {
+                    IngestError::Refused(refusal) => {
+                        tracing::warn!(period = %refusal.period, "{}", refusal.message);
+                        IngestOutcome::refused(&refusal.message, serde_json::to_string(refusal).ok())
+                    }
+                    _ => IngestOutcome::failed(&error.to_string()),
+                };
                 if let Err(record) = store.finish_ingest_run(run, &failed).await {
                     tracing::error!(run, %record, "could not record the failed ingest run");
                 }
@@ -171,13 +208,22 @@ async fn discover(options: &CurIngestOptions) -> Result<(Box<dyn ObjectStore>, V
     Ok((objects, deliveries))
 }
 
-/// Reads and writes one period; returns its result and how many rows it wrote.
+/// What a delivery is judged against before it replaces its period.
+#[derive(Debug, Clone)]
+struct Judged {
+    stored: Option<judge::Stored>,
+    allowance: judge::Allowance,
+}
+
+/// Reads and writes one period; returns its result and how many rows it wrote. The delivery
+/// is judged once read, before the store commits: a refused one leaves the period as it was.
 #[tracing::instrument(skip_all, fields(period = %delivery.period, files = delivery.data_files.len()))]
 async fn ingest_period(
     store: &dyn Store,
     objects: &dyn ObjectStore,
     delivery: &Delivery,
     spark: Option<&SparkOptions>,
+    judged: Judged,
     progress: &indicatif::MultiProgress,
 ) -> Result<(PeriodResult, usize), IngestError> {
     let started = Instant::now();
@@ -211,6 +257,19 @@ async fn ingest_period(
             None => files.push((objects.local_copy(key, &scratch.dir).await?, location)),
         }
     }
+    // The same bytes under two names would count twice. Spark reads an S3 export where it
+    // lies, so only the files here are compared.
+    let local: Vec<(PathBuf, String)> = files
+        .iter()
+        .cloned()
+        .chain(
+            spark_files
+                .iter()
+                .filter(|f| !f.uri.starts_with("s3://"))
+                .map(|f| (PathBuf::from(&f.uri), f.location.clone())),
+        )
+        .collect();
+    judge::refuse_same_contents(&local)?;
     let spark_job = match spark {
         Some(options) => {
             let output = spark::SparkOutput::open(options, delivery.period, &scratch.dir).await?;
@@ -243,7 +302,7 @@ async fn ingest_period(
         let read_seconds = started.elapsed().as_secs_f64();
         Ok::<_, CurError>((builder.finish()?, read_seconds))
     });
-    let mut source = StreamedPeriod { receiver, reader: Some(reader), outcome: None };
+    let mut source = StreamedPeriod { receiver, reader: Some(reader), judged, outcome: None };
     let written = store.replace_cost_period_from(&delivery.period.to_string(), &mut source).await;
     let outcome = source.outcome.take();
     match (written, outcome) {
@@ -269,7 +328,7 @@ async fn ingest_period(
             Ok((result, rows_written))
         }
         // The reader's own error says which file and what; prefer it to the store's echo.
-        (_, Some(Err(error))) => Err(error.into()),
+        (_, Some(Err(error))) => Err(error),
         (Err(error), _) => Err(error.into()),
         (Ok(()), None) => Err(IngestError::Other("the reader finished without a result".into())),
     }
@@ -322,12 +381,13 @@ fn read_output(
 
 /// What the reading thread hands back: the period's reconciliation, when reading ended, and
 /// how many rows the period wrote.
-type ReadOutcome = Result<(Reconciliation, f64, usize), CurError>;
+type ReadOutcome = Result<(Reconciliation, f64, usize), IngestError>;
 
 /// The reading thread seen as the store's [`PeriodSource`].
 struct StreamedPeriod {
     receiver: tokio::sync::mpsc::Receiver<FactBatch>,
     reader: Option<tokio::task::JoinHandle<Result<(PeriodParts, f64), CurError>>>,
+    judged: Judged,
     outcome: Option<ReadOutcome>,
 }
 
@@ -350,6 +410,18 @@ impl PeriodSource for StreamedPeriod {
         };
         match joined.and_then(|result| result) {
             Ok(((period, reconciliation, pods), read_seconds)) => {
+                if let Some(refusal) = judge::judge(
+                    &period.period,
+                    &period.data_version,
+                    reconciliation.rows_read,
+                    period.bill_amortized_micros,
+                    self.judged.stored.as_ref(),
+                    self.judged.allowance,
+                ) {
+                    let message = refusal.message.clone();
+                    self.outcome = Some(Err(IngestError::Refused(Box::new(refusal))));
+                    return Err(message);
+                }
                 tracing::debug!(phase = "write", read_seconds, "read; writing the rest of the period");
                 let rows = reconciliation.split_rows as usize
                     + period.instance_hours.len()
@@ -360,7 +432,7 @@ impl PeriodSource for StreamedPeriod {
             }
             Err(error) => {
                 let message = error.to_string();
-                self.outcome = Some(Err(error));
+                self.outcome = Some(Err(error.into()));
                 Err(message)
             }
         }

@@ -95,11 +95,23 @@ impl ObjectStore for LocalFolder {
 
     async fn local_copy(&self, key: &str, _scratch: &Path) -> Result<PathBuf, ObjectError> {
         let path = self.root.join(key);
-        if path.is_file() {
-            Ok(path)
-        } else {
-            Err(failed(path.display().to_string(), "listed in the manifest but the file does not exist"))
+        if !path.is_file() {
+            return Err(failed(
+                path.display().to_string(),
+                "listed in the manifest but the file does not exist",
+            ));
         }
+        // A symbolic link may not lead out of the export.
+        let resolved = std::fs::canonicalize(&path).map_err(|e| failed(path.display().to_string(), e))?;
+        let root =
+            std::fs::canonicalize(&self.root).map_err(|e| failed(self.root.display().to_string(), e))?;
+        if !resolved.starts_with(&root) {
+            return Err(failed(
+                path.display().to_string(),
+                format!("is a link to {}, outside the export root {}", resolved.display(), root.display()),
+            ));
+        }
+        Ok(path)
     }
 
     fn key_of_uri(&self, uri: &str) -> Option<String> {

@@ -21,11 +21,19 @@ pub enum RunStatus {
     Failed,
     /// Its process ended (killed, crashed) before the run finished.
     Interrupted,
+    /// Read whole and judged unfit to replace what is stored (a CUR re-delivery with no rows,
+    /// or a bill that falls too far): nothing was written.
+    Refused,
 }
 
 impl RunStatus {
-    pub const ALL: [RunStatus; 4] =
-        [RunStatus::Running, RunStatus::Succeeded, RunStatus::Failed, RunStatus::Interrupted];
+    pub const ALL: [RunStatus; 5] = [
+        RunStatus::Running,
+        RunStatus::Succeeded,
+        RunStatus::Failed,
+        RunStatus::Interrupted,
+        RunStatus::Refused,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -33,12 +41,13 @@ impl RunStatus {
             RunStatus::Succeeded => "succeeded",
             RunStatus::Failed => "failed",
             RunStatus::Interrupted => "interrupted",
+            RunStatus::Refused => "refused",
         }
     }
 
-    /// Failed or interrupted: the run's data did not land.
+    /// Failed, interrupted or refused: the run's data did not land.
     pub fn is_failure(self) -> bool {
-        matches!(self, RunStatus::Failed | RunStatus::Interrupted)
+        matches!(self, RunStatus::Failed | RunStatus::Interrupted | RunStatus::Refused)
     }
 }
 
@@ -319,6 +328,16 @@ impl IngestOutcome {
             finished_at: chrono::Utc::now().timestamp(),
             error: None,
             reconciliation,
+        }
+    }
+
+    /// A delivery refused now ([`crate::ingest::judge`]), with the numbers it was judged on as
+    /// JSON text, having written nothing.
+    pub fn refused(message: &str, numbers: Option<String>) -> IngestOutcome {
+        IngestOutcome {
+            status: RunStatus::Refused,
+            reconciliation: numbers,
+            ..IngestOutcome::failed(message)
         }
     }
 

@@ -15,8 +15,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::http::{HeaderValue, header};
-use axum::response::IntoResponse;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tower_http::set_header::SetResponseHeaderLayer;
 
@@ -397,7 +397,11 @@ pub async fn banner(state: &AppState) -> Result<Option<String>, StoreError> {
         return Ok(Some(format!(
             "The latest {what} ({}{period}) {}; figures may be out of date. See Data.{more}",
             run.kind,
-            if run.status == RunStatus::Interrupted { "was interrupted" } else { "failed" },
+            match run.status {
+                RunStatus::Interrupted => "was interrupted",
+                RunStatus::Refused => "was refused (the delivery would have replaced the stored bill)",
+                _ => "failed",
+            },
         )));
     }
     let unreconciled =
@@ -477,15 +481,73 @@ pub fn router(state: AppState) -> Router {
         ));
     }
     // The edge's limits: a request body of 64 KiB at most (forms are small), 30 s per
-    // request, 256 requests in flight (the rest wait).
+    // request, 256 requests in flight (the rest wait). A body is read whole, within
+    // BODY_DEADLINE, before its request takes one of the 256: a client that sends a body a
+    // byte a second holds only its own connection, and /healthz never waits for a permit.
+    let in_flight = std::sync::Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
     router
-        .layer(tower_http::limit::RequestBodyLimitLayer::new(64 << 10))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(BODY_LIMIT))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             std::time::Duration::from_secs(30),
         ))
-        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(256))
+        .layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                in_flight_limit(in_flight.clone(), request, next)
+            },
+        ))
+        .layer(axum::middleware::from_fn(read_body_first))
         .with_state(state)
+}
+
+/// Requests in flight at once past the body read (the rest wait for a permit).
+pub const IN_FLIGHT: usize = 256;
+/// The largest request body (forms are small).
+pub const BODY_LIMIT: usize = 64 << 10;
+/// How long a client may take to send a request's body.
+pub const BODY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Middleware: takes one of [`IN_FLIGHT`] permits for the rest of the request, except for
+/// `/healthz`, which a liveness probe must always reach.
+async fn in_flight_limit(
+    permits: std::sync::Arc<tokio::sync::Semaphore>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if request.uri().path() == "/healthz" {
+        return next.run(request).await;
+    }
+    let Ok(_permit) = permits.acquire_owned().await else {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    };
+    next.run(request).await
+}
+
+/// Middleware: reads a request's body whole, at most [`BODY_LIMIT`] bytes within
+/// [`BODY_DEADLINE`], before anything else looks at the request: 413 past the size, 408 past
+/// the deadline. A request that announces no body passes as it is.
+async fn read_body_first(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let announced = request.headers().contains_key(header::CONTENT_LENGTH)
+        || request.headers().contains_key(header::TRANSFER_ENCODING);
+    if !announced {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    match tokio::time::timeout(BODY_DEADLINE, axum::body::to_bytes(body, BODY_LIMIT)).await {
+        Ok(Ok(bytes)) => {
+            next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await
+        }
+        Ok(Err(_)) => {
+            (StatusCode::PAYLOAD_TOO_LARGE, "The request body is larger than 64 KiB, or was cut short.\n")
+                .into_response()
+        }
+        Err(_) => (
+            StatusCode::REQUEST_TIMEOUT,
+            [(header::CONNECTION, "close")],
+            "The request body took longer than 10 seconds to arrive.\n",
+        )
+            .into_response(),
+    }
 }
 
 /// Loads every computed period's rollups, and their copies for each scope an enabled user

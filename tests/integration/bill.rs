@@ -69,6 +69,113 @@ async fn a_data_file_listed_twice_is_refused() {
     case.assert_fails(&case.export(), &[&format!("{EXPORT}-Manifest.json"), "twice"]).await;
 }
 
+/// The same bytes under a second name (#37: it doubled the bill): refused, naming both.
+#[tokio::test]
+async fn a_copy_of_a_data_file_under_a_second_name_is_refused() {
+    let case = BadInputCase::new(CurFormat::Parquet).await;
+    let original = case.data_file("snappy.parquet");
+    let copy = original.with_file_name(format!("{EXPORT}-00099.snappy.parquet"));
+    std::fs::copy(&original, &copy).unwrap();
+    edit_manifest(&case, |files| {
+        let first = files[0].as_str().unwrap().to_string();
+        files.push(Value::String(first.replace("-00001.", "-00099.")));
+    });
+    case.assert_fails(
+        &case.export(),
+        &[
+            &format!("{EXPORT}-00099.snappy.parquet"),
+            &format!("{EXPORT}-00001.snappy.parquet"),
+            "same contents",
+        ],
+    )
+    .await;
+}
+
+/// A gzip bomb of one endless line (#37: 5.79 GB and six minutes): refused at the line bound,
+/// naming the file and the row, having held at most one line.
+#[tokio::test]
+async fn a_csv_line_past_the_line_bound_is_refused() {
+    let case = BadInputCase::new(CurFormat::Csv).await;
+    let file = case.data_file("csv.gz");
+    let header = gunzip(&file).lines().next().unwrap().to_string();
+    let line = "x".repeat(gpuledger::sources::cur::reader::bounds::MAX_LINE_BYTES * 8);
+    gzip(&file, &format!("{header}\n{line}\n"));
+    case.assert_fails(&case.export(), &["00001.csv.gz", "data row 1 is longer than 1048576 bytes"]).await;
+}
+
+/// One real line item repeated far past any export (#37: a 10 MB gzip accepted as a $179.5M
+/// month): refused once the file has expanded past 100 times its size.
+#[tokio::test]
+async fn a_csv_gzip_expanding_past_the_ratio_bound_is_refused() {
+    use gpuledger::sources::cur::reader::bounds;
+    let case = BadInputCase::new(CurFormat::Csv).await;
+    let file = case.data_file("csv.gz");
+    let text = gunzip(&file);
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    let row = lines.next().unwrap();
+    let copies = (bounds::MIN_DECOMPRESSED_BYTES as usize * 2) / (row.len() + 1) + 1;
+    let mut bomb = String::with_capacity(header.len() + copies * (row.len() + 1) + 1);
+    bomb.push_str(header);
+    bomb.push('\n');
+    for _ in 0..copies {
+        bomb.push_str(row);
+        bomb.push('\n');
+    }
+    gzip(&file, &bomb);
+    let compressed = std::fs::metadata(&file).unwrap().len();
+    // The bound is what the message names: 100 times the file, or 64 MiB for a small one.
+    let limit = bounds::decompressed_limit(compressed);
+    assert!((bomb.len() as u64) > limit, "{} bytes from {compressed}", bomb.len());
+    case.assert_fails(
+        &case.export(),
+        &["00001.csv.gz", &format!("decompresses to more than {limit} bytes"), "over 100 times"],
+    )
+    .await;
+}
+
+/// A manifest whose own billingPeriod disagrees with the folder it lies in (#37).
+#[tokio::test]
+async fn a_manifest_naming_another_billing_period_is_refused() {
+    let case = BadInputCase::new(CurFormat::Parquet).await;
+    let mut manifest: Value = serde_json::from_slice(&std::fs::read(case.manifest()).unwrap()).unwrap();
+    manifest["billingPeriod"] = Value::String("2026-09".into());
+    std::fs::write(case.manifest(), manifest.to_string()).unwrap();
+    case.assert_fails(
+        &case.export(),
+        &[&format!("{EXPORT}-Manifest.json"), "billingPeriod is 2026-09", "folder of 2026-10"],
+    )
+    .await;
+}
+
+/// A data file of another bucket beside this export's (#37: accepted for a local folder).
+#[tokio::test]
+async fn a_data_file_of_another_bucket_is_refused() {
+    let case = BadInputCase::new(CurFormat::Parquet).await;
+    edit_manifest(&case, |files| {
+        let first = files[0].as_str().unwrap().to_string();
+        let other =
+            first.replacen("s3://test-bucket/", "s3://another-bucket/", 1).replace("-00001.", "-00002.");
+        files.push(Value::String(other));
+    });
+    case.assert_fails(&case.export(), &["more than one export", "s3://another-bucket/"]).await;
+}
+
+/// A data file that is a symbolic link to a file outside the export (#37: it was followed).
+#[tokio::test]
+async fn a_data_file_linked_from_outside_the_export_is_refused() {
+    let case = BadInputCase::new(CurFormat::Parquet).await;
+    let file = case.data_file("snappy.parquet");
+    let outside = case.dir.path().join("elsewhere.parquet");
+    std::fs::rename(&file, &outside).unwrap();
+    std::os::unix::fs::symlink(&outside, &file).unwrap();
+    case.assert_fails(
+        &case.export(),
+        &[&format!("{EXPORT}-00001.snappy.parquet"), "outside the export root"],
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn a_data_file_outside_the_export_is_refused() {
     let case = BadInputCase::new(CurFormat::Parquet).await;

@@ -8,6 +8,7 @@ mod auth;
 mod bill;
 mod browser;
 mod cost_explorer;
+mod deliveries;
 mod engine;
 mod generate;
 mod helpers;

@@ -42,6 +42,18 @@ pub struct Delivery {
 struct Manifest {
     execution_id: Option<String>,
     data_files: Vec<String>,
+    /// Optional: `YYYY-MM`, or `{"start": ..., "end": ...}` as the legacy CUR wrote it.
+    billing_period: Option<serde_json::Value>,
+}
+
+/// The period a manifest's own `billingPeriod` names, when it names one.
+fn manifest_period(value: &serde_json::Value) -> Option<Period> {
+    let text = match value {
+        serde_json::Value::String(text) => text.as_str(),
+        serde_json::Value::Object(fields) => fields.get("start")?.as_str()?,
+        _ => return None,
+    };
+    text.get(..7)?.parse().ok()
 }
 
 /// Parses a `billing_period=YYYY-MM` folder name, case-insensitively.
@@ -167,7 +179,29 @@ async fn read_manifest(
                 format!("size:{}:{:016x}", object.bytes.len(), content_hash(&object.bytes))
             });
         let location = store.locate(&key);
+        if let Some(named) = manifest.billing_period.as_ref().and_then(manifest_period)
+            && named != period
+        {
+            return Err(invalid(
+                &location,
+                format!("the manifest's billingPeriod is {named}, but it lies in the folder of {period}"),
+            ));
+        }
         let mut data_files: Vec<String> = Vec::with_capacity(manifest.data_files.len());
+        // Every data file lies in one export: the part of its URI before `/data/` is the same.
+        let mut roots: Vec<&str> = manifest
+            .data_files
+            .iter()
+            .map(|uri| uri.rfind("/data/").map_or(uri.as_str(), |i| &uri[..i]))
+            .collect();
+        roots.sort_unstable();
+        roots.dedup();
+        if roots.len() > 1 {
+            return Err(invalid(
+                &location,
+                format!("dataFiles name files of more than one export: {}", roots.join(", ")),
+            ));
+        }
         for uri in &manifest.data_files {
             let data_key = store.key_of_uri(uri).ok_or_else(|| {
                 invalid(
@@ -175,6 +209,12 @@ async fn read_manifest(
                     format!("dataFiles entry {uri:?} lies outside the export root {}", store.describe()),
                 )
             })?;
+            if let Some(other) = data_key.split('/').filter_map(partition_period).find(|p| *p != period) {
+                return Err(invalid(
+                    &location,
+                    format!("dataFiles entry {uri:?} lies in the billing period {other}, not {period}"),
+                ));
+            }
             if data_files.contains(&data_key) {
                 return Err(invalid(
                     &location,

@@ -119,6 +119,26 @@ pub const MAX_ABS_AMOUNT: f64 = 1e9;
 /// whatever the file size.
 pub const CHUNK_ROWS: usize = 100_000;
 
+/// Bounds on one data file, whatever it holds or claims: a file past one is refused in
+/// seconds with memory bounded, naming the file (a gzip bomb, a file of one endless line,
+/// or a month repeated a thousand times inside one small file).
+pub mod bounds {
+    /// Decompressed bytes per compressed byte. CUR's gzip CSV expands 10-30 times and its
+    /// Parquet column data 2-10 times; a bomb expands a thousand times.
+    pub const MAX_EXPANSION: u64 = 100;
+    /// A small file may always expand this far, whatever its ratio.
+    pub const MIN_DECOMPRESSED_BYTES: u64 = 64 << 20;
+    /// One CSV line (and so any field of it). A CUR line with many tags is a few kB.
+    pub const MAX_LINE_BYTES: usize = 1 << 20;
+    /// Rows in one data file (AWS splits an export into files far smaller).
+    pub const MAX_ROWS_PER_FILE: usize = 100_000_000;
+
+    /// How many bytes a file of `compressed` bytes may decompress to.
+    pub fn decompressed_limit(compressed: u64) -> u64 {
+        compressed.saturating_mul(MAX_EXPANSION).max(MIN_DECOMPRESSED_BYTES)
+    }
+}
+
 /// Reads a data file chunk by chunk; returns the rows read.
 pub fn read_file(
     path: &Path,
@@ -165,6 +185,7 @@ fn read_parquet(
         })
         .collect();
     let metadata = reader.get_metadata().map_err(not_parquet)?.clone();
+    check_parquet_bounds(path, location, &metadata, rows)?;
     // Chunks follow the row groups (a slice across two decodes both), a large group split in
     // equal parts of at most CHUNK_ROWS.
     let mut groups = Vec::new();
@@ -250,6 +271,137 @@ struct Decoded {
     maps: Vec<(Col, std::sync::Arc<map_column::MapChunk>, usize)>,
 }
 
+/// A Parquet file's own word on its size: rows, and each row group's column data once
+/// decompressed (the larger of what the row group and its column chunks declare).
+fn check_parquet_bounds(
+    path: &Path,
+    location: &str,
+    metadata: &polars_parquet::parquet::metadata::FileMetadata,
+    rows: usize,
+) -> Result<(), CurError> {
+    if rows > bounds::MAX_ROWS_PER_FILE {
+        return Err(invalid(
+            location,
+            format!(
+                "the file declares {rows} rows, more than the {} a data file may hold",
+                bounds::MAX_ROWS_PER_FILE
+            ),
+        ));
+    }
+    let size = std::fs::metadata(path).map_err(|e| invalid(location, e))?.len();
+    let declared: u64 = metadata
+        .row_groups
+        .iter()
+        .map(|group| {
+            let columns: u64 =
+                group.parquet_columns().iter().map(|c| c.uncompressed_size().max(0) as u64).sum();
+            columns.max(group.total_byte_size() as u64)
+        })
+        .sum();
+    let limit = bounds::decompressed_limit(size);
+    if declared > limit {
+        return Err(invalid(
+            location,
+            format!(
+                "the file's column data decompresses to {declared} bytes, more than {} times its {size} bytes \
+                 (at most {limit}): a corrupt or malicious file; nothing was ingested",
+                bounds::MAX_EXPANSION
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Counts the bytes a decoder gives out and fails once they pass `limit`.
+struct Bounded<R> {
+    inner: R,
+    read: u64,
+    limit: u64,
+    compressed: u64,
+}
+
+/// The error [`Bounded`] fails with, told apart from a corrupt stream.
+#[derive(Debug)]
+struct Expanded(String);
+
+impl std::fmt::Display for Expanded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Expanded {}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        if self.read > self.limit {
+            return Err(std::io::Error::other(Expanded(format!(
+                "the file decompresses to more than {} bytes, over {} times its {} compressed bytes: a \
+                 corrupt or malicious file (a gzip bomb, or rows repeated past any real export); nothing was ingested",
+                self.limit,
+                bounds::MAX_EXPANSION,
+                self.compressed
+            ))));
+        }
+        Ok(n)
+    }
+}
+
+/// Appends one line (its `\n` included) to `buffer`, refusing one longer than
+/// [`bounds::MAX_LINE_BYTES`] before it is held; 0 at the end of the file. `after` is the
+/// number of data rows before it (`None` for the header).
+fn read_line(
+    lines: &mut impl BufRead,
+    buffer: &mut Vec<u8>,
+    location: &str,
+    after: Option<usize>,
+) -> Result<usize, CurError> {
+    let row = after.unwrap_or(0);
+    let start = buffer.len();
+    loop {
+        let available = match lines.fill_buf() {
+            Ok(available) => available,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                return Err(match e.get_ref().and_then(|inner| inner.downcast_ref::<Expanded>()) {
+                    Some(expanded) => invalid(location, expanded),
+                    None => invalid(
+                        location,
+                        format!("the file is cut short or corrupt after data row {row}: {e}"),
+                    ),
+                });
+            }
+        };
+        if available.is_empty() {
+            return Ok(buffer.len() - start);
+        }
+        let (take, done) = match memchr::memchr(b'\n', available) {
+            Some(end) => (end + 1, true),
+            None => (available.len(), false),
+        };
+        if buffer.len() - start + take > bounds::MAX_LINE_BYTES {
+            let what = match after {
+                None => "the header line".to_string(),
+                Some(before) => format!("data row {}", before + 1),
+            };
+            return Err(invalid(
+                location,
+                format!(
+                    "{what} is longer than {} bytes: a corrupt or malicious file (no CUR line comes near); nothing was ingested",
+                    bounds::MAX_LINE_BYTES
+                ),
+            ));
+        }
+        buffer.extend_from_slice(&available[..take]);
+        lines.consume(take);
+        if done {
+            return Ok(buffer.len() - start);
+        }
+    }
+}
+
 /// A data file the manifest lists is never empty: zero bytes is a cut download or a broken
 /// delivery (the chunks an OVERWRITE refresh blanks out are not in its manifest).
 fn refuse_empty(path: &Path, location: &str) -> Result<(), CurError> {
@@ -281,14 +433,20 @@ fn read_csv(
 ) -> Result<usize, CurError> {
     refuse_empty(path, location)?;
     let file = File::open(path).map_err(|e| invalid(location, e))?;
-    let raw: Box<dyn Read> =
-        if gzip { Box::new(flate2::read::MultiGzDecoder::new(file)) } else { Box::new(file) };
+    let compressed = file.metadata().map_err(|e| invalid(location, e))?.len();
+    let raw: Box<dyn Read> = if gzip {
+        Box::new(Bounded {
+            inner: flate2::read::MultiGzDecoder::new(file),
+            read: 0,
+            limit: bounds::decompressed_limit(compressed),
+            compressed,
+        })
+    } else {
+        Box::new(file)
+    };
     let mut lines = BufReader::with_capacity(1 << 20, raw);
     let mut header = Vec::new();
-    let broken = |row: usize, e: std::io::Error| {
-        invalid(location, format!("the file is cut short or corrupt after data row {row}: {e}"))
-    };
-    if lines.read_until(b'\n', &mut header).map_err(|e| broken(0, e))? == 0 {
+    if read_line(&mut lines, &mut header, location, None)? == 0 {
         return Ok(0);
     }
     let names: Vec<String> = String::from_utf8_lossy(&header)
@@ -303,14 +461,22 @@ fn read_csv(
         let mut buffer = header.clone();
         let mut in_chunk = 0;
         while in_chunk < CHUNK_ROWS {
-            let read = lines.read_until(b'\n', &mut buffer).map_err(|e| broken(rows + in_chunk, e))?;
-            if read == 0 {
+            if read_line(&mut lines, &mut buffer, location, Some(rows + in_chunk))? == 0 {
                 break;
             }
             in_chunk += 1;
         }
         if in_chunk == 0 {
             break;
+        }
+        if rows + in_chunk > bounds::MAX_ROWS_PER_FILE {
+            return Err(invalid(
+                location,
+                format!(
+                    "the file holds more than {} rows, more than a data file may hold",
+                    bounds::MAX_ROWS_PER_FILE
+                ),
+            ));
         }
         let mut frame = CsvReadOptions::default()
             .with_has_header(true)

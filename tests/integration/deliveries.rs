@@ -1,0 +1,196 @@
+//! A CUR delivery is judged before it replaces anything (#37): a re-delivery whose data files
+//! hold no rows, or whose bill falls too far, is refused with its numbers, recorded as a
+//! refused run, shown on Data and as an alert, and the stored month stays as it was.
+
+use std::path::{Path, PathBuf};
+
+use gpuledger::synth::{self, CurFormat, GenerateOptions, Scale};
+use serde_json::Value;
+
+use crate::app::TestApp;
+use crate::ingest_cur::{EXPORT, export_root, gzip, run, snapshot};
+
+/// The data files and manifest of 2026-10 in `data`'s export.
+fn october(data: &Path) -> (Vec<PathBuf>, PathBuf) {
+    let export = export_root(data);
+    let manifest = export.join(format!("metadata/BILLING_PERIOD=2026-10/{EXPORT}-Manifest.json"));
+    let listed: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    let files = listed["dataFiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|key| {
+            let key = key.as_str().unwrap();
+            // s3://bucket/prefix/export/data/... -> the export folder's data/...
+            export.join(&key[key.find("/data/").unwrap() + 1..])
+        })
+        .collect();
+    (files, manifest)
+}
+
+/// AWS's mark of a new delivery: a new executionId in the manifest.
+fn new_execution(manifest: &Path, id: &str) {
+    let mut listed: Value = serde_json::from_slice(&std::fs::read(manifest).unwrap()).unwrap();
+    listed["executionId"] = Value::String(id.into());
+    std::fs::write(manifest, listed.to_string()).unwrap();
+}
+
+fn generate(data: &Path, format: CurFormat, through_day: Option<u32>) {
+    let options = GenerateOptions {
+        out: data.to_path_buf(),
+        seed: 37,
+        months: 1,
+        end: "2026-10".parse().unwrap(),
+        scale: Scale::Demo,
+        format,
+        bucket: "test-bucket".into(),
+        prefix: "cur".into(),
+        export_name: EXPORT.into(),
+        metrics: false,
+        fixes_from: None,
+        history_months: 2,
+        through_day,
+        fleet_percent: 100,
+    };
+    let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
+    synth::generate(&options, &progress).expect("generate");
+}
+
+fn micros(text: &str) -> i64 {
+    crate::ingest_cur::micros(&Value::String(text.into()))
+}
+
+fn ingest_cur(app: &TestApp, extra: &[&str]) -> std::process::Output {
+    let url = app.database_url();
+    let source = export_root(app.data()).display().to_string();
+    let mut args = vec!["--database-url", url.as_str(), "ingest", "cur", source.as_str()];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+/// The stored month as `report bill` prints it, with the stored data.
+async fn stored(app: &TestApp) -> (Value, String) {
+    let url = app.database_url();
+    let bill = run(&["--database-url", &url, "report", "bill", "--period", "2026-10", "--format", "json"]);
+    assert!(bill.status.success(), "{}", String::from_utf8_lossy(&bill.stderr));
+    (serde_json::from_slice(&bill.stdout).unwrap(), snapshot(app.store()).await)
+}
+
+/// Each way a broken delivery holds no rows, with a new executionId and no flag: refused,
+/// naming the stored bill, the month and its issued invoice unchanged, the refusal on Data
+/// (page, JSON twin and banner) and as an alert; `--allow-empty` still empties it.
+#[tokio::test]
+async fn an_empty_redelivery_is_refused_and_the_billed_month_stays() {
+    type Empty = fn(&Path);
+    let zero_row_parquet: Empty = |file| {
+        use polars::prelude::*;
+        let frame = ParquetReader::new(std::fs::File::open(file).unwrap()).finish().unwrap();
+        let mut empty = frame.slice(0, 0);
+        ParquetWriter::new(std::fs::File::create(file).unwrap()).finish(&mut empty).unwrap();
+    };
+    let header_only_csv: Empty = |file| {
+        let text = crate::ingest_cur::gunzip(file);
+        gzip(file, &format!("{}\n", text.lines().next().unwrap()));
+    };
+    let empty_gzip_member: Empty = |file| gzip(file, "");
+    let cases: [(CurFormat, &str, Empty); 3] = [
+        (CurFormat::Parquet, "zero-row Parquet", zero_row_parquet),
+        (CurFormat::Csv, "a header-only CSV", header_only_csv),
+        (CurFormat::Csv, "an empty gzip member", empty_gzip_member),
+    ];
+    for (format, what, empty) in cases {
+        let app = TestApp::empty().await;
+        generate(app.data(), format, None);
+        let first = ingest_cur(&app, &[]);
+        assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+        let url = app.database_url();
+        let issued =
+            run(&["--database-url", &url, "invoice", "issue", "--client", "acme", "--period", "2026-10"]);
+        assert!(issued.status.success(), "{}", String::from_utf8_lossy(&issued.stderr));
+        let (bill, data) = stored(&app).await;
+        let amortized = bill["amortized_total"].as_str().unwrap().to_string();
+        assert_ne!(amortized, "0.000000");
+        let invoices = run(&["--database-url", &url, "invoice", "list", "--format", "json"]).stdout;
+
+        let (files, manifest) = october(app.data());
+        files.iter().for_each(|file| empty(file));
+        new_execution(&manifest, "broken-redelivery");
+        let refused = ingest_cur(&app, &[]);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success(), "{what}: must be refused; {stderr}");
+        let people = gpuledger::money::format_usd(micros(&amortized));
+        for text in ["refused", "no rows", "--allow-empty", people.as_str()] {
+            assert!(stderr.contains(text), "{what}: stderr should say {text:?}: {stderr}");
+        }
+        assert_eq!(stored(&app).await, (bill.clone(), data.clone()), "{what}: the month is as it was");
+        let after = run(&["--database-url", &url, "invoice", "list", "--format", "json"]).stdout;
+        assert_eq!(invoices, after, "{what}: the issued invoices are as they were");
+
+        // Recorded as refused, with the numbers it was judged on.
+        let run_ = app.store().ingest_runs(1).await.unwrap().remove(0);
+        assert_eq!(run_.status, gpuledger::store::RunStatus::Refused, "{what}");
+        assert_eq!(run_.data_version, "broken-redelivery");
+        let numbers: Value = serde_json::from_str(run_.reconciliation.as_deref().unwrap()).unwrap();
+        assert_eq!(numbers["rows_read"], 0);
+        assert_eq!(numbers["stored_bill_amortized"], amortized.as_str());
+        // On Data: the run, its reason, the banner; in the twin, the numbers.
+        let page = app.page("/data").await;
+        assert!(page.contains("refused"), "{what}: {page}");
+        assert!(page.contains("was refused"), "{what}: the banner says so");
+        let json = app.json("/data?format=json").await;
+        assert_eq!(json["ingest_runs"][0]["status"], "refused");
+        assert_eq!(json["ingest_runs"][0]["reconciliation"]["override_with"], "--allow-empty");
+        // And as a critical alert.
+        let alerts = run(&["--database-url", &url, "alerts", "list", "--format", "json"]);
+        let alerts: Value = serde_json::from_slice(&alerts.stdout).unwrap();
+        let alert = alerts["alerts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["rule"] == "cur_delivery_refused")
+            .unwrap_or_else(|| panic!("{what}: {alerts}"))
+            .clone();
+        assert_eq!(
+            (alert["severity"].as_str(), alert["subject"].as_str()),
+            (Some("critical"), Some("2026-10"))
+        );
+
+        // Said in so many words, the period is emptied.
+        let allowed = ingest_cur(&app, &["--allow-empty"]);
+        assert!(allowed.status.success(), "{what}: {}", String::from_utf8_lossy(&allowed.stderr));
+        assert_eq!(stored(&app).await.0["amortized_total"], "0.000000", "{what}");
+    }
+}
+
+/// A re-delivery whose bill falls by more than --max-drop (default 50 %) is refused with the
+/// fall in percent; `--max-drop` above the fall or `--force` accepts it.
+#[tokio::test]
+async fn a_redelivery_whose_bill_falls_too_far_is_refused_unless_forced() {
+    let app = TestApp::empty().await;
+    generate(app.data(), CurFormat::Parquet, None);
+    assert!(ingest_cur(&app, &[]).status.success());
+    let before = stored(&app).await;
+    let full = micros(before.0["amortized_total"].as_str().unwrap());
+    // The same month through its 5th day only: a delivery cut short.
+    generate(app.data(), CurFormat::Parquet, Some(5));
+    let (_, manifest) = october(app.data());
+    new_execution(&manifest, "partial");
+    let refused = ingest_cur(&app, &[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains("--max-drop") && stderr.contains("--force"), "{stderr}");
+    assert_eq!(stored(&app).await, before, "the month is as it was");
+    let numbers: Value =
+        serde_json::from_str(app.store().ingest_runs(1).await.unwrap()[0].reconciliation.as_deref().unwrap())
+            .unwrap();
+    let partial = micros(numbers["bill_amortized"].as_str().unwrap());
+    // The fall it names is (before - after) / before, in hundredths of a percent.
+    let drop_bp = (i128::from(full) - i128::from(partial)) * 10_000 / i128::from(full);
+    assert!(drop_bp > 5_000, "{drop_bp}");
+    assert_eq!(numbers["drop_percent"], format!("{}.{:02}", drop_bp / 100, drop_bp % 100));
+    // A limit above the fall accepts it, and so does --force.
+    let above = ((drop_bp / 100) + 1).to_string();
+    let accepted = ingest_cur(&app, &["--max-drop", &above]);
+    assert!(accepted.status.success(), "{}", String::from_utf8_lossy(&accepted.stderr));
+    assert_eq!(micros(stored(&app).await.0["amortized_total"].as_str().unwrap()), partial);
+}
