@@ -137,6 +137,37 @@ pub struct AuditEntry {
     pub detail: String,
 }
 
+/// Refused sign-ins of one account from one address in one window (they are counted, not
+/// logged one by one).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LoginFailures {
+    pub window_start: i64,
+    pub username: String,
+    pub address: String,
+    pub failures: i64,
+    pub last_at: i64,
+}
+
+/// A user or client name as every page, file and report can show it: not empty, at most 64
+/// characters, no control character, no space at either end, and not in parentheses (those
+/// are the names gpuledger gives what is no client, such as `(house)`).
+pub fn check_name(what: &str, name: &str) -> Result<(), String> {
+    let problem = if name.trim().is_empty() {
+        "is empty"
+    } else if name.chars().count() > 64 {
+        "is longer than 64 characters"
+    } else if name.chars().any(char::is_control) {
+        "holds a control character"
+    } else if name.trim() != name {
+        "begins or ends with a space"
+    } else if name.starts_with('(') {
+        "begins with '(' (kept for gpuledger's own names, such as (house))"
+    } else {
+        return Ok(());
+    };
+    Err(format!("a {what} name {problem}: {name:?}"))
+}
+
 impl AuditEntry {
     /// An entry for now (the store gives it its id).
     pub fn new(username: &str, address: &str, action: &str, detail: &str) -> AuditEntry {
@@ -193,6 +224,15 @@ pub fn same_secret(a: &str, b: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn names_are_checked() {
+        assert!(super::check_name("user", "dana").is_ok());
+        assert!(super::check_name("client", "Acme Corp").is_ok());
+        for bad in ["", "   ", "a\nb", " acme", "(house)", &"x".repeat(65)] {
+            assert!(super::check_name("client", bad).is_err(), "{bad:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -12,14 +12,109 @@ pub const MIN_LENGTH: usize = 12;
 pub enum PasswordError {
     #[error("a password needs at least {MIN_LENGTH} characters")]
     TooShort,
+    /// NIST SP 800-63B: no password that is among the first an attacker tries.
+    #[error(
+        "that password is among the first an attacker tries ({0}): choose another, such as a few unrelated words"
+    )]
+    Common(&'static str),
     #[error("hashing the password failed: {0}")]
     Hash(String),
+}
+
+/// The words most common passwords are made of (the top of every published list of leaked
+/// passwords), with digits or symbols around them: `password1234`, `Qwerty123456!`.
+const COMMON_WORDS: &[&str] = &[
+    "password",
+    "passw0rd",
+    "p@ssword",
+    "p@ssw0rd",
+    "qwerty",
+    "qwertyuiop",
+    "asdfgh",
+    "asdfghjkl",
+    "zxcvbn",
+    "letmein",
+    "welcome",
+    "admin",
+    "administrator",
+    "iloveyou",
+    "monkey",
+    "dragon",
+    "football",
+    "baseball",
+    "master",
+    "sunshine",
+    "princess",
+    "shadow",
+    "superman",
+    "batman",
+    "trustno",
+    "login",
+    "starwars",
+    "whatever",
+    "freedom",
+    "secret",
+    "changeme",
+    "default",
+    "root",
+    "toor",
+    "test",
+    "guest",
+    "hello",
+    "michael",
+    "jennifer",
+    "charlie",
+    "abc",
+    "abcdef",
+    "qazwsx",
+    "access",
+    "mustang",
+    "computer",
+    "internet",
+    "gpuledger",
+];
+
+/// Why `password` is among the first an attacker tries, if it is.
+fn common(password: &str) -> Option<&'static str> {
+    let chars: Vec<char> = password.chars().collect();
+    let mut distinct = chars.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() < 5 {
+        return Some("too few different characters");
+    }
+    // A run along the alphabet, the digits or a keyboard row: 123456789012, abcdefghijkl.
+    let lower = password.to_lowercase();
+    for row in [
+        "abcdefghijklmnopqrstuvwxyz",
+        "01234567890123456789",
+        "qwertyuiopasdfghjklzxcvbnm",
+        "98765432109876543210",
+    ] {
+        if row.contains(&lower) || row.chars().rev().collect::<String>().contains(&lower) {
+            return Some("a sequence of neighbouring keys");
+        }
+    }
+    // A common word with digits and symbols around it, or repeated.
+    let core = lower.trim_matches(|c: char| !c.is_alphabetic());
+    if core.is_empty() {
+        return Some("digits and symbols only");
+    }
+    for word in COMMON_WORDS {
+        if core == *word || (core.len() % word.len() == 0 && core == word.repeat(core.len() / word.len())) {
+            return Some("a common password with digits or symbols added");
+        }
+    }
+    None
 }
 
 /// Hashes `password` with a fresh random salt.
 pub fn hash(password: &str) -> Result<String, PasswordError> {
     if password.chars().count() < MIN_LENGTH {
         return Err(PasswordError::TooShort);
+    }
+    if let Some(why) = common(password) {
+        return Err(PasswordError::Common(why));
     }
     let mut salt = [0u8; 16];
     getrandom::getrandom(&mut salt).map_err(|e| PasswordError::Hash(e.to_string()))?;
@@ -58,5 +153,18 @@ mod tests {
         // Two hashes of one password differ (fresh salt).
         assert_ne!(stored, hash("correct horse battery").unwrap());
         assert!(matches!(hash("short"), Err(PasswordError::TooShort)));
+        // #37: twelve spaces and password1234 were accepted.
+        for weak in [
+            "            ",
+            "password1234",
+            "Password123!",
+            "qwertyqwerty",
+            "123456789012",
+            "aaaaaaaaaaaaaaa",
+            "!!2024letmein",
+        ] {
+            assert!(matches!(hash(weak), Err(PasswordError::Common(_))), "{weak:?}");
+        }
+        assert!(hash("mauve kettle on the stairs").is_ok());
     }
 }

@@ -16,6 +16,7 @@ pub(super) async fn run(store: &dyn Store, command: ClientsCommand) -> anyhow::R
             print_versions(history.versions.iter().filter(|v| kinds.contains(&v.kind)))?;
         }
         ClientsCommand::Set(args) => {
+            crate::auth::check_name("client", &args.name).map_err(anyhow::Error::msg)?;
             if let Some(percent) = args.markup_percent {
                 anyhow::ensure!(
                     percent.is_finite() && (0.0..=1_000.0).contains(&percent),
@@ -44,6 +45,7 @@ pub(super) async fn run(store: &dyn Store, command: ClientsCommand) -> anyhow::R
             save(store, &[version], &format!("client {}", args.name), from).await?;
         }
         ClientsCommand::Map(args) => {
+            crate::auth::check_name("client", &args.client).map_err(anyhow::Error::msg)?;
             let (kind, pattern, label_key) =
                 match (&args.namespace, &args.prefix, &args.regex, &args.label_value) {
                     (Some(n), ..) => (MatchKind::Namespace, n.clone(), String::new()),

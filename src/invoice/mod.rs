@@ -643,8 +643,17 @@ pub fn format_number(format: &str, seq: i64, year: i32) -> Result<String, String
             .ok_or_else(|| format!("{format:?}: write {{seq}} or {{seq:0N}}"))?,
     };
     out.replace_range(start..=end, &format!("{seq:0width$}"));
-    if out.contains('{') || out.contains('}') || out.contains('/') {
-        return Err(format!("{format:?}: only {{year}} and {{seq}} may be in braces, and no '/'"));
+    if out.contains('{') || out.contains('}') {
+        return Err(format!("{format:?}: only {{year}} and {{seq}} may be in braces"));
+    }
+    // A number is printed, put in URLs and file names: letters, digits, '-', '_' and '.'.
+    if let Some(bad) = out.chars().find(|c| !(c.is_ascii_alphanumeric() || "-_.".contains(*c))) {
+        return Err(format!(
+            "{format:?}: an invoice number may hold letters, digits, '-', '_' and '.' only, not {bad:?}"
+        ));
+    }
+    if out.len() > 40 {
+        return Err(format!("{format:?}: an invoice number is at most 40 characters"));
     }
     Ok(out)
 }
@@ -937,6 +946,12 @@ mod tests {
         assert_eq!(format_number("INV{seq}", 12_345, 2026).unwrap(), "INV12345");
         assert!(format_number("INV-{year}", 1, 2026).is_err());
         assert!(format_number("{seq:4}", 1, 2026).is_err());
+        // Nothing that breaks a header, a URL or a file name (#37: CR/LF made every download
+        // of an issued invoice answer 500).
+        for bad in ["NW\r\n{seq}", "NW\"{seq}", "NW/{seq}", "NW {seq}", "NW-{seq}-ü"] {
+            assert!(format_number(bad, 1, 2026).is_err(), "{bad:?}");
+        }
+        assert_eq!(format_number("NW_{year}.{seq:03}", 1, 2026).unwrap(), "NW_2026.001");
     }
 
     #[test]

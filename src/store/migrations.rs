@@ -138,6 +138,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "archived_periods",
         sql: include_str!("../../migrations/sqlite/0024_archived_periods.sql"),
     },
+    Migration {
+        version: 25,
+        name: "login_limits",
+        sql: include_str!("../../migrations/sqlite/0025_login_limits.sql"),
+    },
 ];
 
 /// Postgres migrations, oldest first; same versions and names as [`SQLITE`].
@@ -249,6 +254,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 24,
         name: "archived_periods",
         sql: include_str!("../../migrations/postgres/0024_archived_periods.sql"),
+    },
+    Migration {
+        version: 25,
+        name: "login_limits",
+        sql: include_str!("../../migrations/postgres/0025_login_limits.sql"),
     },
 ];
 

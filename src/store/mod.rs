@@ -27,7 +27,7 @@ pub(crate) mod table;
 
 use async_trait::async_trait;
 
-pub use crate::auth::{AuditEntry, Session, User};
+pub use crate::auth::{AuditEntry, LoginFailures, Session, User};
 pub use crate::invoice::{BillingDetails, Invoice, Seller};
 pub use crate::settings::{SettingVersion, SettingsHistory};
 pub use migrations::SchemaStatus;
@@ -356,6 +356,33 @@ pub trait AccountStore: Send + Sync {
     /// A secret every dashboard replica of this database shares (`proxy_csrf`), made with the
     /// schema; `None` when it is not there.
     async fn web_secret(&self, name: &str) -> StoreResult<Option<String>>;
+
+    /// Takes one sign-in attempt for `subject` (an account or an address, as `scope` says) in
+    /// one statement, so that simultaneous attempts are counted one after another: returns the
+    /// attempts in its window, this one included, and when the window started. A window lasts
+    /// `window` seconds from the first attempt after the last window ended.
+    async fn take_login_attempt(
+        &self,
+        scope: &str,
+        subject: &str,
+        now: i64,
+        window: i64,
+    ) -> StoreResult<(i64, i64)>;
+
+    /// Gives back an attempt of the window that started at `window_start` (one that signed in).
+    async fn return_login_attempt(&self, scope: &str, subject: &str, window_start: i64) -> StoreResult<()>;
+
+    /// Counts a refused sign-in in the row of its account, address and window.
+    async fn record_login_failure(
+        &self,
+        username: &str,
+        address: &str,
+        window_start: i64,
+        at: i64,
+    ) -> StoreResult<()>;
+
+    /// Refused sign-ins per account, address and window since `since`, newest first.
+    async fn login_failures(&self, since: i64, limit: i64) -> StoreResult<Vec<LoginFailures>>;
 }
 
 /// Cost Explorer's daily cost per service and linked account, and which days were fetched

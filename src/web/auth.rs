@@ -12,8 +12,10 @@
 //! - **Off**: no sign-in; everyone is an administrator. `serve` allows it only on a loopback
 //!   address; tests of page content use it.
 //!
-//! Failed logins are counted from the audit log: 5 per account or 20 per address in
-//! 15 minutes, and the next attempt is refused with 429 until the window has passed.
+//! Sign-in attempts are limited to 20 per address and 5 per account in 15 minutes, counted
+//! before the password is checked (a success gives its attempt back); the next attempt is
+//! refused with 429 until the window has passed. Refused sign-ins are counted per account,
+//! address and window (`/admin` lists them), not logged one row each.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -442,10 +444,19 @@ pub struct LoginQuery {
     token: Option<String>,
 }
 
-/// Where to go after signing in: a path on this site only (no `//host` or `/\host`).
+/// Where to go after signing in: a path on this site only. No `//host` or `/\host`, and no
+/// control character, space or backslash anywhere: browsers drop tabs and line breaks from a
+/// URL, so `/\t/evil.example/` would be `//evil.example/`, and a line break would end the
+/// `Location` header.
 fn safe_next(next: Option<&str>) -> String {
     match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.starts_with("/\\") => n.to_string(),
+        Some(n)
+            if n.starts_with('/')
+                && !n.starts_with("//")
+                && n.chars().all(|c| !c.is_control() && !c.is_whitespace() && c != '\\') =>
+        {
+            n.to_string()
+        }
         _ => "/".into(),
     }
 }
@@ -553,29 +564,45 @@ pub async fn login(State(state): State<AppState>, request: Request) -> Response 
     }
 }
 
-/// The user a login form names, or the answer that refuses it.
+/// The user a login form names, or the answer that refuses it. The attempt is counted
+/// against the address and then the account before the password is checked, each in one
+/// statement, so simultaneous attempts are counted one after another and only the first
+/// [`FAILURES_PER_ACCOUNT`] of an account's window are checked at all; a sign-in that
+/// succeeds gives its attempts back. A refused sign-in is counted in its account, address
+/// and window ([`crate::store::LoginFailures`]), not logged once per attempt; a block is
+/// logged once, when a limit is first passed in a window.
 async fn sign_in(
     state: &AppState,
     headers: &HeaderMap,
     form: &LoginForm,
     address: &str,
 ) -> Result<Result<User, Response>, WebError> {
-    let since = now() - FAILURE_WINDOW;
-    let by_account = state.store.count_audit("login_failed", since, Some(&form.username), None).await?;
-    let by_address = if address.is_empty() {
-        0
-    } else {
-        state.store.count_audit("login_failed", since, None, Some(address)).await?
-    };
-    if by_account >= FAILURES_PER_ACCOUNT || by_address >= FAILURES_PER_ADDRESS {
-        record(state, &form.username, address, "login_blocked", "too many failed logins").await?;
-        let minutes = FAILURE_WINDOW / 60;
-        let body = format!(
-            "Too many failed sign-ins for this account or address: wait {minutes} minutes and try again.\n"
-        );
-        let refusal =
-            (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, FAILURE_WINDOW.to_string())], body);
-        return Ok(Err(refusal.into_response()));
+    let now = now();
+    let mut taken = Vec::new();
+    let limits = [
+        ("address", address, FAILURES_PER_ADDRESS),
+        ("account", form.username.as_str(), FAILURES_PER_ACCOUNT),
+    ];
+    for (scope, subject, limit) in limits {
+        if subject.is_empty() {
+            continue;
+        }
+        let (attempts, window_start) =
+            state.store.take_login_attempt(scope, subject, now, FAILURE_WINDOW).await?;
+        if attempts > limit {
+            if attempts == limit + 1 {
+                let detail = format!("more than {limit} sign-in attempts for this {scope} in 15 minutes");
+                record(state, &form.username, address, "login_blocked", &detail).await?;
+            }
+            let wait = (window_start + FAILURE_WINDOW - now).clamp(1, FAILURE_WINDOW);
+            let minutes = (wait + 59) / 60;
+            let body = format!(
+                "Too many failed sign-ins for this account or address: wait {minutes} minutes and try again.\n"
+            );
+            let refusal = (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, wait.to_string())], body);
+            return Ok(Err(refusal.into_response()));
+        }
+        taken.push((scope, subject, window_start));
     }
     let user = state.store.user(&form.username).await?;
     let (password, stored) = (form.password.clone(), user.as_ref().map(|u| u.password_hash.clone()));
@@ -590,9 +617,19 @@ async fn sign_in(
     .await
     .unwrap_or(false);
     match user {
-        Some(user) if matches && !user.disabled => Ok(Ok(user)),
+        Some(user) if matches && !user.disabled => {
+            for (scope, subject, window_start) in taken {
+                state.store.return_login_attempt(scope, subject, window_start).await?;
+            }
+            Ok(Ok(user))
+        }
         _ => {
-            record(state, &form.username, address, "login_failed", "").await?;
+            // Counted in the account's window (the one its limit runs in).
+            let window = taken
+                .iter()
+                .find(|(scope, ..)| *scope == "account")
+                .map_or(now - now.rem_euclid(FAILURE_WINDOW), |(.., start)| *start);
+            state.store.record_login_failure(&form.username, address, window, now).await?;
             Ok(Err(login_form(
                 headers,
                 "Sign in",
@@ -708,6 +745,8 @@ struct AdminPage<'a> {
     users: Vec<User>,
     /// Each entry with its time as UTC text.
     audit: Vec<(String, AuditEntry)>,
+    /// Refused sign-ins: the window's start and the last failure as UTC text.
+    refused: Vec<(String, String, crate::store::LoginFailures)>,
     roles: [Role; 5],
 }
 
@@ -724,24 +763,26 @@ pub async fn admin(
     headers: HeaderMap,
 ) -> Result<Response, WebError> {
     let audit = state.store.audit_log(500).await?;
+    // Refused sign-ins of the last day, a row per account, address and window.
+    let failures = state.store.login_failures(now() - 24 * 3600, 200).await?;
     if query.format.as_deref() == Some("json") || super::error::accepts_json(&headers) {
         let users = state.store.users().await?;
-        return Ok(axum::Json(serde_json::json!({"users": users, "audit": audit})).into_response());
+        return Ok(axum::Json(
+            serde_json::json!({"users": users, "audit": audit, "refused_sign_ins": failures}),
+        )
+        .into_response());
     }
+    let utc = |at: i64| {
+        chrono::DateTime::from_timestamp(at, 0)
+            .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+            .unwrap_or_default()
+    };
     let page = AdminPage {
         active: "admin",
         viewer: &viewer,
         users: state.store.users().await?,
-        audit: audit
-            .into_iter()
-            .take(100)
-            .map(|a| {
-                let when = chrono::DateTime::from_timestamp(a.at, 0)
-                    .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
-                    .unwrap_or_default();
-                (when, a)
-            })
-            .collect(),
+        audit: audit.into_iter().take(100).map(|a| (utc(a.at), a)).collect(),
+        refused: failures.into_iter().map(|f| (utc(f.window_start), utc(f.last_at), f)).collect(),
         roles: Role::ALL,
     };
     Ok(Html(page.render()?).into_response())
@@ -982,4 +1023,26 @@ pub async fn first_start(state: &AppState, base: &str) -> anyhow::Result<()> {
         "No user exists yet. Create the first administrator (this link works once): {base}/setup?token={token}"
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::safe_next;
+
+    #[test]
+    fn next_is_a_path_on_this_site_or_home() {
+        assert_eq!(safe_next(Some("/costs?period=2026-10")), "/costs?period=2026-10");
+        // #37: a tab or line break that a browser drops, or that ends the Location header.
+        for bad in [
+            "/\t/evil.example/",
+            "//evil.example",
+            "/\\evil.example",
+            "/a\r\nSet-Cookie: x=1",
+            "https://evil.example",
+            "/a b",
+        ] {
+            assert_eq!(safe_next(Some(bad)), "/", "{bad:?}");
+        }
+        assert_eq!(safe_next(None), "/");
+    }
 }

@@ -106,9 +106,19 @@ pub fn wants_json(request: &axum::extract::Request) -> bool {
 }
 
 /// Middleware: an error answered to a request that asked for JSON becomes JSON.
+/// A 400 that an extractor answered by itself (a parameter given twice, a form that does not
+/// parse) becomes a [`WebError`] too, themed or JSON like any other.
 pub async fn json_errors(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
     let json = wants_json(&request);
-    let response = next.run(request).await;
+    let mut response = next.run(request).await;
+    if response.status() == StatusCode::BAD_REQUEST && response.extensions().get::<ErrorBody>().is_none() {
+        let text = axum::body::to_bytes(response.into_body(), 4096)
+            .await
+            .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_string())
+            .unwrap_or_default();
+        response = WebError::bad("query", format!("The request could not be read: {text}."), Vec::new())
+            .into_response();
+    }
     if !json {
         return response;
     }

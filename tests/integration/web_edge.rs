@@ -127,6 +127,23 @@ async fn bad_parameters_are_400s_naming_the_parameter_and_the_choices() {
             "{uri}: {error}"
         );
     }
+    // A parameter given twice (#37: a plain-text 400): themed, and JSON for a script.
+    let (status, content_type, body) = fetch(&state, "/costs?period=2026-10&period=2026-09", None).await;
+    let html = String::from_utf8(body).unwrap();
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{html}");
+    assert!(
+        content_type.starts_with("text/html") && html.contains("duplicate field"),
+        "{content_type}: {html}"
+    );
+    let (status, _, body) =
+        fetch(&state, "/costs?period=2026-10&period=2026-09", Some("application/json")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let error: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        (error["status"].as_u64(), error["parameter"].as_str()),
+        (Some(400), Some("query")),
+        "{error}"
+    );
     // Unknown paths and clients: themed 404s that say what exists.
     let (status, _, body) = fetch(&state, "/nope", None).await;
     let html = String::from_utf8(body).unwrap();

@@ -30,6 +30,7 @@ const INSERT_AUDIT: &str =
 from_row!(Session { token_hash, user_id, csrf, created_at, last_seen, address });
 
 from_row!(AuditEntry { id, at, username, address, action, detail });
+from_row!(LoginFailures { window_start, username, address, failures, last_at });
 
 fn user(row: &impl ReadRow) -> Result<User, sqlx::Error> {
     let invalid = |what: String| sqlx::Error::Decode(what.into());
@@ -66,6 +67,7 @@ where
 {
     async fn create_user(&self, user: &User) -> StoreResult<i64> {
         const CONTEXT: &str = "adding a user";
+        crate::auth::check_name("user", &user.name).map_err(StoreError::Invalid)?;
         if self.user(&user.name).await?.is_some() {
             return Err(StoreError::Invalid(format!("a user named {:?} already exists", user.name)));
         }
@@ -225,5 +227,84 @@ where
             .await
             .context(CONTEXT)?;
         row.map(|row| row.text("value")).transpose().context(CONTEXT)
+    }
+
+    async fn take_login_attempt(
+        &self,
+        scope: &str,
+        subject: &str,
+        now: i64,
+        window: i64,
+    ) -> StoreResult<(i64, i64)> {
+        const CONTEXT: &str = "counting a sign-in attempt";
+        // Both backends evaluate every SET expression on the row as it was.
+        let row = sqlx::query(
+            "INSERT INTO login_attempts (scope, subject, window_start, attempts) VALUES ($1, $2, $3, 1) \
+             ON CONFLICT (scope, subject) DO UPDATE SET \
+               attempts = CASE WHEN login_attempts.window_start > $4 THEN login_attempts.attempts + 1 ELSE 1 END, \
+               window_start = CASE WHEN login_attempts.window_start > $4 THEN login_attempts.window_start ELSE $3 END \
+             RETURNING attempts, window_start",
+        )
+        .bind(scope)
+        .bind(subject)
+        .bind(now)
+        .bind(now - window)
+        .fetch_one(&self.pool)
+        .await
+        .context(CONTEXT)?;
+        // Windows that ended are of no use: one row a subject, and only while it counts.
+        sqlx::query("DELETE FROM login_attempts WHERE window_start <= $1")
+            .bind(now - window)
+            .execute(&self.pool)
+            .await
+            .context(CONTEXT)?;
+        Ok((row.int("attempts").context(CONTEXT)?, row.int("window_start").context(CONTEXT)?))
+    }
+
+    async fn return_login_attempt(&self, scope: &str, subject: &str, window_start: i64) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE login_attempts SET attempts = attempts - 1 \
+             WHERE scope = $1 AND subject = $2 AND window_start = $3 AND attempts > 0",
+        )
+        .bind(scope)
+        .bind(subject)
+        .bind(window_start)
+        .execute(&self.pool)
+        .await
+        .context("giving back a sign-in attempt")
+        .map(|_| ())
+    }
+
+    async fn record_login_failure(
+        &self,
+        username: &str,
+        address: &str,
+        window_start: i64,
+        at: i64,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO login_failures (window_start, username, address, failures, last_at) \
+             VALUES ($1, $2, $3, 1, $4) \
+             ON CONFLICT (window_start, username, address) DO UPDATE SET \
+               failures = login_failures.failures + 1, last_at = excluded.last_at",
+        )
+        .bind(window_start)
+        .bind(username)
+        .bind(address)
+        .bind(at)
+        .execute(&self.pool)
+        .await
+        .context("counting a refused sign-in")
+        .map(|_| ())
+    }
+
+    async fn login_failures(&self, since: i64, limit: i64) -> StoreResult<Vec<LoginFailures>> {
+        let query = sqlx::query(
+            "SELECT window_start, username, address, failures, last_at FROM login_failures \
+             WHERE window_start >= $1 ORDER BY window_start DESC, last_at DESC LIMIT $2",
+        )
+        .bind(since)
+        .bind(limit);
+        self.rows(query, "reading refused sign-ins").await
     }
 }

@@ -906,8 +906,14 @@ fn text_of(cell: &Cell) -> String {
     }
 }
 
-/// A file to save: its bytes, type and name.
+/// A file to save: its bytes, type and name. The name is made safe for the header (an
+/// issued invoice's number never changes, so one numbered under an older, laxer format must
+/// still download): anything but letters, digits, `-`, `_` and `.` becomes `_`.
 pub(super) fn download(bytes: Vec<u8>, content_type: &str, filename: &str) -> Response {
+    let filename: String = filename
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' })
+        .collect();
     (
         [
             (header::CONTENT_TYPE, content_type.to_string()),
@@ -920,6 +926,13 @@ pub(super) fn download(bytes: Vec<u8>, content_type: &str, filename: &str) -> Re
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_download_name_with_line_breaks_or_quotes_still_makes_a_valid_header() {
+        let response = super::download(Vec::new(), "text/csv", "NW\r\n\"7\".csv");
+        let disposition = response.headers()[axum::http::header::CONTENT_DISPOSITION].to_str().unwrap();
+        assert_eq!(disposition, "attachment; filename=\"NW___7_.csv\"");
+    }
+
     #[test]
     fn url_escape_keeps_unreserved_bytes_and_percent_encodes_the_rest() {
         // Space 0x20, slash 0x2F, ü is 0xC3 0xBC in UTF-8, ampersand 0x26.
