@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::engine::classify::PLATFORM;
 use crate::money::{Micros, Nanos};
-use crate::store::{ClientRollup, Rollups};
+use crate::store::{ClientRollup, CostRollup, Opportunity, PurchaseOption, Rollups, WorkloadClass};
 
 /// The name other clients' rows take for a manager.
 pub const OTHER_CLIENTS: &str = "(other clients)";
@@ -87,39 +87,33 @@ impl Scope {
                 seen.heatmap = rollups.heatmap.clone();
                 seen.utilization = rollups.utilization.clone();
                 seen.accounts = rollups.accounts.clone();
-                seen.costs = rollups
-                    .costs
-                    .iter()
-                    .map(|c| {
-                        if self.names(&c.client) {
-                            return c.clone();
-                        }
-                        let mut anonymous = c.clone();
-                        for name in [&mut anonymous.namespace, &mut anonymous.workload, &mut anonymous.client]
-                        {
-                            *name = OTHER_CLIENTS.into();
-                        }
-                        anonymous.team = String::new();
-                        anonymous
-                    })
-                    .collect();
-                seen.opportunities = rollups
+                let (named, others): (Vec<&CostRollup>, Vec<&CostRollup>) =
+                    rollups.costs.iter().partition(|c| self.names(&c.client));
+                let (anonymous, costs_withheld) = anonymous_costs(&others);
+                seen.costs = named.into_iter().cloned().chain(anonymous).collect();
+                // Each anonymous opportunity is one workload: its client is the one its cost
+                // rows name.
+                let mut client_of: BTreeMap<(&str, &str), &str> = BTreeMap::new();
+                for c in &others {
+                    client_of.insert((c.namespace.as_str(), c.workload.as_str()), c.client.as_str());
+                }
+                let (kept, foreign): (Vec<&Opportunity>, Vec<&Opportunity>) = rollups
                     .opportunities
                     .iter()
+                    .partition(|o| owned.get(&(o.namespace.as_str(), o.workload.as_str())) == Some(&true));
+                let foreign: Vec<(&Opportunity, &str)> = foreign
+                    .into_iter()
                     .map(|o| {
-                        if owned.get(&(o.namespace.as_str(), o.workload.as_str())) == Some(&true) {
-                            return o.clone();
-                        }
-                        let mut anonymous = o.clone();
-                        for name in [&mut anonymous.namespace, &mut anonymous.workload, &mut anonymous.family]
-                        {
-                            *name = OTHER_CLIENTS.into();
-                        }
-                        anonymous.evidence = String::new();
-                        anonymous
+                        let client = client_of.get(&(o.namespace.as_str(), o.workload.as_str()));
+                        // No cost row names it: its namespace stands for its client.
+                        (o, client.copied().unwrap_or(o.namespace.as_str()))
                     })
                     .collect();
-                seen.clients = anonymous_clients(self, &rollups.clients);
+                let (anonymous, opportunities_withheld) = anonymous_opportunities(&foreign);
+                seen.opportunities = kept.into_iter().cloned().chain(anonymous).collect();
+                let (clients, clients_withheld) = anonymous_clients(self, &rollups.clients);
+                seen.clients = clients;
+                seen.withheld_others = costs_withheld || opportunities_withheld || clients_withheld;
             }
             Others::Hidden => {
                 let period = &mut seen.period;
@@ -170,7 +164,7 @@ impl Scope {
     pub fn clients_of(&self, rows: &[ClientRollup]) -> Vec<ClientRollup> {
         match self {
             Scope::All => rows.to_vec(),
-            Scope::Clients { others: Others::Anonymous, .. } => anonymous_clients(self, rows),
+            Scope::Clients { others: Others::Anonymous, .. } => anonymous_clients(self, rows).0,
             Scope::Clients { others: Others::Hidden, .. } => {
                 rows.iter().filter(|c| self.allows(&c.client)).cloned().collect()
             }
@@ -178,14 +172,23 @@ impl Scope {
     }
 }
 
+/// A real client, not one of gpuledger's own names (`(house)`, `(unassigned)`).
+fn is_client(name: &str) -> bool {
+    !name.is_empty() && !name.starts_with('(')
+}
+
 /// The clients in scope as they are, `(house)` and `(unassigned)` as they are (they are not
-/// clients), and every other client summed into one [`OTHER_CLIENTS`] row.
-fn anonymous_clients(scope: &Scope, rows: &[ClientRollup]) -> Vec<ClientRollup> {
-    let not_a_client = |name: &str| name.starts_with('(');
+/// clients), and every other client summed into one [`OTHER_CLIENTS`] row when at least two
+/// clients make it up: one other client's sum would be that client's own figures. The flag
+/// says the row was withheld.
+fn anonymous_clients(scope: &Scope, rows: &[ClientRollup]) -> (Vec<ClientRollup>, bool) {
     let mut kept: Vec<ClientRollup> =
-        rows.iter().filter(|c| scope.allows(&c.client) || not_a_client(&c.client)).cloned().collect();
+        rows.iter().filter(|c| scope.allows(&c.client) || !is_client(&c.client)).cloned().collect();
     let others: Vec<&ClientRollup> =
-        rows.iter().filter(|c| !scope.allows(&c.client) && !not_a_client(&c.client)).collect();
+        rows.iter().filter(|c| !scope.allows(&c.client) && is_client(&c.client)).collect();
+    if others.len() == 1 {
+        return (kept, true);
+    }
     if let Some(first) = others.first() {
         let mut sum = ClientRollup {
             period: first.period.clone(),
@@ -198,5 +201,247 @@ fn anonymous_clients(scope: &Scope, rows: &[ClientRollup]) -> Vec<ClientRollup> 
         }
         kept.push(sum);
     }
-    kept
+    (kept, false)
+}
+
+/// How many times an anonymous cost row may be blurred: each level blanks one more of its
+/// dimensions (the day stays: date ranges must still hold).
+const BLUR_LEVELS: usize = 6;
+
+/// Other clients' cost rows as a manager may see them: names blanked, and summed into groups
+/// none of which is one client's alone. Rows are grouped by day, cluster, class, GPU model,
+/// purchase option and account; the rows of a group that is exactly one client's are blurred
+/// (the account blanked, then the cluster, the purchase option, the GPU model and the class,
+/// one more at each level) and grouped again with the others blurred as far; what is still
+/// one client's alone at the last level is withheld. Every figure a page sums is then a sum
+/// of whole groups, each made of two clients or more (or of none: unassigned cost), so no sum
+/// is one other client's figure. The flag says something was withheld.
+fn anonymous_costs(others: &[&CostRollup]) -> (Vec<CostRollup>, bool) {
+    type Key = (i64, String, WorkloadClass, String, PurchaseOption, String);
+    let blur = |c: &CostRollup, level: usize| -> Key {
+        (
+            c.day,
+            if level >= 2 { String::new() } else { c.cluster.clone() },
+            if level >= 5 { WorkloadClass::Other } else { c.workload_class.clone() },
+            if level >= 4 { String::new() } else { c.gpu_model.clone() },
+            if level >= 3 { PurchaseOption::Unknown } else { c.purchase_option },
+            if level >= 1 { String::new() } else { c.account.clone() },
+        )
+    };
+    type Group<'a> = (CostRollup, BTreeSet<&'a str>, Vec<&'a CostRollup>);
+    let mut pending: Vec<&CostRollup> = others.to_vec();
+    let mut out = Vec::new();
+    for level in 0..BLUR_LEVELS {
+        let mut groups: BTreeMap<Key, Group<'_>> = BTreeMap::new();
+        for c in pending.drain(..) {
+            let key = blur(c, level);
+            let group = groups.entry(key.clone()).or_insert_with(|| {
+                let (day, cluster, workload_class, gpu_model, purchase_option, account) = key;
+                let row = CostRollup {
+                    period: c.period.clone(),
+                    day,
+                    cluster,
+                    namespace: OTHER_CLIENTS.into(),
+                    workload: OTHER_CLIENTS.into(),
+                    workload_class,
+                    client: OTHER_CLIENTS.into(),
+                    gpu_model,
+                    purchase_option,
+                    account,
+                    ..CostRollup::default()
+                };
+                (row, BTreeSet::new(), Vec::new())
+            });
+            add_cost(&mut group.0, c);
+            if is_client(&c.client) {
+                group.1.insert(c.client.as_str());
+            }
+            group.2.push(c);
+        }
+        for (row, clients, rows) in groups.into_values() {
+            if clients.len() == 1 {
+                pending.extend(rows);
+            } else {
+                out.push(row);
+            }
+        }
+    }
+    (out, !pending.is_empty())
+}
+
+/// Adds one cost row's sums to another (the memory peak is the larger of the two).
+fn add_cost(sum: &mut CostRollup, c: &CostRollup) {
+    sum.split_cost_nanos += c.split_cost_nanos;
+    sum.unused_cost_nanos += c.unused_cost_nanos;
+    sum.net_cost_nanos += c.net_cost_nanos;
+    sum.public_on_demand_cost_nanos += c.public_on_demand_cost_nanos;
+    sum.gpu_cost_nanos += c.gpu_cost_nanos;
+    sum.idle_gpu_cost_nanos += c.idle_gpu_cost_nanos;
+    sum.idle_cost_nanos += c.idle_cost_nanos;
+    sum.serving_cost_nanos += c.serving_cost_nanos;
+    sum.gpu_split_nanos += c.gpu_split_nanos;
+    sum.cpu_split_nanos += c.cpu_split_nanos;
+    sum.gpu_hours_allocated += c.gpu_hours_allocated;
+    sum.gpu_hours_used += c.gpu_hours_used;
+    sum.gpu_hours_idle += c.gpu_hours_idle;
+    sum.gpu_hours_unmeasured += c.gpu_hours_unmeasured;
+    sum.spot_gpu_hours += c.spot_gpu_hours;
+    sum.peak_fb_used_mib = sum.peak_fb_used_mib.max(c.peak_fb_used_mib);
+    sum.requests += c.requests;
+    sum.prompt_tokens += c.prompt_tokens;
+    sum.generation_tokens += c.generation_tokens;
+    sum.inference_hours += c.inference_hours;
+    sum.inference_hours_above_p95 += c.inference_hours_above_p95;
+    sum.vcpu_hours += c.vcpu_hours;
+    sum.memory_gb_hours += c.memory_gb_hours;
+}
+
+/// Other clients' opportunities (each one workload's, with its client), summed by kind, GPU
+/// model and purchase option, then by kind alone, into groups of two clients or more; what is
+/// one client's alone is withheld (the flag says so).
+fn anonymous_opportunities(others: &[(&Opportunity, &str)]) -> (Vec<Opportunity>, bool) {
+    type Group<'a> = (Opportunity, BTreeSet<&'a str>, Vec<(&'a Opportunity, &'a str)>);
+    let mut pending: Vec<(&Opportunity, &str)> = others.to_vec();
+    let mut out = Vec::new();
+    for level in 0..2 {
+        let mut groups: BTreeMap<(String, String, PurchaseOption), Group<'_>> = BTreeMap::new();
+        for (o, client) in pending.drain(..) {
+            let key = match level {
+                0 => (o.kind.clone(), o.gpu_model.clone(), o.purchase_option),
+                _ => (o.kind.clone(), String::new(), PurchaseOption::Unknown),
+            };
+            let group = groups.entry(key.clone()).or_insert_with(|| {
+                let (kind, gpu_model, purchase_option) = key;
+                let row = Opportunity {
+                    period: o.period.clone(),
+                    kind,
+                    namespace: OTHER_CLIENTS.into(),
+                    workload: OTHER_CLIENTS.into(),
+                    family: OTHER_CLIENTS.into(),
+                    gpu_model,
+                    purchase_option,
+                    monthly_nanos: 0,
+                    evidence: String::new(),
+                };
+                (row, BTreeSet::new(), Vec::new())
+            });
+            group.0.monthly_nanos += o.monthly_nanos;
+            if is_client(client) {
+                group.1.insert(client);
+            }
+            group.2.push((o, client));
+        }
+        for (row, clients, rows) in groups.into_values() {
+            if clients.len() == 1 {
+                pending.extend(rows);
+            } else {
+                out.push(row);
+            }
+        }
+    }
+    (out, !pending.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cost(client: &str, gpu_model: &str, idle: i64) -> CostRollup {
+        CostRollup {
+            period: "2026-10".into(),
+            day: 1_790_812_800,
+            cluster: "ml-prod".into(),
+            namespace: format!("{client}-ns"),
+            workload: format!("{client}-train"),
+            client: client.into(),
+            gpu_model: gpu_model.into(),
+            idle_gpu_cost_nanos: idle,
+            ..CostRollup::default()
+        }
+    }
+
+    fn client(name: &str, direct: i64) -> ClientRollup {
+        ClientRollup {
+            period: "2026-10".into(),
+            client: name.into(),
+            direct_cost_nanos: direct,
+            ..Default::default()
+        }
+    }
+
+    fn manager() -> Scope {
+        Scope::clients(["acme".to_string()], Others::Anonymous)
+    }
+
+    fn anonymous(seen: &Rollups) -> Vec<(&str, i64)> {
+        seen.costs
+            .iter()
+            .filter(|c| c.client == OTHER_CLIENTS)
+            .map(|c| (c.gpu_model.as_str(), c.idle_gpu_cost_nanos))
+            .collect()
+    }
+
+    /// #37: when one other client alone runs a GPU model, the anonymous line of that model was
+    /// that client's idle cost to the nano-dollar. It is withheld now, and the page is told.
+    #[test]
+    fn an_anonymous_figure_is_never_one_other_clients_alone() {
+        let rollups = Rollups {
+            costs: vec![
+                cost("acme", "A100", 100),
+                cost("globex", "A100", 20),
+                cost("initech", "A100", 3),
+                cost("globex", "T4", 7_000),
+            ],
+            clients: vec![client("acme", 100), client("globex", 7_020), client("initech", 3)],
+            ..Rollups::default()
+        };
+        let seen = manager().apply(&rollups);
+        // globex's and initech's A100 rows make one group of two clients; globex's T4 row is
+        // alone at every blur and withheld.
+        assert_eq!(anonymous(&seen), [("A100", 23)]);
+        assert!(seen.withheld_others);
+        assert!(seen.costs.iter().any(|c| c.client == "acme" && c.idle_gpu_cost_nanos == 100));
+        let others: Vec<i64> =
+            seen.clients.iter().filter(|c| c.client == OTHER_CLIENTS).map(|c| c.direct_cost_nanos).collect();
+        assert_eq!(others, [7_023], "two other clients: one summed row");
+
+        // A second client on T4: its rows and globex's are one group, nothing is withheld.
+        let mut both = rollups.clone();
+        both.costs.push(cost("initech", "T4", 500));
+        let seen = manager().apply(&both);
+        assert_eq!(anonymous(&seen), [("A100", 23), ("T4", 7_500)]);
+        assert!(!seen.withheld_others);
+
+        // One other client in all: its chargeback row would be its own; withheld.
+        let alone = Rollups {
+            costs: vec![cost("acme", "A100", 100), cost("globex", "A100", 20)],
+            clients: vec![client("acme", 100), client("globex", 20)],
+            ..Rollups::default()
+        };
+        let seen = manager().apply(&alone);
+        assert!(anonymous(&seen).is_empty());
+        assert!(seen.clients.iter().all(|c| c.client == "acme"));
+        assert!(seen.withheld_others);
+    }
+
+    /// A row blurred past its account and cluster joins another client's row of the same day,
+    /// class and model: one group of two clients, in no cluster.
+    #[test]
+    fn a_lone_row_is_blurred_until_it_joins_another_clients() {
+        let mut east = cost("globex", "A100", 20);
+        east.cluster = "ml-east".into();
+        let rollups = Rollups {
+            costs: vec![cost("acme", "A100", 100), east, cost("initech", "A100", 3)],
+            ..Rollups::default()
+        };
+        let seen = manager().apply(&rollups);
+        let blurred: Vec<(&str, &str, i64)> = seen
+            .costs
+            .iter()
+            .filter(|c| c.client == OTHER_CLIENTS)
+            .map(|c| (c.cluster.as_str(), c.gpu_model.as_str(), c.idle_gpu_cost_nanos))
+            .collect();
+        assert_eq!(blurred, [("", "A100", 23)]);
+        assert!(!seen.withheld_others);
+    }
 }

@@ -466,6 +466,7 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
         opportunities: Vec::new(),
         accounts: accounts(inputs, &costs),
         costs,
+        withheld_others: false,
     };
     check_bill_adds_up(&rollups.period, inputs.kubernetes_micros)?;
     let evidence = PodEvidence::gather(inputs);

@@ -193,6 +193,7 @@ impl RollupRange {
                     opportunities,
                     accounts: r.accounts.iter().filter(|a| a.account == account).cloned().collect(),
                     costs,
+                    withheld_others: r.withheld_others,
                 };
                 (Arc::new(narrowed), *whole)
             })

@@ -1235,6 +1235,10 @@ pub struct Rollups {
     pub clients: Vec<ClientRollup>,
     pub opportunities: Vec<Opportunity>,
     pub accounts: Vec<AccountRollup>,
+    /// Not stored: set when a manager's scope withheld other clients' figures that fewer
+    /// than two clients make up ([`crate::auth::Scope::apply`]).
+    #[serde(skip)]
+    pub withheld_others: bool,
 }
 
 /// A period's chargeback as it stood before a compute replaced it with different numbers.

@@ -55,11 +55,19 @@ async fn attempt(address: SocketAddr, token: String, user: String, password: Str
     answer.get(9..12).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("no status: {answer}"))
 }
 
-/// How many answers had each status.
-fn tally(statuses: &[u16]) -> std::collections::BTreeMap<u16, usize> {
+/// Sends every (user, password) sign-in at once, each on its own connection, and counts the
+/// answers by status.
+async fn all_at_once(
+    address: SocketAddr,
+    token: &str,
+    attempts: impl Iterator<Item = (String, String)>,
+) -> std::collections::BTreeMap<u16, usize> {
+    let sent: Vec<_> = attempts
+        .map(|(user, password)| tokio::spawn(attempt(address, token.to_string(), user, password)))
+        .collect();
     let mut counts = std::collections::BTreeMap::new();
-    for status in statuses {
-        *counts.entry(*status).or_insert(0) += 1;
+    for answer in sent {
+        *counts.entry(answer.await.unwrap()).or_insert(0) += 1;
     }
     counts
 }
@@ -73,16 +81,8 @@ async fn simultaneous_sign_ins_for_one_account_are_counted_before_any_is_checked
     let dir = tempfile::tempdir().unwrap();
     let (address, state) = server(dir.path()).await;
     let token = login_token(address).await;
-    let attempts: Vec<_> = (0..100)
-        .map(|i| {
-            tokio::spawn(attempt(address, token.clone(), "dana".into(), format!("wrong password {i:03}")))
-        })
-        .collect();
-    let mut statuses = Vec::new();
-    for a in attempts {
-        statuses.push(a.await.unwrap());
-    }
-    assert_eq!(tally(&statuses), [(401, 5), (429, 95)].into_iter().collect());
+    let wrong = (0..100).map(|i| ("dana".to_string(), format!("wrong password {i:03}")));
+    assert_eq!(all_at_once(address, &token, wrong).await, [(401, 5), (429, 95)].into_iter().collect());
     assert_eq!(attempt(address, token, "dana".into(), "the right password, long".into()).await, 429);
     let failures = state.store.login_failures(0, 10).await.unwrap();
     assert_eq!(
@@ -101,16 +101,11 @@ async fn simultaneous_sign_ins_from_one_address_are_counted_before_any_is_checke
     let dir = tempfile::tempdir().unwrap();
     let (address, state) = server(dir.path()).await;
     let token = login_token(address).await;
-    let attempts: Vec<_> = (0..40)
-        .map(|i| {
-            tokio::spawn(attempt(address, token.clone(), format!("user{i:02}"), "some wrong password".into()))
-        })
-        .collect();
-    let mut statuses = Vec::new();
-    for a in attempts {
-        statuses.push(a.await.unwrap());
-    }
-    assert_eq!(tally(&statuses), [(401, 20), (429, 20)].into_iter().collect());
+    let each_another = (0..40).map(|i| (format!("user{i:02}"), "some wrong password".to_string()));
+    assert_eq!(
+        all_at_once(address, &token, each_another).await,
+        [(401, 20), (429, 20)].into_iter().collect()
+    );
     // One row per account tried (20 of them), one audit entry for the block.
     let failures = state.store.login_failures(0, 100).await.unwrap();
     assert_eq!(failures.len(), 20);

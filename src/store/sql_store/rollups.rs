@@ -104,6 +104,7 @@ where
             clients: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
             opportunities: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
             accounts: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
+            withheld_others: false,
         };
         tx.commit().await.context(CONTEXT)?;
         Ok(Some(rollups))

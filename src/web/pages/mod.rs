@@ -502,6 +502,12 @@ pub(super) async fn answer(
         content.notes.insert(0, PREVIOUS_NOTE.into());
         content.json.insert("previous_rollups".into(), json!(PREVIOUS_NOTE));
     }
+    let withheld = view.computed.iter().any(|r| r.withheld_others)
+        || range.is_some_and(|r| r.parts.iter().any(|(part, _)| part.withheld_others));
+    if withheld {
+        content.notes.push(WITHHELD_NOTE.into());
+        content.json.insert("withheld_others".into(), json!(WITHHELD_NOTE));
+    }
     let mut response = render_answer(state, filters, &wanted, view, content, page, &label).await?;
     if view.previous {
         let mark = axum::http::HeaderValue::from_static("1");
@@ -509,6 +515,11 @@ pub(super) async fn answer(
     }
     Ok(response)
 }
+
+/// What a manager's page says when figures of other clients were withheld.
+const WITHHELD_NOTE: &str = "Some figures of other clients are withheld: \"(other clients)\" lines are \
+     sums of two clients or more, and a figure that only one other client makes up (a GPU model, \
+     a day or an opportunity that is theirs alone) would be that client's own.";
 
 /// What a page says while it answers from the rollups read before the latest compute.
 const PREVIOUS_NOTE: &str = "New figures were computed a moment ago and are being loaded: this \
