@@ -322,7 +322,7 @@ async fn page_cache(
     let cacheable = request.method() == axum::http::Method::GET
         && (matches!(
             request.uri().path(),
-            "/" | "/costs" | "/clients" | "/gpus" | "/inference" | "/savings"
+            "/" | "/costs" | "/clients" | "/gpus" | "/inference" | "/savings" | "/data"
         ) || request.uri().path().starts_with("/clients/"));
     let unmarked = |mut response: axum::response::Response| {
         response.headers_mut().remove(PREVIOUS_HEADER);
@@ -331,7 +331,11 @@ async fn page_cache(
     if !cacheable {
         return unmarked(next.run(request).await);
     }
-    let key = page_key(&request);
+    let mut key = page_key(&request);
+    if request.uri().path() == "/data" {
+        // Data says how many hours ago each source last succeeded: an entry lasts the hour.
+        key.push_str(&format!("|hour {}", chrono::Utc::now().timestamp() / 3600));
+    }
     let Ok(generation) = generation(state.store.as_ref()).await else {
         return unmarked(next.run(request).await);
     };

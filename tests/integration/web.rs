@@ -948,6 +948,12 @@ async fn a_crowd_of_first_views_renders_a_page_once() {
     app.fetch("/costs?period=2026-10&group=workload", None).await;
     app.fetch(uri, None).await;
     assert_eq!(app.state.pages.renders() - before, 2);
+    // Data too (#37: 35 requests a second under load, each a render), and its twin apart.
+    let data = app.fetch("/data", None).await;
+    assert_eq!(app.fetch("/data", None).await.body, data.body);
+    app.fetch("/data?format=json", None).await;
+    app.fetch("/data?format=json", None).await;
+    assert_eq!(app.state.pages.renders() - before, 4);
 }
 
 /// The Savings chart stacks each month's realized savings by kind (Spot, Savings Plans and
