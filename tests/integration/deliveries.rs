@@ -194,3 +194,36 @@ async fn a_redelivery_whose_bill_falls_too_far_is_refused_unless_forced() {
     assert!(accepted.status.success(), "{}", String::from_utf8_lossy(&accepted.stderr));
     assert_eq!(micros(stored(&app).await.0["amortized_total"].as_str().unwrap()), partial);
 }
+
+/// On Postgres a re-delivery is written into new tables beside the live partitions and
+/// swapped in at commit: a refused one leaves the period's data, and no staged table behind.
+#[tokio::test]
+async fn a_refused_redelivery_on_postgres_leaves_the_partitions_as_they_were() {
+    let Some(database) = crate::helpers::fresh_postgres().await else {
+        eprintln!("no Postgres (GPULEDGER_TEST_POSTGRES_URL): skipped");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path(), CurFormat::Parquet, None);
+    let source = export_root(dir.path()).display().to_string();
+    let ingest = |extra: &[&str]| {
+        let mut args = vec!["--database-url", database.url.as_str(), "ingest", "cur", source.as_str()];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    assert!(ingest(&[]).status.success());
+    let store = crate::helpers::connect(&database.url).await;
+    let before = snapshot(store.as_ref()).await;
+    generate(dir.path(), CurFormat::Parquet, Some(5));
+    new_execution(&october(dir.path()).1, "partial");
+    let refused = ingest(&[]);
+    assert!(!refused.status.success(), "{}", String::from_utf8_lossy(&refused.stderr));
+    assert_eq!(snapshot(store.as_ref()).await, before);
+    assert_eq!(store.ingest_runs(1).await.unwrap()[0].status, gpuledger::store::RunStatus::Refused);
+    let mut pg = <sqlx::PgConnection as sqlx::Connection>::connect(&database.url).await.unwrap();
+    let (staged,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM pg_class WHERE relname LIKE '%\\_next%'")
+        .fetch_one(&mut pg)
+        .await
+        .unwrap();
+    assert_eq!(staged, 0, "no staged table is left behind");
+}
