@@ -228,41 +228,63 @@ fn anonymous_costs(others: &[&CostRollup]) -> (Vec<CostRollup>, bool) {
             if level >= 1 { String::new() } else { c.account.clone() },
         )
     };
-    type Group<'a> = (CostRollup, BTreeSet<&'a str>, Vec<&'a CostRollup>);
-    let mut pending: Vec<&CostRollup> = others.to_vec();
-    let mut out = Vec::new();
-    for level in 0..BLUR_LEVELS {
-        let mut groups: BTreeMap<Key, Group<'_>> = BTreeMap::new();
-        for c in pending.drain(..) {
-            let key = blur(c, level);
-            let group = groups.entry(key.clone()).or_insert_with(|| {
-                let (day, cluster, workload_class, gpu_model, purchase_option, account) = key;
-                let row = CostRollup {
-                    period: c.period.clone(),
-                    day,
-                    cluster,
-                    namespace: OTHER_CLIENTS.into(),
-                    workload: OTHER_CLIENTS.into(),
-                    workload_class,
-                    client: OTHER_CLIENTS.into(),
-                    gpu_model,
-                    purchase_option,
-                    account,
-                    ..CostRollup::default()
-                };
-                (row, BTreeSet::new(), Vec::new())
-            });
-            add_cost(&mut group.0, c);
-            if is_client(&c.client) {
-                group.1.insert(c.client.as_str());
-            }
-            group.2.push(c);
+    let start = |c: &CostRollup, key: &Key| {
+        let (day, cluster, workload_class, gpu_model, purchase_option, account) = key.clone();
+        CostRollup {
+            period: c.period.clone(),
+            day,
+            cluster,
+            namespace: OTHER_CLIENTS.into(),
+            workload: OTHER_CLIENTS.into(),
+            workload_class,
+            client: OTHER_CLIENTS.into(),
+            gpu_model,
+            purchase_option,
+            account,
+            ..CostRollup::default()
         }
-        for (row, clients, rows) in groups.into_values() {
+    };
+    let rows = others.iter().map(|c| (*c, c.client.as_str())).collect();
+    groups_of_two(rows, BLUR_LEVELS, blur, start, add_cost)
+}
+
+/// Sums rows, each with its client, into groups of two clients or more (or of none, which
+/// show no client): rows are grouped by `key(row, 0)`; the rows of a group that is one
+/// client's alone are grouped again by `key(row, 1)` with the others left so far, and so on
+/// for `levels` levels; what is one client's alone after the last is left out. A group's sum
+/// begins as `start(first row, key)` and takes each row by `add`. Returns the sums and whether
+/// anything was left out.
+fn groups_of_two<'a, R, K: Ord, S>(
+    rows: Vec<(&'a R, &'a str)>,
+    levels: usize,
+    key: impl Fn(&R, usize) -> K,
+    start: impl Fn(&R, &K) -> S,
+    add: impl Fn(&mut S, &R),
+) -> (Vec<S>, bool) {
+    type Group<'a, R, S> = (S, BTreeSet<&'a str>, Vec<(&'a R, &'a str)>);
+    let mut pending = rows;
+    let mut out = Vec::new();
+    for level in 0..levels {
+        let mut groups: BTreeMap<K, Group<'a, R, S>> = BTreeMap::new();
+        for (row, client) in pending.drain(..) {
+            let group = match groups.entry(key(row, level)) {
+                std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
+                std::collections::btree_map::Entry::Vacant(entry) => {
+                    let sum = start(row, entry.key());
+                    entry.insert((sum, BTreeSet::new(), Vec::new()))
+                }
+            };
+            add(&mut group.0, row);
+            if is_client(client) {
+                group.1.insert(client);
+            }
+            group.2.push((row, client));
+        }
+        for (sum, clients, rows) in groups.into_values() {
             if clients.len() == 1 {
                 pending.extend(rows);
             } else {
-                out.push(row);
+                out.push(sum);
             }
         }
     }
@@ -300,46 +322,26 @@ fn add_cost(sum: &mut CostRollup, c: &CostRollup) {
 /// model and purchase option, then by kind alone, into groups of two clients or more; what is
 /// one client's alone is withheld (the flag says so).
 fn anonymous_opportunities(others: &[(&Opportunity, &str)]) -> (Vec<Opportunity>, bool) {
-    type Group<'a> = (Opportunity, BTreeSet<&'a str>, Vec<(&'a Opportunity, &'a str)>);
-    let mut pending: Vec<(&Opportunity, &str)> = others.to_vec();
-    let mut out = Vec::new();
-    for level in 0..2 {
-        let mut groups: BTreeMap<(String, String, PurchaseOption), Group<'_>> = BTreeMap::new();
-        for (o, client) in pending.drain(..) {
-            let key = match level {
-                0 => (o.kind.clone(), o.gpu_model.clone(), o.purchase_option),
-                _ => (o.kind.clone(), String::new(), PurchaseOption::Unknown),
-            };
-            let group = groups.entry(key.clone()).or_insert_with(|| {
-                let (kind, gpu_model, purchase_option) = key;
-                let row = Opportunity {
-                    period: o.period.clone(),
-                    kind,
-                    namespace: OTHER_CLIENTS.into(),
-                    workload: OTHER_CLIENTS.into(),
-                    family: OTHER_CLIENTS.into(),
-                    gpu_model,
-                    purchase_option,
-                    monthly_nanos: 0,
-                    evidence: String::new(),
-                };
-                (row, BTreeSet::new(), Vec::new())
-            });
-            group.0.monthly_nanos += o.monthly_nanos;
-            if is_client(client) {
-                group.1.insert(client);
-            }
-            group.2.push((o, client));
+    type Key = (String, String, PurchaseOption);
+    let key = |o: &Opportunity, level: usize| -> Key {
+        match level {
+            0 => (o.kind.clone(), o.gpu_model.clone(), o.purchase_option),
+            _ => (o.kind.clone(), String::new(), PurchaseOption::Unknown),
         }
-        for (row, clients, rows) in groups.into_values() {
-            if clients.len() == 1 {
-                pending.extend(rows);
-            } else {
-                out.push(row);
-            }
-        }
-    }
-    (out, !pending.is_empty())
+    };
+    let start = |o: &Opportunity, (kind, gpu_model, purchase_option): &Key| Opportunity {
+        period: o.period.clone(),
+        kind: kind.clone(),
+        namespace: OTHER_CLIENTS.into(),
+        workload: OTHER_CLIENTS.into(),
+        family: OTHER_CLIENTS.into(),
+        gpu_model: gpu_model.clone(),
+        purchase_option: *purchase_option,
+        monthly_nanos: 0,
+        evidence: String::new(),
+    };
+    let add = |sum: &mut Opportunity, o: &Opportunity| sum.monthly_nanos += o.monthly_nanos;
+    groups_of_two(others.to_vec(), 2, key, start, add)
 }
 
 #[cfg(test)]
