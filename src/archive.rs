@@ -219,7 +219,7 @@ fn write_table<T: Table + Default>(dir: &Path, rows: &[T]) -> Result<ArchiveFile
         file,
         rows: rows.len() as u64,
         bytes: bytes.len() as u64,
-        sha256: crate::auth::sha256_hex(&bytes),
+        sha256: crate::text::sha256_hex(&bytes),
     })
 }
 
@@ -242,13 +242,13 @@ fn read_file<T: Table>(dir: &Path, entry: &ArchiveFile) -> Result<Vec<T>, Archiv
     }
     let path = dir.join(&entry.file);
     let bytes = std::fs::read(&path).map_err(io(&path))?;
-    if bytes.len() as u64 != entry.bytes || crate::auth::sha256_hex(&bytes) != entry.sha256 {
+    if bytes.len() as u64 != entry.bytes || crate::text::sha256_hex(&bytes) != entry.sha256 {
         return Err(invalid(
             &path,
             format!(
                 "{} bytes with SHA-256 {}, but the manifest lists {} bytes with SHA-256 {}: the file changed since it was archived",
                 bytes.len(),
-                crate::auth::sha256_hex(&bytes),
+                crate::text::sha256_hex(&bytes),
                 entry.bytes,
                 entry.sha256
             ),

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::domain::settings::{EffectiveFrom, Pool, ShareRule};
 use crate::period::Period;
 use crate::report::OutputFormat;
-use crate::settings::{EffectiveFrom, Pool, ShareRule};
 use crate::synth::{self, CurFormat, Scale};
 
 /// Bill-accurate GPU cost, usage and savings for Kubernetes GPU fleets on AWS.
@@ -558,7 +558,7 @@ pub struct ClientSetArgs {
     /// (EDP, private pricing), its share in proportion to its direct + shared cost; unchanged
     /// when not given. Credits, refunds and tax are never passed on.
     #[arg(long, value_enum)]
-    pub basis: Option<crate::settings::ChargeBasis>,
+    pub basis: Option<crate::domain::settings::ChargeBasis>,
     #[command(flatten)]
     pub from: FromArgs,
 }

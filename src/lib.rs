@@ -2,27 +2,28 @@
 //! and what was saved — read from the bill itself (CUR 2.0 with EKS split cost allocation
 //! data) and joined with what the GPUs did (DCGM and inference metrics).
 //!
-//! Data flows one way: sources → ingest → [`store`] → engine → [`web`] and exports.
-//! What is here today:
+//! Modules in layers, lowest first; each uses its own layer and those below
+//! (docs/ARCHITECTURE.md states the rule, `scripts/imports` checks it):
 //!
-//! - [`cli`]: the command line, one typed configuration, every option also an env variable;
-//!   [`cmd`]: one module per command, each a thin layer over the library;
-//! - [`store`]: the storage trait with its SQLite (embedded default) and Postgres backends;
-//! - [`synth`]: the generator of realistic CUR 2.0 exports, DCGM/inference metrics and
-//!   `truth.json`, for the demo, tests and benchmarks;
-//! - [`split`]: AWS's split cost allocation arithmetic; [`catalog`]: EC2 instance types;
-//! - [`sources`]: CUR 2.0 exports from a folder or S3, found through their manifests;
-//!   Prometheus (HTTP API) and OpenMetrics files, bucketed into half-open hours;
-//! - [`ingest`]: classification, reconciliation and the atomic per-period replace; the
-//!   atomic replace of a metrics window;
-//! - [`engine`]: cost joined with usage (GPU-hours used, idle, unmeasured);
-//! - [`pipeline`]: ingest → compute as one recorded job (runs, pending periods);
-//! - [`report`]: command-line reports (table, CSV, JSON);
-//! - [`web`]: the axum router: the dashboard pages with their JSON/CSV/XLSX twins, `/metrics`;
-//! - [`invoice`]: per-client invoices, credit and debit notes, their PDFs;
-//! - [`settings`]: client terms, pool rules, mappings and engine settings, each with the
-//!   month it takes effect;
-//! - [`money`], [`period`]: exact money and billing periods.
+//! 1. [`money`], [`period`]: exact money and billing periods; [`catalog`]: EC2 instance
+//!    types; [`split`]: AWS's split cost allocation arithmetic; [`text`], [`host`]: digests,
+//!    redacted URLs, the machine's name and its processes;
+//! 2. [`domain`]: the stored, shared types: clients and their rules, settings (client terms,
+//!    pools and share rules, engine settings, alert thresholds), invoices as documents, users
+//!    and roles, alerts, runs;
+//! 3. [`store`]: the storage trait with its SQLite (embedded default) and Postgres backends;
+//! 4. [`auth`]: roles' powers, passwords, tokens and the [`auth::Scope`] every read of client
+//!    data takes; [`sources`]: CUR 2.0 exports from a folder or S3, Prometheus and
+//!    OpenMetrics, Cost Explorer, Spark; [`synth`]: the generator of realistic exports,
+//!    metrics and `truth.json`;
+//! 5. [`ingest`]: classification, reconciliation and the atomic per-period replace;
+//!    [`engine`]: cost joined with usage (GPU-hours used, idle, unmeasured), chargeback,
+//!    opportunities;
+//! 6. [`report`]: reports as tables, CSV and JSON; [`archive`]: old periods to files;
+//! 7. [`invoice`]: per-client invoices, notes and their PDFs; [`alerts`]: cost alerts and
+//!    their delivery; [`pipeline`]: ingest → compute as one recorded job;
+//! 8. [`web`]: the dashboard (pages declared once in [`web::registry`]); [`cli`], [`cmd`]:
+//!    the command line, one module per command.
 
 /// `FromStr` for an enum with `ALL` and `as_str`: each value parses from the name it is
 /// stored and shown by (defined before the modules, so every one of them can use it).
@@ -47,16 +48,18 @@ pub mod auth;
 pub mod catalog;
 pub mod cli;
 pub mod cmd;
+pub mod domain;
 pub mod engine;
+pub mod host;
 pub mod ingest;
 pub mod invoice;
 pub mod money;
 pub mod period;
 pub mod pipeline;
 pub mod report;
-pub mod settings;
 pub mod sources;
 pub mod split;
 pub mod store;
 pub mod synth;
+pub mod text;
 pub mod web;

@@ -10,6 +10,7 @@
 //!   failed or was killed is computed by the next run, even when the next run finds nothing
 //!   new to ingest.
 
+use crate::domain::runs::RunKind;
 use crate::engine::compute::{ComputeError, ComputeSummary, compute_period};
 use crate::ingest::metrics::{MetricsError, MetricsIngestOptions, MetricsIngestResult, ingest_metrics};
 use crate::ingest::{CurIngestOptions, IngestError, PeriodResult, ingest_cur};
@@ -41,7 +42,7 @@ pub struct CurJob {
 
 /// Closes this host's runs whose process is gone, so they read as `interrupted`.
 pub async fn close_abandoned_runs(store: &dyn Store) -> Result<usize, StoreError> {
-    let closed = store.close_abandoned_runs(&crate::store::this_host(), &crate::store::process_alive).await?;
+    let closed = store.close_abandoned_runs(&crate::host::this_host(), &crate::host::process_alive).await?;
     if closed > 0 {
         tracing::warn!(closed, "runs left running by processes that no longer exist were marked interrupted");
     }
@@ -117,7 +118,12 @@ pub async fn compute(store: &dyn Store, periods: &[Period]) -> Result<Vec<Comput
     let mut summaries = Vec::new();
     for &period in periods {
         let run = store
-            .begin_ingest_run(&NewIngestRun::now("compute", "gpuledger compute", &period.to_string(), ""))
+            .begin_ingest_run(&NewIngestRun::now(
+                RunKind::Compute,
+                "gpuledger compute",
+                &period.to_string(),
+                "",
+            ))
             .await?;
         match compute_fresh(store, period).await {
             Ok(summary) => {
@@ -187,7 +193,7 @@ async fn metrics_window(store: &dyn Store, now: i64) -> Result<Option<(i64, i64)
         .ingest_runs(200)
         .await?
         .into_iter()
-        .find(|r| r.kind == "prometheus" && r.status == crate::store::RunStatus::Succeeded)
+        .find(|r| r.kind == RunKind::Prometheus && r.status == crate::store::RunStatus::Succeeded)
         .map(|r| r.started_at);
     let from = match last {
         Some(started) => (started - started.rem_euclid(3600) - 3600).max(to - 7 * 86_400),
@@ -321,7 +327,8 @@ pub async fn evaluate_alerts(store: &dyn Store) -> Result<AlertsRun, StoreError>
         }
     }
     let runs = store.ingest_runs(200).await?;
-    let mut cur = runs.iter().filter(|r| r.kind == "cur" && r.status != crate::store::RunStatus::Running);
+    let mut cur =
+        runs.iter().filter(|r| r.kind == RunKind::Cur && r.status != crate::store::RunStatus::Running);
     let newest_cur = cur.next();
     // A refusal is its own alert: the stored bill stands, and the delivery needs a look.
     let cur_refused = newest_cur
@@ -334,7 +341,7 @@ pub async fn evaluate_alerts(store: &dyn Store) -> Result<AlertsRun, StoreError>
         .map(|r| r.error.clone().unwrap_or_else(|| r.status.to_string()));
     let cur_last_success = runs
         .iter()
-        .find(|r| r.kind == "cur" && r.status == crate::store::RunStatus::Succeeded)
+        .find(|r| r.kind == RunKind::Cur && r.status == crate::store::RunStatus::Succeeded)
         .map(|r| r.finished_at.unwrap_or(r.started_at));
     let mut disagreements = Vec::new();
     for summary in periods.iter().filter(|p| p.period <= newest.period).take(2) {

@@ -18,6 +18,8 @@ use crate::invoice::BudgetCheck;
 use crate::report::rollup::Headline;
 use crate::store::Rollups;
 
+pub use crate::domain::alerts::Thresholds;
+
 /// How loud an alert is; webhooks take alerts from a severity up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -54,39 +56,6 @@ impl std::str::FromStr for Severity {
 impl std::fmt::Display for Severity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// The thresholds, a setting with effective dates (`gpuledger alerts thresholds`); the
-/// defaults are the FinOps playbook's.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Thresholds {
-    /// Idle over allocated GPU-hours above this fires `idle_gpu_hours`.
-    pub idle_share_max: f64,
-    /// Spot over training GPU-hours below this fires `training_spot_adoption`.
-    pub spot_adoption_min: f64,
-    /// Used over measured allocated GPU-hours below this fires `gpu_utilization`.
-    pub utilization_min: f64,
-    /// A serving workload whose hours above the fleet's P95 of hourly cost per inference are
-    /// more than this share of its serving hours fires `cost_per_inference` (5 % is normal).
-    pub above_p95_share_max: f64,
-    /// Cost per 1M tokens up by more than this on the month before fires `token_cost_rise`.
-    pub token_cost_rise_max: f64,
-    /// The newest successful CUR ingest older than this many hours fires `cur_stale`.
-    pub cur_max_age_hours: i64,
-}
-
-impl Default for Thresholds {
-    fn default() -> Thresholds {
-        Thresholds {
-            idle_share_max: 0.20,
-            spot_adoption_min: 0.30,
-            utilization_min: 0.40,
-            above_p95_share_max: 0.20,
-            token_cost_rise_max: 0.20,
-            cur_max_age_hours: 48,
-        }
     }
 }
 

@@ -13,88 +13,12 @@
 pub mod password;
 mod scope;
 
-use serde::Serialize;
-
 pub use scope::{Others, Scope};
 
-/// What a user may see and do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    Admin,
-    Finance,
-    Manager,
-    Viewer,
-    Client,
-}
-
-impl Role {
-    pub const ALL: [Role; 5] = [Role::Admin, Role::Finance, Role::Manager, Role::Viewer, Role::Client];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Admin => "admin",
-            Role::Finance => "finance",
-            Role::Manager => "manager",
-            Role::Viewer => "viewer",
-            Role::Client => "client",
-        }
-    }
-
-    /// Whether the role is limited to the clients assigned to the user.
-    pub fn is_scoped(self) -> bool {
-        matches!(self, Role::Manager | Role::Client)
-    }
-}
-
-impl std::fmt::Display for Role {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Role {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Role, String> {
-        Role::ALL.into_iter().find(|r| r.as_str() == text).ok_or_else(|| {
-            format!("unknown role {text:?}: expected one of admin, finance, manager, viewer, client")
-        })
-    }
-}
-
-/// A stored account.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct User {
-    pub id: i64,
-    pub name: String,
-    pub role: Role,
-    /// The clients a manager or client user may see (empty for the other roles).
-    pub clients: Vec<String>,
-    /// An argon2id PHC string; empty for users who sign in only through a trusted proxy.
-    #[serde(skip)]
-    pub password_hash: String,
-    pub disabled: bool,
-    pub created_at: i64,
-    pub updated_at: i64,
-}
+pub use crate::domain::users::{AuditEntry, LoginFailures, Role, Session, User, check_name};
+pub use crate::text::{redacted_url, sha256_hex};
 
 impl User {
-    /// A new, enabled user, made now (the store gives it its id).
-    pub fn new(name: &str, role: Role, clients: Vec<String>, password_hash: String) -> User {
-        let now = chrono::Utc::now().timestamp();
-        User {
-            id: 0,
-            name: name.trim().to_string(),
-            role,
-            clients,
-            password_hash,
-            disabled: false,
-            created_at: now,
-            updated_at: now,
-        }
-    }
-
     /// What this user may see.
     pub fn scope(&self) -> Scope {
         match self.role {
@@ -105,116 +29,17 @@ impl User {
     }
 }
 
-impl std::fmt::Display for User {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({})", self.name, self.role)
-    }
-}
-
-/// A server-side session. The cookie carries a random token; the store keeps only its hash.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Session {
-    pub token_hash: String,
-    pub user_id: i64,
-    /// The session's CSRF token, sent back in every form.
-    pub csrf: String,
-    pub created_at: i64,
-    pub last_seen: i64,
-    pub address: String,
-}
-
-/// One line of the append-only audit log.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AuditEntry {
-    pub id: i64,
-    /// UTC epoch seconds.
-    pub at: i64,
-    pub username: String,
-    pub address: String,
-    /// `login`, `login_failed`, `logout`, `download`, `user_added`, `user_changed`,
-    /// `password_changed`, `settings_changed`.
-    pub action: String,
-    pub detail: String,
-}
-
-/// Refused sign-ins of one account from one address in one window (they are counted, not
-/// logged one by one).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct LoginFailures {
-    pub window_start: i64,
-    pub username: String,
-    pub address: String,
-    pub failures: i64,
-    pub last_at: i64,
-}
-
-/// A user or client name as every page, file and report can show it: not empty, at most 64
-/// characters, no control character, no space at either end, and not in parentheses (those
-/// are the names gpuledger gives what is no client, such as `(house)`).
-pub fn check_name(what: &str, name: &str) -> Result<(), String> {
-    let problem = if name.trim().is_empty() {
-        "is empty"
-    } else if name.chars().count() > 64 {
-        "is longer than 64 characters"
-    } else if name.chars().any(char::is_control) {
-        "holds a control character"
-    } else if name.trim() != name {
-        "begins or ends with a space"
-    } else if name.starts_with('(') {
-        "begins with '(' (kept for gpuledger's own names, such as (house))"
-    } else {
-        return Ok(());
-    };
-    Err(format!("a {what} name {problem}: {name:?}"))
-}
-
-impl AuditEntry {
-    /// An entry for now (the store gives it its id).
-    pub fn new(username: &str, address: &str, action: &str, detail: &str) -> AuditEntry {
-        AuditEntry {
-            id: 0,
-            at: chrono::Utc::now().timestamp(),
-            username: username.into(),
-            address: address.into(),
-            action: action.into(),
-            detail: detail.into(),
-        }
-    }
-}
-
 /// A new random token: 32 bytes from the OS, hex-encoded (64 characters).
 pub fn random_token() -> String {
     let mut bytes = [0u8; 32];
     // The OS random source failing is not something a login can work around.
     getrandom::getrandom(&mut bytes).expect("the operating system's random source failed");
-    hex(&bytes)
+    crate::text::hex(&bytes)
 }
 
 /// The SHA-256 of a token, hex-encoded: what the store keeps of a session's token.
 pub fn token_hash(token: &str) -> String {
     sha256_hex(token.as_bytes())
-}
-
-/// The SHA-256 of `bytes` as lowercase hex (session tokens, migration checksums, an issued
-/// PDF's fingerprint).
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    hex(&sha2::Sha256::digest(bytes))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// A URL without the user and password it may carry (`https://u:p@host/x` → `https://host/x`),
-/// for runs, messages and logs.
-pub fn redacted_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
-        None => url.to_string(),
-    }
 }
 
 /// Compares two secrets in time that does not depend on where they differ.

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::engine::classify::PLATFORM;
+use crate::domain::clients::PLATFORM;
 use crate::money::{Micros, Nanos};
 use crate::store::{ClientRollup, CostRollup, Opportunity, PurchaseOption, Rollups, WorkloadClass};
 

@@ -2,8 +2,8 @@
 
 use crate::alerts::prometheus::{RuleNames, detect, rules_yaml};
 use crate::cli::{AlertThresholdArgs, AlertsCommand, PrometheusRulesArgs, WebhookCommand};
+use crate::domain::settings::EffectiveFrom;
 use crate::report::OutputFormat;
-use crate::settings::EffectiveFrom;
 use crate::store::{Store, Webhook};
 
 pub(super) async fn run(store: &dyn Store, command: AlertsCommand) -> anyhow::Result<()> {

@@ -155,7 +155,7 @@ async fn archive_one(store: &dyn Store, destination: &Destination, period: &str)
         archived_at,
         location,
         detail_rows: detail.rows() as i64,
-        manifest_sha256: crate::auth::sha256_hex(&manifest),
+        manifest_sha256: crate::text::sha256_hex(&manifest),
     };
     bar.set_message("removing its rows from the database");
     if let Err(error) = store.archive_period(&record).await {
@@ -234,7 +234,7 @@ async fn restore(store: &dyn Store, folder: &str, endpoint_url: Option<String>) 
     let Some(record) = store.archived_periods().await?.into_iter().find(|a| a.period == period) else {
         bail!("billing period {period} is not archived: its rows are in the database, nothing to restore");
     };
-    let sha256 = crate::auth::sha256_hex(&manifest_bytes);
+    let sha256 = crate::text::sha256_hex(&manifest_bytes);
     if sha256 != record.manifest_sha256 {
         bail!(
             "{folder} is not the archive written when {period} was archived on {} to {} (its manifest's SHA-256 is \

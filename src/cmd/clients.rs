@@ -4,7 +4,7 @@
 use anyhow::Context;
 
 use crate::cli::{ClientsCommand, EngineSetArgs, PoolsCommand, SettingsCommand};
-use crate::settings::{EffectiveFrom, SettingKind, SettingVersion};
+use crate::domain::settings::{EffectiveFrom, SettingKind, SettingVersion};
 use crate::store::{self, MatchKind, Store};
 
 /// Lists, sets, maps or unmaps clients.

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use crate::cli::{ComputeArgs, IngestCommand, PrometheusArgs};
+use crate::domain::runs::RunKind;
 use crate::ingest::CurIngestOptions;
 use crate::ingest::cost_explorer::{CeIngestOptions, ingest_cost_explorer};
 use crate::ingest::metrics::{Detected, MetricsIngestOptions, MetricsSource};
@@ -248,7 +249,7 @@ pub(super) async fn ingest_demo_metrics(
         else {
             continue;
         };
-        if store.last_data_version("prometheus", &period.to_string()).await?.is_some() {
+        if store.last_data_version(RunKind::Prometheus, &period.to_string()).await?.is_some() {
             continue;
         }
         let options = MetricsIngestOptions::file(file, Some(period));

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::cli::RunArgs;
+use crate::domain::runs::RunKind;
 use crate::ingest::CurIngestOptions;
 use crate::pipeline::{self, CycleOptions, CycleReport};
 use crate::sources::objects::S3Options;
@@ -51,7 +52,7 @@ pub(super) async fn run(store: &dyn Store, args: RunArgs) -> anyhow::Result<()> 
     let holder = LockHolder::this_process();
     let now = chrono::Utc::now().timestamp();
     if let Some(other) =
-        store.acquire_lock(LOCK, &holder, now - STALE_SECONDS, &crate::store::process_alive).await?
+        store.acquire_lock(LOCK, &holder, now - STALE_SECONDS, &crate::host::process_alive).await?
     {
         anyhow::bail!(
             "another gpuledger run holds the pipeline lock (process {} on {}, since {}, last alive {}): one instance at a time",
@@ -77,7 +78,8 @@ async fn cycles(
     loop {
         number += 1;
         let started = chrono::Utc::now().timestamp();
-        let run = store.begin_ingest_run(&NewIngestRun::now("pipeline", "gpuledger run", "", "")).await?;
+        let run =
+            store.begin_ingest_run(&NewIngestRun::now(RunKind::Pipeline, "gpuledger run", "", "")).await?;
         let result = pipeline::cycle(store, options).await;
         let next = every.map(|e| started + e.as_secs() as i64);
         let outcome = match &result {

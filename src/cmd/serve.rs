@@ -177,11 +177,11 @@ pub(super) async fn demo(store: Box<dyn Store>, args: DemoArgs) -> anyhow::Resul
         );
     }
     let history = store.settings().await?;
-    if !history.versions.iter().any(|v| v.kind == crate::settings::SettingKind::Labels) {
+    if !history.versions.iter().any(|v| v.kind == crate::domain::settings::SettingKind::Labels) {
         // The generated world labels every pod with its client, and the demo's administrator
         // trusts those labels; `gpuledger clients labels` narrows it.
         let version = history
-            .labels_version(crate::settings::EffectiveFrom::BEGINNING, &["*".to_string()])
+            .labels_version(crate::domain::settings::EffectiveFrom::BEGINNING, &["*".to_string()])
             .map_err(anyhow::Error::msg)?;
         store.save_settings(&[version]).await?;
         eprintln!(

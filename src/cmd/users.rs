@@ -6,26 +6,9 @@ use anyhow::{Context, bail};
 
 use crate::auth::{AuditEntry, User, password};
 use crate::cli::{UserAddArgs, UsersCommand};
+use crate::domain::users::{check_clients, client_list};
 use crate::report::OutputFormat;
 use crate::store::Store;
-
-/// Clients named in a comma-separated list, trimmed, without empties or repeats.
-pub fn client_list(text: &str) -> Vec<String> {
-    let mut clients: Vec<String> =
-        text.split(',').map(str::trim).filter(|c| !c.is_empty()).map(String::from).collect();
-    clients.sort();
-    clients.dedup();
-    clients
-}
-
-/// Managers and client users need clients; the other roles see everything and take none.
-pub fn check_clients(user: &User) -> Result<(), String> {
-    match (user.role.is_scoped(), user.clients.is_empty()) {
-        (true, true) => Err(format!("a {} needs --clients (the clients they may see)", user.role)),
-        (false, false) => Err(format!("a {} sees every client: give no --clients", user.role)),
-        _ => Ok(()),
-    }
-}
 
 fn read_password(from_stdin: bool) -> anyhow::Result<String> {
     if !from_stdin {

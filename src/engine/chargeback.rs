@@ -3,7 +3,7 @@
 //!
 //! A client's **direct cost** is its pods' split cost plus the non-Kubernetes lines tagged
 //! to it (an S3 bucket or EBS volume with its client tag), by category. Four pools are
-//! shared ([`Pool`]): **platform** (everything platform namespaces cost), **idle** (the
+//! shared ([`crate::domain::settings::Pool`]): **platform** (everything platform namespaces cost), **idle** (the
 //! unused cost AWS pushed down to every other pod: capacity paid for and not requested),
 //! **unallocated** (EC2 of a cluster not allocated to pods) and **shared** (cluster cost no
 //! client's tag claims: the control plane, node root volumes).
@@ -25,12 +25,11 @@
 use std::collections::BTreeMap;
 
 use super::classify::{PLATFORM, UNASSIGNED};
+use crate::domain::settings::{ChargeBasis, EXEMPT, PerPool, Settings, ShareRule};
 use crate::money::apportion_by_weight;
-use crate::settings::{ChargeBasis, Pool, Settings, ShareRule};
 use crate::store::{ClientRollup, CostRollup, WorkloadClass};
 
-/// The row that keeps exempt clients' shares and pools nobody takes.
-pub const HOUSE: &str = "(house)";
+pub use crate::domain::clients::HOUSE;
 
 /// The period's non-Kubernetes cost, placed for chargeback; nano-dollars.
 #[derive(Debug, Default, Clone)]
@@ -59,8 +58,8 @@ struct Entity {
     inference: i64,
     /// storage, network, other.
     non_kubernetes: [i64; 3],
-    /// Shares taken, by pool (in [`Pool::ALL`] order).
-    shares: [i64; 4],
+    /// Shares taken, by pool.
+    shares: PerPool<i64>,
     /// A client charged net: its share of the discounts.
     discount: i64,
 }
@@ -77,7 +76,9 @@ impl Entity {
 
     /// Direct + shared cost: what a discount is shared by.
     fn charge(&self) -> i64 {
-        self.split + self.non_kubernetes.iter().sum::<i64>() + self.shares.iter().sum::<i64>()
+        self.split
+            + self.non_kubernetes.iter().sum::<i64>()
+            + self.shares.iter().map(|(_, nanos)| nanos).sum::<i64>()
     }
 }
 
@@ -118,21 +119,26 @@ pub fn chargeback(
     }
     entities.entry(UNASSIGNED).or_default();
     let mut house = Entity::default();
-    let pools = [platform_pool, idle_pool, non_kubernetes.unallocated_pool, non_kubernetes.shared_pool];
-    for (index, (pool, amount)) in Pool::ALL.iter().zip(pools).enumerate() {
-        let rule = settings.pools.rule(*pool);
+    let pools = PerPool {
+        platform: platform_pool,
+        idle: idle_pool,
+        unallocated: non_kubernetes.unallocated_pool,
+        shared: non_kubernetes.shared_pool,
+    };
+    for (pool, amount) in pools.iter() {
+        let rule = settings.pools.rule(pool);
         let takers: Vec<&str> =
             entities.keys().copied().filter(|name| rule != ShareRule::Even || *name != UNASSIGNED).collect();
         let weights: Vec<i128> = takers.iter().map(|name| entities[name].weight(rule)).collect();
         let Some(shares) = apportion_by_weight(amount, &weights) else {
-            house.shares[index] += amount;
+            house.shares[pool] += amount;
             continue;
         };
         for (name, share) in takers.into_iter().zip(shares) {
             if name != UNASSIGNED && settings.terms(name).exempt {
-                house.shares[index] += share;
+                house.shares[pool] += share;
             } else if let Some(e) = entities.get_mut(name) {
-                e.shares[index] += share;
+                e.shares[pool] += share;
             }
         }
     }
@@ -153,17 +159,17 @@ pub fn chargeback(
         other_direct_nanos: e.non_kubernetes[2],
         training_nanos: e.training,
         inference_nanos: e.inference,
-        shared_platform_nanos: e.shares[0],
-        shared_idle_nanos: e.shares[1],
-        shared_unallocated_nanos: e.shares[2],
-        shared_infrastructure_nanos: e.shares[3],
+        shared_platform_nanos: e.shares.platform,
+        shared_idle_nanos: e.shares.idle,
+        shared_unallocated_nanos: e.shares.unallocated,
+        shared_infrastructure_nanos: e.shares.shared,
         discount_nanos: e.discount,
         ..ClientRollup::default()
     };
     let mut rows: Vec<ClientRollup> = Vec::new();
     for (client, e) in entities.iter().filter(|(c, _)| **c != UNASSIGNED) {
         let terms = settings.terms(client);
-        let policy = if terms.exempt { "exempt".to_string() } else { settings.pools.describe() };
+        let policy = if terms.exempt { EXEMPT.to_string() } else { settings.pools.describe() };
         let mut r = row(client, e, policy);
         r.exempt = terms.exempt;
         r.charge_basis = terms.basis;
@@ -174,7 +180,7 @@ pub fn chargeback(
         );
         rows.push(r);
     }
-    if house.shares.iter().any(|s| *s != 0) || rows.iter().any(|r| r.exempt) {
+    if house.shares.iter().any(|(_, nanos)| nanos != 0) || rows.iter().any(|r| r.exempt) {
         rows.push(row(HOUSE, &house, "remainder".into()));
     }
     rows.push(row(UNASSIGNED, &entities[UNASSIGNED], "remainder".into()));
@@ -217,7 +223,7 @@ fn markup(amount: i64, basis_points: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::{ClientTerms, PoolRules};
+    use crate::domain::settings::{ClientTerms, PoolRules};
 
     fn row(client: &str, split: i64, unused: i64, gpu: i64) -> CostRollup {
         CostRollup {

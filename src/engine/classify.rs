@@ -7,17 +7,7 @@ use regex::Regex;
 
 use crate::store::{ClientRule, MatchKind, PodRecord, WorkloadClass};
 
-/// Pods in these namespaces run the platform; their cost is shared between clients.
-pub const DEFAULT_PLATFORM_NAMESPACES: &[&str] = &["kube-system", "monitoring", "gpu-operator"];
-
-/// The client of pods no rule matched.
-pub const UNASSIGNED: &str = "(unassigned)";
-
-/// The "client" of platform pods: a pool shared out, never a client.
-pub const PLATFORM: &str = "(platform)";
-
-/// The label gpuledger reads a pod's client from when no rule says otherwise.
-pub const DEFAULT_CLIENT_LABEL: &str = "user_client";
+pub use crate::domain::clients::{DEFAULT_CLIENT_LABEL, DEFAULT_PLATFORM_NAMESPACES, PLATFORM, UNASSIGNED};
 
 /// The family a workload belongs to: a Job named by its CronJob's schedule (`-` and six or
 /// more digits at the end) belongs to the CronJob; any other workload is its own family. The

@@ -17,9 +17,10 @@ use super::chargeback::{NonKubernetes, chargeback};
 use super::classify::{ClientMatcher, UNASSIGNED, label, workload_class};
 use super::opportunities::{self, PodEvidence};
 use super::pods::PodNames;
+pub use crate::domain::settings::ComputeOptions;
+use crate::domain::settings::Settings;
 use crate::money::{Micros, Nanos};
 use crate::period::Period;
-use crate::settings::Settings;
 use crate::store::{
     ComputeInputs, CostRollup, HeatmapCell, PeriodRollup, PurchaseOption, Rollups, Store, StoreError,
     UtilizationBucket, WorkloadClass, utilization_bucket,
@@ -40,26 +41,6 @@ pub enum ComputeError {
     NoData(Period),
     #[error("{0}")]
     Invalid(String),
-}
-
-/// The engine's part of the settings in force for a period ([`crate::settings::Settings`]).
-#[derive(Debug, Clone)]
-pub struct ComputeOptions {
-    /// Hourly mean utilization below which allocated GPU-hours are idle.
-    pub idle_threshold: f64,
-    pub platform_namespaces: Vec<String>,
-}
-
-impl Default for ComputeOptions {
-    fn default() -> Self {
-        ComputeOptions {
-            idle_threshold: 0.10,
-            platform_namespaces: super::classify::DEFAULT_PLATFORM_NAMESPACES
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-        }
-    }
 }
 
 /// What a compute run did.

@@ -1,9 +1,10 @@
 //! GPU usage joined with the bill: per pod-hour, the GPU-hours the bill allocated (accelerator
 //! split usage) meet the hourly mean utilization the metrics measured.
 //!
-//! Definitions (DESIGN.md, "The numbers"): used GPU-hours = Σ hourly mean utilization ×
-//! allocated GPU-hours; idle GPU-hours = allocated GPU-hours of pod-hours whose mean is
-//! below the threshold; utilization = used / allocated. Allocated hours with no metrics are
+//! Definitions (docs/METRICS.md, "GPU-hours", "GPU utilization", "Idle GPU-hours"): used
+//! GPU-hours = Σ hourly mean utilization × allocated GPU-hours; idle GPU-hours = allocated
+//! GPU-hours × the share of the pod-hour's GPUs whose own hourly mean is below the threshold
+//! (judged per GPU, never on the pod's mean); utilization = used / allocated. Allocated hours with no metrics are
 //! reported as unmeasured, not as idle. Without cost data for the period, the metrics'
 //! own GPU-hours stand in for allocation.
 

@@ -9,6 +9,7 @@
 use chrono::{Datelike, NaiveDate};
 use serde::Serialize;
 
+use crate::domain::runs::RunKind;
 use crate::sources::cost_explorer::{CeError, CeOptions, CostExplorer, day_of, day_start, read_saved};
 use crate::store::{CeDay, CeWindow, IngestOutcome, NewIngestRun, Store, StoreError};
 
@@ -112,7 +113,7 @@ pub async fn ingest_cost_explorer(
         (None, Some(endpoint)) => endpoint.clone(),
         (None, None) => "aws-cost-explorer".into(),
     };
-    let run = store.begin_ingest_run(&NewIngestRun::now("cost-explorer", &source, &label, "")).await?;
+    let run = store.begin_ingest_run(&NewIngestRun::now(RunKind::CostExplorer, &source, &label, "")).await?;
     let outcome = fetch_and_store(store, options, progress).await;
     let recorded = match &outcome {
         Ok(result) => IngestOutcome::succeeded(

@@ -24,9 +24,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use polars::prelude::PlHashMap as HashMap;
-use serde::Serialize;
 
 use crate::catalog;
+pub use crate::domain::runs::{Disagreement, Reconciliation};
 use crate::money::{micros_from_nanos, nanos_from_usd, usd_decimal};
 use crate::period::Period;
 use crate::sources::cur::reader::{self, Col, Columns};
@@ -39,43 +39,6 @@ use crate::store::{
 
 /// Σ(split + unused) may differ from the parent's amortized cost by this fraction.
 pub const SPLIT_TOLERANCE: f64 = 1e-4;
-
-/// How the bill reconciles, printed after every ingest and stored with the run.
-#[derive(Debug, Clone, Serialize)]
-pub struct Reconciliation {
-    pub period: String,
-    pub rows_read: u64,
-    pub split_rows: u64,
-    /// Split rows not turned into facts (ECS tasks, no parent and no cost, unknown usage type).
-    pub split_rows_skipped: u64,
-    pub bill_unblended_total: String,
-    pub bill_amortized_total: String,
-    /// Σ over pods of split + unused: Kubernetes cost pushed down to pods.
-    pub kubernetes_allocated_cost: String,
-    /// Amortized cost of the instance-hours that hosted pods.
-    pub instance_cost_with_pods: String,
-    /// Amortized cost of instance-hours with no pods (stays unallocated).
-    pub instance_cost_without_pods: String,
-    /// Instance cost not allocated to pods: instance-hours without split rows, and parent
-    /// cost the split rows of an hour do not cover.
-    pub unallocated_ec2_cost: String,
-    /// bill amortized − Kubernetes − unallocated EC2.
-    pub other_cost: String,
-    pub instance_hours_checked: u64,
-    pub instance_hours_disagreeing: u64,
-    /// Up to 20 instance-hours whose pods do not add up to the instance, for the report.
-    pub disagreements: Vec<Disagreement>,
-    /// Σ(split + unused) agrees with the parents within 0.01 % for every instance-hour.
-    pub split_matches_parents: bool,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Disagreement {
-    pub instance_id: String,
-    pub hour: i64,
-    pub instance_amortized: f64,
-    pub pods_split_plus_unused: f64,
-}
 
 /// Running state of one instance-hour from its (possibly several) parent lines; money in
 /// nano-dollars, rounded once at the end.
@@ -1042,7 +1005,7 @@ pub fn remove_abandoned_scratch() {
         let Some(pid) = name.strip_prefix(SCRATCH_PREFIX).and_then(|rest| rest.split('-').next()) else {
             continue;
         };
-        if pid.parse::<i64>().is_ok_and(|pid| !crate::store::process_alive(pid)) {
+        if pid.parse::<i64>().is_ok_and(|pid| !crate::host::process_alive(pid)) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }

@@ -19,6 +19,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::catalog::INSTANCE_TYPES;
+use crate::domain::runs::RunKind;
 use crate::sources::prometheus::api::{ApiError, ApiOptions, PrometheusApi};
 use crate::sources::prometheus::openmetrics::{self, ParseError};
 use crate::sources::prometheus::{Collector, LabelOverrides, LabelStyle, MetricNames, Role, label};
@@ -138,8 +139,9 @@ pub async fn ingest_metrics(
         }
         _ => String::new(),
     };
-    let run =
-        store.begin_ingest_run(&NewIngestRun::now("prometheus", &options.source_name(), &window, "")).await?;
+    let run = store
+        .begin_ingest_run(&NewIngestRun::now(RunKind::Prometheus, &options.source_name(), &window, ""))
+        .await?;
     match collect_and_write(store, options, progress).await {
         Ok(result) => {
             let outcome = IngestOutcome::succeeded(
@@ -172,7 +174,7 @@ impl MetricsIngestOptions {
     /// The Prometheus URL or the file, as runs and messages name the source.
     pub fn source_name(&self) -> String {
         match &self.source {
-            MetricsSource::Prometheus(api) => crate::auth::redacted_url(&api.url),
+            MetricsSource::Prometheus(api) => crate::text::redacted_url(&api.url),
             MetricsSource::File(path) => path.display().to_string(),
         }
     }

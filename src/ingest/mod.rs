@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::domain::runs::RunKind;
 use crate::period::Period;
 use crate::sources::cur::{self as cur_source, CurError, Delivery};
 use crate::sources::objects::{ObjectError, ObjectStore, S3Options, S3Store};
@@ -91,7 +92,9 @@ pub async fn ingest_cur(
         Err(error) => {
             // Nothing was found to ingest: the failure is recorded as a run of the whole source.
             let period = options.period.map(|p| p.to_string()).unwrap_or_default();
-            let run = store.begin_ingest_run(&NewIngestRun::now("cur", &options.source, &period, "")).await?;
+            let run = store
+                .begin_ingest_run(&NewIngestRun::now(RunKind::Cur, &options.source, &period, ""))
+                .await?;
             store.finish_ingest_run(run, &IngestOutcome::failed(&error.to_string())).await?;
             return Err(error);
         }
@@ -135,7 +138,7 @@ pub async fn ingest_cur(
         }
         let run = store
             .begin_ingest_run(&NewIngestRun::now(
-                "cur",
+                RunKind::Cur,
                 &objects.locate(&delivery.manifest_key),
                 &period,
                 &delivery.data_version,

@@ -13,203 +13,19 @@ pub mod pdf;
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
-use crate::engine::chargeback::HOUSE;
-use crate::engine::classify::{PLATFORM, UNASSIGNED};
+use crate::domain::clients::{HOUSE, PLATFORM, UNASSIGNED};
+pub use crate::domain::invoices::{
+    BillingDetails, DEFAULT_NUMBER_FORMAT, DetailRow, Invoice, Kind, Line, Seller, Status, with_status,
+};
+use crate::domain::settings::Pool;
 use crate::money::{Cents, Nanos, apportion_cents};
 use crate::store::{ClientRollup, Rollups, WorkloadClass};
-
-/// What a document is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    Invoice,
-    /// Takes money back: a void (the whole standing amount) or a restatement that lowered
-    /// the charge.
-    CreditNote,
-    /// Charges more: a restatement that raised the charge.
-    DebitNote,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Invoice => "invoice",
-            Kind::CreditNote => "credit_note",
-            Kind::DebitNote => "debit_note",
-        }
-    }
-
-    /// The document's title for people.
-    pub fn title(self) -> &'static str {
-        match self {
-            Kind::Invoice => "Invoice",
-            Kind::CreditNote => "Credit note",
-            Kind::DebitNote => "Debit note",
-        }
-    }
-}
-
-/// Where a document stands. Stored documents never change: the status is derived from the
-/// notes that refer to them ([`with_status`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// Computed on demand, not numbered, not stored.
-    Draft,
-    Issued,
-    /// Voided: a full credit note refers to it. A new invoice may be issued for its client
-    /// and period.
-    Credited,
-    /// A restatement note refers to it: what the client owes is the invoice plus its notes.
-    Superseded,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Draft => "draft",
-            Status::Issued => "issued",
-            Status::Credited => "credited",
-            Status::Superseded => "superseded",
-        }
-    }
-}
-
-/// One line of a document.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Line {
-    /// A stable key (`gpu_training`, `shared_idle`, `markup`, `tax`, ...): notes compare
-    /// lines by it.
-    pub category: String,
-    pub description: String,
-    /// GPU-hours for GPU lines, vCPU-hours and GB-hours for the pods' CPU and memory; none
-    /// where the bill gives no unit.
-    pub quantity: Option<f64>,
-    pub unit: Option<String>,
-    /// Amount ÷ quantity, to four decimals, for information.
-    pub unit_price: Option<String>,
-    pub amount: Cents,
-}
-
-/// The client's billing details: what an invoice's buyer block shows and how it is taxed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct BillingDetails {
-    pub legal_name: String,
-    /// Lines separated by newlines.
-    pub address: String,
-    pub tax_id: String,
-    pub po_number: String,
-    pub currency: String,
-    pub payment_terms_days: i64,
-    /// Tax in parts per million of the subtotal with markup (200,000 = 20 %, 88,750 =
-    /// 8.875 %).
-    pub tax_ppm: i64,
-}
-
-impl Default for BillingDetails {
-    fn default() -> Self {
-        BillingDetails {
-            legal_name: String::new(),
-            address: String::new(),
-            tax_id: String::new(),
-            po_number: String::new(),
-            currency: "USD".into(),
-            payment_terms_days: 30,
-            tax_ppm: 0,
-        }
-    }
-}
-
-/// Who issues the invoices, and how their numbers read.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Seller {
-    pub name: String,
-    pub address: String,
-    pub tax_id: String,
-    pub email: String,
-    /// `{year}` (of the issue date) and `{seq}` or `{seq:04}` (the series' number, zero
-    /// padded to 4): `GL-{year}-{seq:04}` gives `GL-2026-0007`.
-    pub number_format: String,
-}
-
-impl Default for Seller {
-    fn default() -> Self {
-        Seller {
-            name: String::new(),
-            address: String::new(),
-            tax_id: String::new(),
-            email: String::new(),
-            number_format: DEFAULT_NUMBER_FORMAT.into(),
-        }
-    }
-}
-
-pub const DEFAULT_NUMBER_FORMAT: &str = "GL-{year}-{seq:04}";
-
-/// An invoice or note, as issued (or as a draft would be). The names of the JSON are an
-/// interface: keep them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Invoice {
-    /// Empty for a draft.
-    pub number: String,
-    pub kind: Kind,
-    /// The invoice a note corrects.
-    pub refers_to: Option<String>,
-    pub client: String,
-    pub period: String,
-    pub status: Status,
-    /// `YYYY-MM-DD` (UTC); none for a draft.
-    pub issued_at: Option<String>,
-    pub due_at: Option<String>,
-    pub currency: String,
-    pub lines: Vec<Line>,
-    /// The lines before markup and tax.
-    pub subtotal: Cents,
-    pub markup: Cents,
-    pub tax: Cents,
-    /// subtotal + markup + tax = the sum of every line.
-    pub total: Cents,
-    /// The CUR delivery and the compute the amounts come from.
-    pub data_version: String,
-    /// The settings in force for the period (markup, pools, mapping), by digest.
-    pub settings_version: String,
-    pub pdf_sha256: Option<String>,
-    pub buyer: BillingDetails,
-    pub seller: Seller,
-    /// Who issued it (a user, `--actor`, or the OS user).
-    #[serde(default)]
-    pub actor: String,
-    /// Why a note was issued.
-    #[serde(default)]
-    pub reason: String,
-    /// A void: this credit note takes back everything its invoice still stood for.
-    #[serde(default)]
-    pub full_credit: bool,
-    /// Where the pods' lines (GPU compute, CPU and memory) came from: one row per workload,
-    /// adding up to those lines exactly. Empty on notes.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub detail: Vec<DetailRow>,
-}
-
-/// One workload's part of an invoice's pod lines.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DetailRow {
-    pub namespace: String,
-    pub workload: String,
-    pub workload_class: String,
-    pub gpu_hours: f64,
-    pub amount: Cents,
-}
 
 /// The categories of the pods' split cost.
 const POD_LINES: [&str; 5] = ["gpu_training", "gpu_inference", "gpu_other", "cpu", "memory"];
 
-/// Lines before markup and tax, in the order a document shows them: (category, description).
-const COST_LINES: [(&str, &str); 13] = [
+/// Direct lines, in the order a document shows them: (category, description).
+const DIRECT_LINES: [(&str, &str); 8] = [
     ("gpu_training", "GPU compute, training workloads"),
     ("gpu_inference", "GPU compute, inference workloads"),
     ("gpu_other", "GPU compute, other workloads"),
@@ -218,12 +34,15 @@ const COST_LINES: [(&str, &str); 13] = [
     ("storage", "Storage tagged to the client"),
     ("network", "Data transfer tagged to the client"),
     ("other_direct", "Other AWS cost tagged to the client"),
-    ("shared_platform", "Share of the shared platform (cluster services)"),
-    ("shared_idle", "Share of idle capacity (reserved, not requested)"),
-    ("shared_unallocated", "Share of cluster nodes without pods"),
-    ("shared_infrastructure", "Share of shared non-Kubernetes cost (control plane, shared storage)"),
-    ("discount", "Share of AWS discounts (charged net of discounts)"),
 ];
+
+const DISCOUNT_LINE: (&str, &str) = ("discount", "Share of AWS discounts (charged net of discounts)");
+
+/// Lines before markup and tax, in the order a document shows them: the direct lines, a
+/// share of each pool, the discount.
+fn cost_lines() -> impl Iterator<Item = (&'static str, &'static str)> {
+    DIRECT_LINES.into_iter().chain(Pool::ALL.map(Pool::invoice_line)).chain([DISCOUNT_LINE])
+}
 
 /// Whether `client` is a client that can be invoiced (not one of the rows chargeback keeps
 /// for the house, the unassigned or the platform).
@@ -281,7 +100,7 @@ impl BudgetCheck {
     }
 }
 
-pub use crate::auth::sha256_hex;
+pub use crate::text::sha256_hex;
 
 /// A draft of `client`'s invoice for the period of `rollups`: its chargeback as lines in
 /// cents, markup and tax on their own lines. `data_version` names the CUR delivery.
@@ -326,11 +145,10 @@ pub fn draft(
     for (category, amount) in cost_nanos(charge) {
         nanos.insert(category, amount);
     }
-    let mut lines: Vec<(Line, i64)> = COST_LINES
-        .iter()
+    let mut lines: Vec<(Line, i64)> = cost_lines()
         .filter_map(|(category, description)| {
             let amount = *nanos.get(category).unwrap_or(&0);
-            let unit = match *category {
+            let unit = match category {
                 "cpu" => "vCPU-hour",
                 "memory" => "GB-hour",
                 "storage" => "GB-month",
@@ -426,17 +244,17 @@ fn detail(rollups: &Rollups, client: &str, total: Cents) -> Vec<DetailRow> {
 }
 
 /// The categories a [`ClientRollup`] gives directly, in nano-dollars.
-fn cost_nanos(charge: &ClientRollup) -> [(&'static str, i64); 8] {
+fn cost_nanos(charge: &ClientRollup) -> Vec<(&'static str, i64)> {
+    let shares = charge.shares().iter().map(|(pool, nanos)| (pool.invoice_line().0, nanos));
     [
         ("storage", charge.storage_nanos),
         ("network", charge.network_nanos),
         ("other_direct", charge.other_direct_nanos),
-        ("shared_platform", charge.shared_platform_nanos),
-        ("shared_idle", charge.shared_idle_nanos),
-        ("shared_unallocated", charge.shared_unallocated_nanos),
-        ("shared_infrastructure", charge.shared_infrastructure_nanos),
-        ("discount", charge.discount_nanos),
     ]
+    .into_iter()
+    .chain(shares)
+    .chain([(DISCOUNT_LINE.0, charge.discount_nanos)])
+    .collect()
 }
 
 fn line(category: &str, description: &str, quantity: Option<f64>, unit: &str) -> Line {
@@ -605,26 +423,8 @@ fn description_of(category: &str, invoice: &Invoice) -> String {
         .iter()
         .find(|l| l.category == category)
         .map(|l| l.description.clone())
-        .or_else(|| COST_LINES.iter().find(|(c, _)| *c == category).map(|(_, d)| d.to_string()))
+        .or_else(|| cost_lines().find(|(c, _)| *c == category).map(|(_, d)| d.to_string()))
         .unwrap_or_else(|| category.to_string())
-}
-
-/// `documents` (every document of some clients and periods) with each one's status.
-pub fn with_status(mut documents: Vec<Invoice>) -> Vec<Invoice> {
-    let notes: Vec<(String, bool)> =
-        documents.iter().filter_map(|d| d.refers_to.clone().map(|r| (r, d.full_credit))).collect();
-    for document in documents.iter_mut() {
-        let mine: Vec<bool> =
-            notes.iter().filter(|(r, _)| *r == document.number).map(|(_, full)| *full).collect();
-        document.status = if mine.iter().any(|full| *full) {
-            Status::Credited
-        } else if !mine.is_empty() {
-            Status::Superseded
-        } else {
-            Status::Issued
-        };
-    }
-    documents
 }
 
 /// The number `format` gives the series' `seq`-th document issued in `year`.

@@ -48,7 +48,7 @@
 //!   share` (+ `account`), since shared pools are charged on the whole fleet and are not
 //!   split by account.
 //!
-//! Flags follow DESIGN.md: utilization < 40 %, idle > 20 % of allocated, Spot adoption
+//! Flags follow docs/METRICS.md ("Targets and flags"): utilization < 40 %, idle > 20 % of allocated, Spot adoption
 //! < 30 % for training.
 
 use std::collections::BTreeMap;
@@ -59,6 +59,7 @@ use serde_json::json;
 use super::table::{Cell, Extras, MoneyJson, Nanos, Table};
 use super::{OutputFormat, ReportError};
 use crate::auth::Scope;
+use crate::domain::settings::Pool;
 use crate::period::Period;
 use crate::store::{
     CapacityRollup, ChargebackSnapshot, ClientRollup, CostRollup, Opportunity, PeriodRollup, PurchaseOption,
@@ -648,17 +649,17 @@ pub fn clients(range: &RollupRange) -> Report {
     let table = Table {
         title: "Chargeback by client".into(),
         totals: Vec::new(),
-        columns: vec![
+        columns: [
             "client",
             "share_policy",
             "exempt",
             "direct_cost",
             "kubernetes_direct_cost",
             "non_kubernetes_direct_cost",
-            "shared_platform_cost",
-            "shared_idle_cost",
-            "shared_unallocated_cost",
-            "shared_infrastructure_cost",
+        ]
+        .into_iter()
+        .chain(Pool::ALL.map(Pool::column))
+        .chain([
             "shared_cost",
             "markup_rate",
             "markup",
@@ -673,23 +674,25 @@ pub fn clients(range: &RollupRange) -> Report {
             "inference_cost",
             "charge_basis",
             "discount",
-        ],
+        ])
+        .collect(),
         rows: rows
             .iter()
             .zip(direct.iter().zip(&shared).zip(&discount))
             .map(|(c, ((&direct, &shared), &discount))| {
                 let markup = rounded(c.markup_nanos);
-                vec![
+                let shares: Vec<Cell> = c.shares().iter().map(|(_, nanos)| usd(nanos)).collect();
+                [
                     text(&c.client),
                     text(&c.share_policy),
                     Cell::Flag(c.exempt),
                     micros(direct),
                     usd(c.direct_cost_nanos),
                     usd(c.non_kubernetes_direct_nanos),
-                    usd(c.shared_platform_nanos),
-                    usd(c.shared_idle_nanos),
-                    usd(c.shared_unallocated_nanos),
-                    usd(c.shared_infrastructure_nanos),
+                ]
+                .into_iter()
+                .chain(shares)
+                .chain([
                     micros(shared),
                     Cell::Ratio(Some(c.markup_basis_points as f64 / 10_000.0)),
                     micros(markup),
@@ -704,7 +707,8 @@ pub fn clients(range: &RollupRange) -> Report {
                     usd(c.inference_nanos),
                     text(c.charge_basis.as_str()),
                     micros(discount),
-                ]
+                ])
+                .collect::<Vec<_>>()
             })
             .collect(),
     };

@@ -27,9 +27,12 @@ pub(crate) mod table;
 
 use async_trait::async_trait;
 
-pub use crate::auth::{AuditEntry, LoginFailures, Session, User};
-pub use crate::invoice::{BillingDetails, Invoice, Seller};
-pub use crate::settings::{SettingVersion, SettingsHistory};
+pub use crate::domain::alerts::{Alert, AlertEvent, PendingDelivery, Webhook};
+pub use crate::domain::clients::{ClientRule, MatchKind};
+pub use crate::domain::invoices::{BillingDetails, Invoice, Seller};
+pub use crate::domain::runs::{IngestOutcome, IngestRun, LockHolder, NewIngestRun, RunKind, RunStatus};
+pub use crate::domain::settings::{SettingVersion, SettingsHistory};
+pub use crate::domain::users::{AuditEntry, LoginFailures, Session, User};
 pub use migrations::SchemaStatus;
 pub use model::*;
 pub use sql_store::{Backend, SqlStore};
@@ -155,7 +158,7 @@ pub trait RunStore: Send + Sync {
     async fn ingest_runs(&self, limit: i64) -> StoreResult<Vec<IngestRun>>;
 
     /// The data version of the last successful ingest of `kind` for `period`, if any.
-    async fn last_data_version(&self, kind: &str, period: &str) -> StoreResult<Option<String>>;
+    async fn last_data_version(&self, kind: RunKind, period: &str) -> StoreResult<Option<String>>;
 
     /// Marks this host's runs still `running` whose process is not `alive` as `interrupted`;
     /// returns how many.
@@ -568,6 +571,6 @@ async fn open(url: &str) -> StoreResult<Box<dyn Store>> {
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         Ok(Box::new(postgres::PgStore::open(url).await?))
     } else {
-        Err(StoreError::UnsupportedUrl(crate::auth::redacted_url(url)))
+        Err(StoreError::UnsupportedUrl(crate::text::redacted_url(url)))
     }
 }

@@ -8,48 +8,8 @@
 
 use serde::Serialize;
 
+use crate::domain::settings::PerPool;
 use crate::money::{Micros, Nanos};
-
-/// How a recorded run stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RunStatus {
-    /// Started and not finished: still going, or its process died before the next run on
-    /// the same host noticed.
-    Running,
-    Succeeded,
-    Failed,
-    /// Its process ended (killed, crashed) before the run finished.
-    Interrupted,
-    /// Read whole and judged unfit to replace what is stored (a CUR re-delivery with no rows,
-    /// or a bill that falls too far): nothing was written.
-    Refused,
-}
-
-impl RunStatus {
-    pub const ALL: [RunStatus; 5] = [
-        RunStatus::Running,
-        RunStatus::Succeeded,
-        RunStatus::Failed,
-        RunStatus::Interrupted,
-        RunStatus::Refused,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Running => "running",
-            RunStatus::Succeeded => "succeeded",
-            RunStatus::Failed => "failed",
-            RunStatus::Interrupted => "interrupted",
-            RunStatus::Refused => "refused",
-        }
-    }
-
-    /// Failed, interrupted or refused: the run's data did not land.
-    pub fn is_failure(self) -> bool {
-        matches!(self, RunStatus::Failed | RunStatus::Interrupted | RunStatus::Refused)
-    }
-}
 
 /// How an instance-hour was bought, by the CID rule: a Savings Plan ARN on its line, a
 /// reservation ARN, a Spot usage type, or else On-Demand. Stored, shown and exported by the
@@ -217,142 +177,6 @@ impl LineCategory {
 }
 
 parse_by_name!(LineCategory, "bill line category");
-
-impl std::fmt::Display for RunStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for RunStatus {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        RunStatus::ALL
-            .into_iter()
-            .find(|s| s.as_str() == text)
-            .ok_or_else(|| format!("unknown run status {text:?}"))
-    }
-}
-
-/// One ingest attempt of one source and period, kept whether it succeeded or not.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct IngestRun {
-    pub id: i64,
-    /// `cur`, `prometheus`, `compute` (`cost-explorer` later).
-    pub kind: String,
-    /// Where the data came from: a folder, an `s3://` URI, a Prometheus URL.
-    pub source: String,
-    /// Billing period `YYYY-MM`, or the metrics window for Prometheus.
-    pub period: String,
-    /// The manifest's executionId (else ETag/size) that identifies the delivery.
-    pub data_version: String,
-    pub status: RunStatus,
-    pub rows_read: i64,
-    pub rows_written: i64,
-    pub started_at: i64,
-    pub finished_at: Option<i64>,
-    pub error: Option<String>,
-    /// Reconciliation results as JSON text (bill totals, split vs parent).
-    pub reconciliation: Option<String>,
-    /// The host and process that ran it.
-    pub host: String,
-    pub pid: i64,
-}
-
-/// What a new run records when it starts.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewIngestRun {
-    pub kind: String,
-    pub source: String,
-    pub period: String,
-    pub data_version: String,
-    pub started_at: i64,
-    pub host: String,
-    pub pid: i64,
-}
-
-impl NewIngestRun {
-    /// A run of this process, starting now.
-    pub fn now(kind: &str, source: &str, period: &str, data_version: &str) -> NewIngestRun {
-        NewIngestRun {
-            kind: kind.into(),
-            source: source.into(),
-            period: period.into(),
-            data_version: data_version.into(),
-            started_at: chrono::Utc::now().timestamp(),
-            host: this_host(),
-            pid: i64::from(std::process::id()),
-        }
-    }
-}
-
-/// This machine's name, as runs record it (`/etc/hostname`, else `HOSTNAME`, else `localhost`).
-pub fn this_host() -> String {
-    std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".into())
-}
-
-/// Whether a process of this host is alive. Only Linux can tell (`/proc`); elsewhere every
-/// process counts as alive, so nothing of a live run is wrongly closed or removed.
-pub fn process_alive(pid: i64) -> bool {
-    if !std::path::Path::new("/proc/self").exists() {
-        return true;
-    }
-    pid > 0 && std::path::Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// How a run ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IngestOutcome {
-    pub status: RunStatus,
-    pub rows_read: i64,
-    pub rows_written: i64,
-    pub finished_at: i64,
-    pub error: Option<String>,
-    pub reconciliation: Option<String>,
-}
-
-impl IngestOutcome {
-    /// A run that succeeded now, with what it read and wrote and, where it has one, its
-    /// reconciliation as JSON text.
-    pub fn succeeded(rows_read: i64, rows_written: i64, reconciliation: Option<String>) -> IngestOutcome {
-        IngestOutcome {
-            status: RunStatus::Succeeded,
-            rows_read,
-            rows_written,
-            finished_at: chrono::Utc::now().timestamp(),
-            error: None,
-            reconciliation,
-        }
-    }
-
-    /// A delivery refused now ([`crate::ingest::judge`]), with the numbers it was judged on as
-    /// JSON text, having written nothing.
-    pub fn refused(message: &str, numbers: Option<String>) -> IngestOutcome {
-        IngestOutcome {
-            status: RunStatus::Refused,
-            reconciliation: numbers,
-            ..IngestOutcome::failed(message)
-        }
-    }
-
-    /// A run that failed now with `error`, having written nothing.
-    pub fn failed(error: &str) -> IngestOutcome {
-        IngestOutcome {
-            status: RunStatus::Failed,
-            rows_read: 0,
-            rows_written: 0,
-            finished_at: chrono::Utc::now().timestamp(),
-            error: Some(error.to_string()),
-            reconciliation: None,
-        }
-    }
-}
 
 /// A pod's share of one resource of one parent instance for one hour: the grain at which a
 /// pod-hour's GPU cost joins that pod's GPU metrics.
@@ -642,55 +466,6 @@ pub struct InferenceUsage {
     pub requests: f64,
     pub prompt_tokens: f64,
     pub generation_tokens: f64,
-}
-
-/// What a client mapping rule matches. Stored in the settings' JSON by these lowercase names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MatchKind {
-    /// The namespace, exactly.
-    Namespace,
-    /// The namespace's beginning.
-    Prefix,
-    /// The whole namespace, by regular expression.
-    Regex,
-    /// A pod label's value (and a non-Kubernetes line's tag).
-    Label,
-}
-
-impl MatchKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MatchKind::Namespace => "namespace",
-            MatchKind::Prefix => "prefix",
-            MatchKind::Regex => "regex",
-            MatchKind::Label => "label",
-        }
-    }
-}
-
-impl std::str::FromStr for MatchKind {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<MatchKind, String> {
-        [MatchKind::Namespace, MatchKind::Prefix, MatchKind::Regex, MatchKind::Label]
-            .into_iter()
-            .find(|kind| kind.as_str() == text)
-            .ok_or_else(|| format!("{text:?} is not a rule kind (namespace, prefix, regex, label)"))
-    }
-}
-
-/// How a namespace or label maps to a client.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct ClientRule {
-    pub client: String,
-    pub match_kind: MatchKind,
-    /// The namespace, prefix or regex; for `label`, the label value.
-    pub pattern: String,
-    /// For `label` rules, the resource-tag key (`user_client` by default); else empty.
-    pub label_key: String,
-    /// Lower numbers are tried first.
-    pub priority: i64,
 }
 
 /// Kubernetes cost of one namespace (or cluster and namespace) in a period.
@@ -1073,7 +848,7 @@ pub struct ClientRollup {
     /// quantity on an invoice).
     pub storage_gb_months: f64,
     /// What the charge is based on: amortized (the default) or net of AWS's discounts.
-    pub charge_basis: crate::settings::ChargeBasis,
+    pub charge_basis: crate::domain::settings::ChargeBasis,
     /// A client charged net: its share of the period's discounts (≤ 0, whole micro-dollars),
     /// in proportion to its direct + shared cost. 0 for every other row.
     pub discount_nanos: i64,
@@ -1085,12 +860,19 @@ impl ClientRollup {
         self.direct_cost_nanos + self.non_kubernetes_direct_nanos
     }
 
-    /// Shares of the platform, idle, unallocated and shared non-Kubernetes pools.
+    /// The client's share of each pool (stored one column each).
+    pub fn shares(&self) -> PerPool<i64> {
+        PerPool {
+            platform: self.shared_platform_nanos,
+            idle: self.shared_idle_nanos,
+            unallocated: self.shared_unallocated_nanos,
+            shared: self.shared_infrastructure_nanos,
+        }
+    }
+
+    /// Its shares of the platform, idle, unallocated and shared non-Kubernetes pools.
     pub fn shared_total_nanos(&self) -> i64 {
-        self.shared_platform_nanos
-            + self.shared_idle_nanos
-            + self.shared_unallocated_nanos
-            + self.shared_infrastructure_nanos
+        self.shares().iter().map(|(_, nanos)| nanos).sum()
     }
 
     /// What the client is charged: direct + shared + its discount share (net basis) + markup.
@@ -1250,92 +1032,4 @@ pub struct ChargebackSnapshot {
     /// When they were replaced (UTC epoch seconds).
     pub replaced_at: i64,
     pub clients: Vec<ClientRollup>,
-}
-
-/// A cost alert as stored: a rule and a subject, firing or resolved.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
-pub struct Alert {
-    pub rule: String,
-    pub subject: String,
-    /// `info`, `warning` or `critical`.
-    pub severity: String,
-    /// `firing` or `resolved`.
-    pub state: String,
-    pub value: String,
-    pub threshold: String,
-    pub link: String,
-    pub evidence: String,
-    /// When it last started firing (UTC epoch seconds).
-    pub since: i64,
-    pub resolved_at: Option<i64>,
-    pub updated_at: i64,
-}
-
-/// A change of an alert's state, as delivered.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
-pub struct AlertEvent {
-    pub id: i64,
-    pub rule: String,
-    pub subject: String,
-    pub severity: String,
-    /// `firing` or `resolved`.
-    pub state: String,
-    pub at: i64,
-    pub value: String,
-    pub threshold: String,
-    pub link: String,
-    pub evidence: String,
-}
-
-/// Where alerts go.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
-pub struct Webhook {
-    pub id: i64,
-    /// A secret (Slack's URLs carry their token): shown only as [`Webhook::label`].
-    #[serde(skip)]
-    pub url: String,
-    /// `slack` or `alertmanager`.
-    pub format: String,
-    pub min_severity: String,
-    pub created_at: i64,
-}
-
-impl Webhook {
-    /// The URL without its path, query or credentials: what a page or a log may show.
-    pub fn label(&self) -> String {
-        let (scheme, rest) = self.url.split_once("://").unwrap_or(("", self.url.as_str()));
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-        let host = authority.rsplit('@').next().unwrap_or("");
-        format!("{scheme}://{host}/…")
-    }
-}
-
-/// A delivery still to make: the event, the webhook, the attempts so far.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingDelivery {
-    pub event: AlertEvent,
-    pub webhook: Webhook,
-    pub attempts: i64,
-}
-
-/// Who holds a job lock.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
-pub struct LockHolder {
-    pub host: String,
-    pub pid: i64,
-    pub acquired_at: i64,
-    pub heartbeat_at: i64,
-}
-
-impl LockHolder {
-    /// This process, now.
-    pub fn this_process() -> LockHolder {
-        let now = chrono::Utc::now().timestamp();
-        LockHolder {
-            host: this_host(),
-            pid: i64::from(std::process::id()),
-            acquired_at: now,
-            heartbeat_at: now,
-        }
-    }
 }

@@ -10,15 +10,17 @@
 use sqlx::query_builder::Separated;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Row, Type};
 
-use crate::settings::SettingVersion;
+use crate::domain::settings::SettingVersion;
 
 use super::table::{Table, from_row, table};
 
 use super::model::{
-    Alert, AlertEvent, BillDay, BillLine, CeCost, CeDay, CostFact, CostPeriod, FactBatch, FactRecord,
-    GpuAllocation, GpuUsage, InferenceUsage, IngestRun, InstanceHour, NamespaceCost, OtherCost,
-    PeriodSummary, PodCost, PodRecord, PodWorkload, Webhook, WorkloadCost,
+    BillDay, BillLine, CeCost, CeDay, CostFact, CostPeriod, FactBatch, FactRecord, GpuAllocation, GpuUsage,
+    InferenceUsage, InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodCost, PodRecord, PodWorkload,
+    WorkloadCost,
 };
+use crate::domain::alerts::{Alert, AlertEvent, Webhook};
+use crate::domain::runs::IngestRun;
 
 // ---- Reports ----
 

@@ -77,7 +77,7 @@ impl SqlStore<Sqlite> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::{ChargeBasis, ClientTerms};
+    use crate::domain::settings::{ChargeBasis, ClientTerms};
     use crate::store::{ClientRule, MatchKind, SettingsStore, Store};
 
     /// A database made before settings had effective dates (migrations 1–6) keeps its clients

@@ -11,8 +11,9 @@
 
 use std::sync::LazyLock;
 
-use super::model::{LineCategory, PurchaseOption, RunStatus};
+use super::model::{LineCategory, PurchaseOption};
 use super::sql::{BulkInsert, PushRow, ReadRow};
+use crate::domain::runs::{RunKind, RunStatus};
 
 /// A value read from a named column of either backend's row.
 pub(crate) trait ReadValue: Sized {
@@ -142,9 +143,10 @@ macro_rules! stored_by_name {
 stored_by_name!(
     LineCategory,
     PurchaseOption,
+    RunKind,
     RunStatus,
     super::model::WorkloadClass,
-    crate::settings::ChargeBasis
+    crate::domain::settings::ChargeBasis
 );
 
 /// A row type read from a query by column name.

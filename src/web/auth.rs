@@ -158,10 +158,7 @@ impl Viewer {
 
 /// Paths open without signing in.
 fn is_public(path: &str) -> bool {
-    matches!(
-        path,
-        "/login" | "/setup" | "/healthz" | "/favicon.ico" | "/static/style.css" | "/static/htmx.min.js"
-    )
+    super::registry::is_public(path)
 }
 
 /// The request's peer address, when the server recorded it.
@@ -285,62 +282,42 @@ fn sign_in_first(request: &Request) -> Response {
     Redirect::to(&format!("/login?next={}", super::pages::url_escape(back))).into_response()
 }
 
-/// The answer refusing what a role may not open, if it may not. Client users see only their own clients' pages; managers and
-/// client users never the Data page (the bill, every run); only administrators the admin
-/// pages.
+/// The answer refusing what a role may not open, if it may not: the rules of the path's
+/// page in [`super::registry::PAGES`]. Client users see only their own clients' pages (and
+/// issued invoices); a client user's home is their first client's page.
 fn refusal(viewer: &Viewer, method: &Method, path: &str) -> Option<Response> {
-    let forbidden = |message: String, choices: Vec<String>| {
-        Some(WebError::Forbidden { message, choices }.into_response())
+    use super::registry::{self, OWN_PAGES_ONLY};
+    let client = viewer.role == Role::Client;
+    let refused = match registry::find(path) {
+        Some(page) => {
+            let rule = if method == Method::POST { page.post } else { page.get };
+            if rule.who.allows(viewer.role) {
+                return None;
+            }
+            if client && path == "/" && method == Method::GET {
+                return Some(match viewer.clients.first() {
+                    Some(first) => {
+                        Redirect::to(&format!("/clients/{}", super::pages::url_escape(first))).into_response()
+                    }
+                    None => WebError::Forbidden {
+                        message: "Your account has no client assigned; ask an administrator.".into(),
+                        choices: Vec::new(),
+                    }
+                    .into_response(),
+                });
+            }
+            rule.refused
+        }
+        // No page: a 404, except that a client user is told where their pages are.
+        None if client => OWN_PAGES_ONLY,
+        None => return None,
     };
-    let own_pages =
-        || viewer.clients.iter().map(|c| format!("/clients/{}", super::pages::url_escape(c))).collect();
-    let personal = matches!(path, "/account" | "/account/password" | "/logout");
-    if path.starts_with("/admin") && viewer.role != Role::Admin {
-        return forbidden("Only administrators may open the admin pages.".into(), Vec::new());
-    }
-    if path == "/data" && viewer.role.is_scoped() {
-        return forbidden("The Data page shows the whole bill; your account does not.".into(), Vec::new());
-    }
-    if path == "/alerts" && viewer.role.is_scoped() {
-        return forbidden(
-            "Alerts name every client and the whole bill; your account does not.".into(),
-            Vec::new(),
-        );
-    }
-    if method == Method::POST
-        && path.starts_with("/invoices")
-        && !matches!(viewer.role, Role::Admin | Role::Finance)
-    {
-        return forbidden(
-            "Only finance and administrators issue, adjust or void invoices.".into(),
-            Vec::new(),
-        );
-    }
-    if viewer.role == Role::Client {
-        if path == "/invoices/draft" {
-            return forbidden(
-                "Your account sees issued invoices only, not drafts.".into(),
-                vec!["/invoices".into()],
-            );
-        }
-        if path == "/invoices" || path.starts_with("/invoices/") {
-            return None;
-        }
-        if path == "/" && method == Method::GET {
-            return match viewer.clients.first() {
-                Some(first) => Some(
-                    Redirect::to(&format!("/clients/{}", super::pages::url_escape(first))).into_response(),
-                ),
-                None => {
-                    forbidden("Your account has no client assigned; ask an administrator.".into(), Vec::new())
-                }
-            };
-        }
-        if !(personal || path.starts_with("/clients/")) {
-            return forbidden("Your account shows only your own client pages.".into(), own_pages());
-        }
-    }
-    None
+    let choices = if refused.own_pages {
+        viewer.clients.iter().map(|c| format!("/clients/{}", super::pages::url_escape(c))).collect()
+    } else {
+        refused.choices.iter().map(|c| c.to_string()).collect()
+    };
+    Some(WebError::Forbidden { message: refused.message.into(), choices }.into_response())
 }
 
 /// `/metrics`: behind its bearer token when one is set; open without one only when sign-in
@@ -807,7 +784,7 @@ pub async fn change_user(
         let text = form.role.as_deref().unwrap_or("");
         text.parse().map_err(|e: String| WebError::bad("role", e, Role::ALL.map(|r| r.to_string()).to_vec()))
     };
-    let clients = crate::cmd::users::client_list(form.clients.as_deref().unwrap_or(""));
+    let clients = crate::domain::users::client_list(form.clients.as_deref().unwrap_or(""));
     let now = now();
     let detail = match form.action.as_str() {
         "add" => {
@@ -817,7 +794,8 @@ pub async fn change_user(
                 .map_err(|_| WebError::bad("password", "hashing failed", Vec::new()))?
                 .map_err(|e| WebError::bad("password", e.to_string(), Vec::new()))?;
             let user = User::new(&form.username, role()?, clients, hash);
-            crate::cmd::users::check_clients(&user).map_err(|e| WebError::bad("clients", e, Vec::new()))?;
+            crate::domain::users::check_clients(&user)
+                .map_err(|e| WebError::bad("clients", e, Vec::new()))?;
             state
                 .store
                 .create_user(&user)
@@ -834,7 +812,7 @@ pub async fn change_user(
                 "role" => {
                     user.role = role()?;
                     user.clients = clients;
-                    crate::cmd::users::check_clients(&user)
+                    crate::domain::users::check_clients(&user)
                         .map_err(|e| WebError::bad("clients", e, Vec::new()))?;
                 }
                 "disable" => user.disabled = true,

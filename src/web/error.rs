@@ -135,8 +135,6 @@ pub async fn json_errors(request: axum::extract::Request, next: axum::middleware
 pub async fn unknown_path(uri: axum::http::Uri) -> WebError {
     WebError::NotFound {
         message: format!("There is no page at {}.", uri.path()),
-        choices: ["/", "/costs", "/clients", "/gpus", "/inference", "/savings", "/data"]
-            .map(String::from)
-            .to_vec(),
+        choices: super::registry::listed(),
     }
 }

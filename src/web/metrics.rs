@@ -93,7 +93,7 @@ pub async fn exposition(State(state): State<AppState>) -> Result<Response, WebEr
     out.push_str("# TYPE gpuledger_ingest_runs gauge\n");
     let mut runs: BTreeMap<(String, String), u64> = BTreeMap::new();
     for run in state.store.ingest_runs(100_000).await? {
-        *runs.entry((run.kind, run.status.to_string())).or_default() += 1;
+        *runs.entry((run.kind.to_string(), run.status.to_string())).or_default() += 1;
     }
     for ((kind, status), count) in runs {
         let _ = writeln!(out, "gpuledger_ingest_runs{{kind=\"{kind}\",status=\"{status}\"}} {count}");

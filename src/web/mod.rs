@@ -9,6 +9,7 @@ mod error;
 pub mod listen;
 mod metrics;
 mod pages;
+pub mod registry;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -17,11 +18,11 @@ use std::sync::Arc;
 use axum::Router;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::auth::Scope;
-use crate::store::{Rollups, RunStatus, Store, StoreError};
+use crate::domain::runs::RunKind;
+use crate::store::{IngestRun, Rollups, RunStatus, Store, StoreError};
 
 pub use auth::{AuthConfig, AuthMode, SESSION_COOKIE, Viewer, cookie, first_start};
 pub use error::WebError;
@@ -319,11 +320,7 @@ async fn page_cache(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    let cacheable = request.method() == axum::http::Method::GET
-        && (matches!(
-            request.uri().path(),
-            "/" | "/costs" | "/clients" | "/gpus" | "/inference" | "/savings" | "/data"
-        ) || request.uri().path().starts_with("/clients/"));
+    let cacheable = request.method() == axum::http::Method::GET && registry::is_cached(request.uri().path());
     let unmarked = |mut response: axum::response::Response| {
         response.headers_mut().remove(PREVIOUS_HEADER);
         response
@@ -392,7 +389,7 @@ pub async fn banner(state: &AppState) -> Result<Option<String>, StoreError> {
         .map(|(_, run)| run)
         .collect();
     if let Some(run) = unresolved.first() {
-        let what = if run.kind == "compute" { "compute" } else { "ingest" };
+        let what = if run.kind == RunKind::Compute { "compute" } else { "ingest" };
         let period = if run.period.is_empty() { String::new() } else { format!(" {}", run.period) };
         let more = match unresolved.len() {
             1 => String::new(),
@@ -408,12 +405,11 @@ pub async fn banner(state: &AppState) -> Result<Option<String>, StoreError> {
             },
         )));
     }
-    let unreconciled =
-        runs.iter().find(|r| r.kind == "cur").and_then(|r| r.reconciliation.as_deref()).is_some_and(|text| {
-            serde_json::from_str::<serde_json::Value>(text)
-                .ok()
-                .is_some_and(|v| v["split_matches_parents"] == false)
-        });
+    let unreconciled = runs
+        .iter()
+        .find(|r| r.kind == RunKind::Cur)
+        .and_then(IngestRun::cur_reconciliation)
+        .is_some_and(|r| !r.split_matches_parents);
     if unreconciled {
         return Ok(Some("The latest CUR ingest did not reconcile: pods' split cost does not add up to their instances. See Data.".into()));
     }
@@ -437,34 +433,7 @@ pub fn router(state: AppState) -> Router {
             "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
         ),
     ];
-    let mut router = Router::new()
-        .route("/", get(pages::overview))
-        .route("/costs", get(pages::costs))
-        .route("/clients", get(pages::clients))
-        .route("/clients/{client}", get(pages::client))
-        .route("/gpus", get(pages::gpus))
-        .route("/inference", get(pages::inference))
-        .route("/savings", get(pages::savings))
-        .route("/data", get(pages::data))
-        .route("/alerts", get(pages::alerts))
-        .route("/invoices", get(pages::invoices))
-        .route("/invoices/draft", get(pages::invoice_draft))
-        .route("/invoices/issue", post(pages::invoice_issue))
-        .route("/invoices/adjust", post(pages::invoice_adjust))
-        .route("/invoices/{number}", get(pages::invoice))
-        .route("/invoices/{number}/credit", post(pages::invoice_credit))
-        .route("/invoices/{number}/{format}", get(pages::invoice_export))
-        .route("/login", get(auth::login_page).post(auth::login))
-        .route("/logout", post(auth::logout))
-        .route("/setup", get(auth::setup_page).post(auth::setup))
-        .route("/account", get(auth::account))
-        .route("/account/password", post(auth::change_password))
-        .route("/admin", get(auth::admin))
-        .route("/admin/users", post(auth::change_user))
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics::exposition))
-        .route("/static/style.css", get(stylesheet))
-        .route("/static/htmx.min.js", get(htmx))
+    let mut router = registry::routes()
         .fallback(error::unknown_path)
         .layer(axum::middleware::from_fn_with_state(state.clone(), page_cache))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::personalize))

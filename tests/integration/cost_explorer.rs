@@ -201,7 +201,7 @@ async fn story(database_url: &str, out: &Path) {
     let october = checks.iter().find(|c| c["period"] == "2026-10").unwrap();
     assert_eq!(october["rows"].as_array().unwrap().len(), 2);
     let runs = state.store.ingest_runs(10).await.unwrap();
-    assert_eq!(runs.iter().filter(|r| r.kind == "cost-explorer").count(), 2);
+    assert_eq!(runs.iter().filter(|r| r.kind == gpuledger::domain::runs::RunKind::CostExplorer).count(), 2);
 }
 
 async fn get_json(state: &AppState, uri: &str) -> Value {
@@ -294,7 +294,8 @@ async fn a_bad_answer_or_no_answer_stores_nothing() {
     assert!(stderr.contains("Cost Explorer request 1 (days 2026-07-01 to 2026-07-03"), "{stderr}");
     assert_eq!(stored(store.as_ref()).await, (0, 0));
     let runs = store.ingest_runs(10).await.unwrap();
-    let failed: Vec<_> = runs.iter().filter(|r| r.kind == "cost-explorer").collect();
+    let failed: Vec<_> =
+        runs.iter().filter(|r| r.kind == gpuledger::domain::runs::RunKind::CostExplorer).collect();
     assert_eq!(failed.len(), 2);
     assert!(failed.iter().all(|r| r.status.to_string() == "failed" && r.error.is_some()), "{failed:?}");
 }

@@ -602,7 +602,7 @@ async fn chargeback_pools_exempt_clients_settings_from_a_month_and_the_report_co
 /// every other client's pods stay unassigned. Trusting labels in one cluster brings them back.
 #[tokio::test]
 async fn pod_labels_name_clients_only_where_an_administrator_trusts_them() {
-    use gpuledger::settings::EffectiveFrom;
+    use gpuledger::domain::settings::EffectiveFrom;
     let dir = tempfile::tempdir().unwrap();
     let store = store::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await.unwrap();
     let store = store.as_ref();

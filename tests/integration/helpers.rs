@@ -107,7 +107,7 @@ pub async fn connect(url: &str) -> Box<dyn gpuledger::store::Store> {
 
 /// Trusts pods' labels everywhere, once (a database that has a `labels` setting keeps it).
 pub async fn trust_labels(store: &dyn gpuledger::store::Store) {
-    use gpuledger::settings::{EffectiveFrom, SettingKind};
+    use gpuledger::domain::settings::{EffectiveFrom, SettingKind};
     let history = store.settings().await.unwrap();
     if history.versions.iter().any(|v| v.kind == SettingKind::Labels) {
         return;

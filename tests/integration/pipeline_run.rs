@@ -52,7 +52,9 @@ async fn a_redelivered_period_is_picked_up_within_one_cycle_and_one_run_holds_th
     // read the first one (a later, idle cycle may have finished by then).
     let finished_cycle = async || {
         let runs = store.ingest_runs(50).await.unwrap();
-        runs.into_iter().filter(|r| r.kind == "pipeline" && r.finished_at.is_some()).min_by_key(|r| r.id)
+        runs.into_iter()
+            .filter(|r| r.kind == gpuledger::domain::runs::RunKind::Pipeline && r.finished_at.is_some())
+            .min_by_key(|r| r.id)
     };
     eventually("the first cycle", async || finished_cycle().await.is_some()).await;
     let first = store.cost_data_version("2026-10").await.unwrap().unwrap();
@@ -83,13 +85,25 @@ async fn a_redelivered_period_is_picked_up_within_one_cycle_and_one_run_holds_th
             .await
             .unwrap()
             .iter()
-            .filter(|r| r.kind == "cur" && r.period == "2026-10")
+            .filter(|r| r.kind == gpuledger::domain::runs::RunKind::Cur && r.period == "2026-10")
             .count()
     };
     let before = ingests().await;
-    let cycles_before = store.ingest_runs(500).await.unwrap().iter().filter(|r| r.kind == "pipeline").count();
+    let cycles_before = store
+        .ingest_runs(500)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.kind == gpuledger::domain::runs::RunKind::Pipeline)
+        .count();
     eventually("two more cycles", async || {
-        store.ingest_runs(500).await.unwrap().iter().filter(|r| r.kind == "pipeline").count()
+        store
+            .ingest_runs(500)
+            .await
+            .unwrap()
+            .iter()
+            .filter(|r| r.kind == gpuledger::domain::runs::RunKind::Pipeline)
+            .count()
             >= cycles_before + 2
     })
     .await;

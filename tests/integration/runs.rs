@@ -336,7 +336,7 @@ async fn concurrent_ingests_of_one_window_and_one_period_on_postgres_never_dupli
     let usage = store.gpu_usage(period.start(), period.end()).await.unwrap();
     assert_eq!(usage.len(), gpu_rows[0], "no duplicated usage rows");
     let runs = store.ingest_runs(100).await.unwrap();
-    for kind in ["cur", "prometheus"] {
+    for kind in [gpuledger::domain::runs::RunKind::Cur, gpuledger::domain::runs::RunKind::Prometheus] {
         let statuses: Vec<RunStatus> = runs.iter().filter(|r| r.kind == kind).map(|r| r.status).collect();
         assert_eq!(statuses, [RunStatus::Succeeded; 2], "{kind}: one clear outcome each");
     }

@@ -136,7 +136,7 @@ async fn an_export_in_s3_matches_truth() {
     let store = crate::helpers::connect(&database_url).await;
     assert_matches_truth(store.as_ref(), &truth(dir.path(), "2026-10"), "2026-10").await;
     let runs = store.ingest_runs(5).await.unwrap();
-    let cur = runs.iter().find(|r| r.kind == "cur").unwrap();
+    let cur = runs.iter().find(|r| r.kind == gpuledger::domain::runs::RunKind::Cur).unwrap();
     assert!(cur.source.starts_with(&format!("s3://{BUCKET}/cur/{EXPORT}/metadata/")), "{cur:?}");
 }
 

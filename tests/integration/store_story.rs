@@ -2,7 +2,7 @@
 //! held to the same behaviour. SQLite always runs; Postgres runs when
 //! `GPULEDGER_TEST_POSTGRES_URL` is set (see `helpers`).
 
-use gpuledger::settings::{ClientTerms, EffectiveFrom, Pool, ShareRule};
+use gpuledger::domain::settings::{ClientTerms, EffectiveFrom, Pool, ShareRule};
 use gpuledger::store::prelude::*;
 use gpuledger::store::sqlite::SqliteStore;
 use gpuledger::store::{
@@ -317,7 +317,7 @@ pub async fn story(store: &dyn Store) {
 
     // (b) Ingest runs: one succeeds, a later one fails, a third is still running.
     let cur_run = |data_version: &str, started_at: i64| NewIngestRun {
-        kind: "cur".to_string(),
+        kind: gpuledger::domain::runs::RunKind::Cur,
         source: "s3://acme-billing/cur/gpuledger/".to_string(),
         period: "2025-05".to_string(),
         data_version: data_version.to_string(),
@@ -347,7 +347,7 @@ pub async fn story(store: &dyn Store) {
     };
     store.finish_ingest_run(failed_id, &failed).await.unwrap();
     let running = NewIngestRun {
-        kind: "prometheus".to_string(),
+        kind: gpuledger::domain::runs::RunKind::Prometheus,
         source: "http://prometheus.monitoring:9090".to_string(),
         period: "2025-05-31".to_string(),
         data_version: String::new(),
@@ -360,7 +360,7 @@ pub async fn story(store: &dyn Store) {
     let expected_runs = vec![
         IngestRun {
             id: running_id,
-            kind: running.kind.clone(),
+            kind: running.kind,
             source: running.source.clone(),
             period: running.period.clone(),
             data_version: String::new(),
@@ -376,7 +376,7 @@ pub async fn story(store: &dyn Store) {
         },
         IngestRun {
             id: failed_id,
-            kind: "cur".to_string(),
+            kind: gpuledger::domain::runs::RunKind::Cur,
             source: "s3://acme-billing/cur/gpuledger/".to_string(),
             period: "2025-05".to_string(),
             data_version: "exec-2".to_string(),
@@ -392,7 +392,7 @@ pub async fn story(store: &dyn Store) {
         },
         IngestRun {
             id: succeeded_id,
-            kind: "cur".to_string(),
+            kind: gpuledger::domain::runs::RunKind::Cur,
             source: "s3://acme-billing/cur/gpuledger/".to_string(),
             period: "2025-05".to_string(),
             data_version: "exec-1".to_string(),
@@ -410,8 +410,14 @@ pub async fn story(store: &dyn Store) {
     assert_eq!(store.ingest_runs(10).await.unwrap(), expected_runs);
     assert_eq!(store.ingest_runs(1).await.unwrap(), expected_runs[..1].to_vec());
     // The failed exec-2 must not count as delivered.
-    assert_eq!(store.last_data_version("cur", "2025-05").await.unwrap(), Some("exec-1".to_string()));
-    assert_eq!(store.last_data_version("cur", "2025-06").await.unwrap(), None);
+    assert_eq!(
+        store.last_data_version(gpuledger::domain::runs::RunKind::Cur, "2025-05").await.unwrap(),
+        Some("exec-1".to_string())
+    );
+    assert_eq!(
+        store.last_data_version(gpuledger::domain::runs::RunKind::Cur, "2025-06").await.unwrap(),
+        None
+    );
     assert!(store.finish_ingest_run(running_id + 1_000, &succeeded).await.is_err());
     // Another host's runs are not this host's to close; of this host's, only dead processes'.
     assert_eq!(store.close_abandoned_runs("other-host", &|_| false).await.unwrap(), 0);

@@ -384,7 +384,9 @@ async fn headers_metrics_and_a_recompute_seen_at_once() {
         async move {
             let history = store.settings().await.unwrap();
             let version = history
-                .client_version("acme", gpuledger::settings::EffectiveFrom::BEGINNING, |t| t.exempt = exempt)
+                .client_version("acme", gpuledger::domain::settings::EffectiveFrom::BEGINNING, |t| {
+                    t.exempt = exempt
+                })
                 .unwrap();
             store.save_settings(&[version]).await.unwrap();
             gpuledger::engine::compute::compute_period(store.as_ref(), "2026-10".parse().unwrap())

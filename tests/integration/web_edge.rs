@@ -7,6 +7,7 @@ use axum::http::StatusCode;
 use serde_json::Value;
 
 use crate::app::TestApp;
+use gpuledger::web::registry;
 
 /// The download and JSON links of a page, unescaped (`&#38;` → `&`).
 fn format_links(html: &str) -> Vec<String> {
@@ -27,7 +28,11 @@ async fn fetch(app: &TestApp, uri: &str, accept: Option<&str>) -> (StatusCode, S
 async fn every_download_on_every_page_works_bare_and_filtered() {
     let state = TestApp::demo().await;
     let mut followed = 0;
-    for page in ["/", "/costs", "/clients", "/gpus", "/inference", "/savings", "/clients/acme"] {
+    // The fleet's dashboards (every role but client users, cached) and one client's page.
+    let dashboards = registry::PAGES.iter().filter(|p| p.get.who == registry::Who::Staff && p.cached);
+    let pages: Vec<&str> = dashboards.map(|p| p.path).chain(["/clients/acme"]).collect();
+    assert_eq!(pages, ["/", "/costs", "/clients", "/gpus", "/inference", "/savings", "/clients/acme"]);
+    for page in pages {
         for filters in ["", "?period=2026-09", "?from=2026-10-01&to=2026-10-15", "?group=client"] {
             if filters == "?group=client" && page != "/costs" {
                 continue;
@@ -227,4 +232,32 @@ async fn a_client_that_never_finishes_its_headers_is_disconnected() {
     let (closed, said) = slow.await.unwrap();
     assert!(closed, "the slow client's connection was closed by the server");
     assert!(said.is_empty() || said.starts_with("HTTP/1.1 408"), "{said}");
+}
+
+#[tokio::test]
+async fn every_page_of_the_registry_answers_its_json_keys_and_sits_in_the_navigation() {
+    let state = TestApp::demo().await;
+    let mut checked = 0;
+    for page in registry::PAGES.iter().filter(|p| !p.json.is_empty()) {
+        let path = page.path.replace("{client}", "acme");
+        let (status, content_type, body) =
+            fetch(&state, &format!("{path}?period=2026-10&format=json"), None).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+        assert!(content_type.starts_with("application/json"), "{path}: {content_type}");
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        for key in page.json {
+            assert!(json.get(key).is_some(), "{path}'s JSON lacks {key:?}: {json}");
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 9, "pages with a JSON contract");
+    // The navigation lists the registry's entries in its order, the current one marked.
+    let (_, _, html) = fetch(&state, "/costs", None).await;
+    let html = String::from_utf8(html).unwrap();
+    let nav = &html[html.find(r#"<nav aria-label="Main">"#).unwrap()..html.find("</nav>").unwrap()];
+    let links: Vec<&str> = nav.split("href=\"").skip(1).map(|rest| rest.split('"').next().unwrap()).collect();
+    let expected: Vec<&str> = registry::nav().map(|(path, _, _)| path).collect();
+    assert_eq!(links, expected);
+    assert_eq!(links.len(), 9);
+    assert!(nav.contains(r#"<a href="/costs" aria-current="page">Costs</a>"#), "{nav}");
 }

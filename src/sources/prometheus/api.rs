@@ -77,7 +77,7 @@ impl PrometheusApi {
             .connect_timeout(options.timeout.min(Duration::from_secs(10)))
             .build()
             .map_err(|e| ApiError::Unreachable {
-                url: crate::auth::redacted_url(&options.url),
+                url: crate::text::redacted_url(&options.url),
                 what: "setting up the HTTP client".into(),
                 message: e.to_string(),
             })?;
@@ -210,7 +210,7 @@ impl PrometheusApi {
             }
         }
         Err(ApiError::Unreachable {
-            url: crate::auth::redacted_url(&self.options.url),
+            url: crate::text::redacted_url(&self.options.url),
             what: what.to_string(),
             message: last_error,
         })
@@ -218,7 +218,7 @@ impl PrometheusApi {
 
     fn refused(&self, what: &str, message: String) -> ApiError {
         ApiError::Refused {
-            url: crate::auth::redacted_url(&self.options.url),
+            url: crate::text::redacted_url(&self.options.url),
             what: what.to_string(),
             message,
         }
@@ -230,7 +230,7 @@ impl PrometheusApi {
 fn describe(error: &reqwest::Error) -> String {
     let mut text = error.to_string();
     if let Some(url) = error.url() {
-        text = text.replace(url.as_str(), &crate::auth::redacted_url(url.as_str()));
+        text = text.replace(url.as_str(), &crate::text::redacted_url(url.as_str()));
     }
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {

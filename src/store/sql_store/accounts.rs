@@ -3,7 +3,7 @@
 use sqlx::{Database, Encode, Executor, IntoArguments, Type};
 
 use super::{Backend, SqlStore};
-use crate::auth::Role;
+use crate::domain::users::Role;
 use crate::store::sql::ReadRow;
 use crate::store::table::from_row;
 use crate::store::*;
@@ -67,7 +67,7 @@ where
 {
     async fn create_user(&self, user: &User) -> StoreResult<i64> {
         const CONTEXT: &str = "adding a user";
-        crate::auth::check_name("user", &user.name).map_err(StoreError::Invalid)?;
+        crate::domain::users::check_name("user", &user.name).map_err(StoreError::Invalid)?;
         if self.user(&user.name).await?.is_some() {
             return Err(StoreError::Invalid(format!("a user named {:?} already exists", user.name)));
         }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use sqlx::{Database, Encode, Executor, IntoArguments, Type};
 
 use super::{Backend, SqlStore};
-use crate::invoice;
+use crate::domain::invoices as invoice;
 use crate::store::sql::ReadRow;
 use crate::store::*;
 
@@ -104,7 +104,7 @@ where
         let existing = documents_of(&rows).context(CONTEXT)?;
         // A refusal rolls the transaction back (the number with it) when `tx` is dropped.
         let (mut document, pdf) = build(seq, &seller, &existing).map_err(StoreError::Invalid)?;
-        let sha256 = invoice::sha256_hex(&pdf);
+        let sha256 = crate::text::sha256_hex(&pdf);
         document.pdf_sha256 = Some(sha256.clone());
         document.status = invoice::Status::Issued;
         let issued_at = chrono::Utc::now().timestamp();

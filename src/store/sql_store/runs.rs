@@ -58,10 +58,10 @@ where
         self.rows(sqlx::query(sql::SELECT_INGEST_RUNS).bind(limit), CONTEXT).await
     }
 
-    async fn last_data_version(&self, kind: &str, period: &str) -> StoreResult<Option<String>> {
+    async fn last_data_version(&self, kind: RunKind, period: &str) -> StoreResult<Option<String>> {
         const CONTEXT: &str = "reading the last ingested data version";
         let row = sqlx::query(sql::SELECT_LAST_DATA_VERSION)
-            .bind(kind)
+            .bind(kind.as_str())
             .bind(period)
             .fetch_optional(&self.pool)
             .await

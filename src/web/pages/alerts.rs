@@ -1,21 +1,14 @@
 //! Alerts: the cost alerts firing and resolved, each with its evidence and the page that
 //! explains it. For viewers who see the whole fleet (the alerts name clients and the bill).
 
-use axum::extract::{Query, State};
-use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::*;
 use crate::report::rollup::Report;
 
 /// Alerts: firing first, then resolved; the JSON twin is `alerts list --format json`'s.
-pub async fn alerts(
-    State(state): State<AppState>,
-    axum::Extension(viewer): axum::Extension<crate::web::Viewer>,
-    Query(filters): Query<Filters>,
-    headers: HeaderMap,
-) -> Result<Response, WebError> {
-    let view = resolve(&state, &viewer, &filters).await?;
+pub async fn alerts(page: Opening) -> Result<Response, WebError> {
+    let Opening { state, filters, headers, view } = page;
     let mut content = Content::new("Alerts", "alerts", "/alerts");
     // Alerts are listed as they fired, not by month: no month picker.
     content.ranged = false;

@@ -2,16 +2,15 @@
 //! (the policy and markup in force, its workloads), and its trend over every computed month.
 //! Same filters and twins (JSON, CSV, XLSX) as the other pages.
 
-use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
+use axum::extract::Path;
 use axum::response::Response;
 use serde_json::json;
 
-use super::{AppState, WebError};
-use super::{Card, Content, Filters, answer, money, percent, resolve, url_escape, usd};
+use super::WebError;
+use super::{Card, Content, Opening, answer, money, percent, url_escape, usd};
+use crate::domain::settings::{ChargeBasis, Pool, policy_text};
 use crate::report::rollup::{self, Report};
 use crate::report::table::{Cell, Nanos, Table};
-use crate::settings::ChargeBasis;
 use crate::store::ClientRollup;
 use crate::web::charts;
 
@@ -19,27 +18,9 @@ fn total(c: &ClientRollup) -> i64 {
     c.total_nanos()
 }
 
-/// What a share policy means, in a sentence for the page.
-fn policy_text(policy: &str) -> String {
-    let pools = "the platform, idle, unallocated EC2 and shared cluster pools";
-    match policy {
-        "exempt" => format!("is exempt: it takes no share of {pools} (the house keeps its shares)"),
-        "gpu" => format!("shares {pools} in proportion to its GPU cost"),
-        "total" => format!("shares {pools} in proportion to its direct cost"),
-        "even" => format!("takes an even share of {pools}"),
-        rules => format!("shares each pool by the pool's rule ({rules})"),
-    }
-}
-
 /// `/clients/{client}`: the client's chargeback, workloads and monthly trend.
-pub async fn page(
-    State(state): State<AppState>,
-    axum::Extension(viewer): axum::Extension<crate::web::Viewer>,
-    Path(client): Path<String>,
-    Query(filters): Query<Filters>,
-    headers: HeaderMap,
-) -> Result<Response, WebError> {
-    let view = resolve(&state, &viewer, &filters).await?;
+pub async fn page(Path(client): Path<String>, page: Opening) -> Result<Response, WebError> {
+    let Opening { state, filters, headers, view } = page;
     // The rollups are already scoped: a client outside the viewer's scope is not among them
     // (client users), or only as part of "(other clients)" (managers).
     let known = view.computed.iter().any(|r| r.clients.iter().any(|c| c.client == client));
@@ -75,12 +56,9 @@ pub async fn page(
     }
     let sum = rollup::client_sums(range).remove(&client).unwrap_or_default();
     let card = |label: &str, value: String| Card { label: label.into(), value, ..Card::default() };
-    content.cards = vec![
-        card("Direct cost (its pods and tagged resources)", usd(sum.direct_total_nanos())),
-        card("Shared platform cost", usd(sum.shared_platform_nanos)),
-        card("Shared idle cost", usd(sum.shared_idle_nanos)),
-        card("Shared unallocated EC2", usd(sum.shared_unallocated_nanos)),
-        card("Shared cluster cost", usd(sum.shared_infrastructure_nanos)),
+    content.cards = vec![card("Direct cost (its pods and tagged resources)", usd(sum.direct_total_nanos()))];
+    content.cards.extend(sum.shares().iter().map(|(pool, nanos)| card(pool.card(), usd(nanos))));
+    content.cards.extend([
         card(
             "Markup",
             format!(
@@ -90,7 +68,7 @@ pub async fn page(
             ),
         ),
         card("Total to charge", usd(total(&sum))),
-    ];
+    ]);
     if sum.discount_nanos != 0 {
         let discount = card("Its share of AWS's discounts (charged net)", usd(sum.discount_nanos));
         let at = content.cards.len() - 2;
@@ -148,12 +126,9 @@ pub async fn page(
             line("Storage (tagged S3, EBS, EFS, FSx)", sum.storage_nanos),
             line("Network (tagged data transfer)", sum.network_nanos),
             line("Other tagged AWS cost", sum.other_direct_nanos),
-            line("Shared platform", sum.shared_platform_nanos),
-            line("Shared idle capacity", sum.shared_idle_nanos),
-            line("Shared EC2 not allocated to pods", sum.shared_unallocated_nanos),
-            line("Shared cluster cost (control plane, root volumes)", sum.shared_infrastructure_nanos),
         ]
         .into_iter()
+        .chain(sum.shares().iter().map(|(pool, nanos)| line(pool.line(), nanos)))
         .chain((sum.discount_nanos != 0).then(|| line("Its share of AWS's discounts", sum.discount_nanos)))
         .chain([line("Markup", sum.markup_nanos)])
         .collect(),
@@ -187,42 +162,34 @@ pub async fn page(
     let trend = Table {
         title: format!("{client} by month"),
         totals: Vec::new(),
-        columns: vec![
-            "month",
-            "share_policy",
-            "direct_cost",
-            "shared_platform_cost",
-            "shared_idle_cost",
-            "shared_unallocated_cost",
-            "shared_infrastructure_cost",
-            "markup",
-            "total_cost",
-            "cost_to_serve",
-            "margin_rate",
-            "invoice",
-            "invoiced_total",
-        ],
+        columns: ["month", "share_policy", "direct_cost"]
+            .into_iter()
+            .chain(Pool::ALL.map(Pool::column))
+            .chain(["markup", "total_cost", "cost_to_serve", "margin_rate", "invoice", "invoiced_total"])
+            .collect(),
         rows: months
             .iter()
             .map(|c| {
                 let cost = c.direct_total_nanos() + c.shared_total_nanos() + c.discount_nanos;
                 let margin = (total(c) != 0).then(|| c.markup_nanos as f64 / total(c) as f64);
                 let standing = invoices.iter().find(|s| s.invoice.period == c.period);
-                vec![
+                let shares = c.shares().iter().map(|(_, nanos)| money(nanos)).collect::<Vec<_>>();
+                [
                     Cell::Text(c.period.clone()),
                     Cell::Text(c.share_policy.clone()),
                     money(c.direct_total_nanos()),
-                    money(c.shared_platform_nanos),
-                    money(c.shared_idle_nanos),
-                    money(c.shared_unallocated_nanos),
-                    money(c.shared_infrastructure_nanos),
+                ]
+                .into_iter()
+                .chain(shares)
+                .chain([
                     money(c.markup_nanos),
                     money(total(c)),
                     money(cost),
                     Cell::Ratio(margin),
                     Cell::Text(standing.map(|s| s.invoice.number.clone()).unwrap_or_default()),
                     Cell::Usd(standing.map(|s| Nanos::from_cents(s.total()))),
-                ]
+                ])
+                .collect()
             })
             .collect(),
     };

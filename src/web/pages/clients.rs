@@ -1,7 +1,5 @@
 //! Clients (agency): chargeback by client with the policy in force.
 
-use axum::extract::{Query, State};
-use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::*;
@@ -11,13 +9,8 @@ use crate::report::table::Cell;
 use crate::store::PeriodRollup;
 
 /// Clients (agency): chargeback with the policy in force.
-pub async fn clients(
-    State(state): State<AppState>,
-    axum::Extension(viewer): axum::Extension<crate::web::Viewer>,
-    Query(filters): Query<Filters>,
-    headers: HeaderMap,
-) -> Result<Response, WebError> {
-    let view = resolve(&state, &viewer, &filters).await?;
+pub async fn clients(page: Opening) -> Result<Response, WebError> {
+    let Opening { state, filters, headers, view } = page;
     let range = &view.range;
     let mut content = Content::new("Clients", "clients", "/clients");
     content.account_filter = true;

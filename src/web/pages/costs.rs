@@ -4,8 +4,6 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use axum::extract::{Query, State};
-use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::*;
@@ -16,19 +14,14 @@ use crate::report::table::{Cell, Nanos, Table, cell_order};
 /// Costs (finance): grouped by namespace, workload, team, client or cluster, reconciled to
 /// the bill; a namespace drills down to its workloads, a CronJob to its runs (Jobs) and a
 /// workload to its pods.
-pub async fn costs(
-    State(state): State<AppState>,
-    axum::Extension(viewer): axum::Extension<crate::web::Viewer>,
-    Query(filters): Query<Filters>,
-    headers: HeaderMap,
-) -> Result<Response, WebError> {
-    let view = resolve(&state, &viewer, &filters).await?;
+pub async fn costs(page: Opening) -> Result<Response, WebError> {
+    let Opening { state, filters, headers, view } = page;
     let mut content = Content::new("Costs", "costs", "/costs");
     content.account_filter = true;
     if let Some(range) = &view.range {
         let clusters: std::collections::BTreeSet<&str> = range.costs().map(|c| c.cluster.as_str()).collect();
         content.clusters = clusters.into_iter().map(String::from).collect();
-        check_drill_down(&filters, range, viewer.scope != crate::auth::Scope::All)?;
+        check_drill_down(&filters, range, view.viewer.scope != crate::auth::Scope::All)?;
         content.crumbs = crumbs(&filters, range);
         let (caption, table, links) =
             match (given(&filters.group), given(&filters.namespace), given(&filters.workload)) {

@@ -7,6 +7,7 @@ use axum::response::{Html, IntoResponse, Response};
 use chrono::Utc;
 use serde::Deserialize;
 
+use crate::domain::runs::RunKind;
 use crate::money::{format_usd, usd_decimal};
 use crate::period::Period;
 use crate::report::ReportError;
@@ -33,7 +34,7 @@ struct PeriodLine {
 
 struct RunLine {
     id: i64,
-    kind: String,
+    kind: RunKind,
     source: String,
     period: String,
     status: String,
@@ -140,23 +141,18 @@ struct HomePage {
 /// The newest CUR reconciliation of each period among `runs` (newest first).
 fn reconciliations(runs: &[IngestRun]) -> Vec<ReconciliationLine> {
     let mut seen = std::collections::BTreeMap::new();
-    for run in runs.iter().filter(|r| r.kind == "cur" && r.status == RunStatus::Succeeded) {
-        let Some(v) =
-            run.reconciliation.as_deref().and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
-        else {
-            continue;
-        };
-        let text = |key: &str| v[key].as_str().map(String::from).unwrap_or_default();
+    for run in runs.iter().filter(|r| r.status == RunStatus::Succeeded) {
+        let Some(r) = run.cur_reconciliation() else { continue };
         seen.entry(run.period.clone()).or_insert_with(|| ReconciliationLine {
             period: run.period.clone(),
             run: run.id,
-            bill_amortized: text("bill_amortized_total"),
-            kubernetes_allocated: text("kubernetes_allocated_cost"),
-            unallocated_ec2: text("unallocated_ec2_cost"),
-            other_cost: text("other_cost"),
-            instance_hours_checked: v["instance_hours_checked"].as_u64().unwrap_or(0),
-            instance_hours_disagreeing: v["instance_hours_disagreeing"].as_u64().unwrap_or(0),
-            reconciles: v["split_matches_parents"] == true,
+            bill_amortized: r.bill_amortized_total,
+            kubernetes_allocated: r.kubernetes_allocated_cost,
+            unallocated_ec2: r.unallocated_ec2_cost,
+            other_cost: r.other_cost,
+            instance_hours_checked: r.instance_hours_checked,
+            instance_hours_disagreeing: r.instance_hours_disagreeing,
+            reconciles: r.split_matches_parents,
         });
     }
     seen.into_values().rev().collect()
@@ -170,7 +166,7 @@ fn freshness(runs: &[IngestRun], now: i64) -> Vec<FreshnessLine> {
     kinds
         .into_iter()
         .map(|kind| {
-            let of_kind = || runs.iter().filter(move |r| r.kind == kind);
+            let of_kind = || runs.iter().filter(move |r| r.kind.as_str() == kind);
             let success = of_kind().find(|r| r.status == RunStatus::Succeeded);
             FreshnessLine {
                 kind: kind.to_string(),
@@ -205,11 +201,8 @@ pub async fn page(
     };
     let checks = cross_checks(&state, &periods).await?;
     // The scheduled pipeline: its newest cycle, how it ended, and when the next is due.
-    let cycle = runs.iter().find(|r| r.kind == "pipeline");
-    let next_run_at = cycle
-        .and_then(|r| r.reconciliation.as_deref())
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
-        .and_then(|v| v["next_run_at"].as_i64());
+    let cycle = runs.iter().find(|r| r.kind == RunKind::Pipeline);
+    let next_run_at = cycle.and_then(IngestRun::next_run_at);
     let pipeline = match cycle {
         Some(run) => format!(
             "The pipeline (gpuledger run): last cycle started {} and {}; {}.",

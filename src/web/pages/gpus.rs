@@ -3,8 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::{Query, State};
-use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::*;
@@ -66,13 +64,8 @@ fn distribution(range: &rollup::RollupRange) -> Option<(String, Table)> {
 }
 
 /// GPUs: hours by model and namespace, a utilization heatmap, the worst-idle workloads.
-pub async fn gpus(
-    State(state): State<AppState>,
-    axum::Extension(viewer): axum::Extension<crate::web::Viewer>,
-    Query(filters): Query<Filters>,
-    headers: HeaderMap,
-) -> Result<Response, WebError> {
-    let view = resolve(&state, &viewer, &filters).await?;
+pub async fn gpus(page: Opening) -> Result<Response, WebError> {
+    let Opening { state, filters, headers, view } = page;
     let range = &view.range;
     let mut content = Content::new("GPUs", "gpus", "/gpus");
     content.account_filter = true;

@@ -1,20 +1,13 @@
 //! Inference: cost per inference and per 1M tokens per workload.
 
-use axum::extract::{Query, State};
-use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::*;
 use crate::report::rollup;
 
 /// Inference: cost per inference and per 1M tokens per workload, hours above the fleet P95.
-pub async fn inference(
-    State(state): State<AppState>,
-    axum::Extension(viewer): axum::Extension<crate::web::Viewer>,
-    Query(filters): Query<Filters>,
-    headers: HeaderMap,
-) -> Result<Response, WebError> {
-    let view = resolve(&state, &viewer, &filters).await?;
+pub async fn inference(page: Opening) -> Result<Response, WebError> {
+    let Opening { state, filters, headers, view } = page;
     let range = &view.range;
     let mut content = Content::new("Inference", "inference", "/inference");
     if let Some(range) = &range {

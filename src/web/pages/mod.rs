@@ -341,6 +341,35 @@ pub(super) struct View {
     pub(super) previous: bool,
 }
 
+/// What every dashboard page opens with: the state, the filters and headers of the request,
+/// and the view they resolve to for the viewer (range, scope, rollups). Refused as the
+/// extractors it is made of refuse (a request without a viewer, filters that do not parse)
+/// or as [`resolve`] does (a filter that names nothing valid).
+pub(super) struct Opening {
+    pub(super) state: AppState,
+    pub(super) filters: Filters,
+    pub(super) headers: HeaderMap,
+    pub(super) view: View,
+}
+
+impl axum::extract::FromRequestParts<AppState> for Opening {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &AppState,
+    ) -> Result<Opening, Response> {
+        let axum::Extension(viewer) = axum::Extension::<Viewer>::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let axum::extract::Query(filters) = axum::extract::Query::<Filters>::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let view = resolve(state, &viewer, &filters).await.map_err(IntoResponse::into_response)?;
+        Ok(Opening { state: state.clone(), filters, headers: parts.headers.clone(), view })
+    }
+}
+
 /// Cost Explorer's amortized cost per month before the first computed month (before the CUR
 /// export existed), newest `months` of them, oldest first: only for a viewer who sees the
 /// whole fleet (the totals have no client split). Tax is left out as in the amortized bill;

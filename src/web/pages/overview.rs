@@ -1,8 +1,6 @@
 //! Overview (leadership): this month against last, trends against targets, the top
 //! opportunities.
 
-use axum::extract::{Query, State};
-use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::*;
@@ -141,13 +139,8 @@ fn spend_chart_by_category(
 }
 
 /// Overview (leadership): this month against last, trends, the top opportunities.
-pub async fn overview(
-    State(state): State<AppState>,
-    axum::Extension(viewer): axum::Extension<crate::web::Viewer>,
-    Query(filters): Query<Filters>,
-    headers: HeaderMap,
-) -> Result<Response, WebError> {
-    let view = resolve(&state, &viewer, &filters).await?;
+pub async fn overview(page: Opening) -> Result<Response, WebError> {
+    let Opening { state, filters, headers, view } = page;
     let range = &view.range;
     let mut content = Content::new("Overview", "overview", "/");
     if let Some(range) = &range {

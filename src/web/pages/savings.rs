@@ -1,7 +1,5 @@
 //! Savings: realized savings by month and the opportunities still open.
 
-use axum::extract::{Query, State};
-use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::*;
@@ -9,13 +7,8 @@ use crate::report::rollup::{self, RollupRange};
 use crate::report::table::{Cell, Extra};
 
 /// Savings: realized by month, and opportunities with their evidence.
-pub async fn savings(
-    State(state): State<AppState>,
-    axum::Extension(viewer): axum::Extension<crate::web::Viewer>,
-    Query(filters): Query<Filters>,
-    headers: HeaderMap,
-) -> Result<Response, WebError> {
-    let view = resolve(&state, &viewer, &filters).await?;
+pub async fn savings(page: Opening) -> Result<Response, WebError> {
+    let Opening { state, filters, headers, view } = page;
     let range = &view.range;
     let mut content = Content::new("Savings", "savings", "/savings");
     if let Some(range) = &range {

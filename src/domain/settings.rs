@@ -14,9 +14,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::compute::ComputeOptions;
+use crate::domain::clients::ClientRule;
 use crate::period::Period;
-use crate::store::ClientRule;
 
 /// A pool chargeback shares out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum)]
@@ -33,16 +32,138 @@ pub enum Pool {
     Shared,
 }
 
+/// How a pool is named and told, everywhere: settings, reports, pages, invoices.
+struct PoolTexts {
+    /// Its name in settings and on the command line.
+    name: &'static str,
+    /// A client's share of it: the invoice line's category (`<…>_nanos` in a client rollup).
+    category: &'static str,
+    /// The invoice line's description.
+    invoice: &'static str,
+    /// The column of reports and the client page's trend.
+    column: &'static str,
+    /// The client page's card.
+    card: &'static str,
+    /// The client page's breakdown line.
+    line: &'static str,
+    /// In a sentence ("the platform, idle, unallocated EC2 and shared cluster pools").
+    short: &'static str,
+}
+
 impl Pool {
     pub const ALL: [Pool; 4] = [Pool::Platform, Pool::Idle, Pool::Unallocated, Pool::Shared];
 
-    pub fn as_str(self) -> &'static str {
+    fn texts(self) -> PoolTexts {
         match self {
-            Pool::Platform => "platform",
-            Pool::Idle => "idle",
-            Pool::Unallocated => "unallocated",
-            Pool::Shared => "shared",
+            Pool::Platform => PoolTexts {
+                name: "platform",
+                category: "shared_platform",
+                invoice: "Share of the shared platform (cluster services)",
+                column: "shared_platform_cost",
+                card: "Shared platform cost",
+                line: "Shared platform",
+                short: "platform",
+            },
+            Pool::Idle => PoolTexts {
+                name: "idle",
+                category: "shared_idle",
+                invoice: "Share of idle capacity (reserved, not requested)",
+                column: "shared_idle_cost",
+                card: "Shared idle cost",
+                line: "Shared idle capacity",
+                short: "idle",
+            },
+            Pool::Unallocated => PoolTexts {
+                name: "unallocated",
+                category: "shared_unallocated",
+                invoice: "Share of cluster nodes without pods",
+                column: "shared_unallocated_cost",
+                card: "Shared unallocated EC2",
+                line: "Shared EC2 not allocated to pods",
+                short: "unallocated EC2",
+            },
+            Pool::Shared => PoolTexts {
+                name: "shared",
+                category: "shared_infrastructure",
+                invoice: "Share of shared non-Kubernetes cost (control plane, shared storage)",
+                column: "shared_infrastructure_cost",
+                card: "Shared cluster cost",
+                line: "Shared cluster cost (control plane, root volumes)",
+                short: "shared cluster",
+            },
         }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.texts().name
+    }
+
+    /// A client's share of the pool as an invoice line: its category and description.
+    pub fn invoice_line(self) -> (&'static str, &'static str) {
+        let texts = self.texts();
+        (texts.category, texts.invoice)
+    }
+
+    /// The column a client's share of the pool is reported in.
+    pub fn column(self) -> &'static str {
+        self.texts().column
+    }
+
+    /// The client page's card for a client's share of the pool.
+    pub fn card(self) -> &'static str {
+        self.texts().card
+    }
+
+    /// The client page's breakdown line for a client's share of the pool.
+    pub fn line(self) -> &'static str {
+        self.texts().line
+    }
+
+    /// Every pool in a sentence: "the platform, idle, unallocated EC2 and shared cluster pools".
+    pub fn all_in_words() -> String {
+        let names: Vec<&str> = Pool::ALL.iter().map(|p| p.texts().short).collect();
+        let (last, rest) = names.split_last().expect("there are pools");
+        format!("the {} and {last} pools", rest.join(", "))
+    }
+}
+
+/// One value per pool, by name: a new pool does not compile until every use has its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct PerPool<T> {
+    pub platform: T,
+    pub idle: T,
+    pub unallocated: T,
+    pub shared: T,
+}
+
+impl<T> std::ops::Index<Pool> for PerPool<T> {
+    type Output = T;
+
+    fn index(&self, pool: Pool) -> &T {
+        match pool {
+            Pool::Platform => &self.platform,
+            Pool::Idle => &self.idle,
+            Pool::Unallocated => &self.unallocated,
+            Pool::Shared => &self.shared,
+        }
+    }
+}
+
+impl<T> std::ops::IndexMut<Pool> for PerPool<T> {
+    fn index_mut(&mut self, pool: Pool) -> &mut T {
+        match pool {
+            Pool::Platform => &mut self.platform,
+            Pool::Idle => &mut self.idle,
+            Pool::Unallocated => &mut self.unallocated,
+            Pool::Shared => &mut self.shared,
+        }
+    }
+}
+
+impl<T: Copy> PerPool<T> {
+    /// Each pool with its value, in [`Pool::ALL`] order.
+    pub fn iter(self) -> impl Iterator<Item = (Pool, T)> {
+        Pool::ALL.into_iter().map(move |pool| (pool, self[pool]))
     }
 }
 
@@ -60,6 +181,8 @@ pub enum ShareRule {
 }
 
 impl ShareRule {
+    pub const ALL: [ShareRule; 3] = [ShareRule::Gpu, ShareRule::Total, ShareRule::Even];
+
     pub fn as_str(self) -> &'static str {
         match self {
             ShareRule::Gpu => "gpu",
@@ -67,34 +190,45 @@ impl ShareRule {
             ShareRule::Even => "even",
         }
     }
+
+    /// What a client under the rule takes, in a sentence with the pools named.
+    fn sentence(self, pools: &str) -> String {
+        match self {
+            ShareRule::Gpu => format!("shares {pools} in proportion to its GPU cost"),
+            ShareRule::Total => format!("shares {pools} in proportion to its direct cost"),
+            ShareRule::Even => format!("takes an even share of {pools}"),
+        }
+    }
 }
 
-/// The rule of each pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct PoolRules {
-    pub platform: ShareRule,
-    pub idle: ShareRule,
-    pub unallocated: ShareRule,
-    pub shared: ShareRule,
+parse_by_name!(ShareRule, "share rule");
+
+/// A client's share policy as a chargeback row records it (`exempt`, one rule for every
+/// pool, or `platform:gpu idle:even …`), in a sentence for a page.
+pub fn policy_text(policy: &str) -> String {
+    let pools = Pool::all_in_words();
+    match policy.parse::<ShareRule>() {
+        _ if policy == EXEMPT => {
+            format!("is exempt: it takes no share of {pools} (the house keeps its shares)")
+        }
+        Ok(rule) => rule.sentence(&pools),
+        Err(_) => format!("shares each pool by the pool's rule ({policy})"),
+    }
 }
+
+/// The share policy of a client that takes no share of any pool.
+pub const EXEMPT: &str = "exempt";
+
+/// The rule of each pool.
+pub type PoolRules = PerPool<ShareRule>;
 
 impl PoolRules {
     pub fn rule(&self, pool: Pool) -> ShareRule {
-        match pool {
-            Pool::Platform => self.platform,
-            Pool::Idle => self.idle,
-            Pool::Unallocated => self.unallocated,
-            Pool::Shared => self.shared,
-        }
+        self[pool]
     }
 
     fn set(&mut self, pool: Pool, rule: ShareRule) {
-        match pool {
-            Pool::Platform => self.platform = rule,
-            Pool::Idle => self.idle = rule,
-            Pool::Unallocated => self.unallocated = rule,
-            Pool::Shared => self.shared = rule,
-        }
+        self[pool] = rule;
     }
 
     /// `gpu` when every pool has the same rule, else `platform:gpu idle:even …`.
@@ -210,7 +344,7 @@ pub enum SettingKind {
     /// A client's monthly [`Budget`]; key = the client. Not part of [`Settings`]: a budget
     /// changes no computed number, only whether a month is flagged.
     Budget,
-    /// The cost alerts' [`crate::alerts::Thresholds`]; key empty. Not part of [`Settings`]
+    /// The cost alerts' [`crate::domain::alerts::Thresholds`]; key empty. Not part of [`Settings`]
     /// either: thresholds change no computed number.
     Alerts,
 }
@@ -414,12 +548,12 @@ impl SettingsHistory {
     }
 
     /// The alert thresholds in force for `period` (the defaults until some are set).
-    pub fn alert_thresholds(&self, period: Period) -> Result<crate::alerts::Thresholds, String> {
+    pub fn alert_thresholds(&self, period: Period) -> Result<crate::domain::alerts::Thresholds, String> {
         self.current(
             SettingKind::Alerts,
             "",
             EffectiveFrom::month(period),
-            crate::alerts::Thresholds::default(),
+            crate::domain::alerts::Thresholds::default(),
         )
     }
 
@@ -427,10 +561,10 @@ impl SettingsHistory {
     pub fn alert_thresholds_version(
         &self,
         from: EffectiveFrom,
-        change: impl FnOnce(&mut crate::alerts::Thresholds),
+        change: impl FnOnce(&mut crate::domain::alerts::Thresholds),
     ) -> Result<SettingVersion, String> {
         let mut thresholds =
-            self.current(SettingKind::Alerts, "", from, crate::alerts::Thresholds::default())?;
+            self.current(SettingKind::Alerts, "", from, crate::domain::alerts::Thresholds::default())?;
         change(&mut thresholds);
         Ok(version(SettingKind::Alerts, "", from, &thresholds))
     }
@@ -484,9 +618,67 @@ fn version(kind: SettingKind, key: &str, from: EffectiveFrom, value: &impl Seria
     }
 }
 
+/// The engine's part of the settings in force for a period ([`crate::domain::settings::Settings`]).
+#[derive(Debug, Clone)]
+pub struct ComputeOptions {
+    /// Hourly mean utilization below which allocated GPU-hours are idle.
+    pub idle_threshold: f64,
+    pub platform_namespaces: Vec<String>,
+}
+
+impl Default for ComputeOptions {
+    fn default() -> Self {
+        ComputeOptions {
+            idle_threshold: 0.10,
+            platform_namespaces: crate::domain::clients::DEFAULT_PLATFORM_NAMESPACES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_share_policy_reads_as_the_sentence_the_client_page_always_showed() {
+        let pools = "the platform, idle, unallocated EC2 and shared cluster pools";
+        assert_eq!(Pool::all_in_words(), pools);
+        assert_eq!(
+            policy_text("exempt"),
+            format!("is exempt: it takes no share of {pools} (the house keeps its shares)")
+        );
+        assert_eq!(policy_text("gpu"), format!("shares {pools} in proportion to its GPU cost"));
+        assert_eq!(policy_text("total"), format!("shares {pools} in proportion to its direct cost"));
+        assert_eq!(policy_text("even"), format!("takes an even share of {pools}"));
+        let mixed = PoolRules { idle: ShareRule::Even, ..PoolRules::default() }.describe();
+        assert_eq!(mixed, "platform:gpu idle:even unallocated:gpu shared:gpu");
+        assert_eq!(policy_text(&mixed), format!("shares each pool by the pool's rule ({mixed})"));
+    }
+
+    #[test]
+    fn each_pool_has_its_own_value_and_its_own_names() {
+        let mut shares = PerPool::<i64>::default();
+        shares[Pool::Idle] += 5;
+        shares[Pool::Shared] = 7;
+        assert_eq!(
+            shares.iter().collect::<Vec<_>>(),
+            [(Pool::Platform, 0), (Pool::Idle, 5), (Pool::Unallocated, 0), (Pool::Shared, 7)]
+        );
+        let columns: Vec<&str> = Pool::ALL.map(Pool::column).to_vec();
+        assert_eq!(
+            columns,
+            [
+                "shared_platform_cost",
+                "shared_idle_cost",
+                "shared_unallocated_cost",
+                "shared_infrastructure_cost"
+            ]
+        );
+        assert_eq!(Pool::Shared.invoice_line().0, "shared_infrastructure");
+    }
 
     fn month(text: &str) -> Period {
         text.parse().unwrap()
@@ -522,7 +714,7 @@ mod tests {
     fn a_rule_added_from_a_month_reaches_every_later_list() {
         let rule = |client: &str| ClientRule {
             client: client.into(),
-            match_kind: crate::store::MatchKind::Namespace,
+            match_kind: crate::domain::clients::MatchKind::Namespace,
             pattern: client.into(),
             label_key: String::new(),
             priority: 0,

@@ -1,0 +1,209 @@
+//! Invoices and credit or debit notes as documents: what an issued one holds, frozen. How a
+//! draft is computed, numbered and printed is in [`crate::invoice`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::money::Cents;
+
+/// What a document is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Invoice,
+    /// Takes money back: a void (the whole standing amount) or a restatement that lowered
+    /// the charge.
+    CreditNote,
+    /// Charges more: a restatement that raised the charge.
+    DebitNote,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Invoice => "invoice",
+            Kind::CreditNote => "credit_note",
+            Kind::DebitNote => "debit_note",
+        }
+    }
+
+    /// The document's title for people.
+    pub fn title(self) -> &'static str {
+        match self {
+            Kind::Invoice => "Invoice",
+            Kind::CreditNote => "Credit note",
+            Kind::DebitNote => "Debit note",
+        }
+    }
+}
+
+/// Where a document stands. Stored documents never change: the status is derived from the
+/// notes that refer to them ([`with_status`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Computed on demand, not numbered, not stored.
+    Draft,
+    Issued,
+    /// Voided: a full credit note refers to it. A new invoice may be issued for its client
+    /// and period.
+    Credited,
+    /// A restatement note refers to it: what the client owes is the invoice plus its notes.
+    Superseded,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Draft => "draft",
+            Status::Issued => "issued",
+            Status::Credited => "credited",
+            Status::Superseded => "superseded",
+        }
+    }
+}
+
+/// One line of a document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Line {
+    /// A stable key (`gpu_training`, `shared_idle`, `markup`, `tax`, ...): notes compare
+    /// lines by it.
+    pub category: String,
+    pub description: String,
+    /// GPU-hours for GPU lines, vCPU-hours and GB-hours for the pods' CPU and memory; none
+    /// where the bill gives no unit.
+    pub quantity: Option<f64>,
+    pub unit: Option<String>,
+    /// Amount ÷ quantity, to four decimals, for information.
+    pub unit_price: Option<String>,
+    pub amount: Cents,
+}
+
+/// The client's billing details: what an invoice's buyer block shows and how it is taxed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BillingDetails {
+    pub legal_name: String,
+    /// Lines separated by newlines.
+    pub address: String,
+    pub tax_id: String,
+    pub po_number: String,
+    pub currency: String,
+    pub payment_terms_days: i64,
+    /// Tax in parts per million of the subtotal with markup (200,000 = 20 %, 88,750 =
+    /// 8.875 %).
+    pub tax_ppm: i64,
+}
+
+impl Default for BillingDetails {
+    fn default() -> Self {
+        BillingDetails {
+            legal_name: String::new(),
+            address: String::new(),
+            tax_id: String::new(),
+            po_number: String::new(),
+            currency: "USD".into(),
+            payment_terms_days: 30,
+            tax_ppm: 0,
+        }
+    }
+}
+
+/// Who issues the invoices, and how their numbers read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Seller {
+    pub name: String,
+    pub address: String,
+    pub tax_id: String,
+    pub email: String,
+    /// `{year}` (of the issue date) and `{seq}` or `{seq:04}` (the series' number, zero
+    /// padded to 4): `GL-{year}-{seq:04}` gives `GL-2026-0007`.
+    pub number_format: String,
+}
+
+impl Default for Seller {
+    fn default() -> Self {
+        Seller {
+            name: String::new(),
+            address: String::new(),
+            tax_id: String::new(),
+            email: String::new(),
+            number_format: DEFAULT_NUMBER_FORMAT.into(),
+        }
+    }
+}
+
+pub const DEFAULT_NUMBER_FORMAT: &str = "GL-{year}-{seq:04}";
+
+/// An invoice or note, as issued (or as a draft would be). The names of the JSON are an
+/// interface: keep them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Invoice {
+    /// Empty for a draft.
+    pub number: String,
+    pub kind: Kind,
+    /// The invoice a note corrects.
+    pub refers_to: Option<String>,
+    pub client: String,
+    pub period: String,
+    pub status: Status,
+    /// `YYYY-MM-DD` (UTC); none for a draft.
+    pub issued_at: Option<String>,
+    pub due_at: Option<String>,
+    pub currency: String,
+    pub lines: Vec<Line>,
+    /// The lines before markup and tax.
+    pub subtotal: Cents,
+    pub markup: Cents,
+    pub tax: Cents,
+    /// subtotal + markup + tax = the sum of every line.
+    pub total: Cents,
+    /// The CUR delivery and the compute the amounts come from.
+    pub data_version: String,
+    /// The settings in force for the period (markup, pools, mapping), by digest.
+    pub settings_version: String,
+    pub pdf_sha256: Option<String>,
+    pub buyer: BillingDetails,
+    pub seller: Seller,
+    /// Who issued it (a user, `--actor`, or the OS user).
+    #[serde(default)]
+    pub actor: String,
+    /// Why a note was issued.
+    #[serde(default)]
+    pub reason: String,
+    /// A void: this credit note takes back everything its invoice still stood for.
+    #[serde(default)]
+    pub full_credit: bool,
+    /// Where the pods' lines (GPU compute, CPU and memory) came from: one row per workload,
+    /// adding up to those lines exactly. Empty on notes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub detail: Vec<DetailRow>,
+}
+
+/// One workload's part of an invoice's pod lines.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DetailRow {
+    pub namespace: String,
+    pub workload: String,
+    pub workload_class: String,
+    pub gpu_hours: f64,
+    pub amount: Cents,
+}
+
+/// `documents` (every document of some clients and periods) with each one's status.
+pub fn with_status(mut documents: Vec<Invoice>) -> Vec<Invoice> {
+    let notes: Vec<(String, bool)> =
+        documents.iter().filter_map(|d| d.refers_to.clone().map(|r| (r, d.full_credit))).collect();
+    for document in documents.iter_mut() {
+        let mine: Vec<bool> =
+            notes.iter().filter(|(r, _)| *r == document.number).map(|(_, full)| *full).collect();
+        document.status = if mine.iter().any(|full| *full) {
+            Status::Credited
+        } else if !mine.is_empty() {
+            Status::Superseded
+        } else {
+            Status::Issued
+        };
+    }
+    documents
+}

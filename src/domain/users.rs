@@ -1,0 +1,179 @@
+//! Users with a role and, for managers and client users, the clients they may see; their
+//! sessions; the append-only audit log and the refused sign-ins. The roles' powers are in
+//! [`crate::auth`].
+
+use serde::Serialize;
+
+/// What a user may see and do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Admin,
+    Finance,
+    Manager,
+    Viewer,
+    Client,
+}
+
+impl Role {
+    pub const ALL: [Role; 5] = [Role::Admin, Role::Finance, Role::Manager, Role::Viewer, Role::Client];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Finance => "finance",
+            Role::Manager => "manager",
+            Role::Viewer => "viewer",
+            Role::Client => "client",
+        }
+    }
+
+    /// Whether the role is limited to the clients assigned to the user.
+    pub fn is_scoped(self) -> bool {
+        matches!(self, Role::Manager | Role::Client)
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Role, String> {
+        Role::ALL.into_iter().find(|r| r.as_str() == text).ok_or_else(|| {
+            format!("unknown role {text:?}: expected one of admin, finance, manager, viewer, client")
+        })
+    }
+}
+
+/// A stored account.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct User {
+    pub id: i64,
+    pub name: String,
+    pub role: Role,
+    /// The clients a manager or client user may see (empty for the other roles).
+    pub clients: Vec<String>,
+    /// An argon2id PHC string; empty for users who sign in only through a trusted proxy.
+    #[serde(skip)]
+    pub password_hash: String,
+    pub disabled: bool,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl User {
+    /// A new, enabled user, made now (the store gives it its id).
+    pub fn new(name: &str, role: Role, clients: Vec<String>, password_hash: String) -> User {
+        let now = chrono::Utc::now().timestamp();
+        User {
+            id: 0,
+            name: name.trim().to_string(),
+            role,
+            clients,
+            password_hash,
+            disabled: false,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
+
+impl std::fmt::Display for User {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.name, self.role)
+    }
+}
+
+/// A server-side session. The cookie carries a random token; the store keeps only its hash.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Session {
+    pub token_hash: String,
+    pub user_id: i64,
+    /// The session's CSRF token, sent back in every form.
+    pub csrf: String,
+    pub created_at: i64,
+    pub last_seen: i64,
+    pub address: String,
+}
+
+/// One line of the append-only audit log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AuditEntry {
+    pub id: i64,
+    /// UTC epoch seconds.
+    pub at: i64,
+    pub username: String,
+    pub address: String,
+    /// `login`, `login_failed`, `logout`, `download`, `user_added`, `user_changed`,
+    /// `password_changed`, `settings_changed`.
+    pub action: String,
+    pub detail: String,
+}
+
+/// Refused sign-ins of one account from one address in one window (they are counted, not
+/// logged one by one).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LoginFailures {
+    pub window_start: i64,
+    pub username: String,
+    pub address: String,
+    pub failures: i64,
+    pub last_at: i64,
+}
+
+/// A user or client name as every page, file and report can show it: not empty, at most 64
+/// characters, no control character, no space at either end, and not in parentheses (those
+/// are the names gpuledger gives what is no client, such as `(house)`).
+pub fn check_name(what: &str, name: &str) -> Result<(), String> {
+    let problem = if name.trim().is_empty() {
+        "is empty"
+    } else if name.chars().count() > 64 {
+        "is longer than 64 characters"
+    } else if name.chars().any(char::is_control) {
+        "holds a control character"
+    } else if name.trim() != name {
+        "begins or ends with a space"
+    } else if name.starts_with('(') {
+        "begins with '(' (kept for gpuledger's own names, such as (house))"
+    } else {
+        return Ok(());
+    };
+    Err(format!("a {what} name {problem}: {name:?}"))
+}
+
+impl AuditEntry {
+    /// An entry for now (the store gives it its id).
+    pub fn new(username: &str, address: &str, action: &str, detail: &str) -> AuditEntry {
+        AuditEntry {
+            id: 0,
+            at: chrono::Utc::now().timestamp(),
+            username: username.into(),
+            address: address.into(),
+            action: action.into(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Clients named in a comma-separated list, trimmed, without empties or repeats.
+pub fn client_list(text: &str) -> Vec<String> {
+    let mut clients: Vec<String> =
+        text.split(',').map(str::trim).filter(|c| !c.is_empty()).map(String::from).collect();
+    clients.sort();
+    clients.dedup();
+    clients
+}
+
+/// Managers and client users need clients; the other roles see everything and take none.
+pub fn check_clients(user: &User) -> Result<(), String> {
+    match (user.role.is_scoped(), user.clients.is_empty()) {
+        (true, true) => Err(format!("a {} needs --clients (the clients they may see)", user.role)),
+        (false, false) => Err(format!("a {} sees every client: give no --clients", user.role)),
+        _ => Ok(()),
+    }
+}
