@@ -9,6 +9,7 @@ mod bill;
 mod browser;
 mod cost_explorer;
 mod deliveries;
+mod docs;
 mod edge_limits;
 mod engine;
 mod generate;
