@@ -120,16 +120,9 @@ async fn add_user(store: &dyn Store, name: &str, role: Role, clients: &[&str]) {
 /// Every URL the pages link to, as an administrator sees them: the pages, their twins and
 /// downloads, drill-downs and client pages (breadth first, at most `limit`).
 async fn crawl(state: &AppState, cookie: &str, limit: usize) -> Vec<String> {
-    let start = [
-        "/",
-        "/costs",
-        "/clients",
-        "/gpus",
-        "/inference",
-        "/savings",
-        "/data",
-        "/admin",
-        "/account",
+    // Every page of the navigation (the registry's), the admin and account pages, and:
+    let pages = gpuledger::web::registry::nav().map(|(path, _, _)| path).chain(["/admin", "/account"]);
+    let start = pages.chain([
         // The account filter and grouping (the demo's main linked account runs every pod).
         "/costs?account=222222222222",
         "/costs?group=account",
@@ -145,7 +138,8 @@ async fn crawl(state: &AppState, cookie: &str, limit: usize) -> Vec<String> {
         "/costs?from=2026-09-01&to=2026-11-01",
         // And the pages of a long table (a CronJob's pods): the second stands for them all.
         "/costs?group=pod&namespace=internal-ml&workload=etl&page=2",
-    ];
+    ]);
+    let start: Vec<&str> = start.collect();
     let mut seen: BTreeSet<String> = start.iter().map(|s| s.to_string()).collect();
     let mut queue: std::collections::VecDeque<String> = start.iter().map(|s| s.to_string()).collect();
     let mut order = Vec::new();
