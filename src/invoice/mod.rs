@@ -268,8 +268,33 @@ fn line(category: &str, description: &str, quantity: Option<f64>, unit: &str) ->
     }
 }
 
+/// The unit price a line prints: `amount / quantity` (the quantity as printed, to the
+/// hundredth) with the fewest decimals, at least 4, at which the printed quantity × the
+/// printed price rounds (half away from zero) to the amount's cent — so a client who checks
+/// a line's arithmetic finds its amount. Twelve decimals always do for quantities below
+/// ten billion, so the search ends there.
 fn unit_price(quantity: Option<f64>, amount: Cents) -> Option<String> {
-    quantity.filter(|q| *q > 0.0).map(|q| format!("{:.4}", amount.0 as f64 / 100.0 / q))
+    let hundredths = quantity.map(|q| (q * 100.0).round() as i128).filter(|h| *h > 0)?;
+    let cents = i128::from(amount.0);
+    let divide = |n: i128, d: i128| (n.abs() + d / 2) / d * n.signum();
+    (4..=12u32)
+        .map(|decimals| {
+            let scale = 10i128.pow(decimals);
+            // The price in units of 10^-decimals dollars: cents × 10^decimals / (quantity × 100) × 100.
+            let price = divide(cents * scale, hundredths);
+            (decimals, price, divide(hundredths * price, scale) == cents)
+        })
+        .find(|(decimals, _, exact)| *exact || *decimals == 12)
+        .map(|(decimals, price, _)| {
+            let scale = 10i128.pow(decimals);
+            let sign = if price < 0 { "-" } else { "" };
+            format!(
+                "{sign}{}.{:0width$}",
+                price.abs() / scale,
+                price.abs() % scale,
+                width = decimals as usize
+            )
+        })
 }
 
 impl Invoice {
@@ -599,6 +624,36 @@ pub fn register_table(documents: &[Invoice]) -> crate::report::table::Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A line's printed quantity × printed price, rounded half away from zero, in cents.
+    fn multiplied(quantity: f64, price: &str) -> i64 {
+        let (units, fraction) = price.trim_start_matches('-').split_once('.').unwrap();
+        let scale = 10i128.pow(fraction.len() as u32);
+        let price = (units.parse::<i128>().unwrap() * scale + fraction.parse::<i128>().unwrap())
+            * if price.starts_with('-') { -1 } else { 1 };
+        let product = (quantity * 100.0).round() as i128 * price;
+        ((product.abs() + scale / 2) / scale * product.signum()) as i64
+    }
+
+    #[test]
+    fn a_unit_price_multiplies_out_to_its_amount() {
+        // GL-2026-0001's memory and vCPU lines, which printed 0.0111 and 0.0370.
+        let memory = unit_price(Some(521_406.48), Cents(581_233)).unwrap();
+        assert_eq!(memory, "0.0111474");
+        assert_eq!(multiplied(521_406.48, &memory), 581_233);
+        let cpu = unit_price(Some(44_093.27), Cents(162_993)).unwrap();
+        assert_eq!(multiplied(44_093.27, &cpu), 162_993);
+        // A price that is exact at four decimals keeps four; a credit is negative.
+        assert_eq!(unit_price(Some(12.0), Cents(3000)).as_deref(), Some("2.5000"));
+        assert_eq!(unit_price(Some(12.0), Cents(-3000)).as_deref(), Some("-2.5000"));
+        assert_eq!(unit_price(Some(0.004), Cents(100)), None, "no quantity to the hundredth");
+        for (quantity, cents) in
+            [(1.0, 1), (3.0, 100), (0.01, 999_999), (9_876_543.21, 12_345_678_901), (7.77, -1)]
+        {
+            let price = unit_price(Some(quantity), Cents(cents)).unwrap();
+            assert_eq!(multiplied(quantity, &price), cents, "{quantity} × {price}");
+        }
+    }
     use crate::store::{CostRollup, PeriodRollup};
 
     fn rollups(charge: ClientRollup, costs: Vec<CostRollup>) -> Rollups {

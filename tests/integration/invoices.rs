@@ -375,3 +375,70 @@ fn a_long_document_repeats_the_table_header_on_every_page() {
         "the same document renders to the same bytes"
     );
 }
+
+/// A printed decimal (`-12.3456`) times a printed quantity (to the hundredth), rounded half
+/// away from zero to the cent: what a client checking a line computes.
+fn printed_product_cents(quantity: &str, price: &str) -> i64 {
+    let exact = |text: &str| -> (i128, u32) {
+        let negative = text.starts_with('-');
+        let (units, fraction) = text.trim_start_matches('-').split_once('.').unwrap_or((text, ""));
+        let scale = fraction.len() as u32;
+        let value =
+            units.parse::<i128>().unwrap() * 10i128.pow(scale) + fraction.parse::<i128>().unwrap_or(0);
+        (if negative { -value } else { value }, scale)
+    };
+    let ((q, q_scale), (p, p_scale)) = (exact(quantity), exact(price));
+    // q × p has q_scale + p_scale decimals; a cent is 2 of them.
+    let divisor = 10i128.pow(q_scale + p_scale - 2);
+    let product = q * p;
+    ((product.abs() + divisor / 2) / divisor * product.signum()) as i64
+}
+
+#[tokio::test]
+async fn every_line_of_every_demo_invoice_multiplies_out_from_its_printed_quantity_and_price() {
+    let app = crate::app::TestApp::demo().await;
+    let store = app.state.store.as_ref();
+    let (mut lines, mut documents) = (0, 0);
+    for period in store.rollup_periods().await.unwrap() {
+        let rollups = store.rollups(&period.period).await.unwrap().unwrap();
+        for client in
+            rollups.clients.iter().map(|c| c.client.clone()).filter(|c| gpuledger::invoice::invoiceable(c))
+        {
+            let draft = gpuledger::invoice::draft(
+                &rollups,
+                &client,
+                &gpuledger::invoice::BillingDetails::default(),
+                &gpuledger::invoice::Seller::default(),
+                "",
+            )
+            .unwrap();
+            documents += 1;
+            // The CSV prints each line as the PDF and the page do: quantity to the hundredth,
+            // the unit price as stored.
+            for row in gpuledger::invoice::csv(&draft).lines().skip(1) {
+                let fields: Vec<&str> = row.rsplitn(4, ',').collect();
+                let (amount, price, quantity) = (fields[0], fields[1], fields[3].rsplit(',').next().unwrap());
+                if price.is_empty() {
+                    continue;
+                }
+                let cents = printed_product_cents(amount, "1.00");
+                assert_eq!(
+                    printed_product_cents(quantity, price),
+                    cents,
+                    "{client} {}: {quantity} × {price} ≠ {amount}",
+                    period.period
+                );
+                lines += 1;
+            }
+            for line in draft.lines.iter().filter(|l| l.unit_price.is_some()) {
+                let quantity = format!("{:.2}", line.quantity.unwrap());
+                assert_eq!(
+                    printed_product_cents(&quantity, line.unit_price.as_deref().unwrap()),
+                    line.amount.0
+                );
+            }
+        }
+    }
+    assert!(documents >= 6, "{documents} drafts");
+    assert!(lines >= 5 * documents, "{lines} priced lines over {documents} drafts");
+}
