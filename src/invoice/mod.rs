@@ -539,9 +539,10 @@ impl Invoice {
                 vec![
                     Cell::Text(line.category.clone()),
                     Cell::Text(line.description.clone()),
-                    line.quantity.map_or(Cell::Text(String::new()), Cell::Hours),
+                    // As the document prints them, so that they multiply out here too.
+                    Cell::Decimal(line.quantity.map(|q| format!("{q:.2}")).unwrap_or_default()),
                     Cell::Text(line.unit.clone().unwrap_or_default()),
-                    Cell::Text(line.unit_price.clone().unwrap_or_default()),
+                    Cell::Decimal(line.unit_price.clone().unwrap_or_default()),
                     usd(line.amount),
                 ]
             })

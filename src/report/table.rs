@@ -23,6 +23,10 @@ pub enum Cell {
     Rate(Option<f64>),
     /// Yes or no: `true`/`false` in JSON and CSV, `yes` or empty in the table.
     Flag(bool),
+    /// An exact decimal as printed elsewhere (an invoice line's quantity or unit price): the
+    /// same digits in CSV, grouped by thousands in the table, a number in JSON and XLSX;
+    /// empty when empty.
+    Decimal(String),
 }
 
 /// A report as rows of cells under column names.
@@ -218,18 +222,9 @@ impl Table {
         Some(order)
     }
 
+    /// The columns in words a reader uses: `unallocated_ec2_cost` → "Unallocated EC2 cost".
     pub fn headings(&self) -> Vec<String> {
-        self.columns
-            .iter()
-            .map(|c| {
-                let words = c.replace('_', " ").replace("gpu", "GPU");
-                let mut chars = words.chars();
-                chars
-                    .next()
-                    .map(|f| f.to_uppercase().collect::<String>() + chars.as_str())
-                    .unwrap_or_default()
-            })
-            .collect()
+        self.columns.iter().map(|c| heading(c)).collect()
     }
 
     /// The table as an XLSX workbook of one sheet named `sheet` to hand on: the `heading`
@@ -251,6 +246,8 @@ impl Table {
             Format::new().set_num_format("#,##0"),
             Format::new().set_num_format("$#,##0.00"),
             Format::new().set_num_format("$0.000000"),
+            // Exact decimals: as many digits as the number holds.
+            Format::new(),
         ];
         // Rows are streamed to a temporary file as they are written (in order), the strings
         // kept in one shared table: memory stays flat however long the table.
@@ -288,6 +285,7 @@ impl Table {
                     Cell::Count(x) => Some((x.round(), &formats[2])),
                     Cell::Usd(x) => x.map(|x| (micros_f64(x), &formats[3])),
                     Cell::Rate(x) => x.map(|x| ((x * 1e12).round() / 1e12, &formats[4])),
+                    Cell::Decimal(text) => text.parse().ok().map(|x| (x, &formats[5])),
                 };
                 if let Some((value, format)) = number {
                     worksheet.write_number_with_format(r, col, value, format)?;
@@ -332,13 +330,27 @@ impl Table {
 
     /// Cells as people read them, each with whether it is a number (aligned right): the rows
     /// in `shown` (a page of a long table), then the totals, which always cover every row.
+    /// Values of the columns that hold gpuledger's own names (an opportunity's kind, an
+    /// alert's rule, a line's category, …) read as words (`spot_training` → "Spot training");
+    /// CSV, JSON and XLSX keep the names scripts match on.
     pub fn display_rows(&self, shown: std::ops::Range<usize>) -> Vec<Vec<(String, bool)>> {
+        const NAMED: [&str; 7] =
+            ["kind", "rule", "category", "workload_class", "severity", "state", "status"];
+        let worded: Vec<bool> = self.columns.iter().map(|c| NAMED.contains(c)).collect();
         let end = shown.end.min(self.rows.len());
         let start = shown.start.min(end);
         self.rows[start..end]
             .iter()
             .chain(&self.totals)
-            .map(|row| row.iter().map(|cell| (table_text(cell), !matches!(cell, Cell::Text(_)))).collect())
+            .map(|row| {
+                row.iter()
+                    .enumerate()
+                    .map(|(col, cell)| match cell {
+                        Cell::Text(text) if worded.get(col) == Some(&true) => (heading(text), false),
+                        _ => (table_text(cell), !matches!(cell, Cell::Text(_))),
+                    })
+                    .collect()
+            })
             .collect()
     }
 }
@@ -353,6 +365,7 @@ pub fn cell_order(a: Option<&Cell>, b: Option<&Cell>, descending: bool) -> std::
             Some(Cell::Ratio(v) | Cell::Rate(v)) => (*v, String::new()),
             Some(Cell::Usd(v)) => (v.map(Nanos::usd_f64), String::new()),
             Some(Cell::Flag(b)) => (Some(f64::from(u8::from(*b))), String::new()),
+            Some(Cell::Decimal(text)) => (text.parse().ok(), String::new()),
             None => (None, String::new()),
         }
     };
@@ -390,6 +403,7 @@ fn json_value(cell: &Cell, money: MoneyJson) -> Value {
         Cell::Usd(x) => x.map_or(Value::Null, |x| money.usd(x)),
         Cell::Count(x) => json!(x.round()),
         Cell::Rate(x) => x.map_or(Value::Null, |x| money.rate(x)),
+        Cell::Decimal(text) => text.parse::<f64>().map_or(Value::Null, |x| json!(x)),
     }
 }
 
@@ -402,6 +416,7 @@ fn csv_text(cell: &Cell) -> String {
         Cell::Usd(x) => x.map(Nanos::decimal).unwrap_or_default(),
         Cell::Count(x) => format!("{:.0}", x.round()),
         Cell::Rate(x) => x.map(|x| format!("{x:.12}")).unwrap_or_default(),
+        Cell::Decimal(text) => text.clone(),
     }
 }
 
@@ -420,7 +435,58 @@ fn table_text(cell: &Cell) -> String {
         Cell::Count(x) => thousands(*x, 0),
         Cell::Usd(x) => x.map(Nanos::usd).unwrap_or_else(|| "n/a".into()),
         Cell::Rate(x) => x.map(|x| format!("${x:.6}")).unwrap_or_else(|| "n/a".into()),
+        Cell::Decimal(text) => grouped(text),
     }
+}
+
+/// `-1234567.8912` → `-1,234,567.8912`: the digits kept, the whole part grouped by thousands.
+fn grouped(text: &str) -> String {
+    let (sign, digits) = text.strip_prefix('-').map_or(("", text), |rest| ("-", rest));
+    let (whole, fraction) = digits.split_once('.').map_or((digits, None), |(w, f)| (w, Some(f)));
+    let mut out = String::new();
+    for (i, digit) in whole.chars().enumerate() {
+        if i > 0 && (whole.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    match fraction {
+        Some(fraction) => format!("{sign}{out}.{fraction}"),
+        None => format!("{sign}{out}"),
+    }
+}
+
+/// A column name in words: underscores are spaces, the first letter is a capital, and
+/// abbreviations are written as people write them (GPU, CPU, EC2, AWS, P95, ID).
+pub fn heading(column: &str) -> String {
+    const ABBREVIATIONS: [(&str, &str); 9] = [
+        ("gpu", "GPU"),
+        ("gpuless", "GPU-less"),
+        ("gpus", "GPUs"),
+        ("cpu", "CPU"),
+        ("vcpu", "vCPU"),
+        ("ec2", "EC2"),
+        ("aws", "AWS"),
+        ("p95", "P95"),
+        ("id", "ID"),
+    ];
+    let words: Vec<String> = column
+        .split('_')
+        .filter(|word| !word.is_empty())
+        .enumerate()
+        .map(|(i, word)| match ABBREVIATIONS.iter().find(|(short, _)| *short == word) {
+            Some((_, written)) => written.to_string(),
+            None if i == 0 => {
+                let mut chars = word.chars();
+                chars
+                    .next()
+                    .map(|first| first.to_uppercase().collect::<String>() + chars.as_str())
+                    .unwrap_or_default()
+            }
+            None => word.to_string(),
+        })
+        .collect();
+    words.join(" ")
 }
 
 /// `1234567.891` with 1 decimal → `1,234,567.9`.
@@ -441,6 +507,32 @@ pub fn thousands(x: f64, decimals: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn column_names_read_as_words_with_abbreviations_as_people_write_them() {
+        assert_eq!(heading("unallocated_ec2_cost"), "Unallocated EC2 cost");
+        assert_eq!(heading("cpu_and_memory_cost"), "CPU and memory cost");
+        assert_eq!(heading("gpu_hours_allocated"), "GPU hours allocated");
+        assert_eq!(heading("vcpu_hours"), "vCPU hours");
+        assert_eq!(heading("usage_account_id"), "Usage account ID");
+        assert_eq!(heading("p95_cost_per_inference"), "P95 cost per inference");
+        assert_eq!(heading("gpuless_idle"), "GPU-less idle");
+        // A word that only begins like an abbreviation stays a word.
+        assert_eq!(heading("identity"), "Identity");
+    }
+
+    #[test]
+    fn an_exact_decimal_keeps_its_digits_grouped_in_the_table_and_is_a_number_for_scripts() {
+        assert_eq!(grouped("-1234567.8912"), "-1,234,567.8912");
+        assert_eq!(grouped("521406.48"), "521,406.48");
+        assert_eq!(grouped("999.5"), "999.5");
+        assert_eq!(grouped("1000"), "1,000");
+        let price = Cell::Decimal("0.0111474".into());
+        assert_eq!(csv_text(&price), "0.0111474");
+        assert_eq!(table_text(&price), "0.0111474");
+        assert_eq!(json_value(&price, MoneyJson::Decimal), json!(0.0111474));
+        assert_eq!(json_value(&Cell::Decimal(String::new()), MoneyJson::Decimal), Value::Null);
+    }
 
     #[test]
     fn cells_print_for_people_and_for_scripts() {
