@@ -108,6 +108,17 @@ fn common(password: &str) -> Option<&'static str> {
     None
 }
 
+/// A random password of 16 hex digits (64 bits) that [`hash`] takes: drawn again in the rare
+/// case (about 1 in 1,800) that the draw is all digits or otherwise looks guessable.
+pub fn random() -> String {
+    loop {
+        let secret = crate::auth::random_token()[..16].to_string();
+        if common(&secret).is_none() {
+            return secret;
+        }
+    }
+}
+
 /// Hashes `password` with a fresh random salt.
 pub fn hash(password: &str) -> Result<String, PasswordError> {
     if password.chars().count() < MIN_LENGTH {
@@ -142,6 +153,17 @@ pub fn decoy() -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_random_password_is_always_one_that_hashing_accepts() {
+        // All digits is refused; a random draw is redrawn until it passes.
+        assert_eq!(common("4930218576019384"), Some("digits and symbols only"));
+        for _ in 0..2000 {
+            let secret = random();
+            assert_eq!(secret.len(), 16);
+            assert_eq!(common(&secret), None, "{secret}");
+        }
+    }
 
     #[test]
     fn a_password_verifies_against_its_own_hash_only() {

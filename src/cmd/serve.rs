@@ -72,7 +72,7 @@ async fn demo_users(store: &dyn Store, data: &std::path::Path) -> anyhow::Result
         ];
         let mut lines = String::from("# gpuledger demo accounts: user password role clients\n");
         for (name, role, clients) in accounts {
-            let secret = crate::auth::random_token()[..16].to_string();
+            let secret = password::random();
             let user = User::new(name, role, clients.clone(), password::hash(&secret)?);
             store.create_user(&user).await?;
             lines.push_str(&format!("{name} {secret} {role} {}\n", clients.join(",")));
