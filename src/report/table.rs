@@ -492,16 +492,9 @@ pub fn heading(column: &str) -> String {
 /// `1234567.891` with 1 decimal → `1,234,567.9`.
 pub fn thousands(x: f64, decimals: usize) -> String {
     let text = format!("{:.*}", decimals, x.abs());
-    let (whole, fraction) = text.split_once('.').map_or((text.as_str(), ""), |(w, f)| (w, f));
-    let mut grouped = String::new();
-    for (i, digit) in whole.chars().enumerate() {
-        if i > 0 && (whole.len() - i) % 3 == 0 {
-            grouped.push(',');
-        }
-        grouped.push(digit);
-    }
-    let sign = if x < 0.0 && text.chars().any(|c| c.is_ascii_digit() && c != '0') { "-" } else { "" };
-    if fraction.is_empty() { format!("{sign}{grouped}") } else { format!("{sign}{grouped}.{fraction}") }
+    // No sign on a value that rounds to zero (`-0.0` reads as a negative).
+    let negative = x < 0.0 && text.chars().any(|c| c.is_ascii_digit() && c != '0');
+    if negative { format!("-{}", grouped(&text)) } else { grouped(&text) }
 }
 
 #[cfg(test)]
@@ -538,6 +531,8 @@ mod tests {
     fn cells_print_for_people_and_for_scripts() {
         assert_eq!(thousands(1_234_567.891, 1), "1,234,567.9");
         assert_eq!(thousands(-12.0, 0), "-12");
+        assert_eq!(thousands(-0.04, 1), "0.0", "no sign on what rounds to zero");
+        assert_eq!(thousands(-1234.0, 0), "-1,234");
         assert_eq!(table_text(&Cell::Ratio(Some(0.7244))), "72.4 %");
         let table = Table {
             title: "t".into(),
