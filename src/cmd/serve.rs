@@ -188,6 +188,11 @@ pub(super) async fn demo(store: Box<dyn Store>, args: DemoArgs) -> anyhow::Resul
             "demo: pods' user_client labels name their clients in every cluster (see `gpuledger clients labels`)"
         );
     }
+    let terms = synth::demo_terms(&history).map_err(anyhow::Error::msg)?;
+    if !terms.is_empty() {
+        store.save_settings(&terms).await?;
+        eprintln!("demo: the agency's markups on its clients (see `gpuledger clients list`)");
+    }
     // Metrics first, then the bill month by month, oldest first, as months arrive in real
     // life: each month is computed once, and the cost alerts follow the story (firing in the
     // wasteful months, resolving when the fixes land).

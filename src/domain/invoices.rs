@@ -73,7 +73,8 @@ pub struct Line {
     /// where the bill gives no unit.
     pub quantity: Option<f64>,
     pub unit: Option<String>,
-    /// Amount ÷ quantity, to four decimals, for information.
+    /// Amount ÷ quantity as printed, with the fewest decimals (at least four) at which the
+    /// printed quantity × this price rounds to the amount.
     pub unit_price: Option<String>,
     pub amount: Cents,
 }

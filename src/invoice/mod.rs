@@ -102,8 +102,9 @@ impl BudgetCheck {
 
 pub use crate::text::sha256_hex;
 
-/// A draft of `client`'s invoice for the period of `rollups`: its chargeback as lines in
-/// cents, markup and tax on their own lines. `data_version` names the CUR delivery.
+/// A draft of `client`'s invoice for the period of `rollups`: its chargeback as lines at the
+/// client's prices ([`priced_lines`]), tax on its own line. `data_version` names the CUR
+/// delivery.
 pub fn draft(
     rollups: &Rollups,
     client: &str,
@@ -112,67 +113,7 @@ pub fn draft(
     data_version: &str,
 ) -> Result<Invoice, String> {
     let period = &rollups.period.period;
-    if !invoiceable(client) {
-        return Err(format!("{client} is not a client; it cannot be invoiced"));
-    }
-    let charge = rollups
-        .clients
-        .iter()
-        .find(|c| c.client == client)
-        .ok_or_else(|| format!("no client named {client:?} in {period}'s chargeback"))?;
-    let mut nanos: BTreeMap<&str, i64> = BTreeMap::new();
-    // Each pod line's quantity: GPU-hours, vCPU-hours or memory GB-hours (split usage).
-    let mut quantity: BTreeMap<&str, f64> = BTreeMap::new();
-    for row in rollups.costs.iter().filter(|r| r.client == client) {
-        let category = match row.workload_class {
-            WorkloadClass::Training => "gpu_training",
-            WorkloadClass::Inference => "gpu_inference",
-            _ => "gpu_other",
-        };
-        *nanos.entry(category).or_default() += row.gpu_split_nanos;
-        *nanos.entry("cpu").or_default() += row.cpu_split_nanos;
-        *quantity.entry(category).or_default() += row.gpu_hours_allocated;
-        *quantity.entry("cpu").or_default() += row.vcpu_hours;
-        *quantity.entry("memory").or_default() += row.memory_gb_hours;
-    }
-    let gpu_cpu_split: i64 = ["gpu_training", "gpu_inference", "gpu_other", "cpu"]
-        .iter()
-        .map(|c| nanos.get(c).unwrap_or(&0))
-        .sum();
-    // Memory is the rest of the pods' split cost: the direct cost is exactly their sum.
-    nanos.insert("memory", charge.direct_cost_nanos - gpu_cpu_split);
-    quantity.insert("storage", charge.storage_gb_months);
-    for (category, amount) in cost_nanos(charge) {
-        nanos.insert(category, amount);
-    }
-    let mut lines: Vec<(Line, i64)> = cost_lines()
-        .filter_map(|(category, description)| {
-            let amount = *nanos.get(category).unwrap_or(&0);
-            let unit = match category {
-                "cpu" => "vCPU-hour",
-                "memory" => "GB-hour",
-                "storage" => "GB-month",
-                _ => "GPU-hour",
-            };
-            let quantity = quantity.get(category).copied().filter(|h| *h > 0.0);
-            (amount != 0).then(|| (line(category, description, quantity, unit), amount))
-        })
-        .collect();
-    if charge.markup_nanos != 0 {
-        let percent = format!("{}", charge.markup_basis_points as f64 / 100.0);
-        lines.push((line("markup", &format!("Markup {percent} %"), None, ""), charge.markup_nanos));
-    }
-    let amounts: Vec<i64> = lines.iter().map(|(_, nanos)| *nanos).collect();
-    let cents = apportion_cents(&amounts, Cents::from_nanos(charge.total_nanos()));
-    let mut lines: Vec<Line> = lines
-        .into_iter()
-        .zip(cents)
-        .map(|((mut line, _), amount)| {
-            line.amount = amount;
-            line.unit_price = unit_price(line.quantity, amount);
-            line
-        })
-        .collect();
+    let mut lines = priced_lines(rollups, client)?;
     let pods_total: Cents =
         lines.iter().filter(|l| POD_LINES.contains(&l.category.as_str())).map(|l| l.amount).sum();
     let detail = detail(rollups, client, pods_total);
@@ -211,6 +152,98 @@ pub fn draft(
     };
     invoice.add_up();
     Ok(invoice)
+}
+
+/// `client`'s charge for the period of `rollups` as the lines a client is shown, before tax:
+/// what it is charged for each kind of use, at its prices. The markup and any share of AWS's
+/// discounts (a net client's) are not lines of their own: they are the difference between
+/// the charge and the cost, shared among the lines in proportion to their cost (largest
+/// remainder), so each line is cost + its part of that difference and the lines add up to
+/// the charge rounded once to the cent. A client sees what it pays per GPU-hour, never what
+/// the agency pays. (Documents issued before this kept a "Markup" line; they stand as sent.)
+pub fn priced_lines(rollups: &Rollups, client: &str) -> Result<Vec<Line>, String> {
+    let period = &rollups.period.period;
+    if !invoiceable(client) {
+        return Err(format!("{client} is not a client; it cannot be invoiced"));
+    }
+    let charge = rollups
+        .clients
+        .iter()
+        .find(|c| c.client == client)
+        .ok_or_else(|| format!("no client named {client:?} in {period}'s chargeback"))?;
+    let mut nanos: BTreeMap<&str, i64> = BTreeMap::new();
+    // Each pod line's quantity: GPU-hours, vCPU-hours or memory GB-hours (split usage).
+    let mut quantity: BTreeMap<&str, f64> = BTreeMap::new();
+    for row in rollups.costs.iter().filter(|r| r.client == client) {
+        let category = match row.workload_class {
+            WorkloadClass::Training => "gpu_training",
+            WorkloadClass::Inference => "gpu_inference",
+            _ => "gpu_other",
+        };
+        *nanos.entry(category).or_default() += row.gpu_split_nanos;
+        *nanos.entry("cpu").or_default() += row.cpu_split_nanos;
+        *quantity.entry(category).or_default() += row.gpu_hours_allocated;
+        *quantity.entry("cpu").or_default() += row.vcpu_hours;
+        *quantity.entry("memory").or_default() += row.memory_gb_hours;
+    }
+    let gpu_cpu_split: i64 = ["gpu_training", "gpu_inference", "gpu_other", "cpu"]
+        .iter()
+        .map(|c| nanos.get(c).unwrap_or(&0))
+        .sum();
+    // Memory is the rest of the pods' split cost: the direct cost is exactly their sum.
+    nanos.insert("memory", charge.direct_cost_nanos - gpu_cpu_split);
+    quantity.insert("storage", charge.storage_gb_months);
+    for (category, amount) in cost_nanos(charge) {
+        nanos.insert(category, amount);
+    }
+    // The discount is part of the difference the lines share, not a line.
+    let mut lines: Vec<(Line, i64)> = cost_lines()
+        .filter(|(category, _)| *category != DISCOUNT_LINE.0)
+        .filter_map(|(category, description)| {
+            let amount = *nanos.get(category).unwrap_or(&0);
+            let unit = match category {
+                "cpu" => "vCPU-hour",
+                "memory" => "GB-hour",
+                "storage" => "GB-month",
+                _ => "GPU-hour",
+            };
+            let quantity = quantity.get(category).copied().filter(|h| *h > 0.0);
+            (amount != 0).then(|| (line(category, description, quantity, unit), amount))
+        })
+        .collect();
+    let total = charge.total_nanos();
+    let costs: Vec<i128> = lines.iter().map(|(_, nanos)| i128::from((*nanos).max(0))).collect();
+    let cost: i64 = lines.iter().map(|(_, nanos)| nanos).sum();
+    match crate::money::apportion_by_weight(total - cost, &costs) {
+        Some(parts) => {
+            for ((_, nanos), part) in lines.iter_mut().zip(parts) {
+                *nanos += part;
+            }
+        }
+        // No line with a cost to share it by (a charge of markup alone): it stays a line.
+        None if total != cost => lines.push((line("service", "Service charge", None, ""), total - cost)),
+        None => {}
+    }
+    let amounts: Vec<i64> = lines.iter().map(|(_, nanos)| *nanos).collect();
+    let cents = apportion_cents(&amounts, Cents::from_nanos(total));
+    Ok(lines
+        .into_iter()
+        .zip(cents)
+        .map(|((mut line, _), amount)| {
+            line.amount = amount;
+            line.unit_price = unit_price(line.quantity, amount);
+            line
+        })
+        .collect())
+}
+
+/// `client`'s workloads with their part of its pod lines at its prices (what an invoice's
+/// detail shows), largest first.
+pub fn priced_workloads(rollups: &Rollups, client: &str) -> Result<Vec<DetailRow>, String> {
+    let lines = priced_lines(rollups, client)?;
+    let pods_total =
+        lines.iter().filter(|l| POD_LINES.contains(&l.category.as_str())).map(|l| l.amount).sum();
+    Ok(detail(rollups, client, pods_total))
 }
 
 /// `client`'s pod cost per workload, largest first, in cents that add up to `total` (the
@@ -253,7 +286,6 @@ fn cost_nanos(charge: &ClientRollup) -> Vec<(&'static str, i64)> {
     ]
     .into_iter()
     .chain(shares)
-    .chain([(DISCOUNT_LINE.0, charge.discount_nanos)])
     .collect()
 }
 
@@ -273,7 +305,7 @@ fn line(category: &str, description: &str, quantity: Option<f64>, unit: &str) ->
 /// printed price rounds (half away from zero) to the amount's cent — so a client who checks
 /// a line's arithmetic finds its amount. Twelve decimals always do for quantities below
 /// ten billion, so the search ends there.
-fn unit_price(quantity: Option<f64>, amount: Cents) -> Option<String> {
+pub fn unit_price(quantity: Option<f64>, amount: Cents) -> Option<String> {
     let hundredths = quantity.map(|q| (q * 100.0).round() as i128).filter(|h| *h > 0)?;
     let cents = i128::from(amount.0);
     let divide = |n: i128, d: i128| (n.abs() + d / 2) / d * n.signum();
@@ -556,12 +588,17 @@ impl Invoice {
             title: format!("{} {number}, {}", self.kind.title(), self.client),
             columns: vec!["category", "description", "quantity", "unit", "unit_price", "amount"],
             rows,
-            totals: vec![
-                total_row("subtotal", self.subtotal),
-                total_row("markup", self.markup),
-                total_row("tax", self.tax),
-                total_row("total", self.total),
-            ],
+            totals: [
+                ("subtotal", self.subtotal),
+                ("markup", self.markup),
+                ("tax", self.tax),
+                ("total", self.total),
+            ]
+            .into_iter()
+            // A markup stands only on documents issued before it was folded into the prices.
+            .filter(|(label, amount)| *label != "markup" || amount.0 != 0)
+            .map(|(label, amount)| total_row(label, amount))
+            .collect(),
         }
     }
 }
@@ -680,10 +717,10 @@ mod tests {
         }
     }
 
-    /// Three lines of a third of a cent each over: rounded one by one they would add up to
-    /// 3 cents too little; by largest remainder they add up to the charge rounded once.
+    /// The markup is shared among the lines in proportion to their cost, and the lines
+    /// rounded once to the cent by largest remainder add up to the charge rounded once.
     #[test]
-    fn lines_add_up_to_the_charge_rounded_once_and_tax_is_on_the_subtotal() {
+    fn lines_carry_the_markup_add_up_to_the_charge_rounded_once_and_tax_is_on_the_subtotal() {
         let charge = ClientRollup {
             client: "acme".into(),
             direct_cost_nanos: 30_003_333_333 + 20_003_333_333,
@@ -692,9 +729,11 @@ mod tests {
             markup_nanos: 6_001_000_000,
             ..ClientRollup::default()
         };
-        // GPU training 30.003333333, CPU 10.001666666 (the pods' vCPU split), memory the rest
-        // of the pods' split cost 10.001666667, idle 10.003333334, markup 6.001: total 66.011
-        // → $66.01; floors add up to $66.00 and the cent left goes to idle (.3333334 cent).
+        // Cost: GPU training 30.003333333, CPU 10.001666666 (the pods' vCPU split), memory the
+        // rest of the pods' split cost 10.001666667, idle 10.003333334: 60.01. The markup 6.001
+        // goes a tenth to each: 33.003666666, 11.001833333, 11.001833334 and 11.003666667
+        // (nano-dollars left over by largest remainder), 66.011 in all → $66.01; the floors
+        // add up to $66.00 and the cent left goes to idle (.3666667 of a cent).
         let costs = vec![CostRollup {
             cpu_split_nanos: 10_001_666_666,
             vcpu_hours: 100.0,
@@ -708,21 +747,21 @@ mod tests {
         assert_eq!(
             amounts,
             [
-                ("gpu_training", 3_000),
-                ("cpu", 1_000),
-                ("memory", 1_000),
-                ("shared_idle", 1_001),
-                ("markup", 600),
+                ("gpu_training", 3_300),
+                ("cpu", 1_100),
+                ("memory", 1_100),
+                ("shared_idle", 1_101),
                 ("tax", 1_320)
             ]
         );
         assert_eq!(
             (draft.subtotal.0, draft.markup.0, draft.tax.0, draft.total.0),
-            (6_001, 600, 1_320, 7_921)
+            (6_601, 0, 1_320, 7_921),
+            "no markup line: it is in the prices; tax is 20 % of $66.01"
         );
         assert_eq!(draft.lines[0].quantity, Some(12.0));
-        assert_eq!(draft.lines[0].unit_price.as_deref(), Some("2.5000"));
-        // $10.00 for 100 vCPU-hours and for 400 GB-hours of memory.
+        assert_eq!(draft.lines[0].unit_price.as_deref(), Some("2.7500"));
+        // $11.00 for 100 vCPU-hours and for 400 GB-hours of memory.
         let quantities: Vec<_> = draft.lines[1..3]
             .iter()
             .map(|l| (l.quantity, l.unit.as_deref(), l.unit_price.as_deref()))
@@ -730,10 +769,30 @@ mod tests {
         assert_eq!(
             quantities,
             [
-                (Some(100.0), Some("vCPU-hour"), Some("0.1000")),
-                (Some(400.0), Some("GB-hour"), Some("0.0250"))
+                (Some(100.0), Some("vCPU-hour"), Some("0.1100")),
+                (Some(400.0), Some("GB-hour"), Some("0.0275"))
             ]
         );
+    }
+
+    /// A net client's share of AWS's discounts lowers its lines, as the markup raises them.
+    #[test]
+    fn a_discount_passed_on_is_in_the_prices_too() {
+        let charge = ClientRollup {
+            client: "acme".into(),
+            direct_cost_nanos: 100_000_000_000,
+            storage_nanos: 0,
+            discount_nanos: -10_000_000_000,
+            markup_basis_points: 1_000,
+            markup_nanos: 9_000_000_000,
+            ..ClientRollup::default()
+        };
+        // $100 of GPU, $10 of discount, 10 % on the $90 left: $99 charged, on one line.
+        let lines =
+            priced_lines(&rollups(charge, vec![cost("inference", 100_000_000_000, 50.0)]), "acme").unwrap();
+        let lines: Vec<_> =
+            lines.iter().map(|l| (l.category.as_str(), l.amount.0, l.unit_price.as_deref())).collect();
+        assert_eq!(lines, [("gpu_inference", 9_900, Some("1.9800"))]);
     }
 
     fn issued(number: &str, lines: &[(&str, i64)]) -> Invoice {

@@ -278,7 +278,10 @@ pub fn render(invoice: &Invoice) -> Result<Vec<u8>, String> {
         ("Tax", invoice.tax, REGULAR_FONT),
         ("Total", invoice.total, BOLD_FONT),
     ];
-    for (label, amount, font) in totals {
+    // A markup stands on documents issued before it was folded into the prices.
+    for (label, amount, font) in
+        totals.into_iter().filter(|(label, amount, _)| *label != "Markup" || amount.0 != 0)
+    {
         let y = layout.y - 6.0;
         let label = if label == "Total" { format!("Total ({currency})") } else { label.to_string() };
         layout.text_right(font, 10.0, PRICE_RIGHT, y, &label);

@@ -39,6 +39,33 @@ pub const DEFAULT_PREFIX: &str = "cur";
 pub const DEFAULT_EXPORT_NAME: &str = "gpuledger-cur2";
 /// How many months `demo` generates.
 pub const DEMO_MONTHS: u32 = 6;
+
+/// The agency's agreements with the demo world's clients, from the first month: a markup on
+/// each (acme 15 %, globex 12 % charged net of AWS's discounts, initech 10 %, umbrella
+/// 8 %), as an agency reselling GPU capacity would have. The settings to save, none when the
+/// clients already have terms.
+pub fn demo_terms(
+    history: &crate::domain::settings::SettingsHistory,
+) -> Result<Vec<crate::domain::settings::SettingVersion>, String> {
+    use crate::domain::settings::{ChargeBasis, EffectiveFrom, SettingKind};
+    if history.versions.iter().any(|v| v.kind == SettingKind::Client) {
+        return Ok(Vec::new());
+    }
+    [
+        ("acme", 1_500, ChargeBasis::Amortized),
+        ("globex", 1_200, ChargeBasis::Net),
+        ("initech", 1_000, ChargeBasis::Amortized),
+        ("umbrella", 800, ChargeBasis::Amortized),
+    ]
+    .into_iter()
+    .map(|(client, basis_points, basis)| {
+        history.client_version(client, EffectiveFrom::BEGINNING, |terms| {
+            terms.markup_basis_points = basis_points;
+            terms.basis = basis;
+        })
+    })
+    .collect()
+}
 /// How many months of Cost Explorer history before them.
 pub const DEMO_HISTORY_MONTHS: u32 = 3;
 

@@ -1,7 +1,9 @@
 //! Accounts, roles and client scopes at the web edge, on the demo data, through the router:
 //! who may open what (every route the pages link to, with every twin and download, for each
 //! role and for a client user of every client, on SQLite and Postgres), that a scoped user
-//! never sees another client's name or number, and how sign-in behaves (brute force,
+//! never sees another client's name or number, that a client user never sees what it cost the
+//! agency (cost to serve, markup, margin, discounts) in any page, twin, CSV, XLSX or PDF, and
+//! how sign-in behaves (brute force,
 //! fixation, disabled users, CSRF, `/metrics`).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,6 +25,7 @@ struct Reply {
     status: StatusCode,
     headers: HeaderMap,
     body: String,
+    bytes: Vec<u8>,
 }
 
 impl Reply {
@@ -65,7 +68,7 @@ async fn send_with(
     let status = response.status();
     let headers = response.headers().clone();
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    Reply { status, headers, body: String::from_utf8_lossy(&bytes).into_owned() }
+    Reply { status, headers, body: String::from_utf8_lossy(&bytes).into_owned(), bytes: bytes.to_vec() }
 }
 
 /// A form field's value in a page.
@@ -255,6 +258,62 @@ fn expected(role: Role, own: &[String], namespaces: &BTreeMap<String, String>, u
     StatusCode::OK
 }
 
+/// What a person reads in an answer: a page, twin or CSV as it is (without stylesheets and
+/// scripts), an XLSX's cells (the text of its XML, unzipped), a PDF's text (`pdftotext`).
+fn readable(reply: &Reply) -> String {
+    let kind = reply.header(header::CONTENT_TYPE);
+    if kind.starts_with("application/pdf") {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), &reply.bytes).unwrap();
+        let output = std::process::Command::new("pdftotext")
+            .arg(file.path())
+            .arg("-")
+            .output()
+            .expect("pdftotext (poppler-utils)");
+        assert!(output.status.success(), "pdftotext: {}", String::from_utf8_lossy(&output.stderr));
+        return String::from_utf8_lossy(&output.stdout).into_owned();
+    }
+    if kind.contains("spreadsheetml") {
+        let mut archive = zip::ZipArchive::new(std::io::Cursor::new(&reply.bytes)).unwrap();
+        let mut text = String::new();
+        for i in 0..archive.len() {
+            let mut file = archive.by_index(i).unwrap();
+            if file.name().ends_with(".xml") {
+                let mut xml = String::new();
+                std::io::Read::read_to_string(&mut file, &mut xml).unwrap();
+                // The cells' text, not the markup's names (a sheet has `pageMargins`).
+                for piece in xml.split('<') {
+                    text.push_str(piece.split_once('>').map(|(_, t)| t).unwrap_or(""));
+                    text.push(' ');
+                }
+            }
+        }
+        return text;
+    }
+    let mut text = reply.body.clone();
+    for (open, close) in [("<style", "</style>"), ("<script", "</script>")] {
+        while let Some(start) = text.find(open) {
+            let end = text[start..].find(close).map(|e| start + e + close.len()).unwrap_or(text.len());
+            text.replace_range(start..end, "");
+        }
+    }
+    text
+}
+
+/// Words that tell of the agency's economics, which a client user must never read. An
+/// invoice's JSON and CSV keep their interface's `markup` total, at zero on documents whose
+/// prices carry the markup: those two exact forms are allowed.
+const AGENCY_WORDS: [&str; 7] =
+    ["cost to serve", "cost_to_serve", "margin", "markup", "discount", "amortized", "net of"];
+
+fn agency_words(text: &str) -> Vec<&'static str> {
+    let text = text
+        .to_lowercase()
+        .replace("\"markup\":\"0.00\",", "")
+        .replace("markup_total,markup_total,,,,0.00", "");
+    AGENCY_WORDS.into_iter().filter(|word| text.contains(word)).collect()
+}
+
 /// The ways a client's total can be printed (JSON, CSV, the page's money).
 fn printed(total: f64) -> Vec<String> {
     let plain = format!("{total:.2}");
@@ -267,6 +326,13 @@ fn printed(total: f64) -> Vec<String> {
         grouped.push(digit);
     }
     vec![plain.clone(), format!("{grouped}.{cents}")]
+}
+
+/// The demo's markups (and a client charged net), so that a client's charge differs from what
+/// it cost the agency.
+async fn with_demo_terms(store: &dyn Store) {
+    let terms = gpuledger::synth::demo_terms(&store.settings().await.unwrap()).unwrap();
+    store.save_settings(&terms).await.unwrap();
 }
 
 /// The matrix on one database holding the demo data.
@@ -301,6 +367,22 @@ async fn the_matrix(store: Box<dyn Store>, what: &str) {
             .unwrap();
         INVOICED.with(|invoiced| invoiced.borrow_mut().insert(document.number, client.clone()));
     }
+    // What each client cost the agency, month by month, and its markup: a client user must
+    // not read these figures either (as the agency's page prints them). A month without
+    // markup cost what it was charged: nothing to hide there.
+    let mut costs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for client in &names {
+        let reply =
+            send(&state, Method::GET, &format!("/clients/{client}?format=json"), &admin_cookie, None).await;
+        let json: Value = serde_json::from_str(&reply.body).unwrap();
+        let figures = costs.entry(client.clone()).or_default();
+        for row in json["months"]["rows"].as_array().unwrap().iter().filter(|r| r["markup"].amount() != 0.0) {
+            for key in ["cost_to_serve", "markup"] {
+                figures.extend(printed(row[key].amount()).into_iter().filter(|t| t.len() >= 6));
+            }
+        }
+    }
+    assert!(costs.values().filter(|f| f.len() >= 4).count() >= 2, "{what}: clients with a markup: {costs:?}");
     let urls = crawl(&state, &admin_cookie, 5000).await;
     let documents = urls.iter().filter(|u| u.starts_with("/invoices/GL-")).count();
     assert!(
@@ -328,14 +410,16 @@ async fn the_matrix(store: Box<dyn Store>, what: &str) {
                 "{what}: {name} ({role}) GET {url}: {}",
                 &reply.body[..reply.body.len().min(300)]
             );
+            // Downloads as a person reads them (a PDF's text, an XLSX's cells).
+            let text = if others.is_empty() { String::new() } else { readable(&reply) };
             for (other, totals) in &others {
                 assert!(
-                    !reply.body.contains(other.as_str()),
+                    !reply.body.contains(other.as_str()) && !text.contains(other.as_str()),
                     "{what}: {name} ({role}) sees the name of {other} in {url}"
                 );
                 for total in totals.iter().filter(|t| t.len() >= 6) {
                     assert!(
-                        !reply.body.contains(total.as_str()),
+                        !reply.body.contains(total.as_str()) && !text.contains(total.as_str()),
                         "{what}: {name} ({role}) sees {other}'s total {total} in {url}"
                     );
                 }
@@ -353,6 +437,31 @@ async fn the_matrix(store: Box<dyn Store>, what: &str) {
         if name != admin {
             assert_eq!(audited, downloads, "{what}: {name}'s downloads in the audit log");
         }
+        // A client user reads what it is charged, never what it cost: no such word or figure
+        // in anything it can get, from the administrator's links or its own pages' links.
+        if *role == Role::Client {
+            let own_urls = crawl(&state, &cookie, 2000).await;
+            let mut read = 0;
+            for url in urls.iter().chain(&own_urls) {
+                let reply = send(&state, Method::GET, url, &cookie, None).await;
+                assert!(!reply.status.is_server_error(), "{what}: {name} GET {url}: {}", reply.status);
+                if reply.status != StatusCode::OK {
+                    continue;
+                }
+                let text = readable(&reply);
+                let words = agency_words(&text);
+                assert!(words.is_empty(), "{what}: {name} reads {words:?} in {url}");
+                for figure in own.iter().flat_map(|c| &costs[c]) {
+                    assert!(
+                        !text.contains(figure.as_str()),
+                        "{what}: {name} reads the agency's figure {figure} in {url}"
+                    );
+                }
+                read += 1;
+            }
+            assert!(read >= 10, "{what}: {name} read {read} answers");
+            checked += read;
+        }
     }
     eprintln!(
         "{what}: {} URLs ({twins} twins and downloads) × {} users = {checked} answers checked",
@@ -365,6 +474,7 @@ async fn the_matrix(store: Box<dyn Store>, what: &str) {
 async fn every_route_answers_each_role_as_it_should_and_scoped_users_see_no_other_client_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let store = crate::helpers::connect(&format!("sqlite:{}", dir.path().join("matrix.db").display())).await;
+    with_demo_terms(store.as_ref()).await;
     crate::engine::generate_and_load(store.as_ref(), dir.path(), 2, 44).await;
     the_matrix(store, "sqlite").await;
 }
@@ -374,6 +484,7 @@ async fn every_route_answers_each_role_as_it_should_and_scoped_users_see_no_othe
     let Some(database) = helpers::fresh_postgres().await else { return };
     let dir = tempfile::tempdir().unwrap();
     let store = crate::helpers::connect(&database.url).await;
+    with_demo_terms(store.as_ref()).await;
     crate::engine::generate_and_load(store.as_ref(), dir.path(), 2, 44).await;
     the_matrix(store, "postgres").await;
 }
@@ -527,7 +638,7 @@ async fn through_proxy(state: &AppState, method: Method, uri: &str, user: &str, 
     let status = response.status();
     let headers = response.headers().clone();
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    Reply { status, headers, body: String::from_utf8_lossy(&bytes).into_owned() }
+    Reply { status, headers, body: String::from_utf8_lossy(&bytes).into_owned(), bytes: bytes.to_vec() }
 }
 
 /// Two replicas of one database behind one proxy: a form rendered by one is accepted by the

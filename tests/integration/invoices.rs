@@ -87,10 +87,12 @@ fn invoice_story(database: &str, work: &Path) {
     );
     gl(database, &["invoice", "seller", "--name", "Northwind ML Agency", "--number-format", "NW-{seq:05}"]);
 
-    // The draft is the chargeback to the cent; tax on top; the total is the sum of the lines.
+    // The draft is the chargeback to the cent, the 12.5 % markup in the lines' prices (no line
+    // of its own); tax on top; the total is the sum of the lines.
     let draft =
         json(database, &["invoice", "draft", "--client", "acme", "--period", "2026-10", "--format", "json"]);
-    let before_tax = cents(&draft["subtotal"]) + cents(&draft["markup"]);
+    assert_eq!(cents(&draft["markup"]), 0, "{draft}");
+    let before_tax = cents(&draft["subtotal"]);
     assert_eq!(before_tax, charge_cents(database, "acme"), "{draft}");
     assert_eq!(cents(&draft["tax"]), (before_tax * 88_750 + 500_000).div_euclid(1_000_000));
     assert_eq!(lines_sum(&draft), cents(&draft["total"]));

@@ -9,7 +9,10 @@ use serde_json::json;
 use super::WebError;
 use super::{Card, Content, Opening, answer, money, percent, url_escape, usd};
 use crate::domain::settings::{ChargeBasis, Pool, policy_text};
-use crate::report::rollup::{self, Report};
+use std::collections::BTreeMap;
+
+use crate::money::Cents;
+use crate::report::rollup::{self, Report, RollupRange};
 use crate::report::table::{Cell, Nanos, Table};
 use crate::store::ClientRollup;
 use crate::web::charts;
@@ -49,11 +52,13 @@ pub async fn page(Path(client): Path<String>, page: Opening) -> Result<Response,
     let Some(range) = &view.range else {
         return answer(&state, &filters, &headers, &view, content).await;
     };
-    // A client user has no Clients page to go back to.
-    if view.viewer.role != crate::auth::Role::Client {
-        let clients = format!("/clients?{}", super::range_query(range));
-        content.crumbs = vec![("Clients".into(), Some(clients)), (client.clone(), None)];
+    // A client user sees what it is charged, never what it cost the agency.
+    if view.viewer.role == crate::auth::Role::Client {
+        content = own_view(&state, &client, range, &view.computed, content).await?;
+        return answer(&state, &filters, &headers, &view, content).await;
     }
+    let clients = format!("/clients?{}", super::range_query(range));
+    content.crumbs = vec![("Clients".into(), Some(clients)), (client.clone(), None)];
     let sum = rollup::client_sums(range).remove(&client).unwrap_or_default();
     let card = |label: &str, value: String| Card { label: label.into(), value, ..Card::default() };
     content.cards = vec![card("Direct cost (its pods and tagged resources)", usd(sum.direct_total_nanos()))];
@@ -74,28 +79,7 @@ pub async fn page(Path(client): Path<String>, page: Opening) -> Result<Response,
         let at = content.cards.len() - 2;
         content.cards.insert(at, discount);
     }
-    // The latest month of the range against the client's budget, if it has one.
-    let history = state.store.settings().await?;
-    let latest = range.parts.iter().rev().find(|(_, whole)| *whole).map(|(rollups, _)| rollups);
-    if let Some(rollups) = latest
-        && let Ok(period) = rollups.period.period.parse()
-        && let Some(budget) =
-            history.budget(&client, period).map_err(|e| WebError::bad("client", e, Vec::new()))?
-        && let Some(check) = crate::invoice::BudgetCheck::new(rollups, &client, budget)
-    {
-        content.cards.push(Card {
-            label: format!("Budget {period}"),
-            value: check.describe(),
-            previous: String::new(),
-            target: format!("at most {} a month", budget.usd()),
-            status: if check.over() { "bad" } else { "ok" }.into(),
-            ..Card::default()
-        });
-        content.json.insert(
-            "budget".into(),
-            json!({"period": period.to_string(), "budget": budget, "actual": check.actual, "forecast": check.forecast, "over": check.over()}),
-        );
-    }
+    budget_card(&state, &client, range, &mut content).await?;
     content.notes.push(format!(
         "Rules in force: \"{}\" — {client} {}. Charged {}. Markup {} applies to direct and shared cost{}. \
          Totals cover the whole billing months in the range.",
@@ -150,15 +134,7 @@ pub async fn page(Path(client): Path<String>, page: Opening) -> Result<Response,
     let totals: Vec<f64> = months.iter().map(|c| total(c) as f64 / 1e9).collect();
     content.charts.push(charts::bars(&format!("{client}: total charged by month"), "USD", &labels, &totals));
     // What stands invoiced for each month (the invoice with its notes), beside the charge.
-    let documents = state.store.documents(Some(&client), None).await?;
-    let periods: std::collections::BTreeSet<&str> = documents.iter().map(|d| d.period.as_str()).collect();
-    let invoices: Vec<crate::invoice::Standing> = periods
-        .iter()
-        .filter_map(|p| {
-            let family: Vec<_> = documents.iter().filter(|d| d.period == *p).cloned().collect();
-            crate::invoice::Standing::find(&family)
-        })
-        .collect();
+    let invoices = standing_invoices(&state, &client).await?;
     let trend = Table {
         title: format!("{client} by month"),
         totals: Vec::new(),
@@ -200,19 +176,13 @@ pub async fn page(Path(client): Path<String>, page: Opening) -> Result<Response,
          margin (markup over the charge) and what stands invoiced; a month links to its invoice",
         trend,
     );
-    // Each month links to what an invoice of it is: its draft (and from there what was
-    // issued), or for a client's own login the register of that month.
+    // Each month links to what an invoice of it is: its draft (and from there what was issued).
     let invoice_links = months
         .iter()
         .map(|c| {
             let (client, period) = (url_escape(&client), &c.period);
-            crate::invoice::invoiceable(&c.client).then(|| {
-                if view.viewer.role == crate::auth::Role::Client {
-                    format!("/invoices?client={client}&period={period}")
-                } else {
-                    format!("/invoices/draft?client={client}&period={period}")
-                }
-            })
+            crate::invoice::invoiceable(&c.client)
+                .then(|| format!("/invoices/draft?client={client}&period={period}"))
         })
         .collect();
     if let Some(table) = content.tables.last_mut() {
@@ -225,4 +195,209 @@ pub async fn page(Path(client): Path<String>, page: Opening) -> Result<Response,
     workloads.extra.clear();
     content.table("workloads", &format!("{client}'s workloads in {}", range.label), workloads);
     answer(&state, &filters, &headers, &view, content).await
+}
+
+/// The invoice standing for each month of `client` that has one.
+async fn standing_invoices(
+    state: &crate::web::AppState,
+    client: &str,
+) -> Result<Vec<crate::invoice::Standing>, WebError> {
+    let documents = state.store.documents(Some(client), None).await?;
+    let periods: std::collections::BTreeSet<&str> = documents.iter().map(|d| d.period.as_str()).collect();
+    Ok(periods
+        .iter()
+        .filter_map(|p| {
+            let family: Vec<_> = documents.iter().filter(|d| d.period == *p).cloned().collect();
+            crate::invoice::Standing::find(&family)
+        })
+        .collect())
+}
+
+/// The latest whole month of the range against the client's budget, if it has one: a card,
+/// and `budget` in the JSON.
+async fn budget_card(
+    state: &crate::web::AppState,
+    client: &str,
+    range: &RollupRange,
+    content: &mut Content,
+) -> Result<(), WebError> {
+    let history = state.store.settings().await?;
+    let latest = range.parts.iter().rev().find(|(_, whole)| *whole).map(|(rollups, _)| rollups);
+    if let Some(rollups) = latest
+        && let Ok(period) = rollups.period.period.parse()
+        && let Some(budget) =
+            history.budget(client, period).map_err(|e| WebError::bad("client", e, Vec::new()))?
+        && let Some(check) = crate::invoice::BudgetCheck::new(rollups, client, budget)
+    {
+        content.cards.push(Card {
+            label: format!("Budget {period}"),
+            value: check.describe(),
+            previous: String::new(),
+            target: format!("at most {} a month", budget.usd()),
+            status: if check.over() { "bad" } else { "ok" }.into(),
+            ..Card::default()
+        });
+        content.json.insert(
+            "budget".into(),
+            json!({"period": period.to_string(), "budget": budget, "actual": check.actual, "forecast": check.forecast, "over": check.over()}),
+        );
+    }
+    Ok(())
+}
+
+/// A client user's own page, "Your charges": the total first, what it is charged for (the
+/// lines its invoices carry, at its prices, over the whole months of the range), its budget,
+/// its months with what stands invoiced, and its workloads' use. Nothing of what the agency
+/// pays: no cost, markup, margin or discount (the lines already carry the markup and any
+/// discount passed on, as its invoices do).
+async fn own_view(
+    state: &crate::web::AppState,
+    client: &str,
+    range: &RollupRange,
+    computed: &[std::sync::Arc<crate::store::Rollups>],
+    mut content: Content,
+) -> Result<Content, WebError> {
+    content.title = format!("Your charges: {client}");
+    let whole: Vec<&crate::store::Rollups> =
+        range.parts.iter().filter(|(_, whole)| *whole).map(|(rollups, _)| rollups.as_ref()).collect();
+    // The lines of every whole month, added up by kind of use.
+    let mut lines: Vec<crate::invoice::Line> = Vec::new();
+    let mut workloads: BTreeMap<(String, String, String), (f64, Cents)> = BTreeMap::new();
+    for rollups in &whole {
+        let Ok(month) = crate::invoice::priced_lines(rollups, client) else { continue };
+        for line in month {
+            match lines.iter_mut().find(|l| l.category == line.category) {
+                Some(sum) => {
+                    sum.amount = sum.amount + line.amount;
+                    sum.quantity = match (sum.quantity, line.quantity) {
+                        (None, None) => None,
+                        (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+                    };
+                }
+                None => lines.push(line),
+            }
+        }
+        for row in crate::invoice::priced_workloads(rollups, client).unwrap_or_default() {
+            let entry = workloads.entry((row.namespace, row.workload, row.workload_class)).or_default();
+            entry.0 += row.gpu_hours;
+            entry.1 = entry.1 + row.amount;
+        }
+    }
+    for line in &mut lines {
+        line.quantity = line.quantity.map(|q| (q * 100.0).round() / 100.0);
+        line.unit_price = crate::invoice::unit_price(line.quantity, line.amount);
+    }
+    let charged: Cents = lines.iter().map(|l| l.amount).sum();
+    let gpu_hours: f64 =
+        lines.iter().filter(|l| l.unit.as_deref() == Some("GPU-hour")).filter_map(|l| l.quantity).sum();
+    let card = |label: &str, value: String| Card { label: label.into(), value, ..Card::default() };
+    content.cards = vec![
+        card(&format!("Charged for {}", range.label), charged.usd()),
+        card("GPU-hours", crate::report::table::thousands(gpu_hours, 2)),
+    ];
+    let invoices = standing_invoices(state, client).await?;
+    let months_in_range: Vec<&str> = whole.iter().map(|r| r.period.period.as_str()).collect();
+    let invoiced: Cents = invoices
+        .iter()
+        .filter(|s| months_in_range.contains(&s.invoice.period.as_str()))
+        .map(|s| s.total())
+        .sum();
+    content.cards.push(card("Invoiced (with tax)", invoiced.usd()));
+    budget_card(state, client, range, &mut content).await?;
+    let cents = |amount: Cents| Cell::Usd(Some(Nanos::from_cents(amount)));
+    let breakdown = Table {
+        title: format!("{client}: what you are charged for"),
+        columns: vec!["line", "quantity", "unit", "unit_price", "amount"],
+        rows: lines
+            .iter()
+            .map(|l| {
+                vec![
+                    Cell::Text(l.description.clone()),
+                    Cell::Decimal(l.quantity.map(|q| format!("{q:.2}")).unwrap_or_default()),
+                    Cell::Text(l.unit.clone().unwrap_or_default()),
+                    Cell::Decimal(l.unit_price.clone().unwrap_or_default()),
+                    cents(l.amount),
+                ]
+            })
+            .collect(),
+        totals: vec![vec![
+            Cell::Text("Total before tax".into()),
+            Cell::Text(String::new()),
+            Cell::Text(String::new()),
+            Cell::Text(String::new()),
+            cents(charged),
+        ]],
+    };
+    content.table(
+        "breakdown",
+        &format!(
+            "What you are charged for in {}, as your invoices put it: each line's quantity × its \
+             unit price is its amount; shares of the platform and of idle capacity follow your \
+             agreement",
+            range.label
+        ),
+        Report::of(breakdown),
+    );
+    let months: Vec<&ClientRollup> =
+        computed.iter().flat_map(|r| r.clients.iter().filter(|c| c.client == client)).collect();
+    let labels: Vec<String> = months.iter().map(|c| c.period.clone()).collect();
+    let totals: Vec<f64> = months.iter().map(|c| total(c) as f64 / 1e9).collect();
+    content.charts.push(charts::bars(&format!("{client}: charged by month"), "USD", &labels, &totals));
+    let trend = Table {
+        title: format!("{client} by month"),
+        totals: Vec::new(),
+        columns: vec!["month", "charged", "invoice", "invoiced_total"],
+        rows: months
+            .iter()
+            .map(|c| {
+                let standing = invoices.iter().find(|s| s.invoice.period == c.period);
+                vec![
+                    Cell::Text(c.period.clone()),
+                    Cell::Usd(Some(Nanos::from_cents(Cents::from_nanos(total(c))))),
+                    Cell::Text(standing.map(|s| s.invoice.number.clone()).unwrap_or_default()),
+                    Cell::Usd(standing.map(|s| Nanos::from_cents(s.total()))),
+                ]
+            })
+            .collect(),
+    };
+    content.table(
+        "months",
+        "By month (every month billed so far; the numbers behind the chart) with what stands \
+         invoiced; a month links to its invoices",
+        Report::of(trend),
+    );
+    let links = months
+        .iter()
+        .map(|c| Some(format!("/invoices?client={}&period={}", url_escape(client), c.period)))
+        .collect();
+    if let Some(table) = content.tables.last_mut() {
+        table.3 = links;
+    }
+    let mut rows: Vec<_> = workloads.into_iter().collect();
+    rows.sort_by(|a, b| b.1.1.cmp(&a.1.1).then_with(|| a.0.cmp(&b.0)));
+    let usage = Table {
+        title: format!("{client}'s workloads in {}", range.label),
+        totals: Vec::new(),
+        columns: vec!["namespace", "workload", "workload_class", "gpu_hours", "charged"],
+        rows: rows
+            .into_iter()
+            .map(|((namespace, workload, class), (hours, amount))| {
+                vec![
+                    Cell::Text(namespace),
+                    Cell::Text(workload),
+                    Cell::Text(class),
+                    Cell::Hours((hours * 100.0).round() / 100.0),
+                    cents(amount),
+                ]
+            })
+            .collect(),
+    };
+    content.table(
+        "workloads",
+        "Your workloads: the GPU-hours each was allocated and its part of the GPU, CPU and memory lines",
+        Report::of(usage),
+    );
+    content.json.insert("client".into(), json!(client));
+    content.json.insert("total_charged".into(), json!(charged.decimal()));
+    Ok(content)
 }

@@ -338,12 +338,17 @@ fn document_page(viewer: &Viewer, doc: Invoice, family: &[Invoice], message: &st
             )
         })
         .collect();
-    let totals = vec![
-        ("Subtotal".to_string(), doc.subtotal.usd()),
-        ("Markup".to_string(), doc.markup.usd()),
-        ("Tax".to_string(), doc.tax.usd()),
-        (format!("Total ({})", doc.currency), doc.total.usd()),
-    ];
+    // A markup line stands only on documents issued before it was folded into the prices.
+    let totals = [
+        ("Subtotal".to_string(), doc.subtotal),
+        ("Markup".to_string(), doc.markup),
+        ("Tax".to_string(), doc.tax),
+        (format!("Total ({})", doc.currency), doc.total),
+    ]
+    .into_iter()
+    .filter(|(label, amount)| label != "Markup" || amount.0 != 0)
+    .map(|(label, amount)| (label, amount.usd()))
+    .collect();
     let related = family
         .iter()
         .filter(|d| d.number != doc.number)
