@@ -104,6 +104,101 @@ pub async fn issue(
     Ok(store.issue_document(client, &period.to_string(), &build).await?)
 }
 
+/// What issuing a whole month would do for the clients `sees` allows: the drafts to issue
+/// (no invoice stands, something to charge), in the order of the clients' names, and the
+/// clients left out with why.
+#[derive(Debug, Clone, Default)]
+pub struct MonthBatch {
+    pub drafts: Vec<Invoice>,
+    pub skipped: Vec<(String, String)>,
+}
+
+/// The month's batch: every client of `period`'s chargeback that `sees` allows.
+pub async fn month_batch(
+    store: &dyn Store,
+    period: Period,
+    sees: &(dyn Fn(&str) -> bool + Sync),
+) -> Result<MonthBatch, InvoiceError> {
+    let key = period.to_string();
+    let rollups = store.rollups(&key).await?.ok_or_else(|| {
+        InvoiceError::NotFound(format!("{key} is not computed: ingest its CUR export first"))
+    })?;
+    let mut clients: Vec<&str> = rollups
+        .clients
+        .iter()
+        .map(|c| c.client.as_str())
+        .filter(|c| super::invoiceable(c) && sees(c))
+        .collect();
+    clients.sort();
+    let mut batch = MonthBatch::default();
+    for client in clients {
+        let view = draft_view(store, client, period).await?;
+        if let Some(standing) = &view.standing {
+            batch.skipped.push((client.to_string(), format!("invoice {} stands", standing.invoice.number)));
+        } else if view.draft.lines.is_empty() {
+            batch.skipped.push((client.to_string(), "nothing to charge".into()));
+        } else {
+            batch.drafts.push(view.draft);
+        }
+    }
+    Ok(batch)
+}
+
+/// Issues `clients`' invoices for `period` together, under consecutive numbers in the
+/// order given: all of them, or none (a client invoiced meanwhile, or with nothing to
+/// charge, refuses the whole batch and no number is used).
+pub async fn issue_month(
+    store: &dyn Store,
+    clients: &[String],
+    period: Period,
+    actor: &str,
+    allow_open: bool,
+) -> Result<Vec<Invoice>, InvoiceError> {
+    let now = Utc::now();
+    if period.end() > now.timestamp() && !allow_open {
+        return Err(InvoiceError::Refused(format!(
+            "{period} is not over yet: its bill can still change (issue it after the month ends, or allow an open month)"
+        )));
+    }
+    if clients.is_empty() {
+        return Err(InvoiceError::Refused(format!("no invoice of {period} to issue")));
+    }
+    let mut drafts = Vec::with_capacity(clients.len());
+    for client in clients {
+        let view = draft_view(store, client, period).await?;
+        if view.draft.lines.is_empty() {
+            return Err(InvoiceError::Refused(format!(
+                "{client} has nothing to charge in {period}: nothing was issued"
+            )));
+        }
+        drafts.push(view.draft);
+    }
+    let actor = actor.to_string();
+    let build = move |i: usize, seq: i64, seller: &super::Seller, existing: &[Invoice]| {
+        let draft = &drafts[i];
+        if let Some(standing) = Standing::find(existing) {
+            return Err(format!(
+                "invoice {} already stands for {} in {}: nothing was issued",
+                standing.invoice.number, draft.client, draft.period
+            ));
+        }
+        finish(draft.clone(), seller, seq, &actor, now)
+    };
+    let batch: Vec<(String, String)> = clients.iter().map(|c| (c.clone(), period.to_string())).collect();
+    Ok(store.issue_documents(&batch, &build).await?)
+}
+
+/// The numbers the series' next `count` documents would take if issued now (a preview: a
+/// document issued meanwhile takes the first).
+pub async fn next_numbers(store: &dyn Store, count: usize) -> Result<Vec<String>, InvoiceError> {
+    use chrono::Datelike;
+    let (last, seller) = store.series().await?;
+    let year = Utc::now().year();
+    (1..=count as i64)
+        .map(|i| format_number(&seller.number_format, last + i, year).map_err(InvoiceError::Refused))
+        .collect()
+}
+
 /// Issues the note that brings the standing invoice of `client` and `period` to today's
 /// draft: a credit note when the charge fell, a debit note when it rose.
 pub async fn adjust(

@@ -451,6 +451,10 @@ pub trait AlertStore: Send + Sync {
 /// the document (numbered) and its PDF, or why it may not be issued.
 pub type IssueBuilder = dyn Fn(i64, &Seller, &[Invoice]) -> Result<(Invoice, Vec<u8>), String> + Send + Sync;
 
+/// Builds the `i`-th document of a batch (see [`IssueBuilder`]).
+pub type BatchBuilder<'a> =
+    dyn Fn(usize, i64, &Seller, &[Invoice]) -> Result<(Invoice, Vec<u8>), String> + Send + Sync + 'a;
+
 /// Invoices: clients' billing details, the seller and the number series, and the issued
 /// documents, which never change once stored.
 #[async_trait]
@@ -469,7 +473,24 @@ pub trait InvoiceStore: Send + Sync {
     /// and stores it with its PDF. Concurrent issuers wait for each other, so no two
     /// documents share a number and a failed `build` leaves no gap. `build`'s refusal is
     /// [`StoreError::Invalid`].
-    async fn issue_document(&self, client: &str, period: &str, build: &IssueBuilder) -> StoreResult<Invoice>;
+    async fn issue_document(&self, client: &str, period: &str, build: &IssueBuilder) -> StoreResult<Invoice> {
+        let batch = |_: usize, seq: i64, seller: &Seller, existing: &[Invoice]| build(seq, seller, existing);
+        let mut issued = self.issue_documents(&[(client.to_string(), period.to_string())], &batch).await?;
+        Ok(issued.remove(0))
+    }
+
+    /// Issues one document for each (client, period) of `batch`, in its order, under
+    /// consecutive numbers, in one transaction: all of them, or none when one `build`
+    /// refuses or a write fails (no number is used then).
+    async fn issue_documents(
+        &self,
+        batch: &[(String, String)],
+        build: &BatchBuilder,
+    ) -> StoreResult<Vec<Invoice>>;
+
+    /// The series' last number used (0 before the first) and the seller: what the next
+    /// document would be numbered (a preview; issuing takes the number in its transaction).
+    async fn series(&self) -> StoreResult<(i64, Seller)>;
 
     /// Issued documents (without their PDFs), in the order they were issued, of one client
     /// and/or period when given; statuses derived from their notes.

@@ -184,6 +184,7 @@ pub static PAGES: &[Page] = &[
     },
     Page { post: ISSUERS, ..page("/invoices/issue", || post(pages::invoice_issue)) },
     Page { post: ISSUERS, ..page("/invoices/adjust", || post(pages::invoice_adjust)) },
+    Page { post: ISSUERS, ..page("/invoices/issue-month", || post(pages::invoice_issue_month)) },
     Page { post: ISSUERS, ..page("/invoices/{number}", || get(pages::invoice)) },
     Page { post: ISSUERS, ..page("/invoices/{number}/credit", || post(pages::invoice_credit)) },
     Page { post: ISSUERS, ..page("/invoices/{number}/{format}", || get(pages::invoice_export)) },

@@ -700,3 +700,183 @@ async fn proxy_users_forms_rendered_by_one_replica_are_accepted_by_another_on_po
     };
     proxy_forms_cross_replicas(&shared.url, &other.url).await;
 }
+
+/// A page's text as read: the entities askama writes for quotes and ampersands undone.
+fn plain(html: &str) -> String {
+    html.replace("&#39;", "'")
+        .replace("&#x27;", "'")
+        .replace("&quot;", "\"")
+        .replace("&#34;", "\"")
+        .replace("&#38;", "&")
+        .replace("&amp;", "&")
+}
+
+/// The draft's total of `client` and `period` as the pages print it ("$1,234.56").
+async fn draft_total(state: &AppState, cookie: &str, client: &str, period: &str) -> String {
+    let url = format!("/invoices/draft?client={client}&period={period}&format=json");
+    let json: Value = serde_json::from_str(&send(state, Method::GET, &url, cookie, None).await.body).unwrap();
+    let cents: gpuledger::money::Cents = json["total"].as_str().unwrap().parse().unwrap();
+    cents.usd()
+}
+
+/// Issuing asks first: a POST without `confirm` says what will happen (the number it takes,
+/// the total, who sees it) and issues nothing; confirmed, the invoice takes that number and
+/// its page says what was done. A void asks for its reason, which the credit note prints. A
+/// month is issued in one action under consecutive numbers, or not at all when one of its
+/// invoices cannot be (here: issued meanwhile), and no number is used then.
+#[tokio::test]
+async fn issuing_and_voiding_confirm_first_and_a_month_is_issued_all_or_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::helpers::connect(&format!("sqlite:{}", dir.path().join("confirm.db").display())).await;
+    with_demo_terms(store.as_ref()).await;
+    crate::engine::generate_and_load(store.as_ref(), dir.path(), 2, 45).await;
+    let state = signed_in_app(store);
+    add_user(state.store.as_ref(), "fin", Role::Finance, &[]).await;
+    add_user(state.store.as_ref(), "vic", Role::Viewer, &[]).await;
+    let (_, cookie) = sign_in(&state, "fin", &secret("fin"), "").await;
+    let csrf = field(&send(&state, Method::GET, "/account", &cookie, None).await.body, "csrf");
+    let post = |url: &'static str, form: String| {
+        let (state, cookie) = (state.clone(), cookie.clone());
+        async move { send(&state, Method::POST, url, &cookie, Some(&form)).await }
+    };
+    let issued = || async { state.store.documents(None, None).await.unwrap().len() };
+
+    // Issue acme's October: first the confirmation, then the invoice.
+    let total = draft_total(&state, &cookie, "acme", "2026-10").await;
+    let asked = post("/invoices/issue", format!("csrf={csrf}&client=acme&period=2026-10")).await;
+    assert_eq!(asked.status, StatusCode::OK, "{}", asked.body);
+    assert!(plain(&asked.body).contains("Issue invoice GL-2026-0001 to acme?"), "{}", asked.body);
+    assert!(
+        plain(&asked.body).contains(&format!("The draft for acme, 2026-10: {total} (USD)")),
+        "{}",
+        asked.body
+    );
+    assert!(plain(&asked.body).contains("acme's users see it"), "who will see it");
+    assert_eq!(issued().await, 0, "a confirmation issues nothing");
+    let done = post("/invoices/issue", format!("csrf={csrf}&client=acme&period=2026-10&confirm=yes")).await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER);
+    assert_eq!(done.header(header::LOCATION), "/invoices/GL-2026-0001?done=1");
+    let page = send(&state, Method::GET, "/invoices/GL-2026-0001?done=1", &cookie, None).await;
+    assert!(
+        plain(&page.body)
+            .contains(&format!("Invoice GL-2026-0001 issued to acme for 2026-10: {total}, due ")),
+        "{}",
+        page.body
+    );
+
+    // Void it: the reason is asked for, since the client reads it on the credit note.
+    let asked = post("/invoices/GL-2026-0001/credit", format!("csrf={csrf}&reason=")).await;
+    assert_eq!(asked.status, StatusCode::OK);
+    assert!(
+        plain(&asked.body).contains("Void invoice GL-2026-0001?")
+            && plain(&asked.body).contains("credit note GL-2026-0002"),
+        "{}",
+        asked.body
+    );
+    assert!(
+        plain(&asked.body).contains("name=\"reason\"")
+            && plain(&asked.body).contains("acme's users see and download"),
+        "{}",
+        asked.body
+    );
+    let refused = post("/invoices/GL-2026-0001/credit", format!("csrf={csrf}&reason=&confirm=yes")).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    assert!(plain(&refused.body).contains("A void needs a reason"), "{}", refused.body);
+    let asked = post("/invoices/GL-2026-0001/credit", format!("csrf={csrf}&reason=Wrong+PO+number")).await;
+    assert!(
+        plain(&asked.body).contains("“Wrong PO number”"),
+        "the reason is shown as the client will read it"
+    );
+    assert_eq!(issued().await, 1, "nothing voided before the confirmation");
+    let done =
+        post("/invoices/GL-2026-0001/credit", format!("csrf={csrf}&reason=Wrong+PO+number&confirm=yes"))
+            .await;
+    assert_eq!(done.header(header::LOCATION), "/invoices/GL-2026-0002?done=1");
+    let page = send(&state, Method::GET, "/invoices/GL-2026-0002?done=1", &cookie, None).await;
+    assert!(
+        page.body
+            .contains(&format!("Credit note GL-2026-0002 issued: invoice GL-2026-0001 is voided (-{total})")),
+        "{}",
+        page.body
+    );
+
+    // The month: every client's draft with the number it would take.
+    let clients: Vec<String> = {
+        let rollups = state.store.rollups("2026-10").await.unwrap().unwrap();
+        let mut names: Vec<String> =
+            rollups.clients.iter().map(|c| c.client.clone()).filter(|c| !c.starts_with('(')).collect();
+        names.sort();
+        names
+    };
+    assert!(clients.len() >= 3, "{clients:?}");
+    let asked = post("/invoices/issue-month", format!("csrf={csrf}&period=2026-10")).await;
+    assert_eq!(asked.status, StatusCode::OK, "{}", asked.body);
+    let n = clients.len();
+    assert!(plain(&asked.body).contains(&format!("Issue {n} invoices for 2026-10?")), "{}", asked.body);
+    for (i, client) in clients.iter().enumerate() {
+        let total = draft_total(&state, &cookie, client, "2026-10").await;
+        let row = format!(
+            "<th scope=\"row\">{client}</th><td>GL-2026-{:04}</td><td class=\"num\">{total}</td>",
+            3 + i
+        );
+        assert!(plain(&asked.body).contains(&row), "{row} in {}", asked.body);
+    }
+    let listed = field(&asked.body, "clients");
+    assert_eq!(listed, clients.join(","));
+    // Meanwhile one of them is issued on its own: the batch is refused whole.
+    let second = &clients[1];
+    post("/invoices/issue", format!("csrf={csrf}&client={second}&period=2026-10&confirm=yes")).await;
+    let refused =
+        post("/invoices/issue-month", format!("csrf={csrf}&period=2026-10&clients={listed}&confirm=yes"))
+            .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT);
+    assert!(
+        plain(&refused.body).contains(&format!(
+            "invoice GL-2026-0003 already stands for {second} in 2026-10: nothing was issued"
+        )),
+        "{}",
+        refused.body
+    );
+    assert_eq!(issued().await, 3, "none of the batch was issued");
+    assert_eq!(state.store.series().await.unwrap().0, 3, "and no number was used");
+    // Confirmed again, the rest take the next numbers, consecutive, in the order listed.
+    let asked = post("/invoices/issue-month", format!("csrf={csrf}&period=2026-10")).await;
+    assert!(
+        plain(&asked.body).contains(&format!("{second} (invoice GL-2026-0003 stands)")),
+        "{}",
+        asked.body
+    );
+    let rest = field(&asked.body, "clients");
+    let done =
+        post("/invoices/issue-month", format!("csrf={csrf}&period=2026-10&clients={rest}&confirm=yes")).await;
+    let last = format!("GL-2026-{:04}", 3 + n - 1);
+    assert_eq!(done.header(header::LOCATION), format!("/invoices?period=2026-10&done=GL-2026-0004,{last}"));
+    let documents = state.store.documents(None, Some("2026-10")).await.unwrap();
+    let batch: Vec<(&str, &str)> =
+        documents[3..].iter().map(|d| (d.number.as_str(), d.client.as_str())).collect();
+    let expected: Vec<String> = (4..=3 + n - 1).map(|i| format!("GL-2026-{i:04}")).collect();
+    let others: Vec<&String> = clients.iter().filter(|c| *c != second).collect();
+    assert_eq!(batch.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>(), expected);
+    assert_eq!(
+        batch.iter().map(|(_, c)| c.to_string()).collect::<Vec<_>>(),
+        others.iter().map(|c| c.to_string()).collect::<Vec<_>>()
+    );
+    let sum: gpuledger::money::Cents = documents[3..].iter().map(|d| d.total).sum();
+    let page = send(&state, Method::GET, &done.header(header::LOCATION), &cookie, None).await;
+    let notice =
+        format!("Issued {} invoices of 2026-10, GL-2026-0004 to {last}: {} in all.", n - 1, sum.usd());
+    assert!(plain(&page.body).contains(&notice), "{notice} in {}", page.body);
+
+    // A viewer may not issue a month.
+    let (_, viewer) = sign_in(&state, "vic", &secret("vic"), "").await;
+    let csrf = field(&send(&state, Method::GET, "/account", &viewer, None).await.body, "csrf");
+    let refused = send(
+        &state,
+        Method::POST,
+        "/invoices/issue-month",
+        &viewer,
+        Some(&format!("csrf={csrf}&period=2026-10")),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+}

@@ -576,10 +576,23 @@ async fn finance_issues_an_invoice_from_the_ui_and_downloads_its_pdf_in_a_real_b
     wait_for_url(&client, "/invoices/draft?client=acme&period=2026-10").await;
     let draft_total = client.text(&client.find("css selector", "#lines tfoot tr:last-child td").await).await;
     client.click(&client.find("css selector", "form.invoice-action button").await).await;
+    // Issuing asks first, with the number the invoice will take.
+    let confirm = client.find("css selector", "form.confirm-actions button").await;
+    let label = client.text(&confirm).await;
+    assert!(label.starts_with("Issue invoice GL-"), "{label}");
+    std::fs::write(screenshots_dir().join("invoice-confirm.png"), client.screenshot().await).unwrap();
+    if let Some(axe) = axe_source() {
+        let serious = audit(&client, &axe).await;
+        assert!(serious.is_empty(), "invoice-confirm: accessibility violations {serious:#?}");
+    }
+    client.click(&confirm).await;
     wait_for_url(&client, "/invoices/GL-").await;
+    let notice = client.text(&client.find("css selector", "p.success").await).await;
+    let promised = label.rsplit(' ').next().unwrap();
+    assert!(notice.starts_with(&format!("Invoice {promised} issued to acme for 2026-10")), "{notice}");
     let heading = client.text(&client.find("css selector", "h1").await).await;
     assert!(heading.starts_with("Invoice GL-") && heading.contains("acme, 2026-10"), "{heading}");
-    let number = client.url().await.rsplit('/').next().unwrap().to_string();
+    let number = client.url().await.rsplit('/').next().unwrap().split('?').next().unwrap().to_string();
     let issued_total = client.text(&client.find("css selector", "#lines tfoot tr:last-child td").await).await;
     assert_eq!(issued_total, draft_total, "the issued invoice is the draft");
     std::fs::write(screenshots_dir().join("invoice-issued.png"), client.screenshot().await).unwrap();

@@ -16,6 +16,8 @@ const UPSERT_BILLING: &str = "INSERT INTO client_billing (client, details, updat
 
 const SELECT_SELLER: &str = "SELECT seller FROM invoice_series WHERE id = 1";
 
+const SELECT_SERIES: &str = "SELECT last_seq, seller FROM invoice_series WHERE id = 1";
+
 const UPDATE_SELLER: &str = "UPDATE invoice_series SET seller = $1 WHERE id = 1";
 
 /// Takes the next number. On Postgres the row stays locked until the transaction ends, so a
@@ -88,47 +90,62 @@ where
             .map(|_| ())
     }
 
-    async fn issue_document(&self, client: &str, period: &str, build: &IssueBuilder) -> StoreResult<Invoice> {
+    async fn issue_documents(
+        &self,
+        batch: &[(String, String)],
+        build: &BatchBuilder,
+    ) -> StoreResult<Vec<Invoice>> {
         const CONTEXT: &str = "issuing a document";
         let mut tx = self.pool.begin_with(B::WRITE_BEGIN).await.context(CONTEXT)?;
-        let row = sqlx::query(NEXT_SEQ).fetch_one(&mut *tx).await.context(CONTEXT)?;
-        let seq = row.int("last_seq").context(CONTEXT)?;
-        let seller: Seller =
-            row.text("seller").and_then(|text| parse("the seller", &text)).context(CONTEXT)?;
-        let rows = sqlx::query(SELECT_DOCUMENTS)
-            .bind(client)
-            .bind(period)
-            .fetch_all(&mut *tx)
-            .await
-            .context(CONTEXT)?;
-        let existing = documents_of(&rows).context(CONTEXT)?;
-        // A refusal rolls the transaction back (the number with it) when `tx` is dropped.
-        let (mut document, pdf) = build(seq, &seller, &existing).map_err(StoreError::Invalid)?;
-        let sha256 = crate::text::sha256_hex(&pdf);
-        document.pdf_sha256 = Some(sha256.clone());
-        document.status = invoice::Status::Issued;
-        let issued_at = chrono::Utc::now().timestamp();
-        sqlx::query(INSERT_DOCUMENT)
-            .bind(seq)
-            .bind(document.number.as_str())
-            .bind(document.kind.as_str())
-            .bind(document.refers_to.clone().unwrap_or_default())
-            .bind(client)
-            .bind(period)
-            .bind(issued_at)
-            .bind(document.actor.as_str())
-            .bind(document.total.0)
-            .bind(serde_json::to_string(&document).expect("a document serializes"))
-            .bind(pdf)
-            .bind(sha256)
-            .execute(&mut *tx)
-            .await
-            .context(CONTEXT)?;
-        // A new document changes pages (the client's months, the register): a new revision
+        let mut issued = Vec::with_capacity(batch.len());
+        for (i, (client, period)) in batch.iter().enumerate() {
+            let row = sqlx::query(NEXT_SEQ).fetch_one(&mut *tx).await.context(CONTEXT)?;
+            let seq = row.int("last_seq").context(CONTEXT)?;
+            let seller: Seller =
+                row.text("seller").and_then(|text| parse("the seller", &text)).context(CONTEXT)?;
+            let rows = sqlx::query(SELECT_DOCUMENTS)
+                .bind(client)
+                .bind(period)
+                .fetch_all(&mut *tx)
+                .await
+                .context(CONTEXT)?;
+            let existing = documents_of(&rows).context(CONTEXT)?;
+            // A refusal rolls the transaction back (every number with it) when `tx` is dropped.
+            let (mut document, pdf) = build(i, seq, &seller, &existing).map_err(StoreError::Invalid)?;
+            let sha256 = crate::text::sha256_hex(&pdf);
+            document.pdf_sha256 = Some(sha256.clone());
+            document.status = invoice::Status::Issued;
+            let issued_at = chrono::Utc::now().timestamp();
+            sqlx::query(INSERT_DOCUMENT)
+                .bind(seq)
+                .bind(document.number.as_str())
+                .bind(document.kind.as_str())
+                .bind(document.refers_to.clone().unwrap_or_default())
+                .bind(client)
+                .bind(period)
+                .bind(issued_at)
+                .bind(document.actor.as_str())
+                .bind(document.total.0)
+                .bind(serde_json::to_string(&document).expect("a document serializes"))
+                .bind(pdf)
+                .bind(sha256)
+                .execute(&mut *tx)
+                .await
+                .context(CONTEXT)?;
+            issued.push(document);
+        }
+        // New documents change pages (the client's months, the register): a new revision
         // tells the dashboards' caches.
         Self::next_revision(&mut tx).await.context(CONTEXT)?;
         tx.commit().await.context(CONTEXT)?;
-        Ok(document)
+        Ok(issued)
+    }
+
+    async fn series(&self) -> StoreResult<(i64, Seller)> {
+        const CONTEXT: &str = "reading the invoice series";
+        let row = sqlx::query(SELECT_SERIES).fetch_one(&self.pool).await.context(CONTEXT)?;
+        let seller = row.text("seller").and_then(|text| parse("the seller", &text)).context(CONTEXT)?;
+        Ok((row.int("last_seq").context(CONTEXT)?, seller))
     }
 
     async fn documents(&self, client: Option<&str>, period: Option<&str>) -> StoreResult<Vec<Invoice>> {

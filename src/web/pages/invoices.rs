@@ -24,6 +24,8 @@ pub struct InvoiceQuery {
     period: Option<String>,
     status: Option<String>,
     format: Option<String>,
+    /// Set by the redirect after an action: the page says what was done.
+    done: Option<String>,
 }
 
 struct RegisterRow {
@@ -56,6 +58,61 @@ struct RegisterPage {
     /// forecast, over.
     budget_period: String,
     budgets: Vec<(String, String, String, String, bool)>,
+    /// What a batch just issued, in words.
+    notice: String,
+    /// Whether the viewer may issue (the month's batch form), and its CSRF token.
+    may_issue: bool,
+    csrf: String,
+}
+
+/// A confirmation before an action that cannot be undone: what will happen, the numbers it
+/// will take, who will see it.
+#[derive(Template)]
+#[template(path = "confirm.html")]
+struct ConfirmPage {
+    active: &'static str,
+    heading: String,
+    error: String,
+    paragraphs: Vec<String>,
+    rows_caption: String,
+    /// Client, number it takes, total.
+    rows: Vec<(String, String, String)>,
+    rows_total: String,
+    skipped: Vec<(String, String)>,
+    /// Where the confirmed form posts; empty when there is nothing to confirm.
+    action: String,
+    fields: Vec<(&'static str, String)>,
+    ask_reason: bool,
+    danger: bool,
+    button: String,
+    cancel: String,
+    csrf: String,
+}
+
+impl ConfirmPage {
+    fn new(viewer: &Viewer, heading: String, action: String, button: String, cancel: String) -> ConfirmPage {
+        ConfirmPage {
+            active: "invoices",
+            heading,
+            error: String::new(),
+            paragraphs: Vec::new(),
+            rows_caption: String::new(),
+            rows: Vec::new(),
+            rows_total: String::new(),
+            skipped: Vec::new(),
+            action,
+            fields: Vec::new(),
+            ask_reason: false,
+            danger: false,
+            button,
+            cancel,
+            csrf: viewer.csrf.clone(),
+        }
+    }
+
+    fn answer(self, status: StatusCode) -> Result<Response, WebError> {
+        Ok((status, Html(self.render()?)).into_response())
+    }
 }
 
 /// A POST form under a document.
@@ -73,6 +130,8 @@ struct DocumentPage {
     heading: String,
     doc: Invoice,
     message: String,
+    /// What was just done (after an action), in words.
+    notice: String,
     /// Description, quantity, unit, unit price, amount.
     lines: Vec<(String, String, String, String, String)>,
     totals: Vec<(String, String)>,
@@ -179,6 +238,7 @@ pub async fn register(
     periods.sort_by(|a, b| b.cmp(a));
     periods.dedup();
     let (budget_period, budgets) = budget_rows(&state, &viewer, computed.last()).await?;
+    let notice = query.done.as_deref().map(|done| batch_notice(&all, done)).unwrap_or_default();
     let chosen = |choices: Vec<String>, value: &Option<String>| {
         choices.into_iter().map(|c| (c.clone(), value.as_ref() == Some(&c))).collect()
     };
@@ -214,8 +274,30 @@ pub async fn register(
         draft_periods,
         budget_period,
         budgets,
+        notice,
+        may_issue: may_issue(&viewer),
+        csrf: viewer.csrf.clone(),
     };
     Ok(Html(page.render()?).into_response())
+}
+
+/// "Issued 4 invoices of 2026-10, GL-2026-0005 to GL-2026-0008: $12,345.67 in all." for
+/// `done` = `FIRST,LAST`, from the documents the viewer sees (nothing for numbers it does not).
+fn batch_notice(all: &[Invoice], done: &str) -> String {
+    let Some((first, last)) = done.split_once(',') else { return String::new() };
+    let position = |number: &str| all.iter().position(|d| d.number == number);
+    let (Some(from), Some(to)) = (position(first), position(last)) else { return String::new() };
+    let Some(batch) = all.get(from..=to) else { return String::new() };
+    let total: crate::money::Cents = batch.iter().map(|d| d.total).sum();
+    let periods: std::collections::BTreeSet<&str> = batch.iter().map(|d| d.period.as_str()).collect();
+    let periods: Vec<&str> = periods.into_iter().collect();
+    format!(
+        "Issued {} invoice{} of {}, {first} to {last}: {} in all. Each client's users see theirs now.",
+        batch.len(),
+        if batch.len() == 1 { "" } else { "s" },
+        periods.join(", "),
+        total.usd()
+    )
 }
 
 /// Each client the viewer sees that has a budget for the latest computed month, against it.
@@ -277,18 +359,18 @@ fn draft_page(viewer: &Viewer, view: &DraftView, message: &str) -> DocumentPage 
         (None, _) if may_issue(viewer) => {
             page.actions.push(Action {
                 path: "/invoices/issue".into(),
-                label: "Issue this invoice",
+                label: "Issue this invoice…",
                 fields,
                 reason: false,
             });
-            page.explanation = "Issuing takes the next number and freezes the invoice and its PDF: later deliveries of the bill or changed settings never change it.".into();
+            page.explanation = "Issuing asks you to confirm, then takes the next number and freezes the invoice and its PDF: later deliveries of the bill or changed settings never change it.".into();
         }
         (None, _) => page.explanation = "Finance or an administrator issues invoices.".into(),
         (Some(standing), delta) => {
             if let Some(delta) = delta {
                 page.difference = Some(difference(view, standing, delta));
                 if may_issue(viewer) {
-                    let label = "Issue the difference as a note";
+                    let label = "Issue the difference as a note…";
                     page.actions.push(Action {
                         path: "/invoices/adjust".into(),
                         label,
@@ -383,6 +465,7 @@ fn document_page(viewer: &Viewer, doc: Invoice, family: &[Invoice], message: &st
         heading: format!("{} {}", doc.kind.title(), doc.number),
         doc,
         message: message.to_string(),
+        notice: String::new(),
         lines,
         totals,
         downloads,
@@ -418,12 +501,15 @@ pub async fn document(
     }
     let family = state.store.documents(Some(&doc.client), Some(&doc.period)).await?;
     let mut page = document_page(&viewer, doc.clone(), &family, "");
+    if query.done.is_some() {
+        page.notice = done_notice(&doc);
+    }
     let standing = invoice::Standing::find(&family);
     if doc.kind == Kind::Invoice && standing.as_ref().is_some_and(|s| s.invoice.number == doc.number) {
         if may_issue(&viewer) {
             page.actions.push(Action {
                 path: format!("/invoices/{}/credit", url_escape(&doc.number)),
-                label: "Void with a credit note",
+                label: "Void with a credit note…",
                 fields: Vec::new(),
                 reason: true,
             });
@@ -466,16 +552,51 @@ pub async fn export(
     Ok(response)
 }
 
+/// What an action just issued, in words, on the document's page.
+fn done_notice(doc: &Invoice) -> String {
+    let refers = doc.refers_to.as_deref().unwrap_or("");
+    match doc.kind {
+        Kind::Invoice => format!(
+            "Invoice {} issued to {} for {}: {}, due {}. {}'s users see it now.",
+            doc.number,
+            doc.client,
+            doc.period,
+            doc.total.usd(),
+            doc.due_at.as_deref().unwrap_or("on receipt"),
+            doc.client
+        ),
+        Kind::CreditNote if doc.full_credit => {
+            format!("Credit note {} issued: invoice {refers} is voided ({}).", doc.number, doc.total.usd())
+        }
+        kind => format!("{} {} issued on invoice {refers}: {}.", kind.title(), doc.number, doc.total.usd()),
+    }
+}
+
 #[derive(Debug, Deserialize)]
 pub struct IssueForm {
     client: String,
     period: String,
+    /// `yes` once the user has seen what will happen; without it the answer asks.
+    #[serde(default)]
+    confirm: String,
 }
 
 #[derive(Debug, Deserialize)]
 pub struct CreditForm {
     #[serde(default)]
     reason: String,
+    #[serde(default)]
+    confirm: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct MonthForm {
+    period: String,
+    /// The clients the confirmation listed, comma separated (client names hold no comma).
+    #[serde(default)]
+    clients: String,
+    #[serde(default)]
+    confirm: String,
 }
 
 /// The viewer may issue for `client`, or the answer saying why not.
@@ -506,7 +627,7 @@ async fn issued(
     let detail =
         format!("{} {} {} {}", document.number, document.client, document.period, document.total.decimal());
     state.store.audit(&AuditEntry::new(&actor(viewer), "", action, &detail)).await?;
-    Ok(Redirect::to(&format!("/invoices/{}", url_escape(&document.number))).into_response())
+    Ok(Redirect::to(&format!("/invoices/{}?done=1", url_escape(&document.number))).into_response())
 }
 
 /// A refusal shown on the draft page, with the reason, as 409.
@@ -555,6 +676,9 @@ async fn issue_or_adjust(
 ) -> Result<Response, WebError> {
     check_issuer(viewer, &form.client)?;
     let period = form_period(&form.period)?;
+    if form.confirm != "yes" {
+        return confirm_issue(state, viewer, &form.client, period, adjust).await;
+    }
     let (store, who) = (state.store.as_ref(), actor(viewer));
     let (result, action) = if adjust {
         (ledger::adjust(store, &form.client, period, &who).await, "invoice.adjust")
@@ -567,6 +691,261 @@ async fn issue_or_adjust(
     }
 }
 
+/// What issuing `client`'s invoice (or with `adjust` its note) for `period` will do, to
+/// confirm; a refusal (an invoice stands, nothing changed, the month is open) on the draft.
+async fn confirm_issue(
+    state: &AppState,
+    viewer: &Viewer,
+    client: &str,
+    period: Period,
+    adjust: bool,
+) -> Result<Response, WebError> {
+    let store = state.store.as_ref();
+    let view = ledger::draft_view(store, client, period).await.map_err(invoice_error)?;
+    let refuse = |message: String| InvoiceError::Refused(message);
+    let check = match (&view.standing, &view.delta, adjust) {
+        _ if !adjust && period.end() > chrono::Utc::now().timestamp() => Err(refuse(format!(
+            "{period} is not over yet: its bill can still change (issue it after the month ends)"
+        ))),
+        (Some(standing), _, false) => Err(refuse(format!(
+            "invoice {} already stands for {client} in {period}: issue the difference as a note, or void it first",
+            standing.invoice.number
+        ))),
+        (None, _, false) if view.draft.lines.is_empty() => {
+            Err(refuse(format!("{client} has nothing to charge in {period}")))
+        }
+        (None, _, true) => Err(refuse(format!("no invoice stands for {client} in {period}: issue one"))),
+        (Some(standing), None, true) => Err(refuse(format!(
+            "the charge of {client} in {period} is what invoice {} and its notes already say",
+            standing.invoice.number
+        ))),
+        _ => Ok(()),
+    };
+    if let Err(error) = check {
+        return refused_on_draft(state, viewer, client, period, error).await;
+    }
+    let number = ledger::next_numbers(store, 1).await.map_err(invoice_error)?.remove(0);
+    let cancel = format!("/invoices/draft?client={}&period={period}", url_escape(client));
+    let fields = vec![("client", client.to_string()), ("period", period.to_string())];
+    let draft = &view.draft;
+    let mut page = if let (Some(standing), Some(delta)) = (&view.standing, &view.delta) {
+        let kind = delta.kind.title();
+        let mut page = ConfirmPage::new(
+            viewer,
+            format!("Issue {} {number} to {client}?", kind.to_lowercase()),
+            "/invoices/adjust".into(),
+            format!("Issue {kind} {number}"),
+            cancel,
+        );
+        page.paragraphs = vec![
+            format!(
+                "Invoice {} and its notes stand at {}; {client}'s charge for {period} is now {}. The {} {number} carries the difference, {}, line by line, and refers to {}.",
+                standing.invoice.number,
+                standing.total().usd(),
+                draft.total.usd(),
+                kind.to_lowercase(),
+                delta.total.usd(),
+                standing.invoice.number
+            ),
+            format!(
+                "It is dated today and frozen with its PDF once issued. {client}'s users see it and download it."
+            ),
+        ];
+        page
+    } else {
+        let mut page = ConfirmPage::new(
+            viewer,
+            format!("Issue invoice {number} to {client}?"),
+            "/invoices/issue".into(),
+            format!("Issue invoice {number}"),
+            cancel,
+        );
+        page.paragraphs = vec![
+            format!(
+                "The draft for {client}, {period}: {} ({}), due {} days after today.",
+                draft.total.usd(),
+                draft.currency,
+                draft.buyer.payment_terms_days
+            ),
+            format!(
+                "Issuing gives it number {number}, the next of the series, dates it today and freezes it with its PDF: later deliveries of the bill or changed settings never change it (a restatement is issued as a note)."
+            ),
+            format!("{client}'s users see it and its PDF as soon as it is issued."),
+        ];
+        page
+    };
+    page.fields = fields;
+    page.answer(StatusCode::OK)
+}
+
+/// What voiding `original` will do, to confirm; the reason is asked for when not given (it
+/// is printed on the credit note the client receives).
+async fn confirm_void(
+    state: &AppState,
+    viewer: &Viewer,
+    original: &Invoice,
+    reason: &str,
+    tried: bool,
+) -> Result<Response, WebError> {
+    let store = state.store.as_ref();
+    let family = store.documents(Some(&original.client), Some(&original.period)).await?;
+    let Some(standing) = invoice::Standing::find(&family).filter(|s| s.invoice.number == original.number)
+    else {
+        return Err(WebError::bad(
+            "invoice",
+            format!("invoice {} is already voided", original.number),
+            Vec::new(),
+        ));
+    };
+    let credit = ledger::next_numbers(store, 1).await.map_err(invoice_error)?.remove(0);
+    let (number, client) = (&original.number, &original.client);
+    let mut page = ConfirmPage::new(
+        viewer,
+        format!("Void invoice {number}?"),
+        format!("/invoices/{}/credit", url_escape(number)),
+        format!("Void {number} with credit note {credit}"),
+        format!("/invoices/{}", url_escape(number)),
+    );
+    page.danger = true;
+    page.paragraphs = vec![
+        format!(
+            "Credit note {credit} takes back everything {number} and its notes stand for ({}): {number} then reads credited, and {client} has no invoice for {} until one is issued again.",
+            standing.total().usd(),
+            original.period
+        ),
+        if reason.is_empty() {
+            format!(
+                "Give the reason: it is printed on the credit note, which {client}'s users see and download."
+            )
+        } else {
+            format!(
+                "The reason is printed on the credit note, which {client}'s users see and download: “{reason}”."
+            )
+        },
+    ];
+    if reason.is_empty() {
+        page.ask_reason = true;
+        if tried {
+            page.error = "A void needs a reason: it is printed on the credit note.".into();
+        }
+    } else {
+        page.fields = vec![("reason", reason.to_string())];
+    }
+    page.answer(if tried { StatusCode::BAD_REQUEST } else { StatusCode::OK })
+}
+
+/// `POST /invoices/issue-month`: every draft of a month the viewer may issue, issued
+/// together under consecutive numbers, or none; first a confirmation that lists them.
+pub async fn issue_month(
+    State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<Viewer>,
+    axum::Form(form): axum::Form<MonthForm>,
+) -> Result<Response, WebError> {
+    let period = form_period(&form.period)?;
+    if form.confirm != "yes" {
+        return confirm_month(&state, &viewer, period, "", StatusCode::OK).await;
+    }
+    let clients: Vec<String> =
+        form.clients.split(',').map(str::trim).filter(|c| !c.is_empty()).map(String::from).collect();
+    for client in &clients {
+        check_issuer(&viewer, client)?;
+    }
+    let store = state.store.as_ref();
+    match ledger::issue_month(store, &clients, period, &actor(&viewer), false).await {
+        Ok(documents) => {
+            for document in &documents {
+                let detail = format!(
+                    "{} {} {} {}",
+                    document.number,
+                    document.client,
+                    document.period,
+                    document.total.decimal()
+                );
+                state.store.audit(&AuditEntry::new(&actor(&viewer), "", "invoice.issue", &detail)).await?;
+            }
+            let (first, last) = (&documents[0].number, &documents[documents.len() - 1].number);
+            let to = format!("/invoices?period={period}&done={},{}", url_escape(first), url_escape(last));
+            Ok(Redirect::to(&to).into_response())
+        }
+        Err(InvoiceError::Refused(message)) => {
+            confirm_month(&state, &viewer, period, &message, StatusCode::CONFLICT).await
+        }
+        Err(error) => Err(invoice_error(error)),
+    }
+}
+
+/// The month's batch to confirm (with `error` when the last attempt was refused).
+async fn confirm_month(
+    state: &AppState,
+    viewer: &Viewer,
+    period: Period,
+    error: &str,
+    status: StatusCode,
+) -> Result<Response, WebError> {
+    if !may_issue(viewer) {
+        return Err(check_issuer(viewer, "").unwrap_err());
+    }
+    let store = state.store.as_ref();
+    let sees = |client: &str| viewer.scope.allows(client);
+    let batch = ledger::month_batch(store, period, &sees).await.map_err(invoice_error)?;
+    let numbers = ledger::next_numbers(store, batch.drafts.len()).await.map_err(invoice_error)?;
+    let cancel = format!("/invoices?period={period}");
+    let n = batch.drafts.len();
+    let mut page = if n == 0 {
+        let mut page = ConfirmPage::new(
+            viewer,
+            format!("Nothing to issue for {period}"),
+            String::new(),
+            String::new(),
+            cancel,
+        );
+        page.paragraphs =
+            vec![format!("Every client of {period} your account sees is invoiced or has nothing to charge.")];
+        page
+    } else {
+        let mut page = ConfirmPage::new(
+            viewer,
+            format!("Issue {n} invoice{} for {period}?", if n == 1 { "" } else { "s" }),
+            "/invoices/issue-month".into(),
+            format!(
+                "Issue {n} invoice{}, {} to {}",
+                if n == 1 { "" } else { "s" },
+                numbers[0],
+                numbers[n - 1]
+            ),
+            cancel,
+        );
+        page.paragraphs = vec![
+            format!(
+                "Each draft below is issued as it stands, under consecutive numbers {} to {}, dated today and frozen with its PDF. All are issued together, or none if one cannot be (the reason is then shown here).",
+                numbers[0],
+                numbers[n - 1]
+            ),
+            "Each client's users see their invoice as soon as it is issued.".into(),
+        ];
+        page.rows_caption = format!("The drafts of {period}, in the order they are numbered");
+        page.rows = batch
+            .drafts
+            .iter()
+            .zip(&numbers)
+            .map(|(d, number)| (d.client.clone(), number.clone(), d.total.usd()))
+            .collect();
+        page.rows_total = batch.drafts.iter().map(|d| d.total).sum::<crate::money::Cents>().usd();
+        let clients: Vec<&str> = batch.drafts.iter().map(|d| d.client.as_str()).collect();
+        page.fields = vec![("period", period.to_string()), ("clients", clients.join(","))];
+        page
+    };
+    if period.end() > chrono::Utc::now().timestamp() {
+        page.action.clear();
+        page.paragraphs = vec![format!(
+            "{period} is not over yet: its bill can still change. Issue its invoices after the month ends."
+        )];
+    }
+    page.skipped = batch.skipped;
+    page.error = error.to_string();
+    page.answer(status)
+}
+
 /// `POST /invoices/NUMBER/credit`: voids the invoice with a full credit note.
 pub async fn credit(
     State(state): State<AppState>,
@@ -576,7 +955,11 @@ pub async fn credit(
 ) -> Result<Response, WebError> {
     let original = visible(&state, &viewer, &number).await?;
     check_issuer(&viewer, &original.client)?;
-    let document = ledger::credit(state.store.as_ref(), &number, form.reason.trim(), &actor(&viewer))
+    let reason = form.reason.trim();
+    if form.confirm != "yes" || reason.is_empty() {
+        return confirm_void(&state, &viewer, &original, reason, form.confirm == "yes").await;
+    }
+    let document = ledger::credit(state.store.as_ref(), &number, reason, &actor(&viewer))
         .await
         .map_err(invoice_error)?;
     issued(&state, &viewer, &document, "invoice.void").await

@@ -39,7 +39,8 @@ pub use gpus::gpus;
 pub use inference::inference;
 pub use invoices::{
     adjust as invoice_adjust, credit as invoice_credit, document as invoice, draft as invoice_draft,
-    export as invoice_export, issue as invoice_issue, register as invoices,
+    export as invoice_export, issue as invoice_issue, issue_month as invoice_issue_month,
+    register as invoices,
 };
 pub use overview::overview;
 pub use savings::savings;
