@@ -204,7 +204,7 @@ pub async fn authenticate(State(state): State<AppState>, mut request: Request, n
         Err(error) => return error.into_response(),
     };
     if let Some(refused) = refusal(&viewer, request.method(), &path) {
-        return refused;
+        return dress(Some(&viewer), refused).await;
     }
     let signed_in = !state.auth.is_off();
     request.extensions_mut().insert(viewer);
@@ -286,7 +286,7 @@ fn sign_in_first(request: &Request) -> Response {
 /// page in [`super::registry::PAGES`]. Client users see only their own clients' pages (and
 /// issued invoices); a client user's home is their first client's page.
 fn refusal(viewer: &Viewer, method: &Method, path: &str) -> Option<Response> {
-    use super::registry::{self, OWN_PAGES_ONLY};
+    use super::registry;
     let client = viewer.role == Role::Client;
     let refused = match registry::find(path) {
         Some(page) => {
@@ -308,8 +308,7 @@ fn refusal(viewer: &Viewer, method: &Method, path: &str) -> Option<Response> {
             }
             rule.refused
         }
-        // No page: a 404, except that a client user is told where their pages are.
-        None if client => OWN_PAGES_ONLY,
+        // No page: a 404 for every role (the 404 page offers what the viewer may open).
         None => return None,
     };
     let choices = if refused.own_pages {
@@ -923,6 +922,13 @@ pub async fn personalize(State(state): State<AppState>, request: Request, next: 
             tracing::warn!(error = %e, "could not audit a download");
         }
     }
+    dress(viewer.as_ref(), response).await
+}
+
+/// An HTML answer with the viewer's account block (name, role, Sign out) and the navigation
+/// the viewer's role may open: the pages whose rules let it in, or a client user's own pages.
+/// Refusals (403) are dressed too, so they keep the user's way around and out.
+async fn dress(viewer: Option<&Viewer>, response: Response) -> Response {
     let is_html = response
         .headers()
         .get(header::CONTENT_TYPE)
@@ -936,11 +942,11 @@ pub async fn personalize(State(state): State<AppState>, request: Request, next: 
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
     let html = String::from_utf8_lossy(&bytes);
-    let account = match &viewer {
+    let account = match viewer {
         Some(v) if !v.name.is_empty() => {
             let admin = if v.role == Role::Admin { r#"<a href="/admin">Admin</a> "# } else { "" };
             format!(
-                r#"<div class="account">{admin}<a href="/account">{} ({})</a> <form method="post" action="/logout"><input type="hidden" name="csrf" value="{}"><button type="submit">Sign out</button></form></div>"#,
+                r#"<div class="account">{admin}<a href="/account">{} ({})</a> <form method="post" action="/logout"><input type="hidden" name="csrf" value="{}"><button type="submit" class="secondary">Sign out</button></form></div>"#,
                 askama::filters::escape(&v.name, askama::filters::Html)
                     .map(|e| e.to_string())
                     .unwrap_or_default(),
@@ -951,11 +957,30 @@ pub async fn personalize(State(state): State<AppState>, request: Request, next: 
         _ => String::new(),
     };
     let mut html = html.replace("<!--gpuledger:account-->", &account);
-    if viewer.as_ref().is_none_or(|v| v.role == Role::Client) {
-        html = client_nav(&html, viewer.as_ref());
+    match viewer {
+        Some(v) if v.role != Role::Client => html = staff_nav(&html, v.role),
+        _ => html = client_nav(&html, viewer),
     }
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, axum::body::Body::from(html))
+}
+
+/// The main navigation without the pages `role` may not open (a manager has no Alerts or
+/// Data; every link of the navigation answers the one who sees it).
+fn staff_nav(html: &str, role: Role) -> String {
+    const OPEN: &str = r#"<nav aria-label="Main">"#;
+    let (Some(start), Some(end)) = (html.find(OPEN), html.find("</nav>")) else { return html.to_string() };
+    let inner = &html[start + OPEN.len()..end];
+    let links: String = inner
+        .split("<a ")
+        .skip(1)
+        .filter(|link| {
+            let path = link.split("href=\"").nth(1).and_then(|rest| rest.split('"').next()).unwrap_or("");
+            super::registry::find(path).is_none_or(|page| page.get.who.allows(role))
+        })
+        .map(|link| format!("<a {}", link.trim_end()))
+        .collect();
+    format!("{}{OPEN}{links}{}", &html[..start], &html[end..])
 }
 
 /// The main navigation replaced by links to the viewer's own client pages (none before

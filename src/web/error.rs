@@ -131,10 +131,22 @@ pub async fn json_errors(request: axum::extract::Request, next: axum::middleware
     }
 }
 
-/// Any path the dashboard does not serve.
-pub async fn unknown_path(uri: axum::http::Uri) -> WebError {
-    WebError::NotFound {
-        message: format!("There is no page at {}.", uri.path()),
-        choices: super::registry::listed(),
-    }
+/// Any path the dashboard does not serve: a 404 for every role, offering the pages the
+/// viewer may open (a client user's own pages and its invoices).
+pub async fn unknown_path(uri: axum::http::Uri, viewer: Option<axum::Extension<super::Viewer>>) -> WebError {
+    use crate::domain::users::Role;
+    let choices = match viewer.as_ref().map(|v| &v.0) {
+        Some(v) if v.role == Role::Client => v
+            .clients
+            .iter()
+            .map(|c| format!("/clients/{}", super::pages::url_escape(c)))
+            .chain(["/invoices".to_string()])
+            .collect(),
+        Some(v) => super::registry::listed()
+            .into_iter()
+            .filter(|path| super::registry::find(path).is_none_or(|page| page.get.who.allows(v.role)))
+            .collect(),
+        None => super::registry::listed(),
+    };
+    WebError::NotFound { message: format!("There is no page at {}.", uri.path()), choices }
 }

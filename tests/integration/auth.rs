@@ -880,3 +880,68 @@ async fn issuing_and_voiding_confirm_first_and_a_month_is_issued_all_or_none() {
     .await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
 }
+
+/// The links of a page's main navigation.
+fn nav_links(html: &str) -> Vec<String> {
+    let nav = html
+        .split("<nav aria-label=\"Main\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</nav>").next())
+        .unwrap_or("");
+    nav.split("href=\"").skip(1).map(|link| link.split('"').next().unwrap().to_string()).collect()
+}
+
+/// A refusal keeps the user's navigation and Sign out (the account block, never its raw
+/// placeholder); the navigation lists only the pages the role may open; an unknown path is a
+/// 404 for every role, offering what the viewer may open.
+#[tokio::test]
+async fn a_refusal_keeps_the_users_way_around_and_an_unknown_path_is_not_found_for_every_role() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::helpers::connect(&format!("sqlite:{}", dir.path().join("nav.db").display())).await;
+    let state = signed_in_app(store);
+    for (name, role, clients) in [
+        ("ada", Role::Admin, vec![]),
+        ("max", Role::Manager, vec!["acme"]),
+        ("cid", Role::Client, vec!["acme"]),
+    ] {
+        add_user(state.store.as_ref(), name, role, &clients).await;
+    }
+    let (_, admin) = sign_in(&state, "ada", &secret("ada"), "").await;
+    let (_, manager) = sign_in(&state, "max", &secret("max"), "").await;
+    let (_, client) = sign_in(&state, "cid", &secret("cid"), "").await;
+
+    let everything = nav_links(&send(&state, Method::GET, "/costs", &admin, None).await.body);
+    assert_eq!(
+        everything,
+        ["/", "/costs", "/clients", "/gpus", "/inference", "/savings", "/invoices", "/alerts", "/data"]
+    );
+    let refused = send(&state, Method::GET, "/alerts", &manager, None).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert!(!refused.body.contains("gpuledger:account"), "{}", refused.body);
+    assert!(
+        refused.body.contains("max (manager)") && refused.body.contains(">Sign out</button>"),
+        "{}",
+        refused.body
+    );
+    assert_eq!(
+        nav_links(&refused.body),
+        ["/", "/costs", "/clients", "/gpus", "/inference", "/savings", "/invoices"],
+        "a manager's navigation has no page that would refuse it"
+    );
+    let refused = send(&state, Method::GET, "/costs", &client, None).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert!(refused.body.contains("cid (client)") && refused.body.contains(">Sign out</button>"));
+    assert_eq!(nav_links(&refused.body), ["/clients/acme", "/invoices"]);
+
+    for (cookie, offered) in [(&admin, "/data"), (&manager, "/costs"), (&client, "/clients/acme")] {
+        let missing = send(&state, Method::GET, "/no/such/page", cookie, None).await;
+        assert_eq!(missing.status, StatusCode::NOT_FOUND, "{}", missing.body);
+        assert!(
+            missing.body.contains(&format!("<a href=\"{offered}\">")),
+            "{offered} offered in {}",
+            missing.body
+        );
+    }
+    let missing = send(&state, Method::GET, "/no/such/page", &manager, None).await;
+    assert!(!missing.body.contains("<a href=\"/data\">"), "not a page the manager may open");
+}
