@@ -136,6 +136,47 @@ impl Default for Seller {
 
 pub const DEFAULT_NUMBER_FORMAT: &str = "GL-{year}-{seq:04}";
 
+/// Who may issue, adjust and void invoices (an administrator's setting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Issuers {
+    /// Finance and administrators.
+    #[default]
+    Finance,
+    /// Finance, administrators, and agency managers for the clients their account sees.
+    Managers,
+}
+
+impl Issuers {
+    pub const ALL: [Issuers; 2] = [Issuers::Finance, Issuers::Managers];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Issuers::Finance => "finance",
+            Issuers::Managers => "managers",
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Issuers::Finance => "Finance and administrators",
+            Issuers::Managers => "Finance, administrators, and managers for their own clients",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Issuers, String> {
+        Issuers::ALL
+            .into_iter()
+            .find(|i| i.as_str() == text)
+            .ok_or_else(|| format!("{text:?}: write finance or managers"))
+    }
+
+    /// Whether `role` may issue for a client its account sees.
+    pub fn allow(self, role: crate::domain::users::Role) -> bool {
+        use crate::domain::users::Role;
+        matches!(role, Role::Admin | Role::Finance) || (self == Issuers::Managers && role == Role::Manager)
+    }
+}
+
 /// An invoice or note, as issued (or as a draft would be). The names of the JSON are an
 /// interface: keep them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

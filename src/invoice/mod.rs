@@ -342,10 +342,17 @@ impl Invoice {
 
     /// The notes lines a PDF and the page show under the totals.
     pub fn notes(&self) -> Vec<String> {
-        let mut notes = vec![format!(
+        let mut notes = Vec::new();
+        if self.number.is_empty() {
+            notes.push(
+                "DRAFT: not issued and not payable; its amounts follow the data until it is issued."
+                    .to_string(),
+            );
+        }
+        notes.push(format!(
             "Amounts derived from AWS Cost and Usage Report 2.0, billing period {}, data version {}; {}.",
             self.period, self.data_version, self.settings_version
-        )];
+        ));
         if let Some(original) = &self.refers_to {
             let what = if self.full_credit { "Voids" } else { "Corrects" };
             notes.push(format!("{what} invoice {original}."));

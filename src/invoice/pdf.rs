@@ -357,7 +357,7 @@ fn head(layout: &mut Layout, invoice: &Invoice) {
         y -= 12.0;
     }
     let title = match (invoice.kind, invoice.number.is_empty()) {
-        (Kind::Invoice, true) => "Draft invoice".to_string(),
+        (Kind::Invoice, true) => "DRAFT invoice".to_string(),
         (kind, _) => kind.title().to_string(),
     };
     layout.text_right(BOLD_FONT, 18.0, RIGHT, top, &title);

@@ -488,6 +488,11 @@ pub trait InvoiceStore: Send + Sync {
         build: &BatchBuilder,
     ) -> StoreResult<Vec<Invoice>>;
 
+    /// Who may issue, adjust and void invoices.
+    async fn issuers(&self) -> StoreResult<crate::domain::invoices::Issuers>;
+
+    async fn set_issuers(&self, issuers: crate::domain::invoices::Issuers) -> StoreResult<()>;
+
     /// The series' last number used (0 before the first) and the seller: what the next
     /// document would be numbered (a preview; issuing takes the number in its transaction).
     async fn series(&self) -> StoreResult<(i64, Seller)>;

@@ -724,11 +724,17 @@ struct AdminPage<'a> {
     /// Refused sign-ins: the window's start and the last failure as UTC text.
     refused: Vec<(String, String, crate::store::LoginFailures)>,
     roles: [Role; 5],
+    /// Who may issue invoices, the choices, and the seller printed on them.
+    issuers: crate::domain::invoices::Issuers,
+    issuer_choices: [crate::domain::invoices::Issuers; 2],
+    seller: crate::domain::invoices::Seller,
+    notice: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
 pub struct AdminQuery {
     format: Option<String>,
+    done: Option<String>,
 }
 
 /// `GET /admin`: users and the newest audit entries; `?format=json` for the audit log.
@@ -760,6 +766,14 @@ pub async fn admin(
         audit: audit.into_iter().take(100).map(|a| (utc(a.at), a)).collect(),
         refused: failures.into_iter().map(|f| (utc(f.window_start), utc(f.last_at), f)).collect(),
         roles: Role::ALL,
+        issuers: state.store.issuers().await?,
+        issuer_choices: crate::domain::invoices::Issuers::ALL,
+        seller: state.store.seller().await?,
+        notice: if query.done.is_some() {
+            "Invoicing settings saved (see the audit log).".into()
+        } else {
+            String::new()
+        },
     };
     Ok(Html(page.render()?).into_response())
 }

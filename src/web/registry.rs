@@ -21,8 +21,6 @@ pub enum Who {
     Staff,
     /// Roles that see every client: not managers, not client users.
     Unscoped,
-    /// Administrators and finance: those who issue invoices.
-    Finance,
     Admin,
 }
 
@@ -32,7 +30,6 @@ impl Who {
             Who::Public | Who::Everyone => true,
             Who::Staff => role != Role::Client,
             Who::Unscoped => !role.is_scoped(),
-            Who::Finance => matches!(role, Role::Admin | Role::Finance),
             Who::Admin => role == Role::Admin,
         }
     }
@@ -125,7 +122,7 @@ const ALERTS_REFUSED: Refused = Refused {
 const ADMIN_REFUSED: Refused =
     Refused { message: "Only administrators may open the admin pages.", choices: &[], own_pages: false };
 const ISSUE_REFUSED: Refused = Refused {
-    message: "Only finance and administrators issue, adjust or void invoices.",
+    message: "Your account does not issue, adjust or void invoices.",
     choices: &[],
     own_pages: false,
 };
@@ -135,7 +132,9 @@ const DRAFT_REFUSED: Refused = Refused {
     own_pages: false,
 };
 
-const ISSUERS: Rule = rule(Who::Finance, ISSUE_REFUSED);
+/// Finance and administrators, and managers when an administrator lets them: the handlers
+/// check which (`pages::invoices::may_issue`), since it is a setting.
+const ISSUERS: Rule = rule(Who::Staff, ISSUE_REFUSED);
 const ADMINS: Rule = rule(Who::Admin, ADMIN_REFUSED);
 
 /// The dashboard, in the navigation's order.
@@ -185,6 +184,7 @@ pub static PAGES: &[Page] = &[
     Page { post: ISSUERS, ..page("/invoices/issue", || post(pages::invoice_issue)) },
     Page { post: ISSUERS, ..page("/invoices/adjust", || post(pages::invoice_adjust)) },
     Page { post: ISSUERS, ..page("/invoices/issue-month", || post(pages::invoice_issue_month)) },
+    Page { post: ISSUERS, ..page("/invoices/billing", || post(pages::invoice_billing)) },
     Page { post: ISSUERS, ..page("/invoices/{number}", || get(pages::invoice)) },
     Page { post: ISSUERS, ..page("/invoices/{number}/credit", || post(pages::invoice_credit)) },
     Page { post: ISSUERS, ..page("/invoices/{number}/{format}", || get(pages::invoice_export)) },
@@ -221,6 +221,7 @@ pub static PAGES: &[Page] = &[
     page("/account/password", || post(auth::change_password)),
     Page { get: ADMINS, post: ADMINS, below: true, ..page("/admin", || get(auth::admin)) },
     Page { get: ADMINS, post: ADMINS, ..page("/admin/users", || post(auth::change_user)) },
+    Page { get: ADMINS, post: ADMINS, ..page("/admin/invoicing", || post(pages::invoice_settings)) },
     Page { get: PUBLIC, post: PUBLIC, ..page("/healthz", || get(super::healthz)) },
     // Behind its own bearer token (`serve --metrics-token`), checked before sign-in.
     Page { get: PUBLIC, post: PUBLIC, ..page("/metrics", || get(metrics::exposition)) },

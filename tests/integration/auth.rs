@@ -945,3 +945,134 @@ async fn a_refusal_keeps_the_users_way_around_and_an_unknown_path_is_not_found_f
     let missing = send(&state, Method::GET, "/no/such/page", &manager, None).await;
     assert!(!missing.body.contains("<a href=\"/data\">"), "not a page the manager may open");
 }
+
+/// Managers invoice their clients when an administrator lets them: by default they may not
+/// issue; an administrator's setting (audited) lets them, for the clients they see only; they
+/// fix a client's PO number, terms and tax rate on the draft (audited), and download the
+/// draft as a PDF marked DRAFT.
+#[tokio::test]
+async fn an_administrator_lets_managers_invoice_their_clients_and_billing_details_are_edited_on_the_web() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::helpers::connect(&format!("sqlite:{}", dir.path().join("issuers.db").display())).await;
+    with_demo_terms(store.as_ref()).await;
+    crate::engine::generate_and_load(store.as_ref(), dir.path(), 1, 46).await;
+    let state = signed_in_app(store);
+    for (name, role, clients) in
+        [("ada", Role::Admin, vec![]), ("mia", Role::Manager, vec!["acme"]), ("vic", Role::Viewer, vec![])]
+    {
+        add_user(state.store.as_ref(), name, role, &clients).await;
+    }
+    let session = |name: &'static str| {
+        let state = state.clone();
+        async move {
+            let (_, cookie) = sign_in(&state, name, &secret(name), "").await;
+            let csrf = field(&send(&state, Method::GET, "/account", &cookie, None).await.body, "csrf");
+            (cookie, csrf)
+        }
+    };
+    let (admin, admin_csrf) = session("ada").await;
+    let (manager, csrf) = session("mia").await;
+    let (viewer, viewer_csrf) = session("vic").await;
+    let issue = format!("csrf={csrf}&client=acme&period=2026-10");
+
+    // By default a manager sees the draft, and downloads it as a PDF marked DRAFT, but does
+    // not issue it.
+    let refused = send(&state, Method::POST, "/invoices/issue", &manager, Some(&issue)).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    assert!(plain(&refused.body).contains("Finance and administrators issue, adjust or void invoices"));
+    let draft = send(&state, Method::GET, "/invoices/draft?client=acme&period=2026-10", &manager, None).await;
+    assert!(
+        plain(&draft.body).contains(
+            "href=\"/invoices/draft?client=acme&period=2026-10&format=pdf\" download>PDF (draft)</a>"
+        ),
+        "{}",
+        draft.body
+    );
+    assert!(!draft.body.contains("action=\"/invoices/billing\""), "no billing form for who may not issue");
+    let pdf =
+        send(&state, Method::GET, "/invoices/draft?client=acme&period=2026-10&format=pdf", &manager, None)
+            .await;
+    assert_eq!(pdf.header(header::CONTENT_TYPE), "application/pdf");
+    let text = readable(&pdf);
+    assert!(text.contains("DRAFT invoice") && text.contains("DRAFT: not issued and not payable"), "{text}");
+
+    // The administrator lets managers issue (and names the seller): audited.
+    let form = format!(
+        "csrf={admin_csrf}&issuers=managers&seller_name=Northwind+ML&seller_address=1+Main+St&seller_tax_id=&seller_email=&number_format=NW-{{seq:04}}"
+    );
+    let saved = send(&state, Method::POST, "/admin/invoicing", &admin, Some(&form)).await;
+    assert_eq!(saved.status, StatusCode::SEE_OTHER, "{}", saved.body);
+    assert_eq!(state.store.issuers().await.unwrap(), gpuledger::domain::invoices::Issuers::Managers);
+    assert_eq!(state.store.seller().await.unwrap().name, "Northwind ML");
+    assert_eq!(state.store.count_audit("settings.invoicing", 0, Some("ada"), None).await.unwrap(), 1);
+    let refused = send(
+        &state,
+        Method::POST,
+        "/admin/invoicing",
+        &manager,
+        Some(&format!("csrf={csrf}&issuers=managers&number_format=X{{seq}}")),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "only administrators change it");
+
+    // The manager fixes acme's PO number, terms and tax rate; the draft shows them.
+    let billing = format!(
+        "csrf={csrf}&client=acme&period=2026-10&legal_name=Acme+Corp&address=1+Road&tax_id=&po_number=PO-77&payment_terms_days=45&tax_percent=10"
+    );
+    let saved = send(&state, Method::POST, "/invoices/billing", &manager, Some(&billing)).await;
+    assert_eq!(saved.header(header::LOCATION), "/invoices/draft?client=acme&period=2026-10&done=billing");
+    let json: Value = serde_json::from_str(
+        &send(&state, Method::GET, "/invoices/draft?client=acme&period=2026-10&format=json", &manager, None)
+            .await
+            .body,
+    )
+    .unwrap();
+    assert_eq!(
+        (json["buyer"]["po_number"].as_str(), json["buyer"]["payment_terms_days"].as_i64()),
+        (Some("PO-77"), Some(45))
+    );
+    let cents = |v: &Value| v.as_str().unwrap().parse::<gpuledger::money::Cents>().unwrap().0;
+    assert_eq!(
+        cents(&json["tax"]),
+        (cents(&json["subtotal"]) * 10 + 50).div_euclid(100),
+        "10 % of the subtotal"
+    );
+    assert_eq!(state.store.count_audit("invoice.billing", 0, Some("mia"), None).await.unwrap(), 1);
+    let other = billing.replace("client=acme", "client=globex");
+    let unseen = send(&state, Method::POST, "/invoices/billing", &manager, Some(&other)).await;
+    assert_eq!(unseen.status, StatusCode::NOT_FOUND, "not a client the manager sees");
+
+    // The manager issues acme's invoice (after the confirmation), under the new format.
+    let done =
+        send(&state, Method::POST, "/invoices/issue", &manager, Some(&format!("{issue}&confirm=yes"))).await;
+    assert_eq!(done.header(header::LOCATION), "/invoices/NW-0001?done=1");
+    let issued = state.store.document("NW-0001").await.unwrap().unwrap();
+    assert_eq!((issued.actor.as_str(), issued.buyer.po_number.as_str()), ("mia", "PO-77"));
+    // A month's batch holds only the clients the manager sees (acme: invoiced now).
+    let batch = send(
+        &state,
+        Method::POST,
+        "/invoices/issue-month",
+        &manager,
+        Some(&format!("csrf={csrf}&period=2026-10")),
+    )
+    .await;
+    assert!(plain(&batch.body).contains("Nothing to issue for 2026-10"), "{}", batch.body);
+    assert!(!batch.body.contains("globex"), "no other client named");
+    // A viewer never issues; back to finance only, neither does the manager.
+    let refused = send(
+        &state,
+        Method::POST,
+        "/invoices/issue",
+        &viewer,
+        Some(&format!("csrf={viewer_csrf}&client=acme&period=2026-10")),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    let form = format!(
+        "csrf={admin_csrf}&issuers=finance&seller_name=Northwind+ML&seller_address=1+Main+St&number_format=NW-{{seq:04}}"
+    );
+    send(&state, Method::POST, "/admin/invoicing", &admin, Some(&form)).await;
+    let refused = send(&state, Method::POST, "/invoices/adjust", &manager, Some(&issue)).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+}

@@ -16,6 +16,10 @@ const UPSERT_BILLING: &str = "INSERT INTO client_billing (client, details, updat
 
 const SELECT_SELLER: &str = "SELECT seller FROM invoice_series WHERE id = 1";
 
+const SELECT_ISSUERS: &str = "SELECT issuers FROM invoice_series WHERE id = 1";
+
+const UPDATE_ISSUERS: &str = "UPDATE invoice_series SET issuers = $1 WHERE id = 1";
+
 const SELECT_SERIES: &str = "SELECT last_seq, seller FROM invoice_series WHERE id = 1";
 
 const UPDATE_SELLER: &str = "UPDATE invoice_series SET seller = $1 WHERE id = 1";
@@ -139,6 +143,22 @@ where
         Self::next_revision(&mut tx).await.context(CONTEXT)?;
         tx.commit().await.context(CONTEXT)?;
         Ok(issued)
+    }
+
+    async fn issuers(&self) -> StoreResult<invoice::Issuers> {
+        const CONTEXT: &str = "reading who may issue invoices";
+        let row = sqlx::query(SELECT_ISSUERS).fetch_one(&self.pool).await.context(CONTEXT)?;
+        let text = row.text("issuers").context(CONTEXT)?;
+        invoice::Issuers::parse(&text).map_err(StoreError::Invalid)
+    }
+
+    async fn set_issuers(&self, issuers: invoice::Issuers) -> StoreResult<()> {
+        sqlx::query(UPDATE_ISSUERS)
+            .bind(issuers.as_str())
+            .execute(&self.pool)
+            .await
+            .context("saving who may issue invoices")
+            .map(|_| ())
     }
 
     async fn series(&self) -> StoreResult<(i64, Seller)> {

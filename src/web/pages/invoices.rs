@@ -147,6 +147,9 @@ struct DocumentPage {
     draft_href: String,
     /// The pod lines by workload: namespace / workload, class, GPU-hours, amount.
     detail: Vec<(String, String, String, String)>,
+    /// The client's billing details to edit (a draft, for those who may issue), with the tax
+    /// rate as a percentage.
+    billing: Option<(invoice::BillingDetails, String)>,
 }
 
 fn invoice_error(error: InvoiceError) -> WebError {
@@ -163,8 +166,16 @@ fn unseen(what: &str) -> WebError {
     WebError::not_found(format!("No {what} by that name among the clients your account sees."))
 }
 
-fn may_issue(viewer: &Viewer) -> bool {
-    matches!(viewer.role, Role::Admin | Role::Finance)
+/// Whether the viewer may issue, adjust and void invoices (of `client`, when given):
+/// finance and administrators, and managers for the clients they see when an administrator
+/// lets them (`/admin`, "Who may issue invoices").
+async fn may_issue(state: &AppState, viewer: &Viewer, client: Option<&str>) -> Result<bool, WebError> {
+    let allowed = match viewer.role {
+        Role::Admin | Role::Finance => true,
+        Role::Manager => state.store.issuers().await?.allow(viewer.role),
+        _ => false,
+    };
+    Ok(allowed && client.is_none_or(|c| viewer.scope.allows(c)))
 }
 
 /// `GET /invoices`: the register, filtered; JSON and CSV twins.
@@ -275,7 +286,7 @@ pub async fn register(
         budget_period,
         budgets,
         notice,
-        may_issue: may_issue(&viewer),
+        may_issue: may_issue(&state, &viewer, None).await?,
         csrf: viewer.csrf.clone(),
     };
     Ok(Html(page.render()?).into_response())
@@ -345,18 +356,39 @@ pub async fn draft(
     if query.format.as_deref() == Some("json") || accepts_json(&headers) {
         return Ok(axum::Json(view.json()).into_response());
     }
-    Ok(Html(draft_page(&viewer, &view, "").render()?).into_response())
+    if query.format.as_deref() == Some("pdf") {
+        // Marked DRAFT in its title, number and notes: never mistaken for an invoice.
+        let bytes = invoice::pdf::render(&view.draft).map_err(|e| WebError::bad("format", e, Vec::new()))?;
+        let entry =
+            AuditEntry::new(&actor(&viewer), "", "invoice.download", &format!("draft {client} {period} pdf"));
+        state.store.audit(&entry).await?;
+        return Ok(download(bytes, "application/pdf", &format!("draft-{client}-{period}.pdf")));
+    }
+    let issuer = may_issue(&state, &viewer, Some(&client)).await?;
+    let mut page = draft_page(&viewer, issuer, &view, "");
+    if query.done.is_some() {
+        page.notice = format!(
+            "Billing details of {client} saved: the draft shows them, and so will the invoices issued from now on."
+        );
+    }
+    Ok(Html(page.render()?).into_response())
 }
 
-fn draft_page(viewer: &Viewer, view: &DraftView, message: &str) -> DocumentPage {
+fn draft_page(viewer: &Viewer, issuer: bool, view: &DraftView, message: &str) -> DocumentPage {
     let draft = &view.draft;
     let mut page = document_page(viewer, draft.clone(), &view.documents, message);
     page.heading = format!("Draft invoice for {}", draft.client);
     let fields = vec![("client", draft.client.clone()), ("period", draft.period.clone())];
     let query = format!("client={}&period={}", url_escape(&draft.client), draft.period);
-    page.downloads = vec![("JSON", format!("/invoices/draft?{query}&format=json"), false)];
+    page.downloads = vec![
+        ("PDF (draft)", format!("/invoices/draft?{query}&format=pdf"), true),
+        ("JSON", format!("/invoices/draft?{query}&format=json"), false),
+    ];
+    if issuer {
+        page.billing = Some((draft.buyer.clone(), format!("{}", draft.buyer.tax_ppm as f64 / 10_000.0)));
+    }
     match (&view.standing, &view.delta) {
-        (None, _) if may_issue(viewer) => {
+        (None, _) if issuer => {
             page.actions.push(Action {
                 path: "/invoices/issue".into(),
                 label: "Issue this invoice…",
@@ -365,11 +397,13 @@ fn draft_page(viewer: &Viewer, view: &DraftView, message: &str) -> DocumentPage 
             });
             page.explanation = "Issuing asks you to confirm, then takes the next number and freezes the invoice and its PDF: later deliveries of the bill or changed settings never change it.".into();
         }
-        (None, _) => page.explanation = "Finance or an administrator issues invoices.".into(),
+        (None, _) => {
+            page.explanation = "Finance or an administrator issues invoices (an administrator can let managers issue for their clients).".into()
+        }
         (Some(standing), delta) => {
             if let Some(delta) = delta {
                 page.difference = Some(difference(view, standing, delta));
-                if may_issue(viewer) {
+                if issuer {
                     let label = "Issue the difference as a note…";
                     page.actions.push(Action {
                         path: "/invoices/adjust".into(),
@@ -476,6 +510,7 @@ fn document_page(viewer: &Viewer, doc: Invoice, family: &[Invoice], message: &st
         explanation: String::new(),
         draft_href: String::new(),
         detail,
+        billing: None,
     }
 }
 
@@ -506,7 +541,7 @@ pub async fn document(
     }
     let standing = invoice::Standing::find(&family);
     if doc.kind == Kind::Invoice && standing.as_ref().is_some_and(|s| s.invoice.number == doc.number) {
-        if may_issue(&viewer) {
+        if may_issue(&state, &viewer, Some(&doc.client)).await? {
             page.actions.push(Action {
                 path: format!("/invoices/{}/credit", url_escape(&doc.number)),
                 label: "Void with a credit note…",
@@ -590,6 +625,129 @@ pub struct CreditForm {
 }
 
 #[derive(Debug, Deserialize)]
+pub struct BillingForm {
+    client: String,
+    period: String,
+    #[serde(default)]
+    legal_name: String,
+    #[serde(default)]
+    address: String,
+    #[serde(default)]
+    tax_id: String,
+    #[serde(default)]
+    po_number: String,
+    #[serde(default)]
+    payment_terms_days: String,
+    #[serde(default)]
+    tax_percent: String,
+}
+
+/// `POST /invoices/billing`: a client's billing details (legal name, address, tax id, PO
+/// number, payment terms, tax rate), by those who may issue its invoices; audited. Issued
+/// documents keep the details they were issued with.
+pub async fn billing(
+    State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<Viewer>,
+    axum::Form(form): axum::Form<BillingForm>,
+) -> Result<Response, WebError> {
+    check_issuer(&state, &viewer, Some(&form.client)).await?;
+    let period = form_period(&form.period)?;
+    let store = state.store.as_ref();
+    let mut details = store.billing_details().await?.remove(&form.client).unwrap_or_default();
+    let days: i64 =
+        form.payment_terms_days.trim().parse().ok().filter(|d| (0..=365).contains(d)).ok_or_else(|| {
+            WebError::bad("payment_terms_days", "payment terms are 0 to 365 days", Vec::new())
+        })?;
+    let percent: f64 = form
+        .tax_percent
+        .trim()
+        .parse()
+        .ok()
+        .filter(|p: &f64| p.is_finite() && (0.0..=100.0).contains(p))
+        .ok_or_else(|| {
+            WebError::bad("tax_percent", "the tax rate is a percentage from 0 to 100", Vec::new())
+        })?;
+    let text = |value: &str, limit: usize, name: &'static str| -> Result<String, WebError> {
+        let value = value.replace("\r\n", "\n").trim().to_string();
+        if value.chars().count() > limit {
+            return Err(WebError::bad(name, format!("at most {limit} characters"), Vec::new()));
+        }
+        Ok(value)
+    };
+    details.legal_name = text(&form.legal_name, 200, "legal_name")?;
+    details.address = text(&form.address, 500, "address")?;
+    details.tax_id = text(&form.tax_id, 64, "tax_id")?;
+    details.po_number = text(&form.po_number, 64, "po_number")?;
+    details.payment_terms_days = days;
+    details.tax_ppm = (percent * 10_000.0).round() as i64;
+    store.set_billing_details(&form.client, &details, chrono::Utc::now().timestamp()).await?;
+    let detail = format!(
+        "{}: legal name {:?}, PO {:?}, terms {} days, tax {} %",
+        form.client, details.legal_name, details.po_number, days, percent
+    );
+    store.audit(&AuditEntry::new(&actor(&viewer), "", "invoice.billing", &detail)).await?;
+    let to = format!("/invoices/draft?client={}&period={period}&done=billing", url_escape(&form.client));
+    Ok(Redirect::to(&to).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+pub struct InvoicingForm {
+    issuers: String,
+    #[serde(default)]
+    seller_name: String,
+    #[serde(default)]
+    seller_address: String,
+    #[serde(default)]
+    seller_tax_id: String,
+    #[serde(default)]
+    seller_email: String,
+    #[serde(default)]
+    number_format: String,
+}
+
+/// `POST /admin/invoicing` (administrators): who may issue invoices, and the seller's details
+/// and number format; audited with what changed.
+pub async fn settings(
+    State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<Viewer>,
+    axum::Form(form): axum::Form<InvoicingForm>,
+) -> Result<Response, WebError> {
+    let issuers = crate::domain::invoices::Issuers::parse(&form.issuers).map_err(|e| {
+        WebError::bad(
+            "issuers",
+            e,
+            crate::domain::invoices::Issuers::ALL.map(|i| i.as_str().to_string()).to_vec(),
+        )
+    })?;
+    let store = state.store.as_ref();
+    let before = (store.issuers().await?, store.seller().await?);
+    let number_format = form.number_format.trim().to_string();
+    invoice::format_number(&number_format, 1, 2026)
+        .map_err(|e| WebError::bad("number_format", e, Vec::new()))?;
+    let line = |text: &str| text.replace("\r\n", "\n").trim().to_string();
+    let seller = invoice::Seller {
+        name: line(&form.seller_name),
+        address: line(&form.seller_address),
+        tax_id: line(&form.seller_tax_id),
+        email: line(&form.seller_email),
+        number_format,
+    };
+    let mut changed = Vec::new();
+    if before.0 != issuers {
+        changed.push(format!("who may issue: {} → {}", before.0.as_str(), issuers.as_str()));
+        store.set_issuers(issuers).await?;
+    }
+    if before.1 != seller {
+        changed.push(format!("seller: {:?}, number format {}", seller.name, seller.number_format));
+        store.set_seller(&seller).await?;
+    }
+    if !changed.is_empty() {
+        store.audit(&AuditEntry::new(&actor(&viewer), "", "settings.invoicing", &changed.join("; "))).await?;
+    }
+    Ok(Redirect::to("/admin?done=invoicing#invoicing").into_response())
+}
+
+#[derive(Debug, Deserialize)]
 pub struct MonthForm {
     period: String,
     /// The clients the confirmation listed, comma separated (client names hold no comma).
@@ -599,15 +757,16 @@ pub struct MonthForm {
     confirm: String,
 }
 
-/// The viewer may issue for `client`, or the answer saying why not.
-fn check_issuer(viewer: &Viewer, client: &str) -> Result<(), WebError> {
-    if !may_issue(viewer) {
+/// The viewer may issue (for `client`, when given), or the answer saying why not.
+async fn check_issuer(state: &AppState, viewer: &Viewer, client: Option<&str>) -> Result<(), WebError> {
+    if !may_issue(state, viewer, None).await? {
+        let who = state.store.issuers().await?.describe();
         return Err(WebError::Forbidden {
-            message: "Only finance and administrators issue, adjust or void invoices.".into(),
+            message: format!("{who} issue, adjust or void invoices; your account does not."),
             choices: Vec::new(),
         });
     }
-    if !viewer.scope.allows(client) {
+    if client.is_some_and(|c| !viewer.scope.allows(c)) {
         return Err(unseen("client"));
     }
     Ok(())
@@ -640,7 +799,8 @@ async fn refused_on_draft(
 ) -> Result<Response, WebError> {
     let InvoiceError::Refused(message) = error else { return Err(invoice_error(error)) };
     let view = ledger::draft_view(state.store.as_ref(), client, period).await.map_err(invoice_error)?;
-    Ok((StatusCode::CONFLICT, Html(draft_page(viewer, &view, &message).render()?)).into_response())
+    let issuer = may_issue(state, viewer, Some(client)).await?;
+    Ok((StatusCode::CONFLICT, Html(draft_page(viewer, issuer, &view, &message).render()?)).into_response())
 }
 
 fn form_period(text: &str) -> Result<Period, WebError> {
@@ -674,7 +834,7 @@ async fn issue_or_adjust(
     form: &IssueForm,
     adjust: bool,
 ) -> Result<Response, WebError> {
-    check_issuer(viewer, &form.client)?;
+    check_issuer(state, viewer, Some(&form.client)).await?;
     let period = form_period(&form.period)?;
     if form.confirm != "yes" {
         return confirm_issue(state, viewer, &form.client, period, adjust).await;
@@ -848,7 +1008,7 @@ pub async fn issue_month(
     let clients: Vec<String> =
         form.clients.split(',').map(str::trim).filter(|c| !c.is_empty()).map(String::from).collect();
     for client in &clients {
-        check_issuer(&viewer, client)?;
+        check_issuer(&state, &viewer, Some(client)).await?;
     }
     let store = state.store.as_ref();
     match ledger::issue_month(store, &clients, period, &actor(&viewer), false).await {
@@ -882,9 +1042,7 @@ async fn confirm_month(
     error: &str,
     status: StatusCode,
 ) -> Result<Response, WebError> {
-    if !may_issue(viewer) {
-        return Err(check_issuer(viewer, "").unwrap_err());
-    }
+    check_issuer(state, viewer, None).await?;
     let store = state.store.as_ref();
     let sees = |client: &str| viewer.scope.allows(client);
     let batch = ledger::month_batch(store, period, &sees).await.map_err(invoice_error)?;
@@ -954,7 +1112,7 @@ pub async fn credit(
     axum::Form(form): axum::Form<CreditForm>,
 ) -> Result<Response, WebError> {
     let original = visible(&state, &viewer, &number).await?;
-    check_issuer(&viewer, &original.client)?;
+    check_issuer(&state, &viewer, Some(&original.client)).await?;
     let reason = form.reason.trim();
     if form.confirm != "yes" || reason.is_empty() {
         return confirm_void(&state, &viewer, &original, reason, form.confirm == "yes").await;

@@ -38,9 +38,9 @@ pub use data::page as data;
 pub use gpus::gpus;
 pub use inference::inference;
 pub use invoices::{
-    adjust as invoice_adjust, credit as invoice_credit, document as invoice, draft as invoice_draft,
-    export as invoice_export, issue as invoice_issue, issue_month as invoice_issue_month,
-    register as invoices,
+    adjust as invoice_adjust, billing as invoice_billing, credit as invoice_credit, document as invoice,
+    draft as invoice_draft, export as invoice_export, issue as invoice_issue,
+    issue_month as invoice_issue_month, register as invoices, settings as invoice_settings,
 };
 pub use overview::overview;
 pub use savings::savings;
