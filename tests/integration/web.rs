@@ -36,7 +36,7 @@ async fn the_home_page_says_when_the_database_is_empty_and_lists_what_was_ingest
     let state = app.state.clone();
     let (_, page) = get(&state, "/data").await;
     assert!(!page.contains("The database is empty"));
-    assert!(page.contains("<td>2026-10</td>"), "{page}");
+    assert!(page.contains(">2026-10</a></td>"), "{page}");
     // The bill total as people read it, e.g. $108,138.71.
     assert!(page.contains(&format_usd(summary.bill_amortized_micros)), "{page}");
     assert!(page.contains("succeeded"));
@@ -63,6 +63,51 @@ async fn the_home_page_says_when_the_database_is_empty_and_lists_what_was_ingest
     assert_eq!(step("Amortized cost").unwrap()["amount"], bill["amortized_total"]);
     assert!(step("Net amortized cost with tax").is_some(), "{bill}");
     assert!(page.contains("The bill of 2026-10, tied out"), "{page}");
+    assert_foots(&page);
+
+    // Any stored month ties out on the page, against its AWS invoice; its column foots.
+    generate(app.data(), Scale::Demo, CurFormat::Parquet, 2, 41);
+    ingest(app.store(), &export_root(app.data()).display().to_string(), false).await;
+    let (_, json) = get(&state, "/data?period=2026-09&format=json").await;
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["bill"]["period"], "2026-09");
+    let invoice = json["bill"]["invoices"][0]["invoice_id"].as_str().unwrap().to_string();
+    let (_, page) = get(&state, "/data?period=2026-09").await;
+    assert!(page.contains("The bill of 2026-09, tied out"), "{page}");
+    assert!(page.contains(&format!("AWS invoice {invoice} (")), "{invoice} in {page}");
+    assert_foots(&page);
+    let (status, _) = get(&state, "/data?period=2025-01").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "a month not stored");
+}
+
+/// The bridge on the Data page foots as printed: each subtotal is the one before it plus the
+/// steps between them, to the cent.
+fn assert_foots(page: &str) {
+    let section = page.split("id=\"bridge-heading\"").nth(1).unwrap().split("</table>").next().unwrap();
+    let cents = |text: &str| -> i64 {
+        let amount = text.split('$').nth(1).unwrap().split('<').next().unwrap().replace(',', "");
+        let negative = text.contains("-$");
+        let value: gpuledger::money::Cents = amount.parse().unwrap();
+        if negative { -value.0 } else { value.0 }
+    };
+    let (mut subtotal, mut running, mut checked) = (None::<i64>, 0i64, 0);
+    for row in section.split("<tr").skip(2) {
+        if row.contains("net_* columns") {
+            continue;
+        }
+        let amount = cents(row.split("class=\"num\"").nth(1).unwrap());
+        if row.starts_with(" class=\"subtotal\"") {
+            if let Some(before) = subtotal {
+                assert_eq!(before + running, amount, "the steps above {row} add up to it");
+                checked += 1;
+            }
+            subtotal = Some(amount);
+            running = 0;
+        } else {
+            running += amount;
+        }
+    }
+    assert!(checked >= 2, "subtotals checked: {checked} in {section}");
 }
 
 /// GET with headers, returning status, response headers and the body bytes.

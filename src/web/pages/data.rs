@@ -19,6 +19,8 @@ use crate::web::{AppState, WebError};
 #[derive(Deserialize)]
 pub struct HomeQuery {
     format: Option<String>,
+    /// The month whose bill is tied out (the newest when none).
+    period: Option<String>,
 }
 
 struct PeriodLine {
@@ -63,6 +65,43 @@ struct BridgeLine {
     step: String,
     amount: String,
     subtotal: bool,
+}
+
+/// The bridge as printed, in cents that foot: each subtotal is its exact amount rounded once
+/// to the cent, and the changes between two subtotals are rounded by largest remainder so
+/// that they add up to the difference of the rounded subtotals (a column a finance team adds
+/// up by hand gives its printed subtotals).
+fn footed(bridge: &[crate::report::bill::Step]) -> Vec<BridgeLine> {
+    use crate::money::Cents;
+    let cents = |micros: i64| Cents::from_nanos(micros.saturating_mul(1_000));
+    let mut lines = Vec::with_capacity(bridge.len());
+    let mut previous = Cents(0);
+    let mut changes: Vec<&crate::report::bill::Step> = Vec::new();
+    let flush = |changes: &mut Vec<&crate::report::bill::Step>,
+                 to: Cents,
+                 previous: Cents,
+                 lines: &mut Vec<BridgeLine>| {
+        let nanos: Vec<i64> = changes.iter().map(|c| c.micros.saturating_mul(1_000)).collect();
+        for (step, amount) in changes.iter().zip(crate::money::apportion_cents(&nanos, to - previous)) {
+            lines.push(BridgeLine { step: step.step.clone(), amount: amount.usd(), subtotal: false });
+        }
+        changes.clear();
+    };
+    for step in bridge {
+        if step.kind == "change" {
+            changes.push(step);
+            continue;
+        }
+        let total = cents(step.micros);
+        flush(&mut changes, total, previous, &mut lines);
+        lines.push(BridgeLine { step: step.step.clone(), amount: total.usd(), subtotal: true });
+        previous = total;
+    }
+    // Changes after the last subtotal (none today) foot to their own sum.
+    let rest: i64 = changes.iter().map(|c| c.micros).sum();
+    let to = previous + cents(rest);
+    flush(&mut changes, to, previous, &mut lines);
+    lines
 }
 
 /// When each kind of data last arrived.
@@ -128,6 +167,10 @@ struct HomePage {
     /// columns when the export has them.
     bill_period: String,
     bridge: Vec<BridgeLine>,
+    /// Every stored month to tie out, the one shown marked.
+    bill_periods: Vec<(String, bool)>,
+    /// The AWS invoices of the month shown: "AWS invoice 100010026 ($108,138.71)".
+    aws_invoices: Vec<String>,
     net_from_columns: String,
     freshness: Vec<FreshnessLine>,
     /// `gpuledger run`'s last cycle and its next, in a sentence; empty when it never ran.
@@ -194,9 +237,19 @@ pub async fn page(
     let runs: Vec<IngestRun> = state.store.ingest_runs(50).await?;
     let reconciliations = reconciliations(&runs);
     let freshness = freshness(&runs, Utc::now().timestamp());
-    // The newest period's bill and its bridge (`report bill` for the others).
-    let bill = match periods.first() {
-        Some(newest) => state.store.bill(&newest.period).await?.map(BillReport::from_period),
+    // The bill of the month asked for (the newest by default) and its bridge.
+    let chosen = match query.period.as_deref().filter(|p| !p.is_empty()) {
+        Some(asked) => Some(periods.iter().find(|p| p.period == asked).ok_or_else(|| {
+            WebError::bad(
+                "period",
+                format!("{asked} is not a stored period"),
+                periods.iter().map(|p| p.period.clone()).collect(),
+            )
+        })?),
+        None => periods.first(),
+    };
+    let bill = match chosen {
+        Some(summary) => state.store.bill(&summary.period).await?.map(BillReport::from_period),
         None => None,
     };
     let checks = cross_checks(&state, &periods).await?;
@@ -265,6 +318,10 @@ pub async fn page(
         }))
         .into_response());
     }
+    let stored: Vec<(String, bool)> = periods
+        .iter()
+        .map(|p| (p.period.clone(), bill.as_ref().is_some_and(|b| b.period.period == p.period)))
+        .collect();
     let page = HomePage {
         active: "data",
         banner: crate::web::banner(&state).await?,
@@ -285,15 +342,19 @@ pub async fn page(
             .collect(),
         reconciliations,
         bill_period: bill.as_ref().map(|b| b.period.period.clone()).unwrap_or_default(),
-        bridge: bill
+        bridge: bill.as_ref().map(|b| footed(&b.bridge)).unwrap_or_default(),
+        bill_periods: stored.clone(),
+        aws_invoices: bill
             .as_ref()
             .map(|b| {
-                b.bridge
+                b.invoices
                     .iter()
-                    .map(|s| BridgeLine {
-                        step: s.step.clone(),
-                        amount: format_usd(s.micros),
-                        subtotal: s.kind != "change",
+                    .map(|((entity, id), (_, amortized, _))| {
+                        format!(
+                            "{entity} invoice {} ({})",
+                            if id.is_empty() { "not yet issued" } else { id },
+                            format_usd(*amortized)
+                        )
                     })
                     .collect()
             })
