@@ -784,9 +784,23 @@ async fn the_filter_bar_offers_one_click_ranges_that_keep_the_other_filters() {
         let current = if current { r#" aria-current="true""# } else { "" };
         format!(r#"<a href="/costs?{query}"{current}>{name}</a>"#)
     };
+    // "This month" is the calendar month: October is named, and November said to be not
+    // billed yet, while it is November (as when this was written).
+    let today = gpuledger::period::Period::containing(chrono::Utc::now().timestamp());
+    let latest: gpuledger::period::Period = "2026-10".parse().unwrap();
+    let name = |p: gpuledger::period::Period| {
+        chrono::NaiveDate::from_ymd_opt(p.year(), p.month(), 1).unwrap().format("%B").to_string()
+    };
+    let (this, last) = if today == latest {
+        ("This month (so far)".to_string(), "Last month".to_string())
+    } else if today.previous() == latest {
+        (format!("October (last month; {} is not billed yet)", name(today)), "September".to_string())
+    } else {
+        ("October 2026 (newest billed)".to_string(), "September".to_string())
+    };
     for expected in [
-        link("period=2026-10&group=team", "This month", false),
-        link("period=2026-09&group=team", "Last month", true),
+        link("period=2026-10&group=team", &this, false),
+        link("period=2026-09&group=team", &last, true),
         link("from=2026-08-01&to=2026-11-01&group=team", "Last 3 months", false),
         link("from=2026-01-01&to=2026-11-01&group=team", "Year to date", false),
     ] {

@@ -676,9 +676,10 @@ async fn render_answer(
     }
 }
 
-/// The ranges people ask for most, relative to the newest computed month: that month, the
-/// month before, the last three months, the year to date; each link keeps the grouping,
-/// cluster, account and sort.
+/// The ranges people ask for most: this calendar month (so far) when it is billed, else the
+/// newest billed month by its name with the word that this one is not billed yet; the month
+/// before; the last three months; the year to date (each up to the newest billed month). Each
+/// link keeps the grouping, cluster, account and sort.
 fn presets(
     computed: &[Arc<Rollups>],
     filters: &Filters,
@@ -694,12 +695,26 @@ fn presets(
         _ => None,
     };
     let january = (1..latest.month()).fold(latest, |p, _| p.previous());
+    let today = Period::containing(chrono::Utc::now().timestamp());
+    let billed = |p: Period| computed.iter().any(|r| r.period.period == p.to_string());
+    let month_name = |p: Period| {
+        chrono::NaiveDate::from_ymd_opt(p.year(), p.month(), 1)
+            .map(|d| d.format("%B").to_string())
+            .unwrap_or_default()
+    };
+    let (this, last) = if latest == today {
+        ("This month (so far)".to_string(), "Last month".to_string())
+    } else if latest == today.previous() {
+        (
+            format!("{} (last month; {} is not billed yet)", month_name(latest), month_name(today)),
+            month_name(latest.previous()),
+        )
+    } else {
+        (format!("{} {} (newest billed)", month_name(latest), latest.year()), month_name(latest.previous()))
+    };
     let candidates = [
-        ("This month".to_string(), Some(latest.to_string())),
-        ("Last month".to_string(), {
-            let previous = latest.previous().to_string();
-            computed.iter().any(|r| r.period.period == previous).then_some(previous)
-        }),
+        (this, Some(latest.to_string())),
+        (last, billed(latest.previous()).then(|| latest.previous().to_string())),
         ("Last 3 months".to_string(), days(latest.previous().previous())),
         ("Year to date".to_string(), days(january)),
     ];
