@@ -297,12 +297,11 @@ async fn own_view(
     ];
     let invoices = standing_invoices(state, client).await?;
     let months_in_range: Vec<&str> = whole.iter().map(|r| r.period.period.as_str()).collect();
-    let invoiced: Cents = invoices
-        .iter()
-        .filter(|s| months_in_range.contains(&s.invoice.period.as_str()))
-        .map(|s| s.total())
-        .sum();
-    content.cards.push(card("Invoiced (with tax)", invoiced.usd()));
+    let standing: Vec<&crate::invoice::Standing> =
+        invoices.iter().filter(|s| months_in_range.contains(&s.invoice.period.as_str())).collect();
+    let invoiced: Cents = standing.iter().map(|s| s.total()).sum();
+    let invoiced = if standing.is_empty() { "Not invoiced yet".to_string() } else { invoiced.usd() };
+    content.cards.push(card("Invoiced (with tax)", invoiced));
     budget_card(state, client, range, &mut content).await?;
     let cents = |amount: Cents| Cell::Usd(Some(Nanos::from_cents(amount)));
     let breakdown = Table {
