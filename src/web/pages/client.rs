@@ -1,6 +1,10 @@
-//! One client's page (agency): its chargeback for the range asked for, how it came about
-//! (the policy and markup in force, its workloads), and its trend over every computed month.
-//! Same filters and twins (JSON, CSV, XLSX) as the other pages.
+//! One client's page. The agency sees its chargeback for the range asked for, how it came
+//! about (the policy and markup in force, its workloads), and its trend over every computed
+//! month with the cost to serve and the margin. The client's own users see "Your charges" at
+//! the same URL: what it is charged, at its prices, never what it cost the agency. Same
+//! filters and twins (JSON, CSV, XLSX) as the other pages.
+
+use std::collections::BTreeMap;
 
 use axum::extract::Path;
 use axum::response::Response;
@@ -9,8 +13,6 @@ use serde_json::json;
 use super::WebError;
 use super::{Card, Content, Opening, answer, money, percent, url_escape, usd};
 use crate::domain::settings::{ChargeBasis, Pool, policy_text};
-use std::collections::BTreeMap;
-
 use crate::money::Cents;
 use crate::report::rollup::{self, Report, RollupRange};
 use crate::report::table::{Cell, Nanos, Table};
