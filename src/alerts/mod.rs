@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::invoice::BudgetCheck;
 use crate::report::rollup::Headline;
+use crate::report::table::thousands;
 use crate::store::Rollups;
 
 pub use crate::domain::alerts::Thresholds;
@@ -147,9 +148,9 @@ pub fn evaluate(inputs: &Inputs<'_>, thresholds: &Thresholds) -> Vec<Finding> {
             format!("above {}", percent(thresholds.idle_share_max)),
             format!("/gpus?period={period}"),
             format!(
-                "{period}: {:.0} of {:.0} allocated GPU-hours were idle ({}), costing {}",
-                head.gpu_hours_idle,
-                head.gpu_hours_allocated,
+                "{period}: {} of {} allocated GPU-hours were idle ({}), costing {}",
+                thousands(head.gpu_hours_idle, 0),
+                thousands(head.gpu_hours_allocated, 0),
                 percent(idle),
                 crate::money::format_usd_nanos(head.idle_cost_nanos)
             ),
@@ -164,9 +165,9 @@ pub fn evaluate(inputs: &Inputs<'_>, thresholds: &Thresholds) -> Vec<Finding> {
             format!("below {}", percent(thresholds.spot_adoption_min)),
             format!("/savings?period={period}"),
             format!(
-                "{period}: {:.0} of {:.0} training GPU-hours ran on Spot ({})",
-                head.training_spot_gpu_hours,
-                head.training_gpu_hours,
+                "{period}: {} of {} training GPU-hours ran on Spot ({})",
+                thousands(head.training_spot_gpu_hours, 0),
+                thousands(head.training_gpu_hours, 0),
                 percent(spot)
             ),
         );
@@ -180,9 +181,9 @@ pub fn evaluate(inputs: &Inputs<'_>, thresholds: &Thresholds) -> Vec<Finding> {
             format!("below {}", percent(thresholds.utilization_min)),
             format!("/gpus?period={period}"),
             format!(
-                "{period}: {:.0} GPU-hours used of {:.0} measured allocated ({})",
-                head.gpu_hours_used,
-                head.gpu_hours_allocated - head.gpu_hours_unmeasured,
+                "{period}: {} GPU-hours used of {} measured allocated ({})",
+                thousands(head.gpu_hours_used, 0),
+                thousands(head.gpu_hours_allocated - head.gpu_hours_unmeasured, 0),
                 percent(utilization)
             ),
         );
@@ -203,7 +204,8 @@ pub fn evaluate(inputs: &Inputs<'_>, thresholds: &Thresholds) -> Vec<Finding> {
                 format!("/inference?period={period}"),
                 format!(
                     "{period}: {workload} served {} hours, {} of them above the fleet's P95 of hourly cost per inference",
-                    s.hours, s.above_p95
+                    thousands(s.hours as f64, 0),
+                    thousands(s.above_p95 as f64, 0)
                 ),
             );
         }

@@ -4,7 +4,7 @@
 use anyhow::Context;
 
 use crate::cli::{ClientsCommand, EngineSetArgs, PoolsCommand, SettingsCommand};
-use crate::domain::settings::{EffectiveFrom, SettingKind, SettingVersion};
+use crate::domain::settings::{ClientTerms, EffectiveFrom, SettingKind, SettingVersion};
 use crate::store::{self, MatchKind, Store};
 
 /// Lists, sets, maps or unmaps clients.
@@ -17,12 +17,11 @@ pub(super) async fn run(store: &dyn Store, command: ClientsCommand) -> anyhow::R
         }
         ClientsCommand::Set(args) => {
             crate::auth::check_name("client", &args.name).map_err(anyhow::Error::msg)?;
-            if let Some(percent) = args.markup_percent {
-                anyhow::ensure!(
-                    percent.is_finite() && (0.0..=1_000.0).contains(&percent),
-                    "--markup-percent must be between 0 and 1000, not {percent}"
-                );
-            }
+            let markup = args
+                .markup_percent
+                .map(ClientTerms::markup_from_percent)
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("--markup-percent: {e}"))?;
             let exempt = match (args.exempt, args.no_exempt) {
                 (true, _) => Some(true),
                 (_, true) => Some(false),
@@ -31,8 +30,8 @@ pub(super) async fn run(store: &dyn Store, command: ClientsCommand) -> anyhow::R
             let from = args.from.effective_from();
             let version = history
                 .client_version(&args.name, from, |terms| {
-                    if let Some(percent) = args.markup_percent {
-                        terms.markup_basis_points = (percent * 100.0).round() as i64;
+                    if let Some(points) = markup {
+                        terms.markup_basis_points = points;
                     }
                     if let Some(exempt) = exempt {
                         terms.exempt = exempt;

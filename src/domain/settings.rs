@@ -281,6 +281,24 @@ pub struct ClientTerms {
     pub basis: ChargeBasis,
 }
 
+impl ClientTerms {
+    /// A markup in percent as people write it (`12.5`) in basis points (1,250), refused unless
+    /// it is a number from 0 to 1,000 %.
+    pub fn markup_from_percent(percent: f64) -> Result<i64, String> {
+        if !(percent.is_finite() && (0.0..=1_000.0).contains(&percent)) {
+            return Err(format!("the markup is a percentage from 0 to 1000, not {percent}"));
+        }
+        Ok((percent * 100.0).round() as i64)
+    }
+
+    /// `12.5 %`.
+    pub fn markup_percent(&self) -> String {
+        let points = self.markup_basis_points;
+        let text = format!("{}.{:02}", points / 100, (points % 100).abs());
+        format!("{} %", text.trim_end_matches('0').trim_end_matches('.'))
+    }
+}
+
 /// The engine's settings as stored (the idle threshold and the platform namespaces).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EngineSettings {
@@ -528,6 +546,11 @@ impl SettingsHistory {
             }
         }
         Ok(version(SettingKind::Labels, "", from, &scopes))
+    }
+
+    /// `client`'s terms in force for `period`.
+    pub fn terms_in_force(&self, client: &str, period: Period) -> Result<ClientTerms, String> {
+        self.current(SettingKind::Client, client, EffectiveFrom::month(period), ClientTerms::default())
     }
 
     /// `client`'s monthly budget in force for `period`, if it has one.

@@ -258,7 +258,13 @@ pub fn render(invoice: &Invoice) -> Result<Vec<u8>, String> {
             layout.text(REGULAR_FONT, 9.0, LEFT, y - 13.0 * i as f32, text);
         }
         if let Some(quantity) = line.quantity {
-            layout.text_right(REGULAR_FONT, 9.0, QUANTITY_RIGHT, y, &format!("{quantity:.2}"));
+            layout.text_right(
+                REGULAR_FONT,
+                9.0,
+                QUANTITY_RIGHT,
+                y,
+                &crate::report::table::thousands(quantity, 2),
+            );
         }
         if let Some(unit) = &line.unit {
             layout.text(REGULAR_FONT, 9.0, UNIT_LEFT, y, unit);
@@ -366,9 +372,10 @@ fn head(layout: &mut Layout, invoice: &Invoice) {
             "Number",
             if invoice.number.is_empty() { "(not issued)".to_string() } else { invoice.number.clone() },
         ),
-        ("Issued", invoice.issued_at.clone().unwrap_or_else(|| "-".into())),
-        ("Due", invoice.due_at.clone().unwrap_or_else(|| "-".into())),
-        ("Billing period", invoice.period.clone()),
+        // Dates as people write them (`27 Nov 2026`, `Oct 2026`); the JSON and CSV keep ISO.
+        ("Issued", invoice.issued_at.as_deref().map_or_else(|| "-".into(), people)),
+        ("Due", invoice.due_at.as_deref().map_or_else(|| "-".into(), people)),
+        ("Billing period", people(&invoice.period)),
         ("Refers to", invoice.refers_to.clone().unwrap_or_default()),
         ("PO number", invoice.buyer.po_number.clone()),
     ];
@@ -450,4 +457,9 @@ fn write(layout: Layout, invoice: &Invoice) -> Result<Vec<u8>, String> {
         font.write(&mut pdf, &mut ids, id)?;
     }
     Ok(pdf.finish())
+}
+
+/// A date or month in words, as printed on the document; anything else as it is.
+fn people(text: &str) -> String {
+    crate::period::human::text(text).unwrap_or_else(|| text.to_string())
 }

@@ -5,6 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::{OutputFormat, csv_cell};
 pub use crate::money::Nanos;
+use crate::period::human;
 
 /// A cell, typed so each format shows it right.
 #[derive(Debug, Clone)]
@@ -332,7 +333,8 @@ impl Table {
     /// in `shown` (a page of a long table), then the totals, which always cover every row.
     /// Values of the columns that hold gpuledger's own names (an opportunity's kind, an
     /// alert's rule, a line's category, …) read as words (`spot_training` → "Spot training");
-    /// CSV, JSON and XLSX keep the names scripts match on.
+    /// CSV, JSON and XLSX keep the names scripts match on. A cell that is a month, a day or a
+    /// time reads as people write it (`Oct 2026`); the downloads keep ISO 8601.
     pub fn display_rows(&self, shown: std::ops::Range<usize>) -> Vec<Vec<(String, bool)>> {
         const NAMED: [&str; 7] =
             ["kind", "rule", "category", "workload_class", "severity", "state", "status"];
@@ -347,6 +349,7 @@ impl Table {
                     .enumerate()
                     .map(|(col, cell)| match cell {
                         Cell::Text(text) if worded.get(col) == Some(&true) => (heading(text), false),
+                        Cell::Text(text) => (human::within(text), false),
                         _ => (table_text(cell), !matches!(cell, Cell::Text(_))),
                     })
                     .collect()
@@ -440,7 +443,7 @@ fn table_text(cell: &Cell) -> String {
 }
 
 /// `-1234567.8912` → `-1,234,567.8912`: the digits kept, the whole part grouped by thousands.
-fn grouped(text: &str) -> String {
+pub fn grouped(text: &str) -> String {
     let (sign, digits) = text.strip_prefix('-').map_or(("", text), |rest| ("-", rest));
     let (whole, fraction) = digits.split_once('.').map_or((digits, None), |(w, f)| (w, Some(f)));
     let mut out = String::new();

@@ -754,11 +754,7 @@ pub async fn admin(
         )
         .into_response());
     }
-    let utc = |at: i64| {
-        chrono::DateTime::from_timestamp(at, 0)
-            .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
-            .unwrap_or_default()
-    };
+    let utc = crate::period::human::epoch_second;
     let page = AdminPage {
         active: "admin",
         viewer: &viewer,

@@ -4,8 +4,14 @@
 use std::fmt::Write as _;
 
 /// Escapes text for SVG/HTML.
+/// Text to draw or say, escaped for SVG, its months, days and times as people write them
+/// (`2026-10` → `Oct 2026`); a link's query keeps its ISO dates.
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    crate::period::human::within(text)
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// The opening of a chart: an image (or a group of links) whose text alternative says
@@ -145,7 +151,7 @@ pub fn sparkline(what: &str, labels: &[String], values: &[Option<f64>]) -> Strin
 /// A waterfall: the `start` column from zero, each step falling (or rising) from where the one
 /// before ended, drawn light, and the `end` column from zero at what is left.
 pub fn waterfall(title: &str, unit: &str, start: (&str, f64), steps: &[(String, f64)], end: &str) -> String {
-    let (width, height, left, bottom, top) = (640.0, 260.0, 70.0, 56.0, 30.0);
+    let (width, height, left, bottom, top) = (640.0, 272.0, 70.0, 56.0, 42.0);
     let mut levels = vec![(start.0.to_string(), 0.0, start.1, "bar")];
     let mut level = start.1;
     for (label, change) in steps {
@@ -176,6 +182,15 @@ pub fn waterfall(title: &str, unit: &str, start: (&str, f64), steps: &[(String, 
             x + slot * 0.35,
             height - bottom + 16.0 + 12.0 * (i % 2) as f64,
             escape(label)
+        );
+        // Each bar's amount above it: the spend at either end, the saving of each step.
+        let amount =
+            if *class == "bar" { format!("${}", short(*to)) } else { format!("−${}", short(from - to)) };
+        let _ = write!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" class="axis bar-value" text-anchor="middle">{amount}</text>"#,
+            x + slot * 0.35,
+            y(from.max(*to)) - 4.0
         );
     }
     svg.push_str("</svg>");
@@ -660,7 +675,7 @@ pub fn stacked_bars(title: &str, unit: &str, names: &[&str], mark_name: &str, ba
 pub fn heatmap(title: &str, days: &[String], cells: &[[Option<f64>; 24]]) -> String {
     let (cell_w, cell_h, left, top) = (22.0, 14.0, 90.0, 40.0);
     let width = left + cell_w * 24.0 + 10.0;
-    let height = top + cell_h * days.len() as f64 + 30.0;
+    let height = top + cell_h * days.len() as f64 + 52.0;
     let mut svg = format!(
         r#"<svg class="chart heatmap" role="img" aria-label="{}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg"><title>{}</title>"#,
         escape(&format!("{title}: GPU utilization by day and hour of day (UTC), shown in the table below")),
@@ -711,8 +726,38 @@ pub fn heatmap(title: &str, days: &[String], cells: &[[Option<f64>; 24]]) -> Str
     }
     let _ = write!(
         svg,
-        r#"<text x="{left}" y="{:.1}" class="axis">Hour of day (UTC); darker = higher utilization of allocated GPUs (%)</text>"#,
-        height - 8.0
+        r#"<text x="{left}" y="{:.1}" class="axis">Hour of day (UTC); darker = higher utilization of allocated GPUs</text>"#,
+        height - 30.0
+    );
+    // The legend: the shade of 0, 25, 50, 75 and 100 % utilization, and an hour not measured.
+    let y = height - 18.0;
+    let _ = write!(
+        svg,
+        r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="end">Utilization</text>"#,
+        left - 6.0,
+        y + 10.0
+    );
+    for (i, share) in [0.0_f64, 0.25, 0.5, 0.75, 1.0].iter().enumerate() {
+        let x = left + 62.0 * i as f64;
+        let _ = write!(
+            svg,
+            r#"<rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" class="cell" fill-opacity="{:.2}"/><text x="{:.1}" y="{:.1}" class="axis">{:.0} %</text>"#,
+            cell_w - 1.0,
+            cell_h - 1.0,
+            0.08 + 0.92 * share,
+            x + cell_w + 3.0,
+            y + 10.0,
+            share * 100.0
+        );
+    }
+    let x = left + 62.0 * 5.0;
+    let _ = write!(
+        svg,
+        r#"<rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" class="cell-empty"/><text x="{:.1}" y="{:.1}" class="axis">not measured</text>"#,
+        cell_w - 1.0,
+        cell_h - 1.0,
+        x + cell_w + 3.0,
+        y + 10.0
     );
     svg.push_str("</svg>");
     svg
@@ -774,7 +819,8 @@ mod tests {
     fn bars_carry_a_title_units_and_a_text_alternative() {
         let svg = bars("Spend", "USD", &["2026-09".into(), "2026-10".into()], &[1000.0, 12_500.5]);
         assert!(svg.contains(r#"role="img""#) && svg.contains("<title>Spend</title>"));
-        assert!(svg.contains("2026-10: 12,500.5 USD"), "{svg}");
+        // Months read as people write them: `2026-10` is `Oct 2026`.
+        assert!(svg.contains("Oct 2026: 12,500.5 USD"), "{svg}");
         // 12,500.5 → steps of 5k up to 15k: labels 0, 5k, 10k, 15k and nothing in between.
         for label in [">0<", ">5k<", ">10k<", ">15k<"] {
             assert!(svg.contains(label), "{label} in {svg}");
@@ -873,11 +919,11 @@ mod tests {
         // 2026-11 sits at 484.8; 70 on the 0–100 axis of 190 px from y 30 is y 87.0.
         assert_eq!(svg.matches("<circle").count(), 4);
         assert!(svg.contains(r#"<circle cx="484.8" cy="87.0" r="7" class="flag"/>"#), "{svg}");
-        assert!(svg.contains("<title>2026-11: 70 % (in progress)</title>"));
+        assert!(svg.contains("<title>Nov 2026: 70 % (in progress)</title>"));
         // The band spans 60–85 on a 0–100 axis of 190 px: y 58.5 to 106.0.
         assert!(svg.contains(r#"<rect x="70" y="58.5" width="474.0" height="47.5" class="band">"#), "{svg}");
         assert!(svg.contains("<title>flagged: 20 %</title>"));
-        assert!(svg.contains("aria-label=\"GPU utilization. 2026-08: 40 %; 2026-09: not measured; 2026-10: 62.5 %; 2026-11: 70 % (in progress); target: 60–85 %; flagged: 20 %\""), "{svg}");
+        assert!(svg.contains("aria-label=\"GPU utilization. Aug 2026: 40 %; Sep 2026: not measured; Oct 2026: 62.5 %; Nov 2026: 70 % (in progress); target: 60–85 %; flagged: 20 %\""), "{svg}");
         // A threshold more than four times the highest point is named at the top, off the axis.
         let low = [point("09", Some(0.5), false), point("10", Some(0.7), false)];
         let far = Targets { band: None, thresholds: &[(7.4, "fleet P95")] };
@@ -942,12 +988,16 @@ mod tests {
     fn a_waterfall_falls_from_the_spend_by_each_step_to_what_is_left() {
         let steps = [("spot".to_string(), 30.0), ("idle".to_string(), 20.0)];
         let svg = waterfall("Opportunities", "USD", ("spend", 100.0), &steps, "after");
-        // 0..100 by 20s over 174 px (top 30, bottom 204): 1.74 px a dollar.
-        assert!(svg.contains(r#"y="30.0" width="98.0" height="174.0" class="bar""#), "{svg}");
+        // 0..100 by 20s over 174 px (top 42, bottom 216): 1.74 px a dollar.
+        assert!(svg.contains(r#"y="42.0" width="98.0" height="174.0" class="bar""#), "{svg}");
         // Spot falls from 100 to 70, idle from 70 to 50, and 50 is left.
-        assert!(svg.contains(r#"y="30.0" width="98.0" height="52.2" class="bar-unused""#), "{svg}");
-        assert!(svg.contains(r#"y="82.2" width="98.0" height="34.8" class="bar-unused""#), "{svg}");
-        assert!(svg.contains(r#"y="117.0" width="98.0" height="87.0" class="bar""#), "{svg}");
+        assert!(svg.contains(r#"y="42.0" width="98.0" height="52.2" class="bar-unused""#), "{svg}");
+        assert!(svg.contains(r#"y="94.2" width="98.0" height="34.8" class="bar-unused""#), "{svg}");
+        assert!(svg.contains(r#"y="129.0" width="98.0" height="87.0" class="bar""#), "{svg}");
+        // Each bar says its amount above it: the ends what they are, the steps what they save.
+        for amount in [">$100<", ">−$30<", ">−$20<", ">$50<"] {
+            assert!(svg.contains(amount), "{amount} in {svg}");
+        }
         assert!(svg.contains("Opportunities. spend: 100 USD; spot: −30 USD; idle: −20 USD; after: 50 USD"));
     }
 

@@ -17,6 +17,9 @@ pub enum WebError {
     Render(#[from] askama::Error),
     #[error("writing a spreadsheet: {0}")]
     Spreadsheet(#[from] rust_xlsxwriter::XlsxError),
+    /// A compute the request ran (settings changed on a page) failed.
+    #[error("computing: {0}")]
+    Job(#[from] crate::pipeline::JobError),
     /// A parameter that names nothing valid; the message and choices are safe to show.
     #[error("{parameter}: {message}")]
     BadRequest { parameter: &'static str, message: String, choices: Vec<String> },

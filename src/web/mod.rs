@@ -6,6 +6,7 @@
 mod auth;
 mod charts;
 mod error;
+mod filters;
 pub mod listen;
 mod metrics;
 mod pages;

@@ -185,6 +185,7 @@ pub static PAGES: &[Page] = &[
     Page { post: ISSUERS, ..page("/invoices/adjust", || post(pages::invoice_adjust)) },
     Page { post: ISSUERS, ..page("/invoices/issue-month", || post(pages::invoice_issue_month)) },
     Page { post: ISSUERS, ..page("/invoices/billing", || post(pages::invoice_billing)) },
+    Page { post: ISSUERS, ..page("/invoices/terms", || post(pages::invoice_terms)) },
     Page { post: ISSUERS, ..page("/invoices/{number}", || get(pages::invoice)) },
     Page { post: ISSUERS, ..page("/invoices/{number}/credit", || post(pages::invoice_credit)) },
     Page { post: ISSUERS, ..page("/invoices/{number}/{format}", || get(pages::invoice_export)) },

@@ -747,7 +747,7 @@ async fn issuing_and_voiding_confirm_first_and_a_month_is_issued_all_or_none() {
     assert_eq!(asked.status, StatusCode::OK, "{}", asked.body);
     assert!(plain(&asked.body).contains("Issue invoice GL-2026-0001 to acme?"), "{}", asked.body);
     assert!(
-        plain(&asked.body).contains(&format!("The draft for acme, 2026-10: {total} (USD)")),
+        plain(&asked.body).contains(&format!("The draft for acme, Oct 2026: {total} (USD)")),
         "{}",
         asked.body
     );
@@ -759,7 +759,7 @@ async fn issuing_and_voiding_confirm_first_and_a_month_is_issued_all_or_none() {
     let page = send(&state, Method::GET, "/invoices/GL-2026-0001?done=1", &cookie, None).await;
     assert!(
         plain(&page.body)
-            .contains(&format!("Invoice GL-2026-0001 issued to acme for 2026-10: {total}, due ")),
+            .contains(&format!("Invoice GL-2026-0001 issued to acme for Oct 2026: {total}, due ")),
         "{}",
         page.body
     );
@@ -812,7 +812,7 @@ async fn issuing_and_voiding_confirm_first_and_a_month_is_issued_all_or_none() {
     let asked = post("/invoices/issue-month", format!("csrf={csrf}&period=2026-10")).await;
     assert_eq!(asked.status, StatusCode::OK, "{}", asked.body);
     let n = clients.len();
-    assert!(plain(&asked.body).contains(&format!("Issue {n} invoices for 2026-10?")), "{}", asked.body);
+    assert!(plain(&asked.body).contains(&format!("Issue {n} invoices for Oct 2026?")), "{}", asked.body);
     for (i, client) in clients.iter().enumerate() {
         let total = draft_total(&state, &cookie, client, "2026-10").await;
         let row = format!(
@@ -864,7 +864,7 @@ async fn issuing_and_voiding_confirm_first_and_a_month_is_issued_all_or_none() {
     let sum: gpuledger::money::Cents = documents[3..].iter().map(|d| d.total).sum();
     let page = send(&state, Method::GET, &done.header(header::LOCATION), &cookie, None).await;
     let notice =
-        format!("Issued {} invoices of 2026-10, GL-2026-0004 to {last}: {} in all.", n - 1, sum.usd());
+        format!("Issued {} invoices of Oct 2026, GL-2026-0004 to {last}: {} in all.", n - 1, sum.usd());
     assert!(plain(&page.body).contains(&notice), "{notice} in {}", page.body);
 
     // A viewer may not issue a month.
@@ -1057,7 +1057,7 @@ async fn an_administrator_lets_managers_invoice_their_clients_and_billing_detail
         Some(&format!("csrf={csrf}&period=2026-10")),
     )
     .await;
-    assert!(plain(&batch.body).contains("Nothing to issue for 2026-10"), "{}", batch.body);
+    assert!(plain(&batch.body).contains("Nothing to issue for Oct 2026"), "{}", batch.body);
     assert!(!batch.body.contains("globex"), "no other client named");
     // A viewer never issues; back to finance only, neither does the manager.
     let refused = send(
@@ -1075,4 +1075,103 @@ async fn an_administrator_lets_managers_invoice_their_clients_and_billing_detail
     send(&state, Method::POST, "/admin/invoicing", &admin, Some(&form)).await;
     let refused = send(&state, Method::POST, "/invoices/adjust", &manager, Some(&issue)).await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
+}
+
+/// Finance changes a client's markup and budget on the web, from a month on: a confirmation
+/// says what changes and which months are computed again; then the month's chargeback carries
+/// the new markup (12 % of direct + shared cost, to the micro-dollar), the month before keeps
+/// 15 %, the change is audited, and a viewer or a bad amount changes nothing.
+#[tokio::test]
+async fn a_clients_markup_and_budget_change_on_the_web_from_a_month_on_confirmed_audited_and_recomputed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::helpers::connect(&format!("sqlite:{}", dir.path().join("terms.db").display())).await;
+    with_demo_terms(store.as_ref()).await;
+    crate::engine::generate_and_load(store.as_ref(), dir.path(), 2, 47).await;
+    let state = signed_in_app(store);
+    for (name, role) in [("fin", Role::Finance), ("vic", Role::Viewer)] {
+        add_user(state.store.as_ref(), name, role, &[]).await;
+    }
+    let (_, finance) = sign_in(&state, "fin", &secret("fin"), "").await;
+    let csrf = field(&send(&state, Method::GET, "/account", &finance, None).await.body, "csrf");
+    let (_, viewer) = sign_in(&state, "vic", &secret("vic"), "").await;
+    let viewer_csrf = field(&send(&state, Method::GET, "/account", &viewer, None).await.body, "csrf");
+    let versions = state.store.settings().await.unwrap().versions.len();
+
+    let register = send(&state, Method::GET, "/invoices", &finance, None).await;
+    assert!(
+        plain(&register.body)
+            .contains("<th scope=\"row\">acme</th><td class=\"num\">15 %</td><td class=\"num\">none</td>")
+    );
+    let form = format!("csrf={csrf}&client=acme&markup_percent=12&monthly_budget=9000&from=2026-10");
+    let asked = send(&state, Method::POST, "/invoices/terms", &finance, Some(&form)).await;
+    assert_eq!(asked.status, StatusCode::OK);
+    let text = plain(&asked.body);
+    assert!(
+        text.contains("acme, Oct 2026 on: markup 15 % → 12 %; monthly budget none → $9,000.00."),
+        "{text}"
+    );
+    assert!(text.contains("Computed again with the new terms: Oct 2026."), "{text}");
+    assert_eq!(
+        state.store.settings().await.unwrap().versions.len(),
+        versions,
+        "nothing saved before confirming"
+    );
+
+    // Refused: a viewer; a markup that is no number; a negative budget. Nothing saved.
+    let refused = send(
+        &state,
+        Method::POST,
+        "/invoices/terms",
+        &viewer,
+        Some(&format!("csrf={viewer_csrf}&client=acme&markup_percent=1&confirm=yes")),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    for (bad, said) in [
+        ("markup_percent=abc", "&#34;abc&#34; is not a number"),
+        ("monthly_budget=-5", "&#34;-5&#34; is not an amount of USD"),
+    ] {
+        let body = format!("csrf={csrf}&client=acme&{bad}&confirm=yes");
+        let refused = send(&state, Method::POST, "/invoices/terms", &finance, Some(&body)).await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{bad}");
+        assert!(refused.body.contains(said), "{}", refused.body);
+    }
+    assert_eq!(state.store.settings().await.unwrap().versions.len(), versions);
+
+    let done =
+        send(&state, Method::POST, "/invoices/terms", &finance, Some(&format!("{form}&confirm=yes"))).await;
+    assert_eq!(done.header(header::LOCATION), "/invoices?done=terms:acme#terms");
+    assert_eq!(state.store.count_audit("settings.client", 0, Some("fin"), None).await.unwrap(), 1);
+    let micros = |v: &Value| gpuledger::money::nanos_from_decimal(v.as_str().unwrap()).unwrap() / 1000;
+    for (period, rate) in [("2026-09", 0.15), ("2026-10", 0.12)] {
+        let json: Value = serde_json::from_str(
+            &send(&state, Method::GET, &format!("/clients?period={period}&format=json"), &finance, None)
+                .await
+                .body,
+        )
+        .unwrap();
+        let acme = json["clients"]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["client"] == "acme")
+            .unwrap()
+            .clone();
+        assert_eq!(acme["markup_rate"].as_f64(), Some(rate), "{period}");
+        // The markup is the rate on direct + shared cost (the two as printed, each rounded to the
+        // micro-dollar, so within 2 micro-dollars).
+        let base = micros(&acme["direct_cost"]) + micros(&acme["shared_cost"]);
+        let expected = (base as f64 * rate).round() as i64;
+        assert!(
+            (micros(&acme["markup"]) - expected).abs() <= 2,
+            "{period}: {} vs {expected}",
+            acme["markup"]
+        );
+    }
+    let register = send(&state, Method::GET, "/invoices", &finance, None).await;
+    assert!(
+        plain(&register.body).contains(
+            "<th scope=\"row\">acme</th><td class=\"num\">12 %</td><td class=\"num\">$9,000.00</td>"
+        )
+    );
 }

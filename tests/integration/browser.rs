@@ -268,7 +268,7 @@ async fn the_dashboard_in_a_real_browser() {
     let charts = client.find_all("css selector", "svg.chart[role='img']").await;
     assert_eq!(charts.len(), 4, "four charts on the Overview");
     let label = client.attribute(&charts[0], "aria-label").await;
-    assert!(label.starts_with("Monthly spend") && label.contains("2026-10"), "{label}");
+    assert!(label.starts_with("Monthly spend") && label.contains("Oct 2026"), "{label}");
 
     // Screenshots of every page at a desktop's, a tablet's and a phone's width; at none of them
     // does a page scroll sideways (wide tables scroll inside their own box), and axe-core finds
@@ -385,8 +385,9 @@ async fn the_dashboard_in_a_real_browser() {
     let csv = std::fs::read_to_string(&expected).unwrap();
     assert!(csv.starts_with("namespace,split_cost,unused_cost,total_cost"), "{csv}");
 
-    // The Overview printed to PDF (WebDriver print, landscape Letter) is one page and holds the
-    // month's bill total.
+    // The Overview printed to PDF (WebDriver print, landscape Letter) is board-ready: whose
+    // report, of what and when it was prepared; the month's bill total, the savings still open
+    // and the top opportunities; no account block; at most two pages, neither half empty.
     client.goto(&format!("{base}/?period=2026-10")).await;
     let pdf = client.print_landscape().await;
     assert!(pdf.starts_with(b"%PDF"), "a PDF");
@@ -398,10 +399,25 @@ async fn the_dashboard_in_a_real_browser() {
         format_usd((truth(dir.path(), "2026-10")["bill_amortized"].as_f64().unwrap() * 1e6).round() as i64);
     assert!(text.contains(&bill), "the printed Overview shows the bill {bill}: {text}");
     assert!(text.contains("Total spend"), "{text}");
-    let info = Command::new("pdfinfo").arg(&pdf_path).output().expect("pdfinfo (poppler-utils)");
-    let info = String::from_utf8_lossy(&info.stdout);
-    let pages = info.lines().find_map(|l| l.strip_prefix("Pages:")).map(str::trim);
-    assert_eq!(pages, Some("1"), "the Overview prints on one landscape page: {info}");
+    let prepared = gpuledger::period::human::day(chrono::Utc::now().date_naive());
+    for said in [
+        "GPU cost report · Oct 2026 · prepared ",
+        &prepared,
+        "Open savings",
+        "a month",
+        "Top 5 opportunities",
+    ] {
+        assert!(text.contains(said), "the printed Overview says {said:?}: {text}");
+    }
+    assert!(!text.contains("Sign out"), "no account block in print: {text}");
+    let lowest = lowest_text_per_page(&pdf_path);
+    assert!((1..=2).contains(&lowest.len()), "the Overview prints on one or two pages: {}", lowest.len());
+    for (bottom, height) in lowest.iter().take(lowest.len() - 1) {
+        assert!(
+            *bottom > height / 2.0,
+            "the Overview's first printed page ends at {bottom:.0} of {height:.0} pt"
+        );
+    }
 
     // Every other page prints without half-empty pages: on each printed page but the last,
     // the text reaches into the lower half (a chart or table pushed whole to the next page
@@ -589,9 +605,9 @@ async fn finance_issues_an_invoice_from_the_ui_and_downloads_its_pdf_in_a_real_b
     wait_for_url(&client, "/invoices/GL-").await;
     let notice = client.text(&client.find("css selector", "p.success").await).await;
     let promised = label.rsplit(' ').next().unwrap();
-    assert!(notice.starts_with(&format!("Invoice {promised} issued to acme for 2026-10")), "{notice}");
+    assert!(notice.starts_with(&format!("Invoice {promised} issued to acme for Oct 2026")), "{notice}");
     let heading = client.text(&client.find("css selector", "h1").await).await;
-    assert!(heading.starts_with("Invoice GL-") && heading.contains("acme, 2026-10"), "{heading}");
+    assert!(heading.starts_with("Invoice GL-") && heading.contains("acme, Oct 2026"), "{heading}");
     let number = client.url().await.rsplit('/').next().unwrap().split('?').next().unwrap().to_string();
     let issued_total = client.text(&client.find("css selector", "#lines tfoot tr:last-child td").await).await;
     assert_eq!(issued_total, draft_total, "the issued invoice is the draft");

@@ -143,7 +143,7 @@ fn invoice_story(database: &str, work: &Path) {
         "Acme Corporation Ltd",
         "Client acme",
         "Billing period",
-        "2026-10",
+        "Oct 2026",
         "Total (USD)",
     ] {
         assert!(text.contains(expected), "the PDF should say {expected:?}:\n{text}");

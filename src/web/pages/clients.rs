@@ -54,6 +54,12 @@ pub async fn clients(page: Opening) -> Result<Response, WebError> {
         let report = rollup::clients(range);
         let links = client_links(&report, range);
         content.charts.push(chargeback_chart(&state, range, &report, &links).await?);
+        // What a manager reads first: cost, shares, markup and the charge; the pools' shares and
+        // the cost by resource are one link away (and always in the downloads).
+        content.default_columns(
+            "clients",
+            &["direct_cost", "shared_cost", "markup_rate", "markup", "discount", "total_cost"],
+        );
         content.tables.push((
             "clients".into(),
             "Chargeback by client (direct cost, shares of the four shared pools, markup); each client links to its detail"

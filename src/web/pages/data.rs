@@ -14,6 +14,7 @@ use crate::report::ReportError;
 use crate::report::bill::BillReport;
 use crate::report::cross_check::{CrossCheck, Tolerance};
 use crate::store::{IngestRun, PeriodSummary, RunStatus, StoreError};
+use crate::web::filters;
 use crate::web::{AppState, WebError};
 
 #[derive(Deserialize)]
@@ -225,7 +226,7 @@ fn freshness(runs: &[IngestRun], now: i64) -> Vec<FreshnessLine> {
         .collect()
 }
 
-use crate::period::utc_minute as utc;
+use crate::period::human::epoch as utc;
 
 pub async fn page(
     State(state): State<AppState>,

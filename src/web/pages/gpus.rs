@@ -96,7 +96,7 @@ pub async fn gpus(page: Opening) -> Result<Response, WebError> {
             .keys()
             .map(|d| {
                 chrono::DateTime::from_timestamp(*d, 0)
-                    .map(|t| t.format("%a %m-%d").to_string())
+                    .map(|t| t.format("%a %-d %b").to_string())
                     .unwrap_or_default()
             })
             .collect();
@@ -129,6 +129,19 @@ pub async fn gpus(page: Opening) -> Result<Response, WebError> {
             ));
         }
         content.table("gpu", "GPU-hours by namespace and GPU model", rollup::gpu(range, &unattributed));
+        content.default_columns(
+            "gpu",
+            &[
+                "gpu_model",
+                "allocated_gpu_hours",
+                "used_gpu_hours",
+                "idle_gpu_hours",
+                "utilization",
+                "gpu_fleet_cost",
+                "idle_cost",
+                "flags",
+            ],
+        );
         if range.account.is_none() && view.accounts.len() > 1 {
             let caption = "GPU-hours and GPU fleet cost by usage account (utilization of measured hours)";
             content.table("accounts", caption, rollup::gpu_by_account(range));
@@ -141,6 +154,10 @@ pub async fn gpus(page: Opening) -> Result<Response, WebError> {
         worst.table.rows.sort_by(|a, b| idle_cost(b).total_cmp(&idle_cost(a)));
         worst.table.rows.truncate(10);
         content.table("worst_idle", "Workloads with the most idle GPU cost", worst);
+        content.default_columns(
+            "worst_idle",
+            &["workload", "client", "gpu_hours", "idle_gpu_hours", "idle_gpu_cost", "total_cost"],
+        );
         let heat_rows: Vec<Vec<Cell>> = labels
             .iter()
             .zip(&cells)
@@ -161,6 +178,7 @@ pub async fn gpus(page: Opening) -> Result<Response, WebError> {
             "Utilization by day and hour (UTC), the numbers behind the heatmap",
             Report::of(heat),
         );
+        content.fold("heatmap");
     }
     answer(&state, &filters, &headers, &view, content).await
 }

@@ -79,7 +79,7 @@ fn daily_charts(content: &mut Content, range: &rollup::RollupRange) {
         let points: Vec<charts::Point> = (0..days)
             .map(|i| {
                 let day = range.from + i * 86_400;
-                let label = chrono::DateTime::from_timestamp(day, 0).map(|d| d.format("%m-%d").to_string());
+                let label = chrono::DateTime::from_timestamp(day, 0).map(|d| d.format("%-d %b").to_string());
                 let (cost, requests, hours, above) = by_day.get(&day).copied().unwrap_or_default();
                 charts::Point {
                     label: label.unwrap_or_default(),

@@ -16,6 +16,7 @@ use crate::auth::{AuditEntry, Role};
 use crate::invoice::ledger::{self, DraftView, InvoiceError};
 use crate::invoice::{self, Invoice, Kind, Status};
 use crate::period::Period;
+use crate::web::filters;
 
 /// The register's filters, and the draft's client and period.
 #[derive(Debug, Default, Deserialize)]
@@ -63,6 +64,9 @@ struct RegisterPage {
     /// Whether the viewer may issue (the month's batch form), and its CSRF token.
     may_issue: bool,
     csrf: String,
+    /// The terms of each client the viewer may invoice, in force for the latest computed
+    /// month: client, markup, monthly budget (the form to change them beside).
+    terms: Vec<(String, String, String)>,
 }
 
 /// A confirmation before an action that cannot be undone: what will happen, the numbers it
@@ -249,7 +253,38 @@ pub async fn register(
     periods.sort_by(|a, b| b.cmp(a));
     periods.dedup();
     let (budget_period, budgets) = budget_rows(&state, &viewer, computed.last()).await?;
-    let notice = query.done.as_deref().map(|done| batch_notice(&all, done)).unwrap_or_default();
+    let notice = match query.done.as_deref() {
+        Some(done) => match done.strip_prefix("terms:") {
+            Some(who) if viewer.scope.allows(who) => format!(
+                "{who}'s terms are saved, and the months they apply to are computed again with them; \
+                 the audit log has the change."
+            ),
+            Some(_) => String::new(),
+            None => batch_notice(&all, done),
+        },
+        None => String::new(),
+    };
+    let may_issue = may_issue(&state, &viewer, None).await?;
+    let terms = match (may_issue, computed.last().and_then(|r| r.period.period.parse::<Period>().ok())) {
+        (true, Some(latest)) => {
+            let history = state.store.settings().await?;
+            let mut rows = Vec::new();
+            for client in &draft_clients {
+                let terms = history
+                    .terms_in_force(client, latest)
+                    .map_err(|e| WebError::bad("client", e, Vec::new()))?;
+                let budget =
+                    history.budget(client, latest).map_err(|e| WebError::bad("client", e, Vec::new()))?;
+                rows.push((
+                    client.clone(),
+                    terms.markup_percent(),
+                    budget.map_or("none".into(), |b| b.usd()),
+                ));
+            }
+            rows
+        }
+        _ => Vec::new(),
+    };
     let chosen = |choices: Vec<String>, value: &Option<String>| {
         choices.into_iter().map(|c| (c.clone(), value.as_ref() == Some(&c))).collect()
     };
@@ -286,8 +321,9 @@ pub async fn register(
         budget_period,
         budgets,
         notice,
-        may_issue: may_issue(&state, &viewer, None).await?,
+        may_issue,
         csrf: viewer.csrf.clone(),
+        terms,
     };
     Ok(Html(page.render()?).into_response())
 }
@@ -447,7 +483,7 @@ fn document_page(viewer: &Viewer, doc: Invoice, family: &[Invoice], message: &st
         .map(|l| {
             (
                 l.description.clone(),
-                l.quantity.map(|q| format!("{q:.2}")).unwrap_or_default(),
+                l.quantity.map(|q| crate::report::table::thousands(q, 2)).unwrap_or_default(),
                 l.unit.clone().unwrap_or_default(),
                 l.unit_price.clone().unwrap_or_default(),
                 l.amount.usd(),
@@ -1121,4 +1157,139 @@ pub async fn credit(
         .await
         .map_err(invoice_error)?;
     issued(&state, &viewer, &document, "invoice.void").await
+}
+
+#[derive(Debug, Deserialize)]
+pub struct TermsForm {
+    client: String,
+    /// Percent (`12.5`); empty leaves the markup as it is.
+    #[serde(default)]
+    markup_percent: String,
+    /// USD a month (`10000` or `10000.00`; `0` removes it); empty leaves the budget as it is.
+    #[serde(default)]
+    monthly_budget: String,
+    /// The first month the terms apply to (`YYYY-MM`); empty: every month.
+    #[serde(default)]
+    from: String,
+    #[serde(default)]
+    confirm: String,
+}
+
+/// `POST /invoices/terms`: a client's markup and monthly budget from a month on, by those who
+/// may issue its invoices. First a confirmation (what changes, from when, which computed
+/// months are computed again); then saved as dated setting versions, audited, and the months
+/// they touch recomputed, so every page and draft shows them. Issued documents never change:
+/// a restated month's difference shows on its draft as a note to issue.
+pub async fn terms(
+    State(state): State<AppState>,
+    axum::Extension(viewer): axum::Extension<Viewer>,
+    axum::Form(form): axum::Form<TermsForm>,
+) -> Result<Response, WebError> {
+    use crate::domain::settings::{ClientTerms, EffectiveFrom};
+    let client = form.client.trim().to_string();
+    check_issuer(&state, &viewer, Some(&client)).await?;
+    crate::auth::check_name("client", &client).map_err(|e| WebError::bad("client", e, Vec::new()))?;
+    let markup = match form.markup_percent.trim().trim_end_matches('%').trim() {
+        "" => None,
+        text => Some(
+            text.parse::<f64>()
+                .map_err(|_| format!("{text:?} is not a number"))
+                .and_then(ClientTerms::markup_from_percent)
+                .map_err(|e| WebError::bad("markup_percent", e, Vec::new()))?,
+        ),
+    };
+    let budget = match form.monthly_budget.trim().trim_start_matches('$').replace(',', "").as_str() {
+        "" => None,
+        text => Some(text.parse::<crate::money::Cents>().ok().filter(|c| c.0 >= 0).ok_or_else(|| {
+            WebError::bad("monthly_budget", format!("{text:?} is not an amount of USD"), Vec::new())
+        })?),
+    };
+    if markup.is_none() && budget.is_none() {
+        return Err(WebError::bad("markup_percent", "give a markup, a monthly budget or both", Vec::new()));
+    }
+    let (from, first) = match form.from.trim() {
+        "" => (EffectiveFrom::BEGINNING, None),
+        text => {
+            let period = form_period(text).map_err(|_| {
+                WebError::bad("from", format!("{text:?} is not a month (YYYY-MM)"), Vec::new())
+            })?;
+            (EffectiveFrom::month(period), Some(period))
+        }
+    };
+    let store = state.store.as_ref();
+    let history = store.settings().await?;
+    let computed: Vec<Period> = store
+        .rollup_periods()
+        .await?
+        .into_iter()
+        .filter_map(|r| r.period.parse::<Period>().ok())
+        .filter(|p| first.is_none_or(|f| *p >= f))
+        .collect();
+    // What is in force where the change starts: the first month it touches.
+    let at = first.or(computed.first().copied());
+    let before_terms = match at {
+        Some(p) => history.terms_in_force(&client, p).map_err(|e| WebError::bad("client", e, Vec::new()))?,
+        None => ClientTerms::default(),
+    };
+    let before_budget = match at {
+        Some(p) => history.budget(&client, p).map_err(|e| WebError::bad("client", e, Vec::new()))?,
+        None => None,
+    };
+    let budget_words =
+        |b: Option<crate::money::Cents>| b.filter(|c| c.0 > 0).map_or("none".to_string(), |c| c.usd());
+    let mut changes = Vec::new();
+    let mut versions = Vec::new();
+    if let Some(points) = markup {
+        let after = ClientTerms { markup_basis_points: points, ..before_terms };
+        changes.push(format!("markup {} → {}", before_terms.markup_percent(), after.markup_percent()));
+        versions.push(
+            history
+                .client_version(&client, from, |terms| terms.markup_basis_points = points)
+                .map_err(|e| WebError::bad("client", e, Vec::new()))?,
+        );
+    }
+    if let Some(monthly) = budget {
+        changes.push(format!(
+            "monthly budget {} → {}",
+            budget_words(before_budget),
+            budget_words(Some(monthly))
+        ));
+        versions.push(history.budget_version(&client, from, monthly));
+    }
+    let when = first.map_or("every month".to_string(), |p| format!("{} on", crate::period::human::month(p)));
+    let months = computed.iter().map(|p| crate::period::human::month(*p)).collect::<Vec<_>>().join(", ");
+    if form.confirm != "yes" {
+        let mut page = ConfirmPage::new(
+            &viewer,
+            format!("Change {client}'s terms?"),
+            "/invoices/terms".into(),
+            "Save the terms".into(),
+            "/invoices#terms".into(),
+        );
+        page.paragraphs = vec![
+            format!("{client}, {when}: {}.", changes.join("; ")),
+            if computed.is_empty() {
+                "No computed month is touched: the next compute uses the new terms.".to_string()
+            } else {
+                format!(
+                    "Computed again with the new terms: {months}. Their charges, drafts and {client}'s pages change; \
+                     invoices already issued stay as they were sent (a difference shows on the month's draft as a note to issue)."
+                )
+            },
+            "The change and who made it go in the audit log.".into(),
+        ];
+        page.fields = vec![
+            ("client", client.clone()),
+            ("markup_percent", form.markup_percent.trim().to_string()),
+            ("monthly_budget", form.monthly_budget.trim().to_string()),
+            ("from", form.from.trim().to_string()),
+        ];
+        return page.answer(StatusCode::OK);
+    }
+    store.save_settings(&versions).await?;
+    let detail = format!("{client}, {when}: {}", changes.join("; "));
+    store.audit(&AuditEntry::new(&actor(&viewer), "", "settings.client", &detail)).await?;
+    crate::pipeline::compute(store, &computed).await?;
+    let to = format!("/invoices?done=terms:{}#terms", url_escape(&client));
+    Ok(Redirect::to(&to).into_response())
 }

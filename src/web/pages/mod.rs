@@ -13,11 +13,12 @@ use serde_json::{Map, Value, json};
 
 use super::charts;
 use super::{AppState, Viewer, WebError};
-use crate::period::{Period, Range};
+use crate::period::{Period, Range, human};
 use crate::report::OutputFormat;
 use crate::report::rollup::{Report, RollupRange};
 use crate::report::table::{Cell, MoneyJson, Nanos, Table};
 use crate::store::Rollups;
+use crate::web::filters;
 
 mod alerts;
 mod client;
@@ -41,6 +42,7 @@ pub use invoices::{
     adjust as invoice_adjust, billing as invoice_billing, credit as invoice_credit, document as invoice,
     draft as invoice_draft, export as invoice_export, issue as invoice_issue,
     issue_month as invoice_issue_month, register as invoices, settings as invoice_settings,
+    terms as invoice_terms,
 };
 pub use overview::overview;
 pub use savings::savings;
@@ -65,6 +67,8 @@ pub struct Filters {
     /// The page of every table longer than [`PAGE_ROWS`] (1 is the first); not carried by
     /// links to another grouping, range or order.
     pub page: Option<String>,
+    /// `all` shows every column of a wide table; without it, its chosen few.
+    pub columns: Option<String>,
 }
 
 /// Rows shown per page of a long table; the CSV and XLSX downloads and the JSON twin hold
@@ -98,6 +102,7 @@ impl Filters {
             ("account", &self.account),
             ("sort", &self.sort),
             ("dir", &self.dir),
+            ("columns", &self.columns),
         ] {
             if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
                 parts.push(format!("{key}={}", url_escape(value)));
@@ -159,10 +164,20 @@ pub struct TableView {
     pub headings: Vec<(String, bool, String, &'static str)>,
     /// Cells, and a link for the row's first cell (drill-down) when there is one.
     pub rows: Vec<RowView>,
+    /// The rows from this index on are the table's totals (styled apart).
+    pub first_total: usize,
+    /// Whether each column holds a state (an alert's, an invoice's, a run's), shown as a badge.
+    pub badges: Vec<bool>,
     pub csv_href: String,
     pub xlsx_href: String,
     /// Where this page of a long table sits, and links to the others.
     pub pager: Option<Pager>,
+    /// A wide table's link to all its columns, or back to its chosen few (text, link).
+    pub more: Option<(String, String)>,
+    /// Behind "Show the numbers", closed until opened.
+    pub folded: bool,
+    /// A card per row on a narrow screen.
+    pub stacked: bool,
 }
 
 /// The rows a page of a long table shows and the links to its first, previous, next and
@@ -185,7 +200,10 @@ pub struct Card {
     pub label: String,
     pub value: String,
     pub previous: String,
+    /// What the figure should be (`60–85 %; below 40 % flagged`), empty when nothing is aimed at.
     pub target: String,
+    /// What the figure is, exactly: a footnote under the cards and the label's tooltip.
+    pub definition: String,
     /// `ok`, `warn`, `bad` or empty.
     pub status: String,
     /// The change against the previous period (`▲ 5.4 %`, `▼ 1.2 pts`), empty when there is none.
@@ -269,6 +287,15 @@ pub struct ReportPage {
     pub crumbs: Vec<(String, Option<String>)>,
     /// When the numbers were computed, on screen and in print.
     pub as_of: String,
+    /// A heading only the printed page shows (company, what, period, prepared when).
+    pub print_head: String,
+}
+
+impl ReportPage {
+    /// Whether any card has a definition (the footnotes under the cards).
+    pub fn defined(&self) -> bool {
+        self.cards.iter().any(|c| !c.definition.is_empty())
+    }
 }
 
 /// One page's content before it is answered in the format asked for.
@@ -294,6 +321,14 @@ pub(super) struct Content {
     pub(super) crumbs: Vec<(String, Option<String>)>,
     /// A long table that holds only the rows its page shows, already in the order asked.
     pub(super) window: Option<Window>,
+    /// Wide tables' columns shown by default (by table id): the rest behind "All N columns".
+    columns: Vec<(String, &'static [&'static str])>,
+    /// Tables behind "Show the numbers" (by id): the numbers behind a chart, long to read.
+    folded: Vec<String>,
+    /// Tables whose rows are objects (an opportunity, an invoice line): a card each on a phone.
+    stacked: Vec<String>,
+    /// The printed page's heading (who prepared it, for what, when), empty for none.
+    pub(super) print_head: String,
 }
 
 /// The rows a long table holds when its page made only those it shows (a grouping of some
@@ -321,7 +356,27 @@ impl Content {
             ranged: true,
             crumbs: Vec::new(),
             window: None,
+            columns: Vec::new(),
+            folded: Vec::new(),
+            stacked: Vec::new(),
+            print_head: String::new(),
         }
+    }
+
+    /// Shows each row of the table `id` as a card of labelled values on a narrow screen.
+    pub(super) fn stack(&mut self, id: &str) {
+        self.stacked.push(id.into());
+    }
+
+    /// Puts the table `id` behind "Show the numbers" (closed until opened).
+    pub(super) fn fold(&mut self, id: &str) {
+        self.folded.push(id.into());
+    }
+
+    /// Shows only `columns` of the table `id` (its first column always) until the reader asks
+    /// for all of them; the downloads and the JSON twin always hold every column.
+    pub(super) fn default_columns(&mut self, id: &str, columns: &'static [&'static str]) {
+        self.columns.push((id.into(), columns));
     }
 
     pub(super) fn table(&mut self, id: &str, caption: &str, report: Report) {
@@ -649,10 +704,14 @@ async fn render_answer(
                 } else {
                     Vec::new()
                 },
-                hidden: [("namespace", &filters.namespace), ("workload", &filters.workload)]
-                    .into_iter()
-                    .filter_map(|(k, v)| v.clone().filter(|v| !v.is_empty()).map(|v| (k, v)))
-                    .collect(),
+                hidden: [
+                    ("namespace", &filters.namespace),
+                    ("workload", &filters.workload),
+                    ("columns", &filters.columns),
+                ]
+                .into_iter()
+                .filter_map(|(k, v)| v.clone().filter(|v| !v.is_empty()).map(|v| (k, v)))
+                .collect(),
                 banner: super::banner(state).await?,
                 cards: content.cards,
                 charts: content.charts,
@@ -661,8 +720,12 @@ async fn render_answer(
                     .iter()
                     .map(|(id, caption, report, links)| {
                         let window = content.window.as_ref().filter(|w| &w.table == id);
-                        let at = TableAt { path: &content.path, filters, page, window };
-                        table_view(id, caption, &report.table, links, at)
+                        let chosen = content.columns.iter().find(|(t, _)| t == id).map(|(_, c)| *c);
+                        let at = TableAt { path: &content.path, filters, page, window, chosen };
+                        let mut view = table_view(id, caption, &report.table, links, at);
+                        view.folded = content.folded.contains(id);
+                        view.stacked = content.stacked.contains(id);
+                        view
                     })
                     .collect(),
                 notes: content.notes,
@@ -670,6 +733,7 @@ async fn render_answer(
                 empty: range.is_none(),
                 crumbs: content.crumbs,
                 as_of: as_of(range),
+                print_head: content.print_head,
             };
             Ok(Html(page.render()?).into_response())
         }
@@ -780,8 +844,8 @@ fn sort_tables(content: &mut Content, filters: &Filters) -> Result<(), WebError>
 /// The range and the filters a table was drawn with, in words, for a download's heading.
 fn range_and_filters(label: &str, filters: &Filters) -> String {
     let mut said = vec![match label.split_once('/') {
-        Some((from, to)) => format!("From {from} to {to} (exclusive)"),
-        None => format!("Billing period {label}"),
+        Some(_) => format!("Days {}", human::range(label)),
+        None => format!("Billing period {}", human::range(label)),
     }];
     for (name, value) in [
         ("grouped by", &filters.group),
@@ -807,12 +871,7 @@ fn as_of(range: Option<&RollupRange>) -> String {
     let latest = range.and_then(|r| r.parts.iter().map(|(rollups, _)| rollups.period.computed_at).max());
     latest
         .and_then(|at| chrono::DateTime::from_timestamp(at, 0))
-        .map(|at| {
-            format!(
-                "Data as of {} (computed from the bill and metrics then)",
-                at.format("%Y-%m-%d %H:%M UTC")
-            )
-        })
+        .map(|at| format!("Data as of {} (computed from the bill and metrics then)", human::minute(at)))
         .unwrap_or_default()
 }
 
@@ -875,10 +934,12 @@ struct TableAt<'a> {
     filters: &'a Filters,
     page: usize,
     window: Option<&'a Window>,
+    /// The columns shown by default, when the table has a chosen few.
+    chosen: Option<&'static [&'static str]>,
 }
 
 fn table_view(id: &str, caption: &str, table: &Table, links: &[Option<String>], at: TableAt) -> TableView {
-    let TableAt { path, filters, page, window } = at;
+    let TableAt { path, filters, page, window, chosen } = at;
     let query = filters.query();
     let query = query.as_str();
     let (shown, pager) = match window {
@@ -888,13 +949,37 @@ fn table_view(id: &str, caption: &str, table: &Table, links: &[Option<String>], 
         }
         None => pager(table.rows.len(), page, path, query),
     };
-    let rows = table.display_rows(shown.clone());
+    // The columns shown: all, or the table's chosen few (its first column always).
+    let all = given(&filters.columns) == Some("all");
+    let keep: Vec<bool> = table
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| all || i == 0 || chosen.is_none_or(|few| few.contains(c)))
+        .collect();
+    let pick = |cells: Vec<(String, bool)>| -> Vec<(String, bool)> {
+        cells.into_iter().zip(&keep).filter(|(_, k)| **k).map(|(c, _)| c).collect()
+    };
+    let rows: Vec<Vec<(String, bool)>> = table.display_rows(shown.clone()).into_iter().map(pick).collect();
     // The shown rows' links, then the totals' (a workload's total links back to its namespace).
     let totals = links.iter().skip(table.rows.len());
     let links = links.iter().skip(shown.start).take(shown.len()).chain(totals).cloned();
     let unsorted = Filters { sort: None, dir: None, ..filters.clone() }.query();
     let current = given(&filters.sort);
     let descending = given(&filters.dir) != Some("asc");
+    let hidden = keep.iter().filter(|k| !**k).count();
+    let more = match (chosen, all) {
+        (Some(_), false) if hidden > 0 => Some((
+            format!("All {} columns", table.columns.len()),
+            href(path, &Filters { columns: Some("all".into()), page: None, ..filters.clone() }.query(), ""),
+        )),
+        (Some(few), true) if few.len() + 1 < table.columns.len() => Some((
+            "Fewer columns".to_string(),
+            href(path, &Filters { columns: None, page: None, ..filters.clone() }.query(), ""),
+        )),
+        _ => None,
+    };
+    let columns: Vec<&str> = table.columns.iter().zip(&keep).filter(|(_, k)| **k).map(|(c, _)| *c).collect();
     TableView {
         id: id.into(),
         caption: caption.into(),
@@ -905,6 +990,9 @@ fn table_view(id: &str, caption: &str, table: &Table, links: &[Option<String>], 
                 .headings()
                 .into_iter()
                 .zip(&table.columns)
+                .zip(&keep)
+                .filter(|(_, k)| **k)
+                .map(|(h, _)| h)
                 .enumerate()
                 .map(|(i, (h, column))| {
                     let numeric = numeric.get(i).copied().unwrap_or(false);
@@ -919,10 +1007,15 @@ fn table_view(id: &str, caption: &str, table: &Table, links: &[Option<String>], 
                 })
                 .collect()
         },
+        first_total: rows.len() - table.totals.len().min(rows.len()),
+        badges: columns.iter().map(|c| ["state", "status", "severity"].contains(c)).collect(),
         rows: rows.into_iter().zip(links.chain(std::iter::repeat(None))).collect(),
         csv_href: href(path, query, &format!("format=csv&table={id}")),
         xlsx_href: href(path, query, &format!("format=xlsx&table={id}")),
         pager,
+        more,
+        folded: false,
+        stacked: false,
     }
 }
 

@@ -225,8 +225,9 @@ pub async fn overview(page: Opening) -> Result<Response, WebError> {
                 label: "Total spend (amortized bill)".into(),
                 value: crate::money::format_usd(now.bill_amortized_micros),
                 previous: prev(|h| crate::money::format_usd(h.bill_amortized_micros)),
-                target: String::new(),
-                status: String::new(),
+                definition: "The month's amortized bill: Savings Plans and reservations spread over the hours \
+                    they cover, as AWS's amortized cost; credits, refunds and tax are on the Data page's tie-out."
+                    .into(),
                 ..Card::default()
             }
             .with_delta(money_delta(now.bill_amortized_micros, before.as_ref().map(|h| h.bill_amortized_micros), Better::Down)),
@@ -234,12 +235,12 @@ pub async fn overview(page: Opening) -> Result<Response, WebError> {
                 label: "GPU fleet cost".into(),
                 value: usd(now.gpu_fleet_nanos),
                 previous: prev(|h| usd(h.gpu_fleet_nanos)),
-                target: format!(
-                    "every GPU instance-hour; accelerator share {}, not requested by any pod {}",
-                    usd(now.gpu_cost_nanos),
-                    usd(now.unallocated_gpu_nanos)
+                definition: format!(
+                    "Every GPU instance-hour, whole: its pods' GPU, CPU and memory and the capacity no pod \
+                     requested ({} of it). AWS's accelerator rows alone, the accelerator share, are {}.",
+                    usd(now.unallocated_gpu_nanos),
+                    usd(now.gpu_cost_nanos)
                 ),
-                status: String::new(),
                 ..Card::default()
             }
             .with_delta(money_delta(now.gpu_fleet_nanos, before.as_ref().map(|h| h.gpu_fleet_nanos), Better::Down)),
@@ -257,6 +258,9 @@ pub async fn overview(page: Opening) -> Result<Response, WebError> {
                 },
                 previous: prev(|h| percent(h.utilization())),
                 target: "60–85 %; below 40 % flagged".into(),
+                definition: "GPU-hours used (each hour's mean utilization × the GPUs allocated) over the \
+                    GPU-hours allocated to pods."
+                    .into(),
                 status: status(now.utilization(), |v| (0.60..=0.85).contains(&v), |v| v < 0.40),
                 ..Card::default()
             }
@@ -265,8 +269,10 @@ pub async fn overview(page: Opening) -> Result<Response, WebError> {
                 label: "Idle GPU cost".into(),
                 value: format!("{} ({} of GPU-hours)", usd(now.idle_cost_nanos), percent(now.idle_share())),
                 previous: prev(|h| usd(h.idle_cost_nanos)),
-                target: format!(
-                    "every resource of idle GPU pod-hours (accelerator rows alone {}); under 10 % of GPU-hours, above 20 % flagged",
+                target: "under 10 % of GPU-hours; above 20 % flagged".into(),
+                definition: format!(
+                    "The full cost (GPU, CPU and memory) of the pod-hours whose GPUs averaged under 10 % \
+                     utilization; their accelerator rows alone are {}.",
                     usd(now.idle_gpu_cost_nanos)
                 ),
                 status: status(now.idle_share(), |v| v < 0.10, |v| v > 0.20),
@@ -278,6 +284,7 @@ pub async fn overview(page: Opening) -> Result<Response, WebError> {
                 value: percent(now.spot_adoption()),
                 previous: prev(|h| percent(h.spot_adoption())),
                 target: "above 50 %; under 30 % flagged".into(),
+                definition: "Training GPU-hours on Spot over all training GPU-hours.".into(),
                 status: status(now.spot_adoption(), |v| v > 0.50, |v| v < 0.30),
                 ..Card::default()
             }
@@ -286,8 +293,9 @@ pub async fn overview(page: Opening) -> Result<Response, WebError> {
                 label: "Realized savings".into(),
                 value: usd(now.realized_savings_nanos()),
                 previous: prev(|h| usd(h.realized_savings_nanos())),
-                target: "public on-demand − actual − unused commitment".into(),
-                status: String::new(),
+                definition: "What the same hours cost at public on-demand prices − what they cost \
+                    (Spot, Savings Plans and reservations) − the commitment left unused."
+                    .into(),
                 ..Card::default()
             }
             .with_delta(money_delta(now.realized_savings_nanos(), before.as_ref().map(|h| h.realized_savings_nanos()), Better::Up)),
@@ -297,7 +305,7 @@ pub async fn overview(page: Opening) -> Result<Response, WebError> {
             .iter()
             .map(|c| {
                 serde_json::json!({"label": c.label, "value": c.value, "previous": c.previous,
-                    "target": c.target, "delta": c.delta})
+                    "target": c.target, "definition": c.definition, "delta": c.delta})
             })
             .collect();
         content.json.insert("cards".into(), serde_json::Value::Array(cards));
@@ -383,9 +391,24 @@ pub async fn overview(page: Opening) -> Result<Response, WebError> {
                 .collect(),
         };
         content.table("trend", "Monthly trend (the numbers behind the charts)", Report::of(table));
+        // The printed page says whose report it is, of what and when it was prepared.
+        let company = state.store.seller().await?.name;
+        content.print_head = [
+            company.as_str(),
+            "GPU cost report",
+            &crate::period::human::range(&range.label),
+            &format!("prepared {}", crate::period::human::day(chrono::Utc::now().date_naive())),
+        ]
+        .into_iter()
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join(" · ");
         let mut top = rollup::opportunities(range);
+        let listed = top.table.rows.len();
+        content.cards.push(savings::open_card(&top, listed.min(5)));
         top.table.rows.truncate(5);
         content.table("opportunities", "Top 5 opportunities (USD per month)", top);
+        content.stack("opportunities");
     }
     answer(&state, &filters, &headers, &view, content).await
 }

@@ -53,10 +53,36 @@ pub async fn savings(page: Opening) -> Result<Response, WebError> {
             rollup::savings(range),
         );
         let open = rollup::opportunities(range);
+        content.cards.push(open_card(&open, open.table.rows.len()));
         content.charts.push(opportunity_waterfall(&open));
         content.table("opportunities", "Opportunities, ranked (USD per month)", open);
+        content.stack("opportunities");
     }
     answer(&state, &filters, &headers, &view, content).await
+}
+
+/// The savings still open, a month, as a card: their total, how many there are and how many of
+/// them the page lists.
+pub(super) fn open_card(open: &rollup::Report, listed: usize) -> Card {
+    let total = match open.extra.get("total_monthly_savings") {
+        Some(Extra::Usd(amount)) => amount.0,
+        _ => 0,
+    };
+    let count = open.table.rows.len();
+    let previous = match (count, listed) {
+        (0, _) => "nothing open".to_string(),
+        (n, l) if l >= n => format!("{n} opportunities, all listed below"),
+        (n, l) => format!("{n} opportunities; the top {l} are listed below"),
+    };
+    Card {
+        label: "Open savings".into(),
+        value: format!("{} a month", usd(total)),
+        previous,
+        definition: "What the open opportunities would save a month if taken: idle GPU cost, on-demand training \
+                     that could run on Spot, GPUs larger than their workload needs (the range's monthly average)."
+            .into(),
+        ..Card::default()
+    }
 }
 
 /// The month's Kubernetes spend falling by each kind of opportunity (their monthly savings
@@ -69,7 +95,7 @@ fn opportunity_waterfall(open: &rollup::Report) -> String {
         if let (Some(Cell::Text(k)), Some(v)) =
             (kind.and_then(|i| row.get(i)), amount_of(saving.and_then(|i| row.get(i))))
         {
-            *by_kind.entry(k.replace('_', " ")).or_default() += v;
+            *by_kind.entry(crate::report::table::heading(k)).or_default() += v;
         }
     }
     let mut steps: Vec<(String, f64)> = by_kind.into_iter().collect();
@@ -81,8 +107,8 @@ fn opportunity_waterfall(open: &rollup::Report) -> String {
     charts::waterfall(
         "Monthly Kubernetes spend after the open opportunities",
         "USD",
-        ("spend", spend),
+        ("Spend", spend),
         &steps,
-        "after",
+        "After",
     )
 }
