@@ -6,7 +6,7 @@ use anyhow::Context;
 use crate::auth::AuditEntry;
 use crate::cli::{ActorArgs, ClientBillingArgs, ExportFormat, InvoiceCommand, SellerArgs};
 use crate::invoice::ledger::{self, InvoiceError};
-use crate::invoice::{Invoice, format_number};
+use crate::invoice::{BillingDetails, Invoice, format_number};
 use crate::report::OutputFormat;
 use crate::store::Store;
 
@@ -138,15 +138,12 @@ pub(super) async fn billing(store: &dyn Store, args: ClientBillingArgs) -> anyho
         details.currency = "USD".into();
     }
     if let Some(days) = args.payment_terms_days {
-        anyhow::ensure!((0..=365).contains(&days), "--payment-terms-days must be 0 to 365, not {days}");
-        details.payment_terms_days = days;
+        details.payment_terms_days =
+            BillingDetails::terms_days(days).map_err(|e| anyhow::anyhow!("--payment-terms-days: {e}"))?;
     }
     if let Some(percent) = args.tax_percent {
-        anyhow::ensure!(
-            percent.is_finite() && (0.0..=100.0).contains(&percent),
-            "--tax-percent must be between 0 and 100, not {percent}"
-        );
-        details.tax_ppm = (percent * 10_000.0).round() as i64;
+        details.tax_ppm = BillingDetails::tax_ppm_from_percent(percent)
+            .map_err(|e| anyhow::anyhow!("--tax-percent: {e}"))?;
     }
     let text = |value: Option<String>, field: &mut String| {
         if let Some(value) = value {
@@ -157,6 +154,7 @@ pub(super) async fn billing(store: &dyn Store, args: ClientBillingArgs) -> anyho
     text(args.address, &mut details.address);
     text(args.tax_id, &mut details.tax_id);
     text(args.po, &mut details.po_number);
+    details.check().map_err(|(field, e)| anyhow::anyhow!("--{}: {e}", field.replace('_', "-")))?;
     store.set_billing_details(&args.name, &details, chrono::Utc::now().timestamp()).await?;
     println!("{}", serde_json::to_string_pretty(&details)?);
     Ok(())

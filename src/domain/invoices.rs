@@ -109,6 +109,42 @@ impl Default for BillingDetails {
     }
 }
 
+impl BillingDetails {
+    /// Payment terms in days, refused outside 0–365.
+    pub fn terms_days(days: i64) -> Result<i64, String> {
+        if (0..=365).contains(&days) {
+            Ok(days)
+        } else {
+            Err(format!("payment terms are 0 to 365 days, not {days}"))
+        }
+    }
+
+    /// A tax rate in percent (`20`, `8.875`) in parts per million, refused unless 0–100.
+    pub fn tax_ppm_from_percent(percent: f64) -> Result<i64, String> {
+        if percent.is_finite() && (0.0..=100.0).contains(&percent) {
+            Ok((percent * 10_000.0).round() as i64)
+        } else {
+            Err(format!("the tax rate is a percentage from 0 to 100, not {percent}"))
+        }
+    }
+
+    /// The text fields within what an invoice prints (legal name 200 characters, address 500,
+    /// tax id and PO number 64 each): the first field too long, named, when one is.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        for (field, value, limit) in [
+            ("legal_name", &self.legal_name, 200),
+            ("address", &self.address, 500),
+            ("tax_id", &self.tax_id, 64),
+            ("po_number", &self.po_number, 64),
+        ] {
+            if value.chars().count() > limit {
+                return Err((field, format!("at most {limit} characters")));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Who issues the invoices, and how their numbers read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]

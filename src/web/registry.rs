@@ -82,6 +82,8 @@ pub struct Page {
     pub listed: bool,
     /// The keys its JSON twin always has (the interface scripts read).
     pub json: &'static [&'static str],
+    /// The keys of its JSON twin as a client user gets it (its own view), where that differs.
+    pub client_json: &'static [&'static str],
     /// Its handlers.
     pub routes: fn() -> MethodRouter<AppState>,
 }
@@ -96,6 +98,7 @@ const fn page(path: &'static str, routes: fn() -> MethodRouter<AppState>) -> Pag
         cached: false,
         listed: false,
         json: &[],
+        client_json: &[],
         routes,
     }
 }
@@ -158,6 +161,8 @@ pub static PAGES: &[Page] = &[
             "total_cost",
             "workloads",
         ],
+        // "Your charges": what the client is charged, never the agency's cost or markup.
+        client_json: &["breakdown", "client", "months", "period", "total_charged", "workloads"],
         ..page("/clients/{client}", || get(pages::client))
     },
     dashboard(

@@ -461,6 +461,16 @@ async fn the_matrix(store: Box<dyn Store>, what: &str) {
             }
             assert!(read >= 10, "{what}: {name} read {read} answers");
             checked += read;
+            // Its own view's JSON answers the keys the registry promises for it.
+            let page = gpuledger::web::registry::find("/clients/x").unwrap();
+            for client in own {
+                let reply =
+                    send(&state, Method::GET, &format!("/clients/{client}?format=json"), &cookie, None).await;
+                let json: Value = serde_json::from_str(&reply.body).unwrap();
+                for key in page.client_json {
+                    assert!(json.get(key).is_some(), "{what}: {name}'s own view lacks {key:?}: {json}");
+                }
+            }
         }
     }
     eprintln!(

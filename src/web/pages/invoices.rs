@@ -690,32 +690,26 @@ pub async fn billing(
     let period = form_period(&form.period)?;
     let store = state.store.as_ref();
     let mut details = store.billing_details().await?.remove(&form.client).unwrap_or_default();
-    let days: i64 =
-        form.payment_terms_days.trim().parse().ok().filter(|d| (0..=365).contains(d)).ok_or_else(|| {
-            WebError::bad("payment_terms_days", "payment terms are 0 to 365 days", Vec::new())
-        })?;
-    let percent: f64 = form
-        .tax_percent
-        .trim()
-        .parse()
-        .ok()
-        .filter(|p: &f64| p.is_finite() && (0.0..=100.0).contains(p))
-        .ok_or_else(|| {
-            WebError::bad("tax_percent", "the tax rate is a percentage from 0 to 100", Vec::new())
-        })?;
-    let text = |value: &str, limit: usize, name: &'static str| -> Result<String, WebError> {
-        let value = value.replace("\r\n", "\n").trim().to_string();
-        if value.chars().count() > limit {
-            return Err(WebError::bad(name, format!("at most {limit} characters"), Vec::new()));
-        }
-        Ok(value)
+    let number = |text: &str, field: &'static str| -> Result<f64, WebError> {
+        text.trim()
+            .parse()
+            .map_err(|_| WebError::bad(field, format!("{:?} is not a number", text.trim()), Vec::new()))
     };
-    details.legal_name = text(&form.legal_name, 200, "legal_name")?;
-    details.address = text(&form.address, 500, "address")?;
-    details.tax_id = text(&form.tax_id, 64, "tax_id")?;
-    details.po_number = text(&form.po_number, 64, "po_number")?;
+    let days = number(&form.payment_terms_days, "payment_terms_days")?;
+    let percent = number(&form.tax_percent, "tax_percent")?;
+    let days = invoice::BillingDetails::terms_days(days as i64)
+        .ok()
+        .filter(|_| days.fract() == 0.0)
+        .ok_or_else(|| WebError::bad("payment_terms_days", "payment terms are 0 to 365 days", Vec::new()))?;
+    let text = |value: &str| value.replace("\r\n", "\n").trim().to_string();
+    details.legal_name = text(&form.legal_name);
+    details.address = text(&form.address);
+    details.tax_id = text(&form.tax_id);
+    details.po_number = text(&form.po_number);
     details.payment_terms_days = days;
-    details.tax_ppm = (percent * 10_000.0).round() as i64;
+    details.tax_ppm = invoice::BillingDetails::tax_ppm_from_percent(percent)
+        .map_err(|e| WebError::bad("tax_percent", e, Vec::new()))?;
+    details.check().map_err(|(field, e)| WebError::bad(field, e, Vec::new()))?;
     store.set_billing_details(&form.client, &details, chrono::Utc::now().timestamp()).await?;
     let detail = format!(
         "{}: legal name {:?}, PO {:?}, terms {} days, tax {} %",
