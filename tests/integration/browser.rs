@@ -648,3 +648,73 @@ async fn finance_issues_an_invoice_from_the_ui_and_downloads_its_pdf_in_a_real_b
     assert_eq!(audit, 1, "the download is in the audit log");
     client.close().await;
 }
+
+/// Finance, an agency manager and a client user each sign in and read every page their
+/// navigation offers, at a desktop's and a phone's width: each page answers (none of its
+/// links is a refusal), none scrolls sideways, each is screenshot (`ROLE-PAGE-WIDTH.png`) and
+/// passes the accessibility audit.
+#[tokio::test]
+async fn finance_a_manager_and_a_client_user_read_each_of_their_pages_at_a_desktops_and_a_phones_width() {
+    let Some(driver) = start_driver() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let password = "a long enough password";
+    let finance = ("dana", gpuledger::auth::Role::Finance, Vec::new(), password);
+    let (state, base) = signed_in_dashboard(dir.path(), 48, finance).await;
+    for (name, role) in
+        [("mia", gpuledger::auth::Role::Manager), ("acme-user", gpuledger::auth::Role::Client)]
+    {
+        let hash = gpuledger::auth::password::hash(password).unwrap();
+        let user = gpuledger::auth::User::new(name, role, vec!["acme".to_string()], hash);
+        state.store.create_user(&user).await.unwrap();
+    }
+    let shots = screenshots_dir();
+    let axe = axe_source();
+    let client = Session::start(&driver, dir.path()).await;
+    let mut read = 0;
+    for (name, role) in [("dana", "finance"), ("mia", "manager"), ("acme-user", "client")] {
+        client.resize(1440).await;
+        client.goto(&format!("{base}/login")).await;
+        client.type_into(&client.find("css selector", "input[name='username']").await, name).await;
+        client.type_into(&client.find("css selector", "input[name='password']").await, password).await;
+        client.click(&client.find("css selector", "form.login button[type='submit']").await).await;
+        // Signed in: the browser leaves the login form (a client user for its own page).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while client.url().await.contains("/login") {
+            assert!(Instant::now() < deadline, "{role} did not get past the login form");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let mut pages = Vec::new();
+        for link in client.find_all("css selector", "nav[aria-label='Main'] a").await {
+            pages.push(client.attribute(&link, "href").await);
+        }
+        assert!(pages.len() >= 2, "{role}: {pages:?}");
+        for width in [1440, 390] {
+            client.resize(width).await;
+            for path in &pages {
+                client.goto(&format!("{base}{path}")).await;
+                let heading = client.text(&client.find("css selector", "h1").await).await;
+                assert!(!heading.starts_with("Error"), "{role} at {path}: {heading}");
+                let overflow = client
+                    .run_async("arguments[0](document.documentElement.scrollWidth - window.innerWidth)")
+                    .await
+                    .as_i64()
+                    .unwrap();
+                assert!(overflow <= 0, "{role} {path} at {width} px scrolls sideways by {overflow} px");
+                let page = path.trim_matches('/').replace('/', "-");
+                let page = if page.is_empty() { "overview".to_string() } else { page };
+                std::fs::write(shots.join(format!("{role}-{page}-{width}.png")), client.screenshot().await)
+                    .unwrap();
+                if let Some(axe) = axe.as_deref() {
+                    let serious = audit(&client, axe).await;
+                    assert!(serious.is_empty(), "{role} {path} at {width} px: {serious:#?}");
+                }
+                read += 1;
+            }
+        }
+        client.click(&client.find("css selector", "div.account button[type='submit']").await).await;
+        wait_for_url(&client, "/login").await;
+    }
+    // Finance's nine pages, the manager's and the client's fewer, at two widths.
+    assert!(read >= 2 * (9 + 3 + 2), "{read} pages read");
+    client.close().await;
+}

@@ -339,6 +339,8 @@ async fn own_view(
         ),
         Report::of(breakdown),
     );
+    // Its invoice lines read as one card each on a phone, as on the invoice itself.
+    content.stack("breakdown");
     let months: Vec<&ClientRollup> =
         computed.iter().flat_map(|r| r.clients.iter().filter(|c| c.client == client)).collect();
     let labels: Vec<String> = months.iter().map(|c| c.period.clone()).collect();
