@@ -617,12 +617,41 @@ pub struct UsageError(pub String);
 pub enum IngestCommand {
     /// Ingest a CUR 2.0 data export (Parquet or gzip CSV) found through its manifests.
     Cur(CurArgs),
+    /// Ingest FOCUS bills (1.0–1.3; CSV, gzip CSV or Parquet): an AWS Data Exports root, a
+    /// folder of FOCUS files, or one file. Each bill found (a provider's billing account for a
+    /// billing period) replaces its stored self; no other bill moves. Prints the bills as JSON.
+    Focus(FocusArgs),
     /// Ingest GPU (DCGM) and inference metrics from a Prometheus server or an OpenMetrics
     /// file with timestamps; the window [--from, --to) is replaced whole.
     Prometheus(Box<PrometheusArgs>),
     /// Read AWS Cost Explorer's daily cost per service and linked account for [--from, --to):
     /// only the days not stored yet or still open (each request is billed by AWS).
     CostExplorer(CostExplorerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FocusArgs {
+    /// A FOCUS file, a folder of FOCUS files, an AWS Data Exports root (holding metadata/ and
+    /// data/), or s3://bucket/prefix.
+    #[arg(env = "GPULEDGER_FOCUS_SOURCE")]
+    pub source: String,
+    /// Whose bill this is when the rows do not say: aws, azure, gcp or oci. Rows naming another
+    /// provider are refused.
+    #[arg(long, env = "GPULEDGER_FOCUS_PROVIDER")]
+    pub provider: Option<String>,
+    /// Only this billing period; rows of other periods are skipped and counted.
+    #[arg(long, env = "GPULEDGER_FOCUS_PERIOD")]
+    pub period: Option<Period>,
+    /// Ingest an unchanged delivery again, and accept a bill whose effective cost falls by more
+    /// than half.
+    #[arg(long)]
+    pub force: bool,
+    /// An S3-compatible endpoint (switches to path-style addressing).
+    #[arg(long, env = "GPULEDGER_S3_ENDPOINT_URL")]
+    pub endpoint_url: Option<String>,
+    /// Seconds to wait for S3 to connect, answer, or send the next bytes of a file.
+    #[arg(long, env = "GPULEDGER_S3_TIMEOUT_SECONDS", default_value_t = 30)]
+    pub s3_timeout: u64,
 }
 
 #[derive(Debug, Args)]

@@ -1,4 +1,4 @@
-//! `gpuledger ingest cur|prometheus|cost-explorer` and `gpuledger compute`: each a [`pipeline`] job, its
+//! `gpuledger ingest cur|focus|prometheus|cost-explorer` and `gpuledger compute`: each a [`pipeline`] job, its
 //! outcome printed (people's lines on stderr, the metrics result as JSON on stdout).
 
 use std::path::PathBuf;
@@ -9,6 +9,7 @@ use crate::cli::{ComputeArgs, IngestCommand, PrometheusArgs};
 use crate::domain::runs::RunKind;
 use crate::ingest::CurIngestOptions;
 use crate::ingest::cost_explorer::{CeIngestOptions, ingest_cost_explorer};
+use crate::ingest::focus::{FocusIngestOptions, ingest_focus};
 use crate::ingest::metrics::{Detected, MetricsIngestOptions, MetricsSource};
 use crate::period::Period;
 use crate::pipeline;
@@ -43,6 +44,39 @@ pub(super) async fn run(store: &dyn store::Store, command: IngestCommand) -> any
                 }),
             };
             run_cur_ingest(store, &options).await
+        }
+        IngestCommand::Focus(args) => {
+            let options = FocusIngestOptions {
+                source: args.source,
+                provider: args.provider,
+                period: args.period,
+                force: args.force,
+                s3: S3Options {
+                    endpoint_url: args.endpoint_url,
+                    timeout: std::time::Duration::from_secs(args.s3_timeout.max(1)),
+                },
+            };
+            let progress =
+                indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
+            pipeline::close_abandoned_runs(store).await?;
+            let bills = ingest_focus(store, &options, &progress).await?;
+            for bill in &bills {
+                eprintln!(
+                    "{} {} {}: {} ({} rows, FOCUS {}; billed {} {}, effective {} {})",
+                    bill.period,
+                    bill.provider,
+                    bill.billing_account,
+                    bill.status,
+                    bill.rows,
+                    bill.focus_version,
+                    bill.billed_total,
+                    bill.currency,
+                    bill.effective_total,
+                    bill.currency
+                );
+            }
+            println!("{}", serde_json::json!({ "bills": bills }));
+            Ok(())
         }
         IngestCommand::CostExplorer(args) => {
             let today = args.today.unwrap_or_else(|| chrono::Utc::now().date_naive());

@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 pub enum RunKind {
     /// A CUR 2.0 delivery ingested for one billing period.
     Cur,
+    /// FOCUS bills ingested (one or several bills of one source).
+    Focus,
     /// A metrics window ingested from Prometheus or an OpenMetrics file.
     Prometheus,
     /// Cost Explorer's daily figures fetched.
@@ -19,12 +21,19 @@ pub enum RunKind {
 }
 
 impl RunKind {
-    pub const ALL: [RunKind; 5] =
-        [RunKind::Cur, RunKind::Prometheus, RunKind::CostExplorer, RunKind::Compute, RunKind::Pipeline];
+    pub const ALL: [RunKind; 6] = [
+        RunKind::Cur,
+        RunKind::Focus,
+        RunKind::Prometheus,
+        RunKind::CostExplorer,
+        RunKind::Compute,
+        RunKind::Pipeline,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             RunKind::Cur => "cur",
+            RunKind::Focus => "focus",
             RunKind::Prometheus => "prometheus",
             RunKind::CostExplorer => "cost-explorer",
             RunKind::Compute => "compute",

@@ -8,6 +8,7 @@
 
 pub mod cost_explorer;
 pub mod cur;
+pub mod focus;
 pub mod judge;
 pub mod metrics;
 

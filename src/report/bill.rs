@@ -10,10 +10,14 @@
 //!  "kubernetes_cost": "900.000000", "unallocated_ec2_cost": "50.000000", "other_cost": "200.000000",
 //!  "bridge": [{"step": "Unblended usage and fees", "amount": "1250.000000", "kind": "start"}, …],
 //!  "other_by_service": [{"service": "AmazonS3", "line_item_type": "Usage", "amount": "120.000000"}],
-//!  "invoices": [{"billing_entity": "AWS", "invoice_id": "…", "unblended": "…", "amortized": "…"}]}
+//!  "invoices": [{"billing_entity": "AWS", "invoice_id": "…", "unblended": "…", "amortized": "…"}],
+//!  "bills": [{"provider": "aws", "billing_account": "…", "format": "cur", "focus_version": null,
+//!             "currency": "USD", "billed_total": "…", "effective_total": "…", …}]}
 //! ```
 //!
-//! Amounts are exact decimal strings of micro-dollars. `kubernetes_cost +
+//! `bills` lists every bill of the month, the CUR's and each FOCUS bill, each in its own
+//! currency (`billed_total` what its invoices charge, `effective_total` amortized); the other
+//! keys are the CUR's bill. Amounts are exact decimal strings of micro-dollars. `kubernetes_cost +
 //! unallocated_ec2_cost + other_cost = amortized_total` exactly; the bridge starts from the
 //! unblended usage and fee lines, moves to the amortized total (Savings Plan and RI
 //! amortization, line type by line type), then adds discounts, credits and refunds (the net
@@ -26,9 +30,26 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::{OutputFormat, ReportError, csv_cell};
-use crate::money::{format_usd, usd_decimal};
+use crate::money::{Nanos, format_usd, usd_decimal};
 use crate::period::Period;
-use crate::store::{BillLine, CostPeriod, LineCategory, Store};
+use crate::store::{Bill, BillLine, CostPeriod, LineCategory, Store};
+
+/// The CUR's bill as one of the month's bills: AWS's, in its currency, billed = unblended
+/// (what the invoices charge), effective = amortized. Its billing account is not read from
+/// the CUR yet (empty).
+fn cur_bill(period: &CostPeriod) -> Bill {
+    Bill {
+        period: period.period.clone(),
+        provider: "aws".into(),
+        format: "cur".into(),
+        currency: period.currency.clone(),
+        data_version: period.data_version.clone(),
+        billed_nanos: period.bill_unblended_micros * 1_000,
+        effective_nanos: period.bill_amortized_micros * 1_000,
+        deviations: "{}".into(),
+        ..Bill::default()
+    }
+}
 
 /// One step of the bridge: a starting amount, a change, or a subtotal.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +68,9 @@ pub struct BillReport {
     pub other_by_service: BTreeMap<(String, String), i64>,
     /// (billing entity, invoice) → (unblended, amortized, net amortized) micros.
     pub invoices: BTreeMap<(String, String), (i64, i64, Option<i64>)>,
+    /// Every bill of the month: the CUR's (when there is one) and each FOCUS bill, each in
+    /// its own currency.
+    pub bills: Vec<Bill>,
 }
 
 /// How the amortization of a line type reads in the bridge.
@@ -64,9 +88,18 @@ fn amortization_step(line_type: &str) -> String {
 }
 
 impl BillReport {
+    /// The month's bills; the CUR's placed and bridged. A month with FOCUS bills only has the
+    /// CUR's figures at zero and its bills listed.
     pub async fn load(store: &dyn Store, period: Period) -> Result<BillReport, ReportError> {
-        let stored = store.bill(&period.to_string()).await?.ok_or(ReportError::NoData(period))?;
-        Ok(BillReport::from_period(stored))
+        let cur = store.bill(&period.to_string()).await?;
+        let focus = store.bills(Some(&period.to_string())).await?;
+        if cur.is_none() && focus.is_empty() {
+            return Err(ReportError::NoData(period));
+        }
+        let mut bills: Vec<Bill> = cur.iter().map(cur_bill).collect();
+        bills.extend(focus);
+        let cur = cur.unwrap_or_else(|| CostPeriod { period: period.to_string(), ..CostPeriod::default() });
+        Ok(BillReport { bills, ..BillReport::from_period(cur) })
     }
 
     pub fn from_period(period: CostPeriod) -> BillReport {
@@ -135,7 +168,7 @@ impl BillReport {
                 entry.2 = Some(entry.2.unwrap_or(0) + net);
             }
         }
-        BillReport { period, bridge, other_by_service, invoices }
+        BillReport { period, bridge, other_by_service, invoices, bills: Vec::new() }
     }
 
     pub fn other_cost_micros(&self) -> i64 {
@@ -182,6 +215,20 @@ impl BillReport {
                 "billing_entity": entity, "invoice_id": invoice, "unblended": usd_decimal(*unblended),
                 "amortized": usd_decimal(*amortized), "net_amortized": net.map(usd_decimal),
             })).collect::<Vec<_>>(),
+            "bills": self.bills.iter().map(|b| json!({
+                "provider": b.provider,
+                "billing_account": b.billing_account,
+                "billing_account_name": b.billing_account_name,
+                "format": b.format,
+                "focus_version": (!b.focus_version.is_empty()).then_some(&b.focus_version),
+                "currency": b.currency,
+                "billed_total": Nanos(b.billed_nanos).decimal(),
+                "effective_total": Nanos(b.effective_nanos).decimal(),
+                "list_total": Nanos(b.list_nanos).decimal(),
+                "rows": b.rows_read,
+                "data_version": b.data_version,
+                "deviations": serde_json::from_str::<Value>(&b.deviations).unwrap_or(Value::Null),
+            })).collect::<Vec<_>>(),
         })
     }
 
@@ -209,6 +256,28 @@ impl BillReport {
             "(invoice total, unblended)",
             format_usd(p.bill_unblended_micros)
         ));
+        if !self.bills.is_empty() {
+            lines.push(String::new());
+            lines.push(format!(
+                "  {:<8} {:<34} {:<10} {:<4} {:>16} {:>16}",
+                "Provider", "Billing account", "Format", "Cur.", "Billed", "Effective"
+            ));
+            for b in &self.bills {
+                let format = match b.focus_version.as_str() {
+                    "" => b.format.to_uppercase(),
+                    version => format!("FOCUS {version}"),
+                };
+                lines.push(format!(
+                    "  {:<8} {:<34} {:<10} {:<4} {:>16} {:>16}",
+                    b.provider,
+                    b.billing_account,
+                    format,
+                    b.currency,
+                    Nanos(b.billed_nanos).decimal(),
+                    Nanos(b.effective_nanos).decimal()
+                ));
+            }
+        }
         lines.join("\n") + "\n"
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod cost_explorer;
 pub mod cur;
+pub mod focus;
 pub mod objects;
 pub mod prometheus;
 pub mod spark;

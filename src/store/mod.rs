@@ -407,6 +407,22 @@ pub trait CostExplorerStore: Send + Sync {
     async fn replace_ce_windows(&self, windows: &[CeWindow]) -> StoreResult<()>;
 }
 
+/// Bills from every provider and format, several a month: each keyed by (period, provider,
+/// billing account, format) and replaced alone.
+#[async_trait]
+pub trait BillStore: Send + Sync {
+    /// The stored bills of a period (every period for `None`), by period, provider, account
+    /// and format.
+    async fn bills(&self, period: Option<&str>) -> StoreResult<Vec<Bill>>;
+
+    /// A period's FOCUS charges, of one provider or all.
+    async fn bill_charges(&self, period: &str, provider: Option<&str>) -> StoreResult<Vec<BillCharge>>;
+
+    /// Replaces each bill and its charges, all in one transaction: what was stored under
+    /// each bill's key goes, nothing else. Raises the data revision.
+    async fn replace_bills(&self, bills: &[(Bill, Vec<BillCharge>)]) -> StoreResult<()>;
+}
+
 /// Cost alerts, their events and where they are delivered.
 #[async_trait]
 pub trait AlertStore: Send + Sync {
@@ -549,6 +565,7 @@ pub trait Store:
     + AccountStore
     + InvoiceStore
     + CostExplorerStore
+    + BillStore
     + AlertStore
     + ArchiveStore
 {
@@ -566,8 +583,8 @@ pub trait Store:
 /// The store's traits, for callers of `dyn Store`.
 pub mod prelude {
     pub use super::{
-        AccountStore, AlertStore, ArchiveStore, CostExplorerStore, CostStore, InvoiceStore, RollupStore,
-        RunStore, SettingsStore, Store, UsageStore,
+        AccountStore, AlertStore, ArchiveStore, BillStore, CostExplorerStore, CostStore, InvoiceStore,
+        RollupStore, RunStore, SettingsStore, Store, UsageStore,
     };
 }
 

@@ -306,6 +306,67 @@ pub struct CeCost {
     pub net_amortized_nanos: i64,
 }
 
+/// One bill: a provider's charges to one billing account for one billing period, from one
+/// format (`cur` or `focus`). Money in nano-units of the bill's own currency.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct Bill {
+    pub period: String,
+    /// `aws`, `azure`, `gcp` or `oci`.
+    pub provider: String,
+    pub billing_account: String,
+    /// `cur` or `focus`.
+    pub format: String,
+    pub billing_account_name: String,
+    /// `1.0` to `1.3` as the files' columns show it; empty for the CUR.
+    pub focus_version: String,
+    /// ISO 4217 (`USD`, `EUR`).
+    pub currency: String,
+    /// Where it was read from (a folder, a manifest, a bucket).
+    pub source: String,
+    pub data_version: String,
+    pub rows_read: i64,
+    /// Σ BilledCost: what the invoices charge.
+    pub billed_nanos: i64,
+    /// Σ EffectiveCost: the amortized cost.
+    pub effective_nanos: i64,
+    pub list_nanos: i64,
+    pub contracted_nanos: i64,
+    /// What the files did that FOCUS does not allow but whose meaning is plain, as JSON.
+    pub deviations: String,
+    pub ingested_at: i64,
+}
+
+/// A FOCUS bill's charges of one day summed per what they can be grouped by.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct BillCharge {
+    pub provider: String,
+    pub billing_account: String,
+    /// UTC epoch seconds of the day's midnight (the charge period's start).
+    pub day: i64,
+    pub sub_account_id: String,
+    pub sub_account_name: String,
+    pub service_name: String,
+    pub service_category: String,
+    pub charge_category: String,
+    pub charge_class: String,
+    pub pricing_category: String,
+    pub commitment_discount_status: String,
+    pub region: String,
+    /// The instance type of a virtual machine's hours when the provider names one, else the
+    /// row's `ResourceType`.
+    pub resource_type: String,
+    pub consumed_unit: String,
+    /// JSON object, sorted keys.
+    pub tags: String,
+    pub consumed_quantity: f64,
+    /// Rows of the files summed here.
+    pub charges: i64,
+    pub billed_nanos: i64,
+    pub effective_nanos: i64,
+    pub list_nanos: i64,
+    pub contracted_nanos: i64,
+}
+
 /// A day fetched from Cost Explorer: when, and whether Cost Explorer called it estimated.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct CeDay {

@@ -15,9 +15,9 @@ use crate::domain::settings::SettingVersion;
 use super::table::{Table, from_row, table};
 
 use super::model::{
-    BillDay, BillLine, CeCost, CeDay, CostFact, CostPeriod, FactBatch, FactRecord, GpuAllocation, GpuUsage,
-    InferenceUsage, InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodCost, PodRecord, PodWorkload,
-    WorkloadCost,
+    Bill, BillCharge, BillDay, BillLine, CeCost, CeDay, CostFact, CostPeriod, FactBatch, FactRecord,
+    GpuAllocation, GpuUsage, InferenceUsage, InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodCost,
+    PodRecord, PodWorkload, WorkloadCost,
 };
 use crate::domain::alerts::{Alert, AlertEvent, Webhook};
 use crate::domain::runs::IngestRun;
@@ -353,6 +353,19 @@ table!(BillDay in "bill_days" keyed by period {
     day, service, usage_account_id, unblended_micros, amortized_micros,
 } order by "day, service, usage_account_id");
 
+table!(Bill in "bills" {
+    period, provider, billing_account, format, billing_account_name, focus_version, currency, source,
+    data_version, rows_read, billed_nanos, effective_nanos, list_nanos, contracted_nanos, deviations,
+    ingested_at,
+} order by "period, provider, billing_account, format");
+
+table!(BillCharge in "bill_charges" keyed by period {
+    provider, billing_account, day, sub_account_id, sub_account_name, service_name, service_category,
+    charge_category, charge_class, pricing_category, commitment_discount_status, region, resource_type,
+    consumed_unit, tags, consumed_quantity, charges, billed_nanos, effective_nanos, list_nanos,
+    contracted_nanos,
+} order by "provider, billing_account, day, service_name, charge_category");
+
 table!(CeCost in "ce_costs" {
     day, service, usage_account_id, unblended_nanos, amortized_nanos, net_amortized_nanos,
 } order by "day, service, usage_account_id");
@@ -646,6 +659,8 @@ mod tests {
             ("bill_lines", columns_and_binds(&BillLine::default()), 11),
             ("bill_days", columns_and_binds(&BillDay::default()), 6),
             ("ce_costs", columns_and_binds(&CeCost::default()), 6),
+            ("bills", columns_and_binds(&Bill::default()), 16),
+            ("bill_charges", columns_and_binds(&BillCharge::default()), 22),
             ("ce_days", columns_and_binds(&CeDay::default()), 3),
             ("alerts", columns_and_binds(&Alert::default()), 11),
             ("alert_events", columns_and_binds(&AlertEvent::default()), 10),

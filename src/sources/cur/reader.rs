@@ -111,6 +111,37 @@ impl Col {
     }
 }
 
+/// One column of a [`ColumnSet`]: its place in the set's names and its name.
+pub trait ColumnId: Copy {
+    fn index(self) -> usize;
+    fn column_name(self) -> &'static str;
+}
+
+impl ColumnId for Col {
+    fn index(self) -> usize {
+        self as usize
+    }
+    fn column_name(self) -> &'static str {
+        self.name()
+    }
+}
+
+/// The columns a reader decodes (only these), in the order a [`ColumnId`] numbers them: the
+/// first `required` must be in every file; `maps` name the map columns (tags), which Parquet
+/// may store nested.
+#[derive(Debug, Clone, Copy)]
+pub struct ColumnSet {
+    pub names: &'static [&'static str],
+    pub required: usize,
+    pub maps: &'static [&'static str],
+    /// What kind of file the messages call it ("CUR", "FOCUS").
+    pub kind: &'static str,
+}
+
+/// CUR 2.0's columns.
+pub const CUR: ColumnSet =
+    ColumnSet { names: &COLUMN_NAMES, required: REQUIRED, maps: &["resource_tags", "product"], kind: "CUR" };
+
 /// The largest magnitude a CUR number may have: a billion (dollars, hours or ratios). Nano-
 /// dollar sums of millions of such lines still fit in an `i64`.
 pub const MAX_ABS_AMOUNT: f64 = 1e9;
@@ -145,11 +176,21 @@ pub fn read_file(
     location: &str,
     mut visit: impl FnMut(&Columns<'_>) -> Result<(), CurError>,
 ) -> Result<usize, CurError> {
+    read_columns(path, location, &CUR, &mut visit)
+}
+
+/// Reads a data file of `set`'s columns chunk by chunk; returns the rows read.
+pub fn read_columns(
+    path: &Path,
+    location: &str,
+    set: &ColumnSet,
+    visit: &mut dyn FnMut(&Columns<'_>) -> Result<(), CurError>,
+) -> Result<usize, CurError> {
     let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
     if name.ends_with(".parquet") {
-        read_parquet(path, location, &mut visit)
+        read_parquet(path, location, set, visit)
     } else if name.ends_with(".csv.gz") || name.ends_with(".csv") {
-        read_csv(path, location, name.ends_with(".gz"), &mut visit)
+        read_csv(path, location, set, name.ends_with(".gz"), visit)
     } else {
         Err(invalid(location, "unknown data file type (expected .parquet, .csv.gz or .csv)"))
     }
@@ -158,6 +199,7 @@ pub fn read_file(
 fn read_parquet(
     path: &Path,
     location: &str,
+    set: &ColumnSet,
     visit: &mut dyn FnMut(&Columns<'_>) -> Result<(), CurError>,
 ) -> Result<usize, CurError> {
     let open = || File::open(path).map_err(|e| invalid(location, e));
@@ -168,15 +210,17 @@ fn read_parquet(
     let schema = reader.schema().map_err(not_parquet)?;
     let rows = reader.num_rows().map_err(not_parquet)?;
     let present: Vec<String> = schema.iter_names().map(|n| n.to_string()).collect();
-    check_required(&present, location)?;
+    check_required(&present, set, location)?;
     let wanted: Vec<String> =
-        COLUMN_NAMES.iter().filter(|c| present.iter().any(|p| p == *c)).map(|c| c.to_string()).collect();
+        set.names.iter().filter(|c| present.iter().any(|p| p == *c)).map(|c| c.to_string()).collect();
     // Map columns stored nested are read by `map_column` (a row's pairs looked up when
     // asked for), not built by polars; a row group it cannot read falls back to polars.
-    let nested_maps: Vec<Col> = [Col::ResourceTags, Col::Product]
-        .into_iter()
+    let nested_maps: Vec<&'static str> = set
+        .maps
+        .iter()
+        .copied()
         .filter(|c| {
-            schema.get(c.name()).is_some_and(|f| {
+            schema.get(*c).is_some_and(|f| {
                 matches!(
                     f.dtype(),
                     ArrowDataType::List(_) | ArrowDataType::LargeList(_) | ArrowDataType::Map(..)
@@ -218,18 +262,13 @@ fn read_parquet(
                 let mut maps = Vec::new();
                 let mut columns = wanted.clone();
                 for &column in &nested_maps {
-                    match map_column::MapChunk::read(&file, group, column.name()) {
+                    match map_column::MapChunk::read(&file, group, column) {
                         Ok(chunk) => {
-                            columns.retain(|c| c != column.name());
+                            columns.retain(|c| c != column);
                             maps.push((column, std::sync::Arc::new(chunk)));
                         }
                         Err(map_column::Unsupported(why)) => {
-                            tracing::debug!(
-                                location,
-                                column = column.name(),
-                                why,
-                                "map column read by polars"
-                            )
+                            tracing::debug!(location, column, why, "map column read by polars")
                         }
                     }
                 }
@@ -256,7 +295,7 @@ fn read_parquet(
         for decoded in receiver {
             let Decoded { offset, mut frame, maps } = decoded?;
             frame.rechunk_mut();
-            visit(&Columns::new(&frame, location, offset, &maps)?)?;
+            visit(&Columns::new(&frame, set, location, offset, &maps)?)?;
         }
         Ok::<(), CurError>(())
     })?;
@@ -268,7 +307,7 @@ fn read_parquet(
 struct Decoded {
     offset: usize,
     frame: DataFrame,
-    maps: Vec<(Col, std::sync::Arc<map_column::MapChunk>, usize)>,
+    maps: Vec<(&'static str, std::sync::Arc<map_column::MapChunk>, usize)>,
 }
 
 /// A Parquet file's own word on its size: rows, and each row group's column data once
@@ -415,9 +454,9 @@ fn refuse_empty(path: &Path, location: &str) -> Result<(), CurError> {
     }
 }
 
-fn check_required(present: &[String], location: &str) -> Result<(), CurError> {
+fn check_required(present: &[String], set: &ColumnSet, location: &str) -> Result<(), CurError> {
     let missing: Vec<&str> =
-        COLUMN_NAMES[..REQUIRED].iter().copied().filter(|c| !present.iter().any(|p| p == c)).collect();
+        set.names[..set.required].iter().copied().filter(|c| !present.iter().any(|p| p == c)).collect();
     if missing.is_empty() {
         Ok(())
     } else {
@@ -428,6 +467,7 @@ fn check_required(present: &[String], location: &str) -> Result<(), CurError> {
 fn read_csv(
     path: &Path,
     location: &str,
+    set: &ColumnSet,
     gzip: bool,
     visit: &mut dyn FnMut(&Columns<'_>) -> Result<(), CurError>,
 ) -> Result<usize, CurError> {
@@ -454,7 +494,7 @@ fn read_csv(
         .split(',')
         .map(|n| n.trim_matches('"').to_string())
         .collect();
-    check_required(&names, location)?;
+    check_required(&names, set, location)?;
     let mut rows = 0;
     loop {
         // A chunk is the header plus up to CHUNK_ROWS lines, parsed by polars as text.
@@ -485,7 +525,7 @@ fn read_csv(
             .finish()
             .map_err(|e| invalid(location, format!("rows {}..{}: {e}", rows + 1, rows + in_chunk)))?;
         frame.rechunk_mut();
-        visit(&Columns::new(&frame, location, rows, &[])?)?;
+        visit(&Columns::new(&frame, set, location, rows, &[])?)?;
         rows += in_chunk;
     }
     Ok(rows)
@@ -514,7 +554,7 @@ enum View<'a> {
 /// A chunk's columns by name, with row accessors that name the file, row and column of any
 /// bad value.
 pub struct Columns<'a> {
-    /// One view per [`Col`], in its order.
+    /// One view per column of the set, in its order.
     views: Vec<View<'a>>,
     location: &'a str,
     first_row: usize,
@@ -524,13 +564,14 @@ pub struct Columns<'a> {
 impl<'a> Columns<'a> {
     fn new(
         frame: &'a DataFrame,
+        set: &ColumnSet,
         location: &'a str,
         first_row: usize,
-        maps: &'a [(Col, std::sync::Arc<map_column::MapChunk>, usize)],
+        maps: &'a [(&'static str, std::sync::Arc<map_column::MapChunk>, usize)],
     ) -> Result<Columns<'a>, CurError> {
-        let mut views = Vec::with_capacity(COLUMN_NAMES.len());
-        for name in COLUMN_NAMES {
-            if let Some((_, chunk, first)) = maps.iter().find(|(c, ..)| c.name() == name) {
+        let mut views = Vec::with_capacity(set.names.len());
+        for &name in set.names {
+            if let Some((_, chunk, first)) = maps.iter().find(|(c, ..)| *c == name) {
                 views.push(View::LazyMap(chunk, *first));
                 continue;
             }
@@ -543,22 +584,32 @@ impl<'a> Columns<'a> {
         Ok(Columns { views, location, first_row, rows: frame.height() })
     }
 
+    /// The chunk's first row in its file (0-based).
+    pub fn first_row(&self) -> usize {
+        self.first_row
+    }
+
+    /// Whether the file has the column.
+    pub fn has(&self, column: impl ColumnId) -> bool {
+        !matches!(self.views.get(column.index()), Some(View::Missing) | None)
+    }
+
     /// The file these columns come from, as the messages name it.
     pub fn location(&self) -> &'a str {
         self.location
     }
 
     /// An error naming this chunk's file, the row and the column.
-    pub fn bad(&self, row: usize, column: Col, message: impl std::fmt::Display) -> CurError {
+    pub fn bad(&self, row: usize, column: impl ColumnId, message: impl std::fmt::Display) -> CurError {
         invalid(
             self.location,
-            format!("data row {}, column {}: {message}", self.first_row + row + 1, column.name()),
+            format!("data row {}, column {}: {message}", self.first_row + row + 1, column.column_name()),
         )
     }
 
     /// Text of a cell; empty for nulls and absent columns.
-    pub fn text(&self, column: Col, row: usize) -> &'a str {
-        match self.views.get(column as usize) {
+    pub fn text(&self, column: impl ColumnId, row: usize) -> &'a str {
+        match self.views.get(column.index()) {
             Some(View::Text(array)) if array.is_valid(row) => array.value(row),
             _ => "",
         }
@@ -566,7 +617,7 @@ impl<'a> Columns<'a> {
 
     /// A number; `None` for nulls, empty text and absent columns. Not-a-number, infinities
     /// and amounts beyond [`MAX_ABS_AMOUNT`] are refused: they would wrap or vanish in sums.
-    pub fn number(&self, column: Col, row: usize) -> Result<Option<f64>, CurError> {
+    pub fn number(&self, column: impl ColumnId, row: usize) -> Result<Option<f64>, CurError> {
         let value = self.raw_number(column, row)?;
         match value {
             Some(v) if !v.is_finite() => Err(self.bad(row, column, format!("{v} is not a finite number"))),
@@ -579,8 +630,8 @@ impl<'a> Columns<'a> {
         }
     }
 
-    fn raw_number(&self, column: Col, row: usize) -> Result<Option<f64>, CurError> {
-        match self.views.get(column as usize) {
+    fn raw_number(&self, column: impl ColumnId, row: usize) -> Result<Option<f64>, CurError> {
+        match self.views.get(column.index()) {
             Some(View::Float(array)) => Ok(array.is_valid(row).then(|| array.value(row))),
             Some(View::Int(array)) => Ok(array.is_valid(row).then(|| array.value(row) as f64)),
             Some(View::Text(array)) if array.is_valid(row) => {
@@ -597,13 +648,13 @@ impl<'a> Columns<'a> {
     }
 
     /// A number, 0 when absent.
-    pub fn amount(&self, column: Col, row: usize) -> Result<f64, CurError> {
+    pub fn amount(&self, column: impl ColumnId, row: usize) -> Result<f64, CurError> {
         Ok(self.number(column, row)?.unwrap_or(0.0))
     }
 
     /// A timestamp as UTC epoch seconds, `None` when the column is absent or the cell empty.
-    pub fn optional_epoch_seconds(&self, column: Col, row: usize) -> Result<Option<i64>, CurError> {
-        match self.views.get(column as usize) {
+    pub fn optional_epoch_seconds(&self, column: impl ColumnId, row: usize) -> Result<Option<i64>, CurError> {
+        match self.views.get(column.index()) {
             Some(View::Missing) | None => Ok(None),
             Some(View::Text(array)) if !array.is_valid(row) || array.value(row).trim().is_empty() => Ok(None),
             Some(View::Time(array, _) | View::Int(array)) if !array.is_valid(row) => Ok(None),
@@ -612,8 +663,8 @@ impl<'a> Columns<'a> {
     }
 
     /// A timestamp as UTC epoch seconds.
-    pub fn epoch_seconds(&self, column: Col, row: usize) -> Result<i64, CurError> {
-        match self.views.get(column as usize) {
+    pub fn epoch_seconds(&self, column: impl ColumnId, row: usize) -> Result<i64, CurError> {
+        match self.views.get(column.index()) {
             Some(View::Time(array, per_second)) if array.is_valid(row) => {
                 Ok(array.value(row).div_euclid(*per_second))
             }
@@ -626,8 +677,8 @@ impl<'a> Columns<'a> {
     }
 
     /// The pairs of a map cell (Parquet struct list or CSV JSON object).
-    pub fn map(&self, column: Col, row: usize) -> Result<Pairs<'a>, CurError> {
-        match self.views.get(column as usize) {
+    pub fn map(&self, column: impl ColumnId, row: usize) -> Result<Pairs<'a>, CurError> {
+        match self.views.get(column.index()) {
             Some(View::Map { list, keys, values }) if list.is_valid(row) => {
                 let (start, end) = list.offsets().start_end(row);
                 Ok((start..end)
@@ -726,7 +777,7 @@ mod tests {
         };
         let mut frame = ParquetReader::new(File::open(path).unwrap()).finish().unwrap();
         frame.rechunk_mut();
-        let columns = Columns::new(&frame, "reference", 0, &[]).unwrap();
+        let columns = Columns::new(&frame, &CUR, "reference", 0, &[]).unwrap();
         let expected: Vec<[Pairs<'static>; 2]> = (0..columns.rows)
             .map(|row| [Col::ResourceTags, Col::Product].map(|c| owned(columns.map(c, row).unwrap())))
             .collect();

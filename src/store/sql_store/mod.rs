@@ -6,6 +6,7 @@
 mod accounts;
 mod alerts;
 mod archive;
+mod bills;
 mod cost_explorer;
 mod costs;
 mod invoices;

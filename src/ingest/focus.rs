@@ -1,0 +1,576 @@
+//! `gpuledger ingest focus SOURCE`: FOCUS bills from any provider, several a month. Every
+//! file of the source is read and checked first; then each bill found (a provider's billing
+//! account for one billing period) replaces its stored self, all in one transaction, and no
+//! other bill moves. A bad file, row or value leaves the database as it was.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::IngestError;
+use super::judge::DEFAULT_MAX_DROP_PERCENT;
+use crate::domain::runs::RunKind;
+use crate::money::nanos_from_usd;
+use crate::period::Period;
+use crate::sources::cur::{self as cur_source, CurError, invalid};
+use crate::sources::focus::{self, Charge, Deviations, Layout, Version};
+use crate::sources::objects::{LocalFolder, ObjectStore, S3Options, S3Store};
+use crate::store::{Bill, BillCharge, IngestOutcome, NewIngestRun, Store};
+
+/// What `gpuledger ingest focus` was asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct FocusIngestOptions {
+    /// A FOCUS file, a folder of them, an AWS Data Exports root, or `s3://bucket/prefix`.
+    pub source: String,
+    /// Whose bill this is, when the files do not say (`aws`, `azure`, `gcp`, `oci`); rows
+    /// naming another provider are refused.
+    pub provider: Option<String>,
+    /// Only this billing period; rows of others are skipped (and counted).
+    pub period: Option<Period>,
+    /// Ingest an unchanged delivery again, and accept a bill that falls by more than half.
+    pub force: bool,
+    pub s3: S3Options,
+}
+
+/// One bill as an ingest left it.
+#[derive(Debug, Clone, Serialize)]
+pub struct BillResult {
+    pub period: String,
+    pub provider: String,
+    pub billing_account: String,
+    /// `ingested` or `skipped` (the same delivery as stored).
+    pub status: &'static str,
+    pub focus_version: String,
+    pub currency: String,
+    pub rows: u64,
+    /// Exact decimals in the bill's currency.
+    pub billed_total: String,
+    pub effective_total: String,
+    pub list_total: String,
+}
+
+/// What a run read and what it made of it: the run's reconciliation.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FocusReconciliation {
+    pub layout: String,
+    pub files: u64,
+    pub rows_read: u64,
+    /// Rows of billing periods other than `--period`.
+    pub rows_skipped_other_periods: u64,
+    pub bills: u64,
+    /// What the files did that FOCUS does not allow but whose meaning is plain; each bill of
+    /// the delivery keeps these with it.
+    pub deviations: Deviations,
+}
+
+/// Sums of one bill, while its files are read.
+#[derive(Debug, Default)]
+struct BillSums {
+    billing_account_name: String,
+    currency: String,
+    /// Where its currency was first seen, for the message of a second one.
+    currency_seen_at: String,
+    version: Option<Version>,
+    rows: u64,
+    billed: i64,
+    effective: i64,
+    list: i64,
+    contracted: i64,
+    charges: HashMap<ChargeKey, ChargeSums>,
+}
+
+/// What a bill's charges are summed by: the day and every dimension a page groups by.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct ChargeKey {
+    day: i64,
+    text: [String; 12],
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct ChargeSums {
+    consumed_quantity: f64,
+    charges: i64,
+    billed: i64,
+    effective: i64,
+    list: i64,
+    contracted: i64,
+}
+
+/// The instance type of a virtual machine's hour when the row names one (AWS's usage type
+/// after its `:` for box, spot and reserved hours), else the row's `ResourceType`.
+pub fn resource_type(charge: &Charge<'_>) -> String {
+    let usage_type = charge.usage_type;
+    if let Some((kind, instance)) = usage_type.rsplit_once(':')
+        && (kind.ends_with("BoxUsage") || kind.ends_with("SpotUsage") || kind.ends_with("HeavyUsage"))
+    {
+        return instance.to_string();
+    }
+    charge.resource_type.to_string()
+}
+
+/// Every bill the files of one delivery hold, summed and checked.
+#[derive(Debug, Default)]
+struct Reading {
+    bills: BTreeMap<(Period, String, String), BillSums>,
+    reconciliation: FocusReconciliation,
+}
+
+impl Reading {
+    fn add_file(
+        &mut self,
+        path: &Path,
+        location: &str,
+        options: &FocusIngestOptions,
+        bar: &indicatif::ProgressBar,
+    ) -> Result<(), CurError> {
+        let names = focus::header(path, location)?;
+        let version = Version::of_header(&names);
+        let mut deviations = Deviations::default();
+        let bills = &mut self.bills;
+        let skipped = &mut self.reconciliation.rows_skipped_other_periods;
+        let mut not_calendar = 0;
+        let asked = options.provider.as_deref();
+        let calendar_count = &mut not_calendar;
+        let rows = focus::read_file(path, location, &mut deviations, &mut |charge, columns, row| {
+            bar.inc(1);
+            let Some((period, calendar)) = focus::billing_month(charge.billing_period_start) else {
+                return Err(columns.bad(
+                    row,
+                    focus::Col::BillingPeriodStart,
+                    "not a date gpuledger can hold",
+                ));
+            };
+            if options.period.is_some_and(|p| p != period) {
+                *skipped += 1;
+                return Ok(());
+            }
+            let provider = match (focus::provider_id(charge.provider), asked) {
+                (Some(named), Some(asked)) if named != asked => {
+                    return Err(columns.bad(
+                        row,
+                        focus::Col::ProviderName,
+                        format!("the row is {named}'s bill, but --provider {asked} was given"),
+                    ));
+                }
+                (Some(named), _) => named.to_string(),
+                (None, Some(asked)) if charge.provider.is_empty() => asked.to_string(),
+                (None, _) if charge.provider.is_empty() => {
+                    return Err(columns.bad(
+                        row,
+                        focus::Col::ProviderName,
+                        format!(
+                            "the row names no provider: pass --provider ({})",
+                            focus::PROVIDERS.join(", ")
+                        ),
+                    ));
+                }
+                (None, _) => {
+                    return Err(columns.bad(
+                        row,
+                        focus::Col::ProviderName,
+                        format!(
+                            "{:?} is not a provider gpuledger knows ({})",
+                            charge.provider,
+                            focus::PROVIDERS.join(", ")
+                        ),
+                    ));
+                }
+            };
+            if charge.billing_account_id.is_empty() {
+                return Err(columns.bad(
+                    row,
+                    focus::Col::BillingAccountId,
+                    "BillingAccountId is never null in FOCUS",
+                ));
+            }
+            let bill = bills.entry((period, provider, charge.billing_account_id.to_string())).or_default();
+            if bill.currency.is_empty() {
+                bill.currency = charge.billing_currency.to_string();
+                bill.currency_seen_at = format!("{location}, data row {}", columns.first_row() + row + 1);
+            } else if bill.currency != charge.billing_currency {
+                return Err(columns.bad(
+                    row,
+                    focus::Col::BillingCurrency,
+                    format!(
+                        "{} in a bill in {} (since {}): one bill has one currency",
+                        charge.billing_currency, bill.currency, bill.currency_seen_at
+                    ),
+                ));
+            }
+            if !calendar {
+                *calendar_count += 1;
+            }
+            if bill.billing_account_name.is_empty() {
+                bill.billing_account_name = charge.billing_account_name.to_string();
+            }
+            bill.version = bill.version.max(Some(version));
+            bill.rows += 1;
+            let (billed, effective, list, contracted) = (
+                nanos_from_usd(charge.billed_cost),
+                nanos_from_usd(charge.effective_cost),
+                nanos_from_usd(charge.list_cost),
+                nanos_from_usd(charge.contracted_cost),
+            );
+            bill.billed += billed;
+            bill.effective += effective;
+            bill.list += list;
+            bill.contracted += contracted;
+            let day = charge.charge_period_start - charge.charge_period_start.rem_euclid(86_400);
+            let key = ChargeKey {
+                day,
+                text: [
+                    charge.sub_account_id.to_string(),
+                    charge.sub_account_name.to_string(),
+                    charge.service_name.to_string(),
+                    charge.service_category.to_string(),
+                    charge.charge_category.to_string(),
+                    charge.charge_class.unwrap_or("").to_string(),
+                    charge.pricing_category.unwrap_or("").to_string(),
+                    charge.commitment_discount_status.unwrap_or("").to_string(),
+                    charge.region.to_string(),
+                    resource_type(charge),
+                    charge.consumed_unit.to_string(),
+                    charge.tags.clone(),
+                ],
+            };
+            let sums = bill.charges.entry(key).or_default();
+            sums.consumed_quantity += charge.consumed_quantity.unwrap_or(0.0);
+            sums.charges += 1;
+            sums.billed += billed;
+            sums.effective += effective;
+            sums.list += list;
+            sums.contracted += contracted;
+            Ok(())
+        })?;
+        deviations.billing_periods_not_calendar_months += not_calendar;
+        self.reconciliation.deviations.add(&deviations);
+        self.reconciliation.files += 1;
+        self.reconciliation.rows_read += rows as u64;
+        Ok(())
+    }
+}
+
+/// The decimal text of nano-units.
+fn decimal(nanos: i64) -> String {
+    crate::money::Nanos(nanos).decimal()
+}
+
+/// One delivery: its files and the version that tells a re-delivery from the same one.
+struct FocusDelivery {
+    layout: Layout,
+    /// Where it was found, for the run and the bills.
+    location: String,
+    data_version: String,
+    files: Vec<String>,
+    period: Option<Period>,
+}
+
+/// Finds what the source holds: an AWS Data Exports root (manifests per billing period), or
+/// plain FOCUS files (a file, or a folder of them).
+async fn discover(
+    options: &FocusIngestOptions,
+) -> Result<(Box<dyn ObjectStore>, Vec<FocusDelivery>), IngestError> {
+    let (objects, single): (Box<dyn ObjectStore>, Option<String>) = if options.source.starts_with("s3://") {
+        (Box::new(S3Store::connect(&options.source, &options.s3).await?), None)
+    } else {
+        let path = PathBuf::from(&options.source);
+        if path.is_file() {
+            let root = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            (Box::new(LocalFolder { root }), Some(name))
+        } else if path.is_dir() {
+            (Box::new(LocalFolder { root: path }), None)
+        } else {
+            return Err(IngestError::Source(invalid(&options.source, "no such file or folder")));
+        }
+    };
+    let has_manifests = single.is_none()
+        && objects.folders("metadata/").await?.iter().any(|f| cur_source::partition_period(f).is_some());
+    if has_manifests {
+        let deliveries = cur_source::discover(objects.as_ref(), options.period).await?;
+        let found = deliveries
+            .into_iter()
+            .map(|d| FocusDelivery {
+                layout: Layout::AwsDataExport,
+                location: objects.locate(&d.manifest_key),
+                data_version: d.data_version,
+                files: d.data_files,
+                period: Some(d.period),
+            })
+            .collect();
+        return Ok((objects, found));
+    }
+    let files = match single {
+        Some(name) => vec![name],
+        None => focus::plain_files(objects.as_ref(), "", 4).await?,
+    };
+    if files.is_empty() {
+        return Err(IngestError::Source(invalid(
+            objects.describe(),
+            "no FOCUS data files here (.csv, .csv.gz or .parquet), and no AWS Data Exports manifests",
+        )));
+    }
+    let location = objects.describe();
+    Ok((
+        objects,
+        vec![FocusDelivery {
+            layout: Layout::Plain,
+            location,
+            data_version: String::new(),
+            files,
+            period: options.period,
+        }],
+    ))
+}
+
+/// Ingests every bill the source holds. Returns each bill's outcome.
+pub async fn ingest_focus(
+    store: &dyn Store,
+    options: &FocusIngestOptions,
+    progress: &indicatif::MultiProgress,
+) -> Result<Vec<BillResult>, IngestError> {
+    if let Some(provider) = &options.provider
+        && !focus::PROVIDERS.contains(&provider.as_str())
+    {
+        return Err(IngestError::Other(format!(
+            "--provider {provider}: expected one of {}",
+            focus::PROVIDERS.join(", ")
+        )));
+    }
+    let period = options.period.map(|p| p.to_string()).unwrap_or_default();
+    let (objects, deliveries) = match discover(options).await {
+        Ok(found) => found,
+        Err(error) => {
+            let run = store
+                .begin_ingest_run(&NewIngestRun::now(RunKind::Focus, &options.source, &period, ""))
+                .await?;
+            store.finish_ingest_run(run, &IngestOutcome::failed(&error.to_string())).await?;
+            return Err(error);
+        }
+    };
+    let mut results = Vec::new();
+    for delivery in deliveries {
+        let run_period = delivery.period.map(|p| p.to_string()).unwrap_or_else(|| period.clone());
+        let run = store
+            .begin_ingest_run(&NewIngestRun::now(
+                RunKind::Focus,
+                &delivery.location,
+                &run_period,
+                &delivery.data_version,
+            ))
+            .await?;
+        match ingest_delivery(store, objects.as_ref(), &delivery, options, progress).await {
+            Ok((bills, reconciliation)) => {
+                let written = bills.iter().filter(|b| b.status == "ingested").count() as i64;
+                store
+                    .finish_ingest_run(
+                        run,
+                        &IngestOutcome::succeeded(
+                            reconciliation.rows_read as i64,
+                            written,
+                            serde_json::to_string(&reconciliation).ok(),
+                        ),
+                    )
+                    .await?;
+                results.extend(bills);
+            }
+            Err(error) => {
+                if let Err(record) =
+                    store.finish_ingest_run(run, &IngestOutcome::failed(&error.to_string())).await
+                {
+                    tracing::error!(run, %record, "could not record the failed ingest run");
+                }
+                return Err(error);
+            }
+        }
+    }
+    Ok(results)
+}
+
+/// Reads one delivery's files, checks them, and replaces the bills they hold in one
+/// transaction.
+async fn ingest_delivery(
+    store: &dyn Store,
+    objects: &dyn ObjectStore,
+    delivery: &FocusDelivery,
+    options: &FocusIngestOptions,
+    progress: &indicatif::MultiProgress,
+) -> Result<(Vec<BillResult>, FocusReconciliation), IngestError> {
+    let scratch = super::cur::Scratch::new()
+        .map_err(|e| IngestError::Other(format!("creating a scratch folder: {e}")))?;
+    let mut files = Vec::new();
+    for key in &delivery.files {
+        files.push((objects.local_copy(key, &scratch.dir).await?, objects.locate(key)));
+    }
+    super::judge::refuse_same_contents(&files)?;
+    // A plain source's version is its files' contents: the same files are the same bills.
+    let data_version = if delivery.data_version.is_empty() {
+        let mut digests = String::new();
+        for (path, _) in &files {
+            let bytes =
+                std::fs::read(path).map_err(|e| IngestError::Other(format!("{}: {e}", path.display())))?;
+            digests.push_str(&crate::text::sha256_hex(&bytes));
+        }
+        format!("sha256:{}", &crate::text::sha256_hex(digests.as_bytes())[..32])
+    } else {
+        delivery.data_version.clone()
+    };
+    let bar = progress.add(indicatif::ProgressBar::new_spinner());
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg} {human_pos} rows ({per_sec})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    bar.set_message(format!("FOCUS: {} ({} files)", delivery.location, files.len()));
+    let reading_options = options.clone();
+    let reading_bar = bar.clone();
+    let layout = delivery.layout;
+    let mut reading = tokio::task::spawn_blocking(move || {
+        let mut reading = Reading::default();
+        reading.reconciliation.layout = layout.as_str().to_string();
+        for (path, location) in &files {
+            reading.add_file(path, location, &reading_options, &reading_bar)?;
+        }
+        Ok::<_, CurError>(reading)
+    })
+    .await
+    .map_err(|e| IngestError::Other(format!("the reading task failed: {e}")))??;
+    bar.finish_and_clear();
+    if reading.bills.is_empty() {
+        return Err(IngestError::Other(format!(
+            "{}: no rows{}: nothing was ingested, and no stored bill was touched",
+            delivery.location,
+            options.period.map(|p| format!(" of billing period {p}")).unwrap_or_default()
+        )));
+    }
+    reading.reconciliation.bills = reading.bills.len() as u64;
+    let stored: HashMap<(String, String, String), Bill> = store
+        .bills(None)
+        .await?
+        .into_iter()
+        .filter(|b| b.format == "focus")
+        .map(|b| ((b.period.clone(), b.provider.clone(), b.billing_account.clone()), b))
+        .collect();
+    let now = chrono::Utc::now().timestamp();
+    let mut replace = Vec::new();
+    let mut results = Vec::new();
+    for ((period, provider, account), sums) in std::mem::take(&mut reading.bills) {
+        let key = (period.to_string(), provider.clone(), account.clone());
+        let before = stored.get(&key);
+        let version = sums.version.unwrap_or(Version::V1_0).as_str().to_string();
+        let result = BillResult {
+            period: period.to_string(),
+            provider: provider.clone(),
+            billing_account: account.clone(),
+            status: "ingested",
+            focus_version: version.clone(),
+            currency: sums.currency.clone(),
+            rows: sums.rows,
+            billed_total: decimal(sums.billed),
+            effective_total: decimal(sums.effective),
+            list_total: decimal(sums.list),
+        };
+        if !options.force && before.is_some_and(|b| b.data_version == data_version) {
+            results.push(BillResult { status: "skipped", ..result });
+            continue;
+        }
+        if let Some(before) = before
+            && !options.force
+        {
+            refuse_a_fall(before, sums.effective, &sums.currency)?;
+        }
+        let mut charges: Vec<BillCharge> = sums
+            .charges
+            .into_iter()
+            .map(|(key, sums)| {
+                let [
+                    sub_account_id,
+                    sub_account_name,
+                    service_name,
+                    service_category,
+                    charge_category,
+                    charge_class,
+                    pricing_category,
+                    commitment_discount_status,
+                    region,
+                    resource_type,
+                    consumed_unit,
+                    tags,
+                ] = key.text;
+                BillCharge {
+                    provider: provider.clone(),
+                    billing_account: account.clone(),
+                    day: key.day,
+                    sub_account_id,
+                    sub_account_name,
+                    service_name,
+                    service_category,
+                    charge_category,
+                    charge_class,
+                    pricing_category,
+                    commitment_discount_status,
+                    region,
+                    resource_type,
+                    consumed_unit,
+                    tags,
+                    consumed_quantity: sums.consumed_quantity,
+                    charges: sums.charges,
+                    billed_nanos: sums.billed,
+                    effective_nanos: sums.effective,
+                    list_nanos: sums.list,
+                    contracted_nanos: sums.contracted,
+                }
+            })
+            .collect();
+        charges.sort_by(|a, b| {
+            (a.day, &a.service_name, &a.charge_category).cmp(&(b.day, &b.service_name, &b.charge_category))
+        });
+        let bill = Bill {
+            period: period.to_string(),
+            provider,
+            billing_account: account,
+            format: "focus".into(),
+            billing_account_name: sums.billing_account_name,
+            focus_version: version,
+            currency: sums.currency,
+            source: delivery.location.clone(),
+            data_version: data_version.clone(),
+            rows_read: sums.rows as i64,
+            billed_nanos: sums.billed,
+            effective_nanos: sums.effective,
+            list_nanos: sums.list,
+            contracted_nanos: sums.contracted,
+            deviations: serde_json::to_string(&reading.reconciliation.deviations)
+                .unwrap_or_else(|_| "{}".into()),
+            ingested_at: now,
+        };
+        replace.push((bill, charges));
+        results.push(result);
+    }
+    if !replace.is_empty() {
+        store.replace_bills(&replace).await?;
+    }
+    Ok((results, reading.reconciliation))
+}
+
+/// A re-delivery whose effective cost falls by more than half of the stored bill's is refused
+/// without `--force`: a broken export looks exactly like a real one.
+fn refuse_a_fall(before: &Bill, effective: i64, currency: &str) -> Result<(), IngestError> {
+    if before.effective_nanos <= 0 {
+        return Ok(());
+    }
+    let fall = (before.effective_nanos - effective) as i128 * 100;
+    if fall > before.effective_nanos as i128 * DEFAULT_MAX_DROP_PERCENT as i128 {
+        return Err(IngestError::Other(format!(
+            "{} {} {}: the re-delivery's effective cost is {} {currency}, down from {} {currency} stored \
+             (more than {DEFAULT_MAX_DROP_PERCENT} % less): refused, the stored bill is unchanged (pass --force \
+             if the bill really fell)",
+            before.period,
+            before.provider,
+            before.billing_account,
+            decimal(effective),
+            decimal(before.effective_nanos),
+        )));
+    }
+    Ok(())
+}

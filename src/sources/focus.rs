@@ -1,0 +1,712 @@
+//! FOCUS bills (the FinOps Foundation's FinOps Open Cost and Usage Specification, 1.0–1.3):
+//! where a provider's export keeps its files, which version a file is, and its rows read and
+//! checked against the specification's rules, each bad value named by file, row and column.
+//!
+//! Real exports deviate from the specification in ways that are not ambiguous: nulls written
+//! as the text `NULL`, timestamps without `T` and `Z`, enumerated values in another case,
+//! extra columns without the `x_` prefix. Those are accepted and counted ([`Deviations`]);
+//! anything that could mean two things is refused.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use super::cur::reader::{self, ColumnId, ColumnSet, Columns};
+use super::cur::{CurError, invalid};
+use super::objects::ObjectStore;
+use crate::period::Period;
+
+/// The FOCUS columns gpuledger reads (only these are decoded); the first [`REQUIRED`] must be
+/// in every file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Col {
+    BilledCost,
+    EffectiveCost,
+    BillingCurrency,
+    BillingAccountId,
+    BillingPeriodStart,
+    ChargePeriodStart,
+    ChargePeriodEnd,
+    ChargeCategory,
+    BillingPeriodEnd,
+    ListCost,
+    ContractedCost,
+    ProviderName,
+    ServiceProviderName,
+    BillingAccountName,
+    SubAccountId,
+    SubAccountName,
+    ServiceName,
+    ServiceCategory,
+    RegionId,
+    ResourceId,
+    ResourceType,
+    SkuId,
+    SkuMeter,
+    PricingCategory,
+    ChargeClass,
+    ChargeFrequency,
+    CommitmentDiscountId,
+    CommitmentDiscountType,
+    CommitmentDiscountStatus,
+    ConsumedQuantity,
+    ConsumedUnit,
+    PricingQuantity,
+    InvoiceId,
+    Tags,
+    /// AWS's usage type (`USE1-BoxUsage:p4d.24xlarge`): the instance type of an EC2 hour.
+    XUsageType,
+}
+
+/// How many of [`Col`]'s columns a file must have (they come first).
+pub const REQUIRED: usize = 8;
+
+/// Column names in [`Col`] order.
+pub const COLUMN_NAMES: [&str; 35] = [
+    "BilledCost",
+    "EffectiveCost",
+    "BillingCurrency",
+    "BillingAccountId",
+    "BillingPeriodStart",
+    "ChargePeriodStart",
+    "ChargePeriodEnd",
+    "ChargeCategory",
+    "BillingPeriodEnd",
+    "ListCost",
+    "ContractedCost",
+    "ProviderName",
+    "ServiceProviderName",
+    "BillingAccountName",
+    "SubAccountId",
+    "SubAccountName",
+    "ServiceName",
+    "ServiceCategory",
+    "RegionId",
+    "ResourceId",
+    "ResourceType",
+    "SkuId",
+    "SkuMeter",
+    "PricingCategory",
+    "ChargeClass",
+    "ChargeFrequency",
+    "CommitmentDiscountId",
+    "CommitmentDiscountType",
+    "CommitmentDiscountStatus",
+    "ConsumedQuantity",
+    "ConsumedUnit",
+    "PricingQuantity",
+    "InvoiceId",
+    "Tags",
+    "x_UsageType",
+];
+
+impl ColumnId for Col {
+    fn index(self) -> usize {
+        self as usize
+    }
+    fn column_name(self) -> &'static str {
+        COLUMN_NAMES[self as usize]
+    }
+}
+
+/// FOCUS's columns as the reader decodes them.
+pub const COLUMNS: ColumnSet =
+    ColumnSet { names: &COLUMN_NAMES, required: REQUIRED, maps: &["Tags"], kind: "FOCUS" };
+
+/// Every column name of the Cost and Usage dataset from 1.0 to 1.3: a name outside these
+/// and without the `x_` prefix is an extra column, counted.
+const SPEC_COLUMNS: [&str; 65] = [
+    "AvailabilityZone",
+    "BilledCost",
+    "BillingAccountId",
+    "BillingAccountName",
+    "BillingCurrency",
+    "BillingPeriodEnd",
+    "BillingPeriodStart",
+    "ChargeCategory",
+    "ChargeClass",
+    "ChargeDescription",
+    "ChargeFrequency",
+    "ChargePeriodEnd",
+    "ChargePeriodStart",
+    "CommitmentDiscountCategory",
+    "CommitmentDiscountId",
+    "CommitmentDiscountName",
+    "CommitmentDiscountStatus",
+    "CommitmentDiscountType",
+    "ConsumedQuantity",
+    "ConsumedUnit",
+    "ContractedCost",
+    "ContractedUnitPrice",
+    "EffectiveCost",
+    "InvoiceIssuerName",
+    "ListCost",
+    "ListUnitPrice",
+    "PricingCategory",
+    "PricingQuantity",
+    "PricingUnit",
+    "ProviderName",
+    "PublisherName",
+    "RegionId",
+    "RegionName",
+    "ResourceId",
+    "ResourceName",
+    "ResourceType",
+    "ServiceCategory",
+    "ServiceName",
+    "SkuId",
+    "SkuPriceId",
+    "SubAccountId",
+    "SubAccountName",
+    "Tags",
+    // 1.1
+    "CapacityReservationId",
+    "CapacityReservationStatus",
+    "CommitmentDiscountQuantity",
+    "CommitmentDiscountUnit",
+    "ServiceSubcategory",
+    "SkuMeter",
+    "SkuPriceDetails",
+    // 1.2
+    "BillingAccountType",
+    "InvoiceId",
+    "PricingCurrency",
+    "PricingCurrencyContractedUnitPrice",
+    "PricingCurrencyEffectiveCost",
+    "PricingCurrencyListUnitPrice",
+    "SubAccountType",
+    // 1.3
+    "AllocatedMethodDetails",
+    "AllocatedMethodId",
+    "AllocatedResourceId",
+    "AllocatedResourceName",
+    "AllocatedTags",
+    "ContractApplied",
+    "HostProviderName",
+    "ServiceProviderName",
+];
+
+/// A FOCUS version, as a file's columns show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Version {
+    V1_0,
+    V1_1,
+    V1_2,
+    V1_3,
+}
+
+impl Version {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Version::V1_0 => "1.0",
+            Version::V1_1 => "1.1",
+            Version::V1_2 => "1.2",
+            Version::V1_3 => "1.3",
+        }
+    }
+
+    /// The version a header shows: 1.3's mandatory provider columns say 1.3; otherwise the
+    /// newest version one of whose (optional) columns is present, 1.0 at least. A 1.1 or 1.2
+    /// file that leaves every new column out reads as 1.0, which is what its columns are.
+    pub fn of_header(names: &[String]) -> Version {
+        let has = |wanted: &[&str]| names.iter().any(|n| wanted.contains(&n.as_str()));
+        if has(&["ServiceProviderName", "HostProviderName", "AllocatedMethodId", "ContractApplied"]) {
+            Version::V1_3
+        } else if has(&[
+            "InvoiceId",
+            "PricingCurrency",
+            "PricingCurrencyEffectiveCost",
+            "PricingCurrencyListUnitPrice",
+            "PricingCurrencyContractedUnitPrice",
+            "BillingAccountType",
+            "SubAccountType",
+        ]) {
+            Version::V1_2
+        } else if has(&[
+            "SkuPriceDetails",
+            "SkuMeter",
+            "ServiceSubcategory",
+            "CommitmentDiscountQuantity",
+            "CommitmentDiscountUnit",
+            "CapacityReservationId",
+            "CapacityReservationStatus",
+        ]) {
+            Version::V1_1
+        } else {
+            Version::V1_0
+        }
+    }
+}
+
+/// The columns of a data file that are neither FOCUS's (1.0–1.3) nor custom (`x_`).
+pub fn extra_columns(names: &[String]) -> Vec<String> {
+    names.iter().filter(|n| !n.starts_with("x_") && !SPEC_COLUMNS.contains(&n.as_str())).cloned().collect()
+}
+
+/// The cloud a bill is from, as gpuledger names it (`aws`, `azure`, `gcp`, `oci`), from a
+/// FOCUS `ProviderName` / `ServiceProviderName` or a `--provider` argument.
+pub fn provider_id(name: &str) -> Option<&'static str> {
+    let lower = name.trim().to_ascii_lowercase();
+    match lower.as_str() {
+        "aws" | "amazon web services" | "amazon" => Some("aws"),
+        "azure" | "microsoft" | "microsoft azure" => Some("azure"),
+        "gcp" | "google" | "google cloud" | "google cloud platform" => Some("gcp"),
+        "oci" | "oracle" | "oracle cloud" | "oracle cloud infrastructure" => Some("oci"),
+        _ => None,
+    }
+}
+
+/// The providers gpuledger knows, for messages.
+pub const PROVIDERS: [&str; 4] = ["aws", "azure", "gcp", "oci"];
+
+/// The allowed values of the enumerated columns gpuledger reads.
+pub const CHARGE_CATEGORIES: [&str; 5] = ["Usage", "Purchase", "Tax", "Credit", "Adjustment"];
+pub const PRICING_CATEGORIES: [&str; 4] = ["Standard", "Dynamic", "Committed", "Other"];
+pub const COMMITMENT_STATUSES: [&str; 2] = ["Used", "Unused"];
+pub const CHARGE_CLASSES: [&str; 1] = ["Correction"];
+pub const CHARGE_FREQUENCIES: [&str; 3] = ["One-Time", "Recurring", "Usage-Based"];
+
+/// What a file did that the specification does not allow but whose meaning is plain; counted
+/// in the run's reconciliation.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Deviations {
+    /// Cells holding the text `NULL` (or `null`) for a null.
+    pub null_as_text: u64,
+    /// Timestamps written other than `YYYY-MM-DDTHH:MM:SSZ` (no `T`, no `Z`, fractions, an
+    /// explicit `+00:00`).
+    pub timestamps_not_iso: u64,
+    /// Enumerated values in another case (`Usage-based` for `Usage-Based`).
+    pub values_in_another_case: u64,
+    /// `ListCost` or `ContractedCost` cells left null (FOCUS says never; Oracle's sample
+    /// does): read as 0, so the bill's list and contracted totals leave those rows out.
+    pub null_list_or_contracted_costs: u64,
+    /// Charges that started before their billing period (late usage billed later, or
+    /// corrections).
+    pub charges_before_billing_period: u64,
+    /// Billing periods that do not start on a month's first midnight (UTC).
+    pub billing_periods_not_calendar_months: u64,
+    /// Columns neither FOCUS's nor prefixed `x_`.
+    pub extra_columns: BTreeSet<String>,
+}
+
+impl Deviations {
+    pub fn add(&mut self, other: &Deviations) {
+        self.null_as_text += other.null_as_text;
+        self.timestamps_not_iso += other.timestamps_not_iso;
+        self.values_in_another_case += other.values_in_another_case;
+        self.null_list_or_contracted_costs += other.null_list_or_contracted_costs;
+        self.charges_before_billing_period += other.charges_before_billing_period;
+        self.billing_periods_not_calendar_months += other.billing_periods_not_calendar_months;
+        self.extra_columns.extend(other.extra_columns.iter().cloned());
+    }
+}
+
+/// One row of a FOCUS file, read and checked. Text borrows from the chunk.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Charge<'a> {
+    pub provider: &'a str,
+    pub billing_account_id: &'a str,
+    pub billing_account_name: &'a str,
+    pub billing_currency: &'a str,
+    pub billing_period_start: i64,
+    /// `None` when the file has no `BillingPeriodEnd`.
+    pub billing_period_end: Option<i64>,
+    pub charge_period_start: i64,
+    pub charge_period_end: i64,
+    pub charge_category: &'static str,
+    pub charge_class: Option<&'static str>,
+    pub charge_frequency: Option<&'static str>,
+    pub pricing_category: Option<&'static str>,
+    pub commitment_discount_status: Option<&'static str>,
+    pub commitment_discount_id: &'a str,
+    pub commitment_discount_type: &'a str,
+    pub sub_account_id: &'a str,
+    pub sub_account_name: &'a str,
+    pub service_name: &'a str,
+    pub service_category: &'a str,
+    pub region: &'a str,
+    pub resource_id: &'a str,
+    pub resource_type: &'a str,
+    pub sku_id: &'a str,
+    pub sku_meter: &'a str,
+    pub usage_type: &'a str,
+    pub invoice_id: &'a str,
+    pub consumed_unit: &'a str,
+    pub consumed_quantity: Option<f64>,
+    pub pricing_quantity: Option<f64>,
+    pub billed_cost: f64,
+    pub effective_cost: f64,
+    /// 0 when the file has no such column (the spec makes both mandatory; AWS's 1.0 export
+    /// leaves some out).
+    pub list_cost: f64,
+    pub contracted_cost: f64,
+    /// The row's tags as a JSON object with sorted keys (`{}` for none).
+    pub tags: String,
+}
+
+/// The header of a data file: its column names, for the version and extra columns.
+pub fn header(path: &Path, location: &str) -> Result<Vec<String>, CurError> {
+    let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+    if name.ends_with(".parquet") {
+        let file = std::fs::File::open(path).map_err(|e| invalid(location, e))?;
+        let mut reader = <polars::prelude::ParquetReader<_> as polars::prelude::SerReader<_>>::new(file);
+        let schema = reader
+            .schema()
+            .map_err(|e| invalid(location, format!("not a readable Parquet file (truncated?): {e}")))?;
+        return Ok(schema.iter_names().map(|n| n.to_string()).collect());
+    }
+    let file = std::fs::File::open(path).map_err(|e| invalid(location, e))?;
+    let raw: Box<dyn std::io::Read> = if name.ends_with(".gz") {
+        Box::new(flate2::read::MultiGzDecoder::new(file))
+    } else {
+        Box::new(file)
+    };
+    let mut lines = std::io::BufReader::new(std::io::Read::take(raw, reader::bounds::MAX_LINE_BYTES as u64));
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut lines, &mut first)
+        .map_err(|e| invalid(location, format!("the header line cannot be read: {e}")))?;
+    Ok(first
+        .trim_start_matches('\u{feff}')
+        .trim_end()
+        .split(',')
+        .map(|n| n.trim().trim_matches('"').to_string())
+        .filter(|n| !n.is_empty())
+        .collect())
+}
+
+/// Reads a FOCUS data file's rows, checked; `visit` gets each with the chunk's columns and
+/// its row (for errors naming it). Returns the rows read.
+pub fn read_file(
+    path: &Path,
+    location: &str,
+    deviations: &mut Deviations,
+    visit: &mut dyn FnMut(&Charge<'_>, &Columns<'_>, usize) -> Result<(), CurError>,
+) -> Result<usize, CurError> {
+    let names = header(path, location)?;
+    deviations.extra_columns.extend(extra_columns(&names));
+    if !names.iter().any(|n| n == "ProviderName" || n == "ServiceProviderName") {
+        tracing::debug!(location, "no provider column: the provider comes from --provider or the layout");
+    }
+    reader::read_columns(path, location, &COLUMNS, &mut |columns| {
+        for row in 0..columns.rows {
+            let charge = read_row(columns, row, deviations)?;
+            visit(&charge, columns, row)?;
+        }
+        Ok(())
+    })
+}
+
+/// Text of a cell with the two null spellings real exports use turned into empty text (and
+/// counted).
+fn text<'a>(c: &Columns<'a>, column: Col, row: usize, deviations: &mut Deviations) -> &'a str {
+    let value = c.text(column, row);
+    if value.eq_ignore_ascii_case("null") {
+        deviations.null_as_text += 1;
+        ""
+    } else {
+        value
+    }
+}
+
+/// An enumerated value: exactly one of `allowed`, or one in another case (counted); `None`
+/// for null. Anything else is refused.
+fn one_of(
+    c: &Columns<'_>,
+    column: Col,
+    row: usize,
+    allowed: &[&'static str],
+    deviations: &mut Deviations,
+) -> Result<Option<&'static str>, CurError> {
+    let value = text(c, column, row, deviations).trim();
+    if value.is_empty() {
+        return Ok(None);
+    }
+    if let Some(exact) = allowed.iter().find(|a| **a == value) {
+        return Ok(Some(exact));
+    }
+    if let Some(folded) = allowed.iter().find(|a| a.eq_ignore_ascii_case(value)) {
+        deviations.values_in_another_case += 1;
+        return Ok(Some(folded));
+    }
+    Err(c.bad(row, column, format!("{value:?} is not one of FOCUS's values ({})", allowed.join(", "))))
+}
+
+/// A cost: a decimal number, never null (FOCUS's rule); the reader refuses non-finite and
+/// absurd amounts. A null BilledCost or EffectiveCost is refused (the bill would be unknown);
+/// a null ListCost or ContractedCost reads as 0 and is counted.
+fn cost(c: &Columns<'_>, column: Col, row: usize, deviations: &mut Deviations) -> Result<f64, CurError> {
+    if !c.has(column) {
+        return Ok(0.0);
+    }
+    let null = if text(c, column, row, deviations).is_empty() && !c.text(column, row).is_empty() {
+        None
+    } else {
+        c.number(column, row)?
+    };
+    match (null, column) {
+        (Some(value), _) => Ok(value),
+        (None, Col::ListCost | Col::ContractedCost) => {
+            deviations.null_list_or_contracted_costs += 1;
+            Ok(0.0)
+        }
+        (None, _) => Err(c.bad(row, column, "a cost is never null in FOCUS")),
+    }
+}
+
+/// An optional quantity; the text `NULL` is a null.
+fn quantity(
+    c: &Columns<'_>,
+    column: Col,
+    row: usize,
+    deviations: &mut Deviations,
+) -> Result<Option<f64>, CurError> {
+    if text(c, column, row, deviations).is_empty() && !c.text(column, row).is_empty() {
+        return Ok(None);
+    }
+    c.number(column, row)
+}
+
+/// A timestamp, UTC: `YYYY-MM-DDTHH:MM:SSZ` as FOCUS writes it, or (counted) the same
+/// instant written without `T` and `Z`, with fractions or with `+00:00`. Another offset is
+/// refused: FOCUS's periods are UTC, and a local time would shift the charge's day.
+fn timestamp(c: &Columns<'_>, column: Col, row: usize, deviations: &mut Deviations) -> Result<i64, CurError> {
+    let raw = c.text(column, row);
+    if !raw.is_empty() {
+        let value = raw.trim();
+        if value.eq_ignore_ascii_case("null") {
+            return Err(c.bad(row, column, "a period's bound is never null in FOCUS"));
+        }
+        let canonical =
+            value.len() == 20 && value.as_bytes()[10] == b'T' && value.ends_with('Z') && !value.contains('.');
+        if !canonical {
+            let offset = value.get(19..).unwrap_or("");
+            let offset = offset.trim_start_matches(|ch: char| ch == '.' || ch.is_ascii_digit());
+            if !matches!(offset, "" | "Z" | "+00:00" | "+0000" | "-00:00") {
+                return Err(c.bad(row, column, format!("{value:?} is not in UTC (FOCUS's periods are UTC)")));
+            }
+            deviations.timestamps_not_iso += 1;
+        }
+        let trimmed = value.trim_end_matches("+00:00").trim_end_matches("+0000").trim_end_matches("-00:00");
+        return reader::parse_timestamp(trimmed)
+            .ok_or_else(|| c.bad(row, column, format!("{value:?} is not a timestamp")));
+    }
+    c.epoch_seconds(column, row)
+}
+
+/// The row's tags as a JSON object with sorted keys; FOCUS allows flat values of any JSON
+/// kind, so numbers and booleans are written as text (a tag without a value is `true`).
+fn tags(c: &Columns<'_>, row: usize, deviations: &mut Deviations) -> Result<String, CurError> {
+    let raw = c.text(Col::Tags, row).trim();
+    let pairs: Vec<(String, String)> = if raw.eq_ignore_ascii_case("null") {
+        deviations.null_as_text += 1;
+        Vec::new()
+    } else if !raw.is_empty() {
+        let parsed: serde_json::Map<String, serde_json::Value> = serde_json::from_str(raw)
+            .map_err(|e| c.bad(row, Col::Tags, format!("not a JSON object of tags: {e}")))?;
+        parsed
+            .into_iter()
+            .map(|(key, value)| match value {
+                serde_json::Value::String(text) => Ok((key, text)),
+                serde_json::Value::Number(n) => Ok((key, n.to_string())),
+                serde_json::Value::Bool(b) => Ok((key, b.to_string())),
+                serde_json::Value::Null => Ok((key, String::new())),
+                other => Err(c.bad(row, Col::Tags, format!("tag {key:?} has a nested value {other}"))),
+            })
+            .collect::<Result<_, _>>()?
+    } else {
+        c.map(Col::Tags, row)?.into_iter().map(|(k, v)| (k.into_owned(), v.into_owned())).collect()
+    };
+    let sorted: std::collections::BTreeMap<String, String> = pairs.into_iter().collect();
+    Ok(serde_json::to_string(&sorted).unwrap_or_else(|_| "{}".into()))
+}
+
+fn read_row<'a>(c: &Columns<'a>, row: usize, deviations: &mut Deviations) -> Result<Charge<'a>, CurError> {
+    let provider = match text(c, Col::ServiceProviderName, row, deviations) {
+        "" => text(c, Col::ProviderName, row, deviations),
+        named => named,
+    };
+    let charge_category = one_of(c, Col::ChargeCategory, row, &CHARGE_CATEGORIES, deviations)?
+        .ok_or_else(|| c.bad(row, Col::ChargeCategory, "ChargeCategory is never null in FOCUS"))?;
+    let billing_currency = text(c, Col::BillingCurrency, row, deviations).trim();
+    if billing_currency.len() != 3 || !billing_currency.bytes().all(|b| b.is_ascii_uppercase()) {
+        return Err(c.bad(
+            row,
+            Col::BillingCurrency,
+            format!("{billing_currency:?} is not an ISO 4217 currency code (three capital letters)"),
+        ));
+    }
+    let billing_period_start = timestamp(c, Col::BillingPeriodStart, row, deviations)?;
+    let billing_period_end = if c.has(Col::BillingPeriodEnd) {
+        Some(timestamp(c, Col::BillingPeriodEnd, row, deviations)?)
+    } else {
+        None
+    };
+    let charge_period_start = timestamp(c, Col::ChargePeriodStart, row, deviations)?;
+    let charge_period_end = timestamp(c, Col::ChargePeriodEnd, row, deviations)?;
+    if charge_period_end < charge_period_start {
+        return Err(c.bad(row, Col::ChargePeriodEnd, "the charge period ends before it starts"));
+    }
+    if let Some(end) = billing_period_end
+        && end <= billing_period_start
+    {
+        return Err(c.bad(row, Col::BillingPeriodEnd, "the billing period ends before it starts"));
+    }
+    // The end is exclusive: a charge starting at the billing period's end is the next one's,
+    // and refused here. One starting before its billing period is late usage billed in a
+    // later period (Oracle's sample has one; corrections are others): its bill is plain,
+    // so it is counted, not refused.
+    if let Some(end) = billing_period_end
+        && charge_period_start >= end
+    {
+        return Err(c.bad(
+            row,
+            Col::ChargePeriodStart,
+            format!(
+                "the charge starts at {}, after its billing period [{}, {}) ends (FOCUS's ends are exclusive)",
+                iso(charge_period_start),
+                iso(billing_period_start),
+                iso(end)
+            ),
+        ));
+    }
+    if charge_period_start < billing_period_start {
+        deviations.charges_before_billing_period += 1;
+    }
+    Ok(Charge {
+        provider,
+        billing_account_id: text(c, Col::BillingAccountId, row, deviations),
+        billing_account_name: text(c, Col::BillingAccountName, row, deviations),
+        billing_currency,
+        billing_period_start,
+        billing_period_end,
+        charge_period_start,
+        charge_period_end,
+        charge_category,
+        charge_class: one_of(c, Col::ChargeClass, row, &CHARGE_CLASSES, deviations)?,
+        charge_frequency: one_of(c, Col::ChargeFrequency, row, &CHARGE_FREQUENCIES, deviations)?,
+        pricing_category: one_of(c, Col::PricingCategory, row, &PRICING_CATEGORIES, deviations)?,
+        commitment_discount_status: one_of(
+            c,
+            Col::CommitmentDiscountStatus,
+            row,
+            &COMMITMENT_STATUSES,
+            deviations,
+        )?,
+        commitment_discount_id: text(c, Col::CommitmentDiscountId, row, deviations),
+        commitment_discount_type: text(c, Col::CommitmentDiscountType, row, deviations),
+        sub_account_id: text(c, Col::SubAccountId, row, deviations),
+        sub_account_name: text(c, Col::SubAccountName, row, deviations),
+        service_name: text(c, Col::ServiceName, row, deviations),
+        service_category: text(c, Col::ServiceCategory, row, deviations),
+        region: text(c, Col::RegionId, row, deviations),
+        resource_id: text(c, Col::ResourceId, row, deviations),
+        resource_type: text(c, Col::ResourceType, row, deviations),
+        sku_id: text(c, Col::SkuId, row, deviations),
+        sku_meter: text(c, Col::SkuMeter, row, deviations),
+        usage_type: text(c, Col::XUsageType, row, deviations),
+        invoice_id: text(c, Col::InvoiceId, row, deviations),
+        consumed_unit: text(c, Col::ConsumedUnit, row, deviations),
+        consumed_quantity: quantity(c, Col::ConsumedQuantity, row, deviations)?,
+        pricing_quantity: quantity(c, Col::PricingQuantity, row, deviations)?,
+        billed_cost: cost(c, Col::BilledCost, row, deviations)?,
+        effective_cost: cost(c, Col::EffectiveCost, row, deviations)?,
+        list_cost: cost(c, Col::ListCost, row, deviations)?,
+        contracted_cost: cost(c, Col::ContractedCost, row, deviations)?,
+        tags: tags(c, row, deviations)?,
+    })
+}
+
+/// An epoch second as FOCUS writes it.
+pub fn iso(seconds: i64) -> String {
+    chrono::DateTime::from_timestamp(seconds, 0)
+        .map_or_else(|| seconds.to_string(), |t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+}
+
+/// The billing period (`YYYY-MM`) a `BillingPeriodStart` falls in; whether it is a calendar
+/// month's first midnight.
+pub fn billing_month(start: i64) -> Option<(Period, bool)> {
+    chrono::DateTime::from_timestamp(start, 0)?;
+    let period = Period::containing(start);
+    Some((period, period.start() == start))
+}
+
+/// How a provider lays out its FOCUS export, told from what the source holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// AWS Data Exports: `metadata/BILLING_PERIOD=YYYY-MM/…-Manifest.json` and `data/…`, as CUR 2.0.
+    AwsDataExport,
+    /// Data files with no manifest: each row's provider and billing period columns say whose
+    /// and which month it is.
+    Plain,
+}
+
+impl Layout {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layout::AwsDataExport => "AWS Data Exports",
+            Layout::Plain => "FOCUS files",
+        }
+    }
+}
+
+/// The data files of a plain FOCUS source under `prefix` (recursively, a few levels), sorted.
+pub async fn plain_files(store: &dyn ObjectStore, prefix: &str, depth: u32) -> Result<Vec<String>, CurError> {
+    let mut found: Vec<String> = store
+        .files(prefix)
+        .await?
+        .into_iter()
+        .filter(|f| is_data_file(f))
+        .map(|f| format!("{prefix}{f}"))
+        .collect();
+    if depth > 0 {
+        for folder in store.folders(prefix).await? {
+            found.extend(Box::pin(plain_files(store, &format!("{prefix}{folder}/"), depth - 1)).await?);
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// A FOCUS data file by its name: CSV, gzip CSV or Parquet.
+pub fn is_data_file(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower.ends_with(".csv") || lower.ends_with(".csv.gz") || lower.ends_with(".parquet")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_files_version_is_the_newest_its_columns_show() {
+        let base = ["BilledCost", "EffectiveCost", "ChargeClass", "ContractedCost", "ProviderName"];
+        assert_eq!(Version::of_header(&names(&base)), Version::V1_0);
+        let with = |extra: &str| {
+            let mut list = names(&base);
+            list.push(extra.into());
+            Version::of_header(&list)
+        };
+        assert_eq!(with("SkuPriceDetails"), Version::V1_1);
+        assert_eq!(with("InvoiceId"), Version::V1_2);
+        assert_eq!(with("ServiceProviderName"), Version::V1_3);
+        assert_eq!(with("x_Discounts"), Version::V1_0);
+    }
+
+    #[test]
+    fn extra_columns_are_those_neither_focus_nor_custom() {
+        let header = names(&["BilledCost", "Id", "x_ServiceCode", "ServiceProviderName", "Foo"]);
+        assert_eq!(extra_columns(&header), vec!["Id".to_string(), "Foo".to_string()]);
+    }
+
+    #[test]
+    fn providers_are_named_as_gpuledger_names_them() {
+        assert_eq!(provider_id("AWS"), Some("aws"));
+        assert_eq!(provider_id("Microsoft"), Some("azure"));
+        assert_eq!(provider_id("Google Cloud"), Some("gcp"));
+        assert_eq!(provider_id("Oracle"), Some("oci"));
+        assert_eq!(provider_id("Datadog"), None);
+    }
+}

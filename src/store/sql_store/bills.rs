@@ -1,0 +1,82 @@
+//! Bills from every provider and format, several a month, each replaced alone.
+
+use sqlx::{Database, Encode, Executor, IntoArguments, Type};
+
+use super::{Backend, SqlStore};
+use crate::store::sql::ReadRow;
+use crate::store::table::Table;
+use crate::store::*;
+
+const DELETE_BILL: &str =
+    "DELETE FROM bills WHERE period = $1 AND provider = $2 AND billing_account = $3 AND format = $4";
+
+const DELETE_CHARGES: &str =
+    "DELETE FROM bill_charges WHERE period = $1 AND provider = $2 AND billing_account = $3";
+
+#[async_trait::async_trait]
+impl<B: Backend> BillStore for SqlStore<B>
+where
+    <B::Db as Database>::Row: ReadRow,
+    for<'c> &'c mut <B::Db as Database>::Connection: Executor<'c, Database = B::Db>,
+    for<'q> <B::Db as Database>::Arguments<'q>: IntoArguments<'q, B::Db> + Default,
+    for<'q> i64: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> Option<i64>: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> f64: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> String: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> &'q str: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> Option<&'q str>: Encode<'q, B::Db> + Type<B::Db>,
+{
+    async fn bills(&self, period: Option<&str>) -> StoreResult<Vec<Bill>> {
+        const CONTEXT: &str = "reading the stored bills";
+        match period {
+            Some(period) => {
+                let sql = Bill::sql().select_where("period = $1");
+                self.rows(sqlx::query(&sql).bind(period), CONTEXT).await
+            }
+            None => {
+                let sql = Bill::sql().select_where("1 = 1");
+                self.rows(sqlx::query(&sql), CONTEXT).await
+            }
+        }
+    }
+
+    async fn bill_charges(&self, period: &str, provider: Option<&str>) -> StoreResult<Vec<BillCharge>> {
+        let sql = BillCharge::sql().select_where("period = $1 AND ($2 = '' OR provider = $2)");
+        self.rows(
+            sqlx::query(&sql).bind(period).bind(provider.unwrap_or("")),
+            "reading a period's FOCUS charges",
+        )
+        .await
+    }
+
+    async fn replace_bills(&self, bills: &[(Bill, Vec<BillCharge>)]) -> StoreResult<()> {
+        const CONTEXT: &str = "storing the bills";
+        let mut tx = self.pool.begin_with(B::WRITE_BEGIN).await.context(CONTEXT)?;
+        Self::lock_for_transaction(&mut tx, "bills").await.context(CONTEXT)?;
+        for (bill, charges) in bills {
+            let key = [bill.period.as_str(), bill.provider.as_str(), bill.billing_account.as_str()];
+            sqlx::query(DELETE_BILL)
+                .bind(key[0])
+                .bind(key[1])
+                .bind(key[2])
+                .bind(bill.format.as_str())
+                .execute(&mut *tx)
+                .await
+                .context(CONTEXT)?;
+            // Only FOCUS bills have charges here; a CUR bill's lines are its period's tables.
+            if bill.format == "focus" {
+                sqlx::query(DELETE_CHARGES)
+                    .bind(key[0])
+                    .bind(key[1])
+                    .bind(key[2])
+                    .execute(&mut *tx)
+                    .await
+                    .context(CONTEXT)?;
+                Self::insert(&mut tx, &bill.period, charges).await.context(CONTEXT)?;
+            }
+            Self::insert(&mut tx, "", std::slice::from_ref(bill)).await.context(CONTEXT)?;
+        }
+        Self::next_revision(&mut tx).await.context(CONTEXT)?;
+        tx.commit().await.context(CONTEXT)
+    }
+}
