@@ -15,6 +15,7 @@ mod engine;
 mod generate;
 mod helpers;
 mod ingest_cur;
+mod ingest_focus;
 mod ingest_prometheus;
 mod invoices;
 mod pipeline_run;

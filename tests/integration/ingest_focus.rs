@@ -1,0 +1,306 @@
+//! FOCUS bills (#40): real FOCUS files from the FinOps Foundation (its public sample, the
+//! specification's commitment examples) ingested as several bills a month, each provider's
+//! bill to the figure a hand sum of the file gives; re-deliveries replacing one bill alone;
+//! every kind of bad input refused with its file, row and column, the database unchanged.
+
+use std::path::{Path, PathBuf};
+
+use gpuledger::ingest::focus::{FocusIngestOptions, ingest_focus};
+use gpuledger::store::Store;
+use serde_json::Value;
+
+use crate::helpers;
+use crate::ingest_cur::run;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/focus").join(name)
+}
+
+fn options(source: &Path) -> FocusIngestOptions {
+    FocusIngestOptions { source: source.display().to_string(), ..FocusIngestOptions::default() }
+}
+
+fn hidden() -> indicatif::MultiProgress {
+    indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden())
+}
+
+/// The stored bills and FOCUS charges, and the data revision: what "nothing changed" compares.
+async fn snapshot(store: &dyn Store) -> String {
+    let mut text = format!("revision {}\n", store.data_revision().await.unwrap());
+    for bill in store.bills(None).await.unwrap() {
+        let charges = store.bill_charges(&bill.period, Some(&bill.provider)).await.unwrap();
+        text.push_str(&format!("{bill:?}\n{charges:?}\n"));
+    }
+    text
+}
+
+/// (period, provider, account) → (billed, effective) as stored, in nano-units.
+async fn bills(store: &dyn Store) -> Vec<(String, String, String, i64, i64)> {
+    store
+        .bills(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|b| (b.period, b.provider, b.billing_account, b.billed_nanos, b.effective_nanos))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_finops_foundations_sample_is_a_bill_per_provider_on_sqlite_and_postgres() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut stores: Vec<Box<dyn Store>> =
+        vec![helpers::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await];
+    let postgres = helpers::fresh_postgres().await;
+    if let Some(database) = &postgres {
+        stores.push(helpers::connect(&database.url).await);
+    }
+    let sample = fixture("focus_sample.csv");
+    for store in &stores {
+        let results = ingest_focus(store.as_ref(), &options(&sample), &hidden()).await.unwrap();
+        // One file, four bills: AWS's, Microsoft's and Oracle's of September 2024, and one
+        // Oracle row billed in October. Each total is the file's column summed by hand
+        // (Python's Decimal over the rows of that provider, account and billing period):
+        // AWS BilledCost 18.00663861840, EffectiveCost 13.00000000000. Rows are held to the
+        // nano-unit (942 rows rounded once each: 18.006638649 here, 31 nano-dollars apart).
+        let got = bills(store.as_ref()).await;
+        assert_eq!(
+            got,
+            vec![
+                ("2024-09".into(), "aws".into(), "1234567890123".into(), 18_006_638_649, 13_000_000_000),
+                (
+                    "2024-09".into(),
+                    "azure".into(),
+                    "/providers/Microsoft.Billing/billingAccounts/8611537".into(),
+                    1_976_514_186,
+                    1_976_514_186
+                ),
+                ("2024-09".into(), "oci".into(), "20209880".into(), 297_073_925, 0),
+                ("2024-10".into(), "oci".into(), "20209880".into(), 240_000_000, 0),
+            ]
+        );
+        let aws = results.iter().find(|r| r.provider == "aws").unwrap();
+        assert_eq!(
+            (aws.rows, aws.focus_version.as_str(), aws.billed_total.as_str()),
+            (942, "1.0", "18.006639")
+        );
+        // The sample's deviations, counted: 1,000 rows × 4 timestamps without T and Z, the
+        // extra `Id` column, Oracle's `Usage-based`, its null ContractedCost, and its one
+        // September hour billed in October.
+        let stored = store.bills(Some("2024-09")).await.unwrap();
+        let deviations: Value = serde_json::from_str(&stored[0].deviations).unwrap();
+        assert_eq!(deviations["timestamps_not_iso"], 4_000);
+        assert_eq!(deviations["extra_columns"], serde_json::json!(["Id"]));
+        assert_eq!(deviations["values_in_another_case"], 7);
+        assert_eq!(deviations["null_list_or_contracted_costs"], 7);
+        assert_eq!(deviations["charges_before_billing_period"], 1);
+        // The charges per day add up to their bill.
+        let charges = store.bill_charges("2024-09", Some("aws")).await.unwrap();
+        assert_eq!(charges.iter().map(|c| c.billed_nanos).sum::<i64>(), 18_006_638_649);
+        assert_eq!(charges.iter().map(|c| c.charges).sum::<i64>(), 942);
+        // The same files again: nothing to do.
+        let before = snapshot(store.as_ref()).await;
+        let again = ingest_focus(store.as_ref(), &options(&sample), &hidden()).await.unwrap();
+        assert!(again.iter().all(|r| r.status == "skipped"), "{again:?}");
+        assert_eq!(snapshot(store.as_ref()).await, before);
+    }
+}
+
+/// The specification's commitment-discount examples (a $1.00 hourly commitment): its
+/// amortized numbers come out, and the unused part is where FOCUS says it is. The example
+/// files leave out the columns every bill has; they are added (the same account, in USD).
+#[tokio::test]
+async fn the_specifications_commitment_examples_give_its_amortized_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = helpers::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await;
+    // (file, account, BilledCost, EffectiveCost) in nano-dollars, as the spec's appendix
+    // works them: 75 % used → $0.75 used + $0.25 unused; 100 % used plus $0.50 of on-demand
+    // overage → billed $0.50, effective $1.50; all upfront → billed $8,760, effective $0 (the
+    // purchase is amortized into the hours' usage).
+    let cases = [
+        ("commitment_discount_usage_scenario_3.csv", "usage-3", 0, 1_000_000_000),
+        ("commitment_discount_usage_scenario_4.csv", "usage-4", 500_000_000, 1_500_000_000),
+        ("commitment_discount_purchase_scenario_1.csv", "purchase-1", 8_760_000_000_000, 0),
+    ];
+    for (file, account, _, _) in cases {
+        let text = std::fs::read_to_string(fixture(file)).unwrap();
+        let mut lines = text.lines();
+        let mut out = format!("BillingAccountId,BillingCurrency,{}\n", lines.next().unwrap());
+        for line in lines {
+            out.push_str(&format!("{account},USD,{line}\n"));
+        }
+        std::fs::write(dir.path().join(file), out).unwrap();
+    }
+    for (file, ..) in cases {
+        let mut options = options(&dir.path().join(file));
+        options.provider = Some("aws".into());
+        ingest_focus(store.as_ref(), &options, &hidden()).await.unwrap();
+    }
+    let got: Vec<(String, i64, i64)> = bills(store.as_ref())
+        .await
+        .into_iter()
+        .map(|(_, _, account, billed, effective)| (account, billed, effective))
+        .collect();
+    let mut expected: Vec<(String, i64, i64)> = cases
+        .iter()
+        .map(|(_, account, billed, effective)| (account.to_string(), *billed, *effective))
+        .collect();
+    expected.sort();
+    assert_eq!(got, expected);
+    // Scenario 3's unused quarter is an Unused commitment charge of $0.25 effective.
+    let unused: i64 = store
+        .bill_charges("2023-01", Some("aws"))
+        .await
+        .unwrap()
+        .iter()
+        .filter(|c| c.billing_account == "usage-3" && c.commitment_discount_status == "Unused")
+        .map(|c| c.effective_nanos)
+        .sum();
+    assert_eq!(unused, 250_000_000);
+}
+
+/// A minimal FOCUS 1.2 file of two providers' bills, each row given as its varying fields.
+fn write_bills(path: &Path, rows: &[(&str, &str, &str, &str, &str)]) {
+    let mut text = String::from(
+        "ProviderName,BillingAccountId,BillingCurrency,BillingPeriodStart,BillingPeriodEnd,ChargePeriodStart,\
+         ChargePeriodEnd,ChargeCategory,PricingCategory,ServiceName,BilledCost,EffectiveCost,ListCost,\
+         ContractedCost,InvoiceId,Tags\n",
+    );
+    for (provider, currency, start, category, cost) in rows {
+        // An hour's charge: it ends an hour after it starts.
+        let end = start.replacen("T00:", "T01:", 1);
+        text.push_str(&format!(
+            "{provider},acct-{provider},{currency},2026-10-01T00:00:00Z,2026-11-01T00:00:00Z,{start},\
+             {end},{category},Standard,Compute,{cost},{cost},{cost},{cost},inv-1,\
+             \"{{\"\"k8s-namespace\"\":\"\"acme-train\"\"}}\"\n"
+        ));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+#[tokio::test]
+async fn a_re_delivery_replaces_its_own_bill_and_bad_input_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite:{}", dir.path().join("ledger.db").display());
+    let store = helpers::connect(&db).await;
+    let first = dir.path().join("both.csv");
+    write_bills(
+        &first,
+        &[
+            ("Microsoft", "EUR", "2026-10-05T00:00:00Z", "Usage", "100.25"),
+            ("Google Cloud", "USD", "2026-10-05T00:00:00Z", "Usage", "40.10"),
+        ],
+    );
+    ingest_focus(store.as_ref(), &options(&first), &hidden()).await.unwrap();
+    // Azure re-delivers its month alone: Google's bill stays as it was.
+    let azure = dir.path().join("azure.csv");
+    write_bills(&azure, &[("Microsoft", "EUR", "2026-10-05T00:00:00Z", "Usage", "90.00")]);
+    ingest_focus(store.as_ref(), &options(&azure), &hidden()).await.unwrap();
+    let got: Vec<(String, i64)> = bills(store.as_ref())
+        .await
+        .into_iter()
+        .map(|(_, provider, _, billed, _)| (provider, billed))
+        .collect();
+    assert_eq!(got, vec![("azure".into(), 90_000_000_000), ("gcp".into(), 40_100_000_000)]);
+    let stored = store.bills(Some("2026-10")).await.unwrap();
+    assert_eq!((stored[0].currency.as_str(), stored[0].focus_version.as_str()), ("EUR", "1.2"));
+    let charges = store.bill_charges("2026-10", Some("azure")).await.unwrap();
+    assert_eq!(charges.len(), 1);
+    assert_eq!(charges[0].tags, r#"{"k8s-namespace":"acme-train"}"#);
+
+    // Each kind of bad input: refused with its file, row and column, exit non-zero, the
+    // database as it was (its run recorded as failed, which is not data).
+    let before = snapshot(store.as_ref()).await;
+    let bad = |name: &str, rows: &[(&str, &str, &str, &str, &str)]| {
+        let path = dir.path().join(name);
+        write_bills(&path, rows);
+        path
+    };
+    let cases: Vec<(PathBuf, &str)> = vec![
+        (
+            bad(
+                "mixed.csv",
+                &[
+                    ("Microsoft", "EUR", "2026-10-05T00:00:00Z", "Usage", "1"),
+                    ("Microsoft", "USD", "2026-10-05T00:00:00Z", "Usage", "1"),
+                ],
+            ),
+            "data row 2, column BillingCurrency: USD in a bill in EUR",
+        ),
+        (
+            bad("after.csv", &[("Microsoft", "EUR", "2026-11-01T00:00:00Z", "Usage", "1")]),
+            "data row 1, column ChargePeriodStart: the charge starts at 2026-11-01T00:00:00Z, after its billing period",
+        ),
+        (
+            bad("category.csv", &[("Microsoft", "EUR", "2026-10-05T00:00:00Z", "Refund", "1")]),
+            "data row 1, column ChargeCategory: \"Refund\" is not one of FOCUS's values",
+        ),
+        (
+            bad("infinite.csv", &[("Microsoft", "EUR", "2026-10-05T00:00:00Z", "Usage", "inf")]),
+            "data row 1, column BilledCost: inf is not a finite number",
+        ),
+        (
+            bad("absurd.csv", &[("Microsoft", "EUR", "2026-10-05T00:00:00Z", "Usage", "5e12")]),
+            "data row 1, column BilledCost: 5000000000000 is beyond any plausible amount",
+        ),
+        (
+            bad("dollars.csv", &[("Microsoft", "EUR", "2026-10-05T00:00:00Z", "Usage", "$12.00")]),
+            "data row 1, column BilledCost: \"$12.00\" is not a number",
+        ),
+        (
+            bad("local.csv", &[("Microsoft", "EUR", "2026-10-05T00:00:00+02:00", "Usage", "1")]),
+            "data row 1, column ChargePeriodStart: \"2026-10-05T00:00:00+02:00\" is not in UTC",
+        ),
+        (
+            bad("unknown.csv", &[("Acme Cloud", "EUR", "2026-10-05T00:00:00Z", "Usage", "1")]),
+            "data row 1, column ProviderName: \"Acme Cloud\" is not a provider gpuledger knows",
+        ),
+        (
+            bad("currency.csv", &[("Microsoft", "euro", "2026-10-05T00:00:00Z", "Usage", "1")]),
+            "data row 1, column BillingCurrency: \"euro\" is not an ISO 4217 currency code",
+        ),
+    ];
+    for (path, message) in cases {
+        let out = run(&["--database-url", &db, "ingest", "focus", &path.display().to_string()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{}: accepted", path.display());
+        assert!(
+            stderr.contains(&path.display().to_string()),
+            "{}: the file is named: {stderr}",
+            path.display()
+        );
+        assert!(stderr.contains(message), "{}: {message:?} in {stderr}", path.display());
+        assert_eq!(snapshot(store.as_ref()).await, before, "{}: the database changed", path.display());
+    }
+    // A re-delivery whose bill falls by more than half is refused without --force.
+    let fallen = bad("fallen.csv", &[("Microsoft", "EUR", "2026-10-05T00:00:00Z", "Usage", "10")]);
+    let out = run(&["--database-url", &db, "ingest", "focus", &fallen.display().to_string()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("down from 90.000000 EUR stored"));
+    assert_eq!(snapshot(store.as_ref()).await, before);
+    let out = run(&["--database-url", &db, "ingest", "focus", "--force", &fallen.display().to_string()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["bills"][0]["billed_total"], "10.000000");
+    // report bill lists both bills of the month, each in its currency.
+    let out = run(&["--database-url", &db, "report", "bill", "--period", "2026-10", "--format", "json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let listed: Vec<(String, String, String)> = report["bills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["provider"].as_str().unwrap().into(),
+                b["currency"].as_str().unwrap().into(),
+                b["billed_total"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        vec![
+            ("azure".into(), "EUR".into(), "10.000000".into()),
+            ("gcp".into(), "USD".into(), "40.100000".into())
+        ]
+    );
+}
