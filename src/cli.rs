@@ -975,6 +975,10 @@ pub struct GenerateArgs {
     #[arg(long, env = "GPULEDGER_GENERATE_FLEET_PERCENT", default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub fleet_percent: u32,
+    /// Write AWS's FOCUS 1.2 export of the same bill beside the CUR (`<prefix>/<export>-focus/`,
+    /// Parquet, with its manifests), as AWS Data Exports writes a `FOCUS_1_2_AWS` table.
+    #[arg(long, env = "GPULEDGER_GENERATE_FOCUS")]
+    pub focus: bool,
 }
 
 #[derive(Debug, Args)]

@@ -229,6 +229,7 @@ pub(super) async fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         history_months: args.history_months,
         through_day: args.through_day,
         fleet_percent: args.fleet_percent,
+        focus: args.focus,
     };
     let summary = generate_blocking(options).await?;
     println!("{}", serde_json::to_string(&summary)?);

@@ -162,6 +162,7 @@ pub fn write_month(
     world: &World,
     format: CurFormat,
     writer: &mut ChunkedSink<'_>,
+    mut focus: Option<&mut ChunkedSink<'_>>,
     truth: &mut Truth,
     progress: &indicatif::ProgressBar,
 ) -> PolarsResult<u64> {
@@ -229,6 +230,9 @@ pub fn write_month(
 
     for day in 0..hours / 24 {
         let mut batch = CurBatch::new(format);
+        if focus.is_some() {
+            batch = batch.with_focus();
+        }
         for hour in day * 24..day * 24 + 24 {
             let hour_start = start + i64::from(hour) * 3600;
             let interval = time_interval(hour_start, hour_start + 3600);
@@ -553,6 +557,9 @@ pub fn write_month(
         rows_written += batch.len() as u64;
         progress.inc(batch.len() as u64);
         truth.cost_explorer.merge(batch.take_tally());
+        if let (Some(rows), Some(sink)) = (batch.take_focus(), focus.as_deref_mut()) {
+            sink.write(&mut rows.into_frame()?)?;
+        }
         let mut frame = batch.into_frame(world.has_discount)?;
         writer.write(&mut frame)?;
     }

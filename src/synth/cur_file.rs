@@ -53,6 +53,8 @@ macro_rules! cur_columns {
         /// Column builders for one batch of rows.
         pub struct CurBatch {
             rows: usize,
+            /// The AWS FOCUS rows of the same lines, when the month writes that export too.
+            focus: Option<super::focus_file::FocusBatch>,
             /// What Cost Explorer makes of the rows pushed.
             tally: super::cost_explorer::CeTally,
             $( $column: cur_columns!(@builder $kind), )*
@@ -64,13 +66,28 @@ macro_rules! cur_columns {
                 let _ = json_maps;
                 CurBatch {
                     rows: 0,
+                    focus: None,
                     tally: Default::default(),
                     $( $column: cur_columns!(@new $kind, json_maps), )*
                 }
             }
 
+            /// Keeps the FOCUS rows of every line pushed too.
+            pub fn with_focus(mut self) -> CurBatch {
+                self.focus = Some(super::focus_file::FocusBatch::new());
+                self
+            }
+
+            /// The FOCUS rows of the lines pushed so far, when kept.
+            pub fn take_focus(&mut self) -> Option<super::focus_file::FocusBatch> {
+                self.focus.take()
+            }
+
             pub fn push(&mut self, row: &CurRow<'_>) {
                 self.rows += 1;
+                if let Some(focus) = &mut self.focus {
+                    focus.push_cur(row);
+                }
                 self.tally.add(row);
                 $( self.$column.push(row.$column); )*
             }

@@ -16,6 +16,7 @@ pub mod bill;
 pub mod cost_explorer;
 pub mod cur_file;
 pub mod fleet;
+pub mod focus_file;
 pub mod metrics;
 pub mod rng;
 pub mod truth;
@@ -94,6 +95,8 @@ pub struct GenerateOptions {
     /// Every pool's node count at this percentage of the scale's (100: the scale as it is),
     /// for scale models.
     pub fleet_percent: u32,
+    /// Write AWS's FOCUS 1.2 export of the same bill too (`<prefix>/<export>-focus/`).
+    pub focus: bool,
 }
 
 impl GenerateOptions {
@@ -115,6 +118,7 @@ impl GenerateOptions {
             metrics: true,
             through_day: None,
             fleet_percent: 100,
+            focus: false,
         }
     }
 }
@@ -263,11 +267,40 @@ fn write_cur(
     }
     fs::create_dir_all(&dir).map_err(io_error(&dir))?;
     let mut files = Vec::new();
-    let mut sink =
-        ChunkedSink { options, dir: dir.clone(), files: &mut files, writer: None, rows_in_file: 0 };
-    let rows = bill::write_month(world, options.format, &mut sink, truth, bar)
+    let mut sink = ChunkedSink {
+        name: options.export_name.clone(),
+        format: options.format,
+        dir: dir.clone(),
+        files: &mut files,
+        writer: None,
+        rows_in_file: 0,
+    };
+    // The same bill as AWS's FOCUS 1.2 export, always Parquet (AWS's default).
+    let focus_name = focus_export_name(options);
+    let focus_dir =
+        options.out.join(&options.prefix).join(&focus_name).join("data").join(partition(world.period));
+    let mut focus_files = Vec::new();
+    let mut focus_sink = options.focus.then(|| ChunkedSink {
+        name: focus_name.clone(),
+        format: CurFormat::Parquet,
+        dir: focus_dir.clone(),
+        files: &mut focus_files,
+        writer: None,
+        rows_in_file: 0,
+    });
+    if focus_sink.is_some() {
+        if focus_dir.exists() {
+            fs::remove_dir_all(&focus_dir).map_err(io_error(&focus_dir))?;
+        }
+        fs::create_dir_all(&focus_dir).map_err(io_error(&focus_dir))?;
+    }
+    let rows = bill::write_month(world, options.format, &mut sink, focus_sink.as_mut(), truth, bar)
         .map_err(|source| GenerateError::Encode { path: dir.clone(), source })?;
     sink.close().map_err(|source| GenerateError::Encode { path: dir.clone(), source })?;
+    if let Some(mut focus_sink) = focus_sink {
+        focus_sink.close().map_err(|source| GenerateError::Encode { path: focus_dir.clone(), source })?;
+        write_manifest_of(options, world, &focus_name, &focus_files, Vec::new())?;
+    }
     let mut bytes = 0;
     for name in &files {
         let path = dir.join(name);
@@ -278,7 +311,9 @@ fn write_cur(
 
 /// Starts a new numbered chunk once a file holds [`ROWS_PER_FILE`] rows.
 pub struct ChunkedSink<'a> {
-    options: &'a GenerateOptions,
+    /// The export's name, which its files are named after.
+    name: String,
+    format: CurFormat,
     dir: PathBuf,
     files: &'a mut Vec<String>,
     writer: Option<cur_file::CurWriter>,
@@ -289,13 +324,8 @@ impl ChunkedSink<'_> {
     pub fn write(&mut self, frame: &mut polars::prelude::DataFrame) -> polars::prelude::PolarsResult<()> {
         if self.writer.is_none() || self.rows_in_file >= ROWS_PER_FILE {
             self.close()?;
-            let name = format!(
-                "{}-{:05}.{}",
-                self.options.export_name,
-                self.files.len() + 1,
-                self.options.format.extension()
-            );
-            self.writer = Some(cur_file::CurWriter::create(&self.dir.join(&name), self.options.format));
+            let name = format!("{}-{:05}.{}", self.name, self.files.len() + 1, self.format.extension());
+            self.writer = Some(cur_file::CurWriter::create(&self.dir.join(&name), self.format));
             self.files.push(name);
         }
         self.rows_in_file += frame.height();
@@ -319,31 +349,49 @@ fn write_manifest(
     world: &fleet::World,
     files: &[String],
 ) -> Result<(), GenerateError> {
-    let period = world.period;
-    let mut id_rng = rng::Rng::derive(world.seed, &[50]);
-    let key_prefix = format!("{}/{}", options.prefix, options.export_name);
-    let data_files: Vec<String> = files
-        .iter()
-        .map(|name| format!("s3://{}/{key_prefix}/data/{}/{name}", options.bucket, partition(period)))
-        .collect();
     let columns: Vec<serde_json::Value> = cur_file::manifest_columns(world.has_discount)
         .into_iter()
         .map(|(name, kind)| json!({ "name": name, "type": kind }))
+        .collect();
+    write_manifest_of(options, world, &options.export_name, files, columns)
+}
+
+/// The AWS FOCUS export's name beside the CUR's.
+pub fn focus_export_name(options: &GenerateOptions) -> String {
+    format!("{}-focus", options.export_name)
+}
+
+/// An export's manifest for the period, as AWS Data Exports writes it.
+fn write_manifest_of(
+    options: &GenerateOptions,
+    world: &fleet::World,
+    export_name: &str,
+    files: &[String],
+    columns: Vec<serde_json::Value>,
+) -> Result<(), GenerateError> {
+    let period = world.period;
+    // The CUR's manifest ids as before; the FOCUS export's from a stream of their own.
+    let stream = if export_name == options.export_name { 50 } else { 51 };
+    let mut id_rng = rng::Rng::derive(world.seed, &[stream]);
+    let key_prefix = format!("{}/{}", options.prefix, export_name);
+    let data_files: Vec<String> = files
+        .iter()
+        .map(|name| format!("s3://{}/{key_prefix}/data/{}/{name}", options.bucket, partition(period)))
         .collect();
     let manifest = json!({
         "executionId": id_rng.uuid(),
         "exportArn": format!(
             "arn:aws:bcm-data-exports:us-east-1:{}:export/{}-{}",
-            bill::PAYER_ACCOUNT.0, options.export_name, id_rng.uuid()
+            bill::PAYER_ACCOUNT.0, export_name, id_rng.uuid()
         ),
         "billingPeriod": period.to_string(),
         "columns": columns,
         "dataFiles": data_files,
         "additionalOutputFiles": [],
     });
-    let dir = export_root(options).join("metadata").join(partition(period));
+    let dir = options.out.join(&options.prefix).join(export_name).join("metadata").join(partition(period));
     fs::create_dir_all(&dir).map_err(io_error(&dir))?;
-    let path = dir.join(format!("{}-Manifest.json", options.export_name));
+    let path = dir.join(format!("{export_name}-Manifest.json"));
     let text = serde_json::to_string_pretty(&manifest).unwrap_or_default();
     fs::write(&path, text).map_err(io_error(&path))
 }

@@ -51,6 +51,7 @@ fn generate(data: &Path, format: CurFormat, through_day: Option<u32>) {
         history_months: 2,
         through_day,
         fleet_percent: 100,
+        focus: false,
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     synth::generate(&options, &progress).expect("generate");

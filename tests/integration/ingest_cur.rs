@@ -38,6 +38,7 @@ pub fn generate_with(out: &Path, scale: Scale, format: CurFormat, months: u32, s
         history_months: 2,
         through_day: None,
         fleet_percent: 100,
+        focus: false,
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     synth::generate(&options, &progress).expect("generate");

@@ -304,3 +304,107 @@ async fn a_re_delivery_replaces_its_own_bill_and_bad_input_changes_nothing() {
         ]
     );
 }
+
+/// Nano-units to cents, rounded half away from zero: where two formats' sums are compared.
+fn cents(nanos: i64) -> i64 {
+    let half = if nanos < 0 { -5_000_000 } else { 5_000_000 };
+    (nanos + half) / 10_000_000
+}
+
+/// The same AWS month through the CUR and through AWS's FOCUS export (#40, item 7): the same
+/// invoice total, the same amortized bill, tax and credits, the same Spot and commitment
+/// figures and the same cost per service, to the cent. What the formats force apart: FOCUS
+/// has no split rows (pods) and no negations, and its EffectiveCost includes tax and credits,
+/// which the CUR's amortized bill keeps outside (the bridge).
+#[tokio::test]
+async fn the_aws_month_through_the_cur_and_through_focus_is_the_same_bill() {
+    use gpuledger::store::{LineCategory, PurchaseOption};
+    use gpuledger::synth::{self, CurFormat, GenerateOptions, Scale};
+    let dir = tempfile::tempdir().unwrap();
+    let mut generate = GenerateOptions::demo(dir.path().to_path_buf(), "2026-10".parse().unwrap());
+    generate.months = 1;
+    generate.metrics = false;
+    generate.format = CurFormat::Parquet;
+    generate.scale = Scale::Demo;
+    generate.focus = true;
+    synth::generate(&generate, &hidden()).unwrap();
+    let exports = dir.path().join(&generate.prefix);
+    let store = helpers::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await;
+    let cur = gpuledger::ingest::CurIngestOptions {
+        source: exports.join(&generate.export_name).display().to_string(),
+        ..Default::default()
+    };
+    gpuledger::ingest::ingest_cur(store.as_ref(), &cur, &hidden()).await.unwrap();
+    let focus_root = exports.join(synth::focus_export_name(&generate));
+    let results = ingest_focus(store.as_ref(), &options(&focus_root), &hidden()).await.unwrap();
+    assert_eq!(results.len(), 1);
+    assert_eq!((results[0].provider.as_str(), results[0].focus_version.as_str()), ("aws", "1.2"));
+
+    let period = store.cost_period("2026-10").await.unwrap().unwrap();
+    let charges = store.bill_charges("2026-10", Some("aws")).await.unwrap();
+    let focus_sum = |keep: &dyn Fn(&gpuledger::store::BillCharge) -> bool| -> i64 {
+        cents(charges.iter().filter(|c| keep(c)).map(|c| c.effective_nanos).sum())
+    };
+    let micros_to_cents = |micros: i64| cents(micros * 1_000);
+    let bill = &store.bills(Some("2026-10")).await.unwrap()[0];
+    // The invoice: Σ BilledCost is the CUR's unblended total.
+    assert_eq!(cents(bill.billed_nanos), micros_to_cents(period.bill_unblended_micros));
+    // Usage and purchases, amortized: the CUR's amortized bill.
+    let usage = focus_sum(&|c| matches!(c.charge_category.as_str(), "Usage" | "Purchase"));
+    assert_eq!(usage, micros_to_cents(period.bill_amortized_micros));
+    // Tax, and credits (discounts, credits and refunds in the CUR).
+    let cur_lines = |category: LineCategory| -> i64 {
+        period.bill_lines.iter().filter(|l| l.category == category).map(|l| l.unblended_micros).sum()
+    };
+    assert_eq!(focus_sum(&|c| c.charge_category == "Tax"), micros_to_cents(cur_lines(LineCategory::Tax)));
+    assert_eq!(
+        focus_sum(&|c| c.charge_category == "Credit"),
+        micros_to_cents(
+            cur_lines(LineCategory::Discount)
+                + cur_lines(LineCategory::Credit)
+                + cur_lines(LineCategory::Refund)
+        )
+    );
+    assert!(focus_sum(&|c| c.charge_category == "Tax") > 0);
+    // Spot: FOCUS's Dynamic pricing is the CUR's Spot instance-hours.
+    let instances = |option: PurchaseOption| -> i64 {
+        period
+            .instance_hours
+            .iter()
+            .filter(|h| h.purchase_option == option)
+            .map(|h| h.amortized_cost_micros)
+            .sum()
+    };
+    let spot = focus_sum(&|c| c.pricing_category == "Dynamic");
+    assert!(spot > 0);
+    assert_eq!(spot, micros_to_cents(instances(PurchaseOption::Spot)));
+    // Commitments: used is the covered instance-hours at their effective cost; unused is the
+    // CUR's recurring fees as amortized.
+    let used = focus_sum(&|c| c.commitment_discount_status == "Used");
+    assert_eq!(
+        used,
+        micros_to_cents(instances(PurchaseOption::SavingsPlans) + instances(PurchaseOption::Reserved))
+    );
+    let unused = focus_sum(&|c| c.commitment_discount_status == "Unused");
+    let cur_unused: i64 = period
+        .bill_lines
+        .iter()
+        .filter(|l| matches!(l.line_item_type.as_str(), "SavingsPlanRecurringFee" | "RIFee"))
+        .map(|l| l.amortized_micros)
+        .sum();
+    assert!(unused > 0);
+    assert_eq!(unused, micros_to_cents(cur_unused));
+    // Cost per service: the usage lines' amortized cost per product code.
+    let mut cur_services: std::collections::BTreeMap<String, i64> = Default::default();
+    for line in period.bill_lines.iter().filter(|l| l.category == LineCategory::Usage) {
+        *cur_services.entry(line.service.clone()).or_default() += line.amortized_micros * 1_000;
+    }
+    let mut focus_services: std::collections::BTreeMap<String, i64> = Default::default();
+    for charge in charges.iter().filter(|c| matches!(c.charge_category.as_str(), "Usage" | "Purchase")) {
+        *focus_services.entry(charge.service_name.clone()).or_default() += charge.effective_nanos;
+    }
+    let in_cents = |map: std::collections::BTreeMap<String, i64>| -> Vec<(String, i64)> {
+        map.into_iter().map(|(service, nanos)| (service, cents(nanos))).filter(|(_, c)| *c != 0).collect()
+    };
+    assert_eq!(in_cents(focus_services), in_cents(cur_services));
+}
