@@ -112,6 +112,8 @@ pub fn resource_type(charge: &Charge<'_>) -> String {
 /// Every bill the files of one delivery hold, summed and checked.
 #[derive(Debug, Default)]
 struct Reading {
+    /// The version the export's manifest names, if any.
+    declared: Option<Version>,
     bills: BTreeMap<(Period, String, String), BillSums>,
     reconciliation: FocusReconciliation,
 }
@@ -125,7 +127,7 @@ impl Reading {
         bar: &indicatif::ProgressBar,
     ) -> Result<(), CurError> {
         let names = focus::header(path, location)?;
-        let version = Version::of_header(&names);
+        let version = Version::of_header(&names).max(self.declared.unwrap_or(Version::V1_0));
         let mut deviations = Deviations::default();
         let bills = &mut self.bills;
         let skipped = &mut self.reconciliation.rows_skipped_other_periods;
@@ -259,6 +261,9 @@ fn decimal(nanos: i64) -> String {
 /// One delivery: its files and the version that tells a re-delivery from the same one.
 struct FocusDelivery {
     layout: Layout,
+    /// The version the export's manifest names (Azure's `dataVersion`), when it names one:
+    /// 1.1 and 1.2 columns are optional, so a header alone may read as older than it is.
+    declared: Option<Version>,
     /// Where it was found, for the run and the bills.
     location: String,
     data_version: String,
@@ -293,6 +298,7 @@ async fn discover(
             .into_iter()
             .map(|d| FocusDelivery {
                 layout: Layout::AwsDataExport,
+                declared: None,
                 location: objects.locate(&d.manifest_key),
                 data_version: d.data_version,
                 files: d.data_files,
@@ -301,9 +307,29 @@ async fn discover(
             .collect();
         return Ok((objects, found));
     }
-    let files = match single {
-        Some(name) => vec![name],
-        None => focus::plain_files(objects.as_ref(), "", 4).await?,
+    if single.is_none() {
+        let runs = focus::azure_runs(objects.as_ref(), "", 5).await?;
+        if !runs.is_empty() {
+            let found = runs
+                .into_iter()
+                .map(|run| FocusDelivery {
+                    layout: Layout::AzureExport,
+                    declared: run.version,
+                    location: objects.locate(&run.manifest_key),
+                    data_version: run.run_id,
+                    files: run.files,
+                    period: options.period,
+                })
+                .collect();
+            return Ok((objects, found));
+        }
+    }
+    let (layout, files) = match (single, focus::oci_reports(objects.as_ref()).await?) {
+        (Some(name), _) => (Layout::Plain, vec![name]),
+        (None, Some(reports)) => {
+            (Layout::OciReports, focus::plain_files(objects.as_ref(), &reports, 4).await?)
+        }
+        (None, None) => (Layout::Plain, focus::plain_files(objects.as_ref(), "", 4).await?),
     };
     if files.is_empty() {
         return Err(IngestError::Source(invalid(
@@ -315,7 +341,8 @@ async fn discover(
     Ok((
         objects,
         vec![FocusDelivery {
-            layout: Layout::Plain,
+            layout,
+            declared: None,
             location,
             data_version: String::new(),
             files,
@@ -425,8 +452,9 @@ async fn ingest_delivery(
     let reading_options = options.clone();
     let reading_bar = bar.clone();
     let layout = delivery.layout;
+    let declared = delivery.declared;
     let mut reading = tokio::task::spawn_blocking(move || {
-        let mut reading = Reading::default();
+        let mut reading = Reading { declared, ..Reading::default() };
         reading.reconciliation.layout = layout.as_str().to_string();
         for (path, location) in &files {
             reading.add_file(path, location, &reading_options, &reading_bar)?;

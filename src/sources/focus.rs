@@ -634,6 +634,12 @@ pub fn billing_month(start: i64) -> Option<(Period, bool)> {
 pub enum Layout {
     /// AWS Data Exports: `metadata/BILLING_PERIOD=YYYY-MM/…-Manifest.json` and `data/…`, as CUR 2.0.
     AwsDataExport,
+    /// Azure Cost Management exports: per run, a folder of `part_N_NNNN` files and the
+    /// `manifest.json` listing them, under a folder per date range; the latest run of a range
+    /// replaces the ones before.
+    AzureExport,
+    /// Oracle Cloud's cost reports: `FOCUS Reports/YYYY/MM/DD/*.csv.gz`, a file per day.
+    OciReports,
     /// Data files with no manifest: each row's provider and billing period columns say whose
     /// and which month it is.
     Plain,
@@ -643,9 +649,168 @@ impl Layout {
     pub fn as_str(self) -> &'static str {
         match self {
             Layout::AwsDataExport => "AWS Data Exports",
+            Layout::AzureExport => "Azure Cost Management export",
+            Layout::OciReports => "OCI FOCUS reports",
             Layout::Plain => "FOCUS files",
         }
     }
+}
+
+/// One Azure export run, as its `manifest.json` describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AzureRun {
+    /// The manifest's key.
+    pub manifest_key: String,
+    /// The run's date-range folder (`…/20261001-20261031`): a later run of it replaces this one.
+    pub range: String,
+    /// `runInfo.runId`, else the submitted time, else the manifest's key.
+    pub run_id: String,
+    pub submitted: String,
+    /// `exportConfig.dataVersion` (`1.0`, `1.0r2`, `1.2-preview`) as a FOCUS version.
+    pub version: Option<Version>,
+    /// The run's data files, as keys of the store.
+    pub files: Vec<String>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AzureManifest {
+    #[serde(default)]
+    export_config: Option<AzureExportConfig>,
+    #[serde(default)]
+    run_info: Option<AzureRunInfo>,
+    blobs: Vec<AzureBlob>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AzureExportConfig {
+    #[serde(default)]
+    data_version: Option<String>,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AzureRunInfo {
+    #[serde(default)]
+    run_id: Option<String>,
+    #[serde(default)]
+    submitted_time: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AzureBlob {
+    blob_name: String,
+}
+
+/// Azure's `dataVersion` as a FOCUS version: `1.0` and `1.0r2` (a re-release of 1.0's
+/// columns) are 1.0, `1.2-preview` is 1.2.
+pub fn azure_data_version(text: &str) -> Option<Version> {
+    let numbers = text.trim().trim_start_matches(['v', 'V']);
+    match numbers.get(..3)? {
+        "1.0" => Some(Version::V1_0),
+        "1.1" => Some(Version::V1_1),
+        "1.2" => Some(Version::V1_2),
+        "1.3" => Some(Version::V1_3),
+        _ => None,
+    }
+}
+
+/// The Azure export runs under `prefix` (a few folders down), the latest run of each date
+/// range only, oldest range first. Empty when there is no `manifest.json` of Azure's shape.
+pub async fn azure_runs(
+    store: &dyn ObjectStore,
+    prefix: &str,
+    depth: u32,
+) -> Result<Vec<AzureRun>, CurError> {
+    let mut runs = Vec::new();
+    find_azure_runs(store, prefix, depth, &mut runs).await?;
+    // The latest run of a range replaces the earlier ones (a new month-to-date run).
+    runs.sort_by(|a, b| (&a.range, &a.submitted, &a.run_id).cmp(&(&b.range, &b.submitted, &b.run_id)));
+    let mut latest: Vec<AzureRun> = Vec::new();
+    for run in runs {
+        match latest.last_mut() {
+            Some(last) if last.range == run.range => *last = run,
+            _ => latest.push(run),
+        }
+    }
+    Ok(latest)
+}
+
+async fn find_azure_runs(
+    store: &dyn ObjectStore,
+    prefix: &str,
+    depth: u32,
+    runs: &mut Vec<AzureRun>,
+) -> Result<(), CurError> {
+    if store.files(prefix).await?.iter().any(|f| f == "manifest.json") {
+        let key = format!("{prefix}manifest.json");
+        if let Some(object) = store.get(&key).await? {
+            // Another tool's manifest.json is not an Azure run: it has no `blobs`.
+            if let Ok(manifest) = serde_json::from_slice::<AzureManifest>(&object.bytes) {
+                let config = manifest.export_config.as_ref();
+                if let Some(kind) = config.and_then(|c| c.kind.as_deref())
+                    && !kind.eq_ignore_ascii_case("FocusCost")
+                {
+                    return Err(invalid(
+                        store.locate(&key),
+                        format!("an Azure export of type {kind}, not FocusCost: export the FOCUS dataset"),
+                    ));
+                }
+                let folder = prefix.trim_end_matches('/');
+                let range = folder.rsplit_once('/').map_or("", |(parent, _)| parent).to_string();
+                let info = manifest.run_info.as_ref();
+                let submitted = info.and_then(|i| i.submitted_time.clone()).unwrap_or_default();
+                let mut files = Vec::new();
+                for blob in &manifest.blobs {
+                    // The parts lie beside their manifest, whatever container path it names.
+                    let name = blob.blob_name.rsplit('/').next().unwrap_or(&blob.blob_name);
+                    if !is_data_file(name) {
+                        return Err(invalid(
+                            store.locate(&key),
+                            format!(
+                                "lists {:?}, which is not a CSV, gzip CSV or Parquet file",
+                                blob.blob_name
+                            ),
+                        ));
+                    }
+                    files.push(format!("{prefix}{name}"));
+                }
+                runs.push(AzureRun {
+                    manifest_key: key.clone(),
+                    range,
+                    run_id: info.and_then(|i| i.run_id.clone()).filter(|r| !r.is_empty()).unwrap_or_else(
+                        || {
+                            if submitted.is_empty() { key.clone() } else { submitted.clone() }
+                        },
+                    ),
+                    submitted,
+                    version: config.and_then(|c| c.data_version.as_deref()).and_then(azure_data_version),
+                    files,
+                });
+                return Ok(());
+            }
+        }
+    }
+    if depth > 0 {
+        for folder in store.folders(prefix).await? {
+            Box::pin(find_azure_runs(store, &format!("{prefix}{folder}/"), depth - 1, runs)).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Oracle's report folder under a source, when it is one: `FOCUS Reports/` at its root, or
+/// the source itself (then `""`).
+pub async fn oci_reports(store: &dyn ObjectStore) -> Result<Option<String>, CurError> {
+    if store.folders("").await?.iter().any(|f| f == "FOCUS Reports") {
+        return Ok(Some("FOCUS Reports/".into()));
+    }
+    let described = store.describe();
+    Ok(described.trim_end_matches('/').ends_with("FOCUS Reports").then(String::new))
 }
 
 /// The data files of a plain FOCUS source under `prefix` (recursively, a few levels), sorted.
@@ -699,6 +864,21 @@ mod tests {
     fn extra_columns_are_those_neither_focus_nor_custom() {
         let header = names(&["BilledCost", "Id", "x_ServiceCode", "ServiceProviderName", "Foo"]);
         assert_eq!(extra_columns(&header), vec!["Id".to_string(), "Foo".to_string()]);
+    }
+
+    #[test]
+    fn azures_data_versions_are_focus_versions() {
+        assert_eq!(azure_data_version("1.0"), Some(Version::V1_0));
+        assert_eq!(azure_data_version("1.0r2"), Some(Version::V1_0));
+        assert_eq!(azure_data_version("1.2-preview"), Some(Version::V1_2));
+        assert_eq!(azure_data_version("2023-05-01"), None);
+    }
+
+    #[test]
+    fn a_billing_period_is_the_month_it_starts_in() {
+        // 2026-10-01T00:00:00Z = 1790812800.
+        assert_eq!(billing_month(1_790_812_800), Some(("2026-10".parse().unwrap(), true)));
+        assert_eq!(billing_month(1_790_812_800 + 5 * 86_400), Some(("2026-10".parse().unwrap(), false)));
     }
 
     #[test]

@@ -408,3 +408,81 @@ async fn the_aws_month_through_the_cur_and_through_focus_is_the_same_bill() {
     };
     assert_eq!(in_cents(focus_services), in_cents(cur_services));
 }
+
+/// Azure's export runs and Oracle's daily reports, laid out as each provider writes them: the
+/// latest month-to-date run of a range replaces the run before it, the version Azure's
+/// manifest names is the one stored, and Oracle's days add up to its month.
+#[tokio::test]
+async fn azure_export_runs_and_oracle_daily_reports_are_read_as_their_providers_lay_them_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = helpers::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await;
+    let csv = |rows: &[(&str, &str, &str, &str, &str)]| {
+        let path = dir.path().join("scratch.csv");
+        write_bills(&path, rows);
+        std::fs::read_to_string(&path).unwrap()
+    };
+    // Two runs of October's range: the first with 2 parts through the 4th, the second (later)
+    // with one part holding the month to date. Only the second counts.
+    let range = dir.path().join("azure/exports/focus-daily/20261001-20261031");
+    let run = |id: &str, submitted: &str, parts: &[(&str, String)]| {
+        let folder = range.join(id);
+        std::fs::create_dir_all(&folder).unwrap();
+        for (name, text) in parts {
+            crate::ingest_cur::gzip(&folder.join(name), text);
+        }
+        let blobs: Vec<Value> = parts
+            .iter()
+            .map(|(name, _)| serde_json::json!({"blobName": format!("exports/focus-daily/20261001-20261031/{id}/{name}"), "byteCount": 1}))
+            .collect();
+        let manifest = serde_json::json!({
+            "manifestVersion": "2024-04-01",
+            "exportConfig": {"exportName": "focus-daily", "type": "FocusCost", "dataVersion": "1.0r2"},
+            "runInfo": {"runId": id, "submittedTime": submitted},
+            "blobs": blobs,
+        });
+        std::fs::write(folder.join("manifest.json"), manifest.to_string()).unwrap();
+    };
+    let day = "2026-10-05T00:00:00Z";
+    run(
+        "run-a",
+        "2026-10-05T06:00:00Z",
+        &[
+            ("part_0_0001.csv.gz", csv(&[("Microsoft", "EUR", day, "Usage", "10.00")])),
+            ("part_1_0001.csv.gz", csv(&[("Microsoft", "EUR", day, "Usage", "5.00")])),
+        ],
+    );
+    run(
+        "run-b",
+        "2026-10-06T06:00:00Z",
+        &[("part_0_0001.csv.gz", csv(&[("Microsoft", "EUR", day, "Usage", "21.50")]))],
+    );
+    let azure = ingest_focus(store.as_ref(), &options(&dir.path().join("azure")), &hidden()).await.unwrap();
+    assert_eq!(azure.len(), 1);
+    assert_eq!(
+        (azure[0].provider.as_str(), azure[0].billed_total.as_str(), azure[0].currency.as_str()),
+        ("azure", "21.500000", "EUR")
+    );
+    // The write_bills header has InvoiceId, a 1.2 column: the newer of the header's and the
+    // manifest's versions is kept.
+    assert_eq!(azure[0].focus_version, "1.2");
+    let runs = store.ingest_runs(10).await.unwrap();
+    assert!(runs.iter().any(|r| r.kind.as_str() == "focus" && r.data_version == "run-b"), "{runs:?}");
+
+    // Oracle: a gzip CSV per day under FOCUS Reports/YYYY/MM/DD.
+    let reports = dir.path().join("oci/FOCUS Reports/2026/10");
+    for (day, cost) in [("05", "1.25"), ("06", "2.50"), ("07", "0.75")] {
+        let folder = reports.join(day);
+        std::fs::create_dir_all(&folder).unwrap();
+        let start = format!("2026-10-{day}T00:00:00Z");
+        crate::ingest_cur::gzip(
+            &folder.join(format!("reports_cost-csv_0001000000{day}.csv.gz")),
+            &csv(&[("Oracle", "USD", start.as_str(), "Usage", cost)]),
+        );
+    }
+    let oci = ingest_focus(store.as_ref(), &options(&dir.path().join("oci")), &hidden()).await.unwrap();
+    assert_eq!(oci.len(), 1);
+    assert_eq!((oci[0].provider.as_str(), oci[0].billed_total.as_str(), oci[0].rows), ("oci", "4.500000", 3));
+    let providers: Vec<String> =
+        store.bills(Some("2026-10")).await.unwrap().into_iter().map(|b| b.provider).collect();
+    assert_eq!(providers, vec!["azure".to_string(), "oci".to_string()]);
+}

@@ -220,7 +220,7 @@ fn read_parquet(
         .iter()
         .copied()
         .filter(|c| {
-            schema.get(*c).is_some_and(|f| {
+            schema.get(c).is_some_and(|f| {
                 matches!(
                     f.dtype(),
                     ArrowDataType::List(_) | ArrowDataType::LargeList(_) | ArrowDataType::Map(..)
