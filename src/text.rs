@@ -1,4 +1,22 @@
-//! Small helpers every layer may use: digests and what a log may show of a URL.
+//! Small helpers every layer may use: digests, what a log may show of a URL, numbers grouped
+//! by thousands.
+
+/// `-1234567.8912` → `-1,234,567.8912`: the digits kept, the whole part grouped by thousands.
+pub fn grouped(text: &str) -> String {
+    let (sign, digits) = text.strip_prefix('-').map_or(("", text), |rest| ("-", rest));
+    let (whole, fraction) = digits.split_once('.').map_or((digits, None), |(w, f)| (w, Some(f)));
+    let mut out = String::new();
+    for (i, digit) in whole.chars().enumerate() {
+        if i > 0 && (whole.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    match fraction {
+        Some(fraction) => format!("{sign}{out}.{fraction}"),
+        None => format!("{sign}{out}"),
+    }
+}
 
 /// The SHA-256 of `bytes` as lowercase hex (session tokens, migration checksums, an issued
 /// PDF's fingerprint).

@@ -444,19 +444,7 @@ fn table_text(cell: &Cell) -> String {
 
 /// `-1234567.8912` → `-1,234,567.8912`: the digits kept, the whole part grouped by thousands.
 pub fn grouped(text: &str) -> String {
-    let (sign, digits) = text.strip_prefix('-').map_or(("", text), |rest| ("-", rest));
-    let (whole, fraction) = digits.split_once('.').map_or((digits, None), |(w, f)| (w, Some(f)));
-    let mut out = String::new();
-    for (i, digit) in whole.chars().enumerate() {
-        if i > 0 && (whole.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(digit);
-    }
-    match fraction {
-        Some(fraction) => format!("{sign}{out}.{fraction}"),
-        None => format!("{sign}{out}"),
-    }
+    crate::text::grouped(text)
 }
 
 /// A column name in words: underscores are spaces, the first letter is a capital, and

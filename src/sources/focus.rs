@@ -267,7 +267,8 @@ pub const CHARGE_FREQUENCIES: [&str; 3] = ["One-Time", "Recurring", "Usage-Based
 
 /// What a file did that the specification does not allow but whose meaning is plain; counted
 /// in the run's reconciliation.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Deviations {
     /// Cells holding the text `NULL` (or `null`) for a null.
     pub null_as_text: u64,
@@ -289,6 +290,30 @@ pub struct Deviations {
 }
 
 impl Deviations {
+    /// What was accepted, in words ("4,000 timestamps without T or Z; an extra column: Id"),
+    /// empty when the files kept to the specification.
+    pub fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        let counted = [
+            (self.null_as_text, "nulls written as NULL"),
+            (self.timestamps_not_iso, "timestamps not written YYYY-MM-DDTHH:MM:SSZ"),
+            (self.values_in_another_case, "values in another case"),
+            (self.null_list_or_contracted_costs, "list or contracted costs left null"),
+            (self.charges_before_billing_period, "charges from before their billing period"),
+            (self.billing_periods_not_calendar_months, "billing periods not starting on the 1st"),
+        ];
+        for (count, what) in counted {
+            if count > 0 {
+                parts.push(format!("{} {what}", crate::text::grouped(&count.to_string())));
+            }
+        }
+        if !self.extra_columns.is_empty() {
+            let names: Vec<&str> = self.extra_columns.iter().map(String::as_str).collect();
+            parts.push(format!("columns neither FOCUS's nor x_: {}", names.join(", ")));
+        }
+        parts.join("; ")
+    }
+
     pub fn add(&mut self, other: &Deviations) {
         self.null_as_text += other.null_as_text;
         self.timestamps_not_iso += other.timestamps_not_iso;

@@ -209,6 +209,7 @@ pub static PAGES: &[Page] = &[
         listed: true,
         json: &[
             "bill",
+            "bills",
             "cross_check",
             "database",
             "freshness",

@@ -35,6 +35,42 @@ struct PeriodLine {
     archived: String,
 }
 
+/// One FOCUS bill of a month, as stored.
+struct BillLine {
+    period: String,
+    provider: String,
+    billing_account: String,
+    focus_version: String,
+    billed: String,
+    effective: String,
+    rows: i64,
+    /// What the files did that FOCUS does not allow but whose meaning is plain, in words.
+    deviations: String,
+}
+
+/// Nano-units of a currency as people read them: `1,234.56 EUR`.
+fn amount(nanos: i64, currency: &str) -> String {
+    let cents = crate::money::Cents::from_nanos(nanos);
+    format!("{} {currency}", crate::text::grouped(&cents.decimal()))
+}
+
+impl BillLine {
+    fn of(bill: &crate::store::Bill) -> BillLine {
+        let deviations: crate::sources::focus::Deviations =
+            serde_json::from_str(&bill.deviations).unwrap_or_default();
+        BillLine {
+            period: bill.period.clone(),
+            provider: bill.provider.clone(),
+            billing_account: bill.billing_account.clone(),
+            focus_version: bill.focus_version.clone(),
+            billed: amount(bill.billed_nanos, &bill.currency),
+            effective: amount(bill.effective_nanos, &bill.currency),
+            rows: bill.rows_read,
+            deviations: deviations.summary(),
+        }
+    }
+}
+
 struct RunLine {
     id: i64,
     kind: RunKind,
@@ -163,6 +199,8 @@ struct HomePage {
     banner: Option<String>,
     backend: &'static str,
     periods: Vec<PeriodLine>,
+    /// Every FOCUS bill stored, newest month first.
+    focus_bills: Vec<BillLine>,
     reconciliations: Vec<ReconciliationLine>,
     /// The newest period's bill: its period, the bridge, and the net total from the net_*
     /// columns when the export has them.
@@ -236,6 +274,12 @@ pub async fn page(
     let archived: std::collections::BTreeMap<String, crate::store::ArchivedPeriod> =
         state.store.archived_periods().await?.into_iter().map(|a| (a.period.clone(), a)).collect();
     let runs: Vec<IngestRun> = state.store.ingest_runs(50).await?;
+    let mut bills = state.store.bills(None).await?;
+    bills.sort_by(|a, b| {
+        b.period
+            .cmp(&a.period)
+            .then_with(|| (&a.provider, &a.billing_account).cmp(&(&b.provider, &b.billing_account)))
+    });
     let reconciliations = reconciliations(&runs);
     let freshness = freshness(&runs, Utc::now().timestamp());
     // The bill of the month asked for (the newest by default) and its bridge.
@@ -305,6 +349,20 @@ pub async fn page(
         return Ok(axum::Json(serde_json::json!({
             "database": state.store.backend(),
             "periods": periods,
+            "bills": bills.iter().map(|b| serde_json::json!({
+                "period": b.period,
+                "provider": b.provider,
+                "billing_account": b.billing_account,
+                "format": b.format,
+                "focus_version": b.focus_version,
+                "currency": b.currency,
+                "billed_total": crate::money::Nanos(b.billed_nanos).decimal(),
+                "effective_total": crate::money::Nanos(b.effective_nanos).decimal(),
+                "rows": b.rows_read,
+                "data_version": b.data_version,
+                "ingested_at": b.ingested_at,
+                "deviations": serde_json::from_str::<serde_json::Value>(&b.deviations).unwrap_or_default(),
+            })).collect::<Vec<_>>(),
             "reconciliation": reconciliations,
             "freshness": freshness,
             "pending_compute": state.store.pending_periods().await?,
@@ -341,6 +399,7 @@ pub async fn page(
                 period: p.period,
             })
             .collect(),
+        focus_bills: bills.iter().map(BillLine::of).collect(),
         reconciliations,
         bill_period: bill.as_ref().map(|b| b.period.period.clone()).unwrap_or_default(),
         bridge: bill.as_ref().map(|b| footed(&b.bridge)).unwrap_or_default(),
