@@ -231,7 +231,7 @@ pub fn write_month(
     for day in 0..hours / 24 {
         let mut batch = CurBatch::new(format);
         if focus.is_some() {
-            batch = batch.with_focus();
+            batch = batch.with_twin(Box::new(super::focus_file::FocusBatch::new()));
         }
         for hour in day * 24..day * 24 + 24 {
             let hour_start = start + i64::from(hour) * 3600;
@@ -557,7 +557,7 @@ pub fn write_month(
         rows_written += batch.len() as u64;
         progress.inc(batch.len() as u64);
         truth.cost_explorer.merge(batch.take_tally());
-        if let (Some(rows), Some(sink)) = (batch.take_focus(), focus.as_deref_mut()) {
+        if let (Some(rows), Some(sink)) = (batch.take_twin(), focus.as_deref_mut()) {
             sink.write(&mut rows.into_frame()?)?;
         }
         let mut frame = batch.into_frame(world.has_discount)?;

@@ -33,6 +33,14 @@ impl CurFormat {
     }
 }
 
+/// Another export written from the same line items (AWS's FOCUS export of the bill).
+pub trait Twin: Send {
+    /// The twin's rows of one CUR line (none, one or several).
+    fn push(&mut self, row: &CurRow<'_>);
+    /// The rows pushed, as a frame to write.
+    fn into_frame(self: Box<Self>) -> PolarsResult<DataFrame>;
+}
+
 /// A map column value: pairs owned by the node or pod they describe.
 pub type MapRef<'a> = &'a [(String, String)];
 
@@ -53,8 +61,8 @@ macro_rules! cur_columns {
         /// Column builders for one batch of rows.
         pub struct CurBatch {
             rows: usize,
-            /// The AWS FOCUS rows of the same lines, when the month writes that export too.
-            focus: Option<super::focus_file::FocusBatch>,
+            /// Another export of the same lines (AWS's FOCUS export), when the month writes one.
+            twin: Option<Box<dyn Twin>>,
             /// What Cost Explorer makes of the rows pushed.
             tally: super::cost_explorer::CeTally,
             $( $column: cur_columns!(@builder $kind), )*
@@ -66,27 +74,27 @@ macro_rules! cur_columns {
                 let _ = json_maps;
                 CurBatch {
                     rows: 0,
-                    focus: None,
+                    twin: None,
                     tally: Default::default(),
                     $( $column: cur_columns!(@new $kind, json_maps), )*
                 }
             }
 
-            /// Keeps the FOCUS rows of every line pushed too.
-            pub fn with_focus(mut self) -> CurBatch {
-                self.focus = Some(super::focus_file::FocusBatch::new());
+            /// Hands every line pushed to `twin` too.
+            pub fn with_twin(mut self, twin: Box<dyn Twin>) -> CurBatch {
+                self.twin = Some(twin);
                 self
             }
 
-            /// The FOCUS rows of the lines pushed so far, when kept.
-            pub fn take_focus(&mut self) -> Option<super::focus_file::FocusBatch> {
-                self.focus.take()
+            /// The twin export's rows of the lines pushed so far, when there is one.
+            pub fn take_twin(&mut self) -> Option<Box<dyn Twin>> {
+                self.twin.take()
             }
 
             pub fn push(&mut self, row: &CurRow<'_>) {
                 self.rows += 1;
-                if let Some(focus) = &mut self.focus {
-                    focus.push_cur(row);
+                if let Some(twin) = &mut self.twin {
+                    twin.push(row);
                 }
                 self.tally.add(row);
                 $( self.$column.push(row.$column); )*

@@ -16,7 +16,7 @@
 
 use polars::prelude::*;
 
-use super::cur_file::CurRow;
+use super::cur_file::{CurRow, Twin};
 
 /// One FOCUS row's values, borrowed from the CUR row they come from.
 struct FocusRow<'a> {
@@ -277,7 +277,7 @@ impl FocusBatch {
     }
 
     /// The batch as a DataFrame, in FOCUS's column order (alphabetical, as AWS writes it).
-    pub fn into_frame(self) -> PolarsResult<DataFrame> {
+    pub fn frame(self) -> PolarsResult<DataFrame> {
         let mut columns: Vec<Column> = Vec::new();
         for (name, values) in self.text {
             columns.push(Column::new(name.into(), values));
@@ -292,5 +292,15 @@ impl FocusBatch {
         }
         columns.sort_by(|a, b| a.name().cmp(b.name()));
         DataFrame::new(self.rows, columns)
+    }
+}
+
+impl Twin for FocusBatch {
+    fn push(&mut self, row: &CurRow<'_>) {
+        self.push_cur(row);
+    }
+
+    fn into_frame(self: Box<Self>) -> PolarsResult<DataFrame> {
+        self.frame()
     }
 }
