@@ -49,3 +49,6 @@ CREATE TABLE bill_charges (
     contracted_nanos BIGINT NOT NULL DEFAULT 0
 );
 CREATE INDEX bill_charges_bill_idx ON bill_charges (period, provider, billing_account);
+
+-- The CUR's bill is one of the month's bills too: the payer account it is to.
+ALTER TABLE cost_periods ADD COLUMN billing_account TEXT NOT NULL DEFAULT '';

@@ -163,6 +163,8 @@ pub struct PeriodBuilder {
     /// Some line carried a net column: the export has `net_*` columns.
     has_net: bool,
     currency: Option<String>,
+    /// The payer account of the first line that names one.
+    billing_account: String,
     rows: u64,
     split_rows: u64,
     split_rows_skipped: u64,
@@ -191,6 +193,7 @@ impl PeriodBuilder {
             account_names: HashMap::default(),
             has_net: false,
             currency: None,
+            billing_account: String::new(),
             rows: 0,
             split_rows: 0,
             split_rows_skipped: 0,
@@ -243,6 +246,9 @@ impl PeriodBuilder {
         let net_unblended = c.number(Col::LineItemNetUnblendedCost, row)?;
         self.has_net |= net_unblended.is_some();
         self.check_currency(c, row)?;
+        if self.billing_account.is_empty() {
+            self.billing_account = c.text(Col::BillPayerAccountId, row).to_string();
+        }
         let start = c.epoch_seconds(Col::LineItemUsageStartDate, row)?;
         // Credits and refunds may be dated at the usage they correct; everything else must
         // fall in the billing period.
@@ -862,6 +868,7 @@ impl PeriodBuilder {
             kubernetes_micros: kubernetes,
             unallocated_ec2_micros: unallocated,
             currency: self.currency.clone().unwrap_or_else(|| "USD".into()),
+            billing_account: std::mem::take(&mut self.billing_account),
             cost_facts: Vec::new(),
             instance_hours,
             other_costs,

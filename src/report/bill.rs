@@ -35,12 +35,12 @@ use crate::period::Period;
 use crate::store::{Bill, BillLine, CostPeriod, LineCategory, Store};
 
 /// The CUR's bill as one of the month's bills: AWS's, in its currency, billed = unblended
-/// (what the invoices charge), effective = amortized. Its billing account is not read from
-/// the CUR yet (empty).
+/// (what the invoices charge), effective = amortized, to its payer account.
 fn cur_bill(period: &CostPeriod) -> Bill {
     Bill {
         period: period.period.clone(),
         provider: "aws".into(),
+        billing_account: period.billing_account.clone(),
         format: "cur".into(),
         currency: period.currency.clone(),
         data_version: period.data_version.clone(),

@@ -408,6 +408,9 @@ pub struct CostPeriod {
     /// split rows do not cover).
     pub unallocated_ec2_micros: i64,
     pub currency: String,
+    /// The payer account the bill is to (`bill_payer_account_id`), empty when the export has
+    /// none or the period was stored before it was read.
+    pub billing_account: String,
     /// Line-level facts: written by the caller to be summed (into pod-days and GPU pod-hours),
     /// never stored; read back only for periods stored before.
     pub cost_facts: Vec<CostFact>,

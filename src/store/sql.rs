@@ -124,12 +124,12 @@ pub(crate) const PERIOD_ROW_TABLES: [&str; 8] = [
 
 pub(crate) const INSERT_COST_PERIOD: &str = "INSERT INTO cost_periods \
      (period, data_version, bill_unblended_micros, bill_amortized_micros, ingested_at, cost_fact_rows, \
-     net_amortized_micros, kubernetes_micros, unallocated_ec2_micros, currency, reader_version) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
+     net_amortized_micros, kubernetes_micros, unallocated_ec2_micros, currency, reader_version, \
+     billing_account) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
 
 pub(crate) const SELECT_COST_PERIOD: &str = "SELECT period, data_version, \
      bill_unblended_micros, bill_amortized_micros, net_amortized_micros, kubernetes_micros, \
-     unallocated_ec2_micros, currency FROM cost_periods WHERE period = $1";
+     unallocated_ec2_micros, currency, billing_account FROM cost_periods WHERE period = $1";
 
 pub(crate) const SELECT_PERIODS: &str = "SELECT p.period, p.data_version, \
      p.bill_unblended_micros, p.bill_amortized_micros, p.unallocated_ec2_micros, p.ingested_at, \
@@ -340,6 +340,7 @@ pub(crate) fn cost_period(head: &impl ReadRow) -> Result<CostPeriod, sqlx::Error
         kubernetes_micros: head.int("kubernetes_micros")?,
         unallocated_ec2_micros: head.int("unallocated_ec2_micros")?,
         currency: head.text("currency")?,
+        billing_account: head.text("billing_account")?,
         ..CostPeriod::default()
     })
 }

@@ -347,6 +347,9 @@ async fn the_aws_month_through_the_cur_and_through_focus_is_the_same_bill() {
     };
     let micros_to_cents = |micros: i64| cents(micros * 1_000);
     let bill = &store.bills(Some("2026-10")).await.unwrap()[0];
+    // One bill, two formats: the CUR's payer account is the FOCUS bill's billing account.
+    assert_eq!(period.billing_account, bill.billing_account);
+    assert_eq!(bill.billing_account, "111111111111");
     // The invoice: Σ BilledCost is the CUR's unblended total.
     assert_eq!(cents(bill.billed_nanos), micros_to_cents(period.bill_unblended_micros));
     // Usage and purchases, amortized: the CUR's amortized bill.

@@ -153,6 +153,7 @@ fn may_first_delivery() -> CostPeriod {
         kubernetes_micros: 5_672_000,
         unallocated_ec2_micros: 5_672_000,
         currency: "USD".into(),
+        billing_account: "999999999999".into(),
         bill_lines: vec![
             bill_line("AmazonEC2", "Credit", "credit", -500_000, Some(-500_000)),
             bill_line("AmazonEC2", "Usage", "usage", 11_344_000, Some(11_344_000)),
@@ -196,6 +197,7 @@ fn may_restated() -> CostPeriod {
         kubernetes_micros: 3_176_320,
         unallocated_ec2_micros: 794_080,
         currency: "USD".into(),
+        billing_account: String::new(),
         cost_facts: vec![
             fact(MAY_FIRST, TRAINER, "gpu", 3.0, 0.75, 2_382_240, 0),
             fact(MAY_FIRST, INFERENCE, "gpu", 1.0, 0.25, 794_080, 0),
@@ -218,6 +220,7 @@ fn june() -> CostPeriod {
         instance_hours: vec![instance_hour(JUNE_FIRST, INSTANCE_HOUR_MICROS)],
         other_costs: vec![],
         currency: "USD".into(),
+        billing_account: String::new(),
         ..CostPeriod::default()
     }
 }
@@ -244,6 +247,7 @@ fn july() -> CostPeriod {
         instance_hours: vec![],
         other_costs: vec![],
         currency: "USD".into(),
+        billing_account: String::new(),
         ..CostPeriod::default()
     }
 }

@@ -57,13 +57,14 @@ pub enum Col {
     SplitLineItemSplitCost,
     SplitLineItemSplitUsage,
     SplitLineItemUnusedCost,
+    BillPayerAccountId,
 }
 
 /// How many of [`Col`]'s columns a file must have (they come first).
 pub const REQUIRED: usize = 8;
 
 /// Column names in [`Col`] order.
-pub const COLUMN_NAMES: [&str; 39] = [
+pub const COLUMN_NAMES: [&str; 40] = [
     "line_item_line_item_type",
     "line_item_operation",
     "line_item_product_code",
@@ -103,6 +104,7 @@ pub const COLUMN_NAMES: [&str; 39] = [
     "split_line_item_split_cost",
     "split_line_item_split_usage",
     "split_line_item_unused_cost",
+    "bill_payer_account_id",
 ];
 
 impl Col {

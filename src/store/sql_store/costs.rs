@@ -119,6 +119,7 @@ where
             .bind(period.unallocated_ec2_micros)
             .bind(period.currency.as_str())
             .bind(sql::READER_VERSION)
+            .bind(period.billing_account.as_str())
             .execute(&mut *tx)
             .await
             .context(CONTEXT)?;
