@@ -312,3 +312,55 @@ async fn spark_output_in_s3_is_fetched_in_row_order_and_removed() {
     let left = s3.list_objects_v2().bucket("spark-out").prefix("runs/").send().await.unwrap();
     assert!(left.contents().is_empty(), "the run's output is removed: {:?}", left.contents());
 }
+
+/// FOCUS bills from S3 through the same SDK (#40): the FinOps Foundation's sample under a
+/// prefix is four bills, as from a folder.
+#[tokio::test]
+async fn focus_files_in_s3_are_read_as_from_a_folder() {
+    let Some(moto) = start_moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let s3 = client(&moto.url).await;
+    s3.create_bucket().bucket(BUCKET).send().await.unwrap();
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/focus/focus_sample.csv");
+    s3.put_object()
+        .bucket(BUCKET)
+        .key("billing/focus/2024-09/focus_sample.csv")
+        .body(aws_sdk_s3::primitives::ByteStream::from_path(&sample).await.unwrap())
+        .send()
+        .await
+        .unwrap();
+    let database_url = format!("sqlite:{}", dir.path().join("ledger.db").display());
+    let source = format!("s3://{BUCKET}/billing/focus");
+    let output = gl_moto(
+        &database_url,
+        &["ingest", "focus", &source, "--endpoint-url", &moto.url, "--s3-timeout", "3"],
+    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let printed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let bills: Vec<(String, String, String)> = printed["bills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["period"].as_str().unwrap().into(),
+                b["provider"].as_str().unwrap().into(),
+                b["billed_total"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    // The same four bills the folder gives (ingest_focus.rs works their sums by hand).
+    assert_eq!(
+        bills,
+        vec![
+            ("2024-09".into(), "aws".into(), "18.006639".into()),
+            ("2024-09".into(), "azure".into(), "1.976514".into()),
+            ("2024-09".into(), "oci".into(), "0.297074".into()),
+            ("2024-10".into(), "oci".into(), "0.240000".into()),
+        ]
+    );
+    let store = crate::helpers::connect(&database_url).await;
+    let runs = store.ingest_runs(5).await.unwrap();
+    let focus = runs.iter().find(|r| r.kind == gpuledger::domain::runs::RunKind::Focus).unwrap();
+    assert_eq!(focus.source, source);
+}
