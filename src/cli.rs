@@ -77,10 +77,35 @@ pub enum Command {
     /// every page still shows them.
     #[command(subcommand)]
     Archive(ArchiveCommand),
+    /// Exchange rates, each from a month on: how bills in other currencies are shown in USD.
+    #[command(subcommand)]
+    Fx(FxCommand),
     /// The pipeline that runs itself: checks each source for new data, ingests what changed,
     /// computes, evaluates alerts; every --every (one instance at a time), or --once (a
     /// Kubernetes CronJob).
     Run(RunArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FxCommand {
+    /// Set a rate from a month on: 1 FROM = RATE TO (`fx set EUR USD 1.0842 --from 2026-10`),
+    /// until a later version of the pair; replaces the pair's version of that month.
+    Set {
+        from_currency: String,
+        to_currency: String,
+        rate: String,
+        /// The first month the rate applies to.
+        #[arg(long = "from")]
+        effective_from: Period,
+    },
+    /// Load reference rates from a CSV file of `from_currency,to_currency,rate,effective_from`
+    /// lines (a header line allowed), all or none.
+    Load { file: std::path::PathBuf },
+    /// Every rate version.
+    List {
+        #[arg(long, value_enum, default_value = "table")]
+        format: crate::report::OutputFormat,
+    },
 }
 
 #[derive(Debug, Subcommand)]

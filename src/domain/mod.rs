@@ -8,10 +8,12 @@
 //! - [`invoices`]: invoices and notes as documents;
 //! - [`users`]: users, roles, sessions and the audit log;
 //! - [`alerts`]: alerts, their events and the webhooks they go to;
+//! - [`fx`]: exchange rates with the month they take effect, and conversion;
 //! - [`runs`]: the recorded runs (their kinds and statuses) and a CUR ingest's reconciliation.
 
 pub mod alerts;
 pub mod clients;
+pub mod fx;
 pub mod invoices;
 pub mod runs;
 pub mod settings;

@@ -30,6 +30,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::{OutputFormat, ReportError, csv_cell};
+use crate::domain::fx::{FxRate, REPORTING_CURRENCY, rate_for};
 use crate::money::{Nanos, format_usd, usd_decimal};
 use crate::period::Period;
 use crate::store::{Bill, BillLine, CostPeriod, LineCategory, Store};
@@ -71,6 +72,72 @@ pub struct BillReport {
     /// Every bill of the month: the CUR's (when there is one) and each FOCUS bill, each in
     /// its own currency.
     pub bills: Vec<Bill>,
+    /// The exchange rates stored (every version; the one in force for the month is used).
+    pub rates: Vec<FxRate>,
+}
+
+/// The month's bills summed in the reporting currency: each (provider, billing account) once
+/// (the CUR's bill when the same AWS bill also came as FOCUS).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MonthTotals {
+    /// `None` when a bill's rate is missing: nothing is converted then.
+    pub billed_nanos: Option<i64>,
+    pub effective_nanos: Option<i64>,
+    /// The pairs with no rate for the month (`EUR→USD`).
+    pub missing_rates: Vec<String>,
+    /// The bills counted, as `provider/account/format`.
+    pub counted: Vec<String>,
+}
+
+/// The rate of a bill's currency to the reporting currency for its month: 1 for the same
+/// currency, `None` when no rate is in force.
+pub fn rate_to_reporting<'a>(bill: &Bill, rates: &'a [FxRate]) -> Option<Option<&'a FxRate>> {
+    if bill.currency == REPORTING_CURRENCY || bill.currency.is_empty() {
+        return Some(None);
+    }
+    rate_for(rates, &bill.currency, REPORTING_CURRENCY, &bill.period).map(Some)
+}
+
+fn converted(nanos: i64, rate: Option<&FxRate>) -> i64 {
+    rate.map_or(nanos, |r| r.convert(nanos))
+}
+
+/// Sums the month's bills in the reporting currency ([`MonthTotals`]).
+pub fn month_totals(bills: &[Bill], rates: &[FxRate]) -> MonthTotals {
+    let with_cur: std::collections::BTreeSet<(&str, &str)> = bills
+        .iter()
+        .filter(|b| b.format == "cur")
+        .map(|b| (b.provider.as_str(), b.billing_account.as_str()))
+        .collect();
+    let mut totals = MonthTotals {
+        billed_nanos: Some(0),
+        effective_nanos: Some(0),
+        missing_rates: Vec::new(),
+        counted: Vec::new(),
+    };
+    for bill in bills {
+        if bill.format != "cur" && with_cur.contains(&(bill.provider.as_str(), bill.billing_account.as_str()))
+        {
+            continue;
+        }
+        totals.counted.push(format!("{}/{}/{}", bill.provider, bill.billing_account, bill.format));
+        match rate_to_reporting(bill, rates) {
+            Some(rate) => {
+                totals.billed_nanos = totals.billed_nanos.map(|t| t + converted(bill.billed_nanos, rate));
+                totals.effective_nanos =
+                    totals.effective_nanos.map(|t| t + converted(bill.effective_nanos, rate));
+            }
+            None => {
+                let pair = format!("{}→{REPORTING_CURRENCY}", bill.currency);
+                if !totals.missing_rates.contains(&pair) {
+                    totals.missing_rates.push(pair);
+                }
+                totals.billed_nanos = None;
+                totals.effective_nanos = None;
+            }
+        }
+    }
+    totals
 }
 
 /// How the amortization of a line type reads in the bridge.
@@ -98,8 +165,9 @@ impl BillReport {
         }
         let mut bills: Vec<Bill> = cur.iter().map(cur_bill).collect();
         bills.extend(focus);
+        let rates = store.fx_rates().await?;
         let cur = cur.unwrap_or_else(|| CostPeriod { period: period.to_string(), ..CostPeriod::default() });
-        Ok(BillReport { bills, ..BillReport::from_period(cur) })
+        Ok(BillReport { bills, rates, ..BillReport::from_period(cur) })
     }
 
     pub fn from_period(period: CostPeriod) -> BillReport {
@@ -168,7 +236,7 @@ impl BillReport {
                 entry.2 = Some(entry.2.unwrap_or(0) + net);
             }
         }
-        BillReport { period, bridge, other_by_service, invoices, bills: Vec::new() }
+        BillReport { period, bridge, other_by_service, invoices, bills: Vec::new(), rates: Vec::new() }
     }
 
     pub fn other_cost_micros(&self) -> i64 {
@@ -196,6 +264,15 @@ impl BillReport {
 
     pub fn to_json(&self) -> Value {
         let p = &self.period;
+        let totals = month_totals(&self.bills, &self.rates);
+        let month = json!({
+            "reporting_currency": REPORTING_CURRENCY,
+            "billed_total": totals.billed_nanos.map(|n| Nanos(n).decimal()),
+            "effective_total": totals.effective_nanos.map(|n| Nanos(n).decimal()),
+            "missing_rates": totals.missing_rates,
+            "bills_counted": totals.counted,
+        });
+        let bills: Vec<Value> = self.bills.iter().map(|b| self.bill_json(b)).collect();
         json!({
             "period": p.period,
             "currency": p.currency,
@@ -215,20 +292,34 @@ impl BillReport {
                 "billing_entity": entity, "invoice_id": invoice, "unblended": usd_decimal(*unblended),
                 "amortized": usd_decimal(*amortized), "net_amortized": net.map(usd_decimal),
             })).collect::<Vec<_>>(),
-            "bills": self.bills.iter().map(|b| json!({
-                "provider": b.provider,
-                "billing_account": b.billing_account,
-                "billing_account_name": b.billing_account_name,
-                "format": b.format,
-                "focus_version": (!b.focus_version.is_empty()).then_some(&b.focus_version),
-                "currency": b.currency,
-                "billed_total": Nanos(b.billed_nanos).decimal(),
-                "effective_total": Nanos(b.effective_nanos).decimal(),
-                "list_total": Nanos(b.list_nanos).decimal(),
-                "rows": b.rows_read,
-                "data_version": b.data_version,
-                "deviations": serde_json::from_str::<Value>(&b.deviations).unwrap_or(Value::Null),
-            })).collect::<Vec<_>>(),
+            "month": month,
+            "bills": bills,
+        })
+    }
+
+    /// One bill in its currency, and in the reporting currency at the rate in force for its
+    /// month (null when there is none).
+    fn bill_json(&self, b: &Bill) -> Value {
+        let rate = rate_to_reporting(b, &self.rates);
+        let in_reporting = |nanos: i64| rate.map(|r| Nanos(converted(nanos, r)).decimal());
+        json!({
+            "provider": b.provider,
+            "billing_account": b.billing_account,
+            "billing_account_name": b.billing_account_name,
+            "format": b.format,
+            "focus_version": (!b.focus_version.is_empty()).then_some(&b.focus_version),
+            "currency": b.currency,
+            "billed_total": Nanos(b.billed_nanos).decimal(),
+            "effective_total": Nanos(b.effective_nanos).decimal(),
+            "list_total": Nanos(b.list_nanos).decimal(),
+            "rows": b.rows_read,
+            "reporting_currency": REPORTING_CURRENCY,
+            "rate_to_reporting": rate.map(|r| r.map_or_else(|| "1".to_string(), |r| r.rate.clone())),
+            "rate_effective_from": rate.flatten().map(|r| r.effective_from.clone()),
+            "billed_total_reporting": in_reporting(b.billed_nanos),
+            "effective_total_reporting": in_reporting(b.effective_nanos),
+            "data_version": b.data_version,
+            "deviations": serde_json::from_str::<Value>(&b.deviations).unwrap_or(Value::Null),
         })
     }
 
@@ -285,6 +376,36 @@ impl BillReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn bill(provider: &str, account: &str, format: &str, currency: &str, billed: i64) -> Bill {
+        Bill {
+            period: "2026-10".into(),
+            provider: provider.into(),
+            billing_account: account.into(),
+            format: format.into(),
+            currency: currency.into(),
+            billed_nanos: billed,
+            effective_nanos: billed,
+            ..Bill::default()
+        }
+    }
+
+    /// The AWS bill came both ways: counted once, as the CUR's. Azure's 100 EUR at 1.10 is
+    /// 110 USD; without a rate, nothing is converted and the pair is named.
+    #[test]
+    fn the_month_counts_each_bill_once_in_the_reporting_currency() {
+        let bills = vec![
+            bill("aws", "111", "cur", "USD", 1_000_000_000_000),
+            bill("aws", "111", "focus", "USD", 1_000_000_000_000),
+            bill("azure", "ea-1", "focus", "EUR", 100_000_000_000),
+        ];
+        let rate = FxRate::new("EUR", "USD", "1.10", "2026-09".parse().unwrap(), "cli").unwrap();
+        let totals = month_totals(&bills, &[rate]);
+        assert_eq!(totals.billed_nanos, Some(1_110_000_000_000));
+        assert_eq!(totals.counted, vec!["aws/111/cur".to_string(), "azure/ea-1/focus".to_string()]);
+        let missing = month_totals(&bills, &[]);
+        assert_eq!((missing.billed_nanos, missing.missing_rates), (None, vec!["EUR→USD".to_string()]));
+    }
 
     fn line(line_item_type: &str, category: LineCategory, unblended: i64, amortized: i64) -> BillLine {
         BillLine {

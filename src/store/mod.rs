@@ -29,6 +29,7 @@ use async_trait::async_trait;
 
 pub use crate::domain::alerts::{Alert, AlertEvent, PendingDelivery, Webhook};
 pub use crate::domain::clients::{ClientRule, MatchKind};
+pub use crate::domain::fx::FxRate;
 pub use crate::domain::invoices::{BillingDetails, Invoice, Seller};
 pub use crate::domain::runs::{IngestOutcome, IngestRun, LockHolder, NewIngestRun, RunKind, RunStatus};
 pub use crate::domain::settings::{SettingVersion, SettingsHistory};
@@ -421,6 +422,13 @@ pub trait BillStore: Send + Sync {
     /// Replaces each bill and its charges, all in one transaction: what was stored under
     /// each bill's key goes, nothing else. Raises the data revision.
     async fn replace_bills(&self, bills: &[(Bill, Vec<BillCharge>)]) -> StoreResult<()>;
+
+    /// Every exchange rate version, by pair and month.
+    async fn fx_rates(&self) -> StoreResult<Vec<FxRate>>;
+
+    /// Stores rate versions in one transaction, each replacing the version of its pair and
+    /// month; an audit entry for each. Raises the data revision.
+    async fn set_fx_rates(&self, rates: &[FxRate], username: &str) -> StoreResult<()>;
 }
 
 /// Cost alerts, their events and where they are delivered.

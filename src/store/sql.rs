@@ -20,6 +20,7 @@ use super::model::{
     PodRecord, PodWorkload, WorkloadCost,
 };
 use crate::domain::alerts::{Alert, AlertEvent, Webhook};
+use crate::domain::fx::FxRate;
 use crate::domain::runs::IngestRun;
 
 // ---- Reports ----
@@ -367,6 +368,10 @@ table!(BillCharge in "bill_charges" keyed by period {
     contracted_nanos,
 } order by "provider, billing_account, day, service_name, charge_category");
 
+table!(FxRate in "fx_rates" {
+    from_currency, to_currency, effective_from, rate, rate_ppb, source, set_at,
+} order by "from_currency, to_currency, effective_from");
+
 table!(CeCost in "ce_costs" {
     day, service, usage_account_id, unblended_nanos, amortized_nanos, net_amortized_nanos,
 } order by "day, service, usage_account_id");
@@ -661,6 +666,7 @@ mod tests {
             ("bill_days", columns_and_binds(&BillDay::default()), 6),
             ("ce_costs", columns_and_binds(&CeCost::default()), 6),
             ("bills", columns_and_binds(&Bill::default()), 16),
+            ("fx_rates", columns_and_binds(&crate::domain::fx::FxRate::default()), 7),
             ("bill_charges", columns_and_binds(&BillCharge::default()), 22),
             ("ce_days", columns_and_binds(&CeDay::default()), 3),
             ("alerts", columns_and_binds(&Alert::default()), 11),

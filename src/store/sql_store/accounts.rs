@@ -24,7 +24,7 @@ const INSERT_SESSION: &str = "INSERT INTO sessions (token_hash, user_id, csrf, c
 const SELECT_SESSION: &str = "SELECT token_hash, user_id, csrf, created_at, last_seen, address \
      FROM sessions WHERE token_hash = $1";
 
-const INSERT_AUDIT: &str =
+pub(super) const INSERT_AUDIT: &str =
     "INSERT INTO audit_log (at, username, address, action, detail) VALUES ($1, $2, $3, $4, $5)";
 
 from_row!(Session { token_hash, user_id, csrf, created_at, last_seen, address });

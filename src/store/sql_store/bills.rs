@@ -2,6 +2,7 @@
 
 use sqlx::{Database, Encode, Executor, IntoArguments, Type};
 
+use super::accounts::INSERT_AUDIT;
 use super::{Backend, SqlStore};
 use crate::store::sql::ReadRow;
 use crate::store::table::Table;
@@ -9,6 +10,9 @@ use crate::store::*;
 
 const DELETE_BILL: &str =
     "DELETE FROM bills WHERE period = $1 AND provider = $2 AND billing_account = $3 AND format = $4";
+
+const DELETE_RATE: &str =
+    "DELETE FROM fx_rates WHERE from_currency = $1 AND to_currency = $2 AND effective_from = $3";
 
 const DELETE_CHARGES: &str =
     "DELETE FROM bill_charges WHERE period = $1 AND provider = $2 AND billing_account = $3";
@@ -75,6 +79,42 @@ where
                 Self::insert(&mut tx, &bill.period, charges).await.context(CONTEXT)?;
             }
             Self::insert(&mut tx, "", std::slice::from_ref(bill)).await.context(CONTEXT)?;
+        }
+        Self::next_revision(&mut tx).await.context(CONTEXT)?;
+        tx.commit().await.context(CONTEXT)
+    }
+
+    async fn fx_rates(&self) -> StoreResult<Vec<FxRate>> {
+        let sql = FxRate::sql().select_where("1 = 1");
+        self.rows(sqlx::query(&sql), "reading the exchange rates").await
+    }
+
+    async fn set_fx_rates(&self, rates: &[FxRate], username: &str) -> StoreResult<()> {
+        const CONTEXT: &str = "storing exchange rates";
+        let mut tx = self.pool.begin_with(B::WRITE_BEGIN).await.context(CONTEXT)?;
+        Self::lock_for_transaction(&mut tx, "fx-rates").await.context(CONTEXT)?;
+        for rate in rates {
+            sqlx::query(DELETE_RATE)
+                .bind(rate.from_currency.as_str())
+                .bind(rate.to_currency.as_str())
+                .bind(rate.effective_from.as_str())
+                .execute(&mut *tx)
+                .await
+                .context(CONTEXT)?;
+            Self::insert(&mut tx, "", std::slice::from_ref(rate)).await.context(CONTEXT)?;
+            let detail = format!(
+                "exchange rate {} → {} = {} from {} ({})",
+                rate.from_currency, rate.to_currency, rate.rate, rate.effective_from, rate.source
+            );
+            sqlx::query(INSERT_AUDIT)
+                .bind(rate.set_at)
+                .bind(username)
+                .bind("")
+                .bind("settings_changed")
+                .bind(detail.as_str())
+                .execute(&mut *tx)
+                .await
+                .context(CONTEXT)?;
         }
         Self::next_revision(&mut tx).await.context(CONTEXT)?;
         tx.commit().await.context(CONTEXT)

@@ -1,0 +1,80 @@
+//! `gpuledger fx set|load|list`: exchange rates, each from a month on.
+
+use anyhow::Context;
+
+use crate::cli::FxCommand;
+use crate::domain::fx::FxRate;
+use crate::report::OutputFormat;
+use crate::store::Store;
+
+/// Who a command-line change is recorded as in the audit log.
+const CLI_USER: &str = "(command line)";
+
+pub(super) async fn run(store: &dyn Store, command: FxCommand) -> anyhow::Result<()> {
+    match command {
+        FxCommand::Set { from_currency, to_currency, rate, effective_from } => {
+            let rate = FxRate::new(&from_currency, &to_currency, &rate, effective_from, "cli")?;
+            store.set_fx_rates(std::slice::from_ref(&rate), CLI_USER).await?;
+            eprintln!(
+                "1 {} = {} {} from {} on",
+                rate.from_currency, rate.rate, rate.to_currency, rate.effective_from
+            );
+            Ok(())
+        }
+        FxCommand::Load { file } => {
+            let text =
+                std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let source = file.display().to_string();
+            let mut rates = Vec::new();
+            for (index, line) in text.lines().enumerate() {
+                let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+                if line.trim().is_empty() || (index == 0 && fields.first() == Some(&"from_currency")) {
+                    continue;
+                }
+                let at = || format!("{}, line {}", file.display(), index + 1);
+                let [from, to, rate, month] = fields[..] else {
+                    anyhow::bail!("{}: expected from_currency,to_currency,rate,effective_from", at());
+                };
+                let month = month.parse().map_err(|e| anyhow::anyhow!("{}, effective_from: {e}", at()))?;
+                rates.push(FxRate::new(from, to, rate, month, &source).with_context(at)?);
+            }
+            anyhow::ensure!(!rates.is_empty(), "{}: no rates", file.display());
+            store.set_fx_rates(&rates, CLI_USER).await?;
+            eprintln!("{} rates loaded from {}", rates.len(), file.display());
+            Ok(())
+        }
+        FxCommand::List { format } => {
+            let rates = store.fx_rates().await?;
+            match format {
+                OutputFormat::Json => println!("{}", serde_json::json!({ "rates": rates })),
+                OutputFormat::Csv => {
+                    println!("from_currency,to_currency,rate,effective_from,source");
+                    for r in &rates {
+                        println!(
+                            "{},{},{},{},{}",
+                            r.from_currency,
+                            r.to_currency,
+                            r.rate,
+                            r.effective_from,
+                            crate::report::csv_cell(&r.source)
+                        );
+                    }
+                }
+                OutputFormat::Table => {
+                    if rates.is_empty() {
+                        println!(
+                            "No exchange rates: bills in other currencies than USD are shown unconverted."
+                        );
+                    }
+                    for r in &rates {
+                        println!(
+                            "1 {} = {} {} from {} ({})",
+                            r.from_currency, r.rate, r.to_currency, r.effective_from, r.source
+                        );
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+}

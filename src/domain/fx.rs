@@ -1,0 +1,126 @@
+//! Exchange rates with the month they take effect: how a bill in one currency is shown in the
+//! reporting currency. A rate is exact: the decimal as given, kept as parts per billion.
+
+use crate::period::Period;
+
+/// The currency every page and report converts to.
+pub const REPORTING_CURRENCY: &str = "USD";
+
+/// One version of a rate: `1 from_currency = rate to_currency` from `effective_from` on,
+/// until a later version of the same pair.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct FxRate {
+    pub from_currency: String,
+    pub to_currency: String,
+    /// `YYYY-MM`.
+    pub effective_from: String,
+    /// The rate as given (`1.0842`).
+    pub rate: String,
+    /// The rate in parts per billion (`1_084_200_000`).
+    pub rate_ppb: i64,
+    /// Where it came from: `cli`, or the file of reference rates.
+    pub source: String,
+    /// UTC epoch seconds.
+    pub set_at: i64,
+}
+
+/// Why a rate is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FxError {
+    #[error("{0:?} is not a currency code (three capital letters, ISO 4217)")]
+    Currency(String),
+    #[error("{0:?} is not a positive decimal rate")]
+    Rate(String),
+    #[error("a rate from {0} to {0} is always 1")]
+    Same(String),
+}
+
+impl FxRate {
+    /// A rate as the command line or a file gives it, checked.
+    pub fn new(
+        from: &str,
+        to: &str,
+        rate: &str,
+        effective_from: Period,
+        source: &str,
+    ) -> Result<FxRate, FxError> {
+        let code = |text: &str| {
+            let text = text.trim().to_ascii_uppercase();
+            (text.len() == 3 && text.bytes().all(|b| b.is_ascii_uppercase()))
+                .then_some(text.clone())
+                .ok_or(FxError::Currency(text))
+        };
+        let (from, to) = (code(from)?, code(to)?);
+        if from == to {
+            return Err(FxError::Same(from));
+        }
+        // Parts per billion of a decimal are its nano-units.
+        let rate_ppb = crate::money::nanos_from_decimal(rate)
+            .filter(|ppb| *ppb > 0)
+            .ok_or_else(|| FxError::Rate(rate.to_string()))?;
+        Ok(FxRate {
+            from_currency: from,
+            to_currency: to,
+            effective_from: effective_from.to_string(),
+            rate: rate.trim().to_string(),
+            rate_ppb,
+            source: source.to_string(),
+            set_at: chrono::Utc::now().timestamp(),
+        })
+    }
+
+    /// `amount` nano-units of `from_currency` in `to_currency`, rounded half away from zero.
+    pub fn convert(&self, nanos: i64) -> i64 {
+        let product = i128::from(nanos) * i128::from(self.rate_ppb);
+        let half = if product < 0 { -500_000_000 } else { 500_000_000 };
+        ((product + half) / 1_000_000_000) as i64
+    }
+}
+
+/// The rate in force for `period` from `from` to `to`: the newest version taking effect at or
+/// before it. `None` when no version does (the month says so and shows nothing converted).
+pub fn rate_for<'a>(rates: &'a [FxRate], from: &str, to: &str, period: &str) -> Option<&'a FxRate> {
+    rates
+        .iter()
+        .filter(|r| r.from_currency == from && r.to_currency == to && r.effective_from.as_str() <= period)
+        .max_by(|a, b| a.effective_from.cmp(&b.effective_from))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rate(from: &str, to: &str, value: &str, month: &str) -> FxRate {
+        FxRate::new(from, to, value, month.parse().unwrap(), "cli").unwrap()
+    }
+
+    #[test]
+    fn a_rate_converts_exactly_and_rounds_once() {
+        let eur = rate("eur", "USD", "1.0842", "2026-10");
+        assert_eq!((eur.from_currency.as_str(), eur.rate_ppb), ("EUR", 1_084_200_000));
+        // 100.25 EUR × 1.0842 = 108.69105 USD.
+        assert_eq!(eur.convert(100_250_000_000), 108_691_050_000);
+        // 0.000000001 EUR × 1.0842 = 1.0842 nano-dollars → 1; the negative rounds the same way.
+        assert_eq!(eur.convert(1), 1);
+        assert_eq!(eur.convert(-1), -1);
+    }
+
+    #[test]
+    fn the_rate_in_force_is_the_newest_taking_effect_by_the_month() {
+        let rates = vec![rate("EUR", "USD", "1.05", "2026-01"), rate("EUR", "USD", "1.0842", "2026-10")];
+        assert_eq!(rate_for(&rates, "EUR", "USD", "2026-09").unwrap().rate, "1.05");
+        assert_eq!(rate_for(&rates, "EUR", "USD", "2026-10").unwrap().rate, "1.0842");
+        assert_eq!(rate_for(&rates, "EUR", "USD", "2026-12").unwrap().rate, "1.0842");
+        assert_eq!(rate_for(&rates, "EUR", "USD", "2025-12"), None);
+        assert_eq!(rate_for(&rates, "GBP", "USD", "2026-10"), None);
+    }
+
+    #[test]
+    fn bad_rates_are_refused() {
+        let october = "2026-10".parse().unwrap();
+        assert_eq!(FxRate::new("EURO", "USD", "1", october, "cli"), Err(FxError::Currency("EURO".into())));
+        assert_eq!(FxRate::new("EUR", "USD", "-1", october, "cli"), Err(FxError::Rate("-1".into())));
+        assert_eq!(FxRate::new("EUR", "USD", "1,08", october, "cli"), Err(FxError::Rate("1,08".into())));
+        assert_eq!(FxRate::new("USD", "usd", "1", october, "cli"), Err(FxError::Same("USD".into())));
+    }
+}
