@@ -134,7 +134,7 @@ impl Reading {
         let mut not_calendar = 0;
         let asked = options.provider.as_deref();
         let calendar_count = &mut not_calendar;
-        let rows = focus::read_file(path, location, &mut deviations, &mut |charge, columns, row| {
+        let rows = focus::read_file(path, location, &names, &mut deviations, &mut |charge, columns, row| {
             bar.inc(1);
             let Some((period, calendar)) = focus::billing_month(charge.billing_period_start) else {
                 return Err(columns.bad(
@@ -434,10 +434,10 @@ async fn ingest_delivery(
     // A plain source's version is its files' contents: the same files are the same bills.
     let data_version = if delivery.data_version.is_empty() {
         let mut digests = String::new();
-        for (path, _) in &files {
-            let bytes =
-                std::fs::read(path).map_err(|e| IngestError::Other(format!("{}: {e}", path.display())))?;
-            digests.push_str(&crate::text::sha256_hex(&bytes));
+        for (path, location) in &files {
+            let digest = super::judge::file_sha256(path)
+                .map_err(|e| IngestError::Other(format!("{location}: reading it: {e}")))?;
+            digests.push_str(&crate::text::hex(&digest));
         }
         format!("sha256:{}", &crate::text::sha256_hex(digests.as_bytes())[..32])
     } else {

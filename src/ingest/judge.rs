@@ -127,7 +127,6 @@ pub fn judge(
 pub fn refuse_same_contents(
     files: &[(std::path::PathBuf, String)],
 ) -> Result<(), crate::sources::cur::CurError> {
-    use sha2::Digest;
     let invalid = |location: &str, message: String| crate::sources::cur::CurError::Invalid {
         location: location.to_string(),
         message,
@@ -142,12 +141,7 @@ pub fn refuse_same_contents(
         let mut seen: std::collections::HashMap<Vec<u8>, usize> = std::collections::HashMap::new();
         for &i in same_size {
             let (path, location) = &files[i];
-            let mut hasher = sha2::Sha256::new();
-            let mut file =
-                std::fs::File::open(path).map_err(|e| invalid(location, format!("opening it: {e}")))?;
-            std::io::copy(&mut file, &mut HashWriter(&mut hasher))
-                .map_err(|e| invalid(location, format!("reading it: {e}")))?;
-            let digest = hasher.finalize().to_vec();
+            let digest = file_sha256(path).map_err(|e| invalid(location, format!("reading it: {e}")))?;
             if let Some(&first) = seen.get(&digest) {
                 let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
                 return Err(invalid(
@@ -163,6 +157,14 @@ pub fn refuse_same_contents(
         }
     }
     Ok(())
+}
+
+/// The SHA-256 of a file, read in pieces (never held whole).
+pub fn file_sha256(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    std::io::copy(&mut std::fs::File::open(path)?, &mut HashWriter(&mut hasher))?;
+    Ok(hasher.finalize().to_vec())
 }
 
 /// Feeds what `std::io::copy` writes to a hasher.

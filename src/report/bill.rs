@@ -102,6 +102,34 @@ fn converted(nanos: i64, rate: Option<&FxRate>) -> i64 {
     rate.map_or(nanos, |r| r.convert(nanos))
 }
 
+/// One bill in its currency, and in the reporting currency at the rate in force for its
+/// month (null when there is none): how `report bill` and the Data page's twin write a bill.
+pub fn bill_json(b: &Bill, rates: &[FxRate]) -> Value {
+    let rate = rate_to_reporting(b, rates);
+    let in_reporting = |nanos: i64| rate.map(|r| Nanos(converted(nanos, r)).decimal());
+    json!({
+        "period": b.period,
+        "provider": b.provider,
+        "billing_account": b.billing_account,
+        "billing_account_name": b.billing_account_name,
+        "format": b.format,
+        "focus_version": (!b.focus_version.is_empty()).then_some(&b.focus_version),
+        "currency": b.currency,
+        "billed_total": Nanos(b.billed_nanos).decimal(),
+        "effective_total": Nanos(b.effective_nanos).decimal(),
+        "list_total": Nanos(b.list_nanos).decimal(),
+        "rows": b.rows_read,
+        "reporting_currency": REPORTING_CURRENCY,
+        "rate_to_reporting": rate.map(|r| r.map_or_else(|| "1".to_string(), |r| r.rate.clone())),
+        "rate_effective_from": rate.flatten().map(|r| r.effective_from.clone()),
+        "billed_total_reporting": in_reporting(b.billed_nanos),
+        "effective_total_reporting": in_reporting(b.effective_nanos),
+        "data_version": b.data_version,
+        "ingested_at": b.ingested_at,
+        "deviations": serde_json::from_str::<Value>(&b.deviations).unwrap_or(Value::Null),
+    })
+}
+
 /// Sums the month's bills in the reporting currency ([`MonthTotals`]).
 pub fn month_totals(bills: &[Bill], rates: &[FxRate]) -> MonthTotals {
     let with_cur: std::collections::BTreeSet<(&str, &str)> = bills
@@ -272,7 +300,7 @@ impl BillReport {
             "missing_rates": totals.missing_rates,
             "bills_counted": totals.counted,
         });
-        let bills: Vec<Value> = self.bills.iter().map(|b| self.bill_json(b)).collect();
+        let bills: Vec<Value> = self.bills.iter().map(|b| bill_json(b, &self.rates)).collect();
         json!({
             "period": p.period,
             "currency": p.currency,
@@ -294,32 +322,6 @@ impl BillReport {
             })).collect::<Vec<_>>(),
             "month": month,
             "bills": bills,
-        })
-    }
-
-    /// One bill in its currency, and in the reporting currency at the rate in force for its
-    /// month (null when there is none).
-    fn bill_json(&self, b: &Bill) -> Value {
-        let rate = rate_to_reporting(b, &self.rates);
-        let in_reporting = |nanos: i64| rate.map(|r| Nanos(converted(nanos, r)).decimal());
-        json!({
-            "provider": b.provider,
-            "billing_account": b.billing_account,
-            "billing_account_name": b.billing_account_name,
-            "format": b.format,
-            "focus_version": (!b.focus_version.is_empty()).then_some(&b.focus_version),
-            "currency": b.currency,
-            "billed_total": Nanos(b.billed_nanos).decimal(),
-            "effective_total": Nanos(b.effective_nanos).decimal(),
-            "list_total": Nanos(b.list_nanos).decimal(),
-            "rows": b.rows_read,
-            "reporting_currency": REPORTING_CURRENCY,
-            "rate_to_reporting": rate.map(|r| r.map_or_else(|| "1".to_string(), |r| r.rate.clone())),
-            "rate_effective_from": rate.flatten().map(|r| r.effective_from.clone()),
-            "billed_total_reporting": in_reporting(b.billed_nanos),
-            "effective_total_reporting": in_reporting(b.effective_nanos),
-            "data_version": b.data_version,
-            "deviations": serde_json::from_str::<Value>(&b.deviations).unwrap_or(Value::Null),
         })
     }
 

@@ -399,18 +399,16 @@ pub fn header(path: &Path, location: &str) -> Result<Vec<String>, CurError> {
 }
 
 /// Reads a FOCUS data file's rows, checked; `visit` gets each with the chunk's columns and
-/// its row (for errors naming it). Returns the rows read.
+/// its row (for errors naming it). `names` is the file's [`header`], read once by the caller.
+/// Returns the rows read.
 pub fn read_file(
     path: &Path,
     location: &str,
+    names: &[String],
     deviations: &mut Deviations,
     visit: &mut dyn FnMut(&Charge<'_>, &Columns<'_>, usize) -> Result<(), CurError>,
 ) -> Result<usize, CurError> {
-    let names = header(path, location)?;
-    deviations.extra_columns.extend(extra_columns(&names));
-    if !names.iter().any(|n| n == "ProviderName" || n == "ServiceProviderName") {
-        tracing::debug!(location, "no provider column: the provider comes from --provider or the layout");
-    }
+    deviations.extra_columns.extend(extra_columns(names));
     reader::read_columns(path, location, &COLUMNS, &mut |columns| {
         for row in 0..columns.rows {
             let charge = read_row(columns, row, deviations)?;

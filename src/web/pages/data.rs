@@ -275,6 +275,7 @@ pub async fn page(
         state.store.archived_periods().await?.into_iter().map(|a| (a.period.clone(), a)).collect();
     let runs: Vec<IngestRun> = state.store.ingest_runs(50).await?;
     let mut bills = state.store.bills(None).await?;
+    let rates = state.store.fx_rates().await?;
     bills.sort_by(|a, b| {
         b.period
             .cmp(&a.period)
@@ -349,20 +350,7 @@ pub async fn page(
         return Ok(axum::Json(serde_json::json!({
             "database": state.store.backend(),
             "periods": periods,
-            "bills": bills.iter().map(|b| serde_json::json!({
-                "period": b.period,
-                "provider": b.provider,
-                "billing_account": b.billing_account,
-                "format": b.format,
-                "focus_version": b.focus_version,
-                "currency": b.currency,
-                "billed_total": crate::money::Nanos(b.billed_nanos).decimal(),
-                "effective_total": crate::money::Nanos(b.effective_nanos).decimal(),
-                "rows": b.rows_read,
-                "data_version": b.data_version,
-                "ingested_at": b.ingested_at,
-                "deviations": serde_json::from_str::<serde_json::Value>(&b.deviations).unwrap_or_default(),
-            })).collect::<Vec<_>>(),
+            "bills": bills.iter().map(|b| crate::report::bill::bill_json(b, &rates)).collect::<Vec<_>>(),
             "reconciliation": reconciliations,
             "freshness": freshness,
             "pending_compute": state.store.pending_periods().await?,
