@@ -1,6 +1,7 @@
-//! Built-in table of EC2 instance types gpuledger knows: capacity, GPU model and
-//! us-east-1 Linux on-demand prices. The generator prices its fleet from it; the engine
-//! will use it for right-sizing.
+//! Built-in tables of the instance types gpuledger knows: EC2's (capacity, GPU model and
+//! us-east-1 Linux on-demand prices; the generator prices its fleet from it, the engine
+//! right-sizes with it), and the GPU types of Azure, Google Cloud and Oracle Cloud, with how
+//! each provider's bill names a GPU instance's lines ([`gpu_charge`]).
 
 /// One EC2 instance type.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -112,6 +113,164 @@ pub fn gpu_count(name: &str) -> u32 {
     instance_type(name).map_or(0, |t| t.gpus)
 }
 
+/// A GPU virtual machine or bare-metal shape of another cloud, as its bill names it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CloudGpuType {
+    /// `azure`, `gcp` or `oci`.
+    pub provider: &'static str,
+    /// The provider's own name: Azure's VM size (`Standard_NC24ads_A100_v4`), Google's
+    /// machine type (`a2-highgpu-1g`), Oracle's shape (`BM.GPU.A10.4`).
+    pub name: &'static str,
+    pub vcpu: u32,
+    pub memory_gib: u32,
+    pub gpus: u32,
+    /// Short GPU model, as for EC2 types (`A100-80GB`).
+    pub gpu_model: &'static str,
+    /// Public on-demand price per hour in USD, as the provider lists it (Azure: West Europe
+    /// Linux; Google: us-central1; Oracle: every region).
+    pub on_demand_hourly: f64,
+}
+
+macro_rules! cloud_gpu {
+    ($provider:literal, $name:literal, $vcpu:literal, $mem:literal, $gpus:literal, $model:literal, $price:literal) => {
+        CloudGpuType {
+            provider: $provider,
+            name: $name,
+            vcpu: $vcpu,
+            memory_gib: $mem,
+            gpus: $gpus,
+            gpu_model: $model,
+            on_demand_hourly: $price,
+        }
+    };
+}
+
+/// GPU types of Azure, Google Cloud and Oracle Cloud with public specs.
+pub const CLOUD_GPU_TYPES: &[CloudGpuType] = &[
+    cloud_gpu!("azure", "Standard_NC24ads_A100_v4", 24, 220, 1, "A100-80GB", 3.673),
+    cloud_gpu!("azure", "Standard_NC48ads_A100_v4", 48, 440, 2, "A100-80GB", 7.346),
+    cloud_gpu!("azure", "Standard_NC96ads_A100_v4", 96, 880, 4, "A100-80GB", 14.692),
+    cloud_gpu!("azure", "Standard_ND96asr_v4", 96, 900, 8, "A100", 27.197),
+    cloud_gpu!("azure", "Standard_ND96amsr_A100_v4", 96, 1900, 8, "A100-80GB", 32.77),
+    cloud_gpu!("azure", "Standard_ND96isr_H100_v5", 96, 1900, 8, "H100", 98.32),
+    cloud_gpu!("azure", "Standard_NC40ads_H100_v5", 40, 320, 1, "H100", 6.98),
+    cloud_gpu!("azure", "Standard_NC4as_T4_v3", 4, 28, 1, "T4", 0.526),
+    cloud_gpu!("azure", "Standard_NC64as_T4_v3", 64, 440, 4, "T4", 4.352),
+    cloud_gpu!("gcp", "a2-highgpu-1g", 12, 85, 1, "A100", 3.673),
+    cloud_gpu!("gcp", "a2-highgpu-8g", 96, 680, 8, "A100", 29.387),
+    cloud_gpu!("gcp", "a2-ultragpu-1g", 12, 170, 1, "A100-80GB", 5.069),
+    cloud_gpu!("gcp", "a2-ultragpu-8g", 96, 1360, 8, "A100-80GB", 40.55),
+    cloud_gpu!("gcp", "a3-highgpu-8g", 208, 1872, 8, "H100", 88.49),
+    cloud_gpu!("gcp", "g2-standard-4", 4, 16, 1, "L4", 0.707),
+    cloud_gpu!("gcp", "g2-standard-8", 8, 32, 1, "L4", 0.854),
+    cloud_gpu!("gcp", "g2-standard-48", 48, 192, 4, "L4", 4.0),
+    cloud_gpu!("oci", "VM.GPU.A10.1", 30, 240, 1, "A10", 2.0),
+    cloud_gpu!("oci", "BM.GPU.A10.4", 128, 1024, 4, "A10", 8.0),
+    cloud_gpu!("oci", "BM.GPU4.8", 128, 2048, 8, "A100", 24.4),
+    cloud_gpu!("oci", "BM.GPU.A100-v2.8", 256, 2048, 8, "A100-80GB", 32.0),
+    cloud_gpu!("oci", "BM.GPU.H100.8", 224, 2048, 8, "H100", 80.0),
+];
+
+/// What one bill line says about GPUs: the model of the GPU instance it belongs to and the
+/// GPU-hours it stands for (0 for a GPU instance's vCPU or memory line).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GpuCharge {
+    pub gpu_model: &'static str,
+    pub gpu_hours: f64,
+}
+
+/// The GPU instance a bill line is for, recognised as each provider writes it, with its
+/// GPU-hours: `instance` is the instance type a line names (EC2's from its usage type,
+/// Azure's VM size, a shape), `meter` the SKU's description (`NC24ads A100 v4 Spot`,
+/// `Nvidia Tesla A100 GPU running in Americas`, `GPU Standard - A10`), `hours` the line's
+/// consumed quantity (instance-hours, or GPU-hours where the provider bills GPUs apart).
+pub fn gpu_charge(provider: &str, instance: &str, meter: &str, unit: &str, hours: f64) -> Option<GpuCharge> {
+    let whole =
+        |gpus: u32, gpu_model: &'static str| GpuCharge { gpu_model, gpu_hours: f64::from(gpus) * hours };
+    match provider {
+        "aws" => instance_type(instance).filter(|t| t.gpus > 0).map(|t| whole(t.gpus, t.gpu_model)),
+        "azure" => [instance, meter]
+            .into_iter()
+            .find_map(|name| cloud_gpu_type("azure", name))
+            .map(|t| whole(t.gpus, t.gpu_model)),
+        "gcp" => cloud_gpu_type("gcp", instance)
+            .map(|t| whole(t.gpus, t.gpu_model))
+            .or_else(|| gcp_sku(meter, hours)),
+        "oci" => match cloud_gpu_type("oci", instance) {
+            Some(t) => Some(whole(t.gpus, t.gpu_model)),
+            // Oracle bills a GPU shape by the GPU-hour (`GPU Per Hour`).
+            None => {
+                gpu_model_in(meter).filter(|_| meter.to_ascii_lowercase().contains("gpu")).map(|gpu_model| {
+                    let per_gpu = unit.to_ascii_lowercase().contains("gpu");
+                    GpuCharge { gpu_model, gpu_hours: if per_gpu { hours } else { 0.0 } }
+                })
+            }
+        },
+        _ => None,
+    }
+}
+
+/// A GPU type of another cloud by the name its bill writes: Azure's VM size with or without
+/// `Standard_`, with spaces for underscores and a `Spot` or `Low Priority` meter suffix.
+pub fn cloud_gpu_type(provider: &str, name: &str) -> Option<&'static CloudGpuType> {
+    let canonical = |text: &str| {
+        let lower = text.trim().to_ascii_lowercase().replace(' ', "_");
+        let lower = lower.strip_prefix("standard_").unwrap_or(&lower).to_string();
+        let lower = lower.strip_suffix("_low_priority").unwrap_or(&lower).to_string();
+        lower.strip_suffix("_spot").unwrap_or(&lower).to_string()
+    };
+    if name.trim().is_empty() {
+        return None;
+    }
+    let wanted = canonical(name);
+    CLOUD_GPU_TYPES.iter().find(|t| t.provider == provider && canonical(t.name) == wanted)
+}
+
+/// Google bills an accelerator-optimized VM in three SKUs: its cores, its memory (`A2
+/// Instance Core running in Americas`) and its GPUs (`Nvidia Tesla A100 GPU running in
+/// Americas`, by the GPU-hour).
+fn gcp_sku(meter: &str, hours: f64) -> Option<GpuCharge> {
+    let lower = meter.to_ascii_lowercase();
+    if lower.contains("gpu") {
+        return gpu_model_in(meter).map(|gpu_model| GpuCharge { gpu_model, gpu_hours: hours });
+    }
+    let family = lower.split_whitespace().next()?;
+    let gpu_model = match family {
+        "a2" if lower.contains("ultra") => "A100-80GB",
+        "a2" => "A100",
+        "a3" => "H100",
+        "g2" => "L4",
+        _ => return None,
+    };
+    lower.contains("instance").then_some(GpuCharge { gpu_model, gpu_hours: 0.0 })
+}
+
+/// The GPU model a SKU's description names (`A100 80GB`, `H100`, `L4`, `A10`, `T4`).
+fn gpu_model_in(text: &str) -> Option<&'static str> {
+    let upper = text.to_ascii_uppercase();
+    let words: Vec<&str> = upper.split(|c: char| !c.is_ascii_alphanumeric()).collect();
+    let has = |w: &str| words.contains(&w);
+    if has("H100") {
+        Some("H100")
+    } else if has("A100") && upper.contains("80GB") {
+        Some("A100-80GB")
+    } else if has("A100") {
+        Some("A100")
+    } else if has("L40S") {
+        Some("L40S")
+    } else if has("L4") {
+        Some("L4")
+    } else if has("A10") || has("A10G") {
+        Some("A10")
+    } else if has("T4") {
+        Some("T4")
+    } else if has("V100") {
+        Some("V100")
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,5 +283,41 @@ mod tests {
         assert_eq!(gpu_count("g6.xlarge"), 1);
         assert_eq!(gpu_count("m5.4xlarge"), 0);
         assert_eq!(gpu_count("x9.unknown"), 0);
+    }
+
+    #[test]
+    fn gpu_lines_are_recognised_as_each_provider_bills_them() {
+        let hours = |provider, instance, meter, unit, q| gpu_charge(provider, instance, meter, unit, q);
+        // EC2: the instance type from the usage type, 8 GPUs an hour.
+        assert_eq!(
+            hours("aws", "p4d.24xlarge", "", "Hrs", 2.0),
+            Some(GpuCharge { gpu_model: "A100", gpu_hours: 16.0 })
+        );
+        assert_eq!(hours("aws", "m5.xlarge", "", "Hrs", 2.0), None);
+        // Azure: the VM size, or the meter with its Spot suffix; 24 hours of a day's row.
+        let a100 = Some(GpuCharge { gpu_model: "A100-80GB", gpu_hours: 24.0 });
+        assert_eq!(hours("azure", "Standard_NC24ads_A100_v4", "", "1 Hour", 24.0), a100);
+        assert_eq!(hours("azure", "", "NC24ads A100 v4 Spot", "1 Hour", 24.0), a100);
+        assert_eq!(hours("azure", "", "ND96isr H100 v5", "1 Hour", 3.0).unwrap().gpu_hours, 24.0);
+        assert_eq!(hours("azure", "", "D8s v5", "1 Hour", 24.0), None);
+        // Google: GPUs are their own SKU by the GPU-hour; the cores and memory of an A2 are
+        // the GPU instance's cost with no GPU-hours of their own.
+        assert_eq!(
+            hours("gcp", "", "Nvidia Tesla A100 GPU running in Americas", "hour", 5.0),
+            Some(GpuCharge { gpu_model: "A100", gpu_hours: 5.0 })
+        );
+        assert_eq!(
+            hours("gcp", "", "G2 Instance Ram running in Americas", "gibibyte hour", 32.0),
+            Some(GpuCharge { gpu_model: "L4", gpu_hours: 0.0 })
+        );
+        assert_eq!(hours("gcp", "", "E2 Instance Core running in Americas", "hour", 4.0), None);
+        assert_eq!(hours("gcp", "a3-highgpu-8g", "", "hour", 1.0).unwrap().gpu_hours, 8.0);
+        // Oracle: a GPU shape billed per GPU-hour, or named by its shape.
+        assert_eq!(
+            hours("oci", "", "GPU Standard - A10", "GPU Per Hour", 4.0),
+            Some(GpuCharge { gpu_model: "A10", gpu_hours: 4.0 })
+        );
+        assert_eq!(hours("oci", "BM.GPU.H100.8", "", "", 1.0).unwrap().gpu_hours, 8.0);
+        assert_eq!(hours("oci", "", "Standard - E3 - Memory", "GB Hours", 8.0), None);
     }
 }

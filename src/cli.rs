@@ -1004,6 +1004,18 @@ pub struct GenerateArgs {
     /// Parquet, with its manifests), as AWS Data Exports writes a `FOCUS_1_2_AWS` table.
     #[arg(long, env = "GPULEDGER_GENERATE_FOCUS")]
     pub focus: bool,
+    /// The clouds of the world, comma-separated: `aws` (the CUR world, always written), and
+    /// the overflow clouds `azure` (AKS, billed in EUR, an Azure Cost Management FOCUS
+    /// export), `gcp` (GKE, the FOCUS table as Parquet files) and `oci` (OKE, Oracle's daily
+    /// FOCUS reports). Any cloud besides AWS writes AWS's FOCUS export too.
+    #[arg(
+        long,
+        env = "GPULEDGER_GENERATE_PROVIDERS",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "aws"
+    )]
+    pub providers: Vec<crate::synth::clouds::Provider>,
 }
 
 #[derive(Debug, Args)]

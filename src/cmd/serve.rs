@@ -229,7 +229,9 @@ pub(super) async fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         history_months: args.history_months,
         through_day: args.through_day,
         fleet_percent: args.fleet_percent,
-        focus: args.focus,
+        // Other clouds come with AWS's FOCUS export of its bill, so every bill has a FOCUS twin.
+        focus: args.focus || args.providers.iter().any(|p| *p != synth::clouds::Provider::Aws),
+        providers: args.providers,
     };
     let summary = generate_blocking(options).await?;
     println!("{}", serde_json::to_string(&summary)?);

@@ -84,12 +84,13 @@ struct BillSums {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct ChargeKey {
     day: i64,
-    text: [String; 12],
+    text: [String; 13],
 }
 
 #[derive(Debug, Default, Clone, Copy)]
 struct ChargeSums {
     consumed_quantity: f64,
+    gpu_hours: f64,
     charges: i64,
     billed: i64,
     effective: i64,
@@ -98,15 +99,33 @@ struct ChargeSums {
 }
 
 /// The instance type of a virtual machine's hour when the row names one (AWS's usage type
-/// after its `:` for box, spot and reserved hours), else the row's `ResourceType`.
-pub fn resource_type(charge: &Charge<'_>) -> String {
+/// after its `:` for box, spot and reserved hours; a GPU VM size or shape of another cloud
+/// in its meter), else the row's `ResourceType`.
+pub fn resource_type(provider: &str, charge: &Charge<'_>) -> String {
     let usage_type = charge.usage_type;
     if let Some((kind, instance)) = usage_type.rsplit_once(':')
         && (kind.ends_with("BoxUsage") || kind.ends_with("SpotUsage") || kind.ends_with("HeavyUsage"))
     {
         return instance.to_string();
     }
+    if let Some(known) = [charge.sku_meter, charge.resource_type]
+        .into_iter()
+        .find_map(|name| crate::catalog::cloud_gpu_type(provider, name))
+    {
+        return known.name.to_string();
+    }
     charge.resource_type.to_string()
+}
+
+/// The GPU instance a usage line is for and its GPU-hours, as its provider bills them.
+fn gpu_charge(provider: &str, charge: &Charge<'_>, instance: &str) -> Option<crate::catalog::GpuCharge> {
+    // A commitment's unused hours ran no instance.
+    if charge.charge_category != "Usage" || charge.commitment_discount_status == Some("Unused") {
+        return None;
+    }
+    let meter = if charge.sku_meter.is_empty() { charge.charge_description } else { charge.sku_meter };
+    let hours = charge.consumed_quantity.unwrap_or(0.0);
+    crate::catalog::gpu_charge(provider, instance, meter, charge.consumed_unit, hours)
 }
 
 /// Every bill the files of one delivery hold, summed and checked.
@@ -186,7 +205,8 @@ impl Reading {
                     "BillingAccountId is never null in FOCUS",
                 ));
             }
-            let bill = bills.entry((period, provider, charge.billing_account_id.to_string())).or_default();
+            let bill =
+                bills.entry((period, provider.clone(), charge.billing_account_id.to_string())).or_default();
             if bill.currency.is_empty() {
                 bill.currency = charge.billing_currency.to_string();
                 bill.currency_seen_at = format!("{location}, data row {}", columns.first_row() + row + 1);
@@ -219,6 +239,8 @@ impl Reading {
             bill.list += list;
             bill.contracted += contracted;
             let day = charge.charge_period_start - charge.charge_period_start.rem_euclid(86_400);
+            let instance = resource_type(&provider, charge);
+            let gpu = gpu_charge(&provider, charge, &instance);
             let key = ChargeKey {
                 day,
                 text: [
@@ -231,13 +253,15 @@ impl Reading {
                     charge.pricing_category.unwrap_or("").to_string(),
                     charge.commitment_discount_status.unwrap_or("").to_string(),
                     charge.region.to_string(),
-                    resource_type(charge),
+                    instance,
                     charge.consumed_unit.to_string(),
                     charge.tags.clone(),
+                    gpu.map_or("", |g| g.gpu_model).to_string(),
                 ],
             };
             let sums = bill.charges.entry(key).or_default();
             sums.consumed_quantity += charge.consumed_quantity.unwrap_or(0.0);
+            sums.gpu_hours += gpu.map_or(0.0, |g| g.gpu_hours);
             sums.charges += 1;
             sums.billed += billed;
             sums.effective += effective;
@@ -524,6 +548,7 @@ async fn ingest_delivery(
                     resource_type,
                     consumed_unit,
                     tags,
+                    gpu_model,
                 ] = key.text;
                 BillCharge {
                     provider: provider.clone(),
@@ -541,6 +566,8 @@ async fn ingest_delivery(
                     resource_type,
                     consumed_unit,
                     tags,
+                    gpu_model,
+                    gpu_hours: sums.gpu_hours,
                     consumed_quantity: sums.consumed_quantity,
                     charges: sums.charges,
                     billed_nanos: sums.billed,

@@ -12,11 +12,15 @@
 //!  "other_by_service": [{"service": "AmazonS3", "line_item_type": "Usage", "amount": "120.000000"}],
 //!  "invoices": [{"billing_entity": "AWS", "invoice_id": "…", "unblended": "…", "amortized": "…"}],
 //!  "bills": [{"provider": "aws", "billing_account": "…", "format": "cur", "focus_version": null,
-//!             "currency": "USD", "billed_total": "…", "effective_total": "…", …}]}
+//!             "currency": "USD", "billed_total": "…", "effective_total": "…", …,
+//!             "gpu": null | {"gpu_hours", "spot_gpu_hours", "gpu_fleet_effective_total",
+//!                            "by_model": [{"gpu_model", …}]}}]}
 //! ```
 //!
 //! `bills` lists every bill of the month, the CUR's and each FOCUS bill, each in its own
-//! currency (`billed_total` what its invoices charge, `effective_total` amortized); the other
+//! currency (`billed_total` what its invoices charge, `effective_total` amortized); a FOCUS
+//! bill's `gpu` holds its GPU instances as its provider bills them (`catalog::gpu_charge`):
+//! GPU-hours, those at `Dynamic` prices, and the GPU fleet's effective cost. The other
 //! keys are the CUR's bill. Amounts are exact decimal strings of micro-dollars. `kubernetes_cost +
 //! unallocated_ec2_cost + other_cost = amortized_total` exactly; the bridge starts from the
 //! unblended usage and fee lines, moves to the amortized total (Savings Plan and RI
@@ -74,6 +78,74 @@ pub struct BillReport {
     pub bills: Vec<Bill>,
     /// The exchange rates stored (every version; the one in force for the month is used).
     pub rates: Vec<FxRate>,
+    /// Each FOCUS bill's GPU instances, by (provider, billing account).
+    pub gpus: BTreeMap<(String, String), GpuSums>,
+}
+
+/// What a FOCUS bill says about its GPU instances (`catalog::gpu_charge`): GPU-hours, those
+/// at `Dynamic` prices (Spot, preemptible), and the GPU fleet's effective cost in the bill's
+/// currency, in total and per GPU model.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuSums {
+    pub total: GpuFigures,
+    pub by_model: BTreeMap<String, GpuFigures>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct GpuFigures {
+    pub gpu_hours: f64,
+    pub spot_gpu_hours: f64,
+    pub fleet_effective_nanos: i64,
+}
+
+impl GpuFigures {
+    fn add(&mut self, charge: &crate::store::BillCharge) {
+        self.gpu_hours += charge.gpu_hours;
+        if charge.pricing_category == "Dynamic" {
+            self.spot_gpu_hours += charge.gpu_hours;
+        }
+        self.fleet_effective_nanos += charge.effective_nanos;
+    }
+
+    fn to_json(self) -> Value {
+        json!({
+            "gpu_hours": round6(self.gpu_hours),
+            "spot_gpu_hours": round6(self.spot_gpu_hours),
+            "gpu_fleet_effective_total": Nanos(self.fleet_effective_nanos).decimal(),
+        })
+    }
+}
+
+fn round6(value: f64) -> f64 {
+    (value * 1e6).round() / 1e6
+}
+
+/// The GPU instances of each bill in `charges`.
+pub fn gpu_sums(charges: &[crate::store::BillCharge]) -> BTreeMap<(String, String), GpuSums> {
+    let mut sums: BTreeMap<(String, String), GpuSums> = BTreeMap::new();
+    for charge in charges.iter().filter(|c| !c.gpu_model.is_empty()) {
+        let bill = sums.entry((charge.provider.clone(), charge.billing_account.clone())).or_default();
+        bill.total.add(charge);
+        bill.by_model.entry(charge.gpu_model.clone()).or_default().add(charge);
+    }
+    sums
+}
+
+impl GpuSums {
+    fn to_json(&self) -> Value {
+        let mut value = self.total.to_json();
+        value["by_model"] = self
+            .by_model
+            .iter()
+            .map(|(model, figures)| {
+                let mut row = figures.to_json();
+                row["gpu_model"] = json!(model);
+                row
+            })
+            .collect::<Vec<_>>()
+            .into();
+        value
+    }
 }
 
 /// The month's bills summed in the reporting currency: each (provider, billing account) once
@@ -104,7 +176,7 @@ fn converted(nanos: i64, rate: Option<&FxRate>) -> i64 {
 
 /// One bill in its currency, and in the reporting currency at the rate in force for its
 /// month (null when there is none): how `report bill` and the Data page's twin write a bill.
-pub fn bill_json(b: &Bill, rates: &[FxRate]) -> Value {
+pub fn bill_json(b: &Bill, rates: &[FxRate], gpus: Option<&GpuSums>) -> Value {
     let rate = rate_to_reporting(b, rates);
     let in_reporting = |nanos: i64| rate.map(|r| Nanos(converted(nanos, r)).decimal());
     json!({
@@ -127,6 +199,9 @@ pub fn bill_json(b: &Bill, rates: &[FxRate]) -> Value {
         "data_version": b.data_version,
         "ingested_at": b.ingested_at,
         "deviations": serde_json::from_str::<Value>(&b.deviations).unwrap_or(Value::Null),
+        // A FOCUS bill's GPU instances when the caller read them; the CUR's are on every
+        // other report.
+        "gpu": gpus.filter(|_| b.format == "focus").map(GpuSums::to_json),
     })
 }
 
@@ -194,8 +269,9 @@ impl BillReport {
         let mut bills: Vec<Bill> = cur.iter().map(cur_bill).collect();
         bills.extend(focus);
         let rates = store.fx_rates().await?;
+        let gpus = gpu_sums(&store.bill_charges(&period.to_string(), None).await?);
         let cur = cur.unwrap_or_else(|| CostPeriod { period: period.to_string(), ..CostPeriod::default() });
-        Ok(BillReport { bills, rates, ..BillReport::from_period(cur) })
+        Ok(BillReport { bills, rates, gpus, ..BillReport::from_period(cur) })
     }
 
     pub fn from_period(period: CostPeriod) -> BillReport {
@@ -264,7 +340,15 @@ impl BillReport {
                 entry.2 = Some(entry.2.unwrap_or(0) + net);
             }
         }
-        BillReport { period, bridge, other_by_service, invoices, bills: Vec::new(), rates: Vec::new() }
+        BillReport {
+            period,
+            bridge,
+            other_by_service,
+            invoices,
+            bills: Vec::new(),
+            rates: Vec::new(),
+            gpus: BTreeMap::new(),
+        }
     }
 
     pub fn other_cost_micros(&self) -> i64 {
@@ -300,7 +384,14 @@ impl BillReport {
             "missing_rates": totals.missing_rates,
             "bills_counted": totals.counted,
         });
-        let bills: Vec<Value> = self.bills.iter().map(|b| bill_json(b, &self.rates)).collect();
+        let bills: Vec<Value> = self
+            .bills
+            .iter()
+            .map(|b| {
+                let key = (b.provider.clone(), b.billing_account.clone());
+                bill_json(b, &self.rates, Some(self.gpus.get(&key).unwrap_or(&GpuSums::default())))
+            })
+            .collect();
         json!({
             "period": p.period,
             "currency": p.currency,

@@ -53,6 +53,9 @@ pub enum Col {
     PricingQuantity,
     InvoiceId,
     Tags,
+    /// The SKU's description where a provider leaves `SkuMeter` out (Oracle's `GPU Standard
+    /// - A10`).
+    ChargeDescription,
     /// AWS's usage type (`USE1-BoxUsage:p4d.24xlarge`): the instance type of an EC2 hour.
     XUsageType,
 }
@@ -61,7 +64,7 @@ pub enum Col {
 pub const REQUIRED: usize = 8;
 
 /// Column names in [`Col`] order.
-pub const COLUMN_NAMES: [&str; 35] = [
+pub const COLUMN_NAMES: [&str; 36] = [
     "BilledCost",
     "EffectiveCost",
     "BillingCurrency",
@@ -96,6 +99,7 @@ pub const COLUMN_NAMES: [&str; 35] = [
     "PricingQuantity",
     "InvoiceId",
     "Tags",
+    "ChargeDescription",
     "x_UsageType",
 ];
 
@@ -353,6 +357,7 @@ pub struct Charge<'a> {
     pub resource_type: &'a str,
     pub sku_id: &'a str,
     pub sku_meter: &'a str,
+    pub charge_description: &'a str,
     pub usage_type: &'a str,
     pub invoice_id: &'a str,
     pub consumed_unit: &'a str,
@@ -625,6 +630,7 @@ fn read_row<'a>(c: &Columns<'a>, row: usize, deviations: &mut Deviations) -> Res
         resource_type: text(c, Col::ResourceType, row, deviations),
         sku_id: text(c, Col::SkuId, row, deviations),
         sku_meter: text(c, Col::SkuMeter, row, deviations),
+        charge_description: text(c, Col::ChargeDescription, row, deviations),
         usage_type: text(c, Col::XUsageType, row, deviations),
         invoice_id: text(c, Col::InvoiceId, row, deviations),
         consumed_unit: text(c, Col::ConsumedUnit, row, deviations),

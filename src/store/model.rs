@@ -358,6 +358,12 @@ pub struct BillCharge {
     pub consumed_unit: String,
     /// JSON object, sorted keys.
     pub tags: String,
+    /// The GPU model of the GPU instance the charges are for (`catalog::gpu_charge`), empty
+    /// for anything else.
+    pub gpu_model: String,
+    /// The GPU-hours they stand for (0 for a GPU instance's vCPU and memory lines where the
+    /// provider bills GPUs apart).
+    pub gpu_hours: f64,
     pub consumed_quantity: f64,
     /// Rows of the files summed here.
     pub charges: i64,

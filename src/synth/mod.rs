@@ -10,9 +10,15 @@
 //! <out>/metrics/YYYY-MM.om
 //! <out>/cost-explorer.json   (GetCostAndUsage, daily, by SERVICE and LINKED_ACCOUNT)
 //! <out>/truth.json
+//! <out>/azure/gpu-overflow-focus/<YYYYMMDD-YYYYMMDD>/<run>/{manifest.json,part_0_0001.csv.gz}
+//! <out>/gcp/gcp_billing_export_focus_<account>/<YYYY-MM>-000000000000.parquet
+//! <out>/oci/FOCUS Reports/YYYY/MM/DD/<YYYYMMDD>_0001.csv.gz
 //! ```
+//!
+//! The last three with `--providers`: the agency's overflow clouds (`clouds`).
 
 pub mod bill;
+pub mod clouds;
 pub mod cost_explorer;
 pub mod cur_file;
 pub mod fleet;
@@ -97,6 +103,8 @@ pub struct GenerateOptions {
     pub fleet_percent: u32,
     /// Write AWS's FOCUS 1.2 export of the same bill too (`<prefix>/<export>-focus/`).
     pub focus: bool,
+    /// The clouds besides AWS whose FOCUS bills to write (AWS, the CUR world, always is).
+    pub providers: Vec<clouds::Provider>,
 }
 
 impl GenerateOptions {
@@ -119,6 +127,7 @@ impl GenerateOptions {
             through_day: None,
             fleet_percent: 100,
             focus: false,
+            providers: vec![clouds::Provider::Aws],
         }
     }
 }
@@ -214,9 +223,20 @@ pub fn generate(
             std::io::Write::flush(&mut out).map_err(io_error(&path))?;
             summary.metric_bytes += fs::metadata(&path).map_err(io_error(&path))?.len();
         }
-        bar.finish_with_message(format!("{period} done"));
         cost_explorer.merge(std::mem::take(&mut truth.cost_explorer));
-        truths.insert(period.to_string(), serde_json::to_value(&truth).unwrap_or_default());
+        let mut value = serde_json::to_value(&truth).unwrap_or_default();
+        let mut providers = serde_json::Map::new();
+        for provider in &options.providers {
+            bar.set_message(format!("{period} {} FOCUS bill", provider.id()));
+            if let Some(bill) =
+                clouds::write_month(&options.out, options.seed, *provider, period, world.billed_hours)?
+            {
+                providers.insert(provider.id().into(), serde_json::to_value(bill).unwrap_or_default());
+            }
+        }
+        value["providers"] = providers.into();
+        bar.finish_with_message(format!("{period} done"));
+        truths.insert(period.to_string(), value);
     }
     let ce_path = options.out.join("cost-explorer.json");
     let ce = cost_explorer::response(first, options.history_months, &cost_explorer);

@@ -52,6 +52,7 @@ fn generate(data: &Path, format: CurFormat, through_day: Option<u32>) {
         through_day,
         fleet_percent: 100,
         focus: false,
+        providers: vec![gpuledger::synth::clouds::Provider::Aws],
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     synth::generate(&options, &progress).expect("generate");

@@ -39,6 +39,7 @@ pub fn generate_with(out: &Path, scale: Scale, format: CurFormat, months: u32, s
         through_day: None,
         fleet_percent: 100,
         focus: false,
+        providers: vec![gpuledger::synth::clouds::Provider::Aws],
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     synth::generate(&options, &progress).expect("generate");

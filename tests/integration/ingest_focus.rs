@@ -491,3 +491,159 @@ async fn azure_export_runs_and_oracle_daily_reports_are_read_as_their_providers_
         store.bills(Some("2026-10")).await.unwrap().into_iter().map(|b| b.provider).collect();
     assert_eq!(providers, vec!["azure".to_string(), "oci".to_string()]);
 }
+
+/// Nano-units from the truth's exact decimal (`12.345678901`).
+fn truth_nanos(value: &Value) -> i64 {
+    let text = value.as_str().unwrap_or_else(|| panic!("{value} is not a decimal string"));
+    let (units, fraction) = text.split_once('.').unwrap_or((text, "0"));
+    let sign = if units.starts_with('-') { -1 } else { 1 };
+    let fraction = format!("{fraction:0<9}");
+    sign * (units.trim_start_matches('-').parse::<i64>().unwrap() * 1_000_000_000
+        + fraction.parse::<i64>().unwrap())
+}
+
+/// Σ effective nano-units of `charges` per value of one tag (`""` where the tag is absent).
+fn effective_by_tag(
+    charges: &[gpuledger::store::BillCharge],
+    key: &str,
+) -> std::collections::BTreeMap<String, i64> {
+    let mut sums = std::collections::BTreeMap::new();
+    for charge in charges {
+        let tags: Value = serde_json::from_str(&charge.tags).unwrap();
+        let value = tags.get(key).and_then(Value::as_str).unwrap_or("").to_string();
+        *sums.entry(value).or_default() += charge.effective_nanos;
+    }
+    sums
+}
+
+/// The generator's three-cloud world (#40): each provider's bill in its own layout (Azure's
+/// export runs in EUR, Google's FOCUS table as Parquet, Oracle's daily reports, AWS's Data
+/// Export) is read to the truth the generator summed while writing it, exactly; GKE's cost
+/// allocation gives each namespace's cost and the agency's `client` tag each dedicated pool's;
+/// every provider's GPU instances are recognised with their GPU-hours and Spot hours; the
+/// month is one total in USD once the euro has a rate.
+#[tokio::test]
+async fn the_three_cloud_world_is_read_to_its_truth_in_every_providers_layout() {
+    use gpuledger::synth::clouds::Provider;
+    use gpuledger::synth::{self, GenerateOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let mut generate = GenerateOptions::demo(dir.path().to_path_buf(), "2026-10".parse().unwrap());
+    generate.months = 1;
+    generate.metrics = false;
+    generate.focus = true;
+    generate.providers = vec![Provider::Aws, Provider::Azure, Provider::Gcp, Provider::Oci];
+    synth::generate(&generate, &hidden()).unwrap();
+    let truth: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("truth.json")).unwrap()).unwrap();
+    let month = &truth["periods"]["2026-10"];
+    let store = helpers::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await;
+    let sources = [
+        (
+            "aws",
+            dir.path().join(&generate.prefix).join(synth::focus_export_name(&generate)),
+            "AWS Data Exports",
+        ),
+        ("azure", dir.path().join("azure"), "Azure Cost Management export"),
+        ("gcp", dir.path().join("gcp"), "FOCUS files"),
+        ("oci", dir.path().join("oci"), "OCI FOCUS reports"),
+    ];
+    for (provider, source, _) in &sources {
+        let results = ingest_focus(store.as_ref(), &options(source), &hidden()).await.unwrap();
+        assert_eq!(results.len(), 1, "{provider}: one bill for the month");
+        assert_eq!(results[0].provider, *provider);
+    }
+    let runs = store.ingest_runs(20).await.unwrap();
+    for (provider, _, layout) in &sources {
+        assert!(
+            runs.iter().any(|r| r.reconciliation.as_deref().unwrap_or("").contains(layout)),
+            "{provider}: a run read the {layout} layout: {:?}",
+            runs.iter().map(|r| &r.reconciliation).collect::<Vec<_>>()
+        );
+    }
+    let report =
+        gpuledger::report::bill::BillReport::load(store.as_ref(), "2026-10".parse().unwrap()).await.unwrap();
+    let stored = store.bills(Some("2026-10")).await.unwrap();
+    for provider in ["azure", "gcp", "oci"] {
+        let expected = &month["providers"][provider];
+        let bill = stored.iter().find(|b| b.provider == provider).unwrap();
+        assert_eq!(bill.billing_account, expected["billing_account"].as_str().unwrap());
+        assert_eq!(bill.currency, expected["currency"].as_str().unwrap());
+        // The bill per provider, exactly: what the invoices charge, amortized, at list.
+        assert_eq!(bill.billed_nanos, truth_nanos(&expected["billed_total"]), "{provider} billed");
+        assert_eq!(bill.effective_nanos, truth_nanos(&expected["effective_total"]), "{provider} effective");
+        assert_eq!(bill.list_nanos, truth_nanos(&expected["list_total"]), "{provider} list");
+        // Azure's month-to-date run of the 15th was replaced by the final run.
+        assert_eq!(bill.rows_read, expected["rows"].as_i64().unwrap(), "{provider} rows");
+        // GPU instances as each provider bills them: Azure's VM sizes, Google's GPU SKUs by
+        // the GPU-hour, Oracle's GPU shape per GPU-hour.
+        let gpus = &report.gpus[&(provider.to_string(), bill.billing_account.clone())].total;
+        assert!(
+            (gpus.gpu_hours - expected["gpu_hours"].as_f64().unwrap()).abs() < 1e-6,
+            "{provider} GPU-hours"
+        );
+        assert!(gpus.gpu_hours > 0.0);
+        assert!((gpus.spot_gpu_hours - expected["spot_gpu_hours"].as_f64().unwrap()).abs() < 1e-6);
+        assert_eq!(
+            gpus.fleet_effective_nanos,
+            truth_nanos(&expected["gpu_fleet_effective"]),
+            "{provider} fleet"
+        );
+        let charges = store.bill_charges("2026-10", Some(provider)).await.unwrap();
+        let to_truth = |map: std::collections::BTreeMap<String, i64>| -> Vec<(String, i64)> {
+            map.into_iter().filter(|(_, nanos)| *nanos != 0).collect()
+        };
+        let truth_map = |key: &str| -> Vec<(String, i64)> {
+            expected[key]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), truth_nanos(v)))
+                .filter(|(_, nanos)| *nanos != 0)
+                .collect()
+        };
+        // The agency's `client` tag on dedicated pools (initech's H100 on Azure, umbrella's A10
+        // shape on Oracle), the rest untagged.
+        assert_eq!(to_truth(effective_by_tag(&charges, "client")), truth_map("by_client_tag"), "{provider}");
+        if provider == "gcp" {
+            // GKE cost allocation: each namespace's share of its node-hours, and the capacity
+            // no pod requested as `kube:unallocated`; lines of no namespace are the cluster's.
+            let mut namespaces = effective_by_tag(&charges, "k8s-namespace");
+            namespaces.remove("");
+            let namespaces = to_truth(namespaces);
+            assert_eq!(namespaces, truth_map("by_namespace"));
+            assert!(namespaces.iter().any(|(n, _)| n == "kube:unallocated"));
+            assert!(namespaces.len() >= 5, "{namespaces:?}");
+        }
+    }
+    // The agency's clients whose pools are dedicated pay what their tag says.
+    let azure = &month["providers"]["azure"];
+    assert!(truth_nanos(&azure["by_client_tag"]["initech"]) > 0);
+    // AWS's FOCUS export: its GPU instances are the CUR world's provisioned GPU-hours per
+    // model, and its Spot GPU-hours the CUR's.
+    let aws = stored.iter().find(|b| b.provider == "aws").unwrap();
+    let aws_gpus = &report.gpus[&("aws".to_string(), aws.billing_account.clone())];
+    for (model, hours) in month["gpu_models"].as_object().unwrap() {
+        let provisioned = hours["provisioned_gpu_hours"].as_f64().unwrap();
+        let read = aws_gpus.by_model.get(model.as_str()).map_or(0.0, |g| g.gpu_hours);
+        assert!(
+            (read - provisioned).abs() < 1e-6,
+            "aws {model}: {read} GPU-hours read, {provisioned} provisioned"
+        );
+    }
+    // One month in USD: nothing converted while the euro has no rate, then every bill at
+    // its rate (the AWS bill once).
+    let json = report.to_json();
+    assert_eq!(json["month"]["missing_rates"], serde_json::json!(["EUR→USD"]));
+    assert!(json["month"]["effective_total"].is_null());
+    let rates = vec![
+        gpuledger::domain::fx::FxRate::new("EUR", "USD", "1.0842", "2026-10".parse().unwrap(), "test")
+            .unwrap(),
+    ];
+    let totals = gpuledger::report::bill::month_totals(&report.bills, &rates);
+    let eur = stored.iter().find(|b| b.provider == "azure").unwrap().effective_nanos;
+    let usd: i64 = stored.iter().filter(|b| b.provider != "azure").map(|b| b.effective_nanos).sum();
+    // 1.0842 USD a euro, rounded once to the nano-dollar.
+    let converted = ((i128::from(eur) * 10_842 + 5_000) / 10_000) as i64;
+    assert_eq!(totals.effective_nanos, Some(usd + converted), "{totals:?}");
+    assert_eq!(totals.counted.len(), 4);
+}

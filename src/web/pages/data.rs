@@ -350,7 +350,7 @@ pub async fn page(
         return Ok(axum::Json(serde_json::json!({
             "database": state.store.backend(),
             "periods": periods,
-            "bills": bills.iter().map(|b| crate::report::bill::bill_json(b, &rates)).collect::<Vec<_>>(),
+            "bills": bills.iter().map(|b| crate::report::bill::bill_json(b, &rates, None)).collect::<Vec<_>>(),
             "reconciliation": reconciliations,
             "freshness": freshness,
             "pending_compute": state.store.pending_periods().await?,
