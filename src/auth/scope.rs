@@ -151,6 +151,7 @@ impl Scope {
                     .map(|a| crate::store::AccountRollup {
                         period: a.period.clone(),
                         account: a.account.clone(),
+                        provider: a.provider.clone(),
                         name: a.name.clone(),
                         ..Default::default()
                     })

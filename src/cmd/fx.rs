@@ -19,7 +19,7 @@ pub(super) async fn run(store: &dyn Store, command: FxCommand) -> anyhow::Result
                 "1 {} = {} {} from {} on",
                 rate.from_currency, rate.rate, rate.to_currency, rate.effective_from
             );
-            Ok(())
+            recompute(store).await
         }
         FxCommand::Load { file } => {
             let text =
@@ -41,7 +41,7 @@ pub(super) async fn run(store: &dyn Store, command: FxCommand) -> anyhow::Result
             anyhow::ensure!(!rates.is_empty(), "{}: no rates", file.display());
             store.set_fx_rates(&rates, CLI_USER).await?;
             eprintln!("{} rates loaded from {}", rates.len(), file.display());
-            Ok(())
+            recompute(store).await
         }
         FxCommand::List { format } => {
             let rates = store.fx_rates().await?;
@@ -77,4 +77,12 @@ pub(super) async fn run(store: &dyn Store, command: FxCommand) -> anyhow::Result
             Ok(())
         }
     }
+}
+
+/// The months billed in a currency whose rate changed are computed again at it.
+async fn recompute(store: &dyn Store) -> anyhow::Result<()> {
+    crate::pipeline::compute_pending(store)
+        .await
+        .map_err(|e| anyhow::anyhow!("the rates are stored, but the ledger was not computed again: {e}"))?;
+    Ok(())
 }

@@ -76,6 +76,10 @@ pub(super) async fn run(store: &dyn store::Store, command: IngestCommand) -> any
                 );
             }
             println!("{}", serde_json::json!({ "bills": bills }));
+            // A month with a CUR counts its other bills: compute the months they changed.
+            pipeline::compute_pending(store).await.map_err(|e| {
+                anyhow::anyhow!("the bills are stored, but the ledger was not computed again: {e}")
+            })?;
             Ok(())
         }
         IngestCommand::CostExplorer(args) => {

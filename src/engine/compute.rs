@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use polars::prelude::*;
 
 use super::chargeback::{NonKubernetes, chargeback};
-use super::classify::{ClientMatcher, UNASSIGNED, label, workload_class};
+use super::classify::{ClientMatcher, PLATFORM, UNASSIGNED, label, workload_class};
 use super::opportunities::{self, PodEvidence};
 use super::pods::PodNames;
 pub use crate::domain::settings::ComputeOptions;
@@ -77,10 +77,26 @@ pub async fn compute_period(store: &dyn Store, period: Period) -> Result<Compute
     tracing::debug!(phase = "compute", "computing rollups");
     let name = period.to_string();
     let settings = store.settings().await?.in_force(period).map_err(ComputeError::Invalid)?;
-    let inputs = store
+    let mut inputs = store
         .compute_inputs(&name, settings.engine.idle_threshold)
         .await?
         .ok_or(ComputeError::NoData(period))?;
+    // The month's other bills (Azure, Google, Oracle, another AWS payer), in USD.
+    let bills = store.bills(Some(&name)).await?;
+    if bills.iter().any(|b| b.format == "focus") {
+        let charges = store.bill_charges(&name, None).await?;
+        let rates = store.fx_rates().await?;
+        let cur_account = inputs.cur_billing_account.clone();
+        let folded = super::bills::fold_bills(&mut inputs, &cur_account, &bills, &charges, &rates)
+            .map_err(|e| ComputeError::Invalid(e.to_string()))?;
+        if !folded.bills.is_empty() {
+            tracing::debug!(
+                bills = folded.bills.join(", "),
+                amortized_micros = folded.amortized_micros,
+                "other bills counted"
+            );
+        }
+    }
     let read_seconds = started.elapsed().as_secs_f64();
     let rollups = tokio::task::spawn_blocking(move || build_rollups(&inputs, &settings))
         .await
@@ -498,9 +514,26 @@ fn other_of_category(inputs: &ComputeInputs, category: &str) -> i64 {
 /// any cluster) is `(unassigned)`'s.
 fn place_non_kubernetes(inputs: &ComputeInputs, matcher: &ClientMatcher) -> NonKubernetes {
     let mut placed = NonKubernetes { discount_micros: inputs.discount_micros, ..NonKubernetes::default() };
+    let namespace_tag = format!("user_{}", super::bills::NAMESPACE_TAG);
     for group in &inputs.other_groups {
         let nanos = group.amortized_cost_micros * 1000;
-        let client = matcher.client_of_tags(&group.tags);
+        // Another provider's charge its Kubernetes named a namespace of (GKE's cost
+        // allocation): the namespace's client by the namespace rules; a platform namespace's
+        // is the cluster's shared cost.
+        let client = match label(&group.tags, &namespace_tag) {
+            Some(namespace) => {
+                let pod = crate::store::PodRecord {
+                    cluster: group.cluster.clone(),
+                    namespace,
+                    ..Default::default()
+                };
+                match matcher.client(&pod) {
+                    client if client == PLATFORM => UNASSIGNED.to_string(),
+                    client => client,
+                }
+            }
+            None => matcher.client_of_tags(&group.tags),
+        };
         if client == UNASSIGNED && !group.cluster.is_empty() {
             placed.shared_pool += nanos;
         } else {
@@ -524,6 +557,7 @@ fn accounts(inputs: &ComputeInputs, costs: &[CostRollup]) -> Vec<crate::store::A
         let entry = accounts.entry(c.account.as_str()).or_insert_with(|| crate::store::AccountRollup {
             period: inputs.period.clone(),
             account: c.account.clone(),
+            provider: "aws".into(),
             ..Default::default()
         });
         entry.kubernetes_cost_nanos += Nanos(c.split_cost_nanos + c.unused_cost_nanos);

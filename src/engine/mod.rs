@@ -3,10 +3,13 @@
 //! - [`compute`]: a period's pod-days, GPU pod-hours and metrics joined with polars into
 //!   rollups (cost, GPU-hours used/idle/unmeasured, spot, inference, P95), written whole;
 //! - [`classify`]: clients from mapping rules, workload classes, platform namespaces;
+//! - [`bills`]: the month's FOCUS bills of other providers, in the reporting currency, folded
+//!   into a period's inputs;
 //! - [`chargeback`]: direct cost, shares of the platform and idle pools, markup — exact;
 //! - [`opportunities`]: idle GPU, Spot for training, MIG/time-slicing, right-sizing;
 //! - [`usage`]: the bill's GPU allocation joined with measured utilization, per request.
 
+pub mod bills;
 pub mod chargeback;
 pub mod classify;
 pub mod compute;

@@ -37,7 +37,7 @@
 //! - `opportunities`: `kind, namespace, family, workload (= family), gpu_model,
 //!   purchase_option, monthly_savings, evidence`, one row per kind and workload family, a
 //!   waterfall: Σ `monthly_savings` ≤ `monthly_spend`;
-//! - `accounts`: `account, name, kubernetes_cost, unallocated_ec2_cost, other_cost,
+//! - `accounts`: `account, provider, name, kubernetes_cost, unallocated_ec2_cost, other_cost,
 //!   amortized_cost, unblended_cost, gpu_hours`, one row per usage account of the whole
 //!   periods in the range (the payer's own lines included), with a total row; Σ
 //!   `amortized_cost` = the amortized bill (top-level `amortized_total`);
@@ -141,6 +141,23 @@ impl RollupRange {
         }
         accounts.remove("");
         accounts
+    }
+
+    /// The provider of each account the range's bills name (`aws` for the CUR's, and for an
+    /// account only pods or instances name).
+    pub fn providers(&self) -> BTreeMap<String, String> {
+        let mut providers = BTreeMap::new();
+        for (r, _) in &self.parts {
+            for a in r.accounts.iter().filter(|a| !a.provider.is_empty()) {
+                providers.entry(a.account.clone()).or_insert_with(|| a.provider.clone());
+            }
+        }
+        providers
+    }
+
+    /// An account's provider, `aws` when no bill says otherwise.
+    pub fn provider_of<'a>(providers: &'a BTreeMap<String, String>, account: &str) -> &'a str {
+        providers.get(account).map_or("aws", String::as_str)
     }
 
     /// The range as one usage account sees it: its pods' cost rows, its instances'
@@ -400,6 +417,7 @@ pub fn accounts(range: &RollupRange) -> Report {
         gpu_hours: f64,
     }
     let mut rows: BTreeMap<String, A> = BTreeMap::new();
+    let providers = range.providers();
     for (r, whole) in &range.parts {
         if !*whole {
             continue;
@@ -419,8 +437,10 @@ pub fn accounts(range: &RollupRange) -> Report {
         }
     }
     let line = |account: &str, a: &A| {
+        let provider = if account == "Total" { "" } else { RollupRange::provider_of(&providers, account) };
         vec![
             text(account),
+            text(provider),
             text(&a.name),
             usd(a.kubernetes),
             usd(a.unallocated),
@@ -444,6 +464,7 @@ pub fn accounts(range: &RollupRange) -> Report {
         totals: vec![line("Total", &total)],
         columns: vec![
             "account",
+            "provider",
             "name",
             "kubernetes_cost",
             "unallocated_ec2_cost",
@@ -487,9 +508,11 @@ pub fn gpu_by_account(range: &RollupRange) -> Report {
         g.idle_cost += c.idle_cost_nanos;
     }
     let names = range.accounts();
+    let providers = range.providers();
     let line = |account: &str, g: &G| {
         vec![
             text(account),
+            text(RollupRange::provider_of(&providers, account)),
             text(names.get(account).map_or("", String::as_str)),
             Cell::Hours(g.provisioned),
             Cell::Hours(g.allocated),
@@ -505,6 +528,7 @@ pub fn gpu_by_account(range: &RollupRange) -> Report {
         totals: Vec::new(),
         columns: vec![
             "account",
+            "provider",
             "name",
             "provisioned_gpu_hours",
             "allocated_gpu_hours",
@@ -532,12 +556,14 @@ pub fn clients_by_account(range: &RollupRange) -> Report {
         row.2 += c.gpu_hours_allocated;
     }
     let names = range.accounts();
+    let providers = range.providers();
     let table = Table {
         title: "Kubernetes cost by client and usage account".into(),
         totals: Vec::new(),
         columns: vec![
             "client",
             "account",
+            "provider",
             "name",
             "kubernetes_direct_cost",
             "unused_cost",
@@ -550,6 +576,7 @@ pub fn clients_by_account(range: &RollupRange) -> Report {
                 vec![
                     text(client),
                     text(account),
+                    text(RollupRange::provider_of(&providers, account)),
                     text(names.get(*account).map_or("", String::as_str)),
                     usd(*split),
                     usd(*unused),

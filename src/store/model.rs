@@ -719,6 +719,8 @@ pub struct ComputeInputs {
     pub period: String,
     /// The revision of the inputs read (see `period_inputs`); the rollups carry it.
     pub input_revision: i64,
+    /// The payer account of the CUR's bill (its FOCUS twin is not counted again).
+    pub cur_billing_account: String,
     pub bill_unblended_micros: i64,
     pub bill_amortized_micros: i64,
     pub pods: Vec<PodRecord>,
@@ -995,6 +997,14 @@ impl OtherCostGroup {
     /// What a client is charged for it as: `storage` (S3, EBS, EFS, FSx), `network` (data
     /// transfer) or `other`.
     pub fn category(&self) -> &'static str {
+        // Another provider's charge (`engine::bills`): its FOCUS service category says.
+        if let Some(focus) = self.usage_type.strip_prefix("FOCUS:") {
+            return match focus.split(':').next() {
+                Some("Storage") => "storage",
+                Some("Networking") => "network",
+                _ => "other",
+            };
+        }
         let storage_services = ["AmazonS3", "AmazonEFS", "AmazonFSx", "AmazonS3GlacierDeepArchive"];
         if storage_services.contains(&self.service.as_str()) || self.usage_type.contains("EBS:") {
             "storage"
@@ -1041,6 +1051,9 @@ pub struct Opportunity {
 pub struct AccountRollup {
     pub period: String,
     pub account: String,
+    /// `aws` for the CUR's usage accounts; the provider of a FOCUS bill's sub-account (an
+    /// Azure subscription, a Google project, an Oracle compartment).
+    pub provider: String,
     /// As the export names it (`line_item_usage_account_name`), empty when it does not.
     pub name: String,
     /// Every line of the account on the invoice (tax, credits and discounts included).

@@ -37,7 +37,7 @@ table!(CapacityRollup in "rollup_capacity" {
 } order by "day, cluster, instance_type, gpu_model, purchase_option, account");
 
 table!(AccountRollup in "rollup_accounts" {
-    period, account, name, bill_unblended_micros, instance_cost_micros, other_cost_micros,
+    period, account, provider, name, bill_unblended_micros, instance_cost_micros, other_cost_micros,
     kubernetes_cost_nanos, unused_savings_plan_micros, unused_reservation_micros,
 } order by "account");
 

@@ -647,3 +647,149 @@ async fn the_three_cloud_world_is_read_to_its_truth_in_every_providers_layout() 
     assert_eq!(totals.effective_nanos, Some(usd + converted), "{totals:?}");
     assert_eq!(totals.counted.len(), 4);
 }
+
+/// The three clouds in one ledger (#40, item 4): once the other clouds' FOCUS bills are in,
+/// the month's bill, the chargeback and the accounts count them, in USD: umbrella's Oracle
+/// shape and initech's Azure H100 (their `client` tags) are their non-Kubernetes direct cost,
+/// GKE's namespaces their clients' by the namespace rules, and every client, the house and
+/// the unassigned still add up to the bill. The AWS FOCUS export of the CUR's bill is not
+/// counted twice; a bill in euros waits for its rate, and the rate computes the month again.
+#[tokio::test]
+async fn the_other_clouds_bills_are_in_the_months_bill_and_chargeback() {
+    use gpuledger::synth::clouds::Provider;
+    use gpuledger::synth::{self, GenerateOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let mut generate = GenerateOptions::demo(dir.path().to_path_buf(), "2026-10".parse().unwrap());
+    generate.months = 1;
+    generate.metrics = false;
+    generate.focus = true;
+    generate.providers = vec![Provider::Aws, Provider::Azure, Provider::Gcp, Provider::Oci];
+    synth::generate(&generate, &hidden()).unwrap();
+    let truth: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("truth.json")).unwrap()).unwrap();
+    let providers = &truth["periods"]["2026-10"]["providers"];
+    let db = format!("sqlite:{}", dir.path().join("ledger.db").display());
+    let gl = |args: &[&str]| {
+        let mut all = vec!["--database-url", db.as_str()];
+        all.extend_from_slice(args);
+        run(&all)
+    };
+    let ok = |args: &[&str]| {
+        let out = gl(args);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    for (client, prefix) in
+        [("acme", "acme-"), ("globex", "globex-"), ("initech", "initech-"), ("umbrella", "umbrella-")]
+    {
+        ok(&["clients", "map", client, "--prefix", prefix]);
+        ok(&["clients", "map", client, "--label-value", client]);
+    }
+    let cur = dir.path().join(&generate.prefix).join(&generate.export_name);
+    ok(&["ingest", "cur", &cur.display().to_string()]);
+    let store = helpers::connect(&db).await;
+    let before = store.rollups("2026-10").await.unwrap().unwrap();
+    let client = |rollups: &gpuledger::store::Rollups, name: &str| -> gpuledger::store::ClientRollup {
+        rollups.clients.iter().find(|c| c.client == name).cloned().unwrap_or_default()
+    };
+    // Σ every client, the house and the unassigned, to the micro-dollar the bill is kept in.
+    let everyone = |rollups: &gpuledger::store::Rollups| -> i64 {
+        let nanos: i64 =
+            rollups.clients.iter().map(|c| c.direct_total_nanos() + c.shared_total_nanos()).sum();
+        gpuledger::money::micros_from_nanos(nanos) * 1_000
+    };
+    let bill_nanos = |rollups: &gpuledger::store::Rollups| rollups.period.bill_amortized_micros.0 * 1_000;
+    assert_eq!(everyone(&before), bill_nanos(&before), "clients + house + unassigned = the bill");
+
+    // The AWS FOCUS export is the CUR's own bill: nothing changes.
+    ok(&[
+        "ingest",
+        "focus",
+        &dir.path().join(&generate.prefix).join(synth::focus_export_name(&generate)).display().to_string(),
+    ]);
+    let twin = store.rollups("2026-10").await.unwrap().unwrap();
+    assert_eq!(twin.period.bill_amortized_micros, before.period.bill_amortized_micros);
+
+    // Google and Oracle, billed in USD.
+    ok(&["ingest", "focus", &dir.path().join("gcp").display().to_string()]);
+    ok(&["ingest", "focus", &dir.path().join("oci").display().to_string()]);
+    let usd = store.rollups("2026-10").await.unwrap().unwrap();
+    let micros = |value: &Value| gpuledger::money::micros_from_nanos(truth_nanos(value));
+    let added = micros(&providers["gcp"]["effective_total"]) + micros(&providers["oci"]["effective_total"]);
+    // Each bill's charges are rounded to the micro-dollar once, as a bill: a cent at most
+    // apart from the truth's nano-exact sums, and the bill exactly its charges.
+    assert!(
+        (usd.period.bill_amortized_micros.0 - before.period.bill_amortized_micros.0 - added).abs() <= 10_000
+    );
+    assert_eq!(everyone(&usd), bill_nanos(&usd));
+    // Oracle's A10 shape is tagged umbrella: its cost is umbrella's non-Kubernetes direct cost.
+    // Charges are counted in micro-dollars, a bill's rounding on its largest charge: to the
+    // cent of the truth's nano-exact sums.
+    let cent = 10_000_000;
+    let umbrella_oci = truth_nanos(&providers["oci"]["by_client_tag"]["umbrella"]);
+    let umbrella_added = client(&usd, "umbrella").non_kubernetes_direct_nanos
+        - client(&before, "umbrella").non_kubernetes_direct_nanos;
+    assert!(
+        (umbrella_added - umbrella_oci - gke(&providers["gcp"], "umbrella-")).abs() < cent,
+        "{umbrella_added}"
+    );
+    assert!(umbrella_oci > 0);
+    // GKE's namespaces are their clients' by the namespace rules (acme-llm, acme-train → acme).
+    let acme_added = client(&usd, "acme").non_kubernetes_direct_nanos
+        - client(&before, "acme").non_kubernetes_direct_nanos;
+    assert!((acme_added - gke(&providers["gcp"], "acme-")).abs() < cent, "{acme_added}");
+    assert!(acme_added > 0);
+    // The accounts: Google's project and Oracle's compartment beside the AWS accounts.
+    let accounts = gl(&["report", "accounts", "--period", "2026-10", "--format", "json"]);
+    let accounts: Value = serde_json::from_slice(&accounts.stdout).unwrap();
+    let rows = accounts["rows"].as_array().unwrap();
+    let provider_of = |account: &str| {
+        rows.iter().find(|r| r["account"] == account).map(|r| r["provider"].as_str().unwrap().to_string())
+    };
+    assert_eq!(provider_of("agency-gpu-us").as_deref(), Some("gcp"));
+    assert_eq!(provider_of("222222222222").as_deref(), Some("aws"));
+    assert!(rows.iter().any(|r| r["provider"] == "oci"));
+
+    // Azure bills in euros: without a rate the month is not computed again, and says why.
+    let azure = gl(&["ingest", "focus", &dir.path().join("azure").display().to_string()]);
+    assert!(!azure.status.success());
+    let said = String::from_utf8_lossy(&azure.stderr);
+    assert!(
+        said.contains("the bills are stored") && said.contains("fx set EUR USD RATE --from 2026-10"),
+        "{said}"
+    );
+    assert_eq!(
+        store.rollups("2026-10").await.unwrap().unwrap().period.bill_amortized_micros,
+        usd.period.bill_amortized_micros
+    );
+    // The rate computes it again: initech's H100 (tagged) at 1.0842 dollars a euro.
+    ok(&["fx", "set", "EUR", "USD", "1.0842", "--from", "2026-10"]);
+    let all = store.rollups("2026-10").await.unwrap().unwrap();
+    let euros = truth_nanos(&providers["azure"]["effective_total"]);
+    let in_usd =
+        |eur: i64| gpuledger::money::micros_from_nanos(((i128::from(eur) * 10_842 + 5_000) / 10_000) as i64);
+    assert!(
+        (all.period.bill_amortized_micros.0 - usd.period.bill_amortized_micros.0 - in_usd(euros)).abs()
+            <= 10_000
+    );
+    assert_eq!(everyone(&all), bill_nanos(&all));
+    let initech = truth_nanos(&providers["azure"]["by_client_tag"]["initech"]);
+    let initech_added = client(&all, "initech").non_kubernetes_direct_nanos
+        - client(&usd, "initech").non_kubernetes_direct_nanos;
+    assert!(
+        (initech_added - in_usd(initech) * 1_000).abs() <= 10_000_000,
+        "{initech_added} vs {}",
+        in_usd(initech)
+    );
+    assert!(initech_added > 0);
+}
+
+/// Σ a GKE bill's effective cost over the namespaces starting with `prefix`, nano-units.
+fn gke(gcp: &Value, prefix: &str) -> i64 {
+    gcp["by_namespace"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(n, _)| n.starts_with(prefix))
+        .map(|(_, v)| truth_nanos(v))
+        .sum()
+}

@@ -14,6 +14,9 @@ const DELETE_BILL: &str =
 const DELETE_RATE: &str =
     "DELETE FROM fx_rates WHERE from_currency = $1 AND to_currency = $2 AND effective_from = $3";
 
+const SELECT_PERIODS_IN_CURRENCY: &str =
+    "SELECT DISTINCT period FROM bills WHERE currency = $1 AND period >= $2 ORDER BY period";
+
 const DELETE_CHARGES: &str =
     "DELETE FROM bill_charges WHERE period = $1 AND provider = $2 AND billing_account = $3";
 
@@ -80,7 +83,11 @@ where
             }
             Self::insert(&mut tx, "", std::slice::from_ref(bill)).await.context(CONTEXT)?;
         }
-        Self::next_revision(&mut tx).await.context(CONTEXT)?;
+        // The months whose bills changed are computed again.
+        let mut periods: Vec<String> = bills.iter().map(|(bill, _)| bill.period.clone()).collect();
+        periods.dedup();
+        let revision = Self::next_revision(&mut tx).await.context(CONTEXT)?;
+        Self::touch_periods(&mut tx, &periods, revision).await.context(CONTEXT)?;
         tx.commit().await.context(CONTEXT)
     }
 
@@ -116,7 +123,23 @@ where
                 .await
                 .context(CONTEXT)?;
         }
-        Self::next_revision(&mut tx).await.context(CONTEXT)?;
+        // Months with a bill in a currency whose rates changed are computed again.
+        let mut periods = Vec::new();
+        for rate in rates {
+            let rows = sqlx::query(SELECT_PERIODS_IN_CURRENCY)
+                .bind(rate.from_currency.as_str())
+                .bind(rate.effective_from.as_str())
+                .fetch_all(&mut *tx)
+                .await
+                .context(CONTEXT)?;
+            for row in rows {
+                periods.push(row.text("period").context(CONTEXT)?);
+            }
+        }
+        periods.sort();
+        periods.dedup();
+        let revision = Self::next_revision(&mut tx).await.context(CONTEXT)?;
+        Self::touch_periods(&mut tx, &periods, revision).await.context(CONTEXT)?;
         tx.commit().await.context(CONTEXT)
     }
 }

@@ -275,6 +275,7 @@ where
                 AccountRollup {
                     period: period.to_string(),
                     account,
+                    provider: "aws".into(),
                     name: row.text("name").context(CONTEXT)?,
                     bill_unblended_micros: Micros(row.int("bill_unblended_micros").context(CONTEXT)?),
                     unused_savings_plan_micros: Micros(
@@ -294,6 +295,7 @@ where
                 let entry = accounts.entry(account.clone()).or_insert_with(|| AccountRollup {
                     period: period.to_string(),
                     account,
+                    provider: "aws".into(),
                     ..AccountRollup::default()
                 });
                 let total = Micros(row.int("total").context(CONTEXT)?);
@@ -308,6 +310,7 @@ where
             accounts: accounts.into_values().collect(),
             period: period.to_string(),
             input_revision,
+            cur_billing_account: head.text("billing_account").context(CONTEXT)?,
             bill_unblended_micros: head.int("bill_unblended_micros").context(CONTEXT)?,
             bill_amortized_micros: head.int("bill_amortized_micros").context(CONTEXT)?,
             kubernetes_micros: head.int("kubernetes_micros").context(CONTEXT)?,

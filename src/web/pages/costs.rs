@@ -46,8 +46,9 @@ pub async fn costs(page: Opening) -> Result<Response, WebError> {
             let mut by_account = crate::report::rollup::accounts(range);
             if by_account.table.rows.len() > 1 || range.account.is_some() {
                 name_accounts(&mut by_account, &view.accounts);
-                let caption = "The bill by usage account (payer and linked accounts): Kubernetes, EC2 not \
-                               allocated to pods, other cost; the total is the amortized bill";
+                let caption = "The bill by account of every provider (AWS payer and linked accounts, Azure \
+                               subscriptions, Google projects, Oracle compartments): Kubernetes, instances \
+                               not allocated to pods, other cost; the total is the amortized bill in USD";
                 content.table("accounts", caption, by_account);
             }
         }
@@ -81,8 +82,9 @@ fn top_bars(
 
 /// Fills the name column of an accounts table from the names the range's bills give.
 fn name_accounts(report: &mut Report, names: &BTreeMap<String, String>) {
+    let Some(column) = report.table.columns.iter().position(|c| *c == "name") else { return };
     for row in &mut report.table.rows {
-        if let (Some(Cell::Text(id)), Some(Cell::Text(name))) = (row.first().cloned(), row.get_mut(1))
+        if let (Some(Cell::Text(id)), Some(Cell::Text(name))) = (row.first().cloned(), row.get_mut(column))
             && name.is_empty()
         {
             *name = names.get(&id).cloned().unwrap_or_default();
