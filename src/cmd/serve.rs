@@ -143,6 +143,43 @@ fn demo_months(export: &std::path::Path) -> Vec<Option<crate::period::Period>> {
     if months.is_empty() { vec![None] } else { months.into_iter().map(Some).collect() }
 }
 
+/// The exchange rate the demo's euro bills are converted at, from its first month.
+const DEMO_EUR_USD: &str = "1.0842";
+
+/// The demo's overflow clouds: a EUR→USD rate when there is none, and their FOCUS bills
+/// (Azure's export runs, Google's files, Oracle's reports) when they were generated.
+async fn demo_other_clouds(
+    store: &dyn Store,
+    data: &std::path::Path,
+    first: Option<crate::period::Period>,
+) -> anyhow::Result<()> {
+    let folders: Vec<std::path::PathBuf> =
+        ["azure", "gcp", "oci"].iter().map(|f| data.join(f)).filter(|f| f.is_dir()).collect();
+    if folders.is_empty() {
+        return Ok(());
+    }
+    if let Some(first) = first
+        && !store.fx_rates().await?.iter().any(|r| r.from_currency == "EUR" && r.to_currency == "USD")
+    {
+        let rate = crate::domain::fx::FxRate::new("EUR", "USD", DEMO_EUR_USD, first, "demo")?;
+        store.set_fx_rates(&[rate], "demo").await?;
+        eprintln!("demo: 1 EUR = {DEMO_EUR_USD} USD from {first} (see `gpuledger fx list`)");
+    }
+    let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
+    for folder in folders {
+        let options = crate::ingest::focus::FocusIngestOptions {
+            source: folder.display().to_string(),
+            ..Default::default()
+        };
+        let bills = crate::ingest::focus::ingest_focus(store, &options, &progress).await?;
+        let ingested = bills.iter().filter(|b| b.status == "ingested").count();
+        if ingested > 0 {
+            eprintln!("demo: {ingested} FOCUS bills from {}", folder.display());
+        }
+    }
+    Ok(())
+}
+
 /// On the demo's first run: Cost Explorer's answer for the generated world (history months
 /// before the CUR, and every CUR day for the cross-check), as a saved file.
 async fn demo_cost_explorer(store: &dyn Store, file: &std::path::Path) -> anyhow::Result<()> {
@@ -167,8 +204,13 @@ async fn demo_cost_explorer(store: &dyn Store, file: &std::path::Path) -> anyhow
 /// and serves.
 pub(super) async fn demo(store: Box<dyn Store>, args: DemoArgs) -> anyhow::Result<()> {
     if !args.data.join("truth.json").exists() {
-        let summary =
-            generate_blocking(GenerateOptions::demo(args.data.clone(), last_complete_month())).await?;
+        // The agency's world: AWS (the CUR, and its FOCUS export) and its overflow clouds.
+        let options = GenerateOptions {
+            focus: true,
+            providers: synth::clouds::Provider::ALL.to_vec(),
+            ..GenerateOptions::demo(args.data.clone(), last_complete_month())
+        };
+        let summary = generate_blocking(options).await?;
         eprintln!(
             "generated {} CUR rows for {} in {}",
             summary.cur_rows,
@@ -198,6 +240,9 @@ pub(super) async fn demo(store: Box<dyn Store>, args: DemoArgs) -> anyhow::Resul
     // wasteful months, resolving when the fixes land).
     super::ingest::ingest_demo_metrics(store.as_ref(), &args.data.join("metrics")).await?;
     let export = args.data.join("cur").join(synth::DEFAULT_EXPORT_NAME);
+    // The other clouds' bills before the CUR's months: each month is then computed once, with
+    // every bill in it.
+    demo_other_clouds(store.as_ref(), &args.data, demo_months(&export).first().copied().flatten()).await?;
     for period in demo_months(&export) {
         let options =
             CurIngestOptions { source: export.display().to_string(), period, ..CurIngestOptions::default() };

@@ -21,7 +21,9 @@ use crate::store::{Bill, BillCharge, IngestOutcome, NewIngestRun, Store};
 /// What `gpuledger ingest focus` was asked to do.
 #[derive(Debug, Clone, Default)]
 pub struct FocusIngestOptions {
-    /// A FOCUS file, a folder of them, an AWS Data Exports root, or `s3://bucket/prefix`.
+    /// A FOCUS file, a folder of them, an AWS Data Exports root, `s3://bucket/prefix`,
+    /// `az://container/prefix` (Azure Blob Storage) or `gs://bucket/prefix` (Google Cloud
+    /// Storage).
     pub source: String,
     /// Whose bill this is, when the files do not say (`aws`, `azure`, `gcp`, `oci`); rows
     /// naming another provider are refused.
@@ -302,6 +304,9 @@ async fn discover(
 ) -> Result<(Box<dyn ObjectStore>, Vec<FocusDelivery>), IngestError> {
     let (objects, single): (Box<dyn ObjectStore>, Option<String>) = if options.source.starts_with("s3://") {
         (Box::new(S3Store::connect(&options.source, &options.s3).await?), None)
+    } else if crate::sources::cloud_objects::Cloud::of(&options.source).is_some() {
+        let endpoint = options.s3.endpoint_url.as_deref();
+        (Box::new(crate::sources::cloud_objects::CloudFolder::connect(&options.source, endpoint)?), None)
     } else {
         let path = PathBuf::from(&options.source);
         if path.is_file() {

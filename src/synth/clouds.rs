@@ -46,6 +46,8 @@ pub enum Provider {
 }
 
 impl Provider {
+    pub const ALL: [Provider; 4] = [Provider::Aws, Provider::Azure, Provider::Gcp, Provider::Oci];
+
     pub fn id(self) -> &'static str {
         match self {
             Provider::Aws => "aws",

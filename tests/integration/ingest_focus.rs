@@ -793,3 +793,179 @@ fn gke(gcp: &Value, prefix: &str) -> i64 {
         .map(|(_, v)| truth_nanos(v))
         .sum()
 }
+
+/// Azurite's Blob service on a free loopback port, stopped by its process id when dropped.
+struct Azurite {
+    child: std::process::Child,
+    endpoint: String,
+    _data: tempfile::TempDir,
+}
+
+impl Drop for Azurite {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The emulator's well-known account and key (public, in Microsoft's documentation).
+const AZURITE_ACCOUNT: &str = "devstoreaccount1";
+const AZURITE_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+/// Starts Azurite (`scripts/test` installs it from npm), or `None`, the test skipped with a
+/// word, when it is not installed.
+fn start_azurite() -> Option<Azurite> {
+    let candidates = [
+        std::env::var("GPULEDGER_AZURITE_BLOB").ok().map(PathBuf::from),
+        std::env::var("HOME")
+            .ok()
+            .map(|h| Path::new(&h).join(".cache/gpuledger-azurite/node_modules/.bin/azurite-blob")),
+    ];
+    let Some(binary) = candidates.into_iter().flatten().find(|p| p.is_file()) else {
+        eprintln!("azurite not installed: Azure Blob test skipped (scripts/test installs it)");
+        return None;
+    };
+    let port = crate::s3::free_port();
+    let data = tempfile::tempdir().unwrap();
+    let child = std::process::Command::new(binary)
+        .args([
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            &port.to_string(),
+            "--inMemoryPersistence",
+            "--silent",
+        ])
+        .args(["--skipApiVersionCheck", "--debug", &data.path().join("debug.log").display().to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let azurite =
+        Azurite { child, endpoint: format!("http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"), _data: data };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "azurite did not start on port {port}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    Some(azurite)
+}
+
+/// HMAC-SHA256, for the Shared Key signature of the one request the object-store client
+/// does not make (creating a container).
+fn hmac_sha256(key: &[u8], message: &[u8]) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    let mut block = [0u8; 64];
+    block[..key.len()].copy_from_slice(key);
+    let pad = |byte: u8| block.iter().map(|b| b ^ byte).collect::<Vec<u8>>();
+    let mut inner = Sha256::new();
+    inner.update(pad(0x36));
+    inner.update(message);
+    let mut outer = Sha256::new();
+    outer.update(pad(0x5c));
+    outer.update(inner.finalize().as_slice());
+    outer.finalize().as_slice().to_vec()
+}
+
+/// Creates a container with a Shared Key-signed `PUT ?restype=container`.
+async fn create_container(endpoint: &str, container: &str) {
+    use base64::Engine;
+    let engine = base64::engine::general_purpose::STANDARD;
+    let date = chrono::Utc::now().format("%a, %d %b %Y %H:%M:%S GMT").to_string();
+    let version = "2021-08-06";
+    let resource = format!("/{AZURITE_ACCOUNT}/{AZURITE_ACCOUNT}/{container}\nrestype:container");
+    let to_sign = format!("PUT\n{}x-ms-date:{date}\nx-ms-version:{version}\n{resource}", "\n".repeat(11));
+    let signature = engine.encode(hmac_sha256(&engine.decode(AZURITE_KEY).unwrap(), to_sign.as_bytes()));
+    let response = reqwest::Client::new()
+        .put(format!("{endpoint}/{container}?restype=container"))
+        .header("x-ms-date", date)
+        .header("x-ms-version", version)
+        .header("Content-Length", "0")
+        .header("Authorization", format!("SharedKey {AZURITE_ACCOUNT}:{signature}"))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "creating {container}: {:?}", response.text().await);
+}
+
+/// An Azure export read from Blob Storage (#40, item 2): the generated AKS bill's export runs
+/// uploaded to a container in Azurite, Microsoft's emulator, through the same object-store
+/// client gpuledger reads with, then `ingest focus az://…` with the account's key in the
+/// environment: the same bill as from a folder, the month-to-date run replaced by the final
+/// one; a container that does not exist is refused with its name, and no key is printed.
+#[tokio::test]
+async fn an_azure_export_is_read_from_blob_storage_through_the_real_client() {
+    use gpuledger::synth::clouds::Provider;
+    use gpuledger::synth::{self, GenerateOptions};
+    use object_store::ObjectStoreExt;
+    let Some(azurite) = start_azurite() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut generate = GenerateOptions::demo(dir.path().to_path_buf(), "2026-10".parse().unwrap());
+    generate.months = 1;
+    generate.metrics = false;
+    generate.providers = vec![Provider::Aws, Provider::Azure];
+    synth::generate(&generate, &hidden()).unwrap();
+    create_container(&azurite.endpoint, "exports").await;
+    let blobs = object_store::azure::MicrosoftAzureBuilder::new()
+        .with_account(AZURITE_ACCOUNT)
+        .with_access_key(AZURITE_KEY)
+        .with_container_name("exports")
+        .with_endpoint(azurite.endpoint.clone())
+        .with_allow_http(true)
+        .build()
+        .unwrap();
+    let root = dir.path().join("azure");
+    let mut pending = vec![root.clone()];
+    let mut uploaded = 0;
+    while let Some(folder) = pending.pop() {
+        for entry in std::fs::read_dir(folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+                continue;
+            }
+            let key = format!("focus-exports/{}", path.strip_prefix(&root).unwrap().display());
+            let bytes = std::fs::read(&path).unwrap();
+            blobs.put(&object_store::path::Path::from(key), bytes.into()).await.unwrap();
+            uploaded += 1;
+        }
+    }
+    assert_eq!(uploaded, 4, "two runs, each a manifest and a part");
+
+    let db = format!("sqlite:{}", dir.path().join("ledger.db").display());
+    let gl = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_gpuledger"))
+            .args(["--database-url", db.as_str()])
+            .args(args)
+            .env("AZURE_STORAGE_ACCOUNT_NAME", AZURITE_ACCOUNT)
+            .env("AZURE_STORAGE_ACCOUNT_KEY", AZURITE_KEY)
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap()
+    };
+    let out = gl(&["ingest", "focus", "az://exports/focus-exports", "--endpoint-url", &azurite.endpoint]);
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{said}");
+    assert!(!said.contains(AZURITE_KEY));
+    let store = helpers::connect(&db).await;
+    let from_blob = store.bills(Some("2026-10")).await.unwrap();
+    assert_eq!(from_blob.len(), 1);
+    let truth: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("truth.json")).unwrap()).unwrap();
+    let expected = &truth["periods"]["2026-10"]["providers"]["azure"];
+    assert_eq!(from_blob[0].provider, "azure");
+    assert_eq!(from_blob[0].currency, "EUR");
+    assert_eq!(from_blob[0].effective_nanos, truth_nanos(&expected["effective_total"]));
+    assert_eq!(from_blob[0].rows_read, expected["rows"].as_i64().unwrap(), "the final run, not the 15th's");
+    assert!(from_blob[0].source.starts_with("az://exports/focus-exports/"), "{}", from_blob[0].source);
+
+    // A container that does not exist: refused, named, nothing changed.
+    let before = snapshot(store.as_ref()).await;
+    let out = gl(&["ingest", "focus", "az://missing/focus-exports", "--endpoint-url", &azurite.endpoint]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(said.contains("az://missing/focus-exports"), "{said}");
+    assert!(!said.contains(AZURITE_KEY));
+    assert_eq!(snapshot(store.as_ref()).await, before);
+}
