@@ -152,6 +152,19 @@ pub fn fold_bills(
     Ok(folded)
 }
 
+/// The pods' labels GKE's cost allocation writes on a charge (`k8s-label/KEY`), as the CUR
+/// names a pod's (`user_KEY`), from a group's `user_`-prefixed tags: so the label rules, and
+/// the `user_client` label where the labels are trusted, place it as they place a pod.
+pub fn pod_labels(user_tags: &str) -> String {
+    let tags: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(user_tags).unwrap_or_default();
+    let labels: serde_json::Map<String, serde_json::Value> = tags
+        .into_iter()
+        .filter_map(|(key, value)| Some((format!("user_{}", key.strip_prefix("user_k8s-label/")?), value)))
+        .collect();
+    serde_json::Value::Object(labels).to_string()
+}
+
 /// `parts` adjusted to add up to `total` exactly: the difference rounding made goes to the
 /// largest part (by magnitude).
 fn exact_shares(total: i64, mut parts: Vec<i64>) -> Vec<i64> {
@@ -254,5 +267,9 @@ mod tests {
         assert_eq!(inputs.other_cost_micros, 2_000_000);
         assert_eq!(inputs.bill_amortized_micros, 3_000_000);
         assert!(inputs.other_groups[0].tags.contains(r#""user_k8s-namespace":"acme-llm""#));
+        assert_eq!(
+            pod_labels(r#"{"user_k8s-label/client":"acme","user_k8s-namespace":"acme-llm"}"#),
+            r#"{"user_client":"acme"}"#
+        );
     }
 }

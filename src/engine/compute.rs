@@ -525,6 +525,7 @@ fn place_non_kubernetes(inputs: &ComputeInputs, matcher: &ClientMatcher) -> NonK
                 let pod = crate::store::PodRecord {
                     cluster: group.cluster.clone(),
                     namespace,
+                    labels: super::bills::pod_labels(&group.tags),
                     ..Default::default()
                 };
                 match matcher.client(&pod) {

@@ -123,14 +123,7 @@ impl CloudFolder {
 
 /// The client's error with its causes, never its credentials (it names none).
 fn describe(error: &object_store::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(inner) = source {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    text
+    super::objects::describe_sdk_error(error)
 }
 
 #[async_trait]

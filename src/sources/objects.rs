@@ -242,8 +242,8 @@ impl S3Store {
     }
 }
 
-/// The SDK's error with its service code and message, not just "service error".
-fn describe_sdk_error<E: std::error::Error>(error: &E) -> String {
+/// An error with its causes (the SDK's service code and message, not just "service error").
+pub(crate) fn describe_sdk_error<E: std::error::Error>(error: &E) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(inner) = source {

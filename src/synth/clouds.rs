@@ -732,6 +732,14 @@ fn month_lines(world: &CloudWorld, seed: u64, period: Period, hours: u32) -> Vec
                         let share = weights[i] as f64 / total as f64;
                         let mut tags = line.tags.clone();
                         tags.insert("k8s-namespace", namespace.clone());
+                        // GKE cost allocation carries the pods' labels (`k8s-label/KEY`): the
+                        // agency labels its clients' pods `client`.
+                        if let Some(client) = ["acme", "globex", "initech", "umbrella"]
+                            .into_iter()
+                            .find(|c| namespace.starts_with(&format!("{c}-")))
+                        {
+                            tags.insert("k8s-label/client", client.to_string());
+                        }
                         lines.push(Line {
                             quantity: line.quantity * share,
                             gpu_hours: line.gpu_hours * share,

@@ -492,6 +492,24 @@ async fn azure_export_runs_and_oracle_daily_reports_are_read_as_their_providers_
     assert_eq!(providers, vec!["azure".to_string(), "oci".to_string()]);
 }
 
+/// October 2026 of the generator's demo world with the given clouds (and AWS's FOCUS export),
+/// no metrics: its folder, options and truth.
+fn three_cloud_world(
+    providers: &[gpuledger::synth::clouds::Provider],
+) -> (tempfile::TempDir, gpuledger::synth::GenerateOptions, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut generate =
+        gpuledger::synth::GenerateOptions::demo(dir.path().to_path_buf(), "2026-10".parse().unwrap());
+    generate.months = 1;
+    generate.metrics = false;
+    generate.focus = true;
+    generate.providers = providers.to_vec();
+    gpuledger::synth::generate(&generate, &hidden()).unwrap();
+    let truth =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("truth.json")).unwrap()).unwrap();
+    (dir, generate, truth)
+}
+
 /// Nano-units from the truth's exact decimal (`12.345678901`).
 fn truth_nanos(value: &Value) -> i64 {
     let text = value.as_str().unwrap_or_else(|| panic!("{value} is not a decimal string"));
@@ -524,17 +542,8 @@ fn effective_by_tag(
 /// month is one total in USD once the euro has a rate.
 #[tokio::test]
 async fn the_three_cloud_world_is_read_to_its_truth_in_every_providers_layout() {
-    use gpuledger::synth::clouds::Provider;
-    use gpuledger::synth::{self, GenerateOptions};
-    let dir = tempfile::tempdir().unwrap();
-    let mut generate = GenerateOptions::demo(dir.path().to_path_buf(), "2026-10".parse().unwrap());
-    generate.months = 1;
-    generate.metrics = false;
-    generate.focus = true;
-    generate.providers = vec![Provider::Aws, Provider::Azure, Provider::Gcp, Provider::Oci];
-    synth::generate(&generate, &hidden()).unwrap();
-    let truth: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("truth.json")).unwrap()).unwrap();
+    use gpuledger::synth;
+    let (dir, generate, truth) = three_cloud_world(&gpuledger::synth::clouds::Provider::ALL);
     let month = &truth["periods"]["2026-10"];
     let store = helpers::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await;
     let sources = [
@@ -656,17 +665,8 @@ async fn the_three_cloud_world_is_read_to_its_truth_in_every_providers_layout() 
 /// counted twice; a bill in euros waits for its rate, and the rate computes the month again.
 #[tokio::test]
 async fn the_other_clouds_bills_are_in_the_months_bill_and_chargeback() {
-    use gpuledger::synth::clouds::Provider;
-    use gpuledger::synth::{self, GenerateOptions};
-    let dir = tempfile::tempdir().unwrap();
-    let mut generate = GenerateOptions::demo(dir.path().to_path_buf(), "2026-10".parse().unwrap());
-    generate.months = 1;
-    generate.metrics = false;
-    generate.focus = true;
-    generate.providers = vec![Provider::Aws, Provider::Azure, Provider::Gcp, Provider::Oci];
-    synth::generate(&generate, &hidden()).unwrap();
-    let truth: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("truth.json")).unwrap()).unwrap();
+    use gpuledger::synth;
+    let (dir, generate, truth) = three_cloud_world(&gpuledger::synth::clouds::Provider::ALL);
     let providers = &truth["periods"]["2026-10"]["providers"];
     let db = format!("sqlite:{}", dir.path().join("ledger.db").display());
     let gl = |args: &[&str]| {
@@ -897,15 +897,9 @@ async fn create_container(endpoint: &str, container: &str) {
 #[tokio::test]
 async fn an_azure_export_is_read_from_blob_storage_through_the_real_client() {
     use gpuledger::synth::clouds::Provider;
-    use gpuledger::synth::{self, GenerateOptions};
     use object_store::ObjectStoreExt;
     let Some(azurite) = start_azurite() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let mut generate = GenerateOptions::demo(dir.path().to_path_buf(), "2026-10".parse().unwrap());
-    generate.months = 1;
-    generate.metrics = false;
-    generate.providers = vec![Provider::Aws, Provider::Azure];
-    synth::generate(&generate, &hidden()).unwrap();
+    let (dir, _, truth) = three_cloud_world(&[Provider::Aws, Provider::Azure]);
     create_container(&azurite.endpoint, "exports").await;
     let blobs = object_store::azure::MicrosoftAzureBuilder::new()
         .with_account(AZURITE_ACCOUNT)
@@ -951,8 +945,6 @@ async fn an_azure_export_is_read_from_blob_storage_through_the_real_client() {
     let store = helpers::connect(&db).await;
     let from_blob = store.bills(Some("2026-10")).await.unwrap();
     assert_eq!(from_blob.len(), 1);
-    let truth: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("truth.json")).unwrap()).unwrap();
     let expected = &truth["periods"]["2026-10"]["providers"]["azure"];
     assert_eq!(from_blob[0].provider, "azure");
     assert_eq!(from_blob[0].currency, "EUR");
