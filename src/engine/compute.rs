@@ -518,8 +518,9 @@ fn place_non_kubernetes(inputs: &ComputeInputs, matcher: &ClientMatcher) -> NonK
     for group in &inputs.other_groups {
         let nanos = group.amortized_cost_micros * 1000;
         // Another provider's charge its Kubernetes named a namespace of (GKE's cost
-        // allocation): the namespace's client by the namespace rules; a platform namespace's
-        // is the cluster's shared cost.
+        // allocation): the client a pod of that namespace with those labels would have (the
+        // rules, and trusted `user_client` labels); a platform namespace's is the cluster's
+        // shared cost.
         let client = match label(&group.tags, &namespace_tag) {
             Some(namespace) => {
                 let pod = crate::store::PodRecord {
