@@ -55,6 +55,14 @@ pub enum FoldError {
     },
 }
 
+/// Whether a bill is one `fold_bills` counts: a FOCUS bill, but not the CUR's own bill through
+/// AWS's FOCUS export (with an unknown payer, assumed to be it).
+pub fn counted(bill: &Bill, cur_billing_account: &str) -> bool {
+    let cur_twin = bill.provider == "aws"
+        && (cur_billing_account.is_empty() || bill.billing_account == cur_billing_account);
+    bill.format == "focus" && !cur_twin
+}
+
 /// Adds the month's FOCUS bills (but the CUR's own) to `inputs` in the reporting currency.
 pub fn fold_bills(
     inputs: &mut ComputeInputs,
@@ -64,13 +72,7 @@ pub fn fold_bills(
     rates: &[FxRate],
 ) -> Result<Folded, FoldError> {
     let mut folded = Folded::default();
-    for bill in bills.iter().filter(|b| b.format == "focus") {
-        // The CUR's own bill through AWS's FOCUS export (an unknown payer: assume it is).
-        if bill.provider == "aws"
-            && (cur_billing_account.is_empty() || bill.billing_account == cur_billing_account)
-        {
-            continue;
-        }
+    for bill in bills.iter().filter(|b| counted(b, cur_billing_account)) {
         let rate = if bill.currency == REPORTING_CURRENCY || bill.currency.is_empty() {
             None
         } else {

@@ -82,11 +82,20 @@ pub async fn compute_period(store: &dyn Store, period: Period) -> Result<Compute
         .await?
         .ok_or(ComputeError::NoData(period))?;
     // The month's other bills (Azure, Google, Oracle, another AWS payer), in USD.
+    let cur_account = inputs.cur_billing_account.clone();
     let bills = store.bills(Some(&name)).await?;
-    if bills.iter().any(|b| b.format == "focus") {
-        let charges = store.bill_charges(&name, None).await?;
+    let providers: std::collections::BTreeSet<&str> = bills
+        .iter()
+        .filter(|b| super::bills::counted(b, &cur_account))
+        .map(|b| b.provider.as_str())
+        .collect();
+    if !providers.is_empty() {
+        // Only the counted bills' charges: the CUR's FOCUS twin can be a large month.
+        let mut charges = Vec::new();
+        for provider in providers {
+            charges.extend(store.bill_charges(&name, Some(provider)).await?);
+        }
         let rates = store.fx_rates().await?;
-        let cur_account = inputs.cur_billing_account.clone();
         let folded = super::bills::fold_bills(&mut inputs, &cur_account, &bills, &charges, &rates)
             .map_err(|e| ComputeError::Invalid(e.to_string()))?;
         if !folded.bills.is_empty() {

@@ -120,6 +120,8 @@ struct CloudWorld {
     currency: &'static str,
     region: &'static str,
     cluster: &'static str,
+    /// The `ServiceName` of its virtual machines and commitments.
+    compute_service: &'static str,
     /// Hourly rows (Google, Oracle) or daily (Azure).
     hourly: bool,
     pools: &'static [Pool],
@@ -142,6 +144,7 @@ const AZURE: CloudWorld = CloudWorld {
     currency: "EUR",
     region: "westeurope",
     cluster: "aks-weu",
+    compute_service: "Virtual Machines",
     hourly: false,
     pools: &[
         Pool {
@@ -300,6 +303,7 @@ const GCP: CloudWorld = CloudWorld {
     currency: "USD",
     region: "us-central1",
     cluster: "gke-central",
+    compute_service: "Compute Engine",
     hourly: true,
     pools: &[
         Pool {
@@ -364,6 +368,7 @@ const OCI: CloudWorld = CloudWorld {
     currency: "USD",
     region: "us-ashburn-1",
     cluster: "oke-iad",
+    compute_service: "Compute",
     hourly: true,
     pools: &[Pool {
         name: "a10",
@@ -681,11 +686,7 @@ fn month_lines(world: &CloudWorld, seed: u64, period: Period, hours: u32) -> Vec
                         pricing: Some(pricing),
                         commitment_status: covered.then_some("Used"),
                         commitment: covered,
-                        service: match world.provider {
-                            Provider::Azure => "Virtual Machines",
-                            Provider::Gcp => "Compute Engine",
-                            _ => "Compute",
-                        },
+                        service: world.compute_service,
                         service_category: "Compute",
                         resource_id: resource_id.clone(),
                         resource_type: match world.provider {
@@ -767,11 +768,7 @@ fn month_lines(world: &CloudWorld, seed: u64, period: Period, hours: u32) -> Vec
                         pricing: Some("Committed"),
                         commitment_status: Some("Unused"),
                         commitment: true,
-                        service: if world.provider == Provider::Azure {
-                            "Virtual Machines"
-                        } else {
-                            "Compute Engine"
-                        },
+                        service: world.compute_service,
                         service_category: "Compute",
                         resource_id: world.commitment.0.into(),
                         resource_type: world.commitment.1,
@@ -837,11 +834,7 @@ fn month_lines(world: &CloudWorld, seed: u64, period: Period, hours: u32) -> Vec
                 frequency: "Recurring",
                 pricing: Some("Standard"),
                 commitment: true,
-                service: if world.provider == Provider::Azure {
-                    "Virtual Machines"
-                } else {
-                    "Compute Engine"
-                },
+                service: world.compute_service,
                 service_category: "Compute",
                 resource_id: world.commitment.0.into(),
                 resource_type: world.commitment.1,
