@@ -857,7 +857,7 @@ pub enum ReportCommand {
     Namespaces(NamespacesArgs),
     /// The period's bill: Kubernetes, EC2 not allocated to pods, other cost, and the bridge
     /// from unblended to amortized, net and tax.
-    Bill(BillArgs),
+    Bill(BillReportArgs),
     /// GPU-hours per namespace and GPU model: provisioned, allocated, used, idle,
     /// unallocated, unattributed.
     Gpu(GpuReportArgs),
@@ -928,6 +928,18 @@ pub struct BillArgs {
     /// Billing period, YYYY-MM.
     #[arg(long, env = "GPULEDGER_REPORT_PERIOD")]
     pub period: Period,
+    #[arg(long, env = "GPULEDGER_REPORT_FORMAT", value_enum, default_value = "table")]
+    pub format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct BillReportArgs {
+    /// Billing period, YYYY-MM.
+    #[arg(long, env = "GPULEDGER_REPORT_PERIOD")]
+    pub period: Period,
+    /// One provider's bills only (`aws`, `azure`, `gcp`, `oci`): the totals are theirs.
+    #[arg(long)]
+    pub provider: Option<String>,
     #[arg(long, env = "GPULEDGER_REPORT_FORMAT", value_enum, default_value = "table")]
     pub format: OutputFormat,
 }

@@ -31,7 +31,9 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
         ReportCommand::Bill(args) => {
             print!(
                 "{}",
-                crate::report::bill::BillReport::load(store, args.period).await?.render(args.format)
+                crate::report::bill::BillReport::load(store, args.period, args.provider.as_deref())
+                    .await?
+                    .render(args.format)
             );
             return Ok(());
         }

@@ -1,33 +1,53 @@
-//! `gpuledger report bill`: one billing period's bill, every dollar placed, and the bridge
-//! from the unblended invoice to the amortized and net bill.
+//! `gpuledger report bill`: one billing period's bill across every cloud, every dollar placed,
+//! and the bridge from what the invoices charge to the amortized and net bill.
 //!
 //! JSON contract (stable; fields may be added, never renamed):
 //!
 //! ```json
-//! {"period": "2026-10", "currency": "USD",
+//! {"period": "2026-10", "currency": "USD", "provider": null,
 //!  "unblended_total": "1200.000000", "amortized_total": "1150.000000",
 //!  "net_amortized_total": null,
 //!  "kubernetes_cost": "900.000000", "unallocated_ec2_cost": "50.000000", "other_cost": "200.000000",
+//!  "missing_rates": [],
 //!  "bridge": [{"step": "Unblended usage and fees", "amount": "1250.000000", "kind": "start"}, …],
-//!  "other_by_service": [{"service": "AmazonS3", "line_item_type": "Usage", "amount": "120.000000"}],
+//!  "other_by_service": [{"provider": "aws", "service": "AmazonS3", "line_item_type": "Usage",
+//!                        "amount": "120.000000"}],
 //!  "invoices": [{"billing_entity": "AWS", "invoice_id": "…", "unblended": "…", "amortized": "…"}],
+//!  "month": {"reporting_currency": "USD", "billed_total", "effective_total", "missing_rates",
+//!            "bills_counted"},
 //!  "bills": [{"provider": "aws", "billing_account": "…", "format": "cur", "focus_version": null,
-//!             "currency": "USD", "billed_total": "…", "effective_total": "…", …,
+//!             "currency": "USD", "billed_total": "…", "effective_total": "…",
+//!             "rate_to_reporting": "1", …,
 //!             "gpu": null | {"gpu_hours", "spot_gpu_hours", "gpu_fleet_effective_total",
 //!                            "by_model": [{"gpu_model", …}]}}]}
 //! ```
 //!
-//! `bills` lists every bill of the month, the CUR's and each FOCUS bill, each in its own
-//! currency (`billed_total` what its invoices charge, `effective_total` amortized); a FOCUS
-//! bill's `gpu` holds its GPU instances as its provider bills them (`catalog::gpu_charge`):
-//! GPU-hours, those at `Dynamic` prices, and the GPU fleet's effective cost. The other
-//! keys are the CUR's bill. Amounts are exact decimal strings of micro-dollars. `kubernetes_cost +
-//! unallocated_ec2_cost + other_cost = amortized_total` exactly; the bridge starts from the
-//! unblended usage and fee lines, moves to the amortized total (Savings Plan and RI
-//! amortization, line type by line type), then adds discounts, credits and refunds (the net
-//! amortized bill) and tax. `net_amortized_total` is the net bill as the export's `net_*`
-//! columns give it (null without them); the bridge's net step is computed from the
-//! discount, credit and refund lines, and the two agree when the export is consistent.
+//! The top-level amounts are the month's totals in the reporting currency (USD): the CUR's bill
+//! and every other bill compute counts (each FOCUS bill but the CUR's own AWS twin), each
+//! converted once at the rate in force for its month, as compute converts it. With
+//! `--provider`, they are that provider's alone. When a bill's rate is missing they are null
+//! and `missing_rates` names the pair: nothing is shown at a guessed rate.
+//!
+//! - `unblended_total` is what the invoices charge: the CUR's unblended cost and each other
+//!   bill's BilledCost, every charge category.
+//! - `amortized_total` is the amortized bill of usage and purchases (EffectiveCost for a FOCUS
+//!   bill); `kubernetes_cost + unallocated_ec2_cost + other_cost = amortized_total` exactly.
+//!   A GKE bill's `kube:unallocated` is in `unallocated_ec2_cost` (capacity no pod was given).
+//! - The bridge starts from the CUR's unblended usage and fee lines and moves them to
+//!   amortized line type by line type; each other bill adds its usage and purchases as billed
+//!   (its amount in its own currency and the rate in the step's name) and then their
+//!   amortization (EffectiveCost − BilledCost); then discounts, credits, refunds, adjustments
+//!   (the net amortized bill) and tax.
+//! - `net_amortized_total` is the CUR's net bill as its `net_*` columns give it (null without
+//!   them) plus each other bill's net; the bridge's net step is computed from the discount,
+//!   credit, refund and adjustment lines, and the two agree when the export is consistent.
+//!
+//! `bills` lists every bill of the month, the CUR's and each FOCUS bill (the CUR's AWS twin
+//! too, not counted), each in its own currency; a FOCUS bill's `gpu` holds its GPU instances
+//! as its provider bills them (`catalog::gpu_charge`): GPU-hours, those at `Dynamic` prices,
+//! and the GPU fleet's effective cost. `month` sums the bills themselves (each bill's every
+//! charge) in the reporting currency. Amounts are exact decimal strings: micro-dollars at the
+//! top level, nano-units in `bills` and `month`.
 
 use std::collections::BTreeMap;
 
@@ -56,6 +76,19 @@ fn cur_bill(period: &CostPeriod) -> Bill {
     }
 }
 
+/// The month's totals in the reporting currency, in micros (`BillReport::totals`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Totals {
+    /// What the invoices charge: the CUR's unblended cost and each other bill's BilledCost.
+    pub unblended: i64,
+    pub amortized: i64,
+    /// `None` when the CUR is in and has no `net_*` columns.
+    pub net_amortized: Option<i64>,
+    pub kubernetes: i64,
+    pub unallocated: i64,
+    pub other: i64,
+}
+
 /// One step of the bridge: a starting amount, a change, or a subtotal.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
@@ -69,8 +102,8 @@ pub struct Step {
 pub struct BillReport {
     pub period: CostPeriod,
     pub bridge: Vec<Step>,
-    /// (service, line type) → amortized micros of other cost.
-    pub other_by_service: BTreeMap<(String, String), i64>,
+    /// (provider, service, line type) → amortized micros of other cost.
+    pub other_by_service: BTreeMap<(String, String, String), i64>,
     /// (billing entity, invoice) → (unblended, amortized, net amortized) micros.
     pub invoices: BTreeMap<(String, String), (i64, i64, Option<i64>)>,
     /// Every bill of the month: the CUR's (when there is one) and each FOCUS bill, each in
@@ -80,6 +113,107 @@ pub struct BillReport {
     pub rates: Vec<FxRate>,
     /// Each FOCUS bill's GPU instances, by (provider, billing account).
     pub gpus: BTreeMap<(String, String), GpuSums>,
+    /// The provider asked for (`--provider`): the bills, totals and bridge are its alone.
+    pub provider: Option<String>,
+    /// Whether the CUR's bill is in the totals (there is one, and no other provider was asked).
+    pub with_cur: bool,
+    /// The month's other bills in the reporting currency, as compute counts them.
+    pub others: Vec<OtherBill>,
+    /// Currency pairs with no rate for the month (`EUR→USD`): nothing is converted then.
+    pub missing_rates: Vec<String>,
+}
+
+/// A FOCUS bill the month counts (another cloud's, or another AWS payer's), in the reporting
+/// currency: its usage and purchases placed as compute places them
+/// (`engine::bills::fold_bills`), its credits, adjustments and tax for the bridge.
+#[derive(Debug, Clone, Default)]
+pub struct OtherBill {
+    pub bill: Bill,
+    /// The rate it was converted at; `None` when it is in the reporting currency.
+    pub rate: Option<FxRate>,
+    /// Usage and purchases' BilledCost in the bill's own currency.
+    pub usage_billed_nanos: i64,
+    /// Usage and purchases: what the invoice charges (BilledCost) and the amortized cost
+    /// (EffectiveCost), the latter split into the unallocated pool and other cost.
+    pub billed_micros: i64,
+    pub effective_micros: i64,
+    pub unallocated_micros: i64,
+    pub other_micros: i64,
+    /// Other cost by service name.
+    pub by_service: BTreeMap<String, i64>,
+    /// EffectiveCost of its `Credit`, `Adjustment` and `Tax` charges.
+    pub credits_micros: i64,
+    pub adjustments_micros: i64,
+    pub tax_micros: i64,
+    /// Every charge's BilledCost: its invoices' total.
+    pub billed_total_micros: i64,
+}
+
+impl OtherBill {
+    /// `bill` as compute counts it; its rate's pair (`EUR→USD`) when none is in force.
+    fn fold(
+        bill: &Bill,
+        cur_billing_account: &str,
+        charges: &[crate::store::BillCharge],
+        rates: &[FxRate],
+    ) -> Result<OtherBill, String> {
+        let mut inputs = crate::store::ComputeInputs { period: bill.period.clone(), ..Default::default() };
+        crate::engine::bills::fold_bills(
+            &mut inputs,
+            cur_billing_account,
+            std::slice::from_ref(bill),
+            charges,
+            rates,
+        )
+        .map_err(|_| format!("{}→{REPORTING_CURRENCY}", bill.currency))?;
+        let rate = rate_to_reporting(bill, rates).flatten().cloned();
+        let in_reporting = |nanos: i64| crate::money::micros_from_nanos(converted(nanos, rate.as_ref()));
+        let own = charges
+            .iter()
+            .filter(|c| c.provider == bill.provider && c.billing_account == bill.billing_account);
+        let (mut by_category, mut usage_billed_nanos) = (BTreeMap::<&str, i64>::new(), 0);
+        for charge in own {
+            *by_category.entry(charge.charge_category.as_str()).or_default() += charge.effective_nanos;
+            if matches!(charge.charge_category.as_str(), "Usage" | "Purchase") {
+                usage_billed_nanos += charge.billed_nanos;
+            }
+        }
+        let category = |name: &str| in_reporting(by_category.get(name).copied().unwrap_or(0));
+        let mut by_service: BTreeMap<String, i64> = BTreeMap::new();
+        for group in &inputs.other_groups {
+            *by_service.entry(group.service.clone()).or_default() += group.amortized_cost_micros;
+        }
+        Ok(OtherBill {
+            bill: bill.clone(),
+            usage_billed_nanos,
+            billed_micros: inputs.bill_unblended_micros,
+            effective_micros: inputs.bill_amortized_micros,
+            unallocated_micros: inputs.unallocated_ec2_micros,
+            other_micros: inputs.other_cost_micros,
+            by_service,
+            credits_micros: category("Credit"),
+            adjustments_micros: category("Adjustment"),
+            tax_micros: category("Tax"),
+            billed_total_micros: in_reporting(bill.billed_nanos),
+            rate,
+        })
+    }
+
+    /// How the bridge names it: `Azure bill gpu-agency (EUR 5,080.582060 at 1.0842)`.
+    fn label(&self) -> String {
+        let provider = crate::sources::focus::provider_name(&self.bill.provider);
+        let name = self.bill.display_name();
+        match &self.rate {
+            Some(rate) => format!(
+                "{provider} bill {name}: usage and purchases billed ({} {} at {} {REPORTING_CURRENCY} per {})",
+                self.bill.currency,
+                crate::report::table::grouped(&Nanos(self.usage_billed_nanos).decimal()),
+                rate.rate,
+                self.bill.currency
+            ),
+            None => format!("{provider} bill {name}: usage and purchases billed"),
+        }
+    }
 }
 
 /// What a FOCUS bill says about its GPU instances (`catalog::gpu_charge`): GPU-hours, those
@@ -257,34 +391,28 @@ fn amortization_step(line_type: &str) -> String {
     }
 }
 
-impl BillReport {
-    /// The month's bills; the CUR's placed and bridged. A month with FOCUS bills only has the
-    /// CUR's figures at zero and its bills listed.
-    pub async fn load(store: &dyn Store, period: Period) -> Result<BillReport, ReportError> {
-        let cur = store.bill(&period.to_string()).await?;
-        let focus = store.bills(Some(&period.to_string())).await?;
-        if cur.is_none() && focus.is_empty() {
-            return Err(ReportError::NoData(period));
-        }
-        let mut bills: Vec<Bill> = cur.iter().map(cur_bill).collect();
-        bills.extend(focus);
-        let rates = store.fx_rates().await?;
-        let gpus = gpu_sums(&store.bill_charges(&period.to_string(), None).await?);
-        let cur = cur.unwrap_or_else(|| CostPeriod { period: period.to_string(), ..CostPeriod::default() });
-        Ok(BillReport { bills, rates, gpus, ..BillReport::from_period(cur) })
-    }
+/// How an other bill's services read in `other_by_service`'s line type.
+const FOCUS_LINE_TYPE: &str = "FOCUS usage and purchases";
 
-    pub fn from_period(period: CostPeriod) -> BillReport {
+/// The bridge from what the invoices charge to the amortized and net bill: the CUR's usage
+/// and fees moved to amortized line type by line type, each other bill's usage and purchases
+/// billed and then amortized (EffectiveCost − BilledCost), and the discounts, credits,
+/// refunds, adjustments and tax of all of them.
+fn bridge(cur: Option<&CostPeriod>, others: &[OtherBill]) -> Vec<Step> {
+    let mut bridge = Vec::new();
+    let (mut amortized, mut discounts, mut credits, mut refunds, mut adjustments, mut tax) =
+        (0, 0, 0, 0, 0, 0);
+    if let Some(period) = cur {
         let usage: Vec<&BillLine> =
             period.bill_lines.iter().filter(|l| l.category == LineCategory::Usage).collect();
         let sum = |category: LineCategory| -> i64 {
             period.bill_lines.iter().filter(|l| l.category == category).map(|l| l.unblended_micros).sum()
         };
-        let mut bridge = vec![Step {
+        bridge.push(Step {
             step: "Unblended usage and fees".into(),
             micros: usage.iter().map(|l| l.unblended_micros).sum(),
             kind: "start",
-        }];
+        });
         let mut by_type: BTreeMap<&str, i64> = BTreeMap::new();
         for line in &usage {
             *by_type.entry(&line.line_item_type).or_default() +=
@@ -303,29 +431,125 @@ impl BillReport {
                 kind: "change",
             });
         }
-        bridge.push(Step {
-            step: "Amortized cost".into(),
-            micros: period.bill_amortized_micros,
-            kind: "subtotal",
-        });
-        let (discounts, credits, refunds, tax) = (
-            sum(LineCategory::Discount),
-            sum(LineCategory::Credit),
-            sum(LineCategory::Refund),
-            sum(LineCategory::Tax),
-        );
-        for (step, micros) in [("Discounts", discounts), ("Credits", credits), ("Refunds", refunds)] {
-            bridge.push(Step { step: step.into(), micros, kind: "change" });
+        amortized += period.bill_amortized_micros;
+        discounts += sum(LineCategory::Discount);
+        credits += sum(LineCategory::Credit);
+        refunds += sum(LineCategory::Refund);
+        tax += sum(LineCategory::Tax);
+    }
+    for other in others {
+        let kind = if bridge.is_empty() { "start" } else { "change" };
+        bridge.push(Step { step: other.label(), micros: other.billed_micros, kind });
+        if other.effective_micros != other.billed_micros {
+            bridge.push(Step {
+                step: format!(
+                    "{} bill {}: commitments amortized (EffectiveCost − BilledCost)",
+                    crate::sources::focus::provider_name(&other.bill.provider),
+                    other.bill.display_name()
+                ),
+                micros: other.effective_micros - other.billed_micros,
+                kind: "change",
+            });
         }
-        let net = period.bill_amortized_micros + discounts + credits + refunds;
-        bridge.push(Step { step: "Net amortized cost".into(), micros: net, kind: "subtotal" });
-        bridge.push(Step { step: "Tax".into(), micros: tax, kind: "change" });
-        bridge.push(Step { step: "Net amortized cost with tax".into(), micros: net + tax, kind: "subtotal" });
+        amortized += other.effective_micros;
+        credits += other.credits_micros;
+        adjustments += other.adjustments_micros;
+        tax += other.tax_micros;
+    }
+    bridge.push(Step { step: "Amortized cost".into(), micros: amortized, kind: "subtotal" });
+    for (step, micros) in [("Discounts", discounts), ("Credits", credits), ("Refunds", refunds)] {
+        bridge.push(Step { step: step.into(), micros, kind: "change" });
+    }
+    if !others.is_empty() {
+        bridge.push(Step { step: "Adjustments".into(), micros: adjustments, kind: "change" });
+    }
+    let net = amortized + discounts + credits + refunds + adjustments;
+    bridge.push(Step { step: "Net amortized cost".into(), micros: net, kind: "subtotal" });
+    bridge.push(Step { step: "Tax".into(), micros: tax, kind: "change" });
+    bridge.push(Step { step: "Net amortized cost with tax".into(), micros: net + tax, kind: "subtotal" });
+    bridge
+}
 
+impl BillReport {
+    /// The month's bills (one provider's with `provider`): the CUR's placed and bridged, and
+    /// every other bill the month counts added to the totals and the bridge in the reporting
+    /// currency, as compute adds them.
+    pub async fn load(
+        store: &dyn Store,
+        period: Period,
+        provider: Option<&str>,
+    ) -> Result<BillReport, ReportError> {
+        let key = period.to_string();
+        let cur = store.bill(&key).await?;
+        let mut bills: Vec<Bill> = cur.iter().map(cur_bill).collect();
+        bills.extend(store.bills(Some(&key)).await?);
+        if bills.is_empty() {
+            return Err(ReportError::NoData(period));
+        }
+        if let Some(provider) = provider {
+            let choices: std::collections::BTreeSet<&str> =
+                bills.iter().map(|b| b.provider.as_str()).collect();
+            if !choices.contains(provider) {
+                return Err(ReportError::NoProvider {
+                    provider: provider.to_string(),
+                    label: key,
+                    choices: choices.into_iter().map(String::from).collect(),
+                });
+            }
+            bills.retain(|b| b.provider == provider);
+        }
+        let rates = store.fx_rates().await?;
+        let charges = store.bill_charges(&key, provider).await?;
+        let cur_account = cur.as_ref().map(|c| c.billing_account.clone()).unwrap_or_default();
+        let (mut others, mut missing_rates) = (Vec::new(), Vec::new());
+        for bill in bills.iter().filter(|b| crate::engine::bills::counted(b, &cur_account)) {
+            match OtherBill::fold(bill, &cur_account, &charges, &rates) {
+                Ok(other) => others.push(other),
+                Err(pair) if !missing_rates.contains(&pair) => missing_rates.push(pair),
+                Err(_) => {}
+            }
+        }
+        let with_cur = cur.is_some() && provider.is_none_or(|p| p == "aws");
+        let mut report = match cur.filter(|_| with_cur) {
+            Some(cur) => BillReport::from_period(cur),
+            None => BillReport {
+                bridge: Vec::new(),
+                ..BillReport::from_period(CostPeriod {
+                    period: key,
+                    currency: REPORTING_CURRENCY.into(),
+                    ..CostPeriod::default()
+                })
+            },
+        };
+        report.bridge = bridge(with_cur.then_some(&report.period), &others);
+        for other in &others {
+            for (service, micros) in &other.by_service {
+                *report
+                    .other_by_service
+                    .entry((other.bill.provider.clone(), service.clone(), FOCUS_LINE_TYPE.into()))
+                    .or_default() += micros;
+            }
+        }
+        report.gpus = gpu_sums(&charges);
+        Ok(BillReport {
+            bills,
+            rates,
+            provider: provider.map(String::from),
+            with_cur,
+            others,
+            missing_rates,
+            ..report
+        })
+    }
+
+    /// The CUR's bill alone, placed and bridged.
+    pub fn from_period(period: CostPeriod) -> BillReport {
+        let bridge = bridge(Some(&period), &[]);
         let mut other_by_service = BTreeMap::new();
         for cost in &period.other_costs {
-            *other_by_service.entry((cost.service.clone(), cost.line_item_type.clone())).or_default() +=
-                cost.amortized_cost_micros;
+            *other_by_service
+                .entry(("aws".to_string(), cost.service.clone(), cost.line_item_type.clone()))
+                .or_default() += cost.amortized_cost_micros;
         }
         let mut invoices: BTreeMap<(String, String), (i64, i64, Option<i64>)> = BTreeMap::new();
         for line in &period.bill_lines {
@@ -348,6 +572,10 @@ impl BillReport {
             bills: Vec::new(),
             rates: Vec::new(),
             gpus: BTreeMap::new(),
+            provider: None,
+            with_cur: true,
+            others: Vec::new(),
+            missing_rates: Vec::new(),
         }
     }
 
@@ -374,6 +602,30 @@ impl BillReport {
         }
     }
 
+    /// The month's totals in the reporting currency, in micros: the CUR's (when it is in)
+    /// and every other bill's; `None` when a bill's rate is missing.
+    pub fn totals(&self) -> Option<Totals> {
+        if !self.missing_rates.is_empty() {
+            return None;
+        }
+        let p = &self.period;
+        let cur = |micros: i64| if self.with_cur { micros } else { 0 };
+        let others = |f: fn(&OtherBill) -> i64| self.others.iter().map(f).sum::<i64>();
+        let net_others = others(|o| o.effective_micros + o.credits_micros + o.adjustments_micros);
+        Some(Totals {
+            unblended: cur(p.bill_unblended_micros) + others(|o| o.billed_total_micros),
+            amortized: cur(p.bill_amortized_micros) + others(|o| o.effective_micros),
+            net_amortized: if self.with_cur {
+                p.net_amortized_micros.map(|n| n + net_others)
+            } else {
+                Some(net_others)
+            },
+            kubernetes: cur(p.kubernetes_micros),
+            unallocated: cur(p.unallocated_ec2_micros) + others(|o| o.unallocated_micros),
+            other: cur(self.other_cost_micros()) + others(|o| o.other_micros),
+        })
+    }
+
     pub fn to_json(&self) -> Value {
         let p = &self.period;
         let totals = month_totals(&self.bills, &self.rates);
@@ -392,20 +644,24 @@ impl BillReport {
                 bill_json(b, &self.rates, Some(self.gpus.get(&key).unwrap_or(&GpuSums::default())))
             })
             .collect();
+        let sums = self.totals();
+        let total = |f: fn(&Totals) -> i64| sums.as_ref().map(|t| usd_decimal(f(t)));
         json!({
             "period": p.period,
-            "currency": p.currency,
-            "unblended_total": usd_decimal(p.bill_unblended_micros),
-            "amortized_total": usd_decimal(p.bill_amortized_micros),
-            "net_amortized_total": p.net_amortized_micros.map(usd_decimal),
-            "kubernetes_cost": usd_decimal(p.kubernetes_micros),
-            "unallocated_ec2_cost": usd_decimal(p.unallocated_ec2_micros),
-            "other_cost": usd_decimal(self.other_cost_micros()),
+            "currency": REPORTING_CURRENCY,
+            "provider": self.provider,
+            "unblended_total": total(|t| t.unblended),
+            "amortized_total": total(|t| t.amortized),
+            "net_amortized_total": sums.as_ref().and_then(|t| t.net_amortized).map(usd_decimal),
+            "kubernetes_cost": total(|t| t.kubernetes),
+            "unallocated_ec2_cost": total(|t| t.unallocated),
+            "other_cost": total(|t| t.other),
+            "missing_rates": self.missing_rates,
             "bridge": self.bridge.iter().map(|s| json!({
                 "step": s.step, "amount": usd_decimal(s.micros), "kind": s.kind,
             })).collect::<Vec<_>>(),
-            "other_by_service": self.other_by_service.iter().map(|((service, line_type), micros)| json!({
-                "service": service, "line_item_type": line_type, "amount": usd_decimal(*micros),
+            "other_by_service": self.other_by_service.iter().map(|((provider, service, line_type), micros)| json!({
+                "provider": provider, "service": service, "line_item_type": line_type, "amount": usd_decimal(*micros),
             })).collect::<Vec<_>>(),
             "invoices": self.invoices.iter().map(|((entity, invoice), (unblended, amortized, net))| json!({
                 "billing_entity": entity, "invoice_id": invoice, "unblended": usd_decimal(*unblended),
@@ -418,28 +674,33 @@ impl BillReport {
 
     fn to_table(&self) -> String {
         let p = &self.period;
-        let mut lines = vec![
-            format!("Bill {} ({})", p.period, p.currency),
-            format!("  {:<58} {:>16}", "Kubernetes (split + unused)", format_usd(p.kubernetes_micros)),
-            format!("  {:<58} {:>16}", "EC2 not allocated to pods", format_usd(p.unallocated_ec2_micros)),
-            format!("  {:<58} {:>16}", "Other AWS cost", format_usd(self.other_cost_micros())),
-            format!("  {:<58} {:>16}", "Amortized bill", format_usd(p.bill_amortized_micros)),
-            String::new(),
-            "Bridge".into(),
-        ];
+        let row = |label: &str, micros: i64| format!("  {label:<58} {:>16}", format_usd(micros));
+        let mut lines = vec![format!("Bill {} ({REPORTING_CURRENCY})", p.period)];
+        match self.totals() {
+            Some(t) => lines.extend([
+                row("Kubernetes (split + unused)", t.kubernetes),
+                row("Compute not allocated to pods", t.unallocated),
+                row("Other cost", t.other),
+                row("Amortized bill", t.amortized),
+            ]),
+            None => lines.push(format!(
+                "  no rate for {}: nothing is converted (gpuledger fx set …)",
+                self.missing_rates.join(", ")
+            )),
+        }
+        lines.push(String::new());
+        lines.push("Bridge".into());
         for step in &self.bridge {
             let label =
                 if step.kind == "subtotal" { format!("= {}", step.step) } else { format!("  {}", step.step) };
             lines.push(format!("  {label:<58} {:>16}", format_usd(step.micros)));
         }
-        if let Some(net) = p.net_amortized_micros {
-            lines.push(format!("  {:<58} {:>16}", "(net amortized from the net_* columns)", format_usd(net)));
+        if let Some(net) = p.net_amortized_micros.filter(|_| self.with_cur) {
+            lines.push(row("(CUR's net amortized from the net_* columns)", net));
         }
-        lines.push(format!(
-            "  {:<58} {:>16}",
-            "(invoice total, unblended)",
-            format_usd(p.bill_unblended_micros)
-        ));
+        if let Some(t) = self.totals() {
+            lines.push(row("(invoice total: unblended and billed)", t.unblended));
+        }
         if !self.bills.is_empty() {
             lines.push(String::new());
             lines.push(format!(

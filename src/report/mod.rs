@@ -49,6 +49,9 @@ pub enum ReportError {
     /// An account filter naming no account of the range (the choices it has).
     #[error("no usage account {account:?} in {label}; its accounts: {}", choices.join(", "))]
     NoAccount { account: String, label: String, choices: Vec<String> },
+    /// A provider filter naming no provider with a bill in the range (the ones that have).
+    #[error("no {provider} bill in {label}; its providers: {}", choices.join(", "))]
+    NoProvider { provider: String, label: String, choices: Vec<String> },
     /// A stored setting this gpuledger cannot read.
     #[error("{0}")]
     Settings(String),

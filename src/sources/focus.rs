@@ -262,6 +262,18 @@ pub fn provider_id(name: &str) -> Option<&'static str> {
 /// The providers gpuledger knows, for messages.
 pub const PROVIDERS: [&str; 4] = ["aws", "azure", "gcp", "oci"];
 
+/// How a page or report names a provider gpuledger knows (`gcp` → `Google Cloud`); another
+/// as it is.
+pub fn provider_name(id: &str) -> &str {
+    match id {
+        "aws" => "AWS",
+        "azure" => "Azure",
+        "gcp" => "Google Cloud",
+        "oci" => "OCI",
+        other => other,
+    }
+}
+
 /// The allowed values of the enumerated columns gpuledger reads.
 pub const CHARGE_CATEGORIES: [&str; 5] = ["Usage", "Purchase", "Tax", "Credit", "Adjustment"];
 pub const PRICING_CATEGORIES: [&str; 4] = ["Standard", "Dynamic", "Committed", "Other"];

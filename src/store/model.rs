@@ -336,6 +336,13 @@ pub struct Bill {
     pub ingested_at: i64,
 }
 
+impl Bill {
+    /// Its billing account's name, or its id when the bill names none.
+    pub fn display_name(&self) -> &str {
+        if self.billing_account_name.is_empty() { &self.billing_account } else { &self.billing_account_name }
+    }
+}
+
 /// A FOCUS bill's charges of one day summed per what they can be grouped by.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct BillCharge {

@@ -31,6 +31,17 @@ pub enum WebError {
     Forbidden { message: String, choices: Vec<String> },
 }
 
+/// A report a page reads: the store's failure as such, anything else (nothing stored for the
+/// month, a filter naming nothing) is what the visitor asked for and is not there.
+impl From<crate::report::ReportError> for WebError {
+    fn from(error: crate::report::ReportError) -> WebError {
+        match error {
+            crate::report::ReportError::Store(error) => WebError::Store(error),
+            other => WebError::not_found(other.to_string()),
+        }
+    }
+}
+
 impl WebError {
     pub fn not_found(message: impl Into<String>) -> WebError {
         WebError::NotFound { message: message.into(), choices: Vec::new() }

@@ -121,7 +121,8 @@ pub fn micros(value: &Value) -> i64 {
 /// the cent and adding up exactly; discounts, credits, refunds, tax and the net bill to the
 /// cent; each client's tagged non-Kubernetes cost and each cluster's unclaimed cost.
 pub async fn assert_bill_matches_truth(store: &dyn Store, truth: &Value, period: &str) {
-    let report = gpuledger::report::bill::BillReport::load(store, period.parse().unwrap()).await.unwrap();
+    let report =
+        gpuledger::report::bill::BillReport::load(store, period.parse().unwrap(), None).await.unwrap();
     let bill = report.to_json();
     let close = |got: i64, want: &Value, what: &str| {
         let want = want.as_f64().unwrap_or_else(|| panic!("{period}: truth has no {what}"));

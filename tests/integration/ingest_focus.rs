@@ -569,8 +569,9 @@ async fn the_three_cloud_world_is_read_to_its_truth_in_every_providers_layout() 
             runs.iter().map(|r| &r.reconciliation).collect::<Vec<_>>()
         );
     }
-    let report =
-        gpuledger::report::bill::BillReport::load(store.as_ref(), "2026-10".parse().unwrap()).await.unwrap();
+    let report = gpuledger::report::bill::BillReport::load(store.as_ref(), "2026-10".parse().unwrap(), None)
+        .await
+        .unwrap();
     let stored = store.bills(Some("2026-10")).await.unwrap();
     for provider in ["azure", "gcp", "oci"] {
         let expected = &month["providers"][provider];
@@ -781,6 +782,57 @@ async fn the_other_clouds_bills_are_in_the_months_bill_and_chargeback() {
         in_usd(initech)
     );
     assert!(initech_added > 0);
+
+    // `report bill`'s totals are the month's across the clouds, in USD, as compute counts them.
+    let bill = |extra: &[&str]| -> Value {
+        let mut args = vec!["report", "bill", "--period", "2026-10", "--format", "json"];
+        args.extend_from_slice(extra);
+        let out = gl(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let usd_micros = |value: &Value| -> i64 {
+        let text = value.as_str().unwrap_or_else(|| panic!("{value} is an amount"));
+        truth_nanos(&Value::String(text.to_string())) / 1_000
+    };
+    let month = bill(&[]);
+    assert_eq!(usd_micros(&month["amortized_total"]), all.period.bill_amortized_micros.0);
+    assert_eq!(
+        usd_micros(&month["kubernetes_cost"])
+            + usd_micros(&month["unallocated_ec2_cost"])
+            + usd_micros(&month["other_cost"]),
+        usd_micros(&month["amortized_total"])
+    );
+    let by_service: i64 =
+        month["other_by_service"].as_array().unwrap().iter().map(|r| usd_micros(&r["amount"])).sum();
+    assert_eq!(by_service, usd_micros(&month["other_cost"]));
+    assert!(month["other_by_service"].as_array().unwrap().iter().any(|r| r["provider"] == "oci"));
+    // Every step of the bridge adds up to the subtotal after it; the last is the invoices'.
+    let mut running = 0;
+    for step in month["bridge"].as_array().unwrap() {
+        match step["kind"].as_str().unwrap() {
+            "subtotal" => assert_eq!(usd_micros(&step["amount"]), running, "{step}"),
+            _ => running += usd_micros(&step["amount"]),
+        }
+    }
+    assert_eq!(running, usd_micros(&month["unblended_total"]));
+    // Azure's alone: its euros at 1.0842, the rate named in its bridge step.
+    let azure = bill(&["--provider", "azure"]);
+    assert_eq!(usd_micros(&azure["amortized_total"]), in_usd(euros));
+    assert_eq!(
+        usd_micros(&azure["unblended_total"]),
+        in_usd(truth_nanos(&providers["azure"]["billed_total"]))
+    );
+    assert_eq!(azure["bills"].as_array().unwrap().len(), 1);
+    let first = azure["bridge"][0]["step"].as_str().unwrap();
+    assert!(first.contains("EUR") && first.contains("1.0842"), "{first}");
+    // Google's kube:unallocated is capacity no pod was given, as EC2 not allocated is.
+    let gcp = bill(&["--provider", "gcp"]);
+    let unallocated = truth_nanos(&providers["gcp"]["by_namespace"]["kube:unallocated"]);
+    assert!((usd_micros(&gcp["unallocated_ec2_cost"]) * 1_000 - unallocated).abs() < cent);
+    let nope = gl(&["report", "bill", "--period", "2026-10", "--provider", "ibm"]);
+    assert!(!nope.status.success());
+    assert!(String::from_utf8_lossy(&nope.stderr).contains("aws, azure, gcp, oci"));
 }
 
 /// Σ a GKE bill's effective cost over the namespaces starting with `prefix`, nano-units.

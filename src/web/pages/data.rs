@@ -295,7 +295,10 @@ pub async fn page(
         None => periods.first(),
     };
     let bill = match chosen {
-        Some(summary) => state.store.bill(&summary.period).await?.map(BillReport::from_period),
+        Some(summary) => match summary.period.parse() {
+            Ok(period) => Some(BillReport::load(state.store.as_ref(), period, None).await?),
+            Err(_) => None,
+        },
         None => None,
     };
     let checks = cross_checks(&state, &periods).await?;
