@@ -625,7 +625,11 @@ pub struct RangeArgs {
     /// Day after the last (YYYY-MM-DD, exclusive).
     #[arg(long, env = "GPULEDGER_REPORT_TO", requires = "from")]
     pub to: Option<String>,
-    /// Only this usage account (12 digits): its pods, instances and bill.
+    /// Only this provider's accounts (`aws`, `azure`, `gcp`, `oci`): their pods, instances and bills.
+    #[arg(long, env = "GPULEDGER_REPORT_PROVIDER")]
+    pub provider: Option<String>,
+    /// Only this usage account (an AWS account, Azure subscription, Google project, Oracle
+    /// compartment): its pods, instances and bill.
     #[arg(long, env = "GPULEDGER_REPORT_ACCOUNT")]
     pub account: Option<String>,
     #[arg(long, env = "GPULEDGER_REPORT_FORMAT", value_enum, default_value = "table")]
@@ -878,6 +882,8 @@ pub enum ReportCommand {
     /// The bill per usage account (payer and linked accounts): Kubernetes, EC2 not
     /// allocated to pods, other cost.
     Accounts(RangeArgs),
+    /// The bill per provider (AWS, Azure, Google Cloud, OCI), in USD: its accounts summed.
+    Providers(RangeArgs),
     /// The CUR against Cost Explorer, per day and service: the differences above the
     /// tolerance (a day or a service the export misses shows up here).
     CrossCheck(CrossCheckArgs),

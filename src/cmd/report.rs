@@ -70,6 +70,7 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
         ReportCommand::Savings(args) => (args, rollup::savings),
         ReportCommand::Opportunities(args) => (args, rollup::opportunities),
         ReportCommand::Accounts(args) => (args, rollup::accounts),
+        ReportCommand::Providers(args) => (args, rollup::providers),
     };
     let range = load_range(store, &args).await?;
     print!("{}", build(&range).render(args.format, &range.label));
@@ -81,7 +82,10 @@ async fn load_range(store: &dyn Store, args: &RangeArgs) -> anyhow::Result<Rollu
     let range = Range::parse(args.period.as_deref(), args.from.as_deref(), args.to.as_deref())
         .map_err(|e| UsageError(format!("--{e}")))?
         .ok_or_else(|| UsageError("give --period YYYY-MM, or --from and --to".into()))?;
-    let loaded = RollupRange::load(store, &Scope::All, range.label(), range.start(), range.end()).await?;
+    let mut loaded = RollupRange::load(store, &Scope::All, range.label(), range.start(), range.end()).await?;
+    if let Some(provider) = args.provider.as_deref() {
+        loaded = loaded.only_provider(provider)?;
+    }
     match args.account.as_deref() {
         Some(account) => Ok(loaded.only_account(account)?),
         None => Ok(loaded),

@@ -41,6 +41,12 @@
 //!   amortized_cost, unblended_cost, gpu_hours`, one row per usage account of the whole
 //!   periods in the range (the payer's own lines included), with a total row; Σ
 //!   `amortized_cost` = the amortized bill (top-level `amortized_total`);
+//! - `providers`: `provider, name, accounts, kubernetes_cost, unallocated_ec2_cost,
+//!   other_cost, amortized_cost, unblended_cost, share`, the `accounts` rows summed per
+//!   provider (`aws`, `azure`, `gcp`, `oci`), with a total row; Σ `amortized_cost` = the
+//!   amortized bill across the clouds (top-level `amortized_total`);
+//! - with a provider filter (`--provider`, [`RollupRange::only_provider`]) every report above
+//!   covers that provider's accounts as an account filter covers one account;
 //! - with an account filter (`--account`, [`RollupRange::only_account`]) every report above
 //!   covers that account's pods, instances and bill only, and `clients` becomes the clients'
 //!   Kubernetes cost in the account: `client, kubernetes_direct_cost` (split cost, as the
@@ -79,6 +85,10 @@ pub struct RollupRange {
     pub parts: Vec<(Arc<Rollups>, bool)>,
     /// The usage account the rollups were narrowed to ([`RollupRange::only_account`]).
     pub account: Option<String>,
+    /// The provider whose accounts the rollups were narrowed to ([`RollupRange::only_provider`]).
+    pub provider: Option<String>,
+    /// The accounts the rollups were narrowed to, by either.
+    pub only: Option<std::collections::BTreeSet<String>>,
 }
 
 impl RollupRange {
@@ -121,7 +131,7 @@ impl RollupRange {
         if parts.is_empty() {
             return Err(ReportError::NotComputed(label));
         }
-        Ok(RollupRange { label, from, to, parts, account: None })
+        Ok(RollupRange { label, from, to, parts, account: None, provider: None, only: None })
     }
 
     /// The usage accounts of the range (those the bill names, and those of its pods and
@@ -155,6 +165,12 @@ impl RollupRange {
         providers
     }
 
+    /// Every provider with an account in the range.
+    pub fn provider_ids(&self) -> std::collections::BTreeSet<String> {
+        let providers = self.providers();
+        self.accounts().keys().map(|a| RollupRange::provider_of(&providers, a).to_string()).collect()
+    }
+
     /// An account's provider, `aws` when no bill says otherwise.
     pub fn provider_of<'a>(providers: &'a BTreeMap<String, String>, account: &str) -> &'a str {
         providers.get(account).map_or("aws", String::as_str)
@@ -175,12 +191,67 @@ impl RollupRange {
                 choices: accounts.into_keys().collect(),
             });
         }
+        let mut range = self.only_accounts(&std::collections::BTreeSet::from([account.to_string()]));
+        range.account = Some(account.to_string());
+        Ok(range)
+    }
+
+    /// The range as one provider's accounts see it (`aws`, `azure`, `gcp`, `oci`), as
+    /// [`RollupRange::only_account`] narrows to one. A provider with no account in the range
+    /// is an error naming those it has.
+    pub fn only_provider(&self, provider: &str) -> Result<RollupRange, ReportError> {
+        let providers = self.providers();
+        let accounts: std::collections::BTreeSet<String> = self
+            .accounts()
+            .into_keys()
+            .filter(|a| RollupRange::provider_of(&providers, a) == provider)
+            .collect();
+        if accounts.is_empty() {
+            return Err(ReportError::NoProvider {
+                provider: provider.to_string(),
+                label: self.label.clone(),
+                choices: self.provider_ids().into_iter().collect(),
+            });
+        }
+        let mut range = self.only_accounts(&accounts);
+        range.provider = Some(provider.to_string());
+        Ok(range)
+    }
+
+    /// How a caption names what the range was narrowed to (`account 222222222222`,
+    /// `Azure`), `None` for the whole fleet.
+    pub fn narrowed_to(&self) -> Option<String> {
+        match (&self.account, &self.provider) {
+            (Some(account), _) => Some(format!("account {account}")),
+            (None, Some(provider)) => Some(crate::sources::focus::provider_name(provider).to_string()),
+            (None, None) => None,
+        }
+    }
+
+    /// Whether the range was narrowed to some accounts, and whether `account` is one of them.
+    pub fn excludes(&self, account: &str) -> bool {
+        self.only.as_ref().is_some_and(|only| !only.contains(account))
+    }
+
+    /// The range as `accounts` see it together: their bills summed in place of the fleet's.
+    fn only_accounts(&self, accounts: &std::collections::BTreeSet<String>) -> RollupRange {
         let parts = self
             .parts
             .iter()
             .map(|(r, whole)| {
                 let mut period = r.period.clone();
-                let own = r.accounts.iter().find(|a| a.account == account).cloned().unwrap_or_default();
+                let own = r.accounts.iter().filter(|a| accounts.contains(&a.account)).fold(
+                    crate::store::AccountRollup::default(),
+                    |mut sum, a| {
+                        sum.bill_unblended_micros += a.bill_unblended_micros;
+                        sum.instance_cost_micros += a.instance_cost_micros;
+                        sum.other_cost_micros += a.other_cost_micros;
+                        sum.kubernetes_cost_nanos += a.kubernetes_cost_nanos;
+                        sum.unused_savings_plan_micros += a.unused_savings_plan_micros;
+                        sum.unused_reservation_micros += a.unused_reservation_micros;
+                        sum
+                    },
+                );
                 period.bill_unblended_micros = own.bill_unblended_micros;
                 period.bill_amortized_micros = own.amortized_micros();
                 period.kubernetes_cost_nanos = own.kubernetes_cost_nanos;
@@ -193,7 +264,7 @@ impl RollupRange {
                 period.unattributed_gpu_hours = 0.0;
                 period.measured_unbilled_gpu_hours = 0.0;
                 let costs: Vec<CostRollup> =
-                    r.costs.iter().filter(|c| c.account == account).cloned().collect();
+                    r.costs.iter().filter(|c| accounts.contains(&c.account)).cloned().collect();
                 let workloads: std::collections::BTreeSet<(&str, &str)> =
                     costs.iter().map(|c| (c.namespace.as_str(), c.workload.as_str())).collect();
                 let opportunities = r
@@ -204,25 +275,31 @@ impl RollupRange {
                     .collect();
                 let narrowed = Rollups {
                     period,
-                    capacity: r.capacity.iter().filter(|c| c.account == account).cloned().collect(),
+                    capacity: r.capacity.iter().filter(|c| accounts.contains(&c.account)).cloned().collect(),
                     heatmap: Vec::new(),
                     utilization: Vec::new(),
                     clients: Vec::new(),
                     opportunities,
-                    accounts: r.accounts.iter().filter(|a| a.account == account).cloned().collect(),
+                    accounts: r.accounts.iter().filter(|a| accounts.contains(&a.account)).cloned().collect(),
                     costs,
                     withheld_others: r.withheld_others,
                 };
                 (Arc::new(narrowed), *whole)
             })
             .collect();
-        Ok(RollupRange {
+        let only = match &self.only {
+            Some(before) => before.intersection(accounts).cloned().collect(),
+            None => accounts.clone(),
+        };
+        RollupRange {
             label: self.label.clone(),
             from: self.from,
             to: self.to,
             parts,
-            account: Some(account.to_string()),
-        })
+            account: self.account.clone(),
+            provider: self.provider.clone(),
+            only: Some(only),
+        }
     }
 
     /// The range of one billing period.
@@ -406,18 +483,34 @@ fn by_workload(range: &RollupRange, families: bool) -> Report {
 
 /// Per usage account of the whole periods in the range: its Kubernetes cost, EC2 no pod was
 /// given, other cost, amortized and unblended bill, and its pods' GPU-hours.
-pub fn accounts(range: &RollupRange) -> Report {
-    #[derive(Default)]
-    struct A {
-        name: String,
-        kubernetes: i64,
-        unallocated: i64,
-        other: i64,
-        unblended: i64,
-        gpu_hours: f64,
+/// One account's (or provider's) bill over the range's whole periods, in nano-dollars.
+#[derive(Default)]
+struct AccountSums {
+    name: String,
+    kubernetes: i64,
+    unallocated: i64,
+    other: i64,
+    unblended: i64,
+    gpu_hours: f64,
+}
+
+impl AccountSums {
+    fn add(&mut self, other: &AccountSums) {
+        self.kubernetes += other.kubernetes;
+        self.unallocated += other.unallocated;
+        self.other += other.other;
+        self.unblended += other.unblended;
+        self.gpu_hours += other.gpu_hours;
     }
-    let mut rows: BTreeMap<String, A> = BTreeMap::new();
-    let providers = range.providers();
+
+    fn amortized(&self) -> i64 {
+        self.kubernetes + self.unallocated + self.other
+    }
+}
+
+/// Each usage account's bill over the range's whole periods, and its pods' GPU-hours.
+fn account_sums(range: &RollupRange) -> BTreeMap<String, AccountSums> {
+    let mut rows: BTreeMap<String, AccountSums> = BTreeMap::new();
     for (r, whole) in &range.parts {
         if !*whole {
             continue;
@@ -436,6 +529,78 @@ pub fn accounts(range: &RollupRange) -> Report {
             rows.entry(c.account.clone()).or_default().gpu_hours += c.gpu_hours_allocated;
         }
     }
+    rows
+}
+
+/// Each provider's accounts summed, and how many they are.
+fn provider_sums(range: &RollupRange) -> BTreeMap<String, (AccountSums, u32)> {
+    let ids = range.providers();
+    let mut rows: BTreeMap<String, (AccountSums, u32)> = BTreeMap::new();
+    for (account, sums) in account_sums(range) {
+        let row = rows.entry(RollupRange::provider_of(&ids, &account).to_string()).or_default();
+        row.0.add(&sums);
+        row.1 += 1;
+    }
+    rows
+}
+
+/// Each provider's amortized bill over the range's whole periods, nano-dollars, by its name.
+pub fn spend_by_provider(range: &RollupRange) -> Vec<(String, i64)> {
+    provider_sums(range)
+        .into_iter()
+        .map(|(id, (sums, _))| (crate::sources::focus::provider_name(&id).to_string(), sums.amortized()))
+        .collect()
+}
+
+/// `providers`: the bill per provider over the range's whole periods, its accounts summed
+/// (`accounts`' rows grouped): Σ `amortized_cost` = the amortized bill across the clouds.
+pub fn providers(range: &RollupRange) -> Report {
+    let rows = provider_sums(range);
+    let mut total = (AccountSums::default(), 0);
+    for (sums, accounts) in rows.values() {
+        total.0.add(sums);
+        total.1 += accounts;
+    }
+    let whole = total.0.amortized();
+    let line = |provider: &str, (a, accounts): &(AccountSums, u32)| {
+        let name = if provider == "Total" { "" } else { crate::sources::focus::provider_name(provider) };
+        vec![
+            text(provider),
+            text(name),
+            Cell::Count(f64::from(*accounts)),
+            usd(a.kubernetes),
+            usd(a.unallocated),
+            usd(a.other),
+            usd(a.amortized()),
+            usd(a.unblended),
+            Cell::Ratio(ratio(a.amortized() as f64, whole as f64)),
+        ]
+    };
+    let table = Table {
+        title: "Cost by provider".into(),
+        totals: vec![line("Total", &total)],
+        columns: vec![
+            "provider",
+            "name",
+            "accounts",
+            "kubernetes_cost",
+            "unallocated_ec2_cost",
+            "other_cost",
+            "amortized_cost",
+            "unblended_cost",
+            "share",
+        ],
+        rows: rows.iter().map(|(provider, row)| line(provider, row)).collect(),
+    };
+    let mut extra = Extras::default();
+    extra.usd("amortized_total", crate::money::micros_from_nanos(whole) * 1000);
+    Report { table, extra }
+}
+
+pub fn accounts(range: &RollupRange) -> Report {
+    type A = AccountSums;
+    let rows = account_sums(range);
+    let providers = range.providers();
     let line = |account: &str, a: &A| {
         let provider = if account == "Total" { "" } else { RollupRange::provider_of(&providers, account) };
         vec![
@@ -452,13 +617,9 @@ pub fn accounts(range: &RollupRange) -> Report {
     };
     let mut total = A::default();
     for a in rows.values() {
-        total.kubernetes += a.kubernetes;
-        total.unallocated += a.unallocated;
-        total.other += a.other;
-        total.unblended += a.unblended;
-        total.gpu_hours += a.gpu_hours;
+        total.add(a);
     }
-    let amortized = total.kubernetes + total.unallocated + total.other;
+    let amortized = total.amortized();
     let table = Table {
         title: "Cost by usage account".into(),
         totals: vec![line("Total", &total)],
@@ -592,7 +753,7 @@ pub fn clients_by_account(range: &RollupRange) -> Report {
 /// Under an account filter: each client's Kubernetes cost in the account (pods on its
 /// instances): direct (split) cost as the chargeback counts it, unused cost, their sum, GPU
 /// cost and GPU-hours, and its share of the account's Kubernetes cost.
-fn clients_in_account(range: &RollupRange, account: &str) -> Report {
+fn clients_in_account(range: &RollupRange) -> Report {
     let mut rows: BTreeMap<&str, (i64, i64, i64, f64)> = BTreeMap::new();
     for c in range.costs() {
         let row = rows.entry(c.client.as_str()).or_default();
@@ -616,7 +777,7 @@ fn clients_in_account(range: &RollupRange, account: &str) -> Report {
     let total =
         rows.values().fold((0, 0, 0, 0.0), |acc, r| (acc.0 + r.0, acc.1 + r.1, acc.2 + r.2, acc.3 + r.3));
     let table = Table {
-        title: format!("Kubernetes cost by client in account {account}"),
+        title: format!("Kubernetes cost by client in {}", range.narrowed_to().unwrap_or_default()),
         totals: vec![line("Total", &total)],
         columns: vec![
             "client",
@@ -630,7 +791,12 @@ fn clients_in_account(range: &RollupRange, account: &str) -> Report {
         rows: rows.iter().map(|(client, r)| line(client, r)).collect(),
     };
     let mut extra = Extras::default();
-    extra.insert("account", json!(account));
+    if let Some(account) = &range.account {
+        extra.insert("account", json!(account));
+    }
+    if let Some(provider) = &range.provider {
+        extra.insert("provider", json!(provider));
+    }
     Report { table, extra }
 }
 
@@ -660,8 +826,8 @@ pub fn client_sums(range: &RollupRange) -> BTreeMap<String, ClientRollup> {
 /// and markup are rounded row by row, and the rows' shared cost is apportioned (largest
 /// remainder) so that the rounded rows add up; its four parts are each rounded on their own.
 pub fn clients(range: &RollupRange) -> Report {
-    if let Some(account) = &range.account {
-        return clients_in_account(range, account);
+    if range.only.is_some() {
+        return clients_in_account(range);
     }
     let sums = client_sums(range);
     let rows: Vec<&ClientRollup> = sums.values().collect();

@@ -791,9 +791,15 @@ async fn the_other_clouds_bills_are_in_the_months_bill_and_chargeback() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice(&out.stdout).unwrap()
     };
+    // An amount as `report bill` writes it (a decimal string) or a rollup report (a number with
+    // six decimals at most, exact as written).
     let usd_micros = |value: &Value| -> i64 {
-        let text = value.as_str().unwrap_or_else(|| panic!("{value} is an amount"));
-        truth_nanos(&Value::String(text.to_string())) / 1_000
+        let text = match value {
+            Value::String(text) => text.clone(),
+            Value::Number(number) => number.to_string(),
+            other => panic!("{other} is not an amount"),
+        };
+        truth_nanos(&Value::String(text)) / 1_000
     };
     let month = bill(&[]);
     assert_eq!(usd_micros(&month["amortized_total"]), all.period.bill_amortized_micros.0);
@@ -830,6 +836,44 @@ async fn the_other_clouds_bills_are_in_the_months_bill_and_chargeback() {
     let gcp = bill(&["--provider", "gcp"]);
     let unallocated = truth_nanos(&providers["gcp"]["by_namespace"]["kube:unallocated"]);
     assert!((usd_micros(&gcp["unallocated_ec2_cost"]) * 1_000 - unallocated).abs() < cent);
+    // The bill per provider: its accounts summed, each equal to its bills' `report bill`.
+    let report = |args: &[&str]| -> Value {
+        let out = gl(args);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let by_provider = report(&["report", "providers", "--period", "2026-10", "--format", "json"]);
+    let rows = by_provider["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["provider"].as_str().unwrap()).collect();
+    assert_eq!(names, ["aws", "azure", "gcp", "oci"]);
+    let summed: i64 = rows.iter().map(|r| usd_micros(&r["amortized_cost"])).sum();
+    assert_eq!(summed, usd_micros(&month["amortized_total"]));
+    assert_eq!(usd_micros(&by_provider["amortized_total"]), summed);
+    for row in rows {
+        let provider = row["provider"].as_str().unwrap();
+        let alone = bill(&["--provider", provider]);
+        assert_eq!(usd_micros(&row["amortized_cost"]), usd_micros(&alone["amortized_total"]), "{provider}");
+    }
+    // Narrowed to a provider, every report covers its accounts alone.
+    let gcp_accounts =
+        report(&["report", "accounts", "--period", "2026-10", "--provider", "gcp", "--format", "json"]);
+    let gcp_rows = gcp_accounts["rows"].as_array().unwrap();
+    assert!(!gcp_rows.is_empty() && gcp_rows.iter().all(|r| r["provider"] == "gcp"), "{gcp_accounts}");
+    assert_eq!(usd_micros(&gcp_accounts["amortized_total"]), usd_micros(&gcp["amortized_total"]));
+    // And every page: the Costs page's accounts, the Overview's spend by provider, a wrong name.
+    let web = gpuledger::web::AppState::new(helpers::connect(&db).await, gpuledger::web::AuthConfig::off());
+    let (status, page) = crate::web::get(&web, "/costs?period=2026-10&provider=oci&format=json").await;
+    assert_eq!(status, axum::http::StatusCode::OK, "{page}");
+    let page: Value = serde_json::from_str(&page).unwrap();
+    let oci_rows = page["accounts"]["rows"].as_array().unwrap();
+    assert!(!oci_rows.is_empty() && oci_rows.iter().all(|r| r["provider"] == "oci"), "{page}");
+    assert!(page.get("providers").is_none(), "a provider's page has no table by provider");
+    let (_, overview) = crate::web::get(&web, "/?period=2026-10&format=json").await;
+    let overview: Value = serde_json::from_str(&overview).unwrap();
+    assert_eq!(overview["providers"]["rows"].as_array().map(Vec::len), Some(4), "{overview}");
+    let (status, refused) = crate::web::get(&web, "/costs?period=2026-10&provider=ibm").await;
+    assert_eq!(status, axum::http::StatusCode::BAD_REQUEST);
+    assert!(refused.contains("no ibm bill in 2026-10"), "{refused}");
     let nope = gl(&["report", "bill", "--period", "2026-10", "--provider", "ibm"]);
     assert!(!nope.status.success());
     assert!(String::from_utf8_lossy(&nope.stderr).contains("aws, azure, gcp, oci"));

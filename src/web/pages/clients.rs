@@ -15,7 +15,7 @@ pub async fn clients(page: Opening) -> Result<Response, WebError> {
     let mut content = Content::new("Clients", "clients", "/clients");
     content.account_filter = true;
     if let Some(range) = &range
-        && let Some(account) = &range.account
+        && let Some(narrowed) = range.narrowed_to()
     {
         let report = rollup::clients(range);
         // The platform namespaces' pods are no client's: no client page to link to.
@@ -26,12 +26,12 @@ pub async fn clients(page: Opening) -> Result<Response, WebError> {
             .collect();
         content.tables.push((
             "clients".into(),
-            format!("Kubernetes cost by client in account {account}; each client links to its detail"),
+            format!("Kubernetes cost by client in {narrowed}; each client links to its detail"),
             report,
             links,
         ));
         content.notes.push(
-            "With an account chosen, each client's cost is that of its pods on the account's instances: \
+            "With a provider or an account chosen, each client's cost is that of its pods on its instances: \
              direct (split) cost as the chargeback counts it, and the unused cost its pods were given, \
              which the chargeback pools as idle capacity. The chargeback's shared pools (platform namespaces, idle capacity, unallocated EC2, \
              untagged cluster cost) are charged on the whole fleet and are not split by account: choose \

@@ -43,8 +43,14 @@ pub async fn costs(page: Opening) -> Result<Response, WebError> {
         content.tables.push(("costs".into(), caption, Report::of(table), links));
         let whole = range.parts.iter().all(|(_, whole)| *whole);
         if whole && view.viewer.scope.sees_fleet() && given(&filters.group) != Some("pod") {
+            if range.only.is_none() && view.providers.len() > 1 {
+                let caption = "The bill by provider: each provider's accounts summed, in USD at the month's \
+                               rate (the Data page lists each bill in its own currency); choose a provider above \
+                               to see its accounts alone";
+                content.table("providers", caption, crate::report::rollup::providers(range));
+            }
             let mut by_account = crate::report::rollup::accounts(range);
-            if by_account.table.rows.len() > 1 || range.account.is_some() {
+            if by_account.table.rows.len() > 1 || range.only.is_some() {
                 name_accounts(&mut by_account, &view.accounts);
                 let caption = "The bill by account of every provider (AWS payer and linked accounts, Azure \
                                subscriptions, Google projects, Oracle compartments): Kubernetes, instances \
@@ -378,8 +384,8 @@ fn grouped_costs(
     };
     let cluster_chosen = cluster.clone();
     let mut scope = cluster.map(|c| format!(" in cluster {c}")).unwrap_or_default();
-    if let Some(account) = &range.account {
-        scope.push_str(&format!(" in account {account}"));
+    if let Some(narrowed) = range.narrowed_to() {
+        scope.push_str(&format!(" in {narrowed}"));
     }
     let caption = match (&namespace, runs_of) {
         (Some(n), Some(cronjob)) => {
@@ -434,7 +440,7 @@ async fn pod_costs(
         let Ok(period) = rollups.period.period.parse::<Period>() else { continue };
         let (from, to) = (range.from.max(period.start()), range.to.min(period.end()));
         for pod in state.store.pod_costs(&rollups.period.period, namespace, workload, from, to).await? {
-            let other_account = range.account.as_ref().is_some_and(|a| a != &pod.account);
+            let other_account = range.excludes(&pod.account);
             let other_workload =
                 !named_or_run_of(&pod.workload, workload) || !visible.contains(pod.workload.as_str());
             if other_workload || other_account || cluster.as_ref().is_some_and(|c| c != &pod.cluster) {

@@ -70,9 +70,9 @@ pub async fn gpus(page: Opening) -> Result<Response, WebError> {
     let mut content = Content::new("GPUs", "gpus", "/gpus");
     content.account_filter = true;
     if let Some(range) = &range {
-        if let Some(account) = &range.account {
+        if let Some(narrowed) = range.narrowed_to() {
             content.notes.push(format!(
-                "Account {account}: its instances' capacity and its pods' GPU-hours. The heatmap and GPU time \
+                "In {narrowed}: the instances' capacity and the pods' GPU-hours. The heatmap and GPU time \
                  no pod held come from the metrics, which name no account, and are shown for all accounts only."
             ));
         }
@@ -142,7 +142,7 @@ pub async fn gpus(page: Opening) -> Result<Response, WebError> {
                 "flags",
             ],
         );
-        if range.account.is_none() && view.accounts.len() > 1 {
+        if range.only.is_none() && view.accounts.len() > 1 {
             let caption = "GPU-hours and GPU fleet cost by usage account (utilization of measured hours)";
             content.table("accounts", caption, rollup::gpu_by_account(range));
         }

@@ -57,6 +57,8 @@ pub struct Filters {
     pub namespace: Option<String>,
     pub workload: Option<String>,
     pub cluster: Option<String>,
+    /// A provider (`aws`, `azure`, `gcp`, `oci`): every figure narrowed to its accounts.
+    pub provider: Option<String>,
     /// A usage account: every figure narrowed to its pods, instances and bill.
     pub account: Option<String>,
     pub format: Option<String>,
@@ -99,6 +101,7 @@ impl Filters {
             ("namespace", &self.namespace),
             ("workload", &self.workload),
             ("cluster", &self.cluster),
+            ("provider", &self.provider),
             ("account", &self.account),
             ("sort", &self.sort),
             ("dir", &self.dir),
@@ -272,6 +275,8 @@ pub struct ReportPage {
     pub groups: Vec<(String, bool)>,
     /// Clusters to filter by, with whether each is chosen; empty hides the filter.
     pub clusters: Vec<(String, bool)>,
+    /// Providers to filter by (id, name, chosen); empty hides the filter.
+    pub providers: Vec<(String, String, bool)>,
     /// Usage accounts to filter by (id, label, chosen); empty hides the filter.
     pub accounts: Vec<(String, String, bool)>,
     /// Drill-down filters carried through a filter change.
@@ -389,8 +394,11 @@ impl Content {
 pub(super) struct View {
     pub(super) computed: Vec<Arc<Rollups>>,
     pub(super) range: Option<RollupRange>,
-    /// Every usage account of the range before an account filter narrowed it (id → name).
+    /// Every usage account of the range before an account filter narrowed it (id → name),
+    /// those of the provider asked for when one is.
     pub(super) accounts: std::collections::BTreeMap<String, String>,
+    /// Every provider with an account in the range before a filter narrowed it.
+    pub(super) providers: std::collections::BTreeSet<String>,
     /// Who asks: every number above is already limited to what their scope may see.
     pub(super) viewer: Viewer,
     /// Some period was recomputed and is being read again: its figures are the previous ones.
@@ -519,6 +527,7 @@ pub(super) async fn resolve(state: &AppState, viewer: &Viewer, filters: &Filters
             computed,
             range: None,
             accounts: Default::default(),
+            providers: Default::default(),
             viewer: viewer.clone(),
             previous,
         });
@@ -540,6 +549,17 @@ pub(super) async fn resolve(state: &AppState, viewer: &Viewer, filters: &Filters
             ));
         }
     }
+    let providers = range.provider_ids();
+    let range = match given(&filters.provider) {
+        Some(provider) => range.only_provider(provider).map_err(|_| {
+            WebError::bad(
+                "provider",
+                format!("no {provider} bill in {}", range.label),
+                providers.iter().cloned().collect(),
+            )
+        })?,
+        None => range,
+    };
     let accounts = range.accounts();
     let range = match given(&filters.account) {
         Some(account) => range.only_account(account).map_err(|_| {
@@ -551,7 +571,7 @@ pub(super) async fn resolve(state: &AppState, viewer: &Viewer, filters: &Filters
         })?,
         None => range,
     };
-    Ok(View { computed, range: Some(range), accounts, viewer: viewer.clone(), previous })
+    Ok(View { computed, range: Some(range), accounts, providers, viewer: viewer.clone(), previous })
 }
 
 /// A filter's value, when it is given and not empty.
@@ -693,6 +713,17 @@ async fn render_answer(
                     .iter()
                     .map(|c| (c.clone(), filters.cluster.as_deref() == Some(c.as_str())))
                     .collect(),
+                providers: if content.account_filter && view.providers.len() > 1 {
+                    view.providers
+                        .iter()
+                        .map(|id| {
+                            let name = crate::sources::focus::provider_name(id).to_string();
+                            (id.clone(), name, filters.provider.as_deref() == Some(id.as_str()))
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                },
                 accounts: if content.account_filter && view.accounts.len() > 1 {
                     view.accounts
                         .iter()
@@ -850,6 +881,7 @@ fn range_and_filters(label: &str, filters: &Filters) -> String {
     for (name, value) in [
         ("grouped by", &filters.group),
         ("cluster", &filters.cluster),
+        ("provider", &filters.provider),
         ("usage account", &filters.account),
         ("namespace", &filters.namespace),
         ("workload", &filters.workload),

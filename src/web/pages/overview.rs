@@ -403,6 +403,19 @@ pub async fn overview(page: Opening) -> Result<Response, WebError> {
         .filter(|part| !part.is_empty())
         .collect::<Vec<_>>()
         .join(" · ");
+        // Where the money goes, cloud by cloud, for those who see the whole fleet.
+        if view.viewer.scope.sees_fleet() && view.providers.len() > 1 && range.only.is_none() {
+            let (labels, values): (Vec<String>, Vec<f64>) = rollup::spend_by_provider(range)
+                .into_iter()
+                .map(|(name, nanos)| (name, nanos as f64 / 1e9))
+                .unzip();
+            content.charts.push(charts::bars("Spend by provider (amortized, USD)", "USD", &labels, &values));
+            content.table(
+                "providers",
+                "Spend by provider (amortized bill in USD, each bill at its month's rate)",
+                rollup::providers(range),
+            );
+        }
         let mut top = rollup::opportunities(range);
         let listed = top.table.rows.len();
         content.cards.push(savings::open_card(&top, listed.min(5)));
