@@ -3,7 +3,7 @@
 //! account for one billing period) replaces its stored self, all in one transaction, and no
 //! other bill moves. A bad file, row or value leaves the database as it was.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -79,7 +79,10 @@ struct BillSums {
     effective: i64,
     list: i64,
     contracted: i64,
-    charges: HashMap<ChargeKey, ChargeSums>,
+    /// Each charge group and its sums, in the order first seen, and where each is by its key's
+    /// bytes ([`push_fields`]): a row finds its group without building a key.
+    charges: Vec<(ChargeKey, ChargeSums)>,
+    index: rustc_hash::FxHashMap<Box<[u8]>, usize>,
 }
 
 /// What a bill's charges are summed by: the day and every dimension a page groups by.
@@ -120,13 +123,17 @@ pub fn resource_type(provider: &str, charge: &Charge<'_>) -> String {
 }
 
 /// The GPU instance a usage line is for and its GPU-hours, as its provider bills them.
-fn gpu_charge(provider: &str, charge: &Charge<'_>, instance: &str) -> Option<crate::catalog::GpuCharge> {
+fn gpu_charge(
+    provider: &str,
+    charge: &Charge<'_>,
+    instance: &str,
+    hours: f64,
+) -> Option<crate::catalog::GpuCharge> {
     // A commitment's unused hours ran no instance.
     if charge.charge_category != "Usage" || charge.commitment_discount_status == Some("Unused") {
         return None;
     }
     let meter = if charge.sku_meter.is_empty() { charge.charge_description } else { charge.sku_meter };
-    let hours = charge.consumed_quantity.unwrap_or(0.0);
     crate::catalog::gpu_charge(provider, instance, meter, charge.consumed_unit, hours)
 }
 
@@ -135,8 +142,37 @@ fn gpu_charge(provider: &str, charge: &Charge<'_>, instance: &str) -> Option<cra
 struct Reading {
     /// The version the export's manifest names, if any.
     declared: Option<Version>,
-    bills: BTreeMap<(Period, String, String), BillSums>,
+    /// Each bill (period, provider, billing account) and its sums; a delivery holds a few.
+    bills: Vec<((Period, String, String), BillSums)>,
+    /// Each distinct naming's instance and GPUs ([`Classified`]), by its bytes.
+    classified: rustc_hash::FxHashMap<Box<[u8]>, Classified>,
     reconciliation: FocusReconciliation,
+}
+
+/// What a row's names make of it: its instance type ([`resource_type`]) and, for a GPU
+/// instance's usage, its GPU model and GPU-hours per consumed unit.
+#[derive(Debug, Clone)]
+struct Classified {
+    instance: std::sync::Arc<str>,
+    gpu: Option<(&'static str, f64)>,
+}
+
+impl Classified {
+    fn of(provider: &str, charge: &Charge<'_>) -> Classified {
+        let instance = resource_type(provider, charge);
+        // GPU-hours are linear in the hours consumed: the catalog's answer for one.
+        let gpu = gpu_charge(provider, charge, &instance, 1.0).map(|g| (g.gpu_model, g.gpu_hours));
+        Classified { instance: instance.into(), gpu }
+    }
+}
+
+/// Appends each field to `bytes` after its length: two lists of fields give the same bytes
+/// only when they are the same.
+fn push_fields(bytes: &mut Vec<u8>, fields: &[&str]) {
+    for field in fields {
+        bytes.extend_from_slice(&(field.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(field.as_bytes());
+    }
 }
 
 impl Reading {
@@ -151,12 +187,21 @@ impl Reading {
         let version = Version::of_header(&names).max(self.declared.unwrap_or(Version::V1_0));
         let mut deviations = Deviations::default();
         let bills = &mut self.bills;
+        let classified = &mut self.classified;
+        let key = &mut Vec::new();
         let skipped = &mut self.reconciliation.rows_skipped_other_periods;
         let mut not_calendar = 0;
         let asked = options.provider.as_deref();
         let calendar_count = &mut not_calendar;
+        // The bar moves every few thousand rows: a clock read per row costs more than the row.
+        const STEP: u64 = 4_096;
+        let mut unshown = 0;
         let rows = focus::read_file(path, location, &names, &mut deviations, &mut |charge, columns, row| {
-            bar.inc(1);
+            unshown += 1;
+            if unshown == STEP {
+                bar.inc(STEP);
+                unshown = 0;
+            }
             let Some((period, calendar)) = focus::billing_month(charge.billing_period_start) else {
                 return Err(columns.bad(
                     row,
@@ -176,8 +221,8 @@ impl Reading {
                         format!("the row is {named}'s bill, but --provider {asked} was given"),
                     ));
                 }
-                (Some(named), _) => named.to_string(),
-                (None, Some(asked)) if charge.provider.is_empty() => asked.to_string(),
+                (Some(named), _) => named,
+                (None, Some(asked)) if charge.provider.is_empty() => asked,
                 (None, _) if charge.provider.is_empty() => {
                     return Err(columns.bad(
                         row,
@@ -207,8 +252,20 @@ impl Reading {
                     "BillingAccountId is never null in FOCUS",
                 ));
             }
-            let bill =
-                bills.entry((period, provider.clone(), charge.billing_account_id.to_string())).or_default();
+            // The bill of the row: found without building its key (a delivery holds a few).
+            let found = bills.iter().position(|((p, named, account), _)| {
+                *p == period && named == provider && account == charge.billing_account_id
+            });
+            let bill = match found {
+                Some(index) => &mut bills[index].1,
+                None => {
+                    bills.push((
+                        (period, provider.to_string(), charge.billing_account_id.to_string()),
+                        BillSums::default(),
+                    ));
+                    &mut bills.last_mut().expect("just pushed").1
+                }
+            };
             if bill.currency.is_empty() {
                 bill.currency = charge.billing_currency.to_string();
                 bill.currency_seen_at = format!("{location}, data row {}", columns.first_row() + row + 1);
@@ -241,29 +298,63 @@ impl Reading {
             bill.list += list;
             bill.contracted += contracted;
             let day = charge.charge_period_start - charge.charge_period_start.rem_euclid(86_400);
-            let instance = resource_type(&provider, charge);
-            let gpu = gpu_charge(&provider, charge, &instance);
-            let key = ChargeKey {
-                day,
-                text: [
-                    charge.sub_account_id.to_string(),
-                    charge.sub_account_name.to_string(),
-                    charge.service_name.to_string(),
-                    charge.service_category.to_string(),
-                    charge.charge_category.to_string(),
-                    charge.charge_class.unwrap_or("").to_string(),
-                    charge.pricing_category.unwrap_or("").to_string(),
-                    charge.commitment_discount_status.unwrap_or("").to_string(),
-                    charge.region.to_string(),
-                    instance,
-                    charge.consumed_unit.to_string(),
-                    charge.tags.clone(),
-                    gpu.map_or("", |g| g.gpu_model).to_string(),
+            // The instance and GPUs of the row, classified once per distinct naming.
+            let usage =
+                charge.charge_category == "Usage" && charge.commitment_discount_status != Some("Unused");
+            key.clear();
+            push_fields(
+                key,
+                &[
+                    provider,
+                    charge.usage_type,
+                    charge.sku_meter,
+                    charge.resource_type,
+                    charge.charge_description,
+                    charge.consumed_unit,
+                    if usage { "usage" } else { "" },
                 ],
+            );
+            let class = match classified.get(key.as_slice()) {
+                Some(class) => class.clone(),
+                None => {
+                    let class = Classified::of(provider, charge);
+                    classified.insert(key.clone().into_boxed_slice(), class.clone());
+                    class
+                }
             };
-            let sums = bill.charges.entry(key).or_default();
+            let gpu_hours =
+                class.gpu.map_or(0.0, |(_, per_unit)| per_unit * charge.consumed_quantity.unwrap_or(0.0));
+            let gpu_model = class.gpu.map_or("", |(model, _)| model);
+            let text = [
+                charge.sub_account_id,
+                charge.sub_account_name,
+                charge.service_name,
+                charge.service_category,
+                charge.charge_category,
+                charge.charge_class.unwrap_or(""),
+                charge.pricing_category.unwrap_or(""),
+                charge.commitment_discount_status.unwrap_or(""),
+                charge.region,
+                &class.instance,
+                charge.consumed_unit,
+                &charge.tags,
+                gpu_model,
+            ];
+            key.clear();
+            key.extend_from_slice(&day.to_le_bytes());
+            push_fields(key, &text);
+            let index = match bill.index.get(key.as_slice()) {
+                Some(index) => *index,
+                None => {
+                    let charge_key = ChargeKey { day, text: text.map(str::to_string) };
+                    bill.charges.push((charge_key, ChargeSums::default()));
+                    bill.index.insert(key.clone().into_boxed_slice(), bill.charges.len() - 1);
+                    bill.charges.len() - 1
+                }
+            };
+            let sums = &mut bill.charges[index].1;
             sums.consumed_quantity += charge.consumed_quantity.unwrap_or(0.0);
-            sums.gpu_hours += gpu.map_or(0.0, |g| g.gpu_hours);
+            sums.gpu_hours += gpu_hours;
             sums.charges += 1;
             sums.billed += billed;
             sums.effective += effective;
@@ -271,6 +362,7 @@ impl Reading {
             sums.contracted += contracted;
             Ok(())
         })?;
+        bar.inc(unshown);
         deviations.billing_periods_not_calendar_months += not_calendar;
         self.reconciliation.deviations.add(&deviations);
         self.reconciliation.files += 1;
@@ -511,6 +603,7 @@ async fn ingest_delivery(
     let now = chrono::Utc::now().timestamp();
     let mut replace = Vec::new();
     let mut results = Vec::new();
+    reading.bills.sort_by(|a, b| a.0.cmp(&b.0));
     for ((period, provider, account), sums) in std::mem::take(&mut reading.bills) {
         let key = (period.to_string(), provider.clone(), account.clone());
         let before = stored.get(&key);

@@ -382,7 +382,7 @@ pub struct Charge<'a> {
     pub list_cost: f64,
     pub contracted_cost: f64,
     /// The row's tags as a JSON object with sorted keys (`{}` for none).
-    pub tags: String,
+    pub tags: std::sync::Arc<str>,
 }
 
 /// The header of a data file: its column names, for the version and extra columns.
@@ -426,9 +426,10 @@ pub fn read_file(
     visit: &mut dyn FnMut(&Charge<'_>, &Columns<'_>, usize) -> Result<(), CurError>,
 ) -> Result<usize, CurError> {
     deviations.extra_columns.extend(extra_columns(names));
+    let mut tags = TagCache::default();
     reader::read_columns(path, location, &COLUMNS, &mut |columns| {
         for row in 0..columns.rows {
-            let charge = read_row(columns, row, deviations)?;
+            let charge = read_row(columns, row, deviations, &mut tags)?;
             visit(&charge, columns, row)?;
         }
         Ok(())
@@ -534,8 +535,44 @@ fn timestamp(c: &Columns<'_>, column: Col, row: usize, deviations: &mut Deviatio
 
 /// The row's tags as a JSON object with sorted keys; FOCUS allows flat values of any JSON
 /// kind, so numbers and booleans are written as text (a tag without a value is `true`).
-fn tags(c: &Columns<'_>, row: usize, deviations: &mut Deviations) -> Result<String, CurError> {
+/// Tags as text normalized once per distinct text: a month repeats a few thousand tag sets
+/// millions of times. At most [`TagCache::MAX`] texts are kept; the rest are normalized each time.
+#[derive(Default)]
+struct TagCache {
+    normalized: rustc_hash::FxHashMap<String, std::sync::Arc<str>>,
+}
+
+impl TagCache {
+    const MAX: usize = 100_000;
+}
+
+fn tags(
+    c: &Columns<'_>,
+    row: usize,
+    deviations: &mut Deviations,
+    cache: &mut TagCache,
+) -> Result<std::sync::Arc<str>, CurError> {
     let raw = c.text(Col::Tags, row).trim();
+    if let Some(known) = cache.normalized.get(raw) {
+        if raw.eq_ignore_ascii_case("null") {
+            deviations.null_as_text += 1;
+        }
+        return Ok(known.clone());
+    }
+    let normalized: std::sync::Arc<str> = normalized_tags(c, row, raw, deviations)?.into();
+    if !raw.is_empty() && cache.normalized.len() < TagCache::MAX {
+        cache.normalized.insert(raw.to_string(), normalized.clone());
+    }
+    Ok(normalized)
+}
+
+/// A row's tags as a JSON object with sorted keys, from its text (`raw`) or its map column.
+fn normalized_tags(
+    c: &Columns<'_>,
+    row: usize,
+    raw: &str,
+    deviations: &mut Deviations,
+) -> Result<String, CurError> {
     let pairs: Vec<(String, String)> = if raw.eq_ignore_ascii_case("null") {
         deviations.null_as_text += 1;
         Vec::new()
@@ -559,7 +596,12 @@ fn tags(c: &Columns<'_>, row: usize, deviations: &mut Deviations) -> Result<Stri
     Ok(serde_json::to_string(&sorted).unwrap_or_else(|_| "{}".into()))
 }
 
-fn read_row<'a>(c: &Columns<'a>, row: usize, deviations: &mut Deviations) -> Result<Charge<'a>, CurError> {
+fn read_row<'a>(
+    c: &Columns<'a>,
+    row: usize,
+    deviations: &mut Deviations,
+    tag_cache: &mut TagCache,
+) -> Result<Charge<'a>, CurError> {
     let provider = match text(c, Col::ServiceProviderName, row, deviations) {
         "" => text(c, Col::ProviderName, row, deviations),
         named => named,
@@ -652,7 +694,7 @@ fn read_row<'a>(c: &Columns<'a>, row: usize, deviations: &mut Deviations) -> Res
         effective_cost: cost(c, Col::EffectiveCost, row, deviations)?,
         list_cost: cost(c, Col::ListCost, row, deviations)?,
         contracted_cost: cost(c, Col::ContractedCost, row, deviations)?,
-        tags: tags(c, row, deviations)?,
+        tags: tags(c, row, deviations, tag_cache)?,
     })
 }
 
