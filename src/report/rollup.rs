@@ -240,18 +240,10 @@ impl RollupRange {
             .iter()
             .map(|(r, whole)| {
                 let mut period = r.period.clone();
-                let own = r.accounts.iter().filter(|a| accounts.contains(&a.account)).fold(
-                    crate::store::AccountRollup::default(),
-                    |mut sum, a| {
-                        sum.bill_unblended_micros += a.bill_unblended_micros;
-                        sum.instance_cost_micros += a.instance_cost_micros;
-                        sum.other_cost_micros += a.other_cost_micros;
-                        sum.kubernetes_cost_nanos += a.kubernetes_cost_nanos;
-                        sum.unused_savings_plan_micros += a.unused_savings_plan_micros;
-                        sum.unused_reservation_micros += a.unused_reservation_micros;
-                        sum
-                    },
-                );
+                let mut own = crate::store::AccountRollup::default();
+                for account in r.accounts.iter().filter(|a| accounts.contains(&a.account)) {
+                    own.add(account);
+                }
                 period.bill_unblended_micros = own.bill_unblended_micros;
                 period.bill_amortized_micros = own.amortized_micros();
                 period.kubernetes_cost_nanos = own.kubernetes_cost_nanos;

@@ -1075,6 +1075,16 @@ pub struct AccountRollup {
 }
 
 impl AccountRollup {
+    /// Adds another account's bill to this one's (several accounts seen as one).
+    pub fn add(&mut self, other: &AccountRollup) {
+        self.bill_unblended_micros += other.bill_unblended_micros;
+        self.instance_cost_micros += other.instance_cost_micros;
+        self.other_cost_micros += other.other_cost_micros;
+        self.kubernetes_cost_nanos += other.kubernetes_cost_nanos;
+        self.unused_savings_plan_micros += other.unused_savings_plan_micros;
+        self.unused_reservation_micros += other.unused_reservation_micros;
+    }
+
     /// The account's amortized bill.
     pub fn amortized_micros(&self) -> Micros {
         self.instance_cost_micros + self.other_cost_micros
