@@ -11,11 +11,12 @@ use crate::period::Period;
 use crate::report::OutputFormat;
 use crate::synth::{self, CurFormat, Scale};
 
-/// Bill-accurate GPU cost, usage and savings for Kubernetes GPU fleets on AWS.
+/// Bill-accurate GPU cost, usage and savings for Kubernetes GPU fleets on AWS, Azure, Google
+/// Cloud and Oracle Cloud.
 ///
-/// gpuledger reads AWS CUR 2.0 exports with EKS split cost allocation data and Prometheus
-/// DCGM metrics into SQLite (default) or Postgres and serves a dashboard for finance,
-/// agency managers and leadership.
+/// gpuledger reads AWS CUR 2.0 exports with EKS split cost allocation data, FOCUS bills from
+/// every provider and Prometheus DCGM metrics into SQLite (default) or Postgres and serves a
+/// dashboard for finance, agency managers, leadership and the agency's clients.
 #[derive(Debug, Parser)]
 #[command(name = "gpuledger", version, propagate_version = true)]
 pub struct Cli {
@@ -913,6 +914,9 @@ pub struct GpuReportArgs {
     /// threshold the period was computed with).
     #[arg(long, env = "GPULEDGER_IDLE_THRESHOLD")]
     pub idle_threshold: Option<f64>,
+    /// Only this provider's accounts (`aws`, `azure`, `gcp`, `oci`; computed periods only).
+    #[arg(long, env = "GPULEDGER_REPORT_PROVIDER")]
+    pub provider: Option<String>,
     /// Only this usage account (12 digits): its pods and instances (computed periods only).
     #[arg(long, env = "GPULEDGER_REPORT_ACCOUNT")]
     pub account: Option<String>,
@@ -961,6 +965,9 @@ pub struct NamespacesArgs {
     /// One row per cluster and namespace.
     #[arg(long, env = "GPULEDGER_REPORT_BY_CLUSTER")]
     pub by_cluster: bool,
+    /// Only this provider's accounts (`aws`, `azure`, `gcp`, `oci`; computed periods only).
+    #[arg(long, env = "GPULEDGER_REPORT_PROVIDER")]
+    pub provider: Option<String>,
     /// Only this usage account (12 digits): its pods and its own bill (computed periods only).
     #[arg(long, env = "GPULEDGER_REPORT_ACCOUNT")]
     pub account: Option<String>,

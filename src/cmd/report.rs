@@ -14,10 +14,11 @@ use crate::store::Store;
 pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Result<()> {
     // The reports over rollups differ only in which table they build.
     let (args, build): (RangeArgs, fn(&RollupRange) -> Report) = match command {
-        ReportCommand::Namespaces(args) if args.account.is_some() => {
+        ReportCommand::Namespaces(args) if args.account.is_some() || args.provider.is_some() => {
             // The account of pods is in the rollups: the period's, narrowed to the account.
-            let account = args.account.as_deref().unwrap_or_default();
-            let range = RollupRange::period(store, &Scope::All, args.period).await?.only_account(account)?;
+            let range = RollupRange::period(store, &Scope::All, args.period)
+                .await?
+                .narrowed(args.provider.as_deref(), args.account.as_deref())?;
             let report = NamespaceReport::from_rollups(&range, args.cluster.as_deref(), args.by_cluster);
             print!("{}", report.render(args.format));
             return Ok(());
@@ -51,8 +52,11 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
             return Ok(());
         }
         ReportCommand::Gpu(args) => {
-            let account = args.account.as_deref();
-            print!("{}", gpu_report(store, args.period, args.idle_threshold, account, args.format).await?);
+            let (provider, account) = (args.provider.as_deref(), args.account.as_deref());
+            print!(
+                "{}",
+                gpu_report(store, args.period, args.idle_threshold, provider, account, args.format).await?
+            );
             return Ok(());
         }
         ReportCommand::Inference(args) => {
@@ -82,12 +86,6 @@ async fn load_range(store: &dyn Store, args: &RangeArgs) -> anyhow::Result<Rollu
     let range = Range::parse(args.period.as_deref(), args.from.as_deref(), args.to.as_deref())
         .map_err(|e| UsageError(format!("--{e}")))?
         .ok_or_else(|| UsageError("give --period YYYY-MM, or --from and --to".into()))?;
-    let mut loaded = RollupRange::load(store, &Scope::All, range.label(), range.start(), range.end()).await?;
-    if let Some(provider) = args.provider.as_deref() {
-        loaded = loaded.only_provider(provider)?;
-    }
-    match args.account.as_deref() {
-        Some(account) => Ok(loaded.only_account(account)?),
-        None => Ok(loaded),
-    }
+    let loaded = RollupRange::load(store, &Scope::All, range.label(), range.start(), range.end()).await?;
+    Ok(loaded.narrowed(args.provider.as_deref(), args.account.as_deref())?)
 }

@@ -35,8 +35,9 @@
 //!   savings_plan_savings + reserved_savings` (+ `opportunities`: the `opportunities` rows,
 //!   `total_monthly_savings`, `monthly_spend`, `months`);
 //! - `opportunities`: `kind, namespace, family, workload (= family), gpu_model,
-//!   purchase_option, monthly_savings, evidence`, one row per kind and workload family, a
-//!   waterfall: Σ `monthly_savings` ≤ `monthly_spend`;
+//!   purchase_option, monthly_savings, evidence, provider` (the providers the family's pods
+//!   ran on, by their accounts: `aws`, or several joined by `, `), one row per kind and
+//!   workload family, a waterfall: Σ `monthly_savings` ≤ `monthly_spend`;
 //! - `accounts`: `account, provider, name, kubernetes_cost, unallocated_ec2_cost, other_cost,
 //!   amortized_cost, unblended_cost, gpu_hours`, one row per usage account of the whole
 //!   periods in the range (the payer's own lines included), with a total row; Σ
@@ -218,6 +219,18 @@ impl RollupRange {
         Ok(range)
     }
 
+    /// The range narrowed as a report asks: to a provider's accounts, then to one account.
+    pub fn narrowed(self, provider: Option<&str>, account: Option<&str>) -> Result<RollupRange, ReportError> {
+        let range = match provider {
+            Some(provider) => self.only_provider(provider)?,
+            None => self,
+        };
+        match account {
+            Some(account) => range.only_account(account),
+            None => Ok(range),
+        }
+    }
+
     /// How a caption names what the range was narrowed to (`account 222222222222`,
     /// `Azure`), `None` for the whole fleet.
     pub fn narrowed_to(&self) -> Option<String> {
@@ -257,12 +270,14 @@ impl RollupRange {
                 period.measured_unbilled_gpu_hours = 0.0;
                 let costs: Vec<CostRollup> =
                     r.costs.iter().filter(|c| accounts.contains(&c.account)).cloned().collect();
-                let workloads: std::collections::BTreeSet<(&str, &str)> =
-                    costs.iter().map(|c| (c.namespace.as_str(), c.workload.as_str())).collect();
+                // Opportunities are by workload family (a CronJob's runs are one).
+                let family = crate::engine::classify::family;
+                let families: std::collections::BTreeSet<(&str, &str)> =
+                    costs.iter().map(|c| (c.namespace.as_str(), family(&c.workload))).collect();
                 let opportunities = r
                     .opportunities
                     .iter()
-                    .filter(|o| workloads.contains(&(o.namespace.as_str(), o.workload.as_str())))
+                    .filter(|o| families.contains(&(o.namespace.as_str(), family(&o.workload))))
                     .cloned()
                     .collect();
                 let narrowed = Rollups {
@@ -1196,7 +1211,16 @@ type FamilyKey = (String, String, String, String, PurchaseOption);
 /// exceeds the range's monthly Kubernetes spend.
 pub fn opportunities(range: &RollupRange) -> Report {
     let months = range.periods().filter(|(_, whole)| *whole).count().max(1) as i64;
-    let mut sums: BTreeMap<FamilyKey, (i64, String)> = BTreeMap::new();
+    // The providers each workload family's pods ran on (by their accounts).
+    let ids = range.providers();
+    let mut ran_on: BTreeMap<(&str, &str), std::collections::BTreeSet<&str>> = BTreeMap::new();
+    for c in range.costs() {
+        ran_on
+            .entry((c.namespace.as_str(), crate::engine::classify::family(&c.workload)))
+            .or_default()
+            .insert(RollupRange::provider_of(&ids, &c.account));
+    }
+    let mut sums: BTreeMap<FamilyKey, (i64, String, std::collections::BTreeSet<&str>)> = BTreeMap::new();
     for o in range.opportunities() {
         let family = if o.family.is_empty() { o.workload.clone() } else { o.family.clone() };
         let key = (o.kind.clone(), o.namespace.clone(), family, o.gpu_model.clone(), o.purchase_option);
@@ -1204,9 +1228,17 @@ pub fn opportunities(range: &RollupRange) -> Report {
         entry.0 += o.monthly_nanos;
         // The latest month's evidence.
         entry.1 = o.evidence.clone();
+        let family_of = crate::engine::classify::family(&o.workload);
+        if let Some(providers) = ran_on.get(&(o.namespace.as_str(), family_of)) {
+            entry.2.extend(providers);
+        }
     }
-    let mut list: Vec<(&FamilyKey, i64, &String)> =
-        sums.iter().map(|(key, (total, evidence))| (key, total / months, evidence)).collect();
+    let mut list: Vec<(&FamilyKey, i64, &String, String)> = sums
+        .iter()
+        .map(|(key, (total, evidence, providers))| {
+            (key, total / months, evidence, providers.iter().copied().collect::<Vec<_>>().join(", "))
+        })
+        .collect();
     list.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
     let table = Table {
         title: "Opportunities (USD per month)".into(),
@@ -1220,10 +1252,11 @@ pub fn opportunities(range: &RollupRange) -> Report {
             "purchase_option",
             "monthly_savings",
             "evidence",
+            "provider",
         ],
         rows: list
             .iter()
-            .map(|((kind, namespace, family, model, purchase), monthly, evidence)| {
+            .map(|((kind, namespace, family, model, purchase), monthly, evidence, providers)| {
                 vec![
                     text(kind),
                     text(namespace),
@@ -1233,11 +1266,12 @@ pub fn opportunities(range: &RollupRange) -> Report {
                     text(purchase.as_str()),
                     usd(*monthly),
                     text(evidence),
+                    text(providers),
                 ]
             })
             .collect(),
     };
-    let total: i64 = list.iter().map(|(_, monthly, _)| monthly).sum();
+    let total: i64 = list.iter().map(|(_, monthly, _, _)| monthly).sum();
     let mut extra = Extras::default();
     extra.usd("total_monthly_savings", total);
     extra.usd("monthly_spend", range.kubernetes_nanos() / months);

@@ -199,16 +199,17 @@ pub async fn gpu_report(
     store: &dyn Store,
     period: Period,
     idle_threshold: Option<f64>,
+    provider: Option<&str>,
     account: Option<&str>,
     format: OutputFormat,
 ) -> Result<String, ReportError> {
     let computed = store.rollups(&period.to_string()).await?;
-    if let Some(account) = account {
+    if provider.is_some() || account.is_some() {
         // The account of pods and instances is in the rollups only.
         let rollups = computed.ok_or_else(|| ReportError::NotComputed(period.to_string()))?;
         if idle_threshold.is_some_and(|t| (rollups.period.idle_threshold - t).abs() >= 1e-12) {
             return Err(ReportError::Settings(format!(
-                "{period} was computed with idle threshold {}; --account reads the computed rollups, \
+                "{period} was computed with idle threshold {}; --account and --provider read the computed rollups, \
                  so --idle-threshold must match it (or recompute with the threshold you want)",
                 rollups.period.idle_threshold
             )));
@@ -216,7 +217,7 @@ pub async fn gpu_report(
         let parts = vec![std::sync::Arc::new(rollups)];
         let range =
             super::rollup::RollupRange::from_parts(period.to_string(), period.start(), period.end(), parts)?
-                .only_account(account)?;
+                .narrowed(provider, account)?;
         return Ok(super::rollup::gpu(&range, &Default::default()).render(format, &range.label));
     }
     let asked = |r: &crate::store::Rollups| {

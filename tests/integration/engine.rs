@@ -130,7 +130,7 @@ pub async fn assert_period_matches_truth(store: &dyn Store, truth: &Value, perio
     // The GPU fleet per model: every instance-hour, AWS's accelerator share, the full cost of
     // idle GPU pod-hours (idle judged per GPU) and what no pod requested.
     let format = gpuledger::report::OutputFormat::Json;
-    let gpu = gpuledger::report::usage::gpu_report(store, period.parse().unwrap(), None, None, format)
+    let gpu = gpuledger::report::usage::gpu_report(store, period.parse().unwrap(), None, None, None, format)
         .await
         .unwrap();
     let gpu: Value = serde_json::from_str(&gpu).unwrap();
