@@ -558,7 +558,9 @@ pub struct ClientBillingArgs {
     /// Purchase order number, printed on its invoices.
     #[arg(long)]
     pub po: Option<String>,
-    /// The invoice currency: USD, the bill's (no conversion is made).
+    /// The invoice currency (ISO 4217: USD, EUR, GBP). Another than USD converts the charge
+    /// at the rate in force for the period (`gpuledger fx set USD EUR RATE --from YYYY-MM`, or
+    /// the inverse quote), printed on the invoice and fixed when it is issued.
     #[arg(long)]
     pub currency: Option<String>,
     #[arg(long)]

@@ -407,6 +407,16 @@ impl Cents {
     pub fn usd(self) -> String {
         format_cents(self.0 < 0, self.0.unsigned_abs())
     }
+
+    /// The amount in `currency` for people: `$1,234.50` in dollars, `EUR 1,234.50` (`-EUR
+    /// 0.07`) in any other currency, whose hundredths these cents are.
+    pub fn money(self, currency: &str) -> String {
+        let dollars = self.usd();
+        match currency {
+            "USD" | "" => dollars,
+            code => dollars.replacen('$', &format!("{code} "), 1),
+        }
+    }
 }
 
 impl std::ops::Add for Cents {

@@ -131,11 +131,8 @@ async fn issued(store: &dyn Store, document: &Invoice, actor: &str) -> anyhow::R
 pub(super) async fn billing(store: &dyn Store, args: ClientBillingArgs) -> anyhow::Result<()> {
     let mut details = store.billing_details().await?.remove(&args.name).unwrap_or_default();
     if let Some(currency) = args.currency {
-        anyhow::ensure!(
-            currency.eq_ignore_ascii_case("USD"),
-            "--currency {currency}: invoices are in the bill's currency, USD (gpuledger converts nothing)"
-        );
-        details.currency = "USD".into();
+        details.currency =
+            BillingDetails::currency_code(&currency).map_err(|e| anyhow::anyhow!("--currency: {e}"))?;
     }
     if let Some(days) = args.payment_terms_days {
         details.payment_terms_days =

@@ -8,7 +8,7 @@ pub const REPORTING_CURRENCY: &str = "USD";
 
 /// One version of a rate: `1 from_currency = rate to_currency` from `effective_from` on,
 /// until a later version of the same pair.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct FxRate {
     pub from_currency: String,
     pub to_currency: String,
@@ -77,6 +77,52 @@ impl FxRate {
     }
 }
 
+impl FxRate {
+    /// `nanos` of the reporting currency in the other currency of this pair: multiplied when
+    /// the rate is quoted from the reporting currency (`1 USD = 0.9223 EUR`), divided when it
+    /// is quoted to it (`1 EUR = 1.0842 USD`); rounded once, half away from zero.
+    pub fn from_reporting(&self, nanos: i64) -> i64 {
+        if self.from_currency == REPORTING_CURRENCY {
+            return self.convert(nanos);
+        }
+        let numerator = i128::from(nanos) * 1_000_000_000;
+        let divisor = i128::from(self.rate_ppb);
+        let rounded = (numerator.abs() + divisor / 2) / divisor;
+        (if numerator < 0 { -rounded } else { rounded }) as i64
+    }
+
+    /// `1 EUR = 1.0842 USD`.
+    pub fn quote(&self) -> String {
+        format!("1 {} = {} {}", self.from_currency, self.rate, self.to_currency)
+    }
+}
+
+/// The rate an invoice in `currency` for `period` converts the chargeback (in the reporting
+/// currency) with: the newest version in force for the month of either quote, from the
+/// reporting currency to `currency` or back (the direct quote when both take effect the
+/// same month). `Ok(None)` for the reporting currency itself; an error that says which rate
+/// to set when there is none.
+pub fn invoice_rate(rates: &[FxRate], currency: &str, period: &str) -> Result<Option<FxRate>, String> {
+    if currency == REPORTING_CURRENCY {
+        return Ok(None);
+    }
+    let direct = rate_for(rates, REPORTING_CURRENCY, currency, period).map(|r| (r, true));
+    let inverse = rate_for(rates, currency, REPORTING_CURRENCY, period).map(|r| (r, false));
+    direct
+        .into_iter()
+        .chain(inverse)
+        .max_by(|(a, a_direct), (b, b_direct)| {
+            (a.effective_from.as_str(), *a_direct).cmp(&(b.effective_from.as_str(), *b_direct))
+        })
+        .map(|(rate, _)| Some(rate.clone()))
+        .ok_or_else(|| {
+            format!(
+                "no exchange rate between {REPORTING_CURRENCY} and {currency} in force for {period}: \
+                 set one (gpuledger fx set {REPORTING_CURRENCY} {currency} RATE --from {period}) to invoice in {currency}"
+            )
+        })
+}
+
 /// The rate in force for `period` from `from` to `to`: the newest version taking effect at or
 /// before it. `None` when no version does (the month says so and shows nothing converted).
 pub fn rate_for<'a>(rates: &'a [FxRate], from: &str, to: &str, period: &str) -> Option<&'a FxRate> {
@@ -113,6 +159,27 @@ mod tests {
         assert_eq!(rate_for(&rates, "EUR", "USD", "2026-12").unwrap().rate, "1.0842");
         assert_eq!(rate_for(&rates, "EUR", "USD", "2025-12"), None);
         assert_eq!(rate_for(&rates, "GBP", "USD", "2026-10"), None);
+    }
+
+    #[test]
+    fn an_invoice_converts_at_the_newest_quote_either_way() {
+        let inverse = rate("EUR", "USD", "1.0842", "2026-10");
+        // $108.42 at 1 EUR = 1.0842 USD is EUR 100 exactly; $1 is EUR 0.922339051...
+        assert_eq!(inverse.from_reporting(108_420_000_000), 100_000_000_000);
+        assert_eq!(inverse.from_reporting(1_000_000_000), 922_339_052);
+        assert_eq!(inverse.from_reporting(-1_000_000_000), -922_339_052);
+        let direct = rate("USD", "EUR", "0.92", "2026-10");
+        assert_eq!(direct.from_reporting(100_000_000_000), 92_000_000_000);
+        assert_eq!(invoice_rate(&[], "USD", "2026-10"), Ok(None));
+        let missing = invoice_rate(std::slice::from_ref(&inverse), "GBP", "2026-10").unwrap_err();
+        assert!(missing.contains("fx set USD GBP RATE --from 2026-10"), "{missing}");
+        // The newest month wins whichever way it is quoted; the same month, the direct quote.
+        let older = rate("USD", "EUR", "0.95", "2026-09");
+        let chosen = invoice_rate(&[older.clone(), inverse.clone()], "EUR", "2026-10").unwrap().unwrap();
+        assert_eq!(chosen.quote(), "1 EUR = 1.0842 USD");
+        let chosen = invoice_rate(&[older, inverse.clone(), direct], "EUR", "2026-11").unwrap().unwrap();
+        assert_eq!(chosen.quote(), "1 USD = 0.92 EUR");
+        assert!(invoice_rate(&[inverse], "EUR", "2026-09").is_err(), "not in force yet");
     }
 
     #[test]

@@ -119,6 +119,16 @@ impl BillingDetails {
         }
     }
 
+    /// An invoice currency as written (`eur`): its ISO 4217 code, three capital letters. An
+    /// invoice in another currency than the reporting one converts at the rate in force for
+    /// its period (`gpuledger fx set`), fixed when it is issued.
+    pub fn currency_code(text: &str) -> Result<String, String> {
+        let code = text.trim().to_ascii_uppercase();
+        (code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase())).then_some(code).ok_or_else(|| {
+            format!("{:?} is not a currency code (three letters, ISO 4217: USD, EUR, GBP)", text.trim())
+        })
+    }
+
     /// A tax rate in percent (`20`, `8.875`) in parts per million, refused unless 0–100.
     pub fn tax_ppm_from_percent(percent: f64) -> Result<i64, String> {
         if percent.is_finite() && (0.0..=100.0).contains(&percent) {
@@ -256,6 +266,11 @@ pub struct Invoice {
     /// adding up to those lines exactly. Empty on notes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub detail: Vec<DetailRow>,
+    /// For a document in another currency than the reporting one, the rate its amounts were
+    /// converted with: the version in force for the period when the invoice was issued,
+    /// frozen with it (its notes carry the same). Absent in the reporting currency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exchange_rate: Option<crate::domain::fx::FxRate>,
 }
 
 /// One workload's part of an invoice's pod lines.

@@ -60,13 +60,24 @@ pub async fn draft_view(store: &dyn Store, client: &str, period: Period) -> Resu
     let rollups = store.rollups(&key).await?.ok_or_else(|| {
         InvoiceError::NotFound(format!("{key} is not computed: ingest its CUR export first"))
     })?;
-    let billing = store.billing_details().await?.remove(client).unwrap_or_default();
+    let mut billing = store.billing_details().await?.remove(client).unwrap_or_default();
     let seller = store.seller().await?;
     let cur = store.cost_data_version(&key).await?.unwrap_or_else(|| "unknown".into());
     let data_version = format!("{cur} (inputs revision {})", rollups.period.input_revision);
-    let draft = draft(&rollups, client, &billing, &seller, &data_version).map_err(InvoiceError::NotFound)?;
     let documents = store.documents(Some(client), Some(&key)).await?;
     let standing = Standing::find(&documents);
+    // A standing invoice's currency and rate are frozen: its draft is compared in them, so a
+    // difference is the data's, never the rate's.
+    let rate = match &standing {
+        Some(standing) => {
+            billing.currency = standing.invoice.currency.clone();
+            standing.invoice.exchange_rate.clone()
+        }
+        None => crate::domain::fx::invoice_rate(&store.fx_rates().await?, &billing.currency, &key)
+            .map_err(InvoiceError::Refused)?,
+    };
+    let draft = draft(&rollups, client, &billing, &seller, &data_version, rate.as_ref())
+        .map_err(InvoiceError::NotFound)?;
     let delta = standing.as_ref().and_then(|s| adjustment(s, &draft));
     Ok(DraftView { draft, standing, delta, documents })
 }
@@ -132,7 +143,15 @@ pub async fn month_batch(
     clients.sort();
     let mut batch = MonthBatch::default();
     for client in clients {
-        let view = draft_view(store, client, period).await?;
+        let view = match draft_view(store, client, period).await {
+            Ok(view) => view,
+            // A client in a currency without its rate: the others go on.
+            Err(InvoiceError::Refused(why)) => {
+                batch.skipped.push((client.to_string(), why));
+                continue;
+            }
+            Err(other) => return Err(other),
+        };
         if let Some(standing) = &view.standing {
             batch.skipped.push((client.to_string(), format!("invoice {} stands", standing.invoice.number)));
         } else if view.draft.lines.is_empty() {

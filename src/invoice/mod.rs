@@ -14,6 +14,7 @@ pub mod pdf;
 use std::collections::BTreeMap;
 
 use crate::domain::clients::{HOUSE, PLATFORM, UNASSIGNED};
+use crate::domain::fx::{FxRate, REPORTING_CURRENCY};
 pub use crate::domain::invoices::{
     BillingDetails, DEFAULT_NUMBER_FORMAT, DetailRow, Invoice, Kind, Line, Seller, Status, with_status,
 };
@@ -111,9 +112,16 @@ pub fn draft(
     billing: &BillingDetails,
     seller: &Seller,
     data_version: &str,
+    rate: Option<&FxRate>,
 ) -> Result<Invoice, String> {
     let period = &rollups.period.period;
-    let mut lines = priced_lines(rollups, client)?;
+    if (billing.currency == REPORTING_CURRENCY) != rate.is_none() {
+        return Err(format!(
+            "an invoice in {} needs the rate between {REPORTING_CURRENCY} and {} (and one in {REPORTING_CURRENCY} none)",
+            billing.currency, billing.currency
+        ));
+    }
+    let mut lines = priced_lines_in(rollups, client, rate)?;
     let pods_total: Cents =
         lines.iter().filter(|l| POD_LINES.contains(&l.category.as_str())).map(|l| l.amount).sum();
     let detail = detail(rollups, client, pods_total);
@@ -149,6 +157,7 @@ pub fn draft(
         reason: String::new(),
         full_credit: false,
         detail,
+        exchange_rate: rate.cloned(),
     };
     invoice.add_up();
     Ok(invoice)
@@ -162,6 +171,13 @@ pub fn draft(
 /// the charge rounded once to the cent. A client sees what it pays per GPU-hour, never what
 /// the agency pays. (Documents issued before this kept a "Markup" line; they stand as sent.)
 pub fn priced_lines(rollups: &Rollups, client: &str) -> Result<Vec<Line>, String> {
+    priced_lines_in(rollups, client, None)
+}
+
+/// [`priced_lines`] in another currency: each line's charge (and the total) converted from
+/// the reporting currency at `rate` before the one rounding to cents, so the lines still add
+/// up to the converted charge and each unit price is the converted amount's.
+pub fn priced_lines_in(rollups: &Rollups, client: &str, rate: Option<&FxRate>) -> Result<Vec<Line>, String> {
     let period = &rollups.period.period;
     if !invoiceable(client) {
         return Err(format!("{client} is not a client; it cannot be invoiced"));
@@ -224,8 +240,9 @@ pub fn priced_lines(rollups: &Rollups, client: &str) -> Result<Vec<Line>, String
         None if total != cost => lines.push((line("service", "Service charge", None, ""), total - cost)),
         None => {}
     }
-    let amounts: Vec<i64> = lines.iter().map(|(_, nanos)| *nanos).collect();
-    let cents = apportion_cents(&amounts, Cents::from_nanos(total));
+    let convert = |nanos: i64| rate.map_or(nanos, |rate| rate.from_reporting(nanos));
+    let amounts: Vec<i64> = lines.iter().map(|(_, nanos)| convert(*nanos)).collect();
+    let cents = apportion_cents(&amounts, Cents::from_nanos(convert(total)));
     Ok(lines
         .into_iter()
         .zip(cents)
@@ -240,7 +257,16 @@ pub fn priced_lines(rollups: &Rollups, client: &str) -> Result<Vec<Line>, String
 /// `client`'s workloads with their part of its pod lines at its prices (what an invoice's
 /// detail shows), largest first.
 pub fn priced_workloads(rollups: &Rollups, client: &str) -> Result<Vec<DetailRow>, String> {
-    let lines = priced_lines(rollups, client)?;
+    priced_workloads_in(rollups, client, None)
+}
+
+/// [`priced_workloads`] in another currency, at `rate` (as [`priced_lines_in`]).
+pub fn priced_workloads_in(
+    rollups: &Rollups,
+    client: &str,
+    rate: Option<&FxRate>,
+) -> Result<Vec<DetailRow>, String> {
+    let lines = priced_lines_in(rollups, client, rate)?;
     let pods_total =
         lines.iter().filter(|l| POD_LINES.contains(&l.category.as_str())).map(|l| l.amount).sum();
     Ok(detail(rollups, client, pods_total))
@@ -350,9 +376,23 @@ impl Invoice {
             );
         }
         notes.push(format!(
-            "Amounts derived from AWS Cost and Usage Report 2.0, billing period {}, data version {}; {}.",
+            "Amounts derived from the cloud bills of billing period {} (AWS Cost and Usage Report 2.0, FOCUS exports), data version {}; {}.",
             self.period, self.data_version, self.settings_version
         ));
+        if let Some(rate) = &self.exchange_rate {
+            let fixed = if self.number.is_empty() {
+                "the rate in force now; issuing fixes it"
+            } else {
+                "fixed when the invoice was issued"
+            };
+            notes.push(format!(
+                "Amounts in {} converted from {REPORTING_CURRENCY} at {} (in force from {}, source {}): {fixed}.",
+                self.currency,
+                rate.quote(),
+                rate.effective_from,
+                rate.source
+            ));
+        }
         if let Some(original) = &self.refers_to {
             let what = if self.full_credit { "Voids" } else { "Corrects" };
             notes.push(format!("{what} invoice {original}."));
@@ -433,8 +473,8 @@ pub fn adjustment(standing: &Standing, draft: &Invoice) -> Option<Invoice> {
     note.kind = if note.total < Cents(0) { Kind::CreditNote } else { Kind::DebitNote };
     note.reason = format!(
         "the period was restated: the charge is now {} instead of {}",
-        draft.total.usd(),
-        standing.total().usd()
+        draft.total.money(&draft.currency),
+        standing.total().money(&draft.currency)
     );
     Some(note)
 }
@@ -570,7 +610,12 @@ impl Invoice {
     /// table are this.
     pub fn table(&self) -> crate::report::table::Table {
         use crate::report::table::{Cell, Table};
-        let usd = |amount: Cents| Cell::Usd(Some(Nanos::from_cents(amount)));
+        // Dollars as every report shows them; another currency's hundredths as a decimal (the
+        // title and the XLSX heading name the currency).
+        let usd = |amount: Cents| match self.currency.as_str() {
+            REPORTING_CURRENCY => Cell::Usd(Some(Nanos::from_cents(amount))),
+            _ => Cell::Decimal(amount.decimal()),
+        };
         let rows = self
             .lines
             .iter()
@@ -592,7 +637,10 @@ impl Invoice {
         };
         let number = if self.number.is_empty() { "draft".to_string() } else { self.number.clone() };
         Table {
-            title: format!("{} {number}, {}", self.kind.title(), self.client),
+            title: match self.currency.as_str() {
+                REPORTING_CURRENCY => format!("{} {number}, {}", self.kind.title(), self.client),
+                currency => format!("{} {number}, {}, amounts in {currency}", self.kind.title(), self.client),
+            },
             columns: vec!["category", "description", "quantity", "unit", "unit_price", "amount"],
             rows,
             totals: [
@@ -622,10 +670,36 @@ impl Invoice {
         let heading = [
             table.title.clone(),
             format!("Client {}, billing period {}, amounts in {}", self.client, self.period, self.currency),
-            format!("{issued}; computed from CUR data version {}", self.data_version),
-        ];
+            format!("{issued}; computed from data version {}", self.data_version),
+        ]
+        .into_iter()
+        .chain(self.exchange_rate.as_ref().map(|rate| {
+            format!(
+                "Converted from {REPORTING_CURRENCY} at {} (in force from {})",
+                rate.quote(),
+                rate.effective_from
+            )
+        }))
+        .collect::<Vec<_>>();
         table.xlsx("Invoice", &heading)
     }
+}
+
+/// Documents' totals added up per currency, for people: `$12,345.67`, or `$12,345.67 + EUR
+/// 2,000.00` when they are in several (never added across currencies).
+pub fn totals_in_words<'a>(documents: impl IntoIterator<Item = &'a Invoice>) -> String {
+    let mut sums: BTreeMap<&str, Cents> = BTreeMap::new();
+    for document in documents {
+        let sum = sums.entry(document.currency.as_str()).or_default();
+        *sum = *sum + document.total;
+    }
+    if sums.is_empty() {
+        return Cents(0).usd();
+    }
+    // Dollars first, then the other currencies by code.
+    let mut parts: Vec<(&str, Cents)> = sums.into_iter().collect();
+    parts.sort_by_key(|(currency, _)| (*currency != REPORTING_CURRENCY, *currency));
+    parts.iter().map(|(currency, sum)| sum.money(currency)).collect::<Vec<_>>().join(" + ")
 }
 
 /// The register as a table.
@@ -644,7 +718,8 @@ pub fn register_table(documents: &[Invoice]) -> crate::report::table::Table {
                 text(d.status.as_str()),
                 text(d.issued_at.as_deref().unwrap_or("")),
                 text(d.due_at.as_deref().unwrap_or("")),
-                Cell::Usd(Some(Nanos::from_cents(d.total))),
+                Cell::Decimal(d.total.decimal()),
+                text(&d.currency),
             ]
         })
         .collect();
@@ -660,6 +735,7 @@ pub fn register_table(documents: &[Invoice]) -> crate::report::table::Table {
             "issued_at",
             "due_at",
             "total",
+            "currency",
         ],
         rows,
         totals: Vec::new(),
@@ -748,7 +824,7 @@ mod tests {
             ..cost("training", 30_003_333_333, 12.0)
         }];
         let billing = BillingDetails { tax_ppm: 200_000, ..BillingDetails::default() };
-        let draft = draft(&rollups(charge, costs), "acme", &billing, &Seller::default(), "v1").unwrap();
+        let draft = draft(&rollups(charge, costs), "acme", &billing, &Seller::default(), "v1", None).unwrap();
         let amounts: Vec<(&str, i64)> =
             draft.lines.iter().map(|l| (l.category.as_str(), l.amount.0)).collect();
         assert_eq!(
@@ -782,6 +858,37 @@ mod tests {
         );
     }
 
+    /// A client invoiced in euros: each line's charge converted before the one rounding, so
+    /// the lines add up to the converted charge, multiply out, and the rate is on the draft.
+    #[test]
+    fn an_invoice_in_euros_converts_each_line_and_adds_up_to_the_converted_charge() {
+        let charge = ClientRollup {
+            client: "acme".into(),
+            direct_cost_nanos: 200_000_000_000,
+            shared_idle_nanos: 16_840_000_000,
+            ..ClientRollup::default()
+        };
+        let costs = vec![CostRollup { cpu_split_nanos: 0, ..cost("training", 200_000_000_000, 100.0) }];
+        let rate = FxRate::new("EUR", "USD", "1.0842", "2026-10".parse().unwrap(), "cli").unwrap();
+        let billing =
+            BillingDetails { currency: "EUR".into(), tax_ppm: 190_000, ..BillingDetails::default() };
+        let rollups = rollups(charge, costs);
+        let eur = draft(&rollups, "acme", &billing, &Seller::default(), "v1", Some(&rate)).unwrap();
+        // $200 ÷ 1.0842 = EUR 184.467810… → 184.47; $16.84 ÷ 1.0842 = EUR 15.532189… → 15.53;
+        // $216.84 ÷ 1.0842 = EUR 200.00 exactly. Tax 19 % of 200.00 = 38.00.
+        let amounts: Vec<(&str, i64)> = eur.lines.iter().map(|l| (l.category.as_str(), l.amount.0)).collect();
+        assert_eq!(amounts, [("gpu_training", 18_447), ("shared_idle", 1_553), ("tax", 3_800)]);
+        assert_eq!((eur.currency.as_str(), eur.subtotal.0, eur.total.0), ("EUR", 20_000, 23_800));
+        // 100 GPU-hours at EUR 1.8447 is EUR 184.47.
+        assert_eq!(eur.lines[0].unit_price.as_deref(), Some("1.8447"));
+        assert_eq!(eur.exchange_rate.as_ref().map(|r| r.rate.as_str()), Some("1.0842"));
+        assert!(eur.notes().iter().any(|n| n.contains("converted from USD at 1 EUR = 1.0842 USD")));
+        // Without its rate, or with one for a dollar invoice, there is no draft.
+        assert!(draft(&rollups, "acme", &billing, &Seller::default(), "v1", None).is_err());
+        let usd = BillingDetails::default();
+        assert!(draft(&rollups, "acme", &usd, &Seller::default(), "v1", Some(&rate)).is_err());
+    }
+
     /// A net client's share of AWS's discounts lowers its lines, as the markup raises them.
     #[test]
     fn a_discount_passed_on_is_in_the_prices_too() {
@@ -804,9 +911,15 @@ mod tests {
 
     fn issued(number: &str, lines: &[(&str, i64)]) -> Invoice {
         let charge = ClientRollup { client: "acme".into(), ..ClientRollup::default() };
-        let mut invoice =
-            draft(&rollups(charge, Vec::new()), "acme", &BillingDetails::default(), &Seller::default(), "v1")
-                .unwrap();
+        let mut invoice = draft(
+            &rollups(charge, Vec::new()),
+            "acme",
+            &BillingDetails::default(),
+            &Seller::default(),
+            "v1",
+            None,
+        )
+        .unwrap();
         invoice.number = number.into();
         invoice.lines =
             lines.iter().map(|(c, a)| Line { amount: Cents(*a), ..line(c, c, None, "") }).collect();
@@ -884,5 +997,7 @@ mod tests {
         assert_eq!(Cents::from_nanos(4_999_999).0, 0);
         assert_eq!(Cents::from_nanos(-5_000_000).0, -1);
         assert_eq!(Cents(-123_456).usd(), "-$1,234.56");
+        assert_eq!(Cents(-123_456).money("EUR"), "-EUR 1,234.56");
+        assert_eq!(Cents(7).money("USD"), "$0.07");
     }
 }

@@ -49,12 +49,20 @@ fn cents(value: &Value) -> i64 {
 
 /// The client's chargeback total from the clients report, rounded once to the cent.
 fn charge_cents(database: &str, client: &str) -> i64 {
+    // Half a cent away from zero, as the invoice rounds.
+    (charge_micros(database, client) + 5_000).div_euclid(10_000)
+}
+
+/// The client's chargeback total from the clients report, in micro-dollars (as it carries it).
+fn charge_micros(database: &str, client: &str) -> i64 {
     let report = json(database, &["report", "clients", "--period", "2026-10", "--format", "json"]);
     let row = report["rows"].as_array().unwrap().iter().find(|r| r["client"] == client).unwrap().clone();
-    let dollars = row["total_cost"].as_f64().unwrap();
-    // The report carries micro-dollars; half a cent away from zero, as the invoice rounds.
-    let micros = (dollars * 1e6).round() as i64;
-    (micros + 5_000).div_euclid(10_000)
+    (row["total_cost"].as_f64().unwrap() * 1e6).round() as i64
+}
+
+/// `numerator / denominator` rounded half away from zero (both positive here).
+fn div_round(numerator: i128, denominator: i128) -> i64 {
+    ((numerator + denominator / 2) / denominator) as i64
 }
 
 fn lines_sum(document: &Value) -> i64 {
@@ -260,6 +268,95 @@ async fn the_database_refuses_to_change_an_issued_invoice() {
     assert!(total > 0);
 }
 
+/// A client invoiced in euros: no draft without a rate; with one, every line converted before
+/// the one rounding to the cent, each line multiplying out in euros, the rate printed on the
+/// invoice and its PDF and fixed at issue: a corrected rate for the month moves the next
+/// client's draft, never the issued invoice (its draft still matches it), and its credit note
+/// takes it back in euros at the same rate.
+#[test]
+fn a_client_invoiced_in_euros_is_converted_at_the_rate_in_force_and_keeps_it() {
+    let work = tempfile::tempdir().unwrap();
+    let database = format!("sqlite:{}", work.path().join("gl.db").display());
+    let data = work.path().join("data");
+    generate(&data, Scale::Demo, CurFormat::Parquet, 1, 11);
+    gl(&database, &["clients", "labels", "*"]);
+    gl(&database, &["ingest", "cur", &export_root(&data).display().to_string()]);
+    for client in ["acme", "globex"] {
+        gl(&database, &["clients", "billing", client, "--currency", "eur", "--tax-percent", "19"]);
+    }
+    let draft_of = |client: &str| {
+        json(&database, &["invoice", "draft", "--client", client, "--period", "2026-10", "--format", "json"])
+    };
+    let refused = try_gl(&database, &["invoice", "draft", "--client", "acme", "--period", "2026-10"]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && said.contains("fx set USD EUR RATE --from 2026-10"), "{said}");
+    let bad = try_gl(&database, &["clients", "billing", "acme", "--currency", "euro"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a currency code"), "{bad:?}");
+    gl(&database, &["fx", "set", "EUR", "USD", "1.0842", "--from", "2026-10"]);
+
+    let draft = draft_of("acme");
+    assert_eq!(
+        (draft["currency"].as_str(), draft["exchange_rate"]["rate"].as_str()),
+        (Some("EUR"), Some("1.0842"))
+    );
+    // The dollar charge ÷ 1.0842, rounded once to the cent; 19 % tax on that.
+    let subtotal = div_round(i128::from(charge_micros(&database, "acme")) * 100_000, 1_084_200_000);
+    assert!(subtotal > 100_000, "acme is charged more than EUR 1,000: {subtotal}");
+    assert_eq!(cents(&draft["subtotal"]), subtotal, "{draft}");
+    assert_eq!(cents(&draft["tax"]), div_round(i128::from(subtotal) * 190_000, 1_000_000));
+    assert_eq!(lines_sum(&draft), cents(&draft["total"]));
+    for line in draft["lines"].as_array().unwrap().iter().filter(|l| !l["unit_price"].is_null()) {
+        let (quantity, price) = (line["quantity"].as_f64().unwrap(), line["unit_price"].as_str().unwrap());
+        let (units, fraction) = price.split_once('.').unwrap();
+        let scale = 10i128.pow(fraction.len() as u32);
+        let price = units.parse::<i128>().unwrap() * scale + fraction.parse::<i128>().unwrap();
+        let product = div_round((quantity * 100.0).round() as i128 * price, scale);
+        assert_eq!(product, cents(&line["amount"]), "{line}: quantity × unit price in euros");
+    }
+
+    let number = gl(&database, &["invoice", "issue", "--client", "acme", "--period", "2026-10"]);
+    let number = number.trim();
+    let issued = json(&database, &["invoice", "show", number]);
+    assert_eq!(
+        (issued["total"].clone(), issued["exchange_rate"]["rate"].clone()),
+        (draft["total"].clone(), "1.0842".into())
+    );
+    let pdf = work.path().join("eur.pdf");
+    gl(&database, &["invoice", "export", number, "--format", "pdf", "--out", &pdf.display().to_string()]);
+    let text = pdftotext(&pdf);
+    for expected in
+        ["Total (EUR)", "converted from USD at 1 EUR = 1.0842 USD", issued["total"].as_str().unwrap()]
+    {
+        assert!(text.contains(expected), "the PDF should say {expected:?}:\n{text}");
+    }
+
+    // The month's rate is corrected: the issued invoice and its draft keep 1.0842; globex,
+    // not invoiced yet, drafts at 1.2.
+    gl(&database, &["fx", "set", "EUR", "USD", "1.2", "--from", "2026-10"]);
+    assert_eq!(json(&database, &["invoice", "show", number]), issued, "an issued invoice never changes");
+    let again = draft_of("acme");
+    assert_eq!(
+        (again["exchange_rate"]["rate"].as_str(), again["total"].clone()),
+        (Some("1.0842"), issued["total"].clone())
+    );
+    assert!(again["difference"].is_null(), "a rate is no restatement: {}", again["difference"]);
+    let globex = draft_of("globex");
+    assert_eq!(globex["exchange_rate"]["rate"], "1.2");
+    let globex_subtotal = div_round(i128::from(charge_micros(&database, "globex")) * 100_000, 1_200_000_000);
+    assert_eq!(cents(&globex["subtotal"]), globex_subtotal);
+
+    let credit = gl(&database, &["invoice", "credit", number, "--reason", "wrong entity"]);
+    let credit = json(&database, &["invoice", "show", credit.trim()]);
+    assert_eq!(
+        (credit["currency"].as_str(), credit["exchange_rate"]["rate"].as_str()),
+        (Some("EUR"), Some("1.0842"))
+    );
+    assert_eq!(cents(&credit["total"]), -cents(&issued["total"]));
+    let register = gl(&database, &["invoice", "list", "--format", "csv"]);
+    assert!(register.lines().next().unwrap().ends_with(",total,currency"), "{register}");
+    assert_eq!(register.lines().filter(|l| l.ends_with(",EUR")).count(), 2, "{register}");
+}
+
 /// Eight issuers at once on Postgres: four clients, each asked twice. Each client gets one
 /// invoice, the other request is refused, and the four numbers are 1 to 4 with no gap.
 #[tokio::test]
@@ -340,6 +437,7 @@ fn a_long_document_repeats_the_table_header_on_every_page() {
         actor: String::new(),
         reason: String::new(),
         full_credit: false,
+        exchange_rate: None,
         detail: (0..90)
             .map(|i| invoice::DetailRow {
                 namespace: format!("team-{}", i % 7),
@@ -412,6 +510,7 @@ async fn every_line_of_every_demo_invoice_multiplies_out_from_its_printed_quanti
                 &gpuledger::invoice::BillingDetails::default(),
                 &gpuledger::invoice::Seller::default(),
                 "",
+                None,
             )
             .unwrap();
             documents += 1;

@@ -262,11 +262,15 @@ async fn own_view(
     content.title = format!("Your charges: {client}");
     let whole: Vec<&crate::store::Rollups> =
         range.parts.iter().filter(|(_, whole)| *whole).map(|(rollups, _)| rollups.as_ref()).collect();
+    let invoices = standing_invoices(state, client).await?;
+    let (currency, rates) = own_currency(state, client, computed, &invoices, &mut content).await?;
+    let rate_of = |month: &str| rates.get(month).cloned().flatten();
     // The lines of every whole month, added up by kind of use.
     let mut lines: Vec<crate::invoice::Line> = Vec::new();
     let mut workloads: BTreeMap<(String, String, String), (f64, Cents)> = BTreeMap::new();
     for rollups in &whole {
-        let Ok(month) = crate::invoice::priced_lines(rollups, client) else { continue };
+        let rate = rate_of(&rollups.period.period);
+        let Ok(month) = crate::invoice::priced_lines_in(rollups, client, rate.as_ref()) else { continue };
         for line in month {
             match lines.iter_mut().find(|l| l.category == line.category) {
                 Some(sum) => {
@@ -279,7 +283,7 @@ async fn own_view(
                 None => lines.push(line),
             }
         }
-        for row in crate::invoice::priced_workloads(rollups, client).unwrap_or_default() {
+        for row in crate::invoice::priced_workloads_in(rollups, client, rate.as_ref()).unwrap_or_default() {
             let entry = workloads.entry((row.namespace, row.workload, row.workload_class)).or_default();
             entry.0 += row.gpu_hours;
             entry.1 = entry.1 + row.amount;
@@ -294,18 +298,23 @@ async fn own_view(
         lines.iter().filter(|l| l.unit.as_deref() == Some("GPU-hour")).filter_map(|l| l.quantity).sum();
     let card = |label: &str, value: String| Card { label: label.into(), value, ..Card::default() };
     content.cards = vec![
-        card(&format!("Charged for {}", range.label), charged.usd()),
+        card(&format!("Charged for {}", range.label), charged.money(&currency)),
         card("GPU-hours", crate::report::table::thousands(gpu_hours, 2)),
     ];
-    let invoices = standing_invoices(state, client).await?;
     let months_in_range: Vec<&str> = whole.iter().map(|r| r.period.period.as_str()).collect();
-    let standing: Vec<&crate::invoice::Standing> =
-        invoices.iter().filter(|s| months_in_range.contains(&s.invoice.period.as_str())).collect();
-    let invoiced: Cents = standing.iter().map(|s| s.total()).sum();
-    let invoiced = if standing.is_empty() { "Not invoiced yet".to_string() } else { invoiced.usd() };
+    let standing: Vec<crate::invoice::Invoice> = invoices
+        .iter()
+        .filter(|s| months_in_range.contains(&s.invoice.period.as_str()))
+        .map(|s| crate::invoice::Invoice { total: s.total(), ..s.invoice.clone() })
+        .collect();
+    let invoiced = if standing.is_empty() {
+        "Not invoiced yet".to_string()
+    } else {
+        crate::invoice::totals_in_words(&standing)
+    };
     content.cards.push(card("Invoiced (with tax)", invoiced));
     budget_card(state, client, range, &mut content).await?;
-    let cents = |amount: Cents| Cell::Usd(Some(Nanos::from_cents(amount)));
+    let cents = |amount: Cents| amount_cell(&currency, amount);
     let breakdown = Table {
         title: format!("{client}: what you are charged for"),
         columns: vec!["line", "quantity", "unit", "unit_price", "amount"],
@@ -344,8 +353,13 @@ async fn own_view(
     let months: Vec<&ClientRollup> =
         computed.iter().flat_map(|r| r.clients.iter().filter(|c| c.client == client)).collect();
     let labels: Vec<String> = months.iter().map(|c| c.period.clone()).collect();
-    let totals: Vec<f64> = months.iter().map(|c| total(c) as f64 / 1e9).collect();
-    content.charts.push(charts::bars(&format!("{client}: charged by month"), "USD", &labels, &totals));
+    // Each month in the invoices' currency at its rate (the one its invoice was issued at).
+    let charged_in = |c: &ClientRollup| match rate_of(&c.period) {
+        Some(rate) => rate.from_reporting(total(c)),
+        None => total(c),
+    };
+    let totals: Vec<f64> = months.iter().map(|c| charged_in(c) as f64 / 1e9).collect();
+    content.charts.push(charts::bars(&format!("{client}: charged by month"), &currency, &labels, &totals));
     let trend = Table {
         title: format!("{client} by month"),
         totals: Vec::new(),
@@ -356,9 +370,12 @@ async fn own_view(
                 let standing = invoices.iter().find(|s| s.invoice.period == c.period);
                 vec![
                     Cell::Text(c.period.clone()),
-                    Cell::Usd(Some(Nanos::from_cents(Cents::from_nanos(total(c))))),
+                    amount_cell(&currency, Cents::from_nanos(charged_in(c))),
                     Cell::Text(standing.map(|s| s.invoice.number.clone()).unwrap_or_default()),
-                    Cell::Usd(standing.map(|s| Nanos::from_cents(s.total()))),
+                    match standing {
+                        Some(s) => amount_cell(&s.invoice.currency, s.total()),
+                        None => Cell::Usd(None),
+                    },
                 ]
             })
             .collect(),
@@ -402,5 +419,52 @@ async fn own_view(
     );
     content.json.insert("client".into(), json!(client));
     content.json.insert("total_charged".into(), json!(charged.decimal()));
+    content.json.insert("currency".into(), json!(currency));
     Ok(content)
+}
+
+/// An amount a client reads: dollars as every page shows them, another currency's hundredths
+/// as a decimal (the page names the currency).
+fn amount_cell(currency: &str, amount: Cents) -> Cell {
+    match currency {
+        crate::domain::fx::REPORTING_CURRENCY => Cell::Usd(Some(Nanos::from_cents(amount))),
+        _ => Cell::Decimal(amount.decimal()),
+    }
+}
+
+/// The currency a client's own view reads in, its invoices' (its billing details'), and the
+/// rate of each computed month: the one its standing invoice was issued at, else the one in
+/// force for the month. When a month has neither, the view stays in dollars and says why.
+async fn own_currency(
+    state: &crate::web::AppState,
+    client: &str,
+    computed: &[std::sync::Arc<crate::store::Rollups>],
+    invoices: &[crate::invoice::Standing],
+    content: &mut Content,
+) -> Result<(String, BTreeMap<String, Option<crate::domain::fx::FxRate>>), WebError> {
+    use crate::domain::fx::{REPORTING_CURRENCY, invoice_rate};
+    let currency = state.store.billing_details().await?.remove(client).unwrap_or_default().currency;
+    if currency == REPORTING_CURRENCY {
+        return Ok((currency, BTreeMap::new()));
+    }
+    let rates = state.store.fx_rates().await?;
+    let mut by_month = BTreeMap::new();
+    for month in computed.iter().map(|r| r.period.period.as_str()) {
+        let issued = invoices.iter().find(|s| s.invoice.period == month && s.invoice.currency == currency);
+        let rate = match issued {
+            Some(standing) => standing.invoice.exchange_rate.clone(),
+            None => invoice_rate(&rates, &currency, month).ok().flatten(),
+        };
+        let Some(rate) = rate else {
+            content.notes.push(format!(
+                "Your invoices are in {currency}, but {month} has no exchange rate yet: amounts here are in {REPORTING_CURRENCY}."
+            ));
+            return Ok((REPORTING_CURRENCY.to_string(), BTreeMap::new()));
+        };
+        by_month.insert(month.to_string(), Some(rate));
+    }
+    content.notes.push(format!(
+        "Amounts in {currency}, each month at the rate its invoice was issued at (or, not invoiced yet, the rate in force for it)."
+    ));
+    Ok((currency, by_month))
 }

@@ -299,7 +299,7 @@ pub async fn register(
             status: d.status.as_str(),
             issued_at: d.issued_at.clone().unwrap_or_default(),
             due_at: d.due_at.clone().unwrap_or_default(),
-            total: d.total.usd(),
+            total: d.total.money(&d.currency),
         })
         .collect();
     let query_string = [("client", &client), ("period", &period), ("status", &status)]
@@ -335,7 +335,7 @@ fn batch_notice(all: &[Invoice], done: &str) -> String {
     let position = |number: &str| all.iter().position(|d| d.number == number);
     let (Some(from), Some(to)) = (position(first), position(last)) else { return String::new() };
     let Some(batch) = all.get(from..=to) else { return String::new() };
-    let total: crate::money::Cents = batch.iter().map(|d| d.total).sum();
+    let total = invoice::totals_in_words(batch);
     let periods: std::collections::BTreeSet<&str> = batch.iter().map(|d| d.period.as_str()).collect();
     let periods: Vec<&str> = periods.into_iter().collect();
     format!(
@@ -343,7 +343,7 @@ fn batch_notice(all: &[Invoice], done: &str) -> String {
         batch.len(),
         if batch.len() == 1 { "" } else { "s" },
         periods.join(", "),
-        total.usd()
+        total
     )
 }
 
@@ -467,9 +467,9 @@ fn difference(
     delta: &Invoice,
 ) -> (String, String, String, String, String) {
     (
-        view.draft.total.usd(),
-        standing.total().usd(),
-        delta.total.usd(),
+        view.draft.total.money(&view.draft.currency),
+        standing.total().money(&standing.invoice.currency),
+        delta.total.money(&delta.currency),
         if delta.kind == Kind::CreditNote { "credit note" } else { "debit note" }.into(),
         standing.invoice.number.clone(),
     )
@@ -486,7 +486,7 @@ fn document_page(viewer: &Viewer, doc: Invoice, family: &[Invoice], message: &st
                 l.quantity.map(|q| crate::report::table::thousands(q, 2)).unwrap_or_default(),
                 l.unit.clone().unwrap_or_default(),
                 l.unit_price.clone().unwrap_or_default(),
-                l.amount.usd(),
+                l.amount.money(&doc.currency),
             )
         })
         .collect();
@@ -499,7 +499,7 @@ fn document_page(viewer: &Viewer, doc: Invoice, family: &[Invoice], message: &st
     ]
     .into_iter()
     .filter(|(label, amount)| label != "Markup" || amount.0 != 0)
-    .map(|(label, amount)| (label, amount.usd()))
+    .map(|(label, amount)| (label, amount.money(&doc.currency)))
     .collect();
     let related = family
         .iter()
@@ -507,7 +507,12 @@ fn document_page(viewer: &Viewer, doc: Invoice, family: &[Invoice], message: &st
         .map(|d| {
             (
                 d.number.clone(),
-                format!("{}, {}, {}", d.kind.title().to_lowercase(), d.status.as_str(), d.total.usd()),
+                format!(
+                    "{}, {}, {}",
+                    d.kind.title().to_lowercase(),
+                    d.status.as_str(),
+                    d.total.money(&d.currency)
+                ),
             )
         })
         .collect();
@@ -526,7 +531,7 @@ fn document_page(viewer: &Viewer, doc: Invoice, family: &[Invoice], message: &st
                 format!("{} / {}", r.namespace, r.workload),
                 r.workload_class.clone(),
                 format!("{:.2}", r.gpu_hours),
-                r.amount.usd(),
+                r.amount.money(&doc.currency),
             )
         })
         .collect();
@@ -632,14 +637,23 @@ fn done_notice(doc: &Invoice) -> String {
             doc.number,
             doc.client,
             doc.period,
-            doc.total.usd(),
+            doc.total.money(&doc.currency),
             doc.due_at.as_deref().unwrap_or("on receipt"),
             doc.client
         ),
         Kind::CreditNote if doc.full_credit => {
-            format!("Credit note {} issued: invoice {refers} is voided ({}).", doc.number, doc.total.usd())
+            format!(
+                "Credit note {} issued: invoice {refers} is voided ({}).",
+                doc.number,
+                doc.total.money(&doc.currency)
+            )
         }
-        kind => format!("{} {} issued on invoice {refers}: {}.", kind.title(), doc.number, doc.total.usd()),
+        kind => format!(
+            "{} {} issued on invoice {refers}: {}.",
+            kind.title(),
+            doc.number,
+            doc.total.money(&doc.currency)
+        ),
     }
 }
 
@@ -676,6 +690,9 @@ pub struct BillingForm {
     payment_terms_days: String,
     #[serde(default)]
     tax_percent: String,
+    /// Absent from older forms: the currency stays.
+    #[serde(default)]
+    currency: Option<String>,
 }
 
 /// `POST /invoices/billing`: a client's billing details (legal name, address, tax id, PO
@@ -709,11 +726,15 @@ pub async fn billing(
     details.payment_terms_days = days;
     details.tax_ppm = invoice::BillingDetails::tax_ppm_from_percent(percent)
         .map_err(|e| WebError::bad("tax_percent", e, Vec::new()))?;
+    if let Some(currency) = &form.currency {
+        details.currency = invoice::BillingDetails::currency_code(currency)
+            .map_err(|e| WebError::bad("currency", e, Vec::new()))?;
+    }
     details.check().map_err(|(field, e)| WebError::bad(field, e, Vec::new()))?;
     store.set_billing_details(&form.client, &details, chrono::Utc::now().timestamp()).await?;
     let detail = format!(
-        "{}: legal name {:?}, PO {:?}, terms {} days, tax {} %",
-        form.client, details.legal_name, details.po_number, days, percent
+        "{}: legal name {:?}, PO {:?}, terms {} days, tax {} %, currency {}",
+        form.client, details.legal_name, details.po_number, days, percent, details.currency
     );
     store.audit(&AuditEntry::new(&actor(&viewer), "", "invoice.billing", &detail)).await?;
     let to = format!("/invoices/draft?client={}&period={period}&done=billing", url_escape(&form.client));
@@ -931,10 +952,10 @@ async fn confirm_issue(
             format!(
                 "Invoice {} and its notes stand at {}; {client}'s charge for {period} is now {}. The {} {number} carries the difference, {}, line by line, and refers to {}.",
                 standing.invoice.number,
-                standing.total().usd(),
-                draft.total.usd(),
+                standing.total().money(&draft.currency),
+                draft.total.money(&draft.currency),
                 kind.to_lowercase(),
-                delta.total.usd(),
+                delta.total.money(&draft.currency),
                 standing.invoice.number
             ),
             format!(
@@ -952,9 +973,12 @@ async fn confirm_issue(
         );
         page.paragraphs = vec![
             format!(
-                "The draft for {client}, {period}: {} ({}), due {} days after today.",
-                draft.total.usd(),
-                draft.currency,
+                "The draft for {client}, {period}: {}{}, due {} days after today.",
+                draft.total.money(&draft.currency),
+                draft.exchange_rate.as_ref().map_or(String::new(), |rate| format!(
+                    ", converted at {} (in force for {period}; issuing fixes the rate on the invoice)",
+                    rate.quote()
+                )),
                 draft.buyer.payment_terms_days
             ),
             format!(
@@ -1000,7 +1024,7 @@ async fn confirm_void(
     page.paragraphs = vec![
         format!(
             "Credit note {credit} takes back everything {number} and its notes stand for ({}): {number} then reads credited, and {client} has no invoice for {} until one is issued again.",
-            standing.total().usd(),
+            standing.total().money(&original.currency),
             original.period
         ),
         if reason.is_empty() {
@@ -1116,9 +1140,9 @@ async fn confirm_month(
             .drafts
             .iter()
             .zip(&numbers)
-            .map(|(d, number)| (d.client.clone(), number.clone(), d.total.usd()))
+            .map(|(d, number)| (d.client.clone(), number.clone(), d.total.money(&d.currency)))
             .collect();
-        page.rows_total = batch.drafts.iter().map(|d| d.total).sum::<crate::money::Cents>().usd();
+        page.rows_total = invoice::totals_in_words(&batch.drafts);
         let clients: Vec<&str> = batch.drafts.iter().map(|d| d.client.as_str()).collect();
         page.fields = vec![("period", period.to_string()), ("clients", clients.join(","))];
         page
