@@ -1087,6 +1087,63 @@ async fn an_administrator_lets_managers_invoice_their_clients_and_billing_detail
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
 }
 
+/// A client invoiced in euros (its currency set on the billing form) reads its own page in
+/// euros: before the month has a rate, in dollars and told why; once its invoice is issued,
+/// at the rate the invoice froze, so the page's charge is the invoice's subtotal to the cent,
+/// even after the month's rate is corrected.
+#[tokio::test]
+async fn a_client_invoiced_in_euros_reads_its_own_page_in_euros_at_its_invoices_rate() {
+    use gpuledger::domain::fx::FxRate;
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::helpers::connect(&format!("sqlite:{}", dir.path().join("eur.db").display())).await;
+    with_demo_terms(store.as_ref()).await;
+    crate::engine::generate_and_load(store.as_ref(), dir.path(), 1, 46).await;
+    let state = signed_in_app(store);
+    add_user(state.store.as_ref(), "ada", Role::Admin, &[]).await;
+    add_user(state.store.as_ref(), "cid", Role::Client, &["acme"]).await;
+    let (_, admin) = sign_in(&state, "ada", &secret("ada"), "").await;
+    let (_, client) = sign_in(&state, "cid", &secret("cid"), "").await;
+    let csrf = field(&send(&state, Method::GET, "/account", &admin, None).await.body, "csrf");
+    let billing = |currency: &str| {
+        format!(
+            "csrf={csrf}&client=acme&period=2026-10&legal_name=Acme+GmbH&address=&tax_id=&po_number=&payment_terms_days=30&tax_percent=19&currency={currency}"
+        )
+    };
+    let refused = send(&state, Method::POST, "/invoices/billing", &admin, Some(&billing("euro"))).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+    let saved = send(&state, Method::POST, "/invoices/billing", &admin, Some(&billing("eur"))).await;
+    assert_eq!(saved.status, StatusCode::SEE_OTHER, "{}", saved.body);
+    assert_eq!(state.store.billing_details().await.unwrap()["acme"].currency, "EUR");
+
+    let own = |state: AppState, cookie: String| async move {
+        let reply =
+            send(&state, Method::GET, "/clients/acme?period=2026-10&format=json", &cookie, None).await;
+        serde_json::from_str::<Value>(&reply.body).unwrap()
+    };
+    let before = own(state.clone(), client.clone()).await;
+    assert_eq!(before["currency"], "USD", "no rate yet: {before}");
+    let html = send(&state, Method::GET, "/clients/acme?period=2026-10", &client, None).await.body;
+    assert!(plain(&html).contains("Your invoices are in EUR, but"), "{html}");
+
+    let rate = |value: &str| FxRate::new("EUR", "USD", value, "2026-10".parse().unwrap(), "test").unwrap();
+    state.store.set_fx_rates(&[rate("1.0842")], "test").await.unwrap();
+    let issue = format!("csrf={csrf}&client=acme&period=2026-10&confirm=yes");
+    let done = send(&state, Method::POST, "/invoices/issue", &admin, Some(&issue)).await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
+    let issued = state.store.documents(Some("acme"), Some("2026-10")).await.unwrap().remove(0);
+    assert_eq!(
+        (issued.currency.as_str(), issued.exchange_rate.as_ref().unwrap().rate.as_str()),
+        ("EUR", "1.0842")
+    );
+    let page = send(&state, Method::GET, &format!("/invoices/{}", issued.number), &client, None).await;
+    assert!(plain(&page.body).contains("Total (EUR)"), "{}", page.body);
+    // Corrected afterwards: the page keeps the invoice's rate.
+    state.store.set_fx_rates(&[rate("1.2")], "test").await.unwrap();
+    let after = own(state.clone(), client.clone()).await;
+    assert_eq!(after["currency"], "EUR");
+    assert_eq!(after["total_charged"].as_str(), Some(issued.subtotal.decimal().as_str()), "{after}");
+}
+
 /// Finance changes a client's markup and budget on the web, from a month on: a confirmation
 /// says what changes and which months are computed again; then the month's chargeback carries
 /// the new markup (12 % of direct + shared cost, to the micro-dollar), the month before keeps
