@@ -138,6 +138,7 @@ pub fn fold_bills(
                 tags: serde_json::to_string(&user_tags).unwrap_or_default(),
                 service: charge.service_name.clone(),
                 usage_type,
+                provider: bill.provider.clone(),
                 ..OtherCostGroup::default()
             });
             group.amortized_cost_micros += effective[index];

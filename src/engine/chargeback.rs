@@ -37,6 +37,9 @@ pub struct NonKubernetes {
     /// Lines a client claims by tag, per (client, category); lines nobody claims and EC2
     /// outside any cluster are `(unassigned)`'s.
     pub direct: BTreeMap<(String, &'static str), i64>,
+    /// The part of `direct` billed by other providers than AWS, per (client, provider,
+    /// category): what an invoice itemizes by provider.
+    pub elsewhere: BTreeMap<(String, String, &'static str), i64>,
     /// EC2 of clusters not allocated to pods.
     pub unallocated_pool: i64,
     /// Cluster lines no client claims.
@@ -58,6 +61,8 @@ struct Entity {
     inference: i64,
     /// storage, network, other.
     non_kubernetes: [i64; 3],
+    /// The part of `non_kubernetes` other providers than AWS billed, by provider.
+    elsewhere: BTreeMap<String, crate::store::DirectByCategory>,
     /// Shares taken, by pool.
     shares: PerPool<i64>,
     /// A client charged net: its share of the discounts.
@@ -117,6 +122,11 @@ pub fn chargeback(
         let index = CATEGORIES.iter().position(|c| c == category).unwrap_or(2);
         entities.entry(client.as_str()).or_default().non_kubernetes[index] += nanos;
     }
+    for ((client, provider, category), nanos) in &non_kubernetes.elsewhere {
+        let index = CATEGORIES.iter().position(|c| c == category).unwrap_or(2);
+        let entity = entities.entry(client.as_str()).or_default();
+        entity.elsewhere.entry(provider.clone()).or_default()[index] += nanos;
+    }
     entities.entry(UNASSIGNED).or_default();
     let mut house = Entity::default();
     let pools = PerPool {
@@ -143,28 +153,32 @@ pub fn chargeback(
         }
     }
     share_discounts(&mut entities, &house, non_kubernetes.discount_micros, settings);
-    let row = |client: &str, e: &Entity, policy: String| ClientRollup {
-        period: period.to_string(),
-        client: client.to_string(),
-        share_policy: policy,
-        direct_cost_nanos: e.split,
-        gpu_cost_nanos: e.gpu,
-        non_kubernetes_direct_nanos: e.non_kubernetes.iter().sum(),
-        gpu_split_nanos: e.gpu_split,
-        cpu_split_nanos: e.cpu_split,
-        memory_split_nanos: e.split - e.gpu_split - e.cpu_split,
-        storage_nanos: e.non_kubernetes[0],
-        storage_gb_months: non_kubernetes.storage_gb_months.get(client).copied().unwrap_or(0.0),
-        network_nanos: e.non_kubernetes[1],
-        other_direct_nanos: e.non_kubernetes[2],
-        training_nanos: e.training,
-        inference_nanos: e.inference,
-        shared_platform_nanos: e.shares.platform,
-        shared_idle_nanos: e.shares.idle,
-        shared_unallocated_nanos: e.shares.unallocated,
-        shared_infrastructure_nanos: e.shares.shared,
-        discount_nanos: e.discount,
-        ..ClientRollup::default()
+    let row = |client: &str, e: &Entity, policy: String| {
+        let mut row = ClientRollup {
+            period: period.to_string(),
+            client: client.to_string(),
+            share_policy: policy,
+            direct_cost_nanos: e.split,
+            gpu_cost_nanos: e.gpu,
+            non_kubernetes_direct_nanos: e.non_kubernetes.iter().sum(),
+            gpu_split_nanos: e.gpu_split,
+            cpu_split_nanos: e.cpu_split,
+            memory_split_nanos: e.split - e.gpu_split - e.cpu_split,
+            storage_nanos: e.non_kubernetes[0],
+            storage_gb_months: non_kubernetes.storage_gb_months.get(client).copied().unwrap_or(0.0),
+            network_nanos: e.non_kubernetes[1],
+            other_direct_nanos: e.non_kubernetes[2],
+            training_nanos: e.training,
+            inference_nanos: e.inference,
+            shared_platform_nanos: e.shares.platform,
+            shared_idle_nanos: e.shares.idle,
+            shared_unallocated_nanos: e.shares.unallocated,
+            shared_infrastructure_nanos: e.shares.shared,
+            discount_nanos: e.discount,
+            ..ClientRollup::default()
+        };
+        row.set_provider_direct(&e.elsewhere);
+        row
     };
     let mut rows: Vec<ClientRollup> = Vec::new();
     for (client, e) in entities.iter().filter(|(c, _)| **c != UNASSIGNED) {

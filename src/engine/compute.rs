@@ -549,6 +549,10 @@ fn place_non_kubernetes(inputs: &ComputeInputs, matcher: &ClientMatcher) -> NonK
             placed.shared_pool += nanos;
         } else {
             *placed.storage_gb_months.entry(client.clone()).or_default() += group.storage_gb_months();
+            if !["aws", ""].contains(&group.provider.as_str()) {
+                let key = (client.clone(), group.provider.clone(), group.category());
+                *placed.elsewhere.entry(key).or_default() += nanos;
+            }
             *placed.direct.entry((client, group.category())).or_default() += nanos;
         }
     }

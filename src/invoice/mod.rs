@@ -34,7 +34,7 @@ const DIRECT_LINES: [(&str, &str); 8] = [
     ("memory", "Memory reserved by the client's pods"),
     ("storage", "Storage tagged to the client"),
     ("network", "Data transfer tagged to the client"),
-    ("other_direct", "Other AWS cost tagged to the client"),
+    ("other_direct", "Other cloud cost tagged to the client"),
 ];
 
 const DISCOUNT_LINE: (&str, &str) = ("discount", "Share of AWS discounts (charged net of discounts)");
@@ -122,8 +122,7 @@ pub fn draft(
         ));
     }
     let mut lines = priced_lines_in(rollups, client, rate)?;
-    let pods_total: Cents =
-        lines.iter().filter(|l| POD_LINES.contains(&l.category.as_str())).map(|l| l.amount).sum();
+    let pods_total: Cents = lines.iter().filter(|l| is_pod_line(&l.category)).map(|l| l.amount).sum();
     let detail = detail(rollups, client, pods_total);
     let before_tax: Cents = lines.iter().map(|l| l.amount).sum();
     if billing.tax_ppm != 0 {
@@ -187,46 +186,8 @@ pub fn priced_lines_in(rollups: &Rollups, client: &str, rate: Option<&FxRate>) -
         .iter()
         .find(|c| c.client == client)
         .ok_or_else(|| format!("no client named {client:?} in {period}'s chargeback"))?;
-    let mut nanos: BTreeMap<&str, i64> = BTreeMap::new();
-    // Each pod line's quantity: GPU-hours, vCPU-hours or memory GB-hours (split usage).
-    let mut quantity: BTreeMap<&str, f64> = BTreeMap::new();
-    for row in rollups.costs.iter().filter(|r| r.client == client) {
-        let category = match row.workload_class {
-            WorkloadClass::Training => "gpu_training",
-            WorkloadClass::Inference => "gpu_inference",
-            _ => "gpu_other",
-        };
-        *nanos.entry(category).or_default() += row.gpu_split_nanos;
-        *nanos.entry("cpu").or_default() += row.cpu_split_nanos;
-        *quantity.entry(category).or_default() += row.gpu_hours_allocated;
-        *quantity.entry("cpu").or_default() += row.vcpu_hours;
-        *quantity.entry("memory").or_default() += row.memory_gb_hours;
-    }
-    let gpu_cpu_split: i64 = ["gpu_training", "gpu_inference", "gpu_other", "cpu"]
-        .iter()
-        .map(|c| nanos.get(c).unwrap_or(&0))
-        .sum();
-    // Memory is the rest of the pods' split cost: the direct cost is exactly their sum.
-    nanos.insert("memory", charge.direct_cost_nanos - gpu_cpu_split);
-    quantity.insert("storage", charge.storage_gb_months);
-    for (category, amount) in cost_nanos(charge) {
-        nanos.insert(category, amount);
-    }
-    // The discount is part of the difference the lines share, not a line.
-    let mut lines: Vec<(Line, i64)> = cost_lines()
-        .filter(|(category, _)| *category != DISCOUNT_LINE.0)
-        .filter_map(|(category, description)| {
-            let amount = *nanos.get(category).unwrap_or(&0);
-            let unit = match category {
-                "cpu" => "vCPU-hour",
-                "memory" => "GB-hour",
-                "storage" => "GB-month",
-                _ => "GPU-hour",
-            };
-            let quantity = quantity.get(category).copied().filter(|h| *h > 0.0);
-            (amount != 0).then(|| (line(category, description, quantity, unit), amount))
-        })
-        .collect();
+    let lines = cost_lines_of(rollups, charge);
+    let mut lines: Vec<(Line, i64)> = lines.into_iter().filter(|(_, nanos)| *nanos != 0).collect();
     let total = charge.total_nanos();
     let costs: Vec<i128> = lines.iter().map(|(_, nanos)| i128::from((*nanos).max(0))).collect();
     let cost: i64 = lines.iter().map(|(_, nanos)| nanos).sum();
@@ -254,6 +215,101 @@ pub fn priced_lines_in(rollups: &Rollups, client: &str, rate: Option<&FxRate>) -
         .collect())
 }
 
+/// A client's lines at cost (nano-dollars), before its markup and discount: the pods' split
+/// cost by kind of use, its tagged storage, network and other cost, its share of each pool.
+/// When any of its cost was billed by another provider than AWS, the pod and tagged lines
+/// are itemized by provider (`gpu_training.aws`, `other_direct.azure`: "…, Azure"); the
+/// pools' shares are not (a pool spans the fleet).
+fn cost_lines_of(rollups: &Rollups, charge: &ClientRollup) -> Vec<(Line, i64)> {
+    let client = charge.client.as_str();
+    let accounts: BTreeMap<&str, &str> = rollups
+        .accounts
+        .iter()
+        .filter(|a| !a.provider.is_empty())
+        .map(|a| (a.account.as_str(), a.provider.as_str()))
+        .collect();
+    // (provider, category) → (nanos, quantity), the provider "" until itemized.
+    let mut direct: BTreeMap<(String, &str), (i64, f64)> = BTreeMap::new();
+    fn add(
+        direct: &mut BTreeMap<(String, &str), (i64, f64)>,
+        provider: &str,
+        category: &'static str,
+        nanos: i64,
+        quantity: f64,
+    ) {
+        let entry = direct.entry((provider.to_string(), category)).or_default();
+        entry.0 += nanos;
+        entry.1 += quantity;
+    }
+    for row in rollups.costs.iter().filter(|r| r.client == client) {
+        let provider = accounts.get(row.account.as_str()).copied().unwrap_or("aws");
+        let category = match row.workload_class {
+            WorkloadClass::Training => "gpu_training",
+            WorkloadClass::Inference => "gpu_inference",
+            _ => "gpu_other",
+        };
+        add(&mut direct, provider, category, row.gpu_split_nanos, row.gpu_hours_allocated);
+        add(&mut direct, provider, "cpu", row.cpu_split_nanos, row.vcpu_hours);
+        // Memory is the rest of the pod's split cost.
+        let memory = row.split_cost_nanos - row.gpu_split_nanos - row.cpu_split_nanos;
+        add(&mut direct, provider, "memory", memory, row.memory_gb_hours);
+    }
+    // The tagged lines: other providers' parts, and AWS the rest.
+    let tagged = [
+        ("storage", charge.storage_nanos, charge.storage_gb_months),
+        ("network", charge.network_nanos, 0.0),
+        ("other_direct", charge.other_direct_nanos, 0.0),
+    ];
+    let elsewhere = charge.provider_direct();
+    for (index, (category, nanos, quantity)) in tagged.into_iter().enumerate() {
+        let theirs: i64 = elsewhere.values().map(|sums| sums[index]).sum();
+        for (provider, sums) in &elsewhere {
+            add(&mut direct, provider, category, sums[index], 0.0);
+        }
+        // The storage quantity stays with the whole line (GB-months are not split by provider).
+        add(&mut direct, "aws", category, nanos - theirs, if elsewhere.is_empty() { quantity } else { 0.0 });
+    }
+    // The pods' lines add up to the client's direct cost exactly: any rounding between the
+    // rows and the chargeback is memory's, as it always was.
+    let pods: i64 = direct.iter().filter(|((_, c), _)| is_pod_line(c)).map(|(_, (n, _))| n).sum();
+    add(&mut direct, "aws", "memory", charge.direct_cost_nanos - pods, 0.0);
+    let providers: std::collections::BTreeSet<&str> =
+        direct.iter().filter(|(_, (nanos, _))| *nanos != 0).map(|((p, _), _)| p.as_str()).collect();
+    let itemized = providers.iter().any(|p| *p != "aws");
+    let mut lines = Vec::new();
+    for provider in providers.iter().copied().filter(|_| itemized).chain((!itemized).then_some("aws")) {
+        for (category, description) in DIRECT_LINES {
+            let Some((nanos, quantity)) = direct.get(&(provider.to_string(), category)).copied() else {
+                continue;
+            };
+            let unit = match category {
+                "cpu" => "vCPU-hour",
+                "memory" => "GB-hour",
+                "storage" => "GB-month",
+                _ => "GPU-hour",
+            };
+            let quantity = Some(quantity).filter(|q| *q > 0.0);
+            let line = if itemized {
+                let name = crate::sources::focus::provider_name(provider);
+                line(&format!("{category}.{provider}"), &format!("{description}, {name}"), quantity, unit)
+            } else {
+                line(category, description, quantity, unit)
+            };
+            lines.push((line, nanos));
+        }
+    }
+    for (pool, nanos) in charge.shares().iter() {
+        let (category, description) = pool.invoice_line();
+        lines.push((line(category, description, None, ""), nanos));
+    }
+    lines
+}
+
+/// Whether an invoice line's category is one of the pods' (itemized by provider or not).
+fn is_pod_line(category: &str) -> bool {
+    POD_LINES.contains(&category.split('.').next().unwrap_or(category))
+}
+
 /// `client`'s workloads with their part of its pod lines at its prices (what an invoice's
 /// detail shows), largest first.
 pub fn priced_workloads(rollups: &Rollups, client: &str) -> Result<Vec<DetailRow>, String> {
@@ -267,8 +323,7 @@ pub fn priced_workloads_in(
     rate: Option<&FxRate>,
 ) -> Result<Vec<DetailRow>, String> {
     let lines = priced_lines_in(rollups, client, rate)?;
-    let pods_total =
-        lines.iter().filter(|l| POD_LINES.contains(&l.category.as_str())).map(|l| l.amount).sum();
+    let pods_total = lines.iter().filter(|l| is_pod_line(&l.category)).map(|l| l.amount).sum();
     Ok(detail(rollups, client, pods_total))
 }
 
@@ -300,19 +355,6 @@ fn detail(rollups: &Rollups, client: &str, total: Cents) -> Vec<DetailRow> {
         b.amount.cmp(&a.amount).then_with(|| (&a.namespace, &a.workload).cmp(&(&b.namespace, &b.workload)))
     });
     rows
-}
-
-/// The categories a [`ClientRollup`] gives directly, in nano-dollars.
-fn cost_nanos(charge: &ClientRollup) -> Vec<(&'static str, i64)> {
-    let shares = charge.shares().iter().map(|(pool, nanos)| (pool.invoice_line().0, nanos));
-    [
-        ("storage", charge.storage_nanos),
-        ("network", charge.network_nanos),
-        ("other_direct", charge.other_direct_nanos),
-    ]
-    .into_iter()
-    .chain(shares)
-    .collect()
 }
 
 fn line(category: &str, description: &str, quantity: Option<f64>, unit: &str) -> Line {
@@ -887,6 +929,49 @@ mod tests {
         assert!(draft(&rollups, "acme", &billing, &Seller::default(), "v1", None).is_err());
         let usd = BillingDetails::default();
         assert!(draft(&rollups, "acme", &usd, &Seller::default(), "v1", Some(&rate)).is_err());
+    }
+
+    /// A client with cost on several clouds: its pod and tagged lines itemized by provider
+    /// (AWS's tagged cost is what the other providers' parts leave), the pools' shares not.
+    #[test]
+    fn a_client_on_several_clouds_gets_its_lines_itemized_by_provider() {
+        let billion = 1_000_000_000;
+        let mut charge = ClientRollup {
+            client: "acme".into(),
+            direct_cost_nanos: 100 * billion,
+            storage_nanos: 20 * billion,
+            other_direct_nanos: 50 * billion,
+            non_kubernetes_direct_nanos: 70 * billion,
+            shared_idle_nanos: 10 * billion,
+            ..ClientRollup::default()
+        };
+        let elsewhere = BTreeMap::from([
+            ("azure".to_string(), [0, 0, 30 * billion]),
+            ("gcp".to_string(), [5 * billion, 0, 0]),
+        ]);
+        charge.set_provider_direct(&elsewhere);
+        let costs = vec![CostRollup {
+            account: "111111111111".into(),
+            cpu_split_nanos: 25 * billion,
+            split_cost_nanos: 100 * billion,
+            ..cost("training", 60 * billion, 10.0)
+        }];
+        let lines = priced_lines(&rollups(charge, costs), "acme").unwrap();
+        let lines: Vec<(&str, &str, i64)> =
+            lines.iter().map(|l| (l.category.as_str(), l.description.as_str(), l.amount.0)).collect();
+        assert_eq!(
+            lines,
+            [
+                ("gpu_training.aws", "GPU compute, training workloads, AWS", 6_000),
+                ("cpu.aws", "vCPUs reserved by the client's pods, AWS", 2_500),
+                ("memory.aws", "Memory reserved by the client's pods, AWS", 1_500),
+                ("storage.aws", "Storage tagged to the client, AWS", 1_500),
+                ("other_direct.aws", "Other cloud cost tagged to the client, AWS", 2_000),
+                ("other_direct.azure", "Other cloud cost tagged to the client, Azure", 3_000),
+                ("storage.gcp", "Storage tagged to the client, Google Cloud", 500),
+                ("shared_idle", "Share of idle capacity (reserved, not requested)", 1_000),
+            ]
+        );
     }
 
     /// A net client's share of AWS's discounts lowers its lines, as the markup raises them.

@@ -6,6 +6,8 @@
 //! conversion. Time is UTC epoch seconds of the start of a half-open hour
 //! `[hour, hour + 3600)`.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use crate::domain::settings::PerPool;
@@ -931,9 +933,31 @@ pub struct ClientRollup {
     /// A client charged net: its share of the period's discounts (≤ 0, whole micro-dollars),
     /// in proportion to its direct + shared cost. 0 for every other row.
     pub discount_nanos: i64,
+    /// The part of `storage_nanos`, `network_nanos` and `other_direct_nanos` billed by
+    /// providers other than AWS, by provider, as JSON (`{"azure":[0,0,5080582060]}`); empty
+    /// when none. Read it with [`ClientRollup::provider_direct`].
+    #[serde(default)]
+    pub provider_direct: String,
 }
 
+/// Storage, network and other direct cost, nano-dollars (the order of a [`ClientRollup`]'s
+/// non-Kubernetes columns).
+pub type DirectByCategory = [i64; 3];
+
 impl ClientRollup {
+    /// Its non-Kubernetes direct cost billed by other providers than AWS, by provider.
+    pub fn provider_direct(&self) -> BTreeMap<String, DirectByCategory> {
+        serde_json::from_str(&self.provider_direct).unwrap_or_default()
+    }
+
+    /// Sets [`ClientRollup::provider_direct`], leaving out providers with nothing.
+    pub fn set_provider_direct(&mut self, by_provider: &BTreeMap<String, DirectByCategory>) {
+        let kept: BTreeMap<&String, &DirectByCategory> =
+            by_provider.iter().filter(|(_, sums)| sums.iter().any(|n| *n != 0)).collect();
+        self.provider_direct =
+            if kept.is_empty() { String::new() } else { serde_json::to_string(&kept).unwrap_or_default() };
+    }
+
     /// Kubernetes and non-Kubernetes direct cost.
     pub fn direct_total_nanos(&self) -> i64 {
         self.direct_cost_nanos + self.non_kubernetes_direct_nanos
@@ -984,6 +1008,14 @@ impl ClientRollup {
             *sum += value;
         }
         self.storage_gb_months += other.storage_gb_months;
+        let mut by_provider = self.provider_direct();
+        for (provider, sums) in other.provider_direct() {
+            let mine = by_provider.entry(provider).or_default();
+            for (sum, value) in mine.iter_mut().zip(sums) {
+                *sum += value;
+            }
+        }
+        self.set_provider_direct(&by_provider);
     }
 }
 
@@ -998,6 +1030,8 @@ pub struct OtherCostGroup {
     pub amortized_cost_micros: i64,
     /// Σ usage amount, in the usage type's unit.
     pub usage_amount: f64,
+    /// `aws` for the CUR's lines; the provider of a FOCUS bill's (`engine::bills`).
+    pub provider: String,
 }
 
 impl OtherCostGroup {

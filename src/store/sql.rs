@@ -683,7 +683,7 @@ mod tests {
             ("rollup_heatmap", columns_and_binds(&HeatmapCell::default()), 5),
             ("rollup_utilization", columns_and_binds(&UtilizationBucket::default()), 4),
             ("rollup_periods", columns_and_binds(&PeriodRollup::default()), 18),
-            ("rollup_clients", columns_and_binds(&ClientRollup::default()), 24),
+            ("rollup_clients", columns_and_binds(&ClientRollup::default()), 25),
             ("rollup_opportunities", columns_and_binds(&Opportunity::default()), 9),
         ];
         for (table, (named, bound), columns) in checks {

@@ -61,14 +61,22 @@ table!(ClientRollup in "rollup_clients" {
     shared_platform_nanos, shared_idle_nanos, markup_nanos, non_kubernetes_direct_nanos,
     shared_infrastructure_nanos, gpu_split_nanos, cpu_split_nanos, memory_split_nanos,
     storage_nanos, network_nanos, other_direct_nanos, training_nanos, inference_nanos, exempt,
-    shared_unallocated_nanos, storage_gb_months, charge_basis, discount_nanos,
+    shared_unallocated_nanos, storage_gb_months, charge_basis, discount_nanos, provider_direct,
 } order by "client");
 
 table!(Opportunity in "rollup_opportunities" {
     period, kind, namespace, workload, gpu_model, purchase_option, monthly_nanos, evidence, family,
 } order by "monthly_nanos DESC, kind, namespace, workload");
 
-from_row!(OtherCostGroup { cluster, tags, service, usage_type, amortized_cost_micros, usage_amount });
+from_row!(OtherCostGroup {
+    cluster,
+    tags,
+    service,
+    usage_type,
+    amortized_cost_micros,
+    usage_amount,
+    provider
+});
 
 from_row!(MeasuredPodHour { cluster, namespace, pod, hour, busy, weight, idle_weight, peak_fb_used_mib });
 
@@ -97,7 +105,7 @@ pub(crate) fn period_tables() -> [&'static TableSql; 11] {
 /// Other cost per cluster, tags, service and usage type (amortized), for chargeback.
 pub(crate) const SELECT_OTHER_COST_GROUPS: &str = "SELECT cluster, tags, service, usage_type, \
      CAST(SUM(amortized_cost_micros) AS BIGINT) AS amortized_cost_micros, \
-     CAST(SUM(usage_amount) AS DOUBLE PRECISION) AS usage_amount FROM other_costs \
+     CAST(SUM(usage_amount) AS DOUBLE PRECISION) AS usage_amount, 'aws' AS provider FROM other_costs \
      WHERE period = $1 GROUP BY cluster, tags, service, usage_type ORDER BY cluster, tags, service, usage_type";
 
 pub(crate) const COUNT_POD_DAYS: &str = "SELECT COUNT(*) AS n FROM cost_pod_days WHERE period = $1";

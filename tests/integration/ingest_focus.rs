@@ -899,6 +899,41 @@ async fn the_other_clouds_bills_are_in_the_months_bill_and_chargeback() {
     let nope = gl(&["report", "bill", "--period", "2026-10", "--provider", "ibm"]);
     assert!(!nope.status.success());
     assert!(String::from_utf8_lossy(&nope.stderr).contains("aws, azure, gcp, oci"));
+
+    // umbrella ran on three clouds: its Oracle shape (tagged) and GKE namespaces beside its
+    // AWS pods. Chargeback keeps each provider's part of its tagged cost, to the cent of the
+    // truth, and its invoice itemizes the lines by provider, each provider's lines its cost
+    // with its part of the markup (the lines share it in proportion to their cost).
+    let umbrella = client(&all, "umbrella");
+    let elsewhere = umbrella.provider_direct();
+    let part = |provider: &str| elsewhere.get(provider).map_or(0, |sums| sums.iter().sum::<i64>());
+    assert!((part("oci") - umbrella_oci).abs() < cent, "{elsewhere:?}");
+    assert!((part("gcp") - gke(&providers["gcp"], "umbrella-")).abs() < cent, "{elsewhere:?}");
+    let draft =
+        report(&["invoice", "draft", "--client", "umbrella", "--period", "2026-10", "--format", "json"]);
+    let lines = draft["lines"].as_array().unwrap();
+    let cents_of = |value: &Value| value.as_str().unwrap().parse::<gpuledger::money::Cents>().unwrap().0;
+    let amount = |line: &Value| cents_of(&line["amount"]);
+    let charged = umbrella.total_nanos();
+    let cost = charged - umbrella.markup_nanos - umbrella.discount_nanos;
+    for (suffix, name, nanos) in [(".oci", ", OCI", part("oci")), (".gcp", ", Google Cloud", part("gcp"))] {
+        let mine: Vec<&Value> =
+            lines.iter().filter(|l| l["category"].as_str().unwrap().ends_with(suffix)).collect();
+        assert!(!mine.is_empty() && mine.iter().all(|l| l["description"].as_str().unwrap().ends_with(name)));
+        let billed: i64 = mine.iter().map(|l| amount(l)).sum();
+        let expected = (i128::from(nanos) * i128::from(charged) / i128::from(cost) / 10_000_000) as i64;
+        assert!((billed - expected).abs() <= mine.len() as i64 + 1, "{suffix}: {billed} vs {expected} cents");
+    }
+    assert!(
+        lines.iter().any(|l| l["category"] == "gpu_training.aws" || l["category"] == "gpu_inference.aws"),
+        "{draft}"
+    );
+    let pools: i64 =
+        lines.iter().filter(|l| l["category"].as_str().unwrap().starts_with("shared_")).map(amount).sum();
+    assert!(pools > 0, "the pools' shares stay whole lines");
+    // The charge rounded once: its lines add up to it to the cent.
+    assert_eq!(lines.iter().map(amount).sum::<i64>(), cents_of(&draft["total"]) - cents_of(&draft["tax"]));
+    assert_eq!(cents_of(&draft["subtotal"]), gpuledger::money::Cents::from_nanos(charged).0);
 }
 
 /// Σ a GKE bill's effective cost over the namespaces starting with `prefix`, nano-units.

@@ -111,7 +111,7 @@ pub async fn page(Path(client): Path<String>, page: Opening) -> Result<Response,
             line("Memory (pods' memory split cost)", sum.memory_split_nanos),
             line("Storage (tagged S3, EBS, EFS, FSx)", sum.storage_nanos),
             line("Network (tagged data transfer)", sum.network_nanos),
-            line("Other tagged AWS cost", sum.other_direct_nanos),
+            line("Other tagged cost", sum.other_direct_nanos),
         ]
         .into_iter()
         .chain(sum.shares().iter().map(|(pool, nanos)| line(pool.line(), nanos)))

@@ -973,8 +973,9 @@ async fn confirm_issue(
         );
         page.paragraphs = vec![
             format!(
-                "The draft for {client}, {period}: {}{}, due {} days after today.",
+                "The draft for {client}, {period}: {} ({}){}, due {} days after today.",
                 draft.total.money(&draft.currency),
+                draft.currency,
                 draft.exchange_rate.as_ref().map_or(String::new(), |rate| format!(
                     ", converted at {} (in force for {period}; issuing fixes the rate on the invoice)",
                     rate.quote()
