@@ -56,17 +56,18 @@ pub enum FoldError {
 }
 
 /// Whether a bill is one `fold_bills` counts: a FOCUS bill, but not the CUR's own bill through
-/// AWS's FOCUS export (with an unknown payer, assumed to be it).
-pub fn counted(bill: &Bill, cur_billing_account: &str) -> bool {
+/// AWS's FOCUS export (with an unknown payer, assumed to be it). `cur_billing_account` is the
+/// payer of the month's CUR, `None` when the month has no CUR (every FOCUS bill counts).
+pub fn counted(bill: &Bill, cur_billing_account: Option<&str>) -> bool {
     let cur_twin = bill.provider == "aws"
-        && (cur_billing_account.is_empty() || bill.billing_account == cur_billing_account);
+        && cur_billing_account.is_some_and(|payer| payer.is_empty() || bill.billing_account == payer);
     bill.format == "focus" && !cur_twin
 }
 
 /// Adds the month's FOCUS bills (but the CUR's own) to `inputs` in the reporting currency.
 pub fn fold_bills(
     inputs: &mut ComputeInputs,
-    cur_billing_account: &str,
+    cur_billing_account: Option<&str>,
     bills: &[Bill],
     charges: &[BillCharge],
     rates: &[FxRate],
@@ -228,10 +229,10 @@ mod tests {
             charge("azure", "ea", "Tax", 500_000_000, "{}"),
             charge("aws", "111111111111", "Usage", 7_000_000_000, "{}"),
         ];
-        let missing = fold_bills(&mut inputs.clone(), "111111111111", &bills, &charges, &[]);
+        let missing = fold_bills(&mut inputs.clone(), Some("111111111111"), &bills, &charges, &[]);
         assert!(matches!(missing, Err(FoldError::MissingRate { ref currency, .. }) if currency == "EUR"));
         let rates = [FxRate::new("EUR", "USD", "1.0842", "2026-10".parse().unwrap(), "test").unwrap()];
-        let folded = fold_bills(&mut inputs, "111111111111", &bills, &charges, &rates).unwrap();
+        let folded = fold_bills(&mut inputs, Some("111111111111"), &bills, &charges, &rates).unwrap();
         // The AWS FOCUS bill is the CUR's own: not counted. Tax is not the amortized bill.
         assert_eq!(folded.bills, vec!["azure/ea".to_string()]);
         assert_eq!(inputs.bill_amortized_micros, 1_084_200);
@@ -265,7 +266,7 @@ mod tests {
                 r#"{"k8s-namespace":"kube:unallocated","goog-k8s-cluster-name":"gke"}"#,
             ),
         ];
-        fold_bills(&mut inputs, "", &[bill("gcp", "b", "USD")], &charges, &[]).unwrap();
+        fold_bills(&mut inputs, Some(""), &[bill("gcp", "b", "USD")], &charges, &[]).unwrap();
         assert_eq!(inputs.unallocated_ec2_micros, 1_000_000);
         assert_eq!(inputs.other_cost_micros, 2_000_000);
         assert_eq!(inputs.bill_amortized_micros, 3_000_000);

@@ -77,16 +77,24 @@ pub async fn compute_period(store: &dyn Store, period: Period) -> Result<Compute
     tracing::debug!(phase = "compute", "computing rollups");
     let name = period.to_string();
     let settings = store.settings().await?.in_force(period).map_err(ComputeError::Invalid)?;
-    let mut inputs = store
-        .compute_inputs(&name, settings.engine.idle_threshold)
-        .await?
-        .ok_or(ComputeError::NoData(period))?;
-    // The month's other bills (Azure, Google, Oracle, another AWS payer), in USD.
-    let cur_account = inputs.cur_billing_account.clone();
     let bills = store.bills(Some(&name)).await?;
+    // A month without a CUR is its FOCUS bills alone (an Azure-only month, or AWS's FOCUS
+    // export in place of the CUR): chargeback and the pages from them, no pods until #41.
+    let (mut inputs, cur_account) = match store.compute_inputs(&name, settings.engine.idle_threshold).await? {
+        Some(inputs) => {
+            let payer = inputs.cur_billing_account.clone();
+            (inputs, Some(payer))
+        }
+        None if bills.iter().any(|b| super::bills::counted(b, None)) => {
+            let input_revision = store.input_revision(&name).await?;
+            (ComputeInputs { period: name.clone(), input_revision, ..ComputeInputs::default() }, None)
+        }
+        None => return Err(ComputeError::NoData(period)),
+    };
+    // The month's other bills (Azure, Google, Oracle, another AWS payer), in USD.
     let providers: std::collections::BTreeSet<&str> = bills
         .iter()
-        .filter(|b| super::bills::counted(b, &cur_account))
+        .filter(|b| super::bills::counted(b, cur_account.as_deref()))
         .map(|b| b.provider.as_str())
         .collect();
     if !providers.is_empty() {
@@ -96,7 +104,7 @@ pub async fn compute_period(store: &dyn Store, period: Period) -> Result<Compute
             charges.extend(store.bill_charges(&name, Some(provider)).await?);
         }
         let rates = store.fx_rates().await?;
-        let folded = super::bills::fold_bills(&mut inputs, &cur_account, &bills, &charges, &rates)
+        let folded = super::bills::fold_bills(&mut inputs, cur_account.as_deref(), &bills, &charges, &rates)
             .map_err(|e| ComputeError::Invalid(e.to_string()))?;
         if !folded.bills.is_empty() {
             tracing::debug!(

@@ -266,8 +266,9 @@ fn cost_lines_of(rollups: &Rollups, charge: &ClientRollup) -> Vec<(Line, i64)> {
         for (provider, sums) in &elsewhere {
             add(&mut direct, provider, category, sums[index], 0.0);
         }
-        // The storage quantity stays with the whole line (GB-months are not split by provider).
-        add(&mut direct, "aws", category, nanos - theirs, if elsewhere.is_empty() { quantity } else { 0.0 });
+        // The GB-months of storage are AWS's tagged lines' (the FOCUS bills' are not kept):
+        // a quantity only while no other provider's storage shares the category.
+        add(&mut direct, "aws", category, nanos - theirs, if theirs == 0 { quantity } else { 0.0 });
     }
     // The pods' lines add up to the client's direct cost exactly: any rounding between the
     // rows and the chargeback is memory's, as it always was.

@@ -153,7 +153,7 @@ impl OtherBill {
     /// `bill` as compute counts it; its rate's pair (`EUR→USD`) when none is in force.
     fn fold(
         bill: &Bill,
-        cur_billing_account: &str,
+        cur_billing_account: Option<&str>,
         charges: &[crate::store::BillCharge],
         rates: &[FxRate],
     ) -> Result<OtherBill, String> {
@@ -500,10 +500,11 @@ impl BillReport {
         }
         let rates = store.fx_rates().await?;
         let charges = store.bill_charges(&key, provider).await?;
-        let cur_account = cur.as_ref().map(|c| c.billing_account.clone()).unwrap_or_default();
+        let cur_account = cur.as_ref().map(|c| c.billing_account.clone());
+        let cur_account = cur_account.as_deref();
         let (mut others, mut missing_rates) = (Vec::new(), Vec::new());
-        for bill in bills.iter().filter(|b| crate::engine::bills::counted(b, &cur_account)) {
-            match OtherBill::fold(bill, &cur_account, &charges, &rates) {
+        for bill in bills.iter().filter(|b| crate::engine::bills::counted(b, cur_account)) {
+            match OtherBill::fold(bill, cur_account, &charges, &rates) {
                 Ok(other) => others.push(other),
                 Err(pair) if !missing_rates.contains(&pair) => missing_rates.push(pair),
                 Err(_) => {}

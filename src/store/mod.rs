@@ -175,6 +175,10 @@ pub trait RunStore: Send + Sync {
     /// A counter every write of data or rollups raises: what caches key on.
     async fn data_revision(&self) -> StoreResult<i64>;
 
+    /// The revision of a period's inputs (its CUR, its bills, its metrics): what its rollups
+    /// were computed from must be it to be current. 1 for a period never written.
+    async fn input_revision(&self, period: &str) -> StoreResult<i64>;
+
     /// Takes the lock `name` for `holder` when it is free, already `holder`'s, or its holder
     /// is gone (no heartbeat since `stale_before`, or a process no longer `alive` on this
     /// host). `Ok(None)`: taken; `Ok(Some(other))`: held by another.

@@ -936,6 +936,76 @@ async fn the_other_clouds_bills_are_in_the_months_bill_and_chargeback() {
     assert_eq!(cents_of(&draft["subtotal"]), gpuledger::money::Cents::from_nanos(charged).0);
 }
 
+/// A month with no CUR is its FOCUS bills alone (an agency off AWS, or a month whose CUR has
+/// not come): it computes, its chargeback and pages come from the bills (Oracle's tagged A10
+/// shape and GKE's namespaces are umbrella's), and its bill is the truth's to the cent.
+#[tokio::test]
+async fn a_month_of_focus_bills_alone_is_computed_without_a_cur() {
+    use gpuledger::synth::clouds::Provider;
+    let (dir, _generate, truth) = three_cloud_world(&[Provider::Gcp, Provider::Oci]);
+    let providers = &truth["periods"]["2026-10"]["providers"];
+    let db = format!("sqlite:{}", dir.path().join("focus-only.db").display());
+    let ok = |args: &[&str]| {
+        let mut all = vec!["--database-url", db.as_str()];
+        all.extend_from_slice(args);
+        let out = run(&all);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    ok(&["clients", "map", "umbrella", "--prefix", "umbrella-"]);
+    ok(&["clients", "map", "umbrella", "--label-value", "umbrella"]);
+    for provider in ["gcp", "oci"] {
+        ok(&["ingest", "focus", &dir.path().join(provider).display().to_string()]);
+    }
+    ok(&["compute", "--period", "2026-10"]);
+    let store = helpers::connect(&db).await;
+    let rollups = store.rollups("2026-10").await.unwrap().expect("a month of FOCUS bills alone is computed");
+    let cent = 10_000_000;
+    let truth_total =
+        truth_nanos(&providers["gcp"]["effective_total"]) + truth_nanos(&providers["oci"]["effective_total"]);
+    // Each bill rounded to the micro-dollar once: within a cent of the truth's nano-exact sums.
+    assert!(
+        (rollups.period.bill_amortized_micros.0 * 1_000 - truth_total).abs() < 2 * cent,
+        "{:?}",
+        rollups.period
+    );
+    let everyone: i64 = rollups.clients.iter().map(|c| c.direct_total_nanos() + c.shared_total_nanos()).sum();
+    assert_eq!(gpuledger::money::micros_from_nanos(everyone), rollups.period.bill_amortized_micros.0);
+    let umbrella = rollups.clients.iter().find(|c| c.client == "umbrella").expect("umbrella is charged");
+    let expected =
+        truth_nanos(&providers["oci"]["by_client_tag"]["umbrella"]) + gke(&providers["gcp"], "umbrella-");
+    assert!((umbrella.non_kubernetes_direct_nanos - expected).abs() < 2 * cent, "{umbrella:?}");
+    // AWS has no part of it: the lines say which cloud.
+    let draft: Value = serde_json::from_slice(&ok(&[
+        "invoice", "draft", "--client", "umbrella", "--period", "2026-10", "--format", "json",
+    ]))
+    .unwrap();
+    let categories: Vec<&str> =
+        draft["lines"].as_array().unwrap().iter().map(|l| l["category"].as_str().unwrap()).collect();
+    assert!(
+        categories.contains(&"other_direct.oci") && categories.contains(&"other_direct.gcp"),
+        "{categories:?}"
+    );
+    assert!(!categories.iter().any(|c| c.ends_with(".aws")), "{categories:?}");
+    // `report bill` is the two bills; the Data page shows the month's bridge.
+    let bill: Value =
+        serde_json::from_slice(&ok(&["report", "bill", "--period", "2026-10", "--format", "json"])).unwrap();
+    assert_eq!(bill["bills"].as_array().map(Vec::len), Some(2), "{bill}");
+    let amortized = match &bill["amortized_total"] {
+        Value::String(text) => truth_nanos(&Value::String(text.clone())),
+        other => truth_nanos(&Value::String(other.to_string())),
+    };
+    assert_eq!(amortized / 1_000, rollups.period.bill_amortized_micros.0);
+    let web = gpuledger::web::AppState::new(helpers::connect(&db).await, gpuledger::web::AuthConfig::off());
+    let (status, page) = crate::web::get(&web, "/data").await;
+    assert_eq!(status, axum::http::StatusCode::OK);
+    assert!(page.contains("No CUR export yet") && page.contains("Google Cloud bill"), "{page}");
+    let (status, overview) = crate::web::get(&web, "/?period=2026-10&format=json").await;
+    assert_eq!(status, axum::http::StatusCode::OK, "{overview}");
+    let overview: Value = serde_json::from_str(&overview).unwrap();
+    assert_eq!(overview["providers"]["rows"].as_array().map(Vec::len), Some(2), "{overview}");
+}
+
 /// Σ a GKE bill's effective cost over the namespaces starting with `prefix`, nano-units.
 fn gke(gcp: &Value, prefix: &str) -> i64 {
     gcp["by_namespace"]

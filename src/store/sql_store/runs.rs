@@ -114,6 +114,16 @@ where
             .context(CONTEXT)
     }
 
+    async fn input_revision(&self, period: &str) -> StoreResult<i64> {
+        const CONTEXT: &str = "reading a period's input revision";
+        let row = sqlx::query(sql::SELECT_PERIOD_INPUT_REVISION)
+            .bind(period)
+            .fetch_optional(&self.pool)
+            .await
+            .context(CONTEXT)?;
+        row.map_or(Ok(1), |row| row.int("revision").context(CONTEXT))
+    }
+
     async fn acquire_lock(
         &self,
         name: &str,

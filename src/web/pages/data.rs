@@ -284,18 +284,21 @@ pub async fn page(
     let reconciliations = reconciliations(&runs);
     let freshness = freshness(&runs, Utc::now().timestamp());
     // The bill of the month asked for (the newest by default) and its bridge.
+    // The months with a CUR or a FOCUS bill (a month may have FOCUS bills alone), newest first.
+    let months: std::collections::BTreeSet<&str> =
+        periods.iter().map(|p| p.period.as_str()).chain(bills.iter().map(|b| b.period.as_str())).collect();
     let chosen = match query.period.as_deref().filter(|p| !p.is_empty()) {
-        Some(asked) => Some(periods.iter().find(|p| p.period == asked).ok_or_else(|| {
+        Some(asked) => Some(months.get(asked).copied().ok_or_else(|| {
             WebError::bad(
                 "period",
                 format!("{asked} is not a stored period"),
-                periods.iter().map(|p| p.period.clone()).collect(),
+                months.iter().rev().map(|p| p.to_string()).collect(),
             )
         })?),
-        None => periods.first(),
+        None => months.last().copied(),
     };
     let bill = match chosen {
-        Some(summary) => match summary.period.parse() {
+        Some(month) => match month.parse() {
             Ok(period) => Some(BillReport::load(state.store.as_ref(), period, None).await?),
             Err(_) => None,
         },
