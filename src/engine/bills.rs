@@ -116,6 +116,16 @@ pub fn fold_bills(
                 ..AccountRollup::default()
             });
             account.bill_unblended_micros += Micros(billed[index]);
+            // Every charge of a GPU instance counts its cost (some of a node's rows, as GKE's
+            // cost allocation splits it, carry none of its GPU-hours): as `report bill`'s
+            // `gpu` counts them.
+            if !charge.gpu_model.is_empty() {
+                account.gpu_hours += charge.gpu_hours;
+                if charge.pricing_category == "Dynamic" {
+                    account.spot_gpu_hours += charge.gpu_hours;
+                }
+                account.gpu_fleet_micros += Micros(effective[index]);
+            }
             if tag(NAMESPACE_TAG) == UNALLOCATED_NAMESPACE {
                 inputs.unallocated_ec2_micros += effective[index];
                 account.instance_cost_micros += Micros(effective[index]);

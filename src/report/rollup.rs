@@ -498,7 +498,16 @@ struct AccountSums {
     unallocated: i64,
     other: i64,
     unblended: i64,
+    /// The pods' allocated GPU-hours.
     gpu_hours: f64,
+    /// The GPU fleet the bills name: its GPU-hours, those at Spot (preemptible) prices, and
+    /// its amortized cost (the CUR's GPU instances; a FOCUS bill's GPU instance charges).
+    fleet_gpu_hours: f64,
+    spot_gpu_hours: f64,
+    fleet: i64,
+    /// The pods' used GPU-hours and their measured allocated GPU-hours (utilization's).
+    used_gpu_hours: f64,
+    measured_gpu_hours: f64,
 }
 
 impl AccountSums {
@@ -508,6 +517,17 @@ impl AccountSums {
         self.other += other.other;
         self.unblended += other.unblended;
         self.gpu_hours += other.gpu_hours;
+        self.fleet_gpu_hours += other.fleet_gpu_hours;
+        self.spot_gpu_hours += other.spot_gpu_hours;
+        self.fleet += other.fleet;
+        self.used_gpu_hours += other.used_gpu_hours;
+        self.measured_gpu_hours += other.measured_gpu_hours;
+    }
+
+    /// Used ÷ measured allocated GPU-hours (METRICS.md "GPU utilization"); none without pods
+    /// measured (another provider's, until gpuledger splits its nodes).
+    fn utilization(&self) -> Option<f64> {
+        ratio(self.used_gpu_hours, self.measured_gpu_hours)
     }
 
     fn amortized(&self) -> i64 {
@@ -531,9 +551,23 @@ fn account_sums(range: &RollupRange) -> BTreeMap<String, AccountSums> {
             row.unallocated += a.unallocated_ec2_nanos().0;
             row.other += a.other_cost_micros.nanos().0;
             row.unblended += a.unblended_nanos().0;
+            row.fleet_gpu_hours += a.gpu_hours;
+            row.spot_gpu_hours += a.spot_gpu_hours;
+            row.fleet += a.gpu_fleet_micros.nanos().0;
         }
         for c in &r.costs {
-            rows.entry(c.account.clone()).or_default().gpu_hours += c.gpu_hours_allocated;
+            let row = rows.entry(c.account.clone()).or_default();
+            row.gpu_hours += c.gpu_hours_allocated;
+            row.used_gpu_hours += c.gpu_hours_used;
+            row.measured_gpu_hours += c.gpu_hours_allocated - c.gpu_hours_unmeasured;
+        }
+        for c in r.capacity.iter().filter(|c| !c.gpu_model.is_empty()) {
+            let row = rows.entry(c.account.clone()).or_default();
+            row.fleet_gpu_hours += c.gpu_hours_provisioned;
+            if c.purchase_option == crate::store::PurchaseOption::Spot {
+                row.spot_gpu_hours += c.gpu_hours_provisioned;
+            }
+            row.fleet += c.amortized_cost_micros * 1_000;
         }
     }
     rows
@@ -581,6 +615,11 @@ pub fn providers(range: &RollupRange) -> Report {
             usd(a.amortized()),
             usd(a.unblended),
             Cell::Ratio(ratio(a.amortized() as f64, whole as f64)),
+            Cell::Hours(a.fleet_gpu_hours),
+            Cell::Ratio(ratio(a.spot_gpu_hours, a.fleet_gpu_hours)),
+            usd(a.fleet),
+            Cell::Rate(ratio(a.fleet as f64 / 1e9, a.fleet_gpu_hours)),
+            Cell::Ratio(a.utilization()),
         ]
     };
     let table = Table {
@@ -596,6 +635,11 @@ pub fn providers(range: &RollupRange) -> Report {
             "amortized_cost",
             "unblended_cost",
             "share",
+            "gpu_hours",
+            "spot_gpu_share",
+            "gpu_fleet_cost",
+            "cost_per_gpu_hour",
+            "gpu_utilization",
         ],
         rows: rows.iter().map(|(provider, row)| line(provider, row)).collect(),
     };

@@ -1106,6 +1106,12 @@ pub struct AccountRollup {
     pub kubernetes_cost_nanos: Nanos,
     pub unused_savings_plan_micros: Micros,
     pub unused_reservation_micros: Micros,
+    /// A FOCUS bill's GPU instances in the account (`catalog::gpu_charge`): GPU-hours, those at
+    /// `Dynamic` prices (Spot, preemptible), and their amortized cost. The CUR's accounts keep
+    /// theirs in the capacity rollups (0 here).
+    pub gpu_hours: f64,
+    pub spot_gpu_hours: f64,
+    pub gpu_fleet_micros: Micros,
 }
 
 impl AccountRollup {
@@ -1117,6 +1123,9 @@ impl AccountRollup {
         self.kubernetes_cost_nanos += other.kubernetes_cost_nanos;
         self.unused_savings_plan_micros += other.unused_savings_plan_micros;
         self.unused_reservation_micros += other.unused_reservation_micros;
+        self.gpu_hours += other.gpu_hours;
+        self.spot_gpu_hours += other.spot_gpu_hours;
+        self.gpu_fleet_micros += other.gpu_fleet_micros;
     }
 
     /// The account's amortized bill.

@@ -679,7 +679,7 @@ mod tests {
             ("cost_gpu_pod_hours", columns_and_binds(&GpuPodHour::default()), 6),
             ("rollup_costs", columns_and_binds(&CostRollup::default()), 34),
             ("rollup_capacity", columns_and_binds(&CapacityRollup::default()), 11),
-            ("rollup_accounts", columns_and_binds(&AccountRollup::default()), 10),
+            ("rollup_accounts", columns_and_binds(&AccountRollup::default()), 13),
             ("rollup_heatmap", columns_and_binds(&HeatmapCell::default()), 5),
             ("rollup_utilization", columns_and_binds(&UtilizationBucket::default()), 4),
             ("rollup_periods", columns_and_binds(&PeriodRollup::default()), 18),

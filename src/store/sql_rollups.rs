@@ -38,7 +38,8 @@ table!(CapacityRollup in "rollup_capacity" {
 
 table!(AccountRollup in "rollup_accounts" {
     period, account, provider, name, bill_unblended_micros, instance_cost_micros, other_cost_micros,
-    kubernetes_cost_nanos, unused_savings_plan_micros, unused_reservation_micros,
+    kubernetes_cost_nanos, unused_savings_plan_micros, unused_reservation_micros, gpu_hours,
+    spot_gpu_hours, gpu_fleet_micros,
 } order by "account");
 
 table!(HeatmapCell in "rollup_heatmap" {

@@ -142,6 +142,25 @@ pub async fn gpus(page: Opening) -> Result<Response, WebError> {
                 "flags",
             ],
         );
+        if range.only.is_none() && view.providers.len() > 1 && view.viewer.scope.sees_fleet() {
+            let caption = "The GPU fleet by provider: the GPU-hours each provider's bills name (Spot or \
+                           preemptible share), their amortized cost in USD and its cost per GPU-hour; \
+                           utilization of the pods' measured hours where gpuledger has the pods (n/a: \
+                           another provider's nodes are not split yet)";
+            content.table("providers", caption, rollup::providers(range));
+            content.default_columns(
+                "providers",
+                &[
+                    "provider",
+                    "name",
+                    "gpu_hours",
+                    "spot_gpu_share",
+                    "gpu_fleet_cost",
+                    "cost_per_gpu_hour",
+                    "gpu_utilization",
+                ],
+            );
+        }
         if range.only.is_none() && view.accounts.len() > 1 {
             let caption = "GPU-hours and GPU fleet cost by usage account (utilization of measured hours)";
             content.table("accounts", caption, rollup::gpu_by_account(range));
