@@ -228,7 +228,7 @@ fn cost_lines_of(rollups: &Rollups, charge: &ClientRollup) -> Vec<(Line, i64)> {
         .filter(|a| !a.provider.is_empty())
         .map(|a| (a.account.as_str(), a.provider.as_str()))
         .collect();
-    // (provider, category) → (nanos, quantity), the provider "" until itemized.
+    // (provider, category) → (nanos, quantity).
     let mut direct: BTreeMap<(String, &str), (i64, f64)> = BTreeMap::new();
     fn add(
         direct: &mut BTreeMap<(String, &str), (i64, f64)>,
