@@ -271,6 +271,10 @@ pub struct Invoice {
     /// frozen with it (its notes carry the same). Absent in the reporting currency.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exchange_rate: Option<crate::domain::fx::FxRate>,
+    /// The rates the bills behind its lines were converted to USD at, one sentence per
+    /// provider billing in another currency ("Azure's bill is in EUR, …"), printed with it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conversions: Vec<String>,
 }
 
 /// One workload's part of an invoice's pod lines.

@@ -68,16 +68,19 @@ pub async fn draft_view(store: &dyn Store, client: &str, period: Period) -> Resu
     let standing = Standing::find(&documents);
     // A standing invoice's currency and rate are frozen: its draft is compared in them, so a
     // difference is the data's, never the rate's.
+    let rates = store.fx_rates().await?;
     let rate = match &standing {
         Some(standing) => {
             billing.currency = standing.invoice.currency.clone();
             standing.invoice.exchange_rate.clone()
         }
-        None => crate::domain::fx::invoice_rate(&store.fx_rates().await?, &billing.currency, &key)
-            .map_err(InvoiceError::Refused)?,
+        None => {
+            crate::domain::fx::invoice_rate(&rates, &billing.currency, &key).map_err(InvoiceError::Refused)?
+        }
     };
-    let draft = draft(&rollups, client, &billing, &seller, &data_version, rate.as_ref())
+    let mut draft = draft(&rollups, client, &billing, &seller, &data_version, rate.as_ref())
         .map_err(InvoiceError::NotFound)?;
+    draft.conversions = super::bill_conversions(&draft.lines, &store.bills(Some(&key)).await?, &rates);
     let delta = standing.as_ref().and_then(|s| adjustment(s, &draft));
     Ok(DraftView { draft, standing, delta, documents })
 }

@@ -157,6 +157,7 @@ pub fn draft(
         full_credit: false,
         detail,
         exchange_rate: rate.cloned(),
+        conversions: Vec::new(),
     };
     invoice.add_up();
     Ok(invoice)
@@ -306,6 +307,43 @@ fn cost_lines_of(rollups: &Rollups, charge: &ClientRollup) -> Vec<(Line, i64)> {
     lines
 }
 
+/// What a document says of the bills its lines came from in another currency than USD: one
+/// sentence per provider of its itemized lines (`other_direct.azure`) whose bill for the
+/// period is, with the rate it was converted at ("Azure's bill is in EUR, converted to USD at
+/// 1 EUR = 1.0842 USD, the rate in force for 2026-10").
+pub fn bill_conversions(lines: &[Line], bills: &[crate::store::Bill], rates: &[FxRate]) -> Vec<String> {
+    let providers: std::collections::BTreeSet<&str> =
+        lines.iter().filter_map(|l| l.category.split_once('.').map(|(_, provider)| provider)).collect();
+    let mut said = Vec::new();
+    for bill in bills.iter().filter(|b| providers.contains(b.provider.as_str())) {
+        if bill.currency.is_empty() || bill.currency == REPORTING_CURRENCY {
+            continue;
+        }
+        let name = crate::sources::focus::provider_name(&bill.provider);
+        let sentence = match crate::domain::fx::rate_for(
+            rates,
+            &bill.currency,
+            REPORTING_CURRENCY,
+            &bill.period,
+        ) {
+            Some(rate) => format!(
+                "{name}'s bill is in {}, converted to {REPORTING_CURRENCY} at {}, the rate in force for {}.",
+                bill.currency,
+                rate.quote(),
+                bill.period
+            ),
+            None => format!(
+                "{name}'s bill is in {}, with no rate to {REPORTING_CURRENCY} for {}.",
+                bill.currency, bill.period
+            ),
+        };
+        if !said.contains(&sentence) {
+            said.push(sentence);
+        }
+    }
+    said
+}
+
 /// Whether an invoice line's category is one of the pods' (itemized by provider or not).
 fn is_pod_line(category: &str) -> bool {
     POD_LINES.contains(&category.split('.').next().unwrap_or(category))
@@ -422,6 +460,7 @@ impl Invoice {
             "Amounts derived from the cloud bills of billing period {} (AWS Cost and Usage Report 2.0, FOCUS exports), data version {}; {}.",
             self.period, self.data_version, self.settings_version
         ));
+        notes.extend(self.conversions.iter().cloned());
         if let Some(rate) = &self.exchange_rate {
             let fixed = if self.number.is_empty() {
                 "the rate in force now; issuing fixes it"

@@ -1142,6 +1142,10 @@ async fn a_client_invoiced_in_euros_reads_its_own_page_in_euros_at_its_invoices_
     let after = own(state.clone(), client.clone()).await;
     assert_eq!(after["currency"], "EUR");
     assert_eq!(after["total_charged"].as_str(), Some(issued.subtotal.decimal().as_str()), "{after}");
+    // Back to dollars: the page (cached until the data changes) follows at once.
+    let saved = send(&state, Method::POST, "/invoices/billing", &admin, Some(&billing("usd"))).await;
+    assert_eq!(saved.status, StatusCode::SEE_OTHER, "{}", saved.body);
+    assert_eq!(own(state.clone(), client.clone()).await["currency"], "USD");
 }
 
 /// Finance changes a client's markup and budget on the web, from a month on: a confirmation

@@ -953,6 +953,20 @@ async fn the_other_clouds_bills_are_in_the_months_bill_and_chargeback() {
     // The charge rounded once: its lines add up to it to the cent.
     assert_eq!(lines.iter().map(amount).sum::<i64>(), cents_of(&draft["total"]) - cents_of(&draft["tax"]));
     assert_eq!(cents_of(&draft["subtotal"]), gpuledger::money::Cents::from_nanos(charged).0);
+    // initech's H100 ran on Azure, billed in euros: its invoice says at which rate.
+    let initech =
+        report(&["invoice", "draft", "--client", "initech", "--period", "2026-10", "--format", "json"]);
+    assert!(
+        initech["lines"].as_array().unwrap().iter().any(|l| l["category"] == "other_direct.azure"),
+        "{initech}"
+    );
+    assert_eq!(
+        initech["conversions"],
+        serde_json::json!([
+            "Azure's bill is in EUR, converted to USD at 1 EUR = 1.0842 USD, the rate in force for 2026-10."
+        ])
+    );
+    assert!(draft.get("conversions").is_none(), "umbrella's bills are in USD: {draft}");
 }
 
 /// A month with no CUR is its FOCUS bills alone (an agency off AWS, or a month whose CUR has

@@ -438,6 +438,7 @@ fn a_long_document_repeats_the_table_header_on_every_page() {
         reason: String::new(),
         full_credit: false,
         exchange_rate: None,
+        conversions: Vec::new(),
         detail: (0..90)
             .map(|i| invoice::DetailRow {
                 namespace: format!("team-{}", i % 7),

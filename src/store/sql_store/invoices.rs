@@ -67,15 +67,20 @@ where
     }
 
     async fn set_billing_details(&self, client: &str, details: &BillingDetails, at: i64) -> StoreResult<()> {
+        const CONTEXT: &str = "saving a client's billing details";
         let text = serde_json::to_string(details).expect("billing details serialize");
+        let mut tx = self.pool.begin_with(B::WRITE_BEGIN).await.context(CONTEXT)?;
         sqlx::query(UPSERT_BILLING)
             .bind(client)
             .bind(text)
             .bind(at)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
-            .context("saving a client's billing details")
-            .map(|_| ())
+            .context(CONTEXT)?;
+        // The client's own page reads in its invoices' currency: a new revision tells the
+        // dashboards' caches.
+        Self::next_revision(&mut tx).await.context(CONTEXT)?;
+        tx.commit().await.context(CONTEXT)
     }
 
     async fn seller(&self) -> StoreResult<Seller> {

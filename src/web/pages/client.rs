@@ -265,12 +265,19 @@ async fn own_view(
     let invoices = standing_invoices(state, client).await?;
     let (currency, rates) = own_currency(state, client, computed, &invoices, &mut content).await?;
     let rate_of = |month: &str| rates.get(month).cloned().flatten();
+    let fx = state.store.fx_rates().await?;
     // The lines of every whole month, added up by kind of use.
     let mut lines: Vec<crate::invoice::Line> = Vec::new();
     let mut workloads: BTreeMap<(String, String, String), (f64, Cents)> = BTreeMap::new();
     for rollups in &whole {
         let rate = rate_of(&rollups.period.period);
         let Ok(month) = crate::invoice::priced_lines_in(rollups, client, rate.as_ref()) else { continue };
+        let bills = state.store.bills(Some(&rollups.period.period)).await?;
+        for said in crate::invoice::bill_conversions(&month, &bills, &fx) {
+            if !content.notes.contains(&said) {
+                content.notes.push(said);
+            }
+        }
         for line in month {
             match lines.iter_mut().find(|l| l.category == line.category) {
                 Some(sum) => {
