@@ -35,6 +35,14 @@ pub enum FxError {
     Same(String),
 }
 
+/// A currency as written (`eur`): its ISO 4217 code, three capital letters.
+pub fn currency_code(text: &str) -> Result<String, FxError> {
+    let text = text.trim().to_ascii_uppercase();
+    (text.len() == 3 && text.bytes().all(|b| b.is_ascii_uppercase()))
+        .then_some(text.clone())
+        .ok_or(FxError::Currency(text))
+}
+
 impl FxRate {
     /// A rate as the command line or a file gives it, checked.
     pub fn new(
@@ -44,13 +52,7 @@ impl FxRate {
         effective_from: Period,
         source: &str,
     ) -> Result<FxRate, FxError> {
-        let code = |text: &str| {
-            let text = text.trim().to_ascii_uppercase();
-            (text.len() == 3 && text.bytes().all(|b| b.is_ascii_uppercase()))
-                .then_some(text.clone())
-                .ok_or(FxError::Currency(text))
-        };
-        let (from, to) = (code(from)?, code(to)?);
+        let (from, to) = (currency_code(from)?, currency_code(to)?);
         if from == to {
             return Err(FxError::Same(from));
         }

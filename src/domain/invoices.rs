@@ -123,10 +123,7 @@ impl BillingDetails {
     /// invoice in another currency than the reporting one converts at the rate in force for
     /// its period (`gpuledger fx set`), fixed when it is issued.
     pub fn currency_code(text: &str) -> Result<String, String> {
-        let code = text.trim().to_ascii_uppercase();
-        (code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase())).then_some(code).ok_or_else(|| {
-            format!("{:?} is not a currency code (three letters, ISO 4217: USD, EUR, GBP)", text.trim())
-        })
+        crate::domain::fx::currency_code(text).map_err(|e| e.to_string())
     }
 
     /// A tax rate in percent (`20`, `8.875`) in parts per million, refused unless 0–100.

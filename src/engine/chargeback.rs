@@ -34,12 +34,10 @@ pub use crate::domain::clients::HOUSE;
 /// The period's non-Kubernetes cost, placed for chargeback; nano-dollars.
 #[derive(Debug, Default, Clone)]
 pub struct NonKubernetes {
-    /// Lines a client claims by tag, per (client, category); lines nobody claims and EC2
-    /// outside any cluster are `(unassigned)`'s.
-    pub direct: BTreeMap<(String, &'static str), i64>,
-    /// The part of `direct` billed by other providers than AWS, per (client, provider,
-    /// category): what an invoice itemizes by provider.
-    pub elsewhere: BTreeMap<(String, String, &'static str), i64>,
+    /// Lines a client claims by tag, per (client, provider, category) (an invoice itemizes
+    /// them by provider); lines nobody claims and EC2 outside any cluster are
+    /// `(unassigned)`'s.
+    pub direct: BTreeMap<(String, String, &'static str), i64>,
     /// EC2 of clusters not allocated to pods.
     pub unallocated_pool: i64,
     /// Cluster lines no client claims.
@@ -118,14 +116,13 @@ pub fn chargeback(
         }
     }
     let idle_pool: i64 = entities.values().map(|e| e.unused).sum();
-    for ((client, category), nanos) in &non_kubernetes.direct {
-        let index = CATEGORIES.iter().position(|c| c == category).unwrap_or(2);
-        entities.entry(client.as_str()).or_default().non_kubernetes[index] += nanos;
-    }
-    for ((client, provider, category), nanos) in &non_kubernetes.elsewhere {
+    for ((client, provider, category), nanos) in &non_kubernetes.direct {
         let index = CATEGORIES.iter().position(|c| c == category).unwrap_or(2);
         let entity = entities.entry(client.as_str()).or_default();
-        entity.elsewhere.entry(provider.clone()).or_default()[index] += nanos;
+        entity.non_kubernetes[index] += nanos;
+        if !["aws", ""].contains(&provider.as_str()) {
+            entity.elsewhere.entry(provider.clone()).or_default()[index] += nanos;
+        }
     }
     entities.entry(UNASSIGNED).or_default();
     let mut house = Entity::default();
@@ -338,10 +335,10 @@ mod tests {
         // `(unassigned)` 25.25 → 75 and 25, the unit left to a (.75). Unallocated 20: 15, 5.
         let costs = [row("a", 100, 0, 30), row(UNASSIGNED, 40, 0, 10)];
         let mut placed = NonKubernetes { unallocated_pool: 20, shared_pool: 101, ..NonKubernetes::default() };
-        placed.direct.insert(("a".into(), "storage"), 7);
-        placed.direct.insert(("c".into(), "storage"), 5);
-        placed.direct.insert((UNASSIGNED.into(), "network"), 4);
-        placed.direct.insert((UNASSIGNED.into(), "other"), 3);
+        placed.direct.insert(("a".into(), "aws".into(), "storage"), 7);
+        placed.direct.insert(("c".into(), "aws".into(), "storage"), 5);
+        placed.direct.insert((UNASSIGNED.into(), "aws".into(), "network"), 4);
+        placed.direct.insert((UNASSIGNED.into(), "aws".into(), "other"), 3);
         let rows = chargeback("2026-10", &costs, &placed, &Settings::default());
         let view: Vec<(&str, i64, i64, i64, i64)> = rows
             .iter()

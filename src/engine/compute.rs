@@ -557,16 +557,13 @@ fn place_non_kubernetes(inputs: &ComputeInputs, matcher: &ClientMatcher) -> NonK
             placed.shared_pool += nanos;
         } else {
             *placed.storage_gb_months.entry(client.clone()).or_default() += group.storage_gb_months();
-            if !["aws", ""].contains(&group.provider.as_str()) {
-                let key = (client.clone(), group.provider.clone(), group.category());
-                *placed.elsewhere.entry(key).or_default() += nanos;
-            }
-            *placed.direct.entry((client, group.category())).or_default() += nanos;
+            *placed.direct.entry((client, group.provider.clone(), group.category())).or_default() += nanos;
         }
     }
     let outside_clusters: i64 =
         inputs.capacity.iter().filter(|c| c.cluster.is_empty()).map(|c| c.amortized_cost_micros).sum();
-    *placed.direct.entry((UNASSIGNED.to_string(), "other")).or_default() += outside_clusters * 1000;
+    *placed.direct.entry((UNASSIGNED.to_string(), "aws".to_string(), "other")).or_default() +=
+        outside_clusters * 1000;
     placed.unallocated_pool += (inputs.unallocated_ec2_micros - outside_clusters) * 1000;
     placed
 }

@@ -767,21 +767,19 @@ impl Invoice {
     }
 }
 
-/// Documents' totals added up per currency, for people: `$12,345.67`, or `$12,345.67 + EUR
-/// 2,000.00` when they are in several (never added across currencies).
-pub fn totals_in_words<'a>(documents: impl IntoIterator<Item = &'a Invoice>) -> String {
-    let mut sums: BTreeMap<&str, Cents> = BTreeMap::new();
-    for document in documents {
-        let sum = sums.entry(document.currency.as_str()).or_default();
-        *sum = *sum + document.total;
+/// Amounts (currency, cents) added up per currency, for people: `$12,345.67`, or `$12,345.67
+/// + EUR 2,000.00` when they are in several (never added across currencies).
+pub fn totals_in_words<'a>(amounts: impl IntoIterator<Item = (&'a str, Cents)>) -> String {
+    // Dollars first, then the other currencies by code.
+    let mut sums: BTreeMap<(bool, &str), Cents> = BTreeMap::new();
+    for (currency, amount) in amounts {
+        let sum = sums.entry((currency != REPORTING_CURRENCY, currency)).or_default();
+        *sum = *sum + amount;
     }
     if sums.is_empty() {
         return Cents(0).usd();
     }
-    // Dollars first, then the other currencies by code.
-    let mut parts: Vec<(&str, Cents)> = sums.into_iter().collect();
-    parts.sort_by_key(|(currency, _)| (*currency != REPORTING_CURRENCY, *currency));
-    parts.iter().map(|(currency, sum)| sum.money(currency)).collect::<Vec<_>>().join(" + ")
+    sums.iter().map(|((_, currency), sum)| sum.money(currency)).collect::<Vec<_>>().join(" + ")
 }
 
 /// The register as a table.

@@ -263,9 +263,9 @@ async fn own_view(
     let whole: Vec<&crate::store::Rollups> =
         range.parts.iter().filter(|(_, whole)| *whole).map(|(rollups, _)| rollups.as_ref()).collect();
     let invoices = standing_invoices(state, client).await?;
-    let (currency, rates) = own_currency(state, client, computed, &invoices, &mut content).await?;
-    let rate_of = |month: &str| rates.get(month).cloned().flatten();
     let fx = state.store.fx_rates().await?;
+    let (currency, rates) = own_currency(state, client, computed, &invoices, &fx, &mut content).await?;
+    let rate_of = |month: &str| rates.get(month).cloned();
     // The lines of every whole month, added up by kind of use.
     let mut lines: Vec<crate::invoice::Line> = Vec::new();
     let mut workloads: BTreeMap<(String, String, String), (f64, Cents)> = BTreeMap::new();
@@ -309,15 +309,15 @@ async fn own_view(
         card("GPU-hours", crate::report::table::thousands(gpu_hours, 2)),
     ];
     let months_in_range: Vec<&str> = whole.iter().map(|r| r.period.period.as_str()).collect();
-    let standing: Vec<crate::invoice::Invoice> = invoices
+    let standing: Vec<(&str, Cents)> = invoices
         .iter()
         .filter(|s| months_in_range.contains(&s.invoice.period.as_str()))
-        .map(|s| crate::invoice::Invoice { total: s.total(), ..s.invoice.clone() })
+        .map(|s| (s.invoice.currency.as_str(), s.total()))
         .collect();
     let invoiced = if standing.is_empty() {
         "Not invoiced yet".to_string()
     } else {
-        crate::invoice::totals_in_words(&standing)
+        crate::invoice::totals_in_words(standing)
     };
     content.cards.push(card("Invoiced (with tax)", invoiced));
     budget_card(state, client, range, &mut content).await?;
@@ -447,20 +447,20 @@ async fn own_currency(
     client: &str,
     computed: &[std::sync::Arc<crate::store::Rollups>],
     invoices: &[crate::invoice::Standing],
+    rates: &[crate::domain::fx::FxRate],
     content: &mut Content,
-) -> Result<(String, BTreeMap<String, Option<crate::domain::fx::FxRate>>), WebError> {
+) -> Result<(String, BTreeMap<String, crate::domain::fx::FxRate>), WebError> {
     use crate::domain::fx::{REPORTING_CURRENCY, invoice_rate};
     let currency = state.store.billing_details().await?.remove(client).unwrap_or_default().currency;
     if currency == REPORTING_CURRENCY {
         return Ok((currency, BTreeMap::new()));
     }
-    let rates = state.store.fx_rates().await?;
     let mut by_month = BTreeMap::new();
     for month in computed.iter().map(|r| r.period.period.as_str()) {
         let issued = invoices.iter().find(|s| s.invoice.period == month && s.invoice.currency == currency);
         let rate = match issued {
             Some(standing) => standing.invoice.exchange_rate.clone(),
-            None => invoice_rate(&rates, &currency, month).ok().flatten(),
+            None => invoice_rate(rates, &currency, month).ok().flatten(),
         };
         let Some(rate) = rate else {
             content.notes.push(format!(
@@ -468,7 +468,7 @@ async fn own_currency(
             ));
             return Ok((REPORTING_CURRENCY.to_string(), BTreeMap::new()));
         };
-        by_month.insert(month.to_string(), Some(rate));
+        by_month.insert(month.to_string(), rate);
     }
     content.notes.push(format!(
         "Amounts in {currency}, each month at the rate its invoice was issued at (or, not invoiced yet, the rate in force for it)."

@@ -335,7 +335,7 @@ fn batch_notice(all: &[Invoice], done: &str) -> String {
     let position = |number: &str| all.iter().position(|d| d.number == number);
     let (Some(from), Some(to)) = (position(first), position(last)) else { return String::new() };
     let Some(batch) = all.get(from..=to) else { return String::new() };
-    let total = invoice::totals_in_words(batch);
+    let total = invoice::totals_in_words(batch.iter().map(|d| (d.currency.as_str(), d.total)));
     let periods: std::collections::BTreeSet<&str> = batch.iter().map(|d| d.period.as_str()).collect();
     let periods: Vec<&str> = periods.into_iter().collect();
     format!(
@@ -1143,7 +1143,8 @@ async fn confirm_month(
             .zip(&numbers)
             .map(|(d, number)| (d.client.clone(), number.clone(), d.total.money(&d.currency)))
             .collect();
-        page.rows_total = invoice::totals_in_words(&batch.drafts);
+        page.rows_total =
+            invoice::totals_in_words(batch.drafts.iter().map(|d| (d.currency.as_str(), d.total)));
         let clients: Vec<&str> = batch.drafts.iter().map(|d| d.client.as_str()).collect();
         page.fields = vec![("period", period.to_string()), ("clients", clients.join(","))];
         page
