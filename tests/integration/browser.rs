@@ -123,10 +123,17 @@ impl Session {
         found.as_array().unwrap().iter().map(|e| e[ELEMENT].as_str().unwrap().to_string()).collect()
     }
 
+    /// The first element matching, waiting up to 10 s for it: a click that submits a form
+    /// returns before the next page has loaded, so the element may not be there yet.
     async fn find(&self, using: &str, value: &str) -> String {
-        let found =
-            self.call(reqwest::Method::POST, "/element", Some(json!({"using": using, "value": value}))).await;
-        found[ELEMENT].as_str().unwrap().to_string()
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(first) = self.find_all(using, value).await.into_iter().next() {
+                return first;
+            }
+            assert!(Instant::now() < deadline, "no element matches {using} {value:?} on {}", self.url().await);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     async fn attribute(&self, element: &str, name: &str) -> String {
