@@ -71,19 +71,27 @@ pub struct FocusReconciliation {
 struct BillSums {
     billing_account_name: String,
     currency: String,
-    /// Where its currency was first seen, for the message of a second one.
-    currency_seen_at: String,
+    /// Where its currency was first seen (the file, and its data row counted from 1), for
+    /// the message of a second one.
+    currency_seen_at: (String, usize),
     version: Option<Version>,
     rows: u64,
     billed: i64,
     effective: i64,
     list: i64,
     contracted: i64,
-    /// Each charge group and its sums, in the order first seen, and where each is by its key's
-    /// bytes ([`push_fields`]): a row finds its group without building a key.
+    /// Each charge group and its sums, in the order first seen.
     charges: Vec<(ChargeKey, ChargeSums)>,
+    /// Where each group of one file's rows is, by its day, its tags' number in the file
+    /// ([`Charge::tags_id`]) and its other fields' bytes ([`push_fields`]): a row finds its
+    /// group without building a key or hashing its tags' text.
     index: rustc_hash::FxHashMap<Box<[u8]>, usize>,
+    /// Where each group is by its key, for adding the files' sums together.
+    by_key: rustc_hash::FxHashMap<ChargeKey, usize>,
 }
+
+/// Where the tags are among a [`ChargeKey`]'s texts.
+const TAGS: usize = 11;
 
 /// What a bill's charges are summed by: the day and every dimension a page groups by.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -137,6 +145,86 @@ fn gpu_charge(
     crate::catalog::gpu_charge(provider, instance, meter, charge.consumed_unit, hours)
 }
 
+impl ChargeSums {
+    fn add(&mut self, other: &ChargeSums) {
+        self.consumed_quantity += other.consumed_quantity;
+        self.gpu_hours += other.gpu_hours;
+        self.charges += other.charges;
+        self.billed += other.billed;
+        self.effective += other.effective;
+        self.list += other.list;
+        self.contracted += other.contracted;
+    }
+}
+
+impl BillSums {
+    /// The sums of the charge group of a row of `day` and `text`, whose tags have the number
+    /// `tags_id` in its file, added if new; `key` is scratch space.
+    fn group(&mut self, key: &mut Vec<u8>, day: i64, text: &[&str; 13], tags_id: u32) -> &mut ChargeSums {
+        key.clear();
+        key.extend_from_slice(&day.to_le_bytes());
+        key.extend_from_slice(&tags_id.to_le_bytes());
+        push_fields(key, &text[..TAGS]);
+        push_fields(key, &text[TAGS + 1..]);
+        let index = match self.index.get(key.as_slice()) {
+            Some(index) => *index,
+            None => {
+                let charge_key = ChargeKey { day, text: text.map(str::to_string) };
+                self.charges.push((charge_key, ChargeSums::default()));
+                self.index.insert(key.clone().into_boxed_slice(), self.charges.len() - 1);
+                self.charges.len() - 1
+            }
+        };
+        &mut self.charges[index].1
+    }
+
+    /// Adds what a file holds of the bill: its currency must be the bill's.
+    fn add(&mut self, other: BillSums) -> Result<(), CurError> {
+        if self.currency.is_empty() {
+            self.currency = other.currency.clone();
+            self.currency_seen_at = other.currency_seen_at.clone();
+        } else if self.currency != other.currency {
+            let (location, row) = &other.currency_seen_at;
+            return Err(invalid(
+                location,
+                format!(
+                    "data row {row}, column {}: {}",
+                    cur_source::reader::ColumnId::column_name(focus::Col::BillingCurrency),
+                    second_currency(&other.currency, self)
+                ),
+            ));
+        }
+        if self.billing_account_name.is_empty() {
+            self.billing_account_name = other.billing_account_name;
+        }
+        self.version = self.version.max(other.version);
+        self.rows += other.rows;
+        self.billed += other.billed;
+        self.effective += other.effective;
+        self.list += other.list;
+        self.contracted += other.contracted;
+        for (charge_key, sums) in other.charges {
+            match self.by_key.get(&charge_key) {
+                Some(&index) => self.charges[index].1.add(&sums),
+                None => {
+                    self.by_key.insert(charge_key.clone(), self.charges.len());
+                    self.charges.push((charge_key, sums));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The refusal of a row in `currency` in a bill already in another.
+fn second_currency(currency: &str, bill: &BillSums) -> String {
+    let (location, row) = &bill.currency_seen_at;
+    format!(
+        "{currency} in a bill in {} (since {location}, data row {row}): one bill has one currency",
+        bill.currency
+    )
+}
+
 /// Every bill the files of one delivery hold, summed and checked.
 #[derive(Debug, Default)]
 struct Reading {
@@ -170,12 +258,74 @@ impl Classified {
 /// only when they are the same.
 fn push_fields(bytes: &mut Vec<u8>, fields: &[&str]) {
     for field in fields {
-        bytes.extend_from_slice(&(field.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(&(field.len() as u32).to_le_bytes());
         bytes.extend_from_slice(field.as_bytes());
     }
 }
 
 impl Reading {
+    /// Reads the files, each on the next free core, and adds what each holds in the files'
+    /// order: the sums, and the first refusal, are those of reading them one by one.
+    fn of_files(
+        declared: Option<Version>,
+        files: &[(PathBuf, String)],
+        options: &FocusIngestOptions,
+        bar: &indicatif::ProgressBar,
+    ) -> Result<Reading, CurError> {
+        let workers =
+            std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, files.len().max(1));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let refused = std::sync::atomic::AtomicBool::new(false);
+        let read: Vec<std::sync::Mutex<Option<Result<Reading, CurError>>>> =
+            files.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| {
+                    // Files are handed out in order, and one begun is finished: every file
+                    // before a refused one is read, so the first refusal is the one-by-one one.
+                    while !refused.load(std::sync::atomic::Ordering::Relaxed) {
+                        let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((path, location)) = files.get(index) else { break };
+                        let mut reading = Reading { declared, ..Reading::default() };
+                        let result = reading.add_file(path, location, options, bar).map(|()| reading);
+                        if result.is_err() {
+                            refused.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        *read[index].lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(result);
+                    }
+                });
+            }
+        });
+        let mut whole = Reading { declared, ..Reading::default() };
+        for slot in read {
+            let Some(file) = slot.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner) else {
+                break;
+            };
+            whole.add(file?)?;
+        }
+        Ok(whole)
+    }
+
+    /// Adds another file's reading: its bills, its counts and its deviations.
+    fn add(&mut self, other: Reading) -> Result<(), CurError> {
+        for (key, sums) in other.bills {
+            let index = match self.bills.iter().position(|(k, _)| *k == key) {
+                Some(index) => index,
+                None => {
+                    self.bills.push((key, BillSums::default()));
+                    self.bills.len() - 1
+                }
+            };
+            self.bills[index].1.add(sums)?;
+        }
+        let (mine, theirs) = (&mut self.reconciliation, &other.reconciliation);
+        mine.files += theirs.files;
+        mine.rows_read += theirs.rows_read;
+        mine.rows_skipped_other_periods += theirs.rows_skipped_other_periods;
+        mine.deviations.add(&theirs.deviations);
+        Ok(())
+    }
+
     fn add_file(
         &mut self,
         path: &Path,
@@ -189,6 +339,7 @@ impl Reading {
         let bills = &mut self.bills;
         let classified = &mut self.classified;
         let key = &mut Vec::new();
+        let month = &mut (0, None);
         let skipped = &mut self.reconciliation.rows_skipped_other_periods;
         let mut not_calendar = 0;
         let asked = options.provider.as_deref();
@@ -202,7 +353,11 @@ impl Reading {
                 bar.inc(STEP);
                 unshown = 0;
             }
-            let Some((period, calendar)) = focus::billing_month(charge.billing_period_start) else {
+            // A file's rows share a billing period or a few: its month is found once per start.
+            if month.0 != charge.billing_period_start || month.1.is_none() {
+                *month = (charge.billing_period_start, focus::billing_month(charge.billing_period_start));
+            }
+            let Some((period, calendar)) = month.1 else {
                 return Err(columns.bad(
                     row,
                     focus::Col::BillingPeriodStart,
@@ -268,15 +423,12 @@ impl Reading {
             };
             if bill.currency.is_empty() {
                 bill.currency = charge.billing_currency.to_string();
-                bill.currency_seen_at = format!("{location}, data row {}", columns.first_row() + row + 1);
+                bill.currency_seen_at = (location.to_string(), columns.first_row() + row + 1);
             } else if bill.currency != charge.billing_currency {
                 return Err(columns.bad(
                     row,
                     focus::Col::BillingCurrency,
-                    format!(
-                        "{} in a bill in {} (since {}): one bill has one currency",
-                        charge.billing_currency, bill.currency, bill.currency_seen_at
-                    ),
+                    second_currency(charge.billing_currency, bill),
                 ));
             }
             if !calendar {
@@ -340,26 +492,16 @@ impl Reading {
                 &charge.tags,
                 gpu_model,
             ];
-            key.clear();
-            key.extend_from_slice(&day.to_le_bytes());
-            push_fields(key, &text);
-            let index = match bill.index.get(key.as_slice()) {
-                Some(index) => *index,
-                None => {
-                    let charge_key = ChargeKey { day, text: text.map(str::to_string) };
-                    bill.charges.push((charge_key, ChargeSums::default()));
-                    bill.index.insert(key.clone().into_boxed_slice(), bill.charges.len() - 1);
-                    bill.charges.len() - 1
-                }
-            };
-            let sums = &mut bill.charges[index].1;
-            sums.consumed_quantity += charge.consumed_quantity.unwrap_or(0.0);
-            sums.gpu_hours += gpu_hours;
-            sums.charges += 1;
-            sums.billed += billed;
-            sums.effective += effective;
-            sums.list += list;
-            sums.contracted += contracted;
+            let sums = bill.group(key, day, &text, charge.tags_id);
+            sums.add(&ChargeSums {
+                consumed_quantity: charge.consumed_quantity.unwrap_or(0.0),
+                gpu_hours,
+                charges: 1,
+                billed,
+                effective,
+                list,
+                contracted,
+            });
             Ok(())
         })?;
         bar.inc(unshown);
@@ -575,11 +717,8 @@ async fn ingest_delivery(
     let layout = delivery.layout;
     let declared = delivery.declared;
     let mut reading = tokio::task::spawn_blocking(move || {
-        let mut reading = Reading { declared, ..Reading::default() };
+        let mut reading = Reading::of_files(declared, &files, &reading_options, &reading_bar)?;
         reading.reconciliation.layout = layout.as_str().to_string();
-        for (path, location) in &files {
-            reading.add_file(path, location, &reading_options, &reading_bar)?;
-        }
         Ok::<_, CurError>(reading)
     })
     .await
@@ -726,4 +865,82 @@ fn refuse_a_fall(before: &Bill, effective: i64, currency: &str) -> Result<(), In
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str = "BilledCost,EffectiveCost,BillingCurrency,BillingAccountId,BillingPeriodStart,\
+        ChargePeriodStart,ChargePeriodEnd,ChargeCategory,ProviderName,ServiceName,Tags";
+
+    /// A FOCUS CSV of `rows` (cost, currency, service, tags) on 2026-10-01 in account `A`.
+    fn file(dir: &Path, name: &str, rows: &[(&str, &str, &str, &str)]) -> (PathBuf, String) {
+        let mut text = format!("{HEADER}\n");
+        for (cost, currency, service, tags) in rows {
+            text.push_str(&format!(
+                "{cost},{cost},{currency},A,2026-10-01T00:00:00Z,2026-10-01T00:00:00Z,\
+                 2026-10-01T01:00:00Z,Usage,Google Cloud,{service},\"{}\"\n",
+                tags.replace('"', "\"\"")
+            ));
+        }
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        (path, name.to_string())
+    }
+
+    fn read(files: &[(PathBuf, String)]) -> Result<Reading, CurError> {
+        Reading::of_files(None, files, &FocusIngestOptions::default(), &indicatif::ProgressBar::hidden())
+    }
+
+    #[test]
+    fn files_read_side_by_side_add_up_to_one_bill_with_each_group_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = r#"{"team": "a"}"#;
+        // The same tags written in another order are the same group.
+        let run_again = r#"{ "team":"a" }"#;
+        let files = [
+            file(dir.path(), "1.csv", &[("1.25", "USD", "Compute", run), ("2", "USD", "Storage", "")]),
+            file(dir.path(), "2.csv", &[("0.5", "USD", "Compute", run_again), ("3", "USD", "Compute", "")]),
+            file(dir.path(), "3.csv", &[("10", "USD", "Storage", "")]),
+        ];
+        let reading = read(&files).unwrap();
+        assert_eq!(reading.reconciliation.files, 3);
+        assert_eq!(reading.reconciliation.rows_read, 5);
+        let [(_, bill)] = &reading.bills[..] else { panic!("one bill: {:?}", reading.bills) };
+        assert_eq!(bill.rows, 5);
+        // 1.25 + 2 + 0.5 + 3 + 10 = 16.75
+        assert_eq!(bill.billed, 16_750_000_000);
+        let groups: Vec<(&str, &str, i64, i64)> = bill
+            .charges
+            .iter()
+            .map(|(key, sums)| (key.text[2].as_str(), key.text[TAGS].as_str(), sums.charges, sums.billed))
+            .collect();
+        assert_eq!(
+            groups,
+            [
+                ("Compute", r#"{"team":"a"}"#, 2, 1_750_000_000),
+                ("Storage", "{}", 2, 12_000_000_000),
+                ("Compute", "{}", 1, 3_000_000_000),
+            ],
+            "in the order first seen, each group once"
+        );
+    }
+
+    #[test]
+    fn a_second_currency_in_a_later_file_is_refused_naming_its_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = [
+            file(dir.path(), "1.csv", &[("1", "USD", "Compute", "")]),
+            file(dir.path(), "2.csv", &[("1", "USD", "Compute", ""), ("1", "USD", "Compute", "")]),
+            file(dir.path(), "3.csv", &[("1", "EUR", "Compute", "")]),
+            file(dir.path(), "4.csv", &[("1", "GBP", "Compute", "")]),
+        ];
+        let error = read(&files).expect_err("refused").to_string();
+        assert_eq!(
+            error,
+            "3.csv: data row 1, column BillingCurrency: EUR in a bill in USD (since 1.csv, data row 1): \
+             one bill has one currency"
+        );
+    }
 }

@@ -249,14 +249,25 @@ pub fn extra_columns(names: &[String]) -> Vec<String> {
 /// The cloud a bill is from, as gpuledger names it (`aws`, `azure`, `gcp`, `oci`), from a
 /// FOCUS `ProviderName` / `ServiceProviderName` or a `--provider` argument.
 pub fn provider_id(name: &str) -> Option<&'static str> {
-    let lower = name.trim().to_ascii_lowercase();
-    match lower.as_str() {
-        "aws" | "amazon web services" | "amazon" => Some("aws"),
-        "azure" | "microsoft" | "microsoft azure" => Some("azure"),
-        "gcp" | "google" | "google cloud" | "google cloud platform" => Some("gcp"),
-        "oci" | "oracle" | "oracle cloud" | "oracle cloud infrastructure" => Some("oci"),
-        _ => None,
-    }
+    // Compared in any case without lowercasing a copy: every row names its provider.
+    const NAMES: [(&str, &str); 14] = [
+        ("aws", "aws"),
+        ("amazon web services", "aws"),
+        ("amazon", "aws"),
+        ("azure", "azure"),
+        ("microsoft", "azure"),
+        ("microsoft azure", "azure"),
+        ("gcp", "gcp"),
+        ("google", "gcp"),
+        ("google cloud", "gcp"),
+        ("google cloud platform", "gcp"),
+        ("oci", "oci"),
+        ("oracle", "oci"),
+        ("oracle cloud", "oci"),
+        ("oracle cloud infrastructure", "oci"),
+    ];
+    let name = name.trim();
+    NAMES.iter().find(|(known, _)| known.eq_ignore_ascii_case(name)).map(|(_, id)| *id)
 }
 
 /// The providers gpuledger knows, for messages.
@@ -383,6 +394,9 @@ pub struct Charge<'a> {
     pub contracted_cost: f64,
     /// The row's tags as a JSON object with sorted keys (`{}` for none).
     pub tags: std::sync::Arc<str>,
+    /// A number for the row's tags, the same for the same tags within one file (a key to
+    /// group by without hashing their text).
+    pub tags_id: u32,
 }
 
 /// The header of a data file: its column names, for the version and extra columns.
@@ -536,14 +550,27 @@ fn timestamp(c: &Columns<'_>, column: Col, row: usize, deviations: &mut Deviatio
 /// The row's tags as a JSON object with sorted keys; FOCUS allows flat values of any JSON
 /// kind, so numbers and booleans are written as text (a tag without a value is `true`).
 /// Tags as text normalized once per distinct text: a month repeats a few thousand tag sets
-/// millions of times. At most [`TagCache::MAX`] texts are kept; the rest are normalized each time.
+/// millions of times. At most [`TagCache::MAX`] texts are kept; the rest are normalized each
+/// time. Each distinct normalized text has a number ([`Charge::tags_id`]).
 #[derive(Default)]
 struct TagCache {
-    normalized: rustc_hash::FxHashMap<String, std::sync::Arc<str>>,
+    normalized: rustc_hash::FxHashMap<String, (std::sync::Arc<str>, u32)>,
+    ids: rustc_hash::FxHashMap<std::sync::Arc<str>, u32>,
 }
 
 impl TagCache {
     const MAX: usize = 100_000;
+
+    /// The number of a normalized text, and the text kept once.
+    fn id(&mut self, normalized: String) -> (std::sync::Arc<str>, u32) {
+        if let Some((kept, id)) = self.ids.get_key_value(normalized.as_str()) {
+            return (kept.clone(), *id);
+        }
+        let kept: std::sync::Arc<str> = normalized.into();
+        let id = self.ids.len() as u32;
+        self.ids.insert(kept.clone(), id);
+        (kept, id)
+    }
 }
 
 fn tags(
@@ -551,7 +578,7 @@ fn tags(
     row: usize,
     deviations: &mut Deviations,
     cache: &mut TagCache,
-) -> Result<std::sync::Arc<str>, CurError> {
+) -> Result<(std::sync::Arc<str>, u32), CurError> {
     let raw = c.text(Col::Tags, row).trim();
     if let Some(known) = cache.normalized.get(raw) {
         if raw.eq_ignore_ascii_case("null") {
@@ -559,7 +586,7 @@ fn tags(
         }
         return Ok(known.clone());
     }
-    let normalized: std::sync::Arc<str> = normalized_tags(c, row, raw, deviations)?.into();
+    let normalized = cache.id(normalized_tags(c, row, raw, deviations)?);
     if !raw.is_empty() && cache.normalized.len() < TagCache::MAX {
         cache.normalized.insert(raw.to_string(), normalized.clone());
     }
@@ -653,6 +680,7 @@ fn read_row<'a>(
     if charge_period_start < billing_period_start {
         deviations.charges_before_billing_period += 1;
     }
+    let (tags, tags_id) = tags(c, row, deviations, tag_cache)?;
     Ok(Charge {
         provider,
         billing_account_id: text(c, Col::BillingAccountId, row, deviations),
@@ -694,7 +722,8 @@ fn read_row<'a>(
         effective_cost: cost(c, Col::EffectiveCost, row, deviations)?,
         list_cost: cost(c, Col::ListCost, row, deviations)?,
         contracted_cost: cost(c, Col::ContractedCost, row, deviations)?,
-        tags: tags(c, row, deviations, tag_cache)?,
+        tags,
+        tags_id,
     })
 }
 
