@@ -131,7 +131,11 @@ impl Session {
             if let Some(first) = self.find_all(using, value).await.into_iter().next() {
                 return first;
             }
-            assert!(Instant::now() < deadline, "no element matches {using} {value:?} on {}", self.url().await);
+            assert!(
+                Instant::now() < deadline,
+                "no element matches {using} {value:?} on {}",
+                self.url().await
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
