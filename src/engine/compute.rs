@@ -101,7 +101,7 @@ pub async fn compute_period(store: &dyn Store, period: Period) -> Result<Compute
         // Only the counted bills' charges: the CUR's FOCUS twin can be a large month.
         let mut charges = Vec::new();
         for provider in providers {
-            charges.extend(store.bill_charges(&name, Some(provider)).await?);
+            charges.extend(store.month_charges(&name, Some(provider)).await?);
         }
         let rates = store.fx_rates().await?;
         let folded = super::bills::fold_bills(&mut inputs, cur_account.as_deref(), &bills, &charges, &rates)

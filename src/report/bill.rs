@@ -499,7 +499,7 @@ impl BillReport {
             bills.retain(|b| b.provider == provider);
         }
         let rates = store.fx_rates().await?;
-        let charges = store.bill_charges(&key, provider).await?;
+        let charges = store.month_charges(&key, provider).await?;
         let cur_account = cur.as_ref().map(|c| c.billing_account.clone());
         let cur_account = cur_account.as_deref();
         let (mut others, mut missing_rates) = (Vec::new(), Vec::new());

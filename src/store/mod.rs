@@ -423,6 +423,10 @@ pub trait BillStore: Send + Sync {
     /// A period's FOCUS charges, of one provider or all.
     async fn bill_charges(&self, period: &str, provider: Option<&str>) -> StoreResult<Vec<BillCharge>>;
 
+    /// A period's FOCUS charges summed over its days (each group's `day` its first), of one
+    /// provider or all: what the month's figures need, a row per group instead of per day.
+    async fn month_charges(&self, period: &str, provider: Option<&str>) -> StoreResult<Vec<BillCharge>>;
+
     /// Replaces each bill and its charges, all in one transaction: what was stored under
     /// each bill's key goes, nothing else. Raises the data revision.
     async fn replace_bills(&self, bills: &[(Bill, Vec<BillCharge>)]) -> StoreResult<()>;

@@ -17,6 +17,27 @@ const DELETE_RATE: &str =
 const SELECT_PERIODS_IN_CURRENCY: &str =
     "SELECT DISTINCT period FROM bills WHERE currency = $1 AND period >= $2 ORDER BY period";
 
+/// The columns a charge group is summed by over the month's days.
+macro_rules! month_group {
+    () => {
+        "provider, billing_account, sub_account_id, sub_account_name, service_name, service_category, \
+         charge_category, charge_class, pricing_category, commitment_discount_status, region, resource_type, \
+         consumed_unit, tags, gpu_model"
+    };
+}
+const MONTH_CHARGES: &str = concat!(
+    "SELECT ",
+    month_group!(),
+    ", MIN(day) AS day, SUM(gpu_hours) AS gpu_hours, SUM(consumed_quantity) AS consumed_quantity, \
+     CAST(SUM(charges) AS BIGINT) AS charges, CAST(SUM(billed_nanos) AS BIGINT) AS billed_nanos, \
+     CAST(SUM(effective_nanos) AS BIGINT) AS effective_nanos, CAST(SUM(list_nanos) AS BIGINT) AS list_nanos, \
+     CAST(SUM(contracted_nanos) AS BIGINT) AS contracted_nanos \
+     FROM bill_charges WHERE period = $1 AND ($2 = '' OR provider = $2) GROUP BY ",
+    month_group!(),
+    " ORDER BY ",
+    month_group!()
+);
+
 const DELETE_CHARGES: &str =
     "DELETE FROM bill_charges WHERE period = $1 AND provider = $2 AND billing_account = $3";
 
@@ -52,6 +73,14 @@ where
         self.rows(
             sqlx::query(&sql).bind(period).bind(provider.unwrap_or("")),
             "reading a period's FOCUS charges",
+        )
+        .await
+    }
+
+    async fn month_charges(&self, period: &str, provider: Option<&str>) -> StoreResult<Vec<BillCharge>> {
+        self.rows(
+            sqlx::query(MONTH_CHARGES).bind(period).bind(provider.unwrap_or("")),
+            "reading a period's FOCUS charges by month",
         )
         .await
     }
