@@ -97,6 +97,22 @@ async fn the_finops_foundations_sample_is_a_bill_per_provider_on_sqlite_and_post
         let charges = store.bill_charges("2024-09", Some("aws")).await.unwrap();
         assert_eq!(charges.iter().map(|c| c.billed_nanos).sum::<i64>(), 18_006_638_649);
         assert_eq!(charges.iter().map(|c| c.charges).sum::<i64>(), 942);
+        // Summed over the month's days: one row per group the days share, the same sums.
+        let month = store.month_charges("2024-09", Some("aws")).await.unwrap();
+        let without_day = |c: &gpuledger::store::BillCharge| {
+            let mut c = c.clone();
+            (c.day, c.gpu_hours, c.consumed_quantity, c.charges) = (0, 0.0, 0.0, 0);
+            (c.billed_nanos, c.effective_nanos, c.list_nanos, c.contracted_nanos) = (0, 0, 0, 0);
+            format!("{c:?}")
+        };
+        let groups: std::collections::BTreeSet<String> = charges.iter().map(without_day).collect();
+        assert_eq!(month.len(), groups.len());
+        assert!(month.len() < charges.len(), "{} groups over {} days' rows", month.len(), charges.len());
+        assert_eq!(month.iter().map(without_day).collect::<std::collections::BTreeSet<_>>(), groups);
+        assert_eq!(month.iter().map(|c| c.billed_nanos).sum::<i64>(), 18_006_638_649);
+        assert_eq!(month.iter().map(|c| c.charges).sum::<i64>(), 942);
+        let first_day = charges.iter().map(|c| c.day).min().unwrap();
+        assert_eq!(month.iter().map(|c| c.day).min().unwrap(), first_day);
         // The same files again: nothing to do.
         let before = snapshot(store.as_ref()).await;
         let again = ingest_focus(store.as_ref(), &options(&sample), &hidden()).await.unwrap();
