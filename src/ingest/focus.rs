@@ -265,45 +265,64 @@ fn push_fields(bytes: &mut Vec<u8>, fields: &[&str]) {
 
 impl Reading {
     /// Reads the files, each on the next free core, and adds what each holds in the files'
-    /// order: the sums, and the first refusal, are those of reading them one by one.
+    /// order as soon as the files before it are added (so at most a file per core waits, not
+    /// the delivery): the sums are those of reading them one by one, and the refusal is the
+    /// first file's that has one.
     fn of_files(
         declared: Option<Version>,
         files: &[(PathBuf, String)],
         options: &FocusIngestOptions,
         bar: &indicatif::ProgressBar,
     ) -> Result<Reading, CurError> {
+        /// The files added so far, those read and waiting for an earlier one, and a refusal.
+        struct Added {
+            whole: Reading,
+            next: usize,
+            waiting: Vec<Option<Result<Reading, CurError>>>,
+            refusal: Option<CurError>,
+        }
         let workers =
             std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, files.len().max(1));
-        let next = std::sync::atomic::AtomicUsize::new(0);
+        let handed_out = std::sync::atomic::AtomicUsize::new(0);
         let refused = std::sync::atomic::AtomicBool::new(false);
-        let read: Vec<std::sync::Mutex<Option<Result<Reading, CurError>>>> =
-            files.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        let added = std::sync::Mutex::new(Added {
+            whole: Reading { declared, ..Reading::default() },
+            next: 0,
+            waiting: files.iter().map(|_| None).collect(),
+            refusal: None,
+        });
         std::thread::scope(|scope| {
             for _ in 0..workers {
                 scope.spawn(|| {
-                    // Files are handed out in order, and one begun is finished: every file
-                    // before a refused one is read, so the first refusal is the one-by-one one.
+                    // Files are handed out in order and one begun is finished: every file before
+                    // a refused one is read and added.
                     while !refused.load(std::sync::atomic::Ordering::Relaxed) {
-                        let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let index = handed_out.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some((path, location)) = files.get(index) else { break };
                         let mut reading = Reading { declared, ..Reading::default() };
                         let result = reading.add_file(path, location, options, bar).map(|()| reading);
-                        if result.is_err() {
-                            refused.store(true, std::sync::atomic::Ordering::Relaxed);
+                        let mut added = added.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        added.waiting[index] = Some(result);
+                        while added.refusal.is_none() {
+                            let next = added.next;
+                            let Some(file) = added.waiting.get_mut(next).and_then(Option::take) else {
+                                break;
+                            };
+                            added.next += 1;
+                            if let Err(refusal) = file.and_then(|file| added.whole.add(file)) {
+                                added.refusal = Some(refusal);
+                                refused.store(true, std::sync::atomic::Ordering::Relaxed);
+                            }
                         }
-                        *read[index].lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(result);
                     }
                 });
             }
         });
-        let mut whole = Reading { declared, ..Reading::default() };
-        for slot in read {
-            let Some(file) = slot.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner) else {
-                break;
-            };
-            whole.add(file?)?;
+        let added = added.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match added.refusal {
+            Some(refusal) => Err(refusal),
+            None => Ok(added.whole),
         }
-        Ok(whole)
     }
 
     /// Adds another file's reading: its bills, its counts and its deviations.
