@@ -158,15 +158,15 @@ impl ChargeSums {
 }
 
 impl BillSums {
-    /// The sums of the charge group of a row of `day` and `text`, whose tags have the number
+    /// The index of the charge group of a row of `day` and `text`, whose tags have the number
     /// `tags_id` in its file, added if new; `key` is scratch space.
-    fn group(&mut self, key: &mut Vec<u8>, day: i64, text: &[&str; 13], tags_id: u32) -> &mut ChargeSums {
+    fn group(&mut self, key: &mut Vec<u8>, day: i64, text: &[&str; 13], tags_id: u32) -> usize {
         key.clear();
         key.extend_from_slice(&day.to_le_bytes());
         key.extend_from_slice(&tags_id.to_le_bytes());
         push_fields(key, &text[..TAGS]);
         push_fields(key, &text[TAGS + 1..]);
-        let index = match self.index.get(key.as_slice()) {
+        match self.index.get(key.as_slice()) {
             Some(index) => *index,
             None => {
                 let charge_key = ChargeKey { day, text: text.map(str::to_string) };
@@ -174,8 +174,7 @@ impl BillSums {
                 self.index.insert(key.clone().into_boxed_slice(), self.charges.len() - 1);
                 self.charges.len() - 1
             }
-        };
-        &mut self.charges[index].1
+        }
     }
 
     /// Adds what a file holds of the bill: its currency must be the bill's.
@@ -355,180 +354,228 @@ impl Reading {
         let names = focus::header(path, location)?;
         let version = Version::of_header(&names).max(self.declared.unwrap_or(Version::V1_0));
         let mut deviations = Deviations::default();
-        let bills = &mut self.bills;
-        let classified = &mut self.classified;
-        let key = &mut Vec::new();
-        let month = &mut (0, None);
-        let skipped = &mut self.reconciliation.rows_skipped_other_periods;
-        let mut not_calendar = 0;
-        let asked = options.provider.as_deref();
-        let calendar_count = &mut not_calendar;
-        // The bar moves every few thousand rows: a clock read per row costs more than the row.
-        const STEP: u64 = 4_096;
-        let mut unshown = 0;
-        let rows = focus::read_file(path, location, &names, &mut deviations, &mut |charge, columns, row| {
-            unshown += 1;
-            if unshown == STEP {
-                bar.inc(STEP);
-                unshown = 0;
-            }
-            // A file's rows share a billing period or a few: its month is found once per start.
-            if month.0 != charge.billing_period_start || month.1.is_none() {
-                *month = (charge.billing_period_start, focus::billing_month(charge.billing_period_start));
-            }
-            let Some((period, calendar)) = month.1 else {
-                return Err(columns.bad(
-                    row,
-                    focus::Col::BillingPeriodStart,
-                    "not a date gpuledger can hold",
-                ));
-            };
-            if options.period.is_some_and(|p| p != period) {
-                *skipped += 1;
-                return Ok(());
-            }
-            let provider = match (focus::provider_id(charge.provider), asked) {
-                (Some(named), Some(asked)) if named != asked => {
-                    return Err(columns.bad(
-                        row,
-                        focus::Col::ProviderName,
-                        format!("the row is {named}'s bill, but --provider {asked} was given"),
-                    ));
-                }
-                (Some(named), _) => named,
-                (None, Some(asked)) if charge.provider.is_empty() => asked,
-                (None, _) if charge.provider.is_empty() => {
-                    return Err(columns.bad(
-                        row,
-                        focus::Col::ProviderName,
-                        format!(
-                            "the row names no provider: pass --provider ({})",
-                            focus::PROVIDERS.join(", ")
-                        ),
-                    ));
-                }
-                (None, _) => {
-                    return Err(columns.bad(
-                        row,
-                        focus::Col::ProviderName,
-                        format!(
-                            "{:?} is not a provider gpuledger knows ({})",
-                            charge.provider,
-                            focus::PROVIDERS.join(", ")
-                        ),
-                    ));
-                }
-            };
-            if charge.billing_account_id.is_empty() {
-                return Err(columns.bad(
-                    row,
-                    focus::Col::BillingAccountId,
-                    "BillingAccountId is never null in FOCUS",
-                ));
-            }
-            // The bill of the row: found without building its key (a delivery holds a few).
-            let found = bills.iter().position(|((p, named, account), _)| {
-                *p == period && named == provider && account == charge.billing_account_id
-            });
-            let bill = match found {
-                Some(index) => &mut bills[index].1,
-                None => {
-                    bills.push((
-                        (period, provider.to_string(), charge.billing_account_id.to_string()),
-                        BillSums::default(),
-                    ));
-                    &mut bills.last_mut().expect("just pushed").1
-                }
-            };
-            if bill.currency.is_empty() {
-                bill.currency = charge.billing_currency.to_string();
-                bill.currency_seen_at = (location.to_string(), columns.first_row() + row + 1);
-            } else if bill.currency != charge.billing_currency {
-                return Err(columns.bad(
-                    row,
-                    focus::Col::BillingCurrency,
-                    second_currency(charge.billing_currency, bill),
-                ));
-            }
-            if !calendar {
-                *calendar_count += 1;
-            }
-            if bill.billing_account_name.is_empty() {
-                bill.billing_account_name = charge.billing_account_name.to_string();
-            }
-            bill.version = bill.version.max(Some(version));
-            bill.rows += 1;
-            let (billed, effective, list, contracted) = (
-                nanos_from_usd(charge.billed_cost),
-                nanos_from_usd(charge.effective_cost),
-                nanos_from_usd(charge.list_cost),
-                nanos_from_usd(charge.contracted_cost),
-            );
-            bill.billed += billed;
-            bill.effective += effective;
-            bill.list += list;
-            bill.contracted += contracted;
-            let day = charge.charge_period_start - charge.charge_period_start.rem_euclid(86_400);
-            // The instance and GPUs of the row, classified once per distinct naming.
-            let usage =
-                charge.charge_category == "Usage" && charge.commitment_discount_status != Some("Unused");
-            key.clear();
-            push_fields(
-                key,
-                &[
-                    provider,
-                    charge.usage_type,
-                    charge.sku_meter,
-                    charge.resource_type,
-                    charge.charge_description,
-                    charge.consumed_unit,
-                    if usage { "usage" } else { "" },
-                ],
-            );
-            let class = match classified.get(key.as_slice()) {
-                Some(class) => class.clone(),
-                None => {
-                    let class = Classified::of(provider, charge);
-                    classified.insert(key.clone().into_boxed_slice(), class.clone());
-                    class
-                }
-            };
-            let gpu_hours =
-                class.gpu.map_or(0.0, |(_, per_unit)| per_unit * charge.consumed_quantity.unwrap_or(0.0));
-            let gpu_model = class.gpu.map_or("", |(model, _)| model);
-            let text = [
-                charge.sub_account_id,
-                charge.sub_account_name,
-                charge.service_name,
-                charge.service_category,
-                charge.charge_category,
-                charge.charge_class.unwrap_or(""),
-                charge.pricing_category.unwrap_or(""),
-                charge.commitment_discount_status.unwrap_or(""),
-                charge.region,
-                &class.instance,
-                charge.consumed_unit,
-                &charge.tags,
-                gpu_model,
-            ];
-            let sums = bill.group(key, day, &text, charge.tags_id);
-            sums.add(&ChargeSums {
-                consumed_quantity: charge.consumed_quantity.unwrap_or(0.0),
-                gpu_hours,
-                charges: 1,
-                billed,
-                effective,
-                list,
-                contracted,
-            });
-            Ok(())
-        })?;
-        bar.inc(unshown);
-        deviations.billing_periods_not_calendar_months += not_calendar;
+        let mut rows_of = FileRows {
+            bills: &mut self.bills,
+            classified: &mut self.classified,
+            skipped: 0,
+            not_calendar: 0,
+            key: Vec::new(),
+            month: (0, None),
+            location,
+            options,
+            version,
+            bar,
+            unshown: 0,
+        };
+        let rows = focus::read_file(path, location, &names, &mut deviations, &mut rows_of)?;
+        bar.inc(rows_of.unshown);
+        deviations.billing_periods_not_calendar_months += rows_of.not_calendar;
+        self.reconciliation.rows_skipped_other_periods += rows_of.skipped;
         self.reconciliation.deviations.add(&deviations);
         self.reconciliation.files += 1;
         self.reconciliation.rows_read += rows as u64;
         Ok(())
+    }
+}
+
+/// Where one file's rows go: each to its bill's charge group.
+struct FileRows<'r> {
+    bills: &'r mut Vec<((Period, String, String), BillSums)>,
+    classified: &'r mut rustc_hash::FxHashMap<Box<[u8]>, Classified>,
+    /// Rows of billing periods other than `--period`.
+    skipped: u64,
+    /// Rows of billing periods that do not start on a month's first midnight.
+    not_calendar: u64,
+    /// Scratch space for keys.
+    key: Vec<u8>,
+    /// The last billing period start seen and its month: a file's rows share one or a few.
+    month: (i64, Option<(Period, bool)>),
+    location: &'r str,
+    options: &'r FocusIngestOptions,
+    version: Version,
+    bar: &'r indicatif::ProgressBar,
+    /// Rows added since the bar last moved.
+    unshown: u64,
+}
+
+/// Where a row goes.
+#[derive(Debug, Clone, Copy)]
+enum Place {
+    /// A billing period other than `--period`'s: counted, not summed.
+    Skipped,
+    /// A bill (its index in the reading) and one of its charge groups; whether its billing
+    /// period is a calendar month; its GPU-hours per consumed unit (0 for no GPU).
+    Group { bill: usize, group: usize, calendar: bool, gpu_hours_per_unit: f64 },
+}
+
+impl focus::Visitor for FileRows<'_> {
+    type Place = Place;
+
+    fn place(
+        &mut self,
+        charge: &Charge<'_>,
+        columns: &cur_source::reader::Columns<'_>,
+        row: usize,
+    ) -> Result<Place, CurError> {
+        if self.month.0 != charge.billing_period_start || self.month.1.is_none() {
+            self.month = (charge.billing_period_start, focus::billing_month(charge.billing_period_start));
+        }
+        let Some((period, calendar)) = self.month.1 else {
+            return Err(columns.bad(row, focus::Col::BillingPeriodStart, "not a date gpuledger can hold"));
+        };
+        if self.options.period.is_some_and(|p| p != period) {
+            return Ok(Place::Skipped);
+        }
+        let asked = self.options.provider.as_deref();
+        let provider = match (focus::provider_id(charge.provider), asked) {
+            (Some(named), Some(asked)) if named != asked => {
+                return Err(columns.bad(
+                    row,
+                    focus::Col::ProviderName,
+                    format!("the row is {named}'s bill, but --provider {asked} was given"),
+                ));
+            }
+            (Some(named), _) => named,
+            (None, Some(asked)) if charge.provider.is_empty() => asked,
+            (None, _) if charge.provider.is_empty() => {
+                return Err(columns.bad(
+                    row,
+                    focus::Col::ProviderName,
+                    format!("the row names no provider: pass --provider ({})", focus::PROVIDERS.join(", ")),
+                ));
+            }
+            (None, _) => {
+                return Err(columns.bad(
+                    row,
+                    focus::Col::ProviderName,
+                    format!(
+                        "{:?} is not a provider gpuledger knows ({})",
+                        charge.provider,
+                        focus::PROVIDERS.join(", ")
+                    ),
+                ));
+            }
+        };
+        if charge.billing_account_id.is_empty() {
+            return Err(columns.bad(
+                row,
+                focus::Col::BillingAccountId,
+                "BillingAccountId is never null in FOCUS",
+            ));
+        }
+        // The bill of the row (a delivery holds a few).
+        let bills = &mut *self.bills;
+        let found = bills.iter().position(|((p, named, account), _)| {
+            *p == period && named == provider && account == charge.billing_account_id
+        });
+        let bill_index = found.unwrap_or_else(|| {
+            bills.push((
+                (period, provider.to_string(), charge.billing_account_id.to_string()),
+                BillSums::default(),
+            ));
+            bills.len() - 1
+        });
+        let bill = &mut bills[bill_index].1;
+        if bill.currency.is_empty() {
+            bill.currency = charge.billing_currency.to_string();
+            bill.currency_seen_at = (self.location.to_string(), columns.first_row() + row + 1);
+        } else if bill.currency != charge.billing_currency {
+            return Err(columns.bad(
+                row,
+                focus::Col::BillingCurrency,
+                second_currency(charge.billing_currency, bill),
+            ));
+        }
+        if bill.billing_account_name.is_empty() {
+            bill.billing_account_name = charge.billing_account_name.to_string();
+        }
+        bill.version = bill.version.max(Some(self.version));
+        let day = charge.charge_period_start - charge.charge_period_start.rem_euclid(86_400);
+        // The instance and GPUs of the row, classified once per distinct naming.
+        let usage = charge.charge_category == "Usage" && charge.commitment_discount_status != Some("Unused");
+        let key = &mut self.key;
+        key.clear();
+        push_fields(
+            key,
+            &[
+                provider,
+                charge.usage_type,
+                charge.sku_meter,
+                charge.resource_type,
+                charge.charge_description,
+                charge.consumed_unit,
+                if usage { "usage" } else { "" },
+            ],
+        );
+        let class = match self.classified.get(key.as_slice()) {
+            Some(class) => class.clone(),
+            None => {
+                let class = Classified::of(provider, charge);
+                self.classified.insert(key.clone().into_boxed_slice(), class.clone());
+                class
+            }
+        };
+        let text = [
+            charge.sub_account_id,
+            charge.sub_account_name,
+            charge.service_name,
+            charge.service_category,
+            charge.charge_category,
+            charge.charge_class.unwrap_or(""),
+            charge.pricing_category.unwrap_or(""),
+            charge.commitment_discount_status.unwrap_or(""),
+            charge.region,
+            &class.instance,
+            charge.consumed_unit,
+            &charge.tags,
+            class.gpu.map_or("", |(model, _)| model),
+        ];
+        let group = bill.group(key, day, &text, charge.tags_id);
+        Ok(Place::Group {
+            bill: bill_index,
+            group,
+            calendar,
+            gpu_hours_per_unit: class.gpu.map_or(0.0, |(_, per)| per),
+        })
+    }
+
+    fn add(&mut self, place: Place, amounts: &focus::Amounts) {
+        // The bar moves every few thousand rows: a clock read per row costs more than the row.
+        const STEP: u64 = 4_096;
+        self.unshown += 1;
+        if self.unshown == STEP {
+            self.bar.inc(STEP);
+            self.unshown = 0;
+        }
+        let Place::Group { bill, group, calendar, gpu_hours_per_unit } = place else {
+            self.skipped += 1;
+            return;
+        };
+        if !calendar {
+            self.not_calendar += 1;
+        }
+        let bill = &mut self.bills[bill].1;
+        bill.rows += 1;
+        let (billed, effective, list, contracted) = (
+            nanos_from_usd(amounts.billed_cost),
+            nanos_from_usd(amounts.effective_cost),
+            nanos_from_usd(amounts.list_cost),
+            nanos_from_usd(amounts.contracted_cost),
+        );
+        bill.billed += billed;
+        bill.effective += effective;
+        bill.list += list;
+        bill.contracted += contracted;
+        let consumed = amounts.consumed_quantity.unwrap_or(0.0);
+        bill.charges[group].1.add(&ChargeSums {
+            consumed_quantity: consumed,
+            gpu_hours: gpu_hours_per_unit * consumed,
+            charges: 1,
+            billed,
+            effective,
+            list,
+            contracted,
+        });
     }
 }
 

@@ -429,25 +429,266 @@ pub fn header(path: &Path, location: &str) -> Result<Vec<String>, CurError> {
         .collect())
 }
 
-/// Reads a FOCUS data file's rows, checked; `visit` gets each with the chunk's columns and
-/// its row (for errors naming it). `names` is the file's [`header`], read once by the caller.
-/// Returns the rows read.
-pub fn read_file(
+/// A row's amounts, checked: what a bill sums.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Amounts {
+    pub billed_cost: f64,
+    pub effective_cost: f64,
+    pub list_cost: f64,
+    pub contracted_cost: f64,
+    pub consumed_quantity: Option<f64>,
+}
+
+impl Charge<'_> {
+    pub fn amounts(&self) -> Amounts {
+        Amounts {
+            billed_cost: self.billed_cost,
+            effective_cost: self.effective_cost,
+            list_cost: self.list_cost,
+            contracted_cost: self.contracted_cost,
+            consumed_quantity: self.consumed_quantity,
+        }
+    }
+}
+
+/// Where the rows of a file go ([`read_file`]): each row has a place (a bill's charge group,
+/// say), found from its charge, and adds its amounts there.
+pub trait Visitor {
+    type Place: Copy;
+    /// The place of `charge`, row `row` of `columns` (for errors naming it). It must depend
+    /// only on the charge's texts, its billing period's start and the day its charge starts:
+    /// rows alike in those share the place asked for the first of them.
+    fn place(
+        &mut self,
+        charge: &Charge<'_>,
+        columns: &Columns<'_>,
+        row: usize,
+    ) -> Result<Self::Place, CurError>;
+    /// Adds a row's amounts at its place.
+    fn add(&mut self, place: Self::Place, amounts: &Amounts);
+}
+
+/// Reads a FOCUS data file's rows, checked, into `visitor`. `names` is the file's
+/// [`header`], read once by the caller. Returns the rows read.
+///
+/// A month repeats a few thousand namings (the texts of a row) millions of times: a chunk
+/// whose columns allow it is read by [`Alike`] (each naming checked once, each row's times and
+/// amounts checked on their own); any other chunk row by row. Both give the same places, sums,
+/// counts and the same refusal, naming the same row.
+pub fn read_file<V: Visitor>(
     path: &Path,
     location: &str,
     names: &[String],
     deviations: &mut Deviations,
-    visit: &mut dyn FnMut(&Charge<'_>, &Columns<'_>, usize) -> Result<(), CurError>,
+    visitor: &mut V,
 ) -> Result<usize, CurError> {
     deviations.extra_columns.extend(extra_columns(names));
     let mut tags = TagCache::default();
+    let mut alike = Alike::default();
     reader::read_columns(path, location, &COLUMNS, &mut |columns| {
+        if alike.read_chunk(columns, deviations, &mut tags, visitor)? {
+            return Ok(());
+        }
         for row in 0..columns.rows {
             let charge = read_row(columns, row, deviations, &mut tags)?;
-            visit(&charge, columns, row)?;
+            let place = visitor.place(&charge, columns, row)?;
+            visitor.add(place, &charge.amounts());
         }
         Ok(())
     })
+}
+
+/// The text columns [`read_row`] reads whose values it keeps: a row's naming.
+const NAMING: [Col; 21] = [
+    Col::ServiceProviderName,
+    Col::ProviderName,
+    Col::ChargeCategory,
+    Col::BillingCurrency,
+    Col::BillingAccountId,
+    Col::BillingAccountName,
+    Col::ChargeClass,
+    Col::ChargeFrequency,
+    Col::PricingCategory,
+    Col::CommitmentDiscountStatus,
+    Col::SubAccountId,
+    Col::SubAccountName,
+    Col::ServiceName,
+    Col::ServiceCategory,
+    Col::RegionId,
+    Col::ResourceType,
+    Col::SkuMeter,
+    Col::ChargeDescription,
+    Col::XUsageType,
+    Col::ConsumedUnit,
+    Col::Tags,
+];
+
+/// The other text columns [`read_row`] reads: a visitor's place cannot depend on them (they
+/// name one resource, SKU, invoice or commitment among thousands); only their `NULL` texts
+/// are counted.
+const UNGROUPED: [Col; 5] =
+    [Col::ResourceId, Col::SkuId, Col::InvoiceId, Col::CommitmentDiscountId, Col::CommitmentDiscountType];
+
+/// Rows read by their naming: within a chunk, rows of equal views in every [`NAMING`] column
+/// have equal texts (a dictionary-encoded column's equal values share one view), so a row's
+/// naming is found by hashing its views, without reading its texts. Each naming is checked
+/// by [`read_row`] once per file; each row's periods and amounts are checked as `read_row`
+/// checks them. A chunk this cannot read exactly as `read_row` would is left to it: columns
+/// of other kinds (text timestamps or numbers, map tags), a naming with something counted
+/// (`NULL` texts, values in another case) or refused.
+struct Alike<P> {
+    /// Each naming checked in this file, by its texts (each after its length).
+    namings: rustc_hash::FxHashMap<Box<[u8]>, u32>,
+    /// The place of the rows of a naming, billing period start and day.
+    places: rustc_hash::FxHashMap<(u32, i64, i64), P>,
+}
+
+impl<P> Default for Alike<P> {
+    fn default() -> Self {
+        Alike { namings: Default::default(), places: Default::default() }
+    }
+}
+
+impl<P: Copy> Alike<P> {
+    /// Reads the chunk into `visitor` and says so, or leaves it untouched (nothing added or
+    /// counted) and says it could not.
+    fn read_chunk<V: Visitor<Place = P>>(
+        &mut self,
+        c: &Columns<'_>,
+        deviations: &mut Deviations,
+        tags: &mut TagCache,
+        visitor: &mut V,
+    ) -> Result<bool, CurError> {
+        use polars_arrow::array::Array;
+        let texts = NAMING.map(|column| c.text_array(column));
+        if NAMING.iter().chain(&UNGROUPED).any(|&column| c.has(column) && c.text_array(column).is_none()) {
+            return Ok(false);
+        }
+        let times = |column: Col| c.time_array(column).filter(|(array, _)| array.null_count() == 0);
+        let (Some(billing_start), Some(charge_start), Some(charge_end)) =
+            (times(Col::BillingPeriodStart), times(Col::ChargePeriodStart), times(Col::ChargePeriodEnd))
+        else {
+            return Ok(false);
+        };
+        let billing_end = times(Col::BillingPeriodEnd);
+        if c.has(Col::BillingPeriodEnd) && billing_end.is_none() {
+            return Ok(false);
+        }
+        const NUMBERS: [Col; 6] = [
+            Col::ConsumedQuantity,
+            Col::PricingQuantity,
+            Col::BilledCost,
+            Col::EffectiveCost,
+            Col::ListCost,
+            Col::ContractedCost,
+        ];
+        if NUMBERS.iter().any(|&column| c.has(column) && c.float_array(column).is_none()) {
+            return Ok(false);
+        }
+        let numbers = NUMBERS.map(|column| c.float_array(column));
+        let null_text = |view: &polars_arrow::array::View| {
+            view.length == 4 && view.prefix.to_ne_bytes().eq_ignore_ascii_case(b"null")
+        };
+        if UNGROUPED
+            .iter()
+            .filter_map(|&column| c.text_array(column))
+            .any(|a| a.views().iter().any(null_text))
+        {
+            return Ok(false);
+        }
+
+        // Each row's naming; a naming new to the file is checked on its first row.
+        let mut in_chunk: rustc_hash::FxHashMap<[u128; NAMING.len()], u32> = Default::default();
+        let mut naming_of = Vec::with_capacity(c.rows);
+        let mut bytes = Vec::new();
+        for row in 0..c.rows {
+            let mut views = [0u128; NAMING.len()];
+            for (view, array) in views.iter_mut().zip(&texts) {
+                if let Some(array) = array
+                    && array.is_valid(row)
+                {
+                    let cell = array.views()[row];
+                    if cell.length != 0 {
+                        *view = cell.as_u128();
+                    }
+                }
+            }
+            let naming = match in_chunk.get(&views) {
+                Some(&naming) => naming,
+                None => {
+                    bytes.clear();
+                    for column in NAMING {
+                        let text = c.text(column, row);
+                        bytes.extend_from_slice(&(text.len() as u32).to_le_bytes());
+                        bytes.extend_from_slice(text.as_bytes());
+                    }
+                    let naming = match self.namings.get(bytes.as_slice()) {
+                        Some(&naming) => naming,
+                        None => {
+                            let mut seen = Deviations::default();
+                            if read_row(c, row, &mut seen, tags).is_err()
+                                || seen.null_as_text > 0
+                                || seen.values_in_another_case > 0
+                            {
+                                return Ok(false);
+                            }
+                            let naming = self.namings.len() as u32;
+                            self.namings.insert(bytes.clone().into_boxed_slice(), naming);
+                            naming
+                        }
+                    };
+                    in_chunk.insert(views, naming);
+                    naming
+                }
+            };
+            naming_of.push(naming);
+        }
+
+        // Each row's periods and amounts, checked in read_row's order, and its place.
+        let seconds = |(array, per_second): (&polars_arrow::array::PrimitiveArray<i64>, i64), row: usize| {
+            array.value(row).div_euclid(per_second)
+        };
+        for (row, &naming) in naming_of.iter().enumerate() {
+            let start = seconds(billing_start, row);
+            let end = billing_end.map(|end| seconds(end, row));
+            let (charge_start, charge_end) = (seconds(charge_start, row), seconds(charge_end, row));
+            check_periods(c, row, (start, end), (charge_start, charge_end), deviations)?;
+            let mut values = [0.0; NUMBERS.len()];
+            let mut consumed = None;
+            for (i, (&column, array)) in NUMBERS.iter().zip(&numbers).enumerate() {
+                let quick = array.filter(|a| a.is_valid(row)).map(|a| a.value(row));
+                values[i] = match quick {
+                    Some(value) if value.is_finite() && value.abs() <= reader::MAX_ABS_AMOUNT => value,
+                    _ if i < 2 => quantity(c, column, row, deviations)?.unwrap_or(0.0),
+                    _ => cost(c, column, row, deviations)?,
+                };
+                if i == 0 {
+                    consumed = quick;
+                }
+            }
+            let day = charge_start - charge_start.rem_euclid(86_400);
+            let place = match self.places.get(&(naming, start, day)) {
+                Some(&place) => place,
+                None => {
+                    let charge = read_row(c, row, &mut Deviations::default(), tags)?;
+                    let place = visitor.place(&charge, c, row)?;
+                    self.places.insert((naming, start, day), place);
+                    place
+                }
+            };
+            visitor.add(
+                place,
+                &Amounts {
+                    billed_cost: values[2],
+                    effective_cost: values[3],
+                    list_cost: values[4],
+                    contracted_cost: values[5],
+                    consumed_quantity: consumed,
+                },
+            );
+        }
+        Ok(true)
+    }
 }
 
 /// Text of a cell with the two null spellings real exports use turned into empty text (and
@@ -623,6 +864,48 @@ fn normalized_tags(
     Ok(serde_json::to_string(&sorted).unwrap_or_else(|_| "{}".into()))
 }
 
+/// A row's periods against FOCUS's rules: a charge period that ends before it starts, or
+/// that starts after its billing period's (exclusive) end, is refused; one that starts before
+/// its billing period is counted.
+fn check_periods(
+    c: &Columns<'_>,
+    row: usize,
+    (billing_start, billing_end): (i64, Option<i64>),
+    (charge_start, charge_end): (i64, i64),
+    deviations: &mut Deviations,
+) -> Result<(), CurError> {
+    if charge_end < charge_start {
+        return Err(c.bad(row, Col::ChargePeriodEnd, "the charge period ends before it starts"));
+    }
+    if let Some(end) = billing_end
+        && end <= billing_start
+    {
+        return Err(c.bad(row, Col::BillingPeriodEnd, "the billing period ends before it starts"));
+    }
+    // The end is exclusive: a charge starting at the billing period's end is the next one's,
+    // and refused here. One starting before its billing period is late usage billed in a
+    // later period (Oracle's sample has one; corrections are others): its bill is plain,
+    // so it is counted, not refused.
+    if let Some(end) = billing_end
+        && charge_start >= end
+    {
+        return Err(c.bad(
+            row,
+            Col::ChargePeriodStart,
+            format!(
+                "the charge starts at {}, after its billing period [{}, {}) ends (FOCUS's ends are exclusive)",
+                iso(charge_start),
+                iso(billing_start),
+                iso(end)
+            ),
+        ));
+    }
+    if charge_start < billing_start {
+        deviations.charges_before_billing_period += 1;
+    }
+    Ok(())
+}
+
 fn read_row<'a>(
     c: &Columns<'a>,
     row: usize,
@@ -651,35 +934,13 @@ fn read_row<'a>(
     };
     let charge_period_start = timestamp(c, Col::ChargePeriodStart, row, deviations)?;
     let charge_period_end = timestamp(c, Col::ChargePeriodEnd, row, deviations)?;
-    if charge_period_end < charge_period_start {
-        return Err(c.bad(row, Col::ChargePeriodEnd, "the charge period ends before it starts"));
-    }
-    if let Some(end) = billing_period_end
-        && end <= billing_period_start
-    {
-        return Err(c.bad(row, Col::BillingPeriodEnd, "the billing period ends before it starts"));
-    }
-    // The end is exclusive: a charge starting at the billing period's end is the next one's,
-    // and refused here. One starting before its billing period is late usage billed in a
-    // later period (Oracle's sample has one; corrections are others): its bill is plain,
-    // so it is counted, not refused.
-    if let Some(end) = billing_period_end
-        && charge_period_start >= end
-    {
-        return Err(c.bad(
-            row,
-            Col::ChargePeriodStart,
-            format!(
-                "the charge starts at {}, after its billing period [{}, {}) ends (FOCUS's ends are exclusive)",
-                iso(charge_period_start),
-                iso(billing_period_start),
-                iso(end)
-            ),
-        ));
-    }
-    if charge_period_start < billing_period_start {
-        deviations.charges_before_billing_period += 1;
-    }
+    check_periods(
+        c,
+        row,
+        (billing_period_start, billing_period_end),
+        (charge_period_start, charge_period_end),
+        deviations,
+    )?;
     let (tags, tags_id) = tags(c, row, deviations, tag_cache)?;
     Ok(Charge {
         provider,
@@ -952,6 +1213,241 @@ pub fn is_data_file(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use polars::prelude::*;
+    use std::path::PathBuf;
+
+    /// One row of [`month`]'s files.
+    struct Row {
+        billed: f64,
+        effective: f64,
+        consumed: Option<f64>,
+        category: &'static str,
+        service: &'static str,
+        tags: &'static str,
+        /// Hours after 2026-10-01T00:00:00Z the charge starts and ends.
+        hours: (i64, i64),
+    }
+
+    /// `rows` rows of 4 namings (2 services, tagged or not) on 3 days, each its own resource:
+    /// billed 1.25, effective (row % 4) × 0.5, consumed 1 (null every 10th row), an hour
+    /// long; `tweak` may change any. Written twice: Parquet of typed columns in row groups of
+    /// 500 rows, and CSV (every cell text, read row by row).
+    fn month(dir: &Path, rows: usize, tweak: impl Fn(usize, &mut Row)) -> [PathBuf; 2] {
+        let all: Vec<Row> = (0..rows)
+            .map(|i| {
+                let hour = (i % 3) as i64 * 24 + (i % 24) as i64;
+                let mut row = Row {
+                    billed: 1.25,
+                    effective: (i % 4) as f64 * 0.5,
+                    consumed: (i % 10 != 9).then_some(1.0),
+                    category: "Usage",
+                    service: ["Compute Engine", "Cloud Storage"][i % 2],
+                    tags: [r#"{"team":"a"}"#, ""][(i / 2) % 2],
+                    hours: (hour, hour + 1),
+                };
+                tweak(i, &mut row);
+                row
+            })
+            .collect();
+        let start = 1_790_812_800_i64; // 2026-10-01T00:00:00Z
+        let text = |name: &str, f: &dyn Fn(&Row) -> String| {
+            Column::new(
+                name.into(),
+                all.iter().map(|r| Some(f(r)).filter(|t| !t.is_empty())).collect::<Vec<_>>(),
+            )
+        };
+        let number = |name: &str, f: &dyn Fn(&Row) -> Option<f64>| {
+            Column::new(name.into(), all.iter().map(f).collect::<Vec<_>>())
+        };
+        let time = |name: &str, f: &dyn Fn(&Row) -> i64| {
+            Series::new(name.into(), all.iter().map(|r| f(r) * 1000).collect::<Vec<_>>())
+                .cast(&DataType::Datetime(TimeUnit::Milliseconds, Some(TimeZone::UTC)))
+                .unwrap()
+                .into_column()
+        };
+        let columns = vec![
+            number("BilledCost", &|r| Some(r.billed)),
+            number("EffectiveCost", &|r| Some(r.effective)),
+            number("ConsumedQuantity", &|r| r.consumed),
+            text("BillingCurrency", &|_| "USD".into()),
+            text("BillingAccountId", &|_| "A".into()),
+            time("BillingPeriodStart", &|_| start),
+            time("BillingPeriodEnd", &|_| start + 31 * 86_400),
+            time("ChargePeriodStart", &|r| start + r.hours.0 * 3_600),
+            time("ChargePeriodEnd", &|r| start + r.hours.1 * 3_600),
+            text("ChargeCategory", &|r| r.category.into()),
+            text("ProviderName", &|_| "Google Cloud".into()),
+            text("ServiceName", &|r| r.service.into()),
+            text("ResourceId", &|r| format!("vm-{}", r.hours.0 * 7 + r.billed as i64)),
+            text("Tags", &|r| r.tags.into()),
+        ];
+        let mut frame = DataFrame::new(rows, columns).unwrap();
+        let parquet = dir.join("month.parquet");
+        ParquetWriter::new(std::fs::File::create(&parquet).unwrap())
+            .with_row_group_size(Some(500))
+            .finish(&mut frame)
+            .unwrap();
+        let iso = |hours: i64| iso(start + hours * 3_600);
+        let mut csv = String::from(
+            "BilledCost,EffectiveCost,ConsumedQuantity,BillingCurrency,BillingAccountId,BillingPeriodStart,\
+             BillingPeriodEnd,ChargePeriodStart,ChargePeriodEnd,ChargeCategory,ProviderName,ServiceName,\
+             ResourceId,Tags\n",
+        );
+        for r in &all {
+            csv.push_str(&format!(
+                "{},{},{},USD,A,{},{},{},{},{},Google Cloud,{},vm-{},\"{}\"\n",
+                r.billed,
+                r.effective,
+                r.consumed.map(|c| c.to_string()).unwrap_or_default(),
+                iso(0),
+                iso(31 * 24),
+                iso(r.hours.0),
+                iso(r.hours.1),
+                r.category,
+                r.service,
+                r.hours.0 * 7 + r.billed as i64,
+                r.tags.replace('"', "\"\""),
+            ));
+        }
+        let text_file = dir.join("month.csv");
+        std::fs::write(&text_file, csv).unwrap();
+        [parquet, text_file]
+    }
+
+    /// A place's service, tags and day.
+    type PlaceKey = (String, String, i64);
+    /// A place's rows and sums: billed, effective, consumed.
+    type Sums = (usize, f64, f64, f64);
+
+    /// Each place with its sums, and how often the reader asked for a place.
+    #[derive(Default, Debug, PartialEq)]
+    struct Tally {
+        asked: usize,
+        places: Vec<(PlaceKey, Sums)>,
+    }
+
+    impl Visitor for Tally {
+        type Place = usize;
+        fn place(&mut self, charge: &Charge<'_>, _: &Columns<'_>, _: usize) -> Result<usize, CurError> {
+            self.asked += 1;
+            let day = charge.charge_period_start.div_euclid(86_400);
+            let key = (charge.service_name.to_string(), charge.tags.to_string(), day);
+            Ok(self.places.iter().position(|(k, _)| *k == key).unwrap_or_else(|| {
+                self.places.push((key, (0, 0.0, 0.0, 0.0)));
+                self.places.len() - 1
+            }))
+        }
+        fn add(&mut self, place: usize, amounts: &Amounts) {
+            let sums = &mut self.places[place].1;
+            sums.0 += 1;
+            sums.1 += amounts.billed_cost;
+            sums.2 += amounts.effective_cost;
+            sums.3 += amounts.consumed_quantity.unwrap_or(0.0);
+        }
+    }
+
+    fn tally(path: &Path) -> Result<(Tally, Deviations), CurError> {
+        let location = path.file_name().unwrap().to_string_lossy().to_string();
+        let names = header(path, &location)?;
+        let (mut tally, mut deviations) = (Tally::default(), Deviations::default());
+        read_file(path, &location, &names, &mut deviations, &mut tally)?;
+        Ok((tally, deviations))
+    }
+
+    /// The places' sums in all: rows, billed, effective, consumed.
+    fn totals(tally: &Tally) -> Sums {
+        tally.places.iter().fold((0, 0.0, 0.0, 0.0), |t, (_, s)| (t.0 + s.0, t.1 + s.1, t.2 + s.2, t.3 + s.3))
+    }
+
+    #[test]
+    fn rows_read_by_their_naming_sum_as_rows_read_one_by_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let [parquet, csv] = month(dir.path(), 3_000, |_, _| {});
+        let (by_naming, parquet_deviations) = tally(&parquet).unwrap();
+        let (one_by_one, csv_deviations) = tally(&csv).unwrap();
+        // 4 namings on 3 days: each place asked for once in the typed file, every row in the
+        // text one.
+        assert_eq!(by_naming.asked, 12);
+        assert_eq!(one_by_one.asked, 3_000);
+        assert_eq!(by_naming.places, one_by_one.places);
+        // 3,000 × 1.25; 750 × (0 + 0.5 + 1 + 1.5); 3,000 − 300 nulls.
+        assert_eq!(totals(&by_naming), (3_000, 3_750.0, 2_250.0, 2_700.0));
+        assert_eq!(parquet_deviations, csv_deviations);
+    }
+
+    #[test]
+    fn a_chunk_with_a_null_written_as_text_is_read_row_by_row_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let [parquet, csv] = month(dir.path(), 3_000, |i, row| {
+            if i == 1_700 {
+                row.service = "NULL";
+            }
+        });
+        let (by_naming, parquet_deviations) = tally(&parquet).unwrap();
+        let (one_by_one, _) = tally(&csv).unwrap();
+        // Rows 1,500–1,999 (a row group) one by one; the 12 places once before them.
+        assert_eq!(by_naming.asked, 12 + 500);
+        assert_eq!(by_naming.places, one_by_one.places);
+        assert_eq!(parquet_deviations.null_as_text, 1);
+        let nameless = by_naming.places.iter().find(|((service, ..), _)| service.is_empty()).unwrap();
+        assert_eq!(nameless.1.0, 1);
+    }
+
+    #[test]
+    fn a_typed_file_refuses_the_row_a_row_by_row_reading_refuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let nan = |at: usize| {
+            move |i: usize, row: &mut Row| {
+                if i == at {
+                    row.billed = f64::NAN
+                }
+            }
+        };
+        let category = |at: usize| {
+            move |i: usize, row: &mut Row| {
+                if i == at {
+                    row.category = "Usag"
+                }
+            }
+        };
+        type Tweak<'t> = Box<dyn Fn(usize, &mut Row) + 't>;
+        let cases: Vec<(Tweak<'_>, &str)> = vec![
+            (Box::new(nan(2_100)), "data row 2101, column BilledCost: NaN is not a finite number"),
+            (
+                Box::new(|i, row: &mut Row| {
+                    nan(1_300)(i, row);
+                    category(1_200)(i, row);
+                }),
+                "data row 1201, column ChargeCategory: \"Usag\" is not one of FOCUS's values \
+                 (Usage, Purchase, Tax, Credit, Adjustment)",
+            ),
+            (
+                Box::new(|i, row: &mut Row| {
+                    nan(1_100)(i, row);
+                    category(1_200)(i, row);
+                }),
+                "data row 1101, column BilledCost: NaN is not a finite number",
+            ),
+            (
+                Box::new(|i, row: &mut Row| {
+                    if i == 2_999 {
+                        row.hours = (5, 4);
+                    }
+                    if i == 2_998 {
+                        row.effective = 2e9;
+                    }
+                }),
+                "data row 2999, column EffectiveCost: 2000000000 is beyond any plausible amount (±1e9)",
+            ),
+        ];
+        for (tweak, message) in cases {
+            let [parquet, csv] = month(dir.path(), 3_000, tweak);
+            for (path, name) in [(parquet, "month.parquet"), (csv, "month.csv")] {
+                let error = tally(&path).expect_err("refused").to_string();
+                assert_eq!(error, format!("{name}: {message}"));
+            }
+        }
+    }
 
     fn names(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()

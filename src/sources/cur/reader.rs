@@ -609,6 +609,30 @@ impl<'a> Columns<'a> {
         )
     }
 
+    /// The column as text, when the file holds it as text.
+    pub fn text_array(&self, column: impl ColumnId) -> Option<&'a Utf8ViewArray> {
+        match self.views.get(column.index()) {
+            Some(View::Text(array)) => Some(array),
+            _ => None,
+        }
+    }
+
+    /// The column as floating-point numbers, when the file holds it so.
+    pub fn float_array(&self, column: impl ColumnId) -> Option<&'a PrimitiveArray<f64>> {
+        match self.views.get(column.index()) {
+            Some(View::Float(array)) => Some(array),
+            _ => None,
+        }
+    }
+
+    /// The column as timestamps, with their units per second, when the file holds it so.
+    pub fn time_array(&self, column: impl ColumnId) -> Option<(&'a PrimitiveArray<i64>, i64)> {
+        match self.views.get(column.index()) {
+            Some(View::Time(array, per_second)) => Some((array, *per_second)),
+            _ => None,
+        }
+    }
+
     /// Text of a cell; empty for nulls and absent columns.
     pub fn text(&self, column: impl ColumnId, row: usize) -> &'a str {
         match self.views.get(column.index()) {
