@@ -498,6 +498,55 @@ pub fn read_file<V: Visitor>(
     })
 }
 
+/// A number per row of a chunk, equal for two rows exactly when their views are equal in
+/// every column of `texts` (a null and an empty text have one view): each column is read on
+/// its own, its views numbered in the order first seen, and the numbers combined in mixed
+/// radix; when the next column's numbers would not fit, the combined numbers are renumbered
+/// densely first (a chunk's rows have at most as many distinct ones as rows).
+fn naming_keys(texts: &[Option<&polars_arrow::array::Utf8ViewArray>], rows: usize) -> Vec<u64> {
+    use polars_arrow::array::Array;
+    let mut keys = vec![0u64; rows];
+    // How many distinct values the keys may take so far.
+    let mut radix = 1u64;
+    let mut codes: rustc_hash::FxHashMap<u128, u64> = Default::default();
+    for array in texts.iter().flatten() {
+        codes.clear();
+        let views = &array.views()[..rows];
+        let mut numbered = vec![0u64; rows];
+        let mut number = |view: u128| {
+            let next = codes.len() as u64;
+            *codes.entry(view).or_insert(next)
+        };
+        let key_of = |view: &polars_arrow::array::View| if view.length == 0 { 0 } else { view.as_u128() };
+        match array.validity().filter(|_| array.null_count() > 0) {
+            None => {
+                for (code, view) in numbered.iter_mut().zip(views) {
+                    *code = number(key_of(view));
+                }
+            }
+            Some(valid) => {
+                for ((code, view), valid) in numbered.iter_mut().zip(views).zip(valid.iter()) {
+                    *code = number(if valid { key_of(view) } else { 0 });
+                }
+            }
+        }
+        let distinct = codes.len() as u64;
+        if radix.checked_mul(distinct).is_none() {
+            let mut dense: rustc_hash::FxHashMap<u64, u64> = Default::default();
+            for key in keys.iter_mut() {
+                let next = dense.len() as u64;
+                *key = *dense.entry(*key).or_insert(next);
+            }
+            radix = dense.len() as u64;
+        }
+        for (key, code) in keys.iter_mut().zip(&numbered) {
+            *key += code * radix;
+        }
+        radix *= distinct.max(1);
+    }
+    keys
+}
+
 /// The text columns [`read_row`] reads whose values it keeps: a row's naming.
 const NAMING: [Col; 21] = [
     Col::ServiceProviderName,
@@ -598,22 +647,12 @@ impl<P: Copy> Alike<P> {
         }
 
         // Each row's naming; a naming new to the file is checked on its first row.
-        let mut in_chunk: rustc_hash::FxHashMap<[u128; NAMING.len()], u32> = Default::default();
+        let keys = naming_keys(&texts, c.rows);
+        let mut in_chunk: rustc_hash::FxHashMap<u64, u32> = Default::default();
         let mut naming_of = Vec::with_capacity(c.rows);
         let mut bytes = Vec::new();
-        for row in 0..c.rows {
-            let mut views = [0u128; NAMING.len()];
-            for (view, array) in views.iter_mut().zip(&texts) {
-                if let Some(array) = array
-                    && array.is_valid(row)
-                {
-                    let cell = array.views()[row];
-                    if cell.length != 0 {
-                        *view = cell.as_u128();
-                    }
-                }
-            }
-            let naming = match in_chunk.get(&views) {
+        for (row, key) in keys.into_iter().enumerate() {
+            let naming = match in_chunk.get(&key) {
                 Some(&naming) => naming,
                 None => {
                     bytes.clear();
@@ -637,7 +676,7 @@ impl<P: Copy> Alike<P> {
                             naming
                         }
                     };
-                    in_chunk.insert(views, naming);
+                    in_chunk.insert(key, naming);
                     naming
                 }
             };
@@ -1357,6 +1396,69 @@ mod tests {
     /// The places' sums in all: rows, billed, effective, consumed.
     fn totals(tally: &Tally) -> Sums {
         tally.places.iter().fold((0, 0.0, 0.0, 0.0), |t, (_, s)| (t.0 + s.0, t.1 + s.1, t.2 + s.2, t.3 + s.3))
+    }
+
+    /// Column `n` of [`NAMED`].
+    #[derive(Clone, Copy)]
+    struct Nth(usize);
+    const NAMED: [&str; 10] = ["c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"];
+    impl ColumnId for Nth {
+        fn index(self) -> usize {
+            self.0
+        }
+        fn column_name(self) -> &'static str {
+            NAMED[self.0]
+        }
+    }
+
+    #[test]
+    fn rows_have_one_naming_key_exactly_when_their_texts_are_equal() {
+        // 1,000 rows, 10 columns of 97 values each (more combinations than a u64 holds, so the
+        // keys are renumbered on the way), short and long texts, written as Parquet
+        // (dictionary-encoded, as exports are); in the first column a null and an empty text
+        // are the same.
+        let rows = 1_000;
+        let columns: Vec<Column> = (0..NAMED.len())
+            .map(|c| {
+                let values: Vec<Option<String>> = (0..rows)
+                    .map(|row| {
+                        let value = (row * (c + 3) + row / 7) % 97;
+                        match (c, value) {
+                            (0, 0) => None,
+                            (0, 1) => Some(String::new()),
+                            _ if c % 2 == 0 => Some(format!("{value}")),
+                            _ => Some(format!("a text longer than twelve bytes {value}")),
+                        }
+                    })
+                    .collect();
+                Column::new(NAMED[c].into(), values)
+            })
+            .collect();
+        let mut frame = DataFrame::new(rows, columns).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("namings.parquet");
+        ParquetWriter::new(std::fs::File::create(&path).unwrap()).finish(&mut frame).unwrap();
+        let set = ColumnSet { names: &NAMED, required: 0, maps: &[], kind: "test" };
+        let mut same = 0;
+        reader::read_columns(&path, "namings.parquet", &set, &mut |c| {
+            let texts: Vec<_> = (0..NAMED.len()).map(|n| c.text_array(Nth(n))).chain([None]).collect();
+            let distinct = (0..NAMED.len())
+                .map(|n| (0..c.rows).map(|row| c.text(Nth(n), row)).collect::<BTreeSet<_>>().len() as f64);
+            assert!(distinct.product::<f64>() > u64::MAX as f64);
+            let keys = naming_keys(&texts, c.rows);
+            let text = |row: usize| -> Vec<&str> { (0..NAMED.len()).map(|n| c.text(Nth(n), row)).collect() };
+            for a in 0..c.rows {
+                for b in a + 1..c.rows {
+                    // Equal keys are equal texts; equal texts of one dictionary, equal keys.
+                    assert_eq!(keys[a] == keys[b], text(a) == text(b), "rows {a} and {b}");
+                    same += usize::from(keys[a] == keys[b]);
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+        // Rows whose values agree in every column: some (row % 97 repeats), not all.
+        assert!(same > 0 && same < rows * (rows - 1) / 2, "{same} pairs alike");
     }
 
     #[test]
