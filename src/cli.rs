@@ -1017,6 +1017,11 @@ pub struct GenerateArgs {
     /// Skip the OpenMetrics files.
     #[arg(long, env = "GPULEDGER_GENERATE_NO_METRICS")]
     pub no_metrics: bool,
+    /// Write each month's Kubernetes series too (`metrics/YYYY-MM-kube.om`): kube-state-metrics
+    /// (nodes with their instance ids, pods with their node, labels and requests) and cAdvisor
+    /// (containers' CPU seconds and working set), the inputs of a pod split.
+    #[arg(long, env = "GPULEDGER_GENERATE_KUBE_STATE_METRICS")]
+    pub kube_state_metrics: bool,
     /// The last month is in progress, as AWS delivers the current month: billed and measured
     /// through this day (1-31) only.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=31))]

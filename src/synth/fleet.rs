@@ -977,15 +977,20 @@ impl World {
     /// (vCPU, GiB) the pod actually used in the hour, in resource-hours. Some hours burst
     /// above the request so that split usage = actual, as AWS computes it.
     pub fn actual_usage(&self, pod: usize, hour: u32, fraction: f64) -> (f64, f64) {
+        let (cores, gib) = self.usage_while_running(pod, hour);
+        (round6(cores * fraction), round6(gib * fraction))
+    }
+
+    /// The CPU cores a pod uses and its memory working set in GiB while it runs in `hour`
+    /// (cAdvisor's `container_cpu_usage_seconds_total` rate and
+    /// `container_memory_working_set_bytes`).
+    pub fn usage_while_running(&self, pod: usize, hour: u32) -> (f64, f64) {
         let p = &self.pods[pod];
         let cpu = rng::unit(self.seed, &[6, pod as u64, u64::from(hour)]);
         let memory = rng::unit(self.seed, &[7, pod as u64, u64::from(hour)]);
         let cpu_factor = 0.2 + 1.15 * cpu;
         let memory_factor = 0.45 + 0.7 * memory;
-        (
-            round6(p.vcpu_request * cpu_factor * fraction),
-            round6(p.memory_request_gib * memory_factor * fraction),
-        )
+        (p.vcpu_request * cpu_factor, p.memory_request_gib * memory_factor)
     }
 
     /// Framebuffer in use by the pod's GPUs in the hour, MiB.

@@ -26,7 +26,7 @@ const GPU_UTIL: Family =
 const FB_USED: Family =
     Family { name: "DCGM_FI_DEV_FB_USED", help: "Framebuffer memory used (in MiB).", kind: "gauge" };
 
-fn container_for(class: Class, server: Server) -> &'static str {
+pub(super) fn container_for(class: Class, server: Server) -> &'static str {
     match (class, server) {
         (_, Server::Vllm) => "vllm",
         (_, Server::Triton) => "triton",
@@ -165,7 +165,7 @@ fn series_owner(world: &World, holders: &[usize], pod: usize) -> usize {
         .unwrap_or(pod)
 }
 
-fn node_ip(node_name: &str) -> String {
+pub(super) fn node_ip(node_name: &str) -> String {
     node_name.trim_start_matches("ip-").split('.').next().unwrap_or("").replace('-', ".")
 }
 

@@ -8,6 +8,7 @@
 //! <out>/<prefix>/<export>/data/BILLING_PERIOD=YYYY-MM/<export>-00001.snappy.parquet
 //! <out>/<prefix>/<export>/metadata/BILLING_PERIOD=YYYY-MM/<export>-Manifest.json
 //! <out>/metrics/YYYY-MM.om
+//! <out>/metrics/YYYY-MM-kube.om   (with --kube-state-metrics: kube-state-metrics and cAdvisor)
 //! <out>/cost-explorer.json   (GetCostAndUsage, daily, by SERVICE and LINKED_ACCOUNT)
 //! <out>/truth.json
 //! <out>/azure/gpu-overflow-focus/<YYYYMMDD-YYYYMMDD>/<run>/{manifest.json,part_0_0001.csv.gz}
@@ -23,6 +24,7 @@ pub mod cost_explorer;
 pub mod cur_file;
 pub mod fleet;
 pub mod focus_file;
+pub mod kube;
 pub mod metrics;
 pub mod rng;
 pub mod truth;
@@ -90,6 +92,9 @@ pub struct GenerateOptions {
     pub export_name: String,
     /// Write the metrics files too (they dominate the size at large scale).
     pub metrics: bool,
+    /// Write the Kubernetes series too (kube-state-metrics and cAdvisor, the inputs of a pod
+    /// split): `metrics/YYYY-MM-kube.om`.
+    pub kube_state_metrics: bool,
     /// The month the demo's world applies its fixes (Spot training, L4 inference, small GPUs
     /// for notebooks); earlier months are the wasteful world. `None`: always fixed.
     pub fixes_from: Option<Period>,
@@ -124,6 +129,7 @@ impl GenerateOptions {
             prefix: DEFAULT_PREFIX.into(),
             export_name: DEFAULT_EXPORT_NAME.into(),
             metrics: true,
+            kube_state_metrics: false,
             through_day: None,
             fleet_percent: 100,
             focus: false,
@@ -220,6 +226,16 @@ pub fn generate(
             let mut out = BufWriter::with_capacity(1 << 20, file);
             bar.set_message(format!("{period} metrics"));
             summary.metric_samples += metrics::write_month(&world, &mut out).map_err(io_error(&path))?;
+            std::io::Write::flush(&mut out).map_err(io_error(&path))?;
+            summary.metric_bytes += fs::metadata(&path).map_err(io_error(&path))?.len();
+        }
+        if options.kube_state_metrics {
+            let path = options.out.join("metrics").join(format!("{period}-kube.om"));
+            fs::create_dir_all(path.parent().unwrap_or(&options.out)).map_err(io_error(&path))?;
+            let file = File::create(&path).map_err(io_error(&path))?;
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            bar.set_message(format!("{period} Kubernetes metrics"));
+            summary.metric_samples += kube::write_month(&world, &mut out).map_err(io_error(&path))?;
             std::io::Write::flush(&mut out).map_err(io_error(&path))?;
             summary.metric_bytes += fs::metadata(&path).map_err(io_error(&path))?.len();
         }

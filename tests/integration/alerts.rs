@@ -118,6 +118,7 @@ async fn the_demo_story_fires_and_resolves_each_alert_once() {
         history_months: 0,
         through_day: None,
         fleet_percent: 100,
+        kube_state_metrics: false,
         focus: false,
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
     };

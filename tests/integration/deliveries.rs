@@ -51,6 +51,7 @@ fn generate(data: &Path, format: CurFormat, through_day: Option<u32>) {
         history_months: 2,
         through_day,
         fleet_percent: 100,
+        kube_state_metrics: false,
         focus: false,
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
     };

@@ -24,6 +24,7 @@ fn options(out: &Path, format: CurFormat) -> GenerateOptions {
         history_months: 2,
         through_day: None,
         fleet_percent: 100,
+        kube_state_metrics: false,
         focus: false,
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
     }

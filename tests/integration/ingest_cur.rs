@@ -38,6 +38,7 @@ pub fn generate_with(out: &Path, scale: Scale, format: CurFormat, months: u32, s
         history_months: 2,
         through_day: None,
         fleet_percent: 100,
+        kube_state_metrics: false,
         focus: false,
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
     };
