@@ -219,23 +219,19 @@ pub fn generate(
         write_manifest(options, &world, &files)?;
         summary.cur_rows += rows;
         summary.cur_bytes += bytes;
-        if options.metrics {
-            let path = options.out.join("metrics").join(format!("{period}.om"));
+        // The month's OpenMetrics files: DCGM and inference, and the Kubernetes series.
+        type Writer = fn(&fleet::World, &mut BufWriter<File>) -> std::io::Result<u64>;
+        let metric_files: [(bool, &str, &str, Writer); 2] = [
+            (options.metrics, "", "metrics", metrics::write_month),
+            (options.kube_state_metrics, "-kube", "Kubernetes metrics", kube::write_month),
+        ];
+        for (_, suffix, what, write) in metric_files.into_iter().filter(|(wanted, ..)| *wanted) {
+            let path = options.out.join("metrics").join(format!("{period}{suffix}.om"));
             fs::create_dir_all(path.parent().unwrap_or(&options.out)).map_err(io_error(&path))?;
             let file = File::create(&path).map_err(io_error(&path))?;
             let mut out = BufWriter::with_capacity(1 << 20, file);
-            bar.set_message(format!("{period} metrics"));
-            summary.metric_samples += metrics::write_month(&world, &mut out).map_err(io_error(&path))?;
-            std::io::Write::flush(&mut out).map_err(io_error(&path))?;
-            summary.metric_bytes += fs::metadata(&path).map_err(io_error(&path))?.len();
-        }
-        if options.kube_state_metrics {
-            let path = options.out.join("metrics").join(format!("{period}-kube.om"));
-            fs::create_dir_all(path.parent().unwrap_or(&options.out)).map_err(io_error(&path))?;
-            let file = File::create(&path).map_err(io_error(&path))?;
-            let mut out = BufWriter::with_capacity(1 << 20, file);
-            bar.set_message(format!("{period} Kubernetes metrics"));
-            summary.metric_samples += kube::write_month(&world, &mut out).map_err(io_error(&path))?;
+            bar.set_message(format!("{period} {what}"));
+            summary.metric_samples += write(&world, &mut out).map_err(io_error(&path))?;
             std::io::Write::flush(&mut out).map_err(io_error(&path))?;
             summary.metric_bytes += fs::metadata(&path).map_err(io_error(&path))?.len();
         }
