@@ -797,6 +797,12 @@ pub struct PrometheusArgs {
     /// Only print what the source exports (JSON on stdout); write nothing.
     #[arg(long, env = "GPULEDGER_PROMETHEUS_DETECT")]
     pub detect: bool,
+    /// Also read kube-state-metrics and cAdvisor (pods, their nodes, requests and usage) and
+    /// replace the window's Kubernetes pods and nodes: what gpuledger's own split of node cost
+    /// takes on clusters whose bill has no split. A source of these series alone leaves the
+    /// window's GPU usage as it was.
+    #[arg(long, env = "GPULEDGER_KUBE_STATE_METRICS")]
+    pub kube_state_metrics: bool,
 }
 
 #[derive(Debug, Args)]
@@ -890,6 +896,24 @@ pub enum ReportCommand {
     /// The CUR against Cost Explorer, per day and service: the differences above the
     /// tolerance (a day or a service the export misses shows up here).
     CrossCheck(CrossCheckArgs),
+    /// gpuledger's own split of a cluster's node cost among its pods (from kube-state-metrics
+    /// and cAdvisor) against AWS's split in the CUR, per namespace, workload and client.
+    SplitCheck(SplitCheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SplitCheckArgs {
+    /// Billing period, YYYY-MM.
+    #[arg(long, env = "GPULEDGER_REPORT_PERIOD")]
+    pub period: Period,
+    /// The EKS cluster (its name in the bill and in the series' cluster label).
+    #[arg(long, env = "GPULEDGER_REPORT_CLUSTER")]
+    pub cluster: String,
+    /// A namespace is within tolerance up to this percentage of AWS's cost (or a cent).
+    #[arg(long, default_value_t = 0.5)]
+    pub tolerance_percent: f64,
+    #[arg(long, env = "GPULEDGER_REPORT_FORMAT", value_enum, default_value = "table")]
+    pub format: OutputFormat,
 }
 
 #[derive(Debug, Args)]

@@ -213,6 +213,9 @@ impl PrometheusArgs {
             (None, None) => anyhow::bail!("give --url or --file"),
         };
         let mut names = MetricNames::default();
+        if self.kube_state_metrics {
+            names = names.with_kube();
+        }
         let extra = [
             (self.utilization_metric, Role::EngineActive),
             (self.utilization_percent_metric, Role::UtilPercent),
@@ -248,6 +251,7 @@ impl PrometheusArgs {
             chunk_seconds: self.chunk_hours.clamp(1, 3) * 3600,
             sample_interval: self.sample_interval,
             detect_only: self.detect,
+            kube: self.kube_state_metrics,
         })
     }
 }

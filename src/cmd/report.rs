@@ -7,6 +7,7 @@ use crate::period::Range;
 use crate::report::NamespaceReport;
 use crate::report::cross_check::{CrossCheck, Tolerance};
 use crate::report::rollup::{self, Report, RollupRange};
+use crate::report::split_check::SplitCheck;
 use crate::report::usage::{InferenceReport, gpu_report};
 use crate::store::Store;
 
@@ -66,6 +67,11 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
         ReportCommand::CrossCheck(args) => {
             let tolerance = Tolerance { percent: args.tolerance_percent, usd: args.tolerance_usd };
             print!("{}", CrossCheck::load(store, args.period, tolerance).await?.render(args.format));
+            return Ok(());
+        }
+        ReportCommand::SplitCheck(args) => {
+            let check = SplitCheck::load(store, args.period, &args.cluster, args.tolerance_percent).await?;
+            print!("{}", check.render(args.format));
             return Ok(());
         }
         ReportCommand::Workloads(args) => (args, rollup::workloads),

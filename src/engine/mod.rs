@@ -7,12 +7,14 @@
 //!   into a period's inputs;
 //! - [`chargeback`]: direct cost, shares of the platform and idle pools, markup — exact;
 //! - [`opportunities`]: idle GPU, Spot for training, MIG/time-slicing, right-sizing;
-//! - [`usage`]: the bill's GPU allocation joined with measured utilization, per request.
+//! - [`usage`]: the bill's GPU allocation joined with measured utilization, per request;
+//! - [`kube_split`]: a node-hour's cost split among its pods from Prometheus, by AWS's rules.
 
 pub mod bills;
 pub mod chargeback;
 pub mod classify;
 pub mod compute;
+pub mod kube_split;
 pub mod opportunities;
 pub mod pods;
 pub mod usage;

@@ -25,6 +25,8 @@ use crate::sources::prometheus::openmetrics::{self, ParseError};
 use crate::sources::prometheus::{Collector, LabelOverrides, LabelStyle, MetricNames, Role, label};
 use crate::store::{GpuUsage, InferenceUsage, IngestOutcome, NewIngestRun, Store, StoreError};
 
+use super::kube;
+
 /// Why a metrics ingest stopped. Nothing of its window was written.
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsError {
@@ -65,6 +67,9 @@ pub struct MetricsIngestOptions {
     pub sample_interval: Option<f64>,
     /// Only detect and report what the source exports; write nothing.
     pub detect_only: bool,
+    /// Also read kube-state-metrics and cAdvisor (`names` must hold their names, see
+    /// [`MetricNames::with_kube`]) and replace the window's Kubernetes nodes and pods.
+    pub kube: bool,
 }
 
 impl MetricsIngestOptions {
@@ -82,6 +87,7 @@ impl MetricsIngestOptions {
             chunk_seconds: 7200,
             sample_interval: None,
             detect_only: false,
+            kube: false,
         }
     }
 }
@@ -116,8 +122,24 @@ pub struct MetricsIngestResult {
     pub requests: f64,
     /// GPU (instance) hours with memory samples but no utilization, left out.
     pub hours_without_utilization: usize,
+    /// With `--kube-state-metrics`: the Kubernetes node-hours and pod-hours read, and the
+    /// series families the split takes that the source lacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<KubeSummary>,
     pub written: bool,
     pub seconds: f64,
+}
+
+/// What a Kubernetes read found.
+#[derive(Debug, Clone, Serialize)]
+pub struct KubeSummary {
+    pub node_hours: usize,
+    pub pod_hours: usize,
+    pub nodes: usize,
+    pub pods: usize,
+    pub sample_interval_seconds: f64,
+    pub missing_series: Vec<&'static str>,
+    pub skipped_container_series: usize,
 }
 
 /// Runs one ingest, recorded as a run (`running`, then `succeeded` or `failed` with the
@@ -214,9 +236,29 @@ async fn collect_and_write(
         unattributed_gpu_hours: folded.gpu.iter().filter(|r| r.pod.is_empty()).map(|r| r.gpu_hours).sum(),
         requests: folded.inference.iter().map(|r| r.requests).sum(),
         hours_without_utilization: folded.hours_without_utilization,
+        kubernetes: None,
         written: false,
         seconds: 0.0,
     };
+    let cluster = options.cluster.as_deref().unwrap_or("");
+    let kube = options.kube.then(|| kube::fold_kube(&collector, from, to, options.sample_interval, cluster));
+    if let Some(kube) = &kube {
+        let distinct = |keys: Vec<(&str, &str, &str)>| keys.into_iter().collect::<HashSet<_>>().len();
+        result.kubernetes = Some(KubeSummary {
+            node_hours: kube.nodes.len(),
+            pod_hours: kube.pods.len(),
+            nodes: distinct(kube.nodes.iter().map(|n| (n.cluster.as_str(), n.node.as_str(), "")).collect()),
+            pods: distinct(
+                kube.pods
+                    .iter()
+                    .map(|p| (p.cluster.as_str(), p.namespace.as_str(), p.uid.as_str()))
+                    .collect(),
+            ),
+            sample_interval_seconds: kube.interval_seconds,
+            missing_series: kube.missing.clone(),
+            skipped_container_series: kube.skipped_container_series,
+        });
+    }
     if options.detect_only {
         result.seconds = started.elapsed().as_secs_f64();
         return Ok(result);
@@ -224,8 +266,33 @@ async fn collect_and_write(
     if from >= to {
         return Err(MetricsError::Invalid(format!("no GPU or inference samples found in {source}")));
     }
-    let cluster = options.cluster.as_deref().unwrap_or("");
-    store.replace_usage_window(from, to, cluster, &folded.gpu, &folded.inference).await?;
+    // A source of Kubernetes series alone leaves the window's GPU usage as it was.
+    let has_gpu = collector.series.iter().any(|s| !s.role.is_kube());
+    if let Some(kube) = &kube {
+        let cannot_split: Vec<&str> = kube
+            .missing
+            .iter()
+            .copied()
+            .filter(|m| *m == "kube_pod_info" || *m == "kube_node_info")
+            .collect();
+        if !cannot_split.is_empty() {
+            return Err(MetricsError::Invalid(format!(
+                "{source} has no {} series in {}: pods cannot be placed on nodes without them (is \
+                 kube-state-metrics scraped?)",
+                cannot_split.join(" or "),
+                window_name(from, to)
+            )));
+        }
+        if !kube.missing.is_empty() {
+            tracing::warn!(source = %source, missing = ?kube.missing, "Kubernetes series missing: the split is less exact without them");
+        }
+    }
+    if has_gpu || kube.is_none() {
+        store.replace_usage_window(from, to, cluster, &folded.gpu, &folded.inference).await?;
+    }
+    if let Some(kube) = &kube {
+        store.replace_kube_window(from, to, cluster, &kube.nodes, &kube.pods).await?;
+    }
     result.written = true;
     result.seconds = started.elapsed().as_secs_f64();
     Ok(result)
@@ -369,7 +436,7 @@ fn detect(
     source: &str,
     interval: f64,
 ) -> (Detected, LabelStyle) {
-    let gpu_series = || collector.series.iter().filter(|s| !s.role.is_counter());
+    let gpu_series = || collector.series.iter().filter(|s| !s.role.is_counter() && !s.role.is_kube());
     let style =
         LabelStyle::detect(gpu_series().flat_map(|s| s.labels.iter().map(|(k, _)| k.as_str())), overrides);
     let metrics: BTreeMap<String, Role> = collector.series.iter().map(|s| (s.name.clone(), s.role)).collect();
@@ -424,7 +491,7 @@ type GpuKey = (i64, String, String, String, String, String); // hour, uuid, inst
 fn fold(collector: &Collector, style: &LabelStyle, interval: f64, default_cluster: &str) -> Folded {
     let mut hours: BTreeMap<GpuKey, GpuHour> = BTreeMap::new();
     let mut inference: BTreeMap<(i64, String, String, String, String), [f64; 3]> = BTreeMap::new();
-    for series in &collector.series {
+    for series in collector.series.iter().filter(|s| !s.role.is_kube()) {
         let labels = &series.labels;
         // The series' cluster label, else the one this source was given.
         let cluster = match style.cluster.as_str() {

@@ -10,6 +10,7 @@ pub mod cost_explorer;
 pub mod cur;
 pub mod focus;
 pub mod judge;
+pub mod kube;
 pub mod metrics;
 
 use std::path::PathBuf;

@@ -19,6 +19,7 @@
 pub mod bill;
 pub mod cross_check;
 pub mod rollup;
+pub mod split_check;
 pub mod table;
 pub mod usage;
 
@@ -52,6 +53,11 @@ pub enum ReportError {
     /// A provider filter naming no provider with a bill in the range (the ones that have).
     #[error("no {provider} bill in {label}; its providers: {}", choices.join(", "))]
     NoProvider { provider: String, label: String, choices: Vec<String> },
+    /// No Kubernetes series stored for the cluster and period.
+    #[error(
+        "no Kubernetes nodes of cluster {cluster:?} in {period}: run `gpuledger ingest prometheus --kube-state-metrics` first"
+    )]
+    NoKubernetes { cluster: String, period: Period },
     /// A stored setting this gpuledger cannot read.
     #[error("{0}")]
     Settings(String),

@@ -282,6 +282,20 @@ pub trait UsageStore: Send + Sync {
 
     /// Inference rows with `from <= hour < to`, in a stable order.
     async fn inference_usage(&self, from: i64, to: i64) -> StoreResult<Vec<InferenceUsage>>;
+
+    /// Replaces the Kubernetes nodes and pods of hours in `[from, to)` of one `cluster` (of
+    /// every cluster when empty), in one transaction.
+    async fn replace_kube_window(
+        &self,
+        from: i64,
+        to: i64,
+        cluster: &str,
+        nodes: &[KubeNodeHour],
+        pods: &[KubePodHour],
+    ) -> StoreResult<()>;
+
+    /// The Kubernetes nodes and pods with `from <= hour < to`, in a stable order.
+    async fn kube_hours(&self, from: i64, to: i64) -> StoreResult<(Vec<KubeNodeHour>, Vec<KubePodHour>)>;
 }
 
 /// What `compute` materializes per period, and the chargebacks it replaced.

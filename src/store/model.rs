@@ -455,6 +455,53 @@ pub struct PeriodSummary {
     pub ingested_at: i64,
 }
 
+/// One Kubernetes node in one hour, from kube-state-metrics (issue 41).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct KubeNodeHour {
+    pub hour: i64,
+    pub cluster: String,
+    pub node: String,
+    /// `kube_node_info`'s `provider_id`: `aws:///us-east-1a/i-…`, `gce://project/zone/name`,
+    /// `azure:///subscriptions/…/virtualMachines/3`, `oci://ocid1.instance…`.
+    pub provider_id: String,
+    pub instance_type: String,
+    /// `spot`, `on_demand`, or empty when no label says.
+    pub capacity_type: String,
+    /// Capacity as the kubelet reports it (cores, GiB, GPUs).
+    pub cpu_cores: f64,
+    pub memory_gib: f64,
+    pub gpus: f64,
+    /// Seconds of the hour the node was up (from its samples).
+    pub seconds: f64,
+}
+
+/// One pod in one hour, from kube-state-metrics and cAdvisor (issue 41): what AWS's split
+/// takes (requests, usage, the time it ran), and what the cost is grouped by.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct KubePodHour {
+    pub hour: i64,
+    pub cluster: String,
+    pub namespace: String,
+    pub pod: String,
+    pub uid: String,
+    pub node: String,
+    /// Its controller (`created_by_name`) and kind (`created_by_kind`).
+    pub workload: String,
+    pub workload_type: String,
+    /// Its Kubernetes labels as kube-state-metrics names them, without `label_`, as a JSON
+    /// object with sorted keys (`{"client":"acme","team":"research"}`).
+    pub labels: String,
+    /// Seconds of the hour it ran.
+    pub seconds: f64,
+    /// Requests summed over its containers: cores, GiB, GPUs.
+    pub cpu_request: f64,
+    pub memory_request_gib: f64,
+    pub gpu_request: f64,
+    /// Mean use while it ran: cores, and working set in GiB.
+    pub cpu_usage: f64,
+    pub memory_usage_gib: f64,
+}
+
 /// What one GPU (or MIG instance) did for one pod in one hour.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct GpuUsage {

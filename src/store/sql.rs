@@ -16,8 +16,8 @@ use super::table::{Table, from_row, table};
 
 use super::model::{
     Bill, BillCharge, BillDay, BillLine, CeCost, CeDay, CostFact, CostPeriod, FactBatch, FactRecord,
-    GpuAllocation, GpuUsage, InferenceUsage, InstanceHour, NamespaceCost, OtherCost, PeriodSummary, PodCost,
-    PodRecord, PodWorkload, WorkloadCost,
+    GpuAllocation, GpuUsage, InferenceUsage, InstanceHour, KubeNodeHour, KubePodHour, NamespaceCost,
+    OtherCost, PeriodSummary, PodCost, PodRecord, PodWorkload, WorkloadCost,
 };
 use crate::domain::alerts::{Alert, AlertEvent, Webhook};
 use crate::domain::fx::FxRate;
@@ -417,6 +417,22 @@ table!(InferenceUsage in "inference_usage" {
     hour, namespace, pod, workload, model, requests, prompt_tokens, generation_tokens, cluster,
 } order by "hour, namespace, pod, workload, model");
 
+table!(KubeNodeHour in "kube_node_hours" {
+    hour, cluster, node, provider_id, instance_type, capacity_type, cpu_cores, memory_gib, gpus,
+    seconds,
+} order by "hour, cluster, node");
+
+table!(KubePodHour in "kube_pod_hours" {
+    hour, cluster, namespace, pod, uid, node, workload, workload_type, labels, seconds,
+    cpu_request, memory_request_gib, gpu_request, cpu_usage, memory_usage_gib,
+} order by "hour, cluster, namespace, pod, uid");
+
+pub(crate) const DELETE_KUBE_NODES_WINDOW: &str =
+    "DELETE FROM kube_node_hours WHERE hour >= $1 AND hour < $2 AND ($3 = '' OR cluster = $3)";
+
+pub(crate) const DELETE_KUBE_PODS_WINDOW: &str =
+    "DELETE FROM kube_pod_hours WHERE hour >= $1 AND hour < $2 AND ($3 = '' OR cluster = $3)";
+
 /// Usage rows with `$1 <= hour < $2`, in the table's stable order.
 pub(crate) fn select_usage_window<T: Table>() -> String {
     T::sql().select_where("hour >= $1 AND hour < $2")
@@ -675,6 +691,8 @@ mod tests {
             ("other_costs", columns_and_binds(&OtherCost::default()), 11),
             ("gpu_usage", columns_and_binds(&GpuUsage::default()), 14),
             ("inference_usage", columns_and_binds(&InferenceUsage::default()), 9),
+            ("kube_node_hours", columns_and_binds(&KubeNodeHour::default()), 10),
+            ("kube_pod_hours", columns_and_binds(&KubePodHour::default()), 15),
             ("cost_pod_days", columns_and_binds(&PodDay::default()), 15),
             ("cost_gpu_pod_hours", columns_and_binds(&GpuPodHour::default()), 6),
             ("rollup_costs", columns_and_binds(&CostRollup::default()), 34),

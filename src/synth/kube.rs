@@ -52,10 +52,26 @@ fn pod_runs(world: &World, pod: usize, t: i64) -> bool {
     }
 }
 
-/// The times a pod is seen at.
+/// How often the Prometheus this file stands for scrapes, seconds.
+const SCRAPE: i64 = 30;
+
+/// The times a pod is seen at: the grid while it runs, and its first and last scrapes (a
+/// pod shorter than the grid's interval is still seen, as a 30 s scrape sees it). Between
+/// them a 30 s scrape repeats what the grid says (gauges constant within an hour, the CPU
+/// counter linear in it), so the split takes the same inputs from this file as from every
+/// scrape.
 fn pod_samples(world: &World, pod: usize) -> Vec<i64> {
     let p = &world.pods[pod];
-    grid(world.scale.sample_interval(), p.start, p.end).filter(|&t| pod_runs(world, pod, t)).collect()
+    let mut times: Vec<i64> =
+        grid(world.scale.sample_interval(), p.start, p.end).filter(|&t| pod_runs(world, pod, t)).collect();
+    if !p.daemonset && p.end > p.start {
+        let first = (p.start + SCRAPE - 1).div_euclid(SCRAPE) * SCRAPE;
+        let last = (p.end - 1).div_euclid(SCRAPE) * SCRAPE;
+        times.extend([first, last].into_iter().filter(|&t| p.start <= t && t < p.end));
+        times.sort_unstable();
+        times.dedup();
+    }
+    times
 }
 
 /// The times a node is seen at.
@@ -198,6 +214,38 @@ pub fn write_month(world: &World, out: &mut impl Write) -> io::Result<u64> {
             state_target(node.cluster)
         );
         series(out, "kube_pod_info", &labels, &mut pod_times[p].iter().map(|&t| (t, 1.0)))?;
+    }
+    // When each pod started, and when a Job's pod completed (kube-state-metrics reports a
+    // completion time for pods that terminated; a Deployment's deleted pod just disappears).
+    family(out, "kube_pod_start_time", "gauge", "Start time in unix timestamp for a pod.")?;
+    for (p, pod) in world.pods.iter().enumerate() {
+        let started = (month_start + pod.start) as f64;
+        let labels = format!("{},{}", pod_labels(p), state_target(world.nodes[pod.node].cluster));
+        series(out, "kube_pod_start_time", &labels, &mut pod_times[p].iter().map(|&t| (t, started)))?;
+    }
+    family(out, "kube_pod_completion_time", "gauge", "Completion time in unix timestamp for a pod.")?;
+    let month = i64::from(world.period.hours()) * 3600;
+    for (p, pod) in world.pods.iter().enumerate() {
+        if pod.daemonset || pod.end >= month || WORKLOADS[pod.workload].kind != "Job" {
+            continue;
+        }
+        // Seen from the first sample after it completed until the Job is cleaned up.
+        let completed = (month_start + pod.end) as f64;
+        let labels = format!("{},{}", pod_labels(p), state_target(world.nodes[pod.node].cluster));
+        let after = grid(world.scale.sample_interval(), pod.end, (pod.end + 3600).min(month));
+        series(out, "kube_pod_completion_time", &labels, &mut after.map(|t| (t, completed)))?;
+    }
+    // A Deployment's or StatefulSet's pod replaced in the month is seen terminating, with
+    // the time its deletion was asked for, at its last scrape.
+    family(out, "kube_pod_deletion_timestamp", "gauge", "Unix deletion timestamp.")?;
+    for (p, pod) in world.pods.iter().enumerate() {
+        if pod.daemonset || pod.end >= month || WORKLOADS[pod.workload].kind == "Job" {
+            continue;
+        }
+        let deleted = (month_start + pod.end) as f64;
+        let labels = format!("{},{}", pod_labels(p), state_target(world.nodes[pod.node].cluster));
+        let last = pod_times[p].last().copied();
+        series(out, "kube_pod_deletion_timestamp", &labels, &mut last.into_iter().map(|t| (t, deleted)))?;
     }
     family(out, "kube_pod_labels", "gauge", "Kubernetes labels converted to Prometheus labels.")?;
     for (p, pod) in world.pods.iter().enumerate() {

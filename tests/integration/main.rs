@@ -18,6 +18,7 @@ mod ingest_cur;
 mod ingest_focus;
 mod ingest_prometheus;
 mod invoices;
+mod kube_split;
 mod pipeline_run;
 mod prom_server;
 mod prometheus_rules;

@@ -29,6 +29,9 @@ pub struct Series {
     pub role: Role,
     pub labels: Labels,
     pub hours: Vec<HourAcc>,
+    /// A Kubernetes series' samples themselves (ms, value), from an hour before the window
+    /// (a counter's starting value) to its end; empty for other series.
+    pub raw: Vec<(i64, f64)>,
     last_ms: Option<i64>,
     last_value: Option<f64>,
 }
@@ -80,7 +83,15 @@ impl Collector {
         let (name, role, mut labels) = describe();
         labels.sort();
         let id = self.series.len();
-        self.series.push(Series { name, role, labels, hours: Vec::new(), last_ms: None, last_value: None });
+        self.series.push(Series {
+            name,
+            role,
+            labels,
+            hours: Vec::new(),
+            raw: Vec::new(),
+            last_ms: None,
+            last_value: None,
+        });
         self.keys.insert(key.to_string(), id);
         id
     }
@@ -97,6 +108,10 @@ impl Collector {
         }
         let value = raw * series.role.scale();
         self.samples += 1;
+        let kept_from = self.from.saturating_sub(3600).saturating_mul(1000);
+        if series.role.is_kube() && t_ms >= kept_from && t_ms < self.to.saturating_mul(1000) {
+            series.raw.push((t_ms, value));
+        }
         if series.role.is_counter() {
             let increase = match series.last_value {
                 Some(previous) if value >= previous => Some(value - previous),
@@ -109,7 +124,8 @@ impl Collector {
             }
             series.last_value = Some(value);
         } else {
-            if let Some(last) = series.last_ms {
+            // The GPU series' scrape interval; Kubernetes series may be scraped at another.
+            if let Some(last) = series.last_ms.filter(|_| !series.role.is_kube()) {
                 *self.gaps.entry(t_ms - last).or_default() += 1;
             }
             let hour = gauge_hour(t_ms);

@@ -35,11 +35,57 @@ pub enum Role {
     PromptTokens,
     /// Counter of generated (output) tokens.
     GenerationTokens,
+    /// kube-state-metrics (issue 41), kept sample by sample for the pods' split: a pod and
+    /// its node (`kube_pod_info`), its labels, what its containers requested (by `resource`,
+    /// or the 1.x names for cores and bytes), when it started, completed or was deleted.
+    KubePodInfo,
+    KubePodLabels,
+    KubePodRequests,
+    KubePodCpuRequestCores,
+    KubePodMemoryRequestBytes,
+    KubePodStartTime,
+    KubePodCompletionTime,
+    KubePodDeletionTimestamp,
+    /// A node and its `provider_id`, its labels (instance and capacity type), its capacity
+    /// (by `resource`, or the 1.x names).
+    KubeNodeInfo,
+    KubeNodeLabels,
+    KubeNodeCapacity,
+    KubeNodeCpuCores,
+    KubeNodeMemoryBytes,
+    /// cAdvisor: a container's CPU seconds (a counter) and its working set in bytes.
+    ContainerCpuSeconds,
+    ContainerMemoryBytes,
 }
 
 impl Role {
     pub fn is_counter(self) -> bool {
-        matches!(self, Role::Requests | Role::PromptTokens | Role::GenerationTokens)
+        matches!(
+            self,
+            Role::Requests | Role::PromptTokens | Role::GenerationTokens | Role::ContainerCpuSeconds
+        )
+    }
+
+    /// A Kubernetes series (kube-state-metrics or cAdvisor), read apart from the GPU's.
+    pub fn is_kube(self) -> bool {
+        matches!(
+            self,
+            Role::KubePodInfo
+                | Role::KubePodLabels
+                | Role::KubePodRequests
+                | Role::KubePodCpuRequestCores
+                | Role::KubePodMemoryRequestBytes
+                | Role::KubePodStartTime
+                | Role::KubePodCompletionTime
+                | Role::KubePodDeletionTimestamp
+                | Role::KubeNodeInfo
+                | Role::KubeNodeLabels
+                | Role::KubeNodeCapacity
+                | Role::KubeNodeCpuCores
+                | Role::KubeNodeMemoryBytes
+                | Role::ContainerCpuSeconds
+                | Role::ContainerMemoryBytes
+        )
     }
 
     /// Multiplier from the exported unit to gpuledger's (ratio 0..1, MiB, counts).
@@ -84,7 +130,35 @@ impl Default for MetricNames {
     }
 }
 
+/// The Kubernetes series `--kube-state-metrics` adds: kube-state-metrics 2.x names, the 1.x
+/// names of requests and capacity, and cAdvisor's.
+pub const KUBE_METRICS: &[(&str, Role)] = &[
+    ("kube_pod_info", Role::KubePodInfo),
+    ("kube_pod_labels", Role::KubePodLabels),
+    ("kube_pod_container_resource_requests", Role::KubePodRequests),
+    ("kube_pod_container_resource_requests_cpu_cores", Role::KubePodCpuRequestCores),
+    ("kube_pod_container_resource_requests_memory_bytes", Role::KubePodMemoryRequestBytes),
+    ("kube_pod_start_time", Role::KubePodStartTime),
+    ("kube_pod_completion_time", Role::KubePodCompletionTime),
+    ("kube_pod_deletion_timestamp", Role::KubePodDeletionTimestamp),
+    ("kube_node_info", Role::KubeNodeInfo),
+    ("kube_node_labels", Role::KubeNodeLabels),
+    ("kube_node_status_capacity", Role::KubeNodeCapacity),
+    ("kube_node_status_capacity_cpu_cores", Role::KubeNodeCpuCores),
+    ("kube_node_status_capacity_memory_bytes", Role::KubeNodeMemoryBytes),
+    ("container_cpu_usage_seconds_total", Role::ContainerCpuSeconds),
+    ("container_memory_working_set_bytes", Role::ContainerMemoryBytes),
+];
+
 impl MetricNames {
+    /// Adds the Kubernetes series ([`KUBE_METRICS`]).
+    pub fn with_kube(mut self) -> MetricNames {
+        for (name, role) in KUBE_METRICS {
+            self.add(name, *role);
+        }
+        self
+    }
+
     /// Adds (or re-assigns) a metric name.
     pub fn add(&mut self, name: &str, role: Role) {
         self.names.retain(|(known, _)| known != name);

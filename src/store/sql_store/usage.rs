@@ -29,14 +29,7 @@ where
         inference: &[InferenceUsage],
     ) -> StoreResult<()> {
         const CONTEXT: &str = "replacing a usage window";
-        // The billing periods the window touches, oldest first: locks are taken in
-        // one order, so two overlapping windows never deadlock.
-        let mut periods = Vec::new();
-        let mut month = crate::period::Period::containing(from);
-        while month.start() < to {
-            periods.push(month.to_string());
-            month = month.next();
-        }
+        let periods = periods_touched(from, to);
         let mut tx = self.pool.begin_with(B::WRITE_BEGIN).await.context(CONTEXT)?;
         for period in &periods {
             Self::lock_for_transaction(&mut tx, &format!("usage:{period}")).await.context(CONTEXT)?;
@@ -51,6 +44,41 @@ where
         tx.commit().await.context(CONTEXT)
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = B::NAME, from = from, to = to, rows = nodes.len() + pods.len()))]
+    async fn replace_kube_window(
+        &self,
+        from: i64,
+        to: i64,
+        cluster: &str,
+        nodes: &[KubeNodeHour],
+        pods: &[KubePodHour],
+    ) -> StoreResult<()> {
+        const CONTEXT: &str = "replacing a Kubernetes window";
+        let periods = periods_touched(from, to);
+        let mut tx = self.pool.begin_with(B::WRITE_BEGIN).await.context(CONTEXT)?;
+        for period in &periods {
+            Self::lock_for_transaction(&mut tx, &format!("usage:{period}")).await.context(CONTEXT)?;
+        }
+        for delete in [sql::DELETE_KUBE_NODES_WINDOW, sql::DELETE_KUBE_PODS_WINDOW] {
+            sqlx::query(delete).bind(from).bind(to).bind(cluster).execute(&mut *tx).await.context(CONTEXT)?;
+        }
+        Self::insert(&mut tx, "", nodes).await.context(CONTEXT)?;
+        Self::insert(&mut tx, "", pods).await.context(CONTEXT)?;
+        let revision = Self::next_revision(&mut tx).await.context(CONTEXT)?;
+        Self::touch_periods(&mut tx, &periods, revision).await.context(CONTEXT)?;
+        tx.commit().await.context(CONTEXT)
+    }
+
+    async fn kube_hours(&self, from: i64, to: i64) -> StoreResult<(Vec<KubeNodeHour>, Vec<KubePodHour>)> {
+        const CONTEXT: &str = "reading Kubernetes hours";
+        let nodes = sql::select_usage_window::<KubeNodeHour>();
+        let pods = sql::select_usage_window::<KubePodHour>();
+        Ok((
+            self.rows(sqlx::query(&nodes).bind(from).bind(to), CONTEXT).await?,
+            self.rows(sqlx::query(&pods).bind(from).bind(to), CONTEXT).await?,
+        ))
+    }
+
     async fn gpu_usage(&self, from: i64, to: i64) -> StoreResult<Vec<GpuUsage>> {
         const CONTEXT: &str = "reading GPU usage";
         let window = sql::select_usage_window::<GpuUsage>();
@@ -62,4 +90,16 @@ where
         let window = sql::select_usage_window::<InferenceUsage>();
         self.rows(sqlx::query(&window).bind(from).bind(to), CONTEXT).await
     }
+}
+
+/// The billing periods `[from, to)` touches, oldest first: locks are taken in one order, so
+/// two overlapping windows never deadlock.
+fn periods_touched(from: i64, to: i64) -> Vec<String> {
+    let mut periods = Vec::new();
+    let mut month = crate::period::Period::containing(from);
+    while month.start() < to {
+        periods.push(month.to_string());
+        month = month.next();
+    }
+    periods
 }
