@@ -32,7 +32,7 @@ use super::{OutputFormat, ReportError};
 use crate::engine::kube_split::{KubeSplit, split_node_hours};
 use crate::money::{format_usd, micros_from_nanos, usd_decimal};
 use crate::period::Period;
-use crate::store::{KubeNodeHour, KubePodHour, Store};
+use crate::store::Store;
 
 /// One compared group (a namespace, a workload, a client).
 #[derive(Debug, Clone, PartialEq)]
@@ -115,9 +115,11 @@ impl SplitCheck {
             *costs.entry((hour.instance_id.clone(), hour.hour)).or_default() +=
                 hour.amortized_cost_micros * 1000;
         }
-        let (nodes, pods) = store.kube_hours(period.start(), period.end()).await?;
-        let nodes: Vec<KubeNodeHour> = nodes.into_iter().filter(|n| n.cluster == cluster).collect();
-        let pods: Vec<KubePodHour> = pods.into_iter().filter(|p| p.cluster == cluster).collect();
+        if cluster.is_empty() {
+            return Err(ReportError::NoKubernetes { cluster: cluster.to_string(), period });
+        }
+        let started = std::time::Instant::now();
+        let (nodes, pods) = store.kube_hours(period.start(), period.end(), cluster).await?;
         if nodes.is_empty() {
             return Err(ReportError::NoKubernetes { cluster: cluster.to_string(), period });
         }
@@ -137,7 +139,16 @@ impl SplitCheck {
                 )
             })
             .collect();
+        let read = started.elapsed().as_secs_f64();
         let split = split_node_hours(&nodes, &pods, &costs);
+        tracing::info!(
+            cluster,
+            node_hours = nodes.len(),
+            pod_hours = pods.len(),
+            read_seconds = (read * 10.0).round() / 10.0,
+            split_seconds = ((started.elapsed().as_secs_f64() - read) * 100.0).round() / 100.0,
+            "split"
+        );
         let ours: Vec<(Vec<String>, i64)> = split
             .pods
             .iter()

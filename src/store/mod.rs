@@ -294,8 +294,14 @@ pub trait UsageStore: Send + Sync {
         pods: &[KubePodHour],
     ) -> StoreResult<()>;
 
-    /// The Kubernetes nodes and pods with `from <= hour < to`, in a stable order.
-    async fn kube_hours(&self, from: i64, to: i64) -> StoreResult<(Vec<KubeNodeHour>, Vec<KubePodHour>)>;
+    /// The Kubernetes nodes and pods with `from <= hour < to`, of one `cluster` (of every
+    /// cluster when empty), in a stable order.
+    async fn kube_hours(
+        &self,
+        from: i64,
+        to: i64,
+        cluster: &str,
+    ) -> StoreResult<(Vec<KubeNodeHour>, Vec<KubePodHour>)>;
 }
 
 /// What `compute` materializes per period, and the chargebacks it replaced.

@@ -229,11 +229,16 @@ pub fn write_month(world: &World, out: &mut impl Write) -> io::Result<u64> {
         if pod.daemonset || pod.end >= month || WORKLOADS[pod.workload].kind != "Job" {
             continue;
         }
-        // Seen from the first sample after it completed until the Job is cleaned up.
+        // Seen from the first scrape after it completed until the Job is cleaned up.
         let completed = (month_start + pod.end) as f64;
         let labels = format!("{},{}", pod_labels(p), state_target(world.nodes[pod.node].cluster));
-        let after = grid(world.scale.sample_interval(), pod.end, (pod.end + 3600).min(month));
-        series(out, "kube_pod_completion_time", &labels, &mut after.map(|t| (t, completed)))?;
+        let first = (pod.end + SCRAPE - 1).div_euclid(SCRAPE) * SCRAPE;
+        let mut after: Vec<i64> =
+            grid(world.scale.sample_interval(), pod.end, (pod.end + 3600).min(month)).collect();
+        if first < month && after.first() != Some(&first) {
+            after.insert(0, first);
+        }
+        series(out, "kube_pod_completion_time", &labels, &mut after.into_iter().map(|t| (t, completed)))?;
     }
     // A Deployment's or StatefulSet's pod replaced in the month is seen terminating, with
     // the time its deletion was asked for, at its last scrape.

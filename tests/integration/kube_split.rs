@@ -65,7 +65,7 @@ fn nanos(value: &Value) -> i64 {
 
 async fn kube_snapshot(store: &dyn gpuledger::store::Store) -> String {
     let period: Period = PERIOD.parse().unwrap();
-    format!("{:?}", store.kube_hours(period.start(), period.end()).await.unwrap())
+    format!("{:?}", store.kube_hours(period.start(), period.end(), "").await.unwrap())
 }
 
 #[tokio::test]
@@ -172,4 +172,50 @@ async fn our_split_from_prometheus_agrees_with_awss_per_namespace_within_half_a_
         assert!(stderr.contains("no-nodes.om has no kube_node_info series in 2026-10"), "{stderr}");
         assert_eq!(before, kube_snapshot(store.as_ref()).await, "{url}: a refused source changes nothing");
     }
+}
+
+/// The same series through a real Prometheus (backfilled with promtool, read over its HTTP
+/// API in chunks) give the pods and nodes the file gives, and the same split.
+#[tokio::test]
+async fn a_real_prometheus_gives_the_pods_the_file_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    generate_kube(dir.path(), 1);
+    let kube_file = dir.path().join("metrics").join(format!("{PERIOD}-kube.om"));
+    let Some(prometheus) = crate::prom_server::start_prometheus(&kube_file) else { return };
+    let mut checks = Vec::new();
+    let mut hours = Vec::new();
+    for (name, source) in
+        [("file", ["--file", &kube_file.display().to_string()]), ("server", ["--url", &prometheus.url])]
+    {
+        let url = format!("sqlite:{}", dir.path().join(format!("{name}.db")).display());
+        let store = helpers::connect(&url).await;
+        ingest(store.as_ref(), &export_root(dir.path()).display().to_string(), false).await;
+        let mut args = vec!["--database-url", &url, "ingest", "prometheus"];
+        args.extend(source);
+        args.extend(["--period", PERIOD, "--kube-state-metrics", "--chunk-hours", "3"]);
+        let output = run(&args);
+        assert!(output.status.success(), "{name}: {}", String::from_utf8_lossy(&output.stderr));
+        let period: Period = PERIOD.parse().unwrap();
+        hours.push(store.kube_hours(period.start(), period.end(), "").await.unwrap());
+        checks.push(split_check(&url, "ml-prod"));
+    }
+    let ((file_nodes, file_pods), (server_nodes, server_pods)) = (&hours[0], &hours[1]);
+    assert_eq!(file_nodes, server_nodes);
+    assert_eq!(file_pods.len(), server_pods.len());
+    assert!(file_pods.len() > 5_000, "{} pod-hours", file_pods.len());
+    for (a, b) in file_pods.iter().zip(server_pods) {
+        let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.abs().max(1.0);
+        assert_eq!(
+            (a.hour, &a.namespace, &a.pod, &a.uid, &a.node, &a.labels),
+            (b.hour, &b.namespace, &b.pod, &b.uid, &b.node, &b.labels)
+        );
+        assert!(
+            close(a.seconds, b.seconds)
+                && close(a.cpu_usage, b.cpu_usage)
+                && close(a.memory_usage_gib, b.memory_usage_gib),
+            "{a:?}\n{b:?}"
+        );
+    }
+    assert_eq!(checks[0]["rows"], checks[1]["rows"]);
+    assert_eq!(checks[1]["within_tolerance"], true);
 }

@@ -4,6 +4,7 @@ use sqlx::{Database, Encode, Executor, IntoArguments, Type};
 
 use super::{Backend, SqlStore};
 use crate::store::sql::{self, ReadRow};
+use crate::store::table::Table;
 use crate::store::*;
 
 #[async_trait::async_trait]
@@ -69,13 +70,19 @@ where
         tx.commit().await.context(CONTEXT)
     }
 
-    async fn kube_hours(&self, from: i64, to: i64) -> StoreResult<(Vec<KubeNodeHour>, Vec<KubePodHour>)> {
+    async fn kube_hours(
+        &self,
+        from: i64,
+        to: i64,
+        cluster: &str,
+    ) -> StoreResult<(Vec<KubeNodeHour>, Vec<KubePodHour>)> {
         const CONTEXT: &str = "reading Kubernetes hours";
-        let nodes = sql::select_usage_window::<KubeNodeHour>();
-        let pods = sql::select_usage_window::<KubePodHour>();
+        let window = "hour >= $1 AND hour < $2 AND ($3 = '' OR cluster = $3)";
+        let nodes = KubeNodeHour::sql().select_where(window);
+        let pods = KubePodHour::sql().select_where(window);
         Ok((
-            self.rows(sqlx::query(&nodes).bind(from).bind(to), CONTEXT).await?,
-            self.rows(sqlx::query(&pods).bind(from).bind(to), CONTEXT).await?,
+            self.rows(sqlx::query(&nodes).bind(from).bind(to).bind(cluster), CONTEXT).await?,
+            self.rows(sqlx::query(&pods).bind(from).bind(to).bind(cluster), CONTEXT).await?,
         ))
     }
 
