@@ -108,11 +108,13 @@ impl Collector {
         }
         let value = raw * series.role.scale();
         self.samples += 1;
-        let kept_from = self.from.saturating_sub(3600).saturating_mul(1000);
-        if series.role.is_kube() && t_ms >= kept_from && t_ms < self.to.saturating_mul(1000) {
-            series.raw.push((t_ms, value));
-        }
-        if series.role.is_counter() {
+        if series.role.is_kube() {
+            // Kept as samples (the pods' split reads them), not folded into hours.
+            let kept_from = self.from.saturating_sub(3600).saturating_mul(1000);
+            if t_ms >= kept_from && t_ms < self.to.saturating_mul(1000) {
+                series.raw.push((t_ms, value));
+            }
+        } else if series.role.is_counter() {
             let increase = match series.last_value {
                 Some(previous) if value >= previous => Some(value - previous),
                 Some(_) => Some(value), // reset: counting started again from zero
@@ -124,8 +126,7 @@ impl Collector {
             }
             series.last_value = Some(value);
         } else {
-            // The GPU series' scrape interval; Kubernetes series may be scraped at another.
-            if let Some(last) = series.last_ms.filter(|_| !series.role.is_kube()) {
+            if let Some(last) = series.last_ms {
                 *self.gaps.entry(t_ms - last).or_default() += 1;
             }
             let hour = gauge_hour(t_ms);
@@ -149,7 +150,10 @@ impl Collector {
 
     /// The hours that hold data: from the first to one past the last.
     pub fn data_hours(&self) -> Option<(i64, i64)> {
-        let hours = self.series.iter().flat_map(|s| s.hours.iter().map(|h| h.hour));
+        let hours = self.series.iter().flat_map(|s| {
+            let kept = s.raw.iter().map(|(t, _)| gauge_hour(*t)).filter(|h| *h >= self.from);
+            s.hours.iter().map(|h| h.hour).chain(kept)
+        });
         let (min, max) = hours.fold((i64::MAX, i64::MIN), |(lo, hi), h| (lo.min(h), hi.max(h)));
         (min <= max).then_some((min, max + 3600))
     }
