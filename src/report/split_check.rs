@@ -271,19 +271,13 @@ impl SplitCheck {
     }
 
     pub fn render(&self, format: OutputFormat) -> String {
-        match format {
-            OutputFormat::Json => serde_json::to_string_pretty(&self.to_json()).unwrap_or_default() + "\n",
-            OutputFormat::Csv => {
-                self.table(usd_decimal).render(format, &self.period.to_string(), Default::default())
-            }
-            OutputFormat::Table => {
-                let mut out =
-                    self.table(format_usd).render(format, &self.period.to_string(), Default::default());
-                out.push_str(&self.summary());
-                out.push('\n');
-                out
-            }
-        }
+        Table::render_check(
+            format,
+            &self.period.to_string(),
+            || self.to_json(),
+            |money| self.table(money),
+            || self.summary(),
+        )
     }
 
     /// What a person reads under the table.

@@ -160,6 +160,28 @@ impl Table {
         Value::Object(top)
     }
 
+    /// A check's output (`report cross-check`, `report split-check`): its own JSON contract,
+    /// or its table with money as exact decimals (CSV) or dollars (table, with the check's
+    /// sentence under it).
+    pub fn render_check(
+        format: OutputFormat,
+        period: &str,
+        json: impl FnOnce() -> Value,
+        table: impl Fn(fn(i64) -> String) -> Table,
+        summary: impl FnOnce() -> String,
+    ) -> String {
+        match format {
+            OutputFormat::Json => serde_json::to_string_pretty(&json()).unwrap_or_default() + "\n",
+            OutputFormat::Csv => table(crate::money::usd_decimal).render(format, period, Map::new()),
+            OutputFormat::Table => {
+                let mut out = table(crate::money::format_usd).render(format, period, Map::new());
+                out.push_str(&summary());
+                out.push('\n');
+                out
+            }
+        }
+    }
+
     /// Prints in `format`; `extra` fields join `period` and `rows` at the JSON top level
     /// (amounts as JSON numbers: the command-line contract).
     pub fn render(&self, format: OutputFormat, period: &str, extra: Map<String, Value>) -> String {

@@ -304,6 +304,41 @@ where
         Ok(attached)
     }
 
+    /// Replaces the hours `[from, to)` of one `cluster` (every cluster when empty) of two
+    /// hourly tables in one transaction: `deletes` (each bound to from, to, cluster), then
+    /// the rows, under the usage locks of the billing periods the window touches (taken
+    /// oldest first, so two overlapping windows never deadlock), bumping their revision.
+    #[allow(clippy::too_many_arguments)]
+    async fn replace_hour_window<X: Table, Y: Table>(
+        &self,
+        context: &'static str,
+        from: i64,
+        to: i64,
+        cluster: &str,
+        deletes: [&str; 2],
+        first: &[X],
+        second: &[Y],
+    ) -> StoreResult<()> {
+        let mut periods = Vec::new();
+        let mut month = crate::period::Period::containing(from);
+        while month.start() < to {
+            periods.push(month.to_string());
+            month = month.next();
+        }
+        let mut tx = self.pool.begin_with(B::WRITE_BEGIN).await.context(context)?;
+        for period in &periods {
+            Self::lock_for_transaction(&mut tx, &format!("usage:{period}")).await.context(context)?;
+        }
+        for delete in deletes {
+            sqlx::query(delete).bind(from).bind(to).bind(cluster).execute(&mut *tx).await.context(context)?;
+        }
+        Self::insert(&mut tx, "", first).await.context(context)?;
+        Self::insert(&mut tx, "", second).await.context(context)?;
+        let revision = Self::next_revision(&mut tx).await.context(context)?;
+        Self::touch_periods(&mut tx, &periods, revision).await.context(context)?;
+        tx.commit().await.context(context)
+    }
+
     /// Streams a query's rows through `map`, so the driver's rows are never all held at once.
     async fn read_all<'q, T>(
         conn: &mut <B::Db as Database>::Connection,

@@ -29,20 +29,8 @@ where
         gpu: &[GpuUsage],
         inference: &[InferenceUsage],
     ) -> StoreResult<()> {
-        const CONTEXT: &str = "replacing a usage window";
-        let periods = periods_touched(from, to);
-        let mut tx = self.pool.begin_with(B::WRITE_BEGIN).await.context(CONTEXT)?;
-        for period in &periods {
-            Self::lock_for_transaction(&mut tx, &format!("usage:{period}")).await.context(CONTEXT)?;
-        }
-        for delete in [sql::DELETE_GPU_USAGE_WINDOW, sql::DELETE_INFERENCE_USAGE_WINDOW] {
-            sqlx::query(delete).bind(from).bind(to).bind(cluster).execute(&mut *tx).await.context(CONTEXT)?;
-        }
-        Self::insert(&mut tx, "", gpu).await.context(CONTEXT)?;
-        Self::insert(&mut tx, "", inference).await.context(CONTEXT)?;
-        let revision = Self::next_revision(&mut tx).await.context(CONTEXT)?;
-        Self::touch_periods(&mut tx, &periods, revision).await.context(CONTEXT)?;
-        tx.commit().await.context(CONTEXT)
+        let deletes = [sql::DELETE_GPU_USAGE_WINDOW, sql::DELETE_INFERENCE_USAGE_WINDOW];
+        self.replace_hour_window("replacing a usage window", from, to, cluster, deletes, gpu, inference).await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = B::NAME, from = from, to = to, rows = nodes.len() + pods.len()))]
@@ -54,20 +42,9 @@ where
         nodes: &[KubeNodeHour],
         pods: &[KubePodHour],
     ) -> StoreResult<()> {
-        const CONTEXT: &str = "replacing a Kubernetes window";
-        let periods = periods_touched(from, to);
-        let mut tx = self.pool.begin_with(B::WRITE_BEGIN).await.context(CONTEXT)?;
-        for period in &periods {
-            Self::lock_for_transaction(&mut tx, &format!("usage:{period}")).await.context(CONTEXT)?;
-        }
-        for delete in [sql::DELETE_KUBE_NODES_WINDOW, sql::DELETE_KUBE_PODS_WINDOW] {
-            sqlx::query(delete).bind(from).bind(to).bind(cluster).execute(&mut *tx).await.context(CONTEXT)?;
-        }
-        Self::insert(&mut tx, "", nodes).await.context(CONTEXT)?;
-        Self::insert(&mut tx, "", pods).await.context(CONTEXT)?;
-        let revision = Self::next_revision(&mut tx).await.context(CONTEXT)?;
-        Self::touch_periods(&mut tx, &periods, revision).await.context(CONTEXT)?;
-        tx.commit().await.context(CONTEXT)
+        let deletes = [sql::DELETE_KUBE_NODES_WINDOW, sql::DELETE_KUBE_PODS_WINDOW];
+        self.replace_hour_window("replacing a Kubernetes window", from, to, cluster, deletes, nodes, pods)
+            .await
     }
 
     async fn kube_hours(
@@ -97,16 +74,4 @@ where
         let window = sql::select_usage_window::<InferenceUsage>();
         self.rows(sqlx::query(&window).bind(from).bind(to), CONTEXT).await
     }
-}
-
-/// The billing periods `[from, to)` touches, oldest first: locks are taken in one order, so
-/// two overlapping windows never deadlock.
-fn periods_touched(from: i64, to: i64) -> Vec<String> {
-    let mut periods = Vec::new();
-    let mut month = crate::period::Period::containing(from);
-    while month.start() < to {
-        periods.push(month.to_string());
-        month = month.next();
-    }
-    periods
 }
