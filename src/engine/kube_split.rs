@@ -93,7 +93,13 @@ pub fn split_node_hours(
             out.pods_without_bill.extend_from_slice(on);
             continue;
         };
-        matched.insert(instance);
+        // An instance-hour is split once: a second node on it (a node object recreated
+        // under another name within the hour) is not in the bill a second time.
+        if !matched.insert(instance) {
+            out.nodes_without_bill.push(n);
+            out.pods_without_bill.extend_from_slice(on);
+            continue;
+        }
         if on.is_empty() {
             out.node_hours_without_pods += 1;
             out.node_hours_without_pods_nanos += cost;
@@ -226,6 +232,7 @@ mod tests {
         let nodes = vec![
             node("n", "m5.xlarge", "aws:///us-east-1a/i-1"),
             node("idle", "m5.xlarge", "aws:///us-east-1b/i-2"),
+            node("idle-again", "m5.xlarge", "aws:///us-east-1b/i-2"),
         ];
         let costs: HashMap<(String, i64), i64> = [
             (("i-1".to_string(), 0), 1_000_000_000),
@@ -246,6 +253,9 @@ mod tests {
         );
         // The idle node's hour is unallocated whole; the pod on a node without an hour, and
         // the bill's instance no node reported, are named.
+        // The same instance-hour named by a second node is split once, and the second node
+        // named as not in the bill.
+        assert_eq!(split.nodes_without_bill, vec![2]);
         assert_eq!(split.node_hours_without_pods, 1);
         assert!(split.unallocated.contains(&(1, 1_000_000_000)));
         assert_eq!(split.pods_without_bill, vec![4]);

@@ -58,6 +58,11 @@ pub enum ReportError {
         "no Kubernetes nodes of cluster {cluster:?} in {period}: run `gpuledger ingest prometheus --kube-state-metrics` first"
     )]
     NoKubernetes { cluster: String, period: Period },
+    /// The CUR has no split cost allocation rows for the cluster: nothing to check against.
+    #[error(
+        "the CUR of {period} has no split cost allocation data for cluster {cluster:?} (is it turned on for the export?): there is no AWS split to check against"
+    )]
+    NoAwsSplit { cluster: String, period: Period },
     /// A stored setting this gpuledger cannot read.
     #[error("{0}")]
     Settings(String),

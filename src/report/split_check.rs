@@ -139,6 +139,9 @@ impl SplitCheck {
                 )
             })
             .collect();
+        if aws.is_empty() {
+            return Err(ReportError::NoAwsSplit { cluster: cluster.to_string(), period });
+        }
         let read = started.elapsed().as_secs_f64();
         let split = split_node_hours(&nodes, &pods, &costs);
         tracing::info!(

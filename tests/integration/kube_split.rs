@@ -145,6 +145,21 @@ async fn our_split_from_prometheus_agrees_with_awss_per_namespace_within_half_a_
             );
         }
 
+        // A cluster Prometheus never named is refused with what to run.
+        let output = run(&[
+            "--database-url",
+            url,
+            "report",
+            "split-check",
+            "--period",
+            PERIOD,
+            "--cluster",
+            "ml-nowhere",
+        ]);
+        assert!(!output.status.success());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("no Kubernetes nodes of cluster \"ml-nowhere\" in 2026-10"), "{stderr}");
+
         // Again: the window is replaced, not added to.
         let before = kube_snapshot(store.as_ref()).await;
         assert!(ingest_kube().status.success());
