@@ -899,6 +899,22 @@ pub enum ReportCommand {
     /// gpuledger's own split of a cluster's node cost among its pods (from kube-state-metrics
     /// and cAdvisor) against AWS's split in the CUR, per namespace, workload and client.
     SplitCheck(SplitCheckArgs),
+    /// gpuledger's own split of a cluster's node cost among its pods on any cloud (AKS, GKE,
+    /// OKE from the FOCUS bill; EKS from the CUR), per namespace, workload and client, with
+    /// its reconciliation to the bill.
+    Split(SplitArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SplitArgs {
+    /// Billing period, YYYY-MM.
+    #[arg(long, env = "GPULEDGER_REPORT_PERIOD")]
+    pub period: Period,
+    /// The cluster, as the series' `cluster` label (or `ingest prometheus --cluster`) named it.
+    #[arg(long, env = "GPULEDGER_REPORT_CLUSTER")]
+    pub cluster: String,
+    #[arg(long, env = "GPULEDGER_REPORT_FORMAT", value_enum, default_value = "table")]
+    pub format: OutputFormat,
 }
 
 #[derive(Debug, Args)]

@@ -6,6 +6,7 @@ use crate::cli::{RangeArgs, ReportCommand, UsageError};
 use crate::period::Range;
 use crate::report::NamespaceReport;
 use crate::report::cross_check::{CrossCheck, Tolerance};
+use crate::report::pod_split::PodSplitReport;
 use crate::report::rollup::{self, Report, RollupRange};
 use crate::report::split_check::SplitCheck;
 use crate::report::usage::{InferenceReport, gpu_report};
@@ -72,6 +73,11 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
         ReportCommand::SplitCheck(args) => {
             let check = SplitCheck::load(store, args.period, &args.cluster, args.tolerance_percent).await?;
             print!("{}", check.render(args.format));
+            return Ok(());
+        }
+        ReportCommand::Split(args) => {
+            let split = PodSplitReport::load(store, args.period, &args.cluster).await?;
+            print!("{}", split.render(args.format));
             return Ok(());
         }
         ReportCommand::Workloads(args) => (args, rollup::workloads),

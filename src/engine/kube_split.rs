@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 use crate::catalog::instance_type;
 use crate::money::apportion_by_weight;
 use crate::split::{Capacity, PodUsage, Resource, split_resource};
-use crate::store::{KubeNodeHour, KubePodHour};
+use crate::store::{BillVmCost, KubeNodeHour, KubePodHour};
 
 /// The instance a node's `provider_id` names, as bills name it: EC2's `i-…`
 /// (`aws:///us-east-1a/i-0abc`), a GCE instance's name (`gce://project/zone/name`), an OCI
@@ -29,6 +29,89 @@ pub fn instance_key(provider_id: &str) -> String {
         "azure" => rest.trim_start_matches('/').to_ascii_lowercase().replace("//", "/"),
         _ => rest.trim_start_matches('/').to_string(),
     }
+}
+
+/// The virtual machine a bill's `ResourceId` names, as [`instance_key`] names a node's, or
+/// `None` for anything else (a disk, a commitment, a cluster's control plane): an EC2
+/// instance (`i-…`, or its ARN), an Azure VM or scale-set instance (in lower case), a Compute
+/// Engine instance (`…/instances/NAME`), an OCI instance's OCID.
+pub fn vm_key(resource_id: &str) -> Option<String> {
+    let id = resource_id.trim();
+    if let Some(instance) =
+        id.rsplit_once(":instance/").map(|(_, i)| i).or(Some(id)).filter(|i| i.starts_with("i-"))
+    {
+        return Some(instance.to_string());
+    }
+    let lower = id.to_ascii_lowercase();
+    if lower.contains("/providers/microsoft.compute/virtualmachines/")
+        || (lower.contains("/virtualmachinescalesets/") && lower.contains("/virtualmachines/"))
+    {
+        return Some(lower.trim_start_matches('/').replace("//", "/"));
+    }
+    if let Some((_, name)) = id.rsplit_once("/instances/") {
+        return Some(name.to_string());
+    }
+    id.starts_with("ocid1.instance.").then(|| id.to_string())
+}
+
+/// The Kubernetes cluster a bill's tags name its node's machine for: AKS's
+/// `aks-managed-cluster-name`, GKE's `goog-k8s-cluster-name`, OKE's `oke-cluster-name`,
+/// EKS's `eks:cluster-name` (and `aws:eks:cluster-name`).
+pub fn cluster_of_tags(tags: &str) -> String {
+    const KEYS: [&str; 5] = [
+        "aks-managed-cluster-name",
+        "goog-k8s-cluster-name",
+        "oke-cluster-name",
+        "eks:cluster-name",
+        "aws:eks:cluster-name",
+    ];
+    let Ok(map) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(tags) else {
+        return String::new();
+    };
+    KEYS.iter().find_map(|k| map.get(*k).and_then(|v| v.as_str()).map(str::to_string)).unwrap_or_default()
+}
+
+/// The node-hours' costs (instance key, hour) → nano-units from a bill's virtual machines'
+/// charge periods: each period's cost spread over the hours in it its node was seen, by the
+/// seconds seen (a daily row over the day's hours), exactly; a period no node was seen in
+/// stays whole at its start's hour, for the reconciliation's "in the bill, not in
+/// Prometheus".
+pub fn spread_vm_costs<'a>(
+    vms: impl IntoIterator<Item = &'a BillVmCost>,
+    nodes: &[KubeNodeHour],
+) -> HashMap<(String, i64), i64> {
+    let mut seen: HashMap<String, Vec<(i64, f64)>> = HashMap::new();
+    for node in nodes {
+        seen.entry(instance_key(&node.provider_id)).or_default().push((node.hour, node.seconds));
+    }
+    for hours in seen.values_mut() {
+        hours.sort_by_key(|h| h.0);
+        hours.dedup_by_key(|h| h.0);
+    }
+    let mut costs: HashMap<(String, i64), i64> = HashMap::new();
+    for vm in vms {
+        let start_hour = vm.charge_start.div_euclid(3600) * 3600;
+        let within: Vec<(i64, f64)> = seen
+            .get(&vm.instance)
+            .map(|hours| {
+                hours
+                    .iter()
+                    .copied()
+                    .filter(|&(h, _)| h >= start_hour && h < vm.charge_end.max(start_hour + 1))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let weights: Vec<i128> = within.iter().map(|&(_, s)| (s.max(0.0) * 1000.0).round() as i128).collect();
+        match apportion_by_weight(vm.effective_nanos, &weights) {
+            Some(parts) if !within.is_empty() => {
+                for ((hour, _), part) in within.iter().zip(parts) {
+                    *costs.entry((vm.instance.clone(), *hour)).or_default() += part;
+                }
+            }
+            _ => *costs.entry((vm.instance.clone(), start_hour)).or_default() += vm.effective_nanos,
+        }
+    }
+    costs
 }
 
 /// One pod-hour's part of its node-hour's cost.
@@ -203,6 +286,58 @@ mod tests {
             seconds: 3600.0,
             ..KubeNodeHour::default()
         }
+    }
+
+    #[test]
+    fn a_bills_resource_id_and_a_nodes_provider_id_meet_on_the_same_key() {
+        let pairs = [
+            ("i-0abc123", "aws:///us-east-1a/i-0abc123"),
+            ("arn:aws:ec2:us-east-1:123456789012:instance/i-0abc123", "aws:///us-east-1a/i-0abc123"),
+            (
+                "/subscriptions/S/resourceGroups/MC_rg_aks_weu/providers/Microsoft.Compute/virtualMachineScaleSets/aks-gpu-1-vmss/virtualMachines/3",
+                "azure:///subscriptions/S/resourceGroups/mc_rg_aks_weu/providers/Microsoft.Compute/virtualMachineScaleSets/aks-gpu-1-vmss/virtualMachines/3",
+            ),
+            (
+                "//compute.googleapis.com/projects/p/zones/us-central1-a/instances/gke-c-pool-1a2b-0",
+                "gce://p/us-central1-a/gke-c-pool-1a2b-0",
+            ),
+            ("ocid1.instance.oc1.iad.anuwcljrxyz", "ocid1.instance.oc1.iad.anuwcljrxyz"),
+        ];
+        for (resource_id, provider_id) in pairs {
+            assert_eq!(vm_key(resource_id), Some(instance_key(provider_id)), "{resource_id}");
+        }
+        for not_a_vm in ["vol-0abc", "aks-weu/standard-uptime-sla", "projects/p/regions/r/commitments/c", ""]
+        {
+            assert_eq!(vm_key(not_a_vm), None, "{not_a_vm}");
+        }
+        assert_eq!(cluster_of_tags(r#"{"aks-managed-cluster-name":"aks-weu","client":"x"}"#), "aks-weu");
+        assert_eq!(cluster_of_tags("{}"), "");
+    }
+
+    #[test]
+    fn a_daily_vm_cost_is_spread_over_the_hours_its_node_was_seen_exactly() {
+        let provider_id = "azure:///subscriptions/s/resourcegroups/mc/providers/microsoft.compute/virtualmachinescalesets/v/virtualmachines/0";
+        let instance = instance_key(provider_id);
+        let day = 86_400 * 20_000;
+        let nodes: Vec<KubeNodeHour> = [(0, 3600.0), (1, 3600.0), (5, 1800.0)]
+            .into_iter()
+            .map(|(h, seconds)| KubeNodeHour { hour: day + h * 3600, seconds, ..node("n", "x", provider_id) })
+            .collect();
+        let vm = |instance: &str, effective_nanos| BillVmCost {
+            instance: instance.into(),
+            charge_start: day,
+            charge_end: day + 86_400,
+            effective_nanos,
+            ..BillVmCost::default()
+        };
+        let costs = spread_vm_costs(&[vm(&instance, 1_000), vm("ocid1.instance.gone", 700)], &nodes);
+        // 3600 : 3600 : 1800 of 1,000 nano-units, the remainder to the largest fraction.
+        assert_eq!(costs[&(instance.clone(), day)], 400);
+        assert_eq!(costs[&(instance.clone(), day + 3600)], 400);
+        assert_eq!(costs[&(instance.clone(), day + 5 * 3600)], 200);
+        // No node seen: whole, at the day's start.
+        assert_eq!(costs[&("ocid1.instance.gone".to_string(), day)], 700);
+        assert_eq!(costs.values().sum::<i64>(), 1_700);
     }
 
     #[test]

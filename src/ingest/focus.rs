@@ -16,7 +16,7 @@ use crate::period::Period;
 use crate::sources::cur::{self as cur_source, CurError, invalid};
 use crate::sources::focus::{self, Charge, Deviations, Layout, Version};
 use crate::sources::objects::{LocalFolder, ObjectStore, S3Options, S3Store};
-use crate::store::{Bill, BillCharge, IngestOutcome, NewIngestRun, Store};
+use crate::store::{Bill, BillCharge, BillVmCost, IngestOutcome, NewIngestRun, Store};
 
 /// What `gpuledger ingest focus` was asked to do.
 #[derive(Debug, Clone, Default)]
@@ -88,6 +88,20 @@ struct BillSums {
     index: rustc_hash::FxHashMap<Box<[u8]>, usize>,
     /// Where each group is by its key, for adding the files' sums together.
     by_key: rustc_hash::FxHashMap<ChargeKey, usize>,
+    /// Each virtual machine's usage cost per charge period, in the order first seen, and
+    /// where each is by its key.
+    vms: Vec<(VmKey, VmSums)>,
+    vm_index: rustc_hash::FxHashMap<VmKey, usize>,
+}
+
+/// A virtual machine ([`crate::engine::kube_split::vm_key`]), the cluster its tags name, and a
+/// charge period.
+type VmKey = (std::sync::Arc<str>, std::sync::Arc<str>, i64, i64);
+
+#[derive(Debug, Default, Clone, Copy)]
+struct VmSums {
+    charges: i64,
+    effective: i64,
 }
 
 /// Where the tags are among a [`ChargeKey`]'s texts.
@@ -211,7 +225,24 @@ impl BillSums {
                 }
             }
         }
+        for (key, sums) in other.vms {
+            let index = self.vm(key);
+            self.vms[index].1.charges += sums.charges;
+            self.vms[index].1.effective += sums.effective;
+        }
         Ok(())
+    }
+
+    /// The index of a virtual machine's charge period, added if new.
+    fn vm(&mut self, key: VmKey) -> usize {
+        match self.vm_index.get(&key) {
+            Some(&index) => index,
+            None => {
+                self.vm_index.insert(key.clone(), self.vms.len());
+                self.vms.push((key, VmSums::default()));
+                self.vms.len() - 1
+            }
+        }
     }
 }
 
@@ -366,6 +397,9 @@ impl Reading {
             version,
             bar,
             unshown: 0,
+            vm_keys: Default::default(),
+            clusters: Vec::new(),
+            cluster_ids: Default::default(),
         };
         let rows = focus::read_file(path, location, &names, &mut deviations, &mut rows_of)?;
         bar.inc(rows_of.unshown);
@@ -396,6 +430,11 @@ struct FileRows<'r> {
     bar: &'r indicatif::ProgressBar,
     /// Rows added since the bar last moved.
     unshown: u64,
+    /// Each `ResourceId`'s virtual machine, if it names one, and each tags' cluster (by the
+    /// tags' number in the file): worked out once each.
+    vm_keys: rustc_hash::FxHashMap<Box<str>, Option<std::sync::Arc<str>>>,
+    clusters: Vec<std::sync::Arc<str>>,
+    cluster_ids: rustc_hash::FxHashMap<u32, u32>,
 }
 
 /// Where a row goes.
@@ -405,8 +444,13 @@ enum Place {
     Skipped,
     /// A bill (its index in the reading) and one of its charge groups; whether its billing
     /// period is a calendar month; its GPU-hours per consumed unit (0 for no GPU).
-    Group { bill: usize, group: usize, calendar: bool, gpu_hours_per_unit: f64 },
+    /// `vm_cluster`: for a compute usage row, the cluster its tags name (its index in the
+    /// file's), else [`NO_VM`].
+    Group { bill: usize, group: usize, calendar: bool, gpu_hours_per_unit: f64, vm_cluster: u32 },
 }
+
+/// A row for no virtual machine.
+const NO_VM: u32 = u32::MAX;
 
 impl focus::Visitor for FileRows<'_> {
     type Place = Place;
@@ -531,15 +575,31 @@ impl focus::Visitor for FileRows<'_> {
             class.gpu.map_or("", |(model, _)| model),
         ];
         let group = bill.group(key, day, &text, charge.tags_id);
+        // A compute usage row may be a virtual machine's (its `ResourceId` says, row by row):
+        // the cluster its tags name, worked out once per tags.
+        let mut vm_cluster = NO_VM;
+        if usage && charge.service_category == "Compute" {
+            let clusters = &mut self.clusters;
+            vm_cluster = match self.cluster_ids.get(&charge.tags_id) {
+                Some(&id) => id,
+                None => {
+                    clusters.push(crate::engine::kube_split::cluster_of_tags(&charge.tags).into());
+                    let id = clusters.len() as u32 - 1;
+                    self.cluster_ids.insert(charge.tags_id, id);
+                    id
+                }
+            };
+        }
         Ok(Place::Group {
             bill: bill_index,
             group,
             calendar,
             gpu_hours_per_unit: class.gpu.map_or(0.0, |(_, per)| per),
+            vm_cluster,
         })
     }
 
-    fn add(&mut self, place: Place, amounts: &focus::Amounts) {
+    fn add(&mut self, place: Place, amounts: &focus::Amounts<'_>) {
         // The bar moves every few thousand rows: a clock read per row costs more than the row.
         const STEP: u64 = 4_096;
         self.unshown += 1;
@@ -547,7 +607,7 @@ impl focus::Visitor for FileRows<'_> {
             self.bar.inc(STEP);
             self.unshown = 0;
         }
-        let Place::Group { bill, group, calendar, gpu_hours_per_unit } = place else {
+        let Place::Group { bill, group, calendar, gpu_hours_per_unit, vm_cluster } = place else {
             self.skipped += 1;
             return;
         };
@@ -566,6 +626,24 @@ impl focus::Visitor for FileRows<'_> {
         bill.effective += effective;
         bill.list += list;
         bill.contracted += contracted;
+        if vm_cluster != NO_VM && !amounts.resource_id.is_empty() {
+            let instance = match self.vm_keys.get(amounts.resource_id) {
+                Some(known) => known.clone(),
+                None => {
+                    let found: Option<std::sync::Arc<str>> =
+                        crate::engine::kube_split::vm_key(amounts.resource_id).map(Into::into);
+                    self.vm_keys.insert(amounts.resource_id.into(), found.clone());
+                    found
+                }
+            };
+            if let Some(instance) = instance {
+                let cluster = self.clusters[vm_cluster as usize].clone();
+                let index =
+                    bill.vm((instance, cluster, amounts.charge_period_start, amounts.charge_period_end));
+                bill.vms[index].1.charges += 1;
+                bill.vms[index].1.effective += effective;
+            }
+        }
         let consumed = amounts.consumed_quantity.unwrap_or(0.0);
         bill.charges[group].1.add(&ChargeSums {
             consumed_quantity: consumed,
@@ -883,6 +961,20 @@ async fn ingest_delivery(
         charges.sort_by(|a, b| {
             (a.day, &a.service_name, &a.charge_category).cmp(&(b.day, &b.service_name, &b.charge_category))
         });
+        let vms: Vec<BillVmCost> = sums
+            .vms
+            .into_iter()
+            .map(|((instance, cluster, charge_start, charge_end), vm)| BillVmCost {
+                provider: provider.clone(),
+                billing_account: account.clone(),
+                instance: instance.to_string(),
+                cluster: cluster.to_string(),
+                charge_start,
+                charge_end,
+                charges: vm.charges,
+                effective_nanos: vm.effective,
+            })
+            .collect();
         let bill = Bill {
             period: period.to_string(),
             provider,
@@ -902,7 +994,7 @@ async fn ingest_delivery(
                 .unwrap_or_else(|_| "{}".into()),
             ingested_at: now,
         };
-        replace.push((bill, charges));
+        replace.push((bill, charges, vms));
         results.push(result);
     }
     if !replace.is_empty() {

@@ -59,15 +59,17 @@ fn first<'a>(labels: &'a Labels, keys: &[&str]) -> &'a str {
     keys.iter().map(|k| label(labels, k)).find(|v| !v.is_empty()).unwrap_or("")
 }
 
-/// A series' pod: (namespace, pod).
+/// A series' pod: (namespace, pod). A scrape that keeps its target's labels renames only
+/// those the target has too: Google Managed Prometheus's targets have a `namespace` and no
+/// `pod`, so kube-state-metrics' series come with `exported_namespace` beside `pod`.
 fn pod_of(labels: &Labels) -> (&str, &str) {
-    if !label(labels, "exported_pod").is_empty() {
-        (label(labels, "exported_namespace"), label(labels, "exported_pod"))
-    } else if !label(labels, "pod").is_empty() {
-        (label(labels, "namespace"), label(labels, "pod"))
+    let pod = first(labels, &["exported_pod", "pod", "pod_name"]);
+    let namespace = if label(labels, "exported_namespace").is_empty() {
+        first(labels, &["namespace", "pod_namespace"])
     } else {
-        (first(labels, &["pod_namespace", "namespace"]), label(labels, "pod_name"))
-    }
+        label(labels, "exported_namespace")
+    };
+    (namespace, pod)
 }
 
 /// `spot`, `on_demand` or empty, from the labels EKS, Karpenter, AKS and GKE put on nodes.
@@ -650,6 +652,9 @@ mod tests {
         assert_eq!(capacity_type(&labels(&[("label_team", "ml")])), "");
         let gmp =
             labels(&[("namespace", "gmp-public"), ("exported_namespace", "ml"), ("exported_pod", "p-0")]);
+        assert_eq!(pod_of(&gmp), ("ml", "p-0"));
+        // GMP's targets have no `pod`: only the namespace is renamed.
+        let gmp = labels(&[("namespace", "gke-gmp-system"), ("exported_namespace", "ml"), ("pod", "p-0")]);
         assert_eq!(pod_of(&gmp), ("ml", "p-0"));
         let old = labels(&[("namespace", "ml"), ("pod_name", "p-0"), ("container_name", "c")]);
         assert_eq!(pod_of(&old), ("ml", "p-0"));

@@ -18,6 +18,7 @@
 
 pub mod bill;
 pub mod cross_check;
+pub mod pod_split;
 pub mod rollup;
 pub mod split_check;
 pub mod table;
@@ -63,6 +64,11 @@ pub enum ReportError {
         "the CUR of {period} has no split cost allocation data for cluster {cluster:?} (is it turned on for the export?): there is no AWS split to check against"
     )]
     NoAwsSplit { cluster: String, period: Period },
+    /// Neither the CUR nor a FOCUS bill has a cost for the cluster's nodes.
+    #[error(
+        "no bill of {period} has a cost for the nodes of cluster {cluster:?}: run `gpuledger ingest cur` or `gpuledger ingest focus` for the bill that pays for them"
+    )]
+    NoNodeCosts { cluster: String, period: Period },
     /// A stored setting this gpuledger cannot read.
     #[error("{0}")]
     Settings(String),

@@ -81,6 +81,26 @@ pub struct Reconciliation {
     pub aws_pods_nanos: i64,
 }
 
+impl Reconciliation {
+    /// The sums as exact decimal strings, and the counts.
+    pub fn to_json(&self) -> Value {
+        let money = |nanos: i64| json!(usd_decimal(micros_from_nanos(nanos)));
+        json!({
+            "bill_node_cost": money(self.bill_node_nanos),
+            "pods_cost": money(self.pods_nanos),
+            "unallocated_cost": money(self.unallocated_nanos),
+            "aws_pods_cost": money(self.aws_pods_nanos),
+            "node_hours": self.node_hours,
+            "node_hours_without_pods": self.node_hours_without_pods,
+            "node_hours_without_pods_cost": money(self.node_hours_without_pods_nanos),
+            "node_hours_not_in_bill": self.node_hours_not_in_bill,
+            "pod_hours_not_in_bill": self.pod_hours_not_in_bill,
+            "bill_hours_not_in_prometheus": self.bill_hours_not_in_prometheus,
+            "bill_hours_not_in_prometheus_cost": money(self.bill_hours_not_in_prometheus_nanos),
+        })
+    }
+}
+
 /// A cluster's split check for one period.
 #[derive(Debug, Clone)]
 pub struct SplitCheck {
@@ -94,7 +114,7 @@ pub struct SplitCheck {
 }
 
 /// A pod's client: its `client` label (`user_client` as the CUR imports it), or none.
-fn client_of(labels: &str, key: &str) -> String {
+pub(super) fn client_of(labels: &str, key: &str) -> String {
     serde_json::from_str::<BTreeMap<String, String>>(labels)
         .ok()
         .and_then(|l| l.get(key).cloned())
@@ -221,7 +241,6 @@ impl SplitCheck {
 
     pub fn to_json(&self) -> Value {
         let r = &self.reconciliation;
-        let money = |nanos: i64| json!(usd_decimal(micros_from_nanos(nanos)));
         json!({
             "period": self.period.to_string(),
             "cluster": self.cluster,
@@ -230,19 +249,7 @@ impl SplitCheck {
             "tolerance_percent": self.tolerance_percent,
             "workloads": self.workloads.iter().map(|c| Self::row_json(&["namespace", "workload"], c)).collect::<Vec<_>>(),
             "clients": self.clients.iter().map(|c| Self::row_json(&["client"], c)).collect::<Vec<_>>(),
-            "reconciliation": {
-                "bill_node_cost": money(r.bill_node_nanos),
-                "pods_cost": money(r.pods_nanos),
-                "unallocated_cost": money(r.unallocated_nanos),
-                "aws_pods_cost": money(r.aws_pods_nanos),
-                "node_hours": r.node_hours,
-                "node_hours_without_pods": r.node_hours_without_pods,
-                "node_hours_without_pods_cost": money(r.node_hours_without_pods_nanos),
-                "node_hours_not_in_bill": r.node_hours_not_in_bill,
-                "pod_hours_not_in_bill": r.pod_hours_not_in_bill,
-                "bill_hours_not_in_prometheus": r.bill_hours_not_in_prometheus,
-                "bill_hours_not_in_prometheus_cost": money(r.bill_hours_not_in_prometheus_nanos),
-            },
+            "reconciliation": r.to_json(),
         })
     }
 
@@ -314,7 +321,11 @@ impl SplitCheck {
     }
 }
 
-fn reconcile(split: &KubeSplit, costs: &HashMap<(String, i64), i64>, aws_pods_nanos: i64) -> Reconciliation {
+pub(super) fn reconcile(
+    split: &KubeSplit,
+    costs: &HashMap<(String, i64), i64>,
+    aws_pods_nanos: i64,
+) -> Reconciliation {
     Reconciliation {
         bill_node_nanos: costs.values().sum(),
         pods_nanos: split.pods.iter().map(|p| p.split_nanos + p.unused_nanos).sum(),

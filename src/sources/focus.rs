@@ -429,24 +429,31 @@ pub fn header(path: &Path, location: &str) -> Result<Vec<String>, CurError> {
         .collect())
 }
 
-/// A row's amounts, checked: what a bill sums.
+/// A row's amounts, checked: what a bill sums; with what a row's place does not say (the
+/// place is shared by rows alike in their texts and day): its charge period and resource.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Amounts {
+pub struct Amounts<'a> {
     pub billed_cost: f64,
     pub effective_cost: f64,
     pub list_cost: f64,
     pub contracted_cost: f64,
     pub consumed_quantity: Option<f64>,
+    pub charge_period_start: i64,
+    pub charge_period_end: i64,
+    pub resource_id: &'a str,
 }
 
-impl Charge<'_> {
-    pub fn amounts(&self) -> Amounts {
+impl<'a> Charge<'a> {
+    pub fn amounts(&self) -> Amounts<'a> {
         Amounts {
             billed_cost: self.billed_cost,
             effective_cost: self.effective_cost,
             list_cost: self.list_cost,
             contracted_cost: self.contracted_cost,
             consumed_quantity: self.consumed_quantity,
+            charge_period_start: self.charge_period_start,
+            charge_period_end: self.charge_period_end,
+            resource_id: self.resource_id,
         }
     }
 }
@@ -465,7 +472,7 @@ pub trait Visitor {
         row: usize,
     ) -> Result<Self::Place, CurError>;
     /// Adds a row's amounts at its place.
-    fn add(&mut self, place: Self::Place, amounts: &Amounts);
+    fn add(&mut self, place: Self::Place, amounts: &Amounts<'_>);
 }
 
 /// Reads a FOCUS data file's rows, checked, into `visitor`. `names` is the file's
@@ -723,6 +730,9 @@ impl<P: Copy> Alike<P> {
                     list_cost: values[4],
                     contracted_cost: values[5],
                     consumed_quantity: consumed,
+                    charge_period_start: charge_start,
+                    charge_period_end: charge_end,
+                    resource_id: c.text(Col::ResourceId, row),
                 },
             );
         }
@@ -1376,7 +1386,7 @@ mod tests {
                 self.places.len() - 1
             }))
         }
-        fn add(&mut self, place: usize, amounts: &Amounts) {
+        fn add(&mut self, place: usize, amounts: &Amounts<'_>) {
             let sums = &mut self.places[place].1;
             sums.0 += 1;
             sums.1 += amounts.billed_cost;

@@ -447,9 +447,13 @@ pub trait BillStore: Send + Sync {
     /// provider or all: what the month's figures need, a row per group instead of per day.
     async fn month_charges(&self, period: &str, provider: Option<&str>) -> StoreResult<Vec<BillCharge>>;
 
-    /// Replaces each bill and its charges, all in one transaction: what was stored under
-    /// each bill's key goes, nothing else. Raises the data revision.
-    async fn replace_bills(&self, bills: &[(Bill, Vec<BillCharge>)]) -> StoreResult<()>;
+    /// Replaces each bill with its charges and virtual machines' costs, all in one
+    /// transaction: what was stored under each bill's key goes, nothing else. Raises the data
+    /// revision.
+    async fn replace_bills(&self, bills: &[BillReplacement]) -> StoreResult<()>;
+
+    /// A period's FOCUS virtual machines' costs per charge period, of every bill.
+    async fn bill_vm_costs(&self, period: &str) -> StoreResult<Vec<BillVmCost>>;
 
     /// Every exchange rate version, by pair and month.
     async fn fx_rates(&self) -> StoreResult<Vec<FxRate>>;

@@ -345,6 +345,10 @@ impl Bill {
     }
 }
 
+/// One bill to store in place of its stored self: the bill, its charges and its virtual
+/// machines' costs (FOCUS bills only; a CUR bill's lines are its period's tables).
+pub type BillReplacement = (Bill, Vec<BillCharge>, Vec<BillVmCost>);
+
 /// A FOCUS bill's charges of one day summed per what they can be grouped by.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct BillCharge {
@@ -453,6 +457,26 @@ pub struct PeriodSummary {
     pub unallocated_ec2_micros: i64,
     pub cost_fact_rows: i64,
     pub ingested_at: i64,
+}
+
+/// A FOCUS bill's effective cost of one virtual machine over one charge period (an hour, or
+/// a day where the provider bills daily): what gpuledger's own split divides among the pods
+/// on the node whose `provider_id` names the machine (issue 41).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct BillVmCost {
+    pub provider: String,
+    pub billing_account: String,
+    /// The machine as a node's `provider_id` names it
+    /// ([`crate::engine::kube_split::instance_key`]).
+    pub instance: String,
+    /// The Kubernetes cluster its tags name (AKS's `aks-managed-cluster-name`, GKE's
+    /// `goog-k8s-cluster-name`, …), empty when none does.
+    pub cluster: String,
+    pub charge_start: i64,
+    pub charge_end: i64,
+    /// Rows of the files summed here.
+    pub charges: i64,
+    pub effective_nanos: i64,
 }
 
 /// One Kubernetes node in one hour, from kube-state-metrics (issue 41).

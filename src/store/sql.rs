@@ -15,9 +15,9 @@ use crate::domain::settings::SettingVersion;
 use super::table::{Table, from_row, table};
 
 use super::model::{
-    Bill, BillCharge, BillDay, BillLine, CeCost, CeDay, CostFact, CostPeriod, FactBatch, FactRecord,
-    GpuAllocation, GpuUsage, InferenceUsage, InstanceHour, KubeNodeHour, KubePodHour, NamespaceCost,
-    OtherCost, PeriodSummary, PodCost, PodRecord, PodWorkload, WorkloadCost,
+    Bill, BillCharge, BillDay, BillLine, BillVmCost, CeCost, CeDay, CostFact, CostPeriod, FactBatch,
+    FactRecord, GpuAllocation, GpuUsage, InferenceUsage, InstanceHour, KubeNodeHour, KubePodHour,
+    NamespaceCost, OtherCost, PeriodSummary, PodCost, PodRecord, PodWorkload, WorkloadCost,
 };
 use crate::domain::alerts::{Alert, AlertEvent, Webhook};
 use crate::domain::fx::FxRate;
@@ -368,6 +368,10 @@ table!(BillCharge in "bill_charges" keyed by period {
     list_nanos, contracted_nanos,
 } order by "provider, billing_account, day, service_name, charge_category");
 
+table!(BillVmCost in "bill_vm_costs" keyed by period {
+    provider, billing_account, instance, cluster, charge_start, charge_end, charges, effective_nanos,
+} order by "provider, billing_account, instance, charge_start");
+
 table!(FxRate in "fx_rates" {
     from_currency, to_currency, effective_from, rate, rate_ppb, source, set_at,
 } order by "from_currency, to_currency, effective_from");
@@ -684,6 +688,7 @@ mod tests {
             ("bills", columns_and_binds(&Bill::default()), 16),
             ("fx_rates", columns_and_binds(&crate::domain::fx::FxRate::default()), 7),
             ("bill_charges", columns_and_binds(&BillCharge::default()), 24),
+            ("bill_vm_costs", columns_and_binds(&BillVmCost::default()), 9),
             ("ce_days", columns_and_binds(&CeDay::default()), 3),
             ("alerts", columns_and_binds(&Alert::default()), 11),
             ("alert_events", columns_and_binds(&AlertEvent::default()), 10),

@@ -65,7 +65,7 @@ impl Provider {
 
 /// How a pool's hours are paid for.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Pricing {
+pub(super) enum Pricing {
     Standard,
     /// Spot or preemptible, at these prices per hour.
     Spot,
@@ -77,30 +77,30 @@ enum Pricing {
 
 /// One SKU a node-hour is billed in: what the meter says, its unit and quantity per node-hour,
 /// and its prices per unit in nano-units (list, spot or committed).
-struct Sku {
-    meter: &'static str,
-    unit: &'static str,
-    per_node_hour: u32,
-    list: i64,
-    discounted: i64,
+pub(super) struct Sku {
+    pub(super) meter: &'static str,
+    pub(super) unit: &'static str,
+    pub(super) per_node_hour: u32,
+    pub(super) list: i64,
+    pub(super) discounted: i64,
 }
 
-struct Pool {
-    name: &'static str,
-    instance: &'static str,
-    nodes: u32,
-    pricing: Pricing,
+pub(super) struct Pool {
+    pub(super) name: &'static str,
+    pub(super) instance: &'static str,
+    pub(super) nodes: u32,
+    pub(super) pricing: Pricing,
     /// Share of hours a node runs (Spot evictions, weekends off for the second G2 node).
-    uptime: f64,
-    skus: &'static [Sku],
+    pub(super) uptime: f64,
+    pub(super) skus: &'static [Sku],
     /// The agency's `client` tag on a pool dedicated to one client.
-    client: Option<&'static str>,
+    pub(super) client: Option<&'static str>,
     /// Namespaces whose pods the pool runs (GKE cost allocation names them).
-    namespaces: &'static [&'static str],
+    pub(super) namespaces: &'static [&'static str],
 }
 
 /// A daily or hourly flat charge beside the nodes (control plane, storage, network).
-struct Flat {
+pub(super) struct Flat {
     service: &'static str,
     category: &'static str,
     meter: &'static str,
@@ -110,24 +110,24 @@ struct Flat {
     hourly: bool,
 }
 
-struct CloudWorld {
-    provider: Provider,
-    provider_name: &'static str,
-    billing_account: &'static str,
-    billing_account_name: &'static str,
-    sub_account: &'static str,
-    sub_account_name: &'static str,
-    currency: &'static str,
-    region: &'static str,
-    cluster: &'static str,
+pub(super) struct CloudWorld {
+    pub(super) provider: Provider,
+    pub(super) provider_name: &'static str,
+    pub(super) billing_account: &'static str,
+    pub(super) billing_account_name: &'static str,
+    pub(super) sub_account: &'static str,
+    pub(super) sub_account_name: &'static str,
+    pub(super) currency: &'static str,
+    pub(super) region: &'static str,
+    pub(super) cluster: &'static str,
     /// The `ServiceName` of its virtual machines and commitments.
-    compute_service: &'static str,
+    pub(super) compute_service: &'static str,
     /// Hourly rows (Google, Oracle) or daily (Azure).
-    hourly: bool,
-    pools: &'static [Pool],
-    flats: &'static [Flat],
+    pub(super) hourly: bool,
+    pub(super) pools: &'static [Pool],
+    pub(super) flats: &'static [Flat],
     /// The commitment's id and type (Azure reservation, Google CUD).
-    commitment: (&'static str, &'static str),
+    pub(super) commitment: (&'static str, &'static str),
 }
 
 const fn nanos(units: i64, nano_fraction: i64) -> i64 {
@@ -407,7 +407,7 @@ const OCI: CloudWorld = CloudWorld {
     commitment: ("", ""),
 };
 
-fn world(provider: Provider) -> Option<&'static CloudWorld> {
+pub(super) fn world(provider: Provider) -> Option<&'static CloudWorld> {
     match provider {
         Provider::Azure => Some(&AZURE),
         Provider::Gcp => Some(&GCP),
@@ -470,6 +470,10 @@ pub struct ProviderTruth {
     /// Effective cost per node pool (`""`: what no pool ran: control plane, storage, network,
     /// unused commitment).
     pub by_pool: BTreeMap<String, String>,
+    /// With `--kube-state-metrics`: the cluster's Kubernetes series and what gpuledger's
+    /// split of its nodes' cost must come to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<super::cloud_kube::KubeTruth>,
 }
 
 /// An exact decimal of nano-units (`12.345678901`).
@@ -535,6 +539,7 @@ impl Tally {
             by_client_tag: texts(self.by_client),
             by_namespace: texts(self.by_namespace),
             by_pool: texts(self.by_pool),
+            kubernetes: None,
         }
     }
 }
@@ -563,6 +568,78 @@ fn split_exact(total: i64, weights: &[u64]) -> Vec<i64> {
     shares
 }
 
+/// Whether node `node` of pool `pool` runs in `hour` of the month: Spot nodes lose hours to
+/// evictions; of a committed pool, the node after the covered ones runs on demand in working
+/// hours only and the last covered one is off at weekends (its commitment unused then).
+pub(super) fn node_runs(
+    world: &CloudWorld,
+    seed: u64,
+    period: Period,
+    pool: usize,
+    node: u32,
+    hour: u32,
+) -> bool {
+    let p = &world.pools[pool];
+    let at = period.start() + i64::from(hour) * 3_600;
+    let weekday = (at.div_euclid(86_400) + 3).rem_euclid(7); // 0 = Monday
+    let hour_of_day = at.rem_euclid(86_400) / 3_600;
+    match p.pricing {
+        Pricing::Committed { covered } if covered >= 2 && node == covered => {
+            weekday < 5 && (8..20).contains(&hour_of_day)
+        }
+        Pricing::Committed { covered } if covered >= 2 && node == covered - 1 => weekday < 5,
+        _ if p.uptime >= 1.0 => true,
+        _ => {
+            let stream = world.provider as u64 + 100;
+            let mut rng = Rng::derive(
+                seed,
+                &[stream, period.start() as u64, pool as u64, u64::from(node), u64::from(hour)],
+            );
+            rng.chance(p.uptime)
+        }
+    }
+}
+
+/// The id the bill names a node's virtual machine by (an AKS scale set's instance, a GKE
+/// node's Compute Engine instance, an OKE node's instance OCID).
+pub(super) fn node_resource_id(world: &CloudWorld, seed: u64, pool_index: usize, node: u32) -> String {
+    let pool = &world.pools[pool_index];
+    match world.provider {
+        Provider::Azure => format!(
+            "{}/resourceGroups/MC_rg-gpu_{}_{}/providers/Microsoft.Compute/virtualMachineScaleSets/aks-{}-31415926-vmss/virtualMachines/{node}",
+            world.sub_account, world.cluster, world.region, pool.name
+        ),
+        Provider::Gcp => format!(
+            "//compute.googleapis.com/projects/{}/zones/{}-a/instances/{}",
+            world.sub_account,
+            world.region,
+            gke_instance_name(world, seed, pool_index, node)
+        ),
+        _ => format!("ocid1.instance.oc1.iad.anuwcljr{}{:04}{node}", pool.name, pool_index),
+    }
+}
+
+/// A GKE node's instance name (its Kubernetes node name too).
+pub(super) fn gke_instance_name(world: &CloudWorld, seed: u64, pool_index: usize, node: u32) -> String {
+    let stream = world.provider as u64 + 100;
+    format!(
+        "gke-{}-{}-{:08x}-{node}",
+        world.cluster,
+        world.pools[pool_index].name,
+        super::rng::hash(seed, &[stream, pool_index as u64]) as u32
+    )
+}
+
+/// Whether a pool's node is under its commitment.
+pub(super) fn is_covered(pool: &Pool, node: u32) -> bool {
+    matches!(pool.pricing, Pricing::Committed { covered } if node < covered)
+}
+
+/// A SKU's effective price per unit for a node: Spot's, the commitment's, else the list's.
+pub(super) fn sku_price(pool: &Pool, sku: &Sku, covered: bool) -> i64 {
+    if matches!(pool.pricing, Pricing::Spot) || covered { sku.discounted } else { sku.list }
+}
+
 /// The lines of one month of a provider's bill, in time order, through `hours` hours.
 fn month_lines(world: &CloudWorld, seed: u64, period: Period, hours: u32) -> Vec<Line> {
     let start = period.start();
@@ -581,33 +658,7 @@ fn month_lines(world: &CloudWorld, seed: u64, period: Period, hours: u32) -> Vec
             tags.insert("oke-cluster-name", world.cluster.into());
         }
     };
-    // Which node-hours ran, per pool and node: the same for every SKU of the node-hour.
-    let ran = |pool: usize, node: u32, hour: u32| -> bool {
-        let p = &world.pools[pool];
-        if p.uptime >= 1.0 {
-            return true;
-        }
-        let mut rng = Rng::derive(
-            seed,
-            &[stream, period.start() as u64, pool as u64, u64::from(node), u64::from(hour)],
-        );
-        rng.chance(p.uptime)
-    };
-    // Committed pools: the third G2 node runs on demand in working hours only; the second is
-    // off at weekends (its commitment unused then).
-    let runs = |pool: usize, node: u32, hour: u32| -> bool {
-        let p = &world.pools[pool];
-        let at = start + i64::from(hour) * 3_600;
-        let weekday = (at.div_euclid(86_400) + 3).rem_euclid(7); // 0 = Monday
-        let hour_of_day = at.rem_euclid(86_400) / 3_600;
-        match p.pricing {
-            Pricing::Committed { covered } if covered >= 2 && node == covered => {
-                weekday < 5 && (8..20).contains(&hour_of_day)
-            }
-            Pricing::Committed { covered } if covered >= 2 && node == covered - 1 => weekday < 5,
-            _ => ran(pool, node, hour),
-        }
-    };
+    let runs = |pool: usize, node: u32, hour: u32| node_runs(world, seed, period, pool, node, hour);
     let periods = if world.hourly { hours } else { hours.div_ceil(24) };
     for slot in 0..periods {
         let slot_start = start + i64::from(slot) * step;
@@ -622,7 +673,7 @@ fn month_lines(world: &CloudWorld, seed: u64, period: Period, hours: u32) -> Vec
             for node in 0..pool.nodes {
                 let ran_hours: Vec<u32> =
                     slot_hours.iter().copied().filter(|h| runs(pool_index, node, *h)).collect();
-                let covered = matches!(pool.pricing, Pricing::Committed { covered } if node < covered);
+                let covered = is_covered(pool, node);
                 if covered {
                     unused_hours += slot_hours.len() as u32 - ran_hours.len() as u32;
                 }
@@ -630,21 +681,7 @@ fn month_lines(world: &CloudWorld, seed: u64, period: Period, hours: u32) -> Vec
                     continue;
                 }
                 let node_hours = ran_hours.len() as u32;
-                let resource_id = match world.provider {
-                    Provider::Azure => format!(
-                        "{}/resourceGroups/MC_rg-gpu_{}_{}/providers/Microsoft.Compute/virtualMachineScaleSets/aks-{}-31415926-vmss/virtualMachines/{node}",
-                        world.sub_account, world.cluster, world.region, pool.name
-                    ),
-                    Provider::Gcp => format!(
-                        "//compute.googleapis.com/projects/{}/zones/{}-a/instances/gke-{}-{}-{:08x}-{node}",
-                        world.sub_account,
-                        world.region,
-                        world.cluster,
-                        pool.name,
-                        super::rng::hash(seed, &[stream, pool_index as u64]) as u32
-                    ),
-                    _ => format!("ocid1.instance.oc1.iad.anuwcljr{}{:04}{node}", pool.name, pool_index),
-                };
+                let resource_id = node_resource_id(world, seed, pool_index, node);
                 let pricing = match pool.pricing {
                     Pricing::Standard => "Standard",
                     Pricing::Spot => "Dynamic",
@@ -654,12 +691,7 @@ fn month_lines(world: &CloudWorld, seed: u64, period: Period, hours: u32) -> Vec
                 for sku in pool.skus {
                     let quantity = i64::from(sku.per_node_hour) * i64::from(node_hours);
                     let list = sku.list * quantity;
-                    let price = if matches!(pool.pricing, Pricing::Spot) || covered {
-                        sku.discounted
-                    } else {
-                        sku.list
-                    };
-                    let effective = price * quantity;
+                    let effective = sku_price(pool, sku, covered) * quantity;
                     let billed = if covered { 0 } else { effective };
                     let gpu_line = gpus > 0 && (pool.skus.len() == 1 || sku.meter.contains("GPU"));
                     let mut tags = BTreeMap::new();
@@ -1010,13 +1042,15 @@ fn write_parquet(path: &Path, rows: &[Vec<Option<String>>]) -> Result<(), Genera
     Ok(())
 }
 
-/// Writes one provider's month in its layout under `out`; returns its truth.
+/// Writes one provider's month in its layout under `out` (and, with `kube`, its cluster's
+/// Kubernetes series); returns its truth.
 pub fn write_month(
     out: &Path,
     seed: u64,
     provider: Provider,
     period: Period,
     hours: u32,
+    kube: bool,
 ) -> Result<Option<ProviderTruth>, GenerateError> {
     let Some(world) = world(provider) else { return Ok(None) };
     let lines = month_lines(world, seed, period, hours);
@@ -1104,7 +1138,11 @@ pub fn write_month(
             "oci".to_string()
         }
     };
-    Ok(Some(tally.truth(world, source)))
+    let mut truth = tally.truth(world, source);
+    if kube {
+        truth.kubernetes = Some(super::cloud_kube::write_month(out, world, seed, period, hours)?);
+    }
+    Ok(Some(truth))
 }
 
 #[cfg(test)]

@@ -14,11 +14,14 @@
 //! <out>/azure/gpu-overflow-focus/<YYYYMMDD-YYYYMMDD>/<run>/{manifest.json,part_0_0001.csv.gz}
 //! <out>/gcp/gcp_billing_export_focus_<account>/<YYYY-MM>-000000000000.parquet
 //! <out>/oci/FOCUS Reports/YYYY/MM/DD/<YYYYMMDD>_0001.csv.gz
+//! <out>/metrics/YYYY-MM-kube-<cluster>.om   (their clusters' Kubernetes series)
 //! ```
 //!
-//! The last three with `--providers`: the agency's overflow clouds (`clouds`).
+//! The last four with `--providers` (the agency's overflow clouds, `clouds`), the last with
+//! `--kube-state-metrics` too (`cloud_kube`).
 
 pub mod bill;
+pub mod cloud_kube;
 pub mod clouds;
 pub mod cost_explorer;
 pub mod cur_file;
@@ -240,9 +243,14 @@ pub fn generate(
         let mut providers = serde_json::Map::new();
         for provider in &options.providers {
             bar.set_message(format!("{period} {} FOCUS bill", provider.id()));
-            if let Some(bill) =
-                clouds::write_month(&options.out, options.seed, *provider, period, world.billed_hours)?
-            {
+            if let Some(bill) = clouds::write_month(
+                &options.out,
+                options.seed,
+                *provider,
+                period,
+                world.billed_hours,
+                options.kube_state_metrics,
+            )? {
                 providers.insert(provider.id().into(), serde_json::to_value(bill).unwrap_or_default());
             }
         }

@@ -38,6 +38,9 @@ const MONTH_CHARGES: &str = concat!(
     month_group!()
 );
 
+const DELETE_VM_COSTS: &str =
+    "DELETE FROM bill_vm_costs WHERE period = $1 AND provider = $2 AND billing_account = $3";
+
 const DELETE_CHARGES: &str =
     "DELETE FROM bill_charges WHERE period = $1 AND provider = $2 AND billing_account = $3";
 
@@ -85,11 +88,16 @@ where
         .await
     }
 
-    async fn replace_bills(&self, bills: &[(Bill, Vec<BillCharge>)]) -> StoreResult<()> {
+    async fn bill_vm_costs(&self, period: &str) -> StoreResult<Vec<BillVmCost>> {
+        let sql = BillVmCost::sql().select_where("period = $1");
+        self.rows(sqlx::query(&sql).bind(period), "reading a period's virtual machines' costs").await
+    }
+
+    async fn replace_bills(&self, bills: &[BillReplacement]) -> StoreResult<()> {
         const CONTEXT: &str = "storing the bills";
         let mut tx = self.pool.begin_with(B::WRITE_BEGIN).await.context(CONTEXT)?;
         Self::lock_for_transaction(&mut tx, "bills").await.context(CONTEXT)?;
-        for (bill, charges) in bills {
+        for (bill, charges, vms) in bills {
             let key = [bill.period.as_str(), bill.provider.as_str(), bill.billing_account.as_str()];
             sqlx::query(DELETE_BILL)
                 .bind(key[0])
@@ -109,11 +117,19 @@ where
                     .await
                     .context(CONTEXT)?;
                 Self::insert(&mut tx, &bill.period, charges).await.context(CONTEXT)?;
+                sqlx::query(DELETE_VM_COSTS)
+                    .bind(key[0])
+                    .bind(key[1])
+                    .bind(key[2])
+                    .execute(&mut *tx)
+                    .await
+                    .context(CONTEXT)?;
+                Self::insert(&mut tx, &bill.period, vms).await.context(CONTEXT)?;
             }
             Self::insert(&mut tx, "", std::slice::from_ref(bill)).await.context(CONTEXT)?;
         }
         // The months whose bills changed are computed again.
-        let mut periods: Vec<String> = bills.iter().map(|(bill, _)| bill.period.clone()).collect();
+        let mut periods: Vec<String> = bills.iter().map(|(bill, ..)| bill.period.clone()).collect();
         periods.dedup();
         let revision = Self::next_revision(&mut tx).await.context(CONTEXT)?;
         Self::touch_periods(&mut tx, &periods, revision).await.context(CONTEXT)?;
