@@ -283,6 +283,17 @@ async fn collect_and_write(
                 window_name(from, to)
             )));
         }
+        // A pod or node of no cluster cannot be kept apart from other clusters' (its window
+        // would replace theirs).
+        if cluster.is_empty()
+            && (kube.nodes.iter().any(|n| n.cluster.is_empty())
+                || kube.pods.iter().any(|p| p.cluster.is_empty()))
+        {
+            return Err(MetricsError::Invalid(format!(
+                "the Kubernetes series of {source} name no cluster (no `cluster`, `cluster_name` or \
+                 `k8s_cluster_name` label): pass --cluster NAME"
+            )));
+        }
         if !kube.missing.is_empty() {
             tracing::warn!(source = %source, missing = ?kube.missing, "Kubernetes series missing: the split is less exact without them");
         }
@@ -291,7 +302,20 @@ async fn collect_and_write(
         store.replace_usage_window(from, to, cluster, &folded.gpu, &folded.inference).await?;
     }
     if let Some(kube) = &kube {
-        store.replace_kube_window(from, to, cluster, &kube.nodes, &kube.pods).await?;
+        // The clusters the source names are replaced, no other: one cluster's Prometheus
+        // does not erase another's.
+        let mut clusters: Vec<&str> = if cluster.is_empty() {
+            kube.nodes
+                .iter()
+                .map(|n| n.cluster.as_str())
+                .chain(kube.pods.iter().map(|p| p.cluster.as_str()))
+                .collect()
+        } else {
+            vec![cluster]
+        };
+        clusters.sort_unstable();
+        clusters.dedup();
+        store.replace_kube_window(from, to, &clusters, &kube.nodes, &kube.pods).await?;
     }
     result.written = true;
     result.seconds = started.elapsed().as_secs_f64();

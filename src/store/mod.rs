@@ -283,13 +283,13 @@ pub trait UsageStore: Send + Sync {
     /// Inference rows with `from <= hour < to`, in a stable order.
     async fn inference_usage(&self, from: i64, to: i64) -> StoreResult<Vec<InferenceUsage>>;
 
-    /// Replaces the Kubernetes nodes and pods of hours in `[from, to)` of one `cluster` (of
-    /// every cluster when empty), in one transaction.
+    /// Replaces the Kubernetes nodes and pods of hours in `[from, to)` of each of `clusters`
+    /// (of every cluster for `""`), in one transaction.
     async fn replace_kube_window(
         &self,
         from: i64,
         to: i64,
-        cluster: &str,
+        clusters: &[&str],
         nodes: &[KubeNodeHour],
         pods: &[KubePodHour],
     ) -> StoreResult<()>;

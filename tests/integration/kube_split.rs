@@ -19,6 +19,11 @@ const PERIOD: &str = "2026-10";
 
 /// The first `days` days of a small month, with its Kubernetes series.
 fn generate_kube(out: &Path, days: u32) {
+    generate_clouds(out, days, vec![gpuledger::synth::clouds::Provider::Aws]);
+}
+
+/// The same, with the clouds of `providers` and their clusters' series.
+fn generate_clouds(out: &Path, days: u32, providers: Vec<gpuledger::synth::clouds::Provider>) {
     let options = GenerateOptions {
         out: out.to_path_buf(),
         seed: 41,
@@ -36,7 +41,7 @@ fn generate_kube(out: &Path, days: u32) {
         through_day: Some(days),
         fleet_percent: 100,
         focus: false,
-        providers: vec![gpuledger::synth::clouds::Provider::Aws],
+        providers,
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     gpuledger::synth::generate(&options, &progress).expect("generate");
@@ -233,4 +238,122 @@ async fn a_real_prometheus_gives_the_pods_the_file_gives() {
     }
     assert_eq!(checks[0]["rows"], checks[1]["rows"]);
     assert_eq!(checks[1]["within_tolerance"], true);
+}
+
+/// On AKS, GKE and OKE, whose bills split nothing, gpuledger splits each VM's cost in the
+/// FOCUS bill (matched by the node's `provider_id`; Azure's daily rows spread over the hours
+/// the node was seen) among the pods on it, and every namespace, workload and client comes to
+/// the generator's truth to the cent, in the bill's currency, on SQLite and Postgres. Each
+/// cluster's series replace that cluster's only; series naming no cluster are refused unless
+/// `--cluster` names it; a bill ingested again leaves its VMs' costs as they were.
+#[tokio::test]
+async fn our_split_of_aks_gke_and_oke_nodes_from_their_focus_bills_is_the_truth_to_the_cent() {
+    use gpuledger::synth::clouds::Provider;
+    let dir = tempfile::tempdir().unwrap();
+    generate_clouds(dir.path(), 3, vec![Provider::Aws, Provider::Azure, Provider::Gcp, Provider::Oci]);
+    let truth = truth(dir.path(), PERIOD);
+    let mut urls = vec![format!("sqlite:{}", dir.path().join("clouds.db").display())];
+    let postgres = helpers::fresh_postgres().await;
+    urls.extend(postgres.as_ref().map(|p| p.url.clone()));
+    let clusters = [("azure", "aks-weu", "EUR"), ("gcp", "gke-central", "USD"), ("oci", "oke-iad", "USD")];
+    for url in &urls {
+        let store = helpers::connect(url).await;
+        for (provider, ..) in clusters {
+            let source = dir.path().join(provider).display().to_string();
+            let output = run(&["--database-url", url, "ingest", "focus", &source]);
+            assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        }
+        for (provider, cluster, _) in clusters {
+            let kube = &truth["providers"][provider]["kubernetes"];
+            let file = dir.path().join(kube["file"].as_str().unwrap()).display().to_string();
+            let mut args = vec![
+                "--database-url",
+                url,
+                "ingest",
+                "prometheus",
+                "--file",
+                &file,
+                "--period",
+                PERIOD,
+                "--kube-state-metrics",
+            ];
+            if kube["cluster_label"] == false {
+                // OKE's kube-prometheus-stack adds no cluster label: refused without --cluster.
+                let output = run(&args);
+                assert!(!output.status.success());
+                let stderr = String::from_utf8_lossy(&output.stderr);
+                assert!(stderr.contains("name no cluster") && stderr.contains("--cluster"), "{stderr}");
+                args.extend(["--cluster", cluster]);
+            }
+            let output = run(&args);
+            assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+            let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+            assert_eq!(result["kubernetes"]["node_hours"], kube["node_hours"], "{cluster}");
+            assert_eq!(result["kubernetes"]["pod_hours"], kube["pod_hours"], "{cluster}");
+        }
+        // Every cluster's split after all three were ingested: none erased another's.
+        for (provider, cluster, currency) in clusters {
+            let kube = &truth["providers"][provider]["kubernetes"];
+            let output = run(&[
+                "--database-url",
+                url,
+                "report",
+                "split",
+                "--period",
+                PERIOD,
+                "--cluster",
+                cluster,
+                "--format",
+                "json",
+            ]);
+            assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+            let split: Value = serde_json::from_slice(&output.stdout).unwrap();
+            assert_eq!(
+                (split["provider"].as_str(), split["currency"].as_str(), split["method"].as_str()),
+                (Some(provider), Some(currency), Some("gpuledger-split-v1"))
+            );
+            assert_eq!(split["node_costs_from"], "focus");
+            let mut compared = 0;
+            for (section, by, names) in [
+                ("rows", "by_namespace", &["namespace"][..]),
+                ("workloads", "by_workload", &["namespace", "workload"][..]),
+                ("clients", "by_client", &["client"][..]),
+            ] {
+                let rows = split[section].as_array().unwrap();
+                assert_eq!(rows.len(), kube[by].as_object().unwrap().len(), "{cluster} {section}");
+                for row in rows {
+                    let name: Vec<&str> = names.iter().map(|n| row[*n].as_str().unwrap()).collect();
+                    let name = name.join("/").replace("(none)", "");
+                    let expected = nanos(&kube[by][&name]);
+                    let ours = nanos(&row["cost"]);
+                    // Micro-units printed, so within one; the same cents.
+                    assert!((ours - expected).abs() <= 1_000, "{cluster} {name}: {ours} against {expected}");
+                    assert_eq!(
+                        (ours + 5_000_000).div_euclid(10_000_000),
+                        (expected + 5_000_000).div_euclid(10_000_000)
+                    );
+                    compared += 1;
+                }
+            }
+            assert!(compared >= 8, "{cluster}: {compared} groups");
+            let r = &split["reconciliation"];
+            assert_eq!(nanos(&r["bill_node_cost"]), nanos(&kube["node_cost"]), "{cluster}");
+            assert_eq!(
+                nanos(&r["bill_node_cost"]),
+                nanos(&r["pods_cost"]) + nanos(&r["unallocated_cost"]),
+                "{cluster}"
+            );
+            for unmatched in
+                ["node_hours_not_in_bill", "pod_hours_not_in_bill", "bill_hours_not_in_prometheus"]
+            {
+                assert_eq!(r[unmatched], 0, "{cluster} {unmatched}");
+            }
+        }
+        // A bill ingested again (forced) keeps its VMs' costs as they were.
+        let before = store.bill_vm_costs(PERIOD).await.unwrap();
+        assert!(before.iter().any(|vm| vm.provider == "azure" && vm.charge_end - vm.charge_start == 86_400));
+        let azure = dir.path().join("azure").display().to_string();
+        assert!(run(&["--database-url", url, "ingest", "focus", "--force", &azure]).status.success());
+        assert_eq!(before, store.bill_vm_costs(PERIOD).await.unwrap(), "{url}");
+    }
 }

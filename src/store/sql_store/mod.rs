@@ -314,7 +314,7 @@ where
         context: &'static str,
         from: i64,
         to: i64,
-        cluster: &str,
+        clusters: &[&str],
         deletes: [&str; 2],
         first: &[X],
         second: &[Y],
@@ -330,7 +330,15 @@ where
             Self::lock_for_transaction(&mut tx, &format!("usage:{period}")).await.context(context)?;
         }
         for delete in deletes {
-            sqlx::query(delete).bind(from).bind(to).bind(cluster).execute(&mut *tx).await.context(context)?;
+            for cluster in clusters {
+                sqlx::query(delete)
+                    .bind(from)
+                    .bind(to)
+                    .bind(*cluster)
+                    .execute(&mut *tx)
+                    .await
+                    .context(context)?;
+            }
         }
         Self::insert(&mut tx, "", first).await.context(context)?;
         Self::insert(&mut tx, "", second).await.context(context)?;

@@ -30,7 +30,8 @@ where
         inference: &[InferenceUsage],
     ) -> StoreResult<()> {
         let deletes = [sql::DELETE_GPU_USAGE_WINDOW, sql::DELETE_INFERENCE_USAGE_WINDOW];
-        self.replace_hour_window("replacing a usage window", from, to, cluster, deletes, gpu, inference).await
+        self.replace_hour_window("replacing a usage window", from, to, &[cluster], deletes, gpu, inference)
+            .await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = B::NAME, from = from, to = to, rows = nodes.len() + pods.len()))]
@@ -38,12 +39,12 @@ where
         &self,
         from: i64,
         to: i64,
-        cluster: &str,
+        clusters: &[&str],
         nodes: &[KubeNodeHour],
         pods: &[KubePodHour],
     ) -> StoreResult<()> {
         let deletes = [sql::DELETE_KUBE_NODES_WINDOW, sql::DELETE_KUBE_PODS_WINDOW];
-        self.replace_hour_window("replacing a Kubernetes window", from, to, cluster, deletes, nodes, pods)
+        self.replace_hour_window("replacing a Kubernetes window", from, to, clusters, deletes, nodes, pods)
             .await
     }
 
