@@ -70,17 +70,16 @@ impl PodSplitReport {
         cluster: &str,
     ) -> Result<PodSplitReport, ReportError> {
         let name = period.to_string();
+        let started = std::time::Instant::now();
         let (nodes, pods) = store.kube_hours(period.start(), period.end(), cluster).await?;
+        let read_kube = started.elapsed().as_secs_f64();
         if cluster.is_empty() || nodes.is_empty() {
             return Err(ReportError::NoKubernetes { cluster: cluster.to_string(), period });
         }
         // The CUR's instance-hours when it names the cluster, else the FOCUS bills'.
         let mut costs: HashMap<(String, i64), i64> = HashMap::new();
-        if let Some(bill) = store.cost_period(&name).await? {
-            for hour in bill.instance_hours.iter().filter(|h| h.cluster == cluster) {
-                *costs.entry((hour.instance_id.clone(), hour.hour)).or_default() +=
-                    hour.amortized_cost_micros * 1000;
-            }
+        for hour in store.cluster_instance_hours(&name, cluster).await? {
+            *costs.entry((hour.instance_id, hour.hour)).or_default() += hour.amortized_cost_micros * 1000;
         }
         let (provider, currency, node_costs_from) = if !costs.is_empty() {
             ("aws".to_string(), "USD".to_string(), "cur")
@@ -115,7 +114,17 @@ impl PodSplitReport {
             costs = spread_vm_costs(&vms, &nodes);
             (provider, currency, "focus")
         };
+        let read = started.elapsed().as_secs_f64();
         let split = split_node_hours(&nodes, &pods, &costs);
+        tracing::info!(
+            cluster,
+            node_hours = nodes.len(),
+            pod_hours = pods.len(),
+            read_kubernetes_seconds = (read_kube * 10.0).round() / 10.0,
+            read_bill_seconds = ((read - read_kube) * 10.0).round() / 10.0,
+            split_seconds = ((started.elapsed().as_secs_f64() - read) * 100.0).round() / 100.0,
+            "split"
+        );
         let parts: Vec<(Vec<String>, i64, i64)> = split
             .pods
             .iter()

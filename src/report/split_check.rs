@@ -129,11 +129,12 @@ impl SplitCheck {
         tolerance_percent: f64,
     ) -> Result<SplitCheck, ReportError> {
         let name = period.to_string();
-        let bill = store.cost_period(&name).await?.ok_or(ReportError::NoData(period))?;
+        if store.periods().await?.iter().all(|p| p.period != name) {
+            return Err(ReportError::NoData(period));
+        }
         let mut costs: HashMap<(String, i64), i64> = HashMap::new();
-        for hour in bill.instance_hours.iter().filter(|h| h.cluster == cluster) {
-            *costs.entry((hour.instance_id.clone(), hour.hour)).or_default() +=
-                hour.amortized_cost_micros * 1000;
+        for hour in store.cluster_instance_hours(&name, cluster).await? {
+            *costs.entry((hour.instance_id, hour.hour)).or_default() += hour.amortized_cost_micros * 1000;
         }
         if cluster.is_empty() {
             return Err(ReportError::NoKubernetes { cluster: cluster.to_string(), period });

@@ -237,6 +237,10 @@ pub trait CostStore: Send + Sync {
     /// Stored billing periods, newest first.
     async fn periods(&self) -> StoreResult<Vec<PeriodSummary>>;
 
+    /// A billing period's instance-hours of one Kubernetes cluster (what a split divides), by
+    /// hour and instance.
+    async fn cluster_instance_hours(&self, period: &str, cluster: &str) -> StoreResult<Vec<InstanceHour>>;
+
     /// Each pod's accelerator (GPU) split usage per hour in a billing period.
     async fn gpu_allocations(&self, period: &str) -> StoreResult<Vec<GpuAllocation>>;
 

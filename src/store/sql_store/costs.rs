@@ -6,6 +6,7 @@ use super::{Backend, SqlStore, partitions};
 use crate::money::Micros;
 use crate::store::sql::{self, ReadRow};
 use crate::store::sql_rollups;
+use crate::store::table::Table;
 use crate::store::*;
 
 #[async_trait::async_trait]
@@ -158,6 +159,12 @@ where
 
     async fn cost_period(&self, period: &str) -> StoreResult<Option<CostPeriod>> {
         self.read_period(period, true).await
+    }
+
+    async fn cluster_instance_hours(&self, period: &str, cluster: &str) -> StoreResult<Vec<InstanceHour>> {
+        self.refuse_archived_period(period).await?;
+        let sql = InstanceHour::sql().select_where("period = $1 AND cluster = $2");
+        self.rows(sqlx::query(&sql).bind(period).bind(cluster), "reading a cluster's instance-hours").await
     }
 
     async fn bill(&self, period: &str) -> StoreResult<Option<CostPeriod>> {
