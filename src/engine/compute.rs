@@ -22,8 +22,8 @@ use crate::domain::settings::Settings;
 use crate::money::{Micros, Nanos};
 use crate::period::Period;
 use crate::store::{
-    ComputeInputs, CostRollup, HeatmapCell, PeriodRollup, PurchaseOption, Rollups, Store, StoreError,
-    UtilizationBucket, WorkloadClass, utilization_bucket,
+    ComputeInputs, CostRollup, HeatmapCell, KubeSplitRollup, PeriodRollup, PurchaseOption, Rollups, Store,
+    StoreError, UtilizationBucket, WorkloadClass, utilization_bucket,
 };
 
 /// Why a compute run stopped; nothing was written.
@@ -114,10 +114,12 @@ pub async fn compute_period(store: &dyn Store, period: Period) -> Result<Compute
             );
         }
     }
+    let kube_splits = kube_splits(store, period, &inputs).await?;
     let read_seconds = started.elapsed().as_secs_f64();
-    let rollups = tokio::task::spawn_blocking(move || build_rollups(&inputs, &settings))
+    let mut rollups = tokio::task::spawn_blocking(move || build_rollups(&inputs, &settings))
         .await
         .map_err(|e| ComputeError::Invalid(format!("the compute task failed: {e}")))??;
+    rollups.kube_splits = kube_splits;
     let compute_seconds = started.elapsed().as_secs_f64() - read_seconds;
     store.replace_rollups(&rollups).await?;
     Ok(ComputeSummary {
@@ -129,6 +131,80 @@ pub async fn compute_period(store: &dyn Store, period: Period) -> Result<Compute
         compute_seconds,
         write_seconds: started.elapsed().as_secs_f64() - read_seconds - compute_seconds,
     })
+}
+
+/// Per cluster, whose split divides its node cost: AWS's wherever the CUR has split rows for
+/// it, else gpuledger's from its Kubernetes series ([`crate::report::pod_split`]), with the
+/// reconciliation to the bill that paid for its nodes.
+async fn kube_splits(
+    store: &dyn Store,
+    period: Period,
+    inputs: &ComputeInputs,
+) -> Result<Vec<KubeSplitRollup>, ComputeError> {
+    use std::collections::BTreeMap;
+    let name = period.to_string();
+    let mut aws: BTreeMap<&str, i64> = BTreeMap::new();
+    let cluster_of: std::collections::HashMap<i64, &str> =
+        inputs.pods.iter().map(|p| (p.id, p.cluster.as_str())).collect();
+    for day in &inputs.pod_days {
+        if let Some(cluster) = cluster_of.get(&day.pod_id).filter(|c| !c.is_empty()) {
+            *aws.entry(cluster).or_default() += day.split_cost_nanos + day.unused_cost_nanos;
+        }
+    }
+    let mut out: Vec<KubeSplitRollup> = aws
+        .iter()
+        .map(|(cluster, nanos)| KubeSplitRollup {
+            period: name.clone(),
+            cluster: cluster.to_string(),
+            provider: "aws".into(),
+            currency: "USD".into(),
+            method: KubeSplitRollup::AWS.into(),
+            node_costs_from: "cur".into(),
+            pods_nanos: *nanos,
+            ..KubeSplitRollup::default()
+        })
+        .collect();
+    for cluster in store.kube_clusters(period.start(), period.end()).await? {
+        if aws.contains_key(cluster.as_str()) {
+            continue;
+        }
+        let row = match crate::report::pod_split::PodSplitReport::load(store, period, &cluster).await {
+            Ok(split) => {
+                let r = &split.reconciliation;
+                KubeSplitRollup {
+                    period: name.clone(),
+                    cluster: cluster.clone(),
+                    provider: split.provider.clone(),
+                    currency: split.currency.clone(),
+                    method: crate::report::pod_split::METHOD_ID.into(),
+                    node_costs_from: split.node_costs_from.into(),
+                    node_hours: r.node_hours as i64,
+                    pod_hours: split.namespaces.iter().map(|n| n.pod_hours as i64).sum(),
+                    bill_node_nanos: r.bill_node_nanos,
+                    pods_nanos: r.pods_nanos,
+                    unallocated_nanos: r.unallocated_nanos,
+                    node_hours_without_pods: r.node_hours_without_pods as i64,
+                    node_hours_not_in_bill: r.node_hours_not_in_bill as i64,
+                    pod_hours_not_in_bill: r.pod_hours_not_in_bill as i64,
+                    bill_hours_not_in_prometheus: r.bill_hours_not_in_prometheus as i64,
+                    bill_hours_not_in_prometheus_nanos: r.bill_hours_not_in_prometheus_nanos,
+                }
+            }
+            // Series and no bill for its nodes: said, not dropped.
+            Err(crate::report::ReportError::NoNodeCosts { .. }) => KubeSplitRollup {
+                period: name.clone(),
+                cluster: cluster.clone(),
+                method: crate::report::pod_split::METHOD_ID.into(),
+                node_costs_from: "none".into(),
+                ..KubeSplitRollup::default()
+            },
+            Err(crate::report::ReportError::Store(e)) => return Err(e.into()),
+            Err(e) => return Err(ComputeError::Invalid(e.to_string())),
+        };
+        out.push(row);
+    }
+    out.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+    Ok(out)
 }
 
 /// Everything of one period, computed off the async runtime with the settings in force.
@@ -480,6 +556,7 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
         opportunities: Vec::new(),
         accounts: accounts(inputs, &costs),
         costs,
+        kube_splits: Vec::new(),
         withheld_others: false,
     };
     check_bill_adds_up(&rollups.period, inputs.kubernetes_micros)?;

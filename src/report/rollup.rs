@@ -289,6 +289,7 @@ impl RollupRange {
                     opportunities,
                     accounts: r.accounts.iter().filter(|a| accounts.contains(&a.account)).cloned().collect(),
                     costs,
+                    kube_splits: Vec::new(),
                     withheld_others: r.withheld_others,
                 };
                 (Arc::new(narrowed), *whole)

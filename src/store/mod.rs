@@ -298,6 +298,9 @@ pub trait UsageStore: Send + Sync {
         pods: &[KubePodHour],
     ) -> StoreResult<()>;
 
+    /// The clusters with Kubernetes nodes in `from <= hour < to`, by name.
+    async fn kube_clusters(&self, from: i64, to: i64) -> StoreResult<Vec<String>>;
+
     /// The Kubernetes nodes and pods with `from <= hour < to`, of one `cluster` (of every
     /// cluster when empty), in a stable order.
     async fn kube_hours(

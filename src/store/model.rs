@@ -1231,10 +1231,45 @@ pub struct Rollups {
     pub clients: Vec<ClientRollup>,
     pub opportunities: Vec<Opportunity>,
     pub accounts: Vec<AccountRollup>,
+    /// Per cluster, whose split and its reconciliation.
+    pub kube_splits: Vec<KubeSplitRollup>,
     /// Not stored: set when a manager's scope withheld other clients' figures that fewer
     /// than two clients make up ([`crate::auth::Scope::apply`]).
     #[serde(skip)]
     pub withheld_others: bool,
+}
+
+/// Whose split divides a cluster's node cost among its pods in a period, and that split's
+/// reconciliation to the bill (issue 41): AWS's, from the CUR's split cost allocation data, or
+/// gpuledger's ([`crate::engine::kube_split`]) from kube-state-metrics and cAdvisor.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct KubeSplitRollup {
+    pub period: String,
+    pub cluster: String,
+    pub provider: String,
+    /// The bill's currency, that the amounts are in.
+    pub currency: String,
+    /// [`KubeSplitRollup::AWS`] or `gpuledger-split-v1`.
+    pub method: String,
+    /// gpuledger's split: `cur` or `focus` (the bill its node-hours' cost came from), `none`
+    /// when no bill has a cost for its nodes.
+    pub node_costs_from: String,
+    pub node_hours: i64,
+    pub pod_hours: i64,
+    pub bill_node_nanos: i64,
+    /// Σ split + unused of the pods.
+    pub pods_nanos: i64,
+    pub unallocated_nanos: i64,
+    pub node_hours_without_pods: i64,
+    pub node_hours_not_in_bill: i64,
+    pub pod_hours_not_in_bill: i64,
+    pub bill_hours_not_in_prometheus: i64,
+    pub bill_hours_not_in_prometheus_nanos: i64,
+}
+
+impl KubeSplitRollup {
+    /// The method of AWS's own split (the CUR's split cost allocation data).
+    pub const AWS: &'static str = "aws-split-cost-allocation";
 }
 
 /// A period's chargeback as it stood before a compute replaced it with different numbers.

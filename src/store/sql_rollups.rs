@@ -2,8 +2,9 @@
 //! materializes ([`table!`]: one column list per table), and the sums `compute` reads.
 
 use super::model::{
-    AccountRollup, CapacityRollup, ClientRollup, CostRollup, GpuPodHour, HeatmapCell, MeasuredPodHour,
-    Opportunity, OtherCostGroup, PeriodRollup, PodDay, PodDayOption, ServedPodHour, UtilizationBucket,
+    AccountRollup, CapacityRollup, ClientRollup, CostRollup, GpuPodHour, HeatmapCell, KubeSplitRollup,
+    MeasuredPodHour, Opportunity, OtherCostGroup, PeriodRollup, PodDay, PodDayOption, ServedPodHour,
+    UtilizationBucket,
 };
 use super::table::{Table, TableSql, from_row, table};
 
@@ -41,6 +42,12 @@ table!(AccountRollup in "rollup_accounts" {
     kubernetes_cost_nanos, unused_savings_plan_micros, unused_reservation_micros, gpu_hours,
     spot_gpu_hours, gpu_fleet_micros,
 } order by "account");
+
+table!(KubeSplitRollup in "rollup_kube_splits" {
+    period, cluster, provider, currency, method, node_costs_from, node_hours, pod_hours,
+    bill_node_nanos, pods_nanos, unallocated_nanos, node_hours_without_pods, node_hours_not_in_bill,
+    pod_hours_not_in_bill, bill_hours_not_in_prometheus, bill_hours_not_in_prometheus_nanos,
+} order by "cluster");
 
 table!(HeatmapCell in "rollup_heatmap" {
     period, day, hour_of_day, gpu_hours_allocated, gpu_hours_used,
@@ -84,8 +91,9 @@ from_row!(MeasuredPodHour { cluster, namespace, pod, hour, busy, weight, idle_we
 from_row!(ServedPodHour { cluster, namespace, pod, hour, requests, prompt_tokens, generation_tokens });
 
 /// What a compute run replaces.
-pub(crate) fn rollup_tables() -> [&'static TableSql; 8] {
+pub(crate) fn rollup_tables() -> [&'static TableSql; 9] {
     [
+        KubeSplitRollup::sql(),
         CostRollup::sql(),
         CapacityRollup::sql(),
         HeatmapCell::sql(),
@@ -98,9 +106,9 @@ pub(crate) fn rollup_tables() -> [&'static TableSql; 8] {
 }
 
 /// What a re-ingested period invalidates: its aggregates and rollups.
-pub(crate) fn period_tables() -> [&'static TableSql; 11] {
-    let [a, b, c, d, e, f, g, h] = rollup_tables();
-    [PodDay::sql(), PodDayOption::sql(), GpuPodHour::sql(), a, b, c, d, e, f, g, h]
+pub(crate) fn period_tables() -> [&'static TableSql; 12] {
+    let [a, b, c, d, e, f, g, h, i] = rollup_tables();
+    [PodDay::sql(), PodDayOption::sql(), GpuPodHour::sql(), a, b, c, d, e, f, g, h, i]
 }
 
 /// Other cost per cluster, tags, service and usage type (amortized), for chargeback.

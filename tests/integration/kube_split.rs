@@ -349,6 +349,52 @@ async fn our_split_of_aks_gke_and_oke_nodes_from_their_focus_bills_is_the_truth_
                 assert_eq!(r[unmatched], 0, "{cluster} {unmatched}");
             }
         }
+        // Compute keeps, per cluster, whose split and its reconciliation; the Data page shows
+        // it (and its JSON twin gives it) for the month.
+        let fx = run(&["--database-url", url, "fx", "set", "EUR", "USD", "1.0850", "--from", PERIOD]);
+        assert!(fx.status.success(), "{}", String::from_utf8_lossy(&fx.stderr));
+        let output = run(&["--database-url", url, "compute", "--period", PERIOD]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let rollups = store.rollups(PERIOD).await.unwrap().unwrap();
+        let computed: Vec<(&str, &str, &str)> = rollups
+            .kube_splits
+            .iter()
+            .map(|k| (k.cluster.as_str(), k.method.as_str(), k.node_costs_from.as_str()))
+            .collect();
+        assert_eq!(
+            computed,
+            clusters
+                .iter()
+                .map(|(_, cluster, _)| (*cluster, "gpuledger-split-v1", "focus"))
+                .collect::<Vec<_>>()
+        );
+        for (split, (provider, ..)) in rollups.kube_splits.iter().zip(clusters) {
+            let kube = &truth["providers"][provider]["kubernetes"];
+            assert_eq!(split.bill_node_nanos, nanos(&kube["node_cost"]), "{}", split.cluster);
+            assert_eq!(
+                split.pods_nanos + split.unallocated_nanos,
+                split.bill_node_nanos,
+                "{}",
+                split.cluster
+            );
+            assert_eq!(split.pod_hours, kube["pod_hours"].as_i64().unwrap(), "{}", split.cluster);
+        }
+        let web =
+            gpuledger::web::AppState::new(helpers::connect(url).await, gpuledger::web::AuthConfig::off());
+        let (_, page) = crate::web::get(&web, &format!("/data?period={PERIOD}")).await;
+        let aks = &rollups.kube_splits[0];
+        assert!(page.contains("from metrics (node costs from the FOCUS bill)"), "{page}");
+        let eur = gpuledger::money::Cents::from_nanos(aks.bill_node_nanos).decimal();
+        assert!(page.contains(&format!("{} EUR", gpuledger::text::grouped(&eur))), "{eur}: {page}");
+        let (_, twin) = crate::web::get(&web, &format!("/data?period={PERIOD}&format=json")).await;
+        let twin: Value = serde_json::from_str(&twin).unwrap();
+        assert_eq!(twin["kubernetes_splits"][0]["cluster"], "aks-weu");
+        assert_eq!(twin["kubernetes_splits"][0]["currency"], "EUR");
+        assert_eq!(
+            nanos(&twin["kubernetes_splits"][0]["pods_cost"]),
+            gpuledger::money::Nanos(aks.pods_nanos).micros() * 1000
+        );
+
         // A bill ingested again (forced) keeps its VMs' costs as they were.
         let before = store.bill_vm_costs(PERIOD).await.unwrap();
         assert!(before.iter().any(|vm| vm.provider == "azure" && vm.charge_end - vm.charge_start == 86_400));

@@ -84,6 +84,7 @@ where
         Self::insert(&mut tx, name, &rollups.clients).await.context(CONTEXT)?;
         Self::insert(&mut tx, name, &rollups.opportunities).await.context(CONTEXT)?;
         Self::insert(&mut tx, name, &rollups.accounts).await.context(CONTEXT)?;
+        Self::insert(&mut tx, name, &rollups.kube_splits).await.context(CONTEXT)?;
         tx.commit().await.context(CONTEXT)
     }
 
@@ -104,6 +105,7 @@ where
             clients: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
             opportunities: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
             accounts: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
+            kube_splits: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
             withheld_others: false,
         };
         tx.commit().await.context(CONTEXT)?;

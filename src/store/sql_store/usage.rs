@@ -48,6 +48,19 @@ where
             .await
     }
 
+    async fn kube_clusters(&self, from: i64, to: i64) -> StoreResult<Vec<String>> {
+        let sql =
+            "SELECT DISTINCT cluster FROM kube_node_hours WHERE hour >= $1 AND hour < $2 ORDER BY cluster";
+        let mut conn = self.pool.acquire().await.context("listing Kubernetes clusters")?;
+        let rows = sqlx::query(sql)
+            .bind(from)
+            .bind(to)
+            .fetch_all(&mut *conn)
+            .await
+            .context("listing Kubernetes clusters")?;
+        rows.iter().map(|row| row.text("cluster").context("listing Kubernetes clusters")).collect()
+    }
+
     async fn kube_hours(
         &self,
         from: i64,

@@ -215,9 +215,65 @@ struct HomePage {
     /// `gpuledger run`'s last cycle and its next, in a sentence; empty when it never ran.
     pipeline: String,
     cross_checks: Vec<CrossCheckLine>,
+    /// Per cluster of the month shown, whose split divides its node cost, and its
+    /// reconciliation to the bill.
+    splits: Vec<SplitLine>,
     /// The differences above the tolerance, newest period first (at most 50).
     differences: Vec<DifferenceLine>,
     runs: Vec<RunLine>,
+}
+
+/// One cluster's split on the Data page.
+struct SplitLine {
+    cluster: String,
+    provider: String,
+    /// "AWS's (the CUR's split cost allocation data)" or "gpuledger's, from metrics (…)".
+    method: String,
+    /// Whether gpuledger's split found a bill for the nodes (else the sums are blank).
+    reconciled: bool,
+    bill_node_cost: String,
+    pods_cost: String,
+    unallocated: String,
+    not_in_prometheus: String,
+    node_hours: i64,
+    pod_hours: i64,
+    node_hours_without_pods: i64,
+    not_in_bill: String,
+}
+
+impl SplitLine {
+    fn of(split: &crate::store::KubeSplitRollup) -> SplitLine {
+        let money = |nanos: i64| amount(nanos, &split.currency);
+        let ours = split.method != crate::store::KubeSplitRollup::AWS;
+        let method = match (ours, split.node_costs_from.as_str()) {
+            (false, _) => "AWS's (the CUR's split cost allocation data)".to_string(),
+            (true, "none") => "gpuledger's, from metrics: no bill has a cost for its nodes".to_string(),
+            (true, from) => {
+                format!("gpuledger's, from metrics (node costs from the {} bill)", from.to_uppercase())
+            }
+        };
+        SplitLine {
+            cluster: split.cluster.clone(),
+            provider: split.provider.clone(),
+            method,
+            reconciled: ours && split.node_costs_from != "none",
+            bill_node_cost: money(split.bill_node_nanos),
+            pods_cost: money(split.pods_nanos),
+            unallocated: money(split.unallocated_nanos),
+            not_in_prometheus: format!(
+                "{} ({} hours)",
+                money(split.bill_hours_not_in_prometheus_nanos),
+                split.bill_hours_not_in_prometheus
+            ),
+            node_hours: split.node_hours,
+            pod_hours: split.pod_hours,
+            node_hours_without_pods: split.node_hours_without_pods,
+            not_in_bill: format!(
+                "{} node-hours, {} pod-hours",
+                split.node_hours_not_in_bill, split.pod_hours_not_in_bill
+            ),
+        }
+    }
 }
 
 /// The newest CUR reconciliation of each period among `runs` (newest first).
@@ -305,6 +361,11 @@ pub async fn page(
         None => None,
     };
     let checks = cross_checks(&state, &periods).await?;
+    // Whose split divides each cluster's node cost in the month shown (compute writes it).
+    let splits = match chosen {
+        Some(month) => state.store.rollups(month).await?.map(|r| r.kube_splits).unwrap_or_default(),
+        None => Vec::new(),
+    };
     // The scheduled pipeline: its newest cycle, how it ended, and when the next is due.
     let cycle = runs.iter().find(|r| r.kind == RunKind::Pipeline);
     let next_run_at = cycle.and_then(IngestRun::next_run_at);
@@ -362,6 +423,23 @@ pub async fn page(
             "pending_compute": state.store.pending_periods().await?,
             "bill": bill.as_ref().map(BillReport::to_json),
             "cross_check": checks.iter().map(CrossCheck::to_json).collect::<Vec<_>>(),
+            "kubernetes_splits": splits.iter().map(|s| serde_json::json!({
+                "cluster": s.cluster,
+                "provider": s.provider,
+                "currency": s.currency,
+                "method": s.method,
+                "node_costs_from": s.node_costs_from,
+                "node_hours": s.node_hours,
+                "pod_hours": s.pod_hours,
+                "bill_node_cost": crate::money::Nanos(s.bill_node_nanos).decimal(),
+                "pods_cost": crate::money::Nanos(s.pods_nanos).decimal(),
+                "unallocated_cost": crate::money::Nanos(s.unallocated_nanos).decimal(),
+                "node_hours_without_pods": s.node_hours_without_pods,
+                "node_hours_not_in_bill": s.node_hours_not_in_bill,
+                "pod_hours_not_in_bill": s.pod_hours_not_in_bill,
+                "bill_hours_not_in_prometheus": s.bill_hours_not_in_prometheus,
+                "bill_hours_not_in_prometheus_cost": crate::money::Nanos(s.bill_hours_not_in_prometheus_nanos).decimal(),
+            })).collect::<Vec<_>>(),
             "pipeline": cycle.map(|run| serde_json::json!({
                 "last_run_at": run.started_at,
                 "status": run.status.to_string(),
@@ -432,6 +510,7 @@ pub async fn page(
                 within_tolerance: check.within_tolerance(),
             })
             .collect(),
+        splits: splits.iter().map(SplitLine::of).collect(),
         differences: checks
             .iter()
             .flat_map(|check| check.beyond_tolerance())
