@@ -22,10 +22,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::{Value, json};
 
-use super::split_check::{Reconciliation, client_of, reconcile};
+use super::split_check::{Reconciliation, client_of, reconcile, split_logged};
 use super::table::{Cell, Table};
 use super::{OutputFormat, ReportError};
-use crate::engine::kube_split::{instance_key, split_node_hours, spread_vm_costs};
+use crate::engine::kube_split::{instance_key, spread_vm_costs};
 use crate::money::{Nanos, format_usd_nanos};
 use crate::period::Period;
 use crate::store::Store;
@@ -114,17 +114,8 @@ impl PodSplitReport {
             costs = spread_vm_costs(&vms, &nodes);
             (provider, currency, "focus")
         };
-        let read = started.elapsed().as_secs_f64();
-        let split = split_node_hours(&nodes, &pods, &costs);
-        tracing::info!(
-            cluster,
-            node_hours = nodes.len(),
-            pod_hours = pods.len(),
-            read_kubernetes_seconds = (read_kube * 10.0).round() / 10.0,
-            read_bill_seconds = ((read - read_kube) * 10.0).round() / 10.0,
-            split_seconds = ((started.elapsed().as_secs_f64() - read) * 100.0).round() / 100.0,
-            "split"
-        );
+        tracing::debug!(cluster, read_kubernetes_seconds = (read_kube * 10.0).round() / 10.0, "read");
+        let split = split_logged(cluster, &nodes, &pods, &costs, started.elapsed().as_secs_f64());
         let parts: Vec<(Vec<String>, i64, i64)> = split
             .pods
             .iter()

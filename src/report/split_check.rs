@@ -163,16 +163,7 @@ impl SplitCheck {
         if aws.is_empty() {
             return Err(ReportError::NoAwsSplit { cluster: cluster.to_string(), period });
         }
-        let read = started.elapsed().as_secs_f64();
-        let split = split_node_hours(&nodes, &pods, &costs);
-        tracing::info!(
-            cluster,
-            node_hours = nodes.len(),
-            pod_hours = pods.len(),
-            read_seconds = (read * 10.0).round() / 10.0,
-            split_seconds = ((started.elapsed().as_secs_f64() - read) * 100.0).round() / 100.0,
-            "split"
-        );
+        let split = split_logged(cluster, &nodes, &pods, &costs, started.elapsed().as_secs_f64());
         let ours: Vec<(Vec<String>, i64)> = split
             .pods
             .iter()
@@ -320,6 +311,27 @@ impl SplitCheck {
             r.pod_hours_not_in_bill,
         )
     }
+}
+
+/// Splits the node-hours and logs how long reading (`read_seconds`, given) and splitting took.
+pub(super) fn split_logged(
+    cluster: &str,
+    nodes: &[crate::store::KubeNodeHour],
+    pods: &[crate::store::KubePodHour],
+    costs: &HashMap<(String, i64), i64>,
+    read_seconds: f64,
+) -> KubeSplit {
+    let started = std::time::Instant::now();
+    let split = split_node_hours(nodes, pods, costs);
+    tracing::info!(
+        cluster,
+        node_hours = nodes.len(),
+        pod_hours = pods.len(),
+        read_seconds = (read_seconds * 10.0).round() / 10.0,
+        split_seconds = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0,
+        "split"
+    );
+    split
 }
 
 pub(super) fn reconcile(

@@ -373,18 +373,20 @@ fn write_series(
     let pod_times = |pod: &Pod| -> Vec<i64> {
         (i64::from(pod.start) * 3600..i64::from(pod.end) * 3600).step_by(INTERVAL as usize).collect()
     };
-    let sample = |out: &mut dyn Write, name: &str, labels: &str, t: i64, value: f64| {
-        writeln!(out, "{name}{{{labels}}} {value} {}", month_start + t)
-    };
+    // A series' samples at `times` (seconds from the month's start).
+    let series =
+        |out: &mut dyn Write, name: &str, labels: &str, times: Vec<i64>, value: &dyn Fn(i64) -> f64| {
+            times
+                .into_iter()
+                .try_for_each(|t| writeln!(out, "{name}{{{labels}}} {} {}", value(t), month_start + t))
+        };
     family(out, "kube_node_info", "gauge")?;
     for node in &cluster.nodes {
         let labels = format!(
             "node=\"{}\",provider_id=\"{}\",kubelet_version=\"v1.31.2\",{target}",
             node.name, node.provider_id
         );
-        for t in node_times(node) {
-            sample(out, "kube_node_info", &labels, t, 1.0)?;
-        }
+        series(out, "kube_node_info", &labels, node_times(node), &|_| 1.0)?;
     }
     family(out, "kube_node_labels", "gauge")?;
     for node in &cluster.nodes {
@@ -404,9 +406,7 @@ fn write_series(
             "node=\"{}\",label_node_kubernetes_io_instance_type=\"{}\"{variant},{target}",
             node.name, node.instance
         );
-        for t in node_times(node) {
-            sample(out, "kube_node_labels", &labels, t, 1.0)?;
-        }
+        series(out, "kube_node_labels", &labels, node_times(node), &|_| 1.0)?;
     }
     family(out, "kube_node_status_capacity", "gauge")?;
     for node in &cluster.nodes {
@@ -417,9 +417,7 @@ fn write_series(
         }
         for (resource, unit, value) in resources {
             let labels = format!("node=\"{}\",resource=\"{resource}\",unit=\"{unit}\",{target}", node.name);
-            for t in node_times(node) {
-                sample(out, "kube_node_status_capacity", &labels, t, value)?;
-            }
+            series(out, "kube_node_status_capacity", &labels, node_times(node), &|_| value)?;
         }
     }
     let pod_labels = |pod: &Pod| {
@@ -434,17 +432,13 @@ fn write_series(
             pod.controller.0,
             pod.controller.1
         );
-        for t in pod_times(pod) {
-            sample(out, "kube_pod_info", &labels, t, 1.0)?;
-        }
+        series(out, "kube_pod_info", &labels, pod_times(pod), &|_| 1.0)?;
     }
     family(out, "kube_pod_start_time", "gauge")?;
     for pod in &cluster.pods {
         let started = (month_start + i64::from(pod.start) * 3600) as f64;
         let labels = format!("{},{target}", pod_labels(pod));
-        for t in pod_times(pod) {
-            sample(out, "kube_pod_start_time", &labels, t, started)?;
-        }
+        series(out, "kube_pod_start_time", &labels, pod_times(pod), &|_| started)?;
     }
     family(out, "kube_pod_labels", "gauge")?;
     for pod in &cluster.pods {
@@ -455,9 +449,7 @@ fn write_series(
             pod_labels(pod),
             pod.spec.workload
         );
-        for t in pod_times(pod) {
-            sample(out, "kube_pod_labels", &labels, t, 1.0)?;
-        }
+        series(out, "kube_pod_labels", &labels, pod_times(pod), &|_| 1.0)?;
     }
     family(out, "kube_pod_container_resource_requests", "gauge")?;
     for pod in &cluster.pods {
@@ -473,9 +465,7 @@ fn write_series(
                 pod.spec.workload,
                 cluster.nodes[pod.node].name
             );
-            for t in pod_times(pod) {
-                sample(out, "kube_pod_container_resource_requests", &labels, t, value)?;
-            }
+            series(out, "kube_pod_container_resource_requests", &labels, pod_times(pod), &|_| value)?;
         }
     }
     let cadvisor = |pod: &Pod| {
@@ -490,31 +480,28 @@ fn write_series(
     };
     family(out, "container_cpu_usage_seconds", "counter")?;
     for pod in &cluster.pods {
-        let labels = cadvisor(pod);
+        // The CPU seconds used since the pod started, at each sample.
         let mut done = 0.0;
-        for t in pod_times(pod) {
-            let hour = (t / 3600) as u32;
-            let cores = usage(seed, cluster, pod, hour).0;
-            let within = (t - i64::from(hour) * 3600) as f64;
-            sample(
-                out,
-                "container_cpu_usage_seconds_total",
-                &labels,
-                t,
-                ((done + cores * within) * 1e6).round() / 1e6,
-            )?;
-            if t + INTERVAL >= i64::from(hour + 1) * 3600 {
-                done += cores * 3600.0;
-            }
-        }
+        let counter: Vec<f64> = pod_times(pod)
+            .into_iter()
+            .map(|t| {
+                let hour = (t / 3600) as u32;
+                let cores = usage(seed, cluster, pod, hour).0;
+                let value = ((done + cores * (t - i64::from(hour) * 3600) as f64) * 1e6).round() / 1e6;
+                if t + INTERVAL >= i64::from(hour + 1) * 3600 {
+                    done += cores * 3600.0;
+                }
+                value
+            })
+            .collect();
+        let first = i64::from(pod.start) * 3600;
+        let at = |t: i64| counter[((t - first) / INTERVAL) as usize];
+        series(out, "container_cpu_usage_seconds_total", &cadvisor(pod), pod_times(pod), &at)?;
     }
     family(out, "container_memory_working_set_bytes", "gauge")?;
     for pod in &cluster.pods {
-        let labels = cadvisor(pod);
-        for t in pod_times(pod) {
-            let gib = usage(seed, cluster, pod, (t / 3600) as u32).1;
-            sample(out, "container_memory_working_set_bytes", &labels, t, gib * GIB)?;
-        }
+        let working_set = |t: i64| usage(seed, cluster, pod, (t / 3600) as u32).1 * GIB;
+        series(out, "container_memory_working_set_bytes", &cadvisor(pod), pod_times(pod), &working_set)?;
     }
     writeln!(out, "# EOF")
 }

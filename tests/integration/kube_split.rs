@@ -48,18 +48,13 @@ fn generate_clouds(out: &Path, days: u32, providers: Vec<gpuledger::synth::cloud
 }
 
 fn split_check(url: &str, cluster: &str) -> Value {
-    let output = run(&[
-        "--database-url",
-        url,
-        "report",
-        "split-check",
-        "--period",
-        PERIOD,
-        "--cluster",
-        cluster,
-        "--format",
-        "json",
-    ]);
+    report(url, "split-check", cluster)
+}
+
+/// `report COMMAND --period PERIOD --cluster CLUSTER --format json`, which must succeed.
+fn report(url: &str, command: &str, cluster: &str) -> Value {
+    let args = ["--database-url", url, "report", command, "--period", PERIOD, "--cluster", cluster];
+    let output = run(&[&args[..], &["--format", "json"]].concat());
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     serde_json::from_slice(&output.stdout).unwrap()
 }
@@ -294,20 +289,7 @@ async fn our_split_of_aks_gke_and_oke_nodes_from_their_focus_bills_is_the_truth_
         // Every cluster's split after all three were ingested: none erased another's.
         for (provider, cluster, currency) in clusters {
             let kube = &truth["providers"][provider]["kubernetes"];
-            let output = run(&[
-                "--database-url",
-                url,
-                "report",
-                "split",
-                "--period",
-                PERIOD,
-                "--cluster",
-                cluster,
-                "--format",
-                "json",
-            ]);
-            assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-            let split: Value = serde_json::from_slice(&output.stdout).unwrap();
+            let split = report(url, "split", cluster);
             assert_eq!(
                 (split["provider"].as_str(), split["currency"].as_str(), split["method"].as_str()),
                 (Some(provider), Some(currency), Some("gpuledger-split-v1"))

@@ -109,21 +109,16 @@ where
                 .context(CONTEXT)?;
             // Only FOCUS bills have charges here; a CUR bill's lines are its period's tables.
             if bill.format == "focus" {
-                sqlx::query(DELETE_CHARGES)
-                    .bind(key[0])
-                    .bind(key[1])
-                    .bind(key[2])
-                    .execute(&mut *tx)
-                    .await
-                    .context(CONTEXT)?;
+                for delete in [DELETE_CHARGES, DELETE_VM_COSTS] {
+                    sqlx::query(delete)
+                        .bind(key[0])
+                        .bind(key[1])
+                        .bind(key[2])
+                        .execute(&mut *tx)
+                        .await
+                        .context(CONTEXT)?;
+                }
                 Self::insert(&mut tx, &bill.period, charges).await.context(CONTEXT)?;
-                sqlx::query(DELETE_VM_COSTS)
-                    .bind(key[0])
-                    .bind(key[1])
-                    .bind(key[2])
-                    .execute(&mut *tx)
-                    .await
-                    .context(CONTEXT)?;
                 Self::insert(&mut tx, &bill.period, vms).await.context(CONTEXT)?;
             }
             Self::insert(&mut tx, "", std::slice::from_ref(bill)).await.context(CONTEXT)?;
