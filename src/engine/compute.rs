@@ -134,7 +134,7 @@ pub async fn compute_period(store: &dyn Store, period: Period) -> Result<Compute
 }
 
 /// Per cluster, whose split divides its node cost: AWS's wherever the CUR has split rows for
-/// it, else gpuledger's from its Kubernetes series ([`crate::report::pod_split`]), with the
+/// it, else gpuledger's from its Kubernetes series ([`super::cluster_split`]), with the
 /// reconciliation to the bill that paid for its nodes.
 async fn kube_splits(
     store: &dyn Store,
@@ -168,7 +168,7 @@ async fn kube_splits(
         if aws.contains_key(cluster.as_str()) {
             continue;
         }
-        let row = match crate::report::pod_split::PodSplitReport::load(store, period, &cluster).await {
+        let row = match super::cluster_split::ClusterSplit::load(store, period, &cluster).await {
             Ok(split) => {
                 let r = &split.reconciliation;
                 KubeSplitRollup {
@@ -176,10 +176,10 @@ async fn kube_splits(
                     cluster: cluster.clone(),
                     provider: split.provider.clone(),
                     currency: split.currency.clone(),
-                    method: crate::report::pod_split::METHOD_ID.into(),
+                    method: super::cluster_split::METHOD_ID.into(),
                     node_costs_from: split.node_costs_from.into(),
                     node_hours: r.node_hours as i64,
-                    pod_hours: split.namespaces.iter().map(|n| n.pod_hours as i64).sum(),
+                    pod_hours: split.pod_hours() as i64,
                     bill_node_nanos: r.bill_node_nanos,
                     pods_nanos: r.pods_nanos,
                     unallocated_nanos: r.unallocated_nanos,
@@ -191,14 +191,14 @@ async fn kube_splits(
                 }
             }
             // Series and no bill for its nodes: said, not dropped.
-            Err(crate::report::ReportError::NoNodeCosts { .. }) => KubeSplitRollup {
+            Err(super::cluster_split::SplitError::NoNodeCosts { .. }) => KubeSplitRollup {
                 period: name.clone(),
                 cluster: cluster.clone(),
-                method: crate::report::pod_split::METHOD_ID.into(),
+                method: super::cluster_split::METHOD_ID.into(),
                 node_costs_from: "none".into(),
                 ..KubeSplitRollup::default()
             },
-            Err(crate::report::ReportError::Store(e)) => return Err(e.into()),
+            Err(super::cluster_split::SplitError::Store(e)) => return Err(e.into()),
             Err(e) => return Err(ComputeError::Invalid(e.to_string())),
         };
         out.push(row);

@@ -8,11 +8,13 @@
 //! - [`chargeback`]: direct cost, shares of the platform and idle pools, markup — exact;
 //! - [`opportunities`]: idle GPU, Spot for training, MIG/time-slicing, right-sizing;
 //! - [`usage`]: the bill's GPU allocation joined with measured utilization, per request;
-//! - [`kube_split`]: a node-hour's cost split among its pods from Prometheus, by AWS's rules.
+//! - [`kube_split`]: a node-hour's cost split among its pods from Prometheus, by AWS's rules;
+//! - [`cluster_split`]: one cluster's split for a period, node costs from its bill, grouped.
 
 pub mod bills;
 pub mod chargeback;
 pub mod classify;
+pub mod cluster_split;
 pub mod compute;
 pub mod kube_split;
 pub mod opportunities;

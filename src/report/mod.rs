@@ -69,9 +69,24 @@ pub enum ReportError {
         "no bill of {period} has a cost for the nodes of cluster {cluster:?}: run `gpuledger ingest cur` or `gpuledger ingest focus` for the bill that pays for them"
     )]
     NoNodeCosts { cluster: String, period: Period },
+    /// The cluster's VMs are billed in more than one currency.
+    #[error("{0}")]
+    TwoCurrencies(String),
     /// A stored setting this gpuledger cannot read.
     #[error("{0}")]
     Settings(String),
+}
+
+impl From<crate::engine::cluster_split::SplitError> for ReportError {
+    fn from(e: crate::engine::cluster_split::SplitError) -> ReportError {
+        use crate::engine::cluster_split::SplitError;
+        match e {
+            SplitError::Store(e) => ReportError::Store(e),
+            SplitError::NoKubernetes { cluster, period } => ReportError::NoKubernetes { cluster, period },
+            SplitError::NoNodeCosts { cluster, period } => ReportError::NoNodeCosts { cluster, period },
+            e @ SplitError::TwoCurrencies { .. } => ReportError::TwoCurrencies(e.to_string()),
+        }
+    }
 }
 
 /// Per-namespace Kubernetes cost for a period (or a range of days), with other cost and

@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 
 use super::table::{Cell, Table};
 use super::{OutputFormat, ReportError};
-use crate::engine::kube_split::{KubeSplit, split_node_hours};
+use crate::engine::cluster_split::{Reconciliation, client_of, cur_node_costs, split_logged};
 use crate::money::{format_usd, micros_from_nanos, usd_decimal};
 use crate::period::Period;
 use crate::store::Store;
@@ -59,48 +59,6 @@ impl Compared {
     }
 }
 
-/// What the split could not place, and the sums that tie it to the bill.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Reconciliation {
-    /// Σ the cluster's instance-hours in the bill.
-    pub bill_node_nanos: i64,
-    /// Σ gpuledger's split + unused cost of the pods.
-    pub pods_nanos: i64,
-    /// The node-hours' cost no pod was given (no pod ran, or no pod asked for a resource).
-    pub unallocated_nanos: i64,
-    pub node_hours: usize,
-    pub node_hours_without_pods: usize,
-    pub node_hours_without_pods_nanos: i64,
-    /// Node-hours Prometheus reported that the bill has no cost for, and the pod-hours on them.
-    pub node_hours_not_in_bill: usize,
-    pub pod_hours_not_in_bill: usize,
-    /// Instance-hours of the cluster in the bill that no node reported.
-    pub bill_hours_not_in_prometheus: usize,
-    pub bill_hours_not_in_prometheus_nanos: i64,
-    /// AWS's split + unused of the cluster's pods.
-    pub aws_pods_nanos: i64,
-}
-
-impl Reconciliation {
-    /// The sums as exact decimal strings, and the counts.
-    pub fn to_json(&self) -> Value {
-        let money = |nanos: i64| json!(usd_decimal(micros_from_nanos(nanos)));
-        json!({
-            "bill_node_cost": money(self.bill_node_nanos),
-            "pods_cost": money(self.pods_nanos),
-            "unallocated_cost": money(self.unallocated_nanos),
-            "aws_pods_cost": money(self.aws_pods_nanos),
-            "node_hours": self.node_hours,
-            "node_hours_without_pods": self.node_hours_without_pods,
-            "node_hours_without_pods_cost": money(self.node_hours_without_pods_nanos),
-            "node_hours_not_in_bill": self.node_hours_not_in_bill,
-            "pod_hours_not_in_bill": self.pod_hours_not_in_bill,
-            "bill_hours_not_in_prometheus": self.bill_hours_not_in_prometheus,
-            "bill_hours_not_in_prometheus_cost": money(self.bill_hours_not_in_prometheus_nanos),
-        })
-    }
-}
-
 /// A cluster's split check for one period.
 #[derive(Debug, Clone)]
 pub struct SplitCheck {
@@ -111,14 +69,6 @@ pub struct SplitCheck {
     pub workloads: Vec<Compared>,
     pub clients: Vec<Compared>,
     pub reconciliation: Reconciliation,
-}
-
-/// A pod's client: its `client` label (`user_client` as the CUR imports it), or none.
-pub(super) fn client_of(labels: &str, key: &str) -> String {
-    serde_json::from_str::<BTreeMap<String, String>>(labels)
-        .ok()
-        .and_then(|l| l.get(key).cloned())
-        .unwrap_or_else(|| "(none)".into())
 }
 
 impl SplitCheck {
@@ -132,10 +82,7 @@ impl SplitCheck {
         if store.periods().await?.iter().all(|p| p.period != name) {
             return Err(ReportError::NoData(period));
         }
-        let mut costs: HashMap<(String, i64), i64> = HashMap::new();
-        for hour in store.cluster_instance_hours(&name, cluster).await? {
-            *costs.entry((hour.instance_id, hour.hour)).or_default() += hour.amortized_cost_micros * 1000;
-        }
+        let costs = cur_node_costs(store, period, cluster).await?;
         if cluster.is_empty() {
             return Err(ReportError::NoKubernetes { cluster: cluster.to_string(), period });
         }
@@ -188,7 +135,7 @@ impl SplitCheck {
                 .map(|(key, (aws_nanos, gpuledger_nanos))| Compared { key, aws_nanos, gpuledger_nanos })
                 .collect()
         };
-        let reconciliation = reconcile(&split, &costs, aws.iter().map(|(_, n)| n).sum());
+        let reconciliation = Reconciliation::of(&split, &costs, aws.iter().map(|(_, n)| n).sum());
         Ok(SplitCheck {
             period,
             cluster: cluster.to_string(),
@@ -310,46 +257,5 @@ impl SplitCheck {
             r.node_hours_not_in_bill,
             r.pod_hours_not_in_bill,
         )
-    }
-}
-
-/// Splits the node-hours and logs how long reading (`read_seconds`, given) and splitting took.
-pub(super) fn split_logged(
-    cluster: &str,
-    nodes: &[crate::store::KubeNodeHour],
-    pods: &[crate::store::KubePodHour],
-    costs: &HashMap<(String, i64), i64>,
-    read_seconds: f64,
-) -> KubeSplit {
-    let started = std::time::Instant::now();
-    let split = split_node_hours(nodes, pods, costs);
-    tracing::info!(
-        cluster,
-        node_hours = nodes.len(),
-        pod_hours = pods.len(),
-        read_seconds = (read_seconds * 10.0).round() / 10.0,
-        split_seconds = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0,
-        "split"
-    );
-    split
-}
-
-pub(super) fn reconcile(
-    split: &KubeSplit,
-    costs: &HashMap<(String, i64), i64>,
-    aws_pods_nanos: i64,
-) -> Reconciliation {
-    Reconciliation {
-        bill_node_nanos: costs.values().sum(),
-        pods_nanos: split.pods.iter().map(|p| p.split_nanos + p.unused_nanos).sum(),
-        unallocated_nanos: split.unallocated.iter().map(|(_, n)| n).sum(),
-        node_hours: costs.len(),
-        node_hours_without_pods: split.node_hours_without_pods,
-        node_hours_without_pods_nanos: split.node_hours_without_pods_nanos,
-        node_hours_not_in_bill: split.nodes_without_bill.len(),
-        pod_hours_not_in_bill: split.pods_without_bill.len(),
-        bill_hours_not_in_prometheus: split.bill_without_nodes.len(),
-        bill_hours_not_in_prometheus_nanos: split.bill_without_nodes.iter().map(|b| b.2).sum(),
-        aws_pods_nanos,
     }
 }

@@ -1,0 +1,266 @@
+//! One cluster's split for a period, loaded from the store: the node-hours' cost from the
+//! bill that pays for them (the CUR's amortized cost of each instance-hour for a cluster the
+//! CUR names, else the FOCUS bills' `EffectiveCost` of each virtual machine its nodes'
+//! `provider_id` name, or its tags name the cluster on, in the bill's currency), divided among
+//! the pods by [`super::kube_split`] (method `gpuledger-split-v1`), grouped per namespace,
+//! workload and client, with the reconciliation to the bill. `report split`, `report
+//! split-check`, compute and `export focus` all read it from here.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde_json::{Value, json};
+
+use super::kube_split::{KubeSplit, instance_key, split_node_hours, spread_vm_costs};
+use crate::money::{micros_from_nanos, usd_decimal};
+use crate::period::Period;
+use crate::store::{KubeNodeHour, KubePodHour, Store, StoreError};
+
+/// The method id FOCUS 1.3's `AllocatedMethodId` names gpuledger's split by.
+pub const METHOD_ID: &str = "gpuledger-split-v1";
+
+/// Why a cluster's split cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum SplitError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// No Kubernetes series stored for the cluster and period.
+    #[error(
+        "no Kubernetes nodes of cluster {cluster:?} in {period}: run `gpuledger ingest prometheus --kube-state-metrics` first"
+    )]
+    NoKubernetes { cluster: String, period: Period },
+    /// Neither the CUR nor a FOCUS bill has a cost for the cluster's nodes.
+    #[error(
+        "no bill of {period} has a cost for the nodes of cluster {cluster:?}: run `gpuledger ingest cur` or `gpuledger ingest focus` for the bill that pays for them"
+    )]
+    NoNodeCosts { cluster: String, period: Period },
+    /// The cluster's VMs are billed in more than one currency.
+    #[error(
+        "the virtual machines of cluster {cluster:?} are billed in {} currencies ({}): one split is in one currency",
+        currencies.len(),
+        currencies.join(", ")
+    )]
+    TwoCurrencies { cluster: String, currencies: Vec<String> },
+}
+
+/// One group's part of the split (a namespace, a workload, a client).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Part {
+    pub key: Vec<String>,
+    pub split_nanos: i64,
+    pub unused_nanos: i64,
+    pub pod_hours: u64,
+}
+
+impl Part {
+    pub fn cost_nanos(&self) -> i64 {
+        self.split_nanos + self.unused_nanos
+    }
+}
+
+/// What the split could not place, and the sums that tie it to the bill.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reconciliation {
+    /// Σ the cluster's instance-hours in the bill.
+    pub bill_node_nanos: i64,
+    /// Σ gpuledger's split + unused cost of the pods.
+    pub pods_nanos: i64,
+    /// The node-hours' cost no pod was given (no pod ran, or no pod asked for a resource).
+    pub unallocated_nanos: i64,
+    pub node_hours: usize,
+    pub node_hours_without_pods: usize,
+    pub node_hours_without_pods_nanos: i64,
+    /// Node-hours Prometheus reported that the bill has no cost for, and the pod-hours on them.
+    pub node_hours_not_in_bill: usize,
+    pub pod_hours_not_in_bill: usize,
+    /// Instance-hours of the cluster in the bill that no node reported.
+    pub bill_hours_not_in_prometheus: usize,
+    pub bill_hours_not_in_prometheus_nanos: i64,
+    /// AWS's split + unused of the cluster's pods.
+    pub aws_pods_nanos: i64,
+}
+
+impl Reconciliation {
+    pub fn of(split: &KubeSplit, costs: &HashMap<(String, i64), i64>, aws_pods_nanos: i64) -> Reconciliation {
+        Reconciliation {
+            bill_node_nanos: costs.values().sum(),
+            pods_nanos: split.pods.iter().map(|p| p.split_nanos + p.unused_nanos).sum(),
+            unallocated_nanos: split.unallocated.iter().map(|(_, n)| n).sum(),
+            node_hours: costs.len(),
+            node_hours_without_pods: split.node_hours_without_pods,
+            node_hours_without_pods_nanos: split.node_hours_without_pods_nanos,
+            node_hours_not_in_bill: split.nodes_without_bill.len(),
+            pod_hours_not_in_bill: split.pods_without_bill.len(),
+            bill_hours_not_in_prometheus: split.bill_without_nodes.len(),
+            bill_hours_not_in_prometheus_nanos: split.bill_without_nodes.iter().map(|b| b.2).sum(),
+            aws_pods_nanos,
+        }
+    }
+
+    /// The sums as exact decimal strings, and the counts.
+    pub fn to_json(&self) -> Value {
+        let money = |nanos: i64| json!(usd_decimal(micros_from_nanos(nanos)));
+        json!({
+            "bill_node_cost": money(self.bill_node_nanos),
+            "pods_cost": money(self.pods_nanos),
+            "unallocated_cost": money(self.unallocated_nanos),
+            "aws_pods_cost": money(self.aws_pods_nanos),
+            "node_hours": self.node_hours,
+            "node_hours_without_pods": self.node_hours_without_pods,
+            "node_hours_without_pods_cost": money(self.node_hours_without_pods_nanos),
+            "node_hours_not_in_bill": self.node_hours_not_in_bill,
+            "pod_hours_not_in_bill": self.pod_hours_not_in_bill,
+            "bill_hours_not_in_prometheus": self.bill_hours_not_in_prometheus,
+            "bill_hours_not_in_prometheus_cost": money(self.bill_hours_not_in_prometheus_nanos),
+        })
+    }
+}
+
+/// A pod's value of a label (`(none)` without it), from its labels' JSON.
+pub fn client_of(labels: &str, key: &str) -> String {
+    serde_json::from_str::<BTreeMap<String, String>>(labels)
+        .ok()
+        .and_then(|l| l.get(key).cloned())
+        .unwrap_or_else(|| "(none)".into())
+}
+
+/// The split, timed in the log with the read before it.
+pub fn split_logged(
+    cluster: &str,
+    nodes: &[KubeNodeHour],
+    pods: &[KubePodHour],
+    costs: &HashMap<(String, i64), i64>,
+    read_seconds: f64,
+) -> KubeSplit {
+    let started = std::time::Instant::now();
+    let split = split_node_hours(nodes, pods, costs);
+    tracing::info!(
+        cluster,
+        node_hours = nodes.len(),
+        pod_hours = pods.len(),
+        read_seconds = (read_seconds * 10.0).round() / 10.0,
+        split_seconds = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0,
+        "split"
+    );
+    split
+}
+
+/// The cluster's instance-hours in the CUR: (instance, hour) → nanos of USD.
+pub async fn cur_node_costs(
+    store: &dyn Store,
+    period: Period,
+    cluster: &str,
+) -> Result<HashMap<(String, i64), i64>, StoreError> {
+    let mut costs: HashMap<(String, i64), i64> = HashMap::new();
+    for hour in store.cluster_instance_hours(&period.to_string(), cluster).await? {
+        *costs.entry((hour.instance_id, hour.hour)).or_default() += hour.amortized_cost_micros * 1000;
+    }
+    Ok(costs)
+}
+
+/// A cluster's split for one period, and what it was made of.
+#[derive(Debug, Clone)]
+pub struct ClusterSplit {
+    pub period: Period,
+    pub cluster: String,
+    pub provider: String,
+    pub currency: String,
+    /// `cur` or `focus`.
+    pub node_costs_from: &'static str,
+    pub nodes: Vec<KubeNodeHour>,
+    pub pods: Vec<KubePodHour>,
+    /// (instance key, hour) → the node-hour's cost in nanos of `currency`.
+    pub costs: HashMap<(String, i64), i64>,
+    pub split: KubeSplit,
+    pub reconciliation: Reconciliation,
+}
+
+impl ClusterSplit {
+    pub async fn load(store: &dyn Store, period: Period, cluster: &str) -> Result<ClusterSplit, SplitError> {
+        let name = period.to_string();
+        let started = std::time::Instant::now();
+        let (nodes, pods) = store.kube_hours(period.start(), period.end(), cluster).await?;
+        let read_kube = started.elapsed().as_secs_f64();
+        if cluster.is_empty() || nodes.is_empty() {
+            return Err(SplitError::NoKubernetes { cluster: cluster.to_string(), period });
+        }
+        let mut costs = cur_node_costs(store, period, cluster).await?;
+        let (provider, currency, node_costs_from) = if !costs.is_empty() {
+            ("aws".to_string(), "USD".to_string(), "cur")
+        } else {
+            let keys: HashSet<String> = nodes.iter().map(|n| instance_key(&n.provider_id)).collect();
+            let vms: Vec<_> = store
+                .bill_vm_costs(&name)
+                .await?
+                .into_iter()
+                .filter(|vm| vm.cluster == cluster || keys.contains(&vm.instance))
+                .collect();
+            let bills: BTreeMap<(String, String), String> = store
+                .bills(Some(&name))
+                .await?
+                .into_iter()
+                .filter(|b| {
+                    vms.iter().any(|vm| vm.provider == b.provider && vm.billing_account == b.billing_account)
+                })
+                .map(|b| ((b.provider, b.billing_account), b.currency))
+                .collect();
+            let currencies: std::collections::BTreeSet<&String> = bills.values().collect();
+            if currencies.len() > 1 {
+                return Err(SplitError::TwoCurrencies {
+                    cluster: cluster.to_string(),
+                    currencies: currencies.into_iter().cloned().collect(),
+                });
+            }
+            let Some(((provider, _), currency)) = bills.into_iter().next() else {
+                return Err(SplitError::NoNodeCosts { cluster: cluster.to_string(), period });
+            };
+            costs = spread_vm_costs(&vms, &nodes);
+            (provider, currency, "focus")
+        };
+        tracing::debug!(cluster, read_kubernetes_seconds = (read_kube * 10.0).round() / 10.0, "read");
+        let split = split_logged(cluster, &nodes, &pods, &costs, started.elapsed().as_secs_f64());
+        let reconciliation = Reconciliation::of(&split, &costs, 0);
+        Ok(ClusterSplit {
+            period,
+            cluster: cluster.to_string(),
+            provider,
+            currency,
+            node_costs_from,
+            nodes,
+            pods,
+            costs,
+            split,
+            reconciliation,
+        })
+    }
+
+    /// The pods' costs grouped by `key` of each pod-hour's [namespace, workload, client].
+    fn group(&self, key: fn(&[String; 3]) -> Vec<String>) -> Vec<Part> {
+        let mut groups: BTreeMap<Vec<String>, Part> = BTreeMap::new();
+        for cost in &self.split.pods {
+            let p = &self.pods[cost.pod];
+            let names = [p.namespace.clone(), p.workload.clone(), client_of(&p.labels, "client")];
+            let part = groups.entry(key(&names)).or_default();
+            part.split_nanos += cost.split_nanos;
+            part.unused_nanos += cost.unused_nanos;
+            part.pod_hours += 1;
+        }
+        groups.into_iter().map(|(key, part)| Part { key, ..part }).collect()
+    }
+
+    pub fn namespaces(&self) -> Vec<Part> {
+        self.group(|n| vec![n[0].clone()])
+    }
+
+    pub fn workloads(&self) -> Vec<Part> {
+        self.group(|n| vec![n[0].clone(), n[1].clone()])
+    }
+
+    pub fn clients(&self) -> Vec<Part> {
+        self.group(|n| vec![n[2].clone()])
+    }
+
+    /// Pod-hours the split gave a cost to.
+    pub fn pod_hours(&self) -> usize {
+        self.split.pods.len()
+    }
+}
