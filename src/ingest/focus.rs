@@ -94,14 +94,29 @@ struct BillSums {
     vm_index: rustc_hash::FxHashMap<VmKey, usize>,
 }
 
-/// A virtual machine ([`crate::engine::kube_split::vm_key`]), the cluster its tags name, and a
-/// charge period.
-type VmKey = (std::sync::Arc<str>, std::sync::Arc<str>, i64, i64);
+/// A virtual machine ([`crate::engine::kube_split::vm_key`]), the cluster its tags name, a
+/// charge period, and the index of the charge group its rows are summed into.
+type VmKey = (std::sync::Arc<str>, std::sync::Arc<str>, i64, i64, usize);
 
 #[derive(Debug, Default, Clone, Copy)]
 struct VmSums {
     charges: i64,
+    consumed_quantity: f64,
+    billed: i64,
     effective: i64,
+    list: i64,
+    contracted: i64,
+}
+
+impl VmSums {
+    fn add(&mut self, other: &VmSums) {
+        self.charges += other.charges;
+        self.consumed_quantity += other.consumed_quantity;
+        self.billed += other.billed;
+        self.effective += other.effective;
+        self.list += other.list;
+        self.contracted += other.contracted;
+    }
 }
 
 /// Where the tags are among a [`ChargeKey`]'s texts.
@@ -216,19 +231,24 @@ impl BillSums {
         self.effective += other.effective;
         self.list += other.list;
         self.contracted += other.contracted;
+        // Where each of the file's charge groups lands among the bill's.
+        let mut landed = Vec::with_capacity(other.charges.len());
         for (charge_key, sums) in other.charges {
             match self.by_key.get(&charge_key) {
-                Some(&index) => self.charges[index].1.add(&sums),
+                Some(&index) => {
+                    self.charges[index].1.add(&sums);
+                    landed.push(index);
+                }
                 None => {
                     self.by_key.insert(charge_key.clone(), self.charges.len());
+                    landed.push(self.charges.len());
                     self.charges.push((charge_key, sums));
                 }
             }
         }
-        for (key, sums) in other.vms {
-            let index = self.vm(key);
-            self.vms[index].1.charges += sums.charges;
-            self.vms[index].1.effective += sums.effective;
+        for ((instance, cluster, start, end, group), sums) in other.vms {
+            let index = self.vm((instance, cluster, start, end, landed[group]));
+            self.vms[index].1.add(&sums);
         }
         Ok(())
     }
@@ -638,10 +658,21 @@ impl focus::Visitor for FileRows<'_> {
             };
             if let Some(instance) = instance {
                 let cluster = self.clusters[vm_cluster as usize].clone();
-                let index =
-                    bill.vm((instance, cluster, amounts.charge_period_start, amounts.charge_period_end));
-                bill.vms[index].1.charges += 1;
-                bill.vms[index].1.effective += effective;
+                let index = bill.vm((
+                    instance,
+                    cluster,
+                    amounts.charge_period_start,
+                    amounts.charge_period_end,
+                    group,
+                ));
+                bill.vms[index].1.add(&VmSums {
+                    charges: 1,
+                    consumed_quantity: amounts.consumed_quantity.unwrap_or(0.0),
+                    billed,
+                    effective,
+                    list,
+                    contracted,
+                });
             }
         }
         let consumed = amounts.consumed_quantity.unwrap_or(0.0);
@@ -912,6 +943,11 @@ async fn ingest_delivery(
         {
             refuse_a_fall(before, sums.effective, &sums.currency)?;
         }
+        let group_keys: Vec<String> = sums
+            .charges
+            .iter()
+            .map(|(key, _)| BillCharge::key_of(key.day, &std::array::from_fn(|i| key.text[i].as_str())))
+            .collect();
         let mut charges: Vec<BillCharge> = sums
             .charges
             .into_iter()
@@ -964,15 +1000,20 @@ async fn ingest_delivery(
         let vms: Vec<BillVmCost> = sums
             .vms
             .into_iter()
-            .map(|((instance, cluster, charge_start, charge_end), vm)| BillVmCost {
+            .map(|((instance, cluster, charge_start, charge_end, group), vm)| BillVmCost {
                 provider: provider.clone(),
                 billing_account: account.clone(),
                 instance: instance.to_string(),
                 cluster: cluster.to_string(),
                 charge_start,
                 charge_end,
+                charge_key: group_keys[group].clone(),
                 charges: vm.charges,
+                consumed_quantity: vm.consumed_quantity,
+                billed_nanos: vm.billed,
                 effective_nanos: vm.effective,
+                list_nanos: vm.list,
+                contracted_nanos: vm.contracted,
             })
             .collect();
         let bill = Bill {

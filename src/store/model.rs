@@ -386,6 +386,49 @@ pub struct BillCharge {
     pub contracted_nanos: i64,
 }
 
+impl BillCharge {
+    /// The charge group's identity among its bill's: a 64-bit FNV-1a digest of its day and
+    /// every dimension, in hex. A [`BillVmCost`] names the group its rows were summed into by
+    /// it.
+    pub fn group_key(&self) -> String {
+        Self::key_of(
+            self.day,
+            &[
+                &self.sub_account_id,
+                &self.sub_account_name,
+                &self.service_name,
+                &self.service_category,
+                &self.charge_category,
+                &self.charge_class,
+                &self.pricing_category,
+                &self.commitment_discount_status,
+                &self.region,
+                &self.resource_type,
+                &self.consumed_unit,
+                &self.tags,
+                &self.gpu_model,
+            ],
+        )
+    }
+
+    /// [`BillCharge::group_key`] of a day and the group's 13 texts in the order of its fields.
+    pub fn key_of(day: i64, text: &[&str; 13]) -> String {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |bytes: &[u8]| {
+            for b in bytes {
+                hash ^= u64::from(*b);
+                hash = hash.wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        eat(&day.to_le_bytes());
+        for t in text {
+            eat(t.as_bytes());
+            eat(&[0x1f]);
+        }
+        format!("{hash:016x}")
+    }
+}
+
 /// A day fetched from Cost Explorer: when, and whether Cost Explorer called it estimated.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct CeDay {
@@ -462,7 +505,7 @@ pub struct PeriodSummary {
 /// A FOCUS bill's effective cost of one virtual machine over one charge period (an hour, or
 /// a day where the provider bills daily): what gpuledger's own split divides among the pods
 /// on the node whose `provider_id` names the machine (issue 41).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct BillVmCost {
     pub provider: String,
     pub billing_account: String,
@@ -474,9 +517,15 @@ pub struct BillVmCost {
     pub cluster: String,
     pub charge_start: i64,
     pub charge_end: i64,
+    /// The charge group of `bill_charges` these rows are part of ([`BillCharge::group_key`]).
+    pub charge_key: String,
     /// Rows of the files summed here.
     pub charges: i64,
+    pub consumed_quantity: f64,
+    pub billed_nanos: i64,
     pub effective_nanos: i64,
+    pub list_nanos: i64,
+    pub contracted_nanos: i64,
 }
 
 /// One Kubernetes node in one hour, from kube-state-metrics (issue 41).

@@ -369,8 +369,9 @@ table!(BillCharge in "bill_charges" keyed by period {
 } order by "provider, billing_account, day, service_name, charge_category");
 
 table!(BillVmCost in "bill_vm_costs" keyed by period {
-    provider, billing_account, instance, cluster, charge_start, charge_end, charges, effective_nanos,
-} order by "provider, billing_account, instance, charge_start");
+    provider, billing_account, instance, cluster, charge_start, charge_end, charge_key, charges,
+    consumed_quantity, billed_nanos, effective_nanos, list_nanos, contracted_nanos,
+} order by "provider, billing_account, instance, charge_start, charge_key");
 
 table!(FxRate in "fx_rates" {
     from_currency, to_currency, effective_from, rate, rate_ppb, source, set_at,
@@ -688,7 +689,7 @@ mod tests {
             ("bills", columns_and_binds(&Bill::default()), 16),
             ("fx_rates", columns_and_binds(&crate::domain::fx::FxRate::default()), 7),
             ("bill_charges", columns_and_binds(&BillCharge::default()), 24),
-            ("bill_vm_costs", columns_and_binds(&BillVmCost::default()), 9),
+            ("bill_vm_costs", columns_and_binds(&BillVmCost::default()), 14),
             ("ce_days", columns_and_binds(&CeDay::default()), 3),
             ("alerts", columns_and_binds(&Alert::default()), 11),
             ("alert_events", columns_and_binds(&AlertEvent::default()), 10),
