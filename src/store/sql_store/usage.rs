@@ -70,11 +70,17 @@ where
         const CONTEXT: &str = "reading Kubernetes hours";
         let window = "hour >= $1 AND hour < $2 AND ($3 = '' OR cluster = $3)";
         let nodes = KubeNodeHour::sql().select_where(window);
-        let pods = KubePodHour::sql().select_where(window);
-        Ok((
-            self.rows(sqlx::query(&nodes).bind(from).bind(to).bind(cluster), CONTEXT).await?,
-            self.rows(sqlx::query(&pods).bind(from).bind(to).bind(cluster), CONTEXT).await?,
-        ))
+        let pods = KubePodHour::sql().select_where_unordered(window);
+        let nodes: Vec<KubeNodeHour> =
+            self.rows(sqlx::query(&nodes).bind(from).bind(to).bind(cluster), CONTEXT).await?;
+        let mut pods: Vec<KubePodHour> =
+            self.rows(sqlx::query(&pods).bind(from).bind(to).bind(cluster), CONTEXT).await?;
+        // The table's order (hour, cluster, namespace, pod, uid), sorted here: a month's
+        // pod-hours read 4× faster unsorted from SQLite.
+        pods.sort_by(|a, b| {
+            (a.hour, &a.cluster, &a.namespace, &a.pod, &a.uid).cmp(&(b.hour, &b.cluster, &b.namespace, &b.pod, &b.uid))
+        });
+        Ok((nodes, pods))
     }
 
     async fn gpu_usage(&self, from: i64, to: i64) -> StoreResult<Vec<GpuUsage>> {
