@@ -85,6 +85,25 @@ pub enum Command {
     /// computes, evaluates alerts; every --every (one instance at a time), or --once (a
     /// Kubernetes CronJob).
     Run(RunArgs),
+    /// Write what gpuledger knows in formats other tools read.
+    #[command(subcommand)]
+    Export(ExportCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExportCommand {
+    /// A month's FOCUS bills as one FOCUS 1.3 file, each Kubernetes node's cost split among
+    /// its pods as allocated charges (`AllocatedMethodId` gpuledger-split-v1). Prints what it
+    /// wrote as JSON: the file, its rows, and each bill's totals (equal to the bill's).
+    Focus {
+        #[arg(long)]
+        period: Period,
+        /// The folder to write into (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, value_enum, default_value = "parquet")]
+        format: crate::export::focus::FocusFormat,
+    },
 }
 
 #[derive(Debug, Subcommand)]

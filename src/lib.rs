@@ -20,6 +20,7 @@
 //!    [`engine`]: cost joined with usage (GPU-hours used, idle, unmeasured), chargeback,
 //!    opportunities;
 //! 6. [`report`]: reports as tables, CSV and JSON; [`archive`]: old periods to files;
+//!    [`export`]: FOCUS 1.3 out, with gpuledger's split as allocated charges;
 //! 7. [`invoice`]: per-client invoices, notes and their PDFs; [`alerts`]: cost alerts and
 //!    their delivery; [`pipeline`]: ingest → compute as one recorded job;
 //! 8. [`web`]: the dashboard (pages declared once in [`web::registry`]); [`cli`], [`cmd`]:
@@ -50,6 +51,7 @@ pub mod cli;
 pub mod cmd;
 pub mod domain;
 pub mod engine;
+pub mod export;
 pub mod host;
 pub mod ingest;
 pub mod invoice;

@@ -280,6 +280,13 @@ impl Nanos {
     pub fn usd(self) -> String {
         format_usd_nanos(self.0)
     }
+
+    /// `12340.501234567`: every nano-unit, for files whose sums must be exact (FOCUS out).
+    pub fn exact(self) -> String {
+        let sign = if self.0 < 0 { "-" } else { "" };
+        let abs = self.0.unsigned_abs();
+        format!("{sign}{}.{:09}", abs / NANOS_PER_USD as u64, abs % NANOS_PER_USD as u64)
+    }
 }
 
 impl From<i64> for Nanos {

@@ -5,6 +5,7 @@
 mod alerts;
 mod archive;
 mod clients;
+mod export;
 mod fx;
 mod ingest;
 mod invoice;
@@ -51,6 +52,7 @@ async fn run_with(store: Box<dyn Store>, command: Command) -> anyhow::Result<()>
         Command::Alerts(command) => alerts::run(store.as_ref(), command).await,
         Command::Archive(command) => archive::run(store.as_ref(), command).await,
         Command::Fx(command) => fx::run(store.as_ref(), command).await,
+        Command::Export(command) => export::run(store.as_ref(), command).await,
         Command::Run(args) => run::run(store.as_ref(), args).await,
     }
 }

@@ -24,15 +24,14 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use polars::prelude::*;
 use serde::Serialize;
 
 use super::rng::Rng;
 use super::{GenerateError, io_error};
 use crate::catalog::cloud_gpu_type;
+use crate::export::focus_file::{write_csv_gz, write_parquet};
 use crate::period::Period;
 
 /// A provider of the generated world beside AWS.
@@ -979,69 +978,6 @@ fn azure_row(world: &CloudWorld, period: Period, line: &Line) -> Vec<Option<Stri
     values
 }
 
-fn csv_field(value: &Option<String>) -> String {
-    match value {
-        None => String::new(),
-        Some(text) if text.contains([',', '"', '\n']) => format!("\"{}\"", text.replace('"', "\"\"")),
-        Some(text) => text.clone(),
-    }
-}
-
-/// Writes rows as gzip CSV.
-fn write_csv_gz(path: &Path, header: &[&str], rows: &[Vec<Option<String>>]) -> Result<u64, GenerateError> {
-    if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent).map_err(io_error(parent))?;
-    }
-    let file = fs::File::create(path).map_err(io_error(path))?;
-    let mut out = flate2::write::GzEncoder::new(std::io::BufWriter::new(file), flate2::Compression::fast());
-    let mut text = header.join(",");
-    text.push('\n');
-    for values in rows {
-        text.push_str(&values.iter().map(csv_field).collect::<Vec<_>>().join(","));
-        text.push('\n');
-    }
-    out.write_all(text.as_bytes()).map_err(io_error(path))?;
-    out.finish().map_err(io_error(path))?;
-    Ok(rows.len() as u64)
-}
-
-/// Writes rows as Parquet: costs and quantities as doubles, timestamps as UTC datetimes.
-fn write_parquet(path: &Path, rows: &[Vec<Option<String>>]) -> Result<(), GenerateError> {
-    if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent).map_err(io_error(parent))?;
-    }
-    let encode = |source| GenerateError::Encode { path: path.to_path_buf(), source };
-    let mut columns = Vec::new();
-    for (index, name) in COLUMNS.iter().enumerate() {
-        let values = rows.iter().map(|r| r[index].clone());
-        let column = match *name {
-            "BilledCost" | "EffectiveCost" | "ListCost" | "ContractedCost" | "ConsumedQuantity"
-            | "PricingQuantity" => {
-                let numbers: Vec<Option<f64>> = values.map(|v| v.and_then(|t| t.parse().ok())).collect();
-                Column::new((*name).into(), numbers)
-            }
-            "BillingPeriodStart" | "BillingPeriodEnd" | "ChargePeriodStart" | "ChargePeriodEnd" => {
-                let millis: Vec<Option<i64>> = values
-                    .map(|v| {
-                        v.and_then(|t| chrono::DateTime::parse_from_rfc3339(&t).ok())
-                            .map(|t| t.timestamp() * 1000)
-                    })
-                    .collect();
-                Series::new((*name).into(), millis)
-                    .cast(&DataType::Datetime(TimeUnit::Milliseconds, Some(polars::prelude::TimeZone::UTC)))
-                    .map_err(encode)?
-                    .into_column()
-            }
-            _ => Column::new((*name).into(), values.collect::<Vec<Option<String>>>()),
-        };
-        columns.push(column);
-    }
-    let mut frame = DataFrame::new(rows.len(), columns).map_err(encode)?;
-    let file = fs::File::create(path).map_err(io_error(path))?;
-    ParquetWriter::new(file).finish(&mut frame).map_err(encode)?;
-    Ok(())
-}
-
 /// Writes one provider's month in its layout under `out` (and, with `kube`, its cluster's
 /// Kubernetes series); returns its truth.
 pub fn write_month(
@@ -1116,7 +1052,7 @@ pub fn write_month(
             let rows: Vec<Vec<Option<String>>> = lines.iter().map(|l| row(world, period, l)).collect();
             let folder =
                 root.join(format!("gcp_billing_export_focus_{}", world.billing_account.replace('-', "_")));
-            write_parquet(&folder.join(format!("{period}-000000000000.parquet")), &rows)?;
+            write_parquet(&folder.join(format!("{period}-000000000000.parquet")), &COLUMNS, &rows)?;
             "gcp".to_string()
         }
         _ => {

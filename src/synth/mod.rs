@@ -167,6 +167,8 @@ pub enum GenerateError {
         #[source]
         source: polars::prelude::PolarsError,
     },
+    #[error(transparent)]
+    File(#[from] crate::export::focus_file::FileError),
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> GenerateError + '_ {

@@ -1,0 +1,535 @@
+//! `gpuledger export focus --period P --out DIR [--format parquet|csv]`: the month's FOCUS
+//! bills written back as one FOCUS 1.3 Cost and Usage file, with gpuledger's split of each
+//! Kubernetes node's cost among its pods as FOCUS 1.3's split cost allocation.
+//!
+//! - **Every charge of every FOCUS bill**, as gpuledger keeps it: one row per day and charge
+//!   group (the dimensions a page groups by), its amounts the sum of the bill's rows.
+//! - **A node's virtual machine** is written per charge period (an hour, or Azure's day) with
+//!   its `ResourceId`. Where gpuledger split it ([`crate::engine::cluster_split`]), that
+//!   origin charge is replaced by its allocated charges: one per pod that ran on it, and one
+//!   for what no pod was given (`AllocatedResourceName` `(unallocated)`). Each carries
+//!   `AllocatedMethodId` `gpuledger-split-v1`, `AllocatedMethodDetails` (its share of the
+//!   origin and the pod's hours and usage by resource), `AllocatedResourceId` (the pod's uid),
+//!   `AllocatedResourceName` (namespace/pod) and `AllocatedTags` (cluster, namespace,
+//!   workload, client). Every summable column of the allocated charges adds up to the origin
+//!   charge's exactly (largest remainder on nano-units), so the file still sums to the bill.
+//! - **What the stored bill does not keep** is null (`PricingQuantity`/`PricingUnit`, `SkuId`,
+//!   `SkuPriceId`, unit prices, the commitment's id, name, type and category, `RegionName`,
+//!   `AvailabilityZone`) or derived: `ChargeFrequency` from the charge category, `ChargeDescription` from the
+//!   service and resource type, the provider's names from its id.
+//!
+//! CUR bills (AWS's own export, whose split AWS already writes) are not in the file yet.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::focus_file::{FileError, write_csv_gz, write_parquet};
+use crate::engine::cluster_split::{ClusterSplit, METHOD_ID, SplitError, client_of};
+use crate::engine::kube_split::instance_key;
+use crate::money::{Nanos, apportion_by_weight};
+use crate::period::Period;
+use crate::sources::focus::iso;
+use crate::store::{Bill, BillCharge, BillVmCost, Store, StoreError};
+
+/// The columns written, in order: FOCUS 1.3's (no custom `x_` column).
+pub const COLUMNS: [&str; 50] = [
+    "BilledCost",
+    "EffectiveCost",
+    "ListCost",
+    "ContractedCost",
+    "BillingCurrency",
+    "BillingAccountId",
+    "BillingAccountName",
+    "BillingPeriodStart",
+    "BillingPeriodEnd",
+    "ChargePeriodStart",
+    "ChargePeriodEnd",
+    "ChargeCategory",
+    "ChargeClass",
+    "ChargeFrequency",
+    "ChargeDescription",
+    "PricingCategory",
+    "CommitmentDiscountStatus",
+    "ConsumedQuantity",
+    "ConsumedUnit",
+    "InvoiceIssuerName",
+    "ProviderName",
+    "PublisherName",
+    "ServiceProviderName",
+    "HostProviderName",
+    "RegionId",
+    "ResourceId",
+    "ResourceType",
+    "ServiceName",
+    "ServiceCategory",
+    "SubAccountId",
+    "SubAccountName",
+    "Tags",
+    "AvailabilityZone",
+    "CommitmentDiscountCategory",
+    "CommitmentDiscountId",
+    "CommitmentDiscountName",
+    "CommitmentDiscountType",
+    "ContractedUnitPrice",
+    "ListUnitPrice",
+    "PricingQuantity",
+    "PricingUnit",
+    "RegionName",
+    "ResourceName",
+    "SkuId",
+    "SkuPriceId",
+    "AllocatedMethodId",
+    "AllocatedMethodDetails",
+    "AllocatedResourceId",
+    "AllocatedResourceName",
+    "AllocatedTags",
+];
+
+/// File formats of the export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FocusFormat {
+    Parquet,
+    /// Gzip CSV.
+    Csv,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Split(#[from] SplitError),
+    #[error(transparent)]
+    File(#[from] FileError),
+    #[error("no FOCUS bill of {0} is stored: run `gpuledger ingest focus` first")]
+    NoBills(Period),
+    /// Virtual machines' costs stored before they kept their charge group (migration 0036).
+    #[error(
+        "the {provider} bill {billing_account} of {period} was ingested before gpuledger kept each VM's charge group: run `gpuledger ingest focus --force` on it again"
+    )]
+    IngestAgain { provider: String, billing_account: String, period: Period },
+}
+
+/// What an export wrote.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ExportSummary {
+    pub period: String,
+    pub focus_version: &'static str,
+    pub format: FocusFormat,
+    pub file: PathBuf,
+    pub rows: usize,
+    /// Origin charges (a VM's charge period) replaced by their allocated charges, and those.
+    pub origin_charges_split: usize,
+    pub allocated_rows: usize,
+    pub bills: Vec<BillWritten>,
+}
+
+/// One bill's totals in the file (equal to the stored bill's, exactly).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BillWritten {
+    pub provider: String,
+    pub billing_account: String,
+    pub currency: String,
+    pub billed_cost: String,
+    pub effective_cost: String,
+}
+
+/// The four summable amounts of a row, in nano-units of its currency.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Amounts {
+    billed: i64,
+    effective: i64,
+    list: i64,
+    contracted: i64,
+}
+
+/// Who an allocated charge is for: a pod (its index among the cluster's pod-hours, the first
+/// hour seen) or what no pod was given.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Who {
+    Pod { cluster: usize, uid: String },
+    Unallocated { cluster: usize },
+}
+
+/// A pod's part of a node-hour, and its hours and usage there.
+#[derive(Debug, Clone, Copy, Default)]
+struct Share {
+    nanos: i64,
+    hours: f64,
+    gpu_hours: f64,
+    vcpu_hours: f64,
+    memory_gib_hours: f64,
+    /// Index of one of its pod-hours (for its names and labels).
+    pod: usize,
+}
+
+/// The splits of the month, by (instance, hour): who got what of the node-hour.
+struct Splits {
+    clusters: Vec<ClusterSplit>,
+    by_hour: HashMap<(String, i64), Vec<(Who, Share)>>,
+}
+
+impl Splits {
+    async fn load(store: &dyn Store, period: Period) -> Result<Splits, ExportError> {
+        let mut clusters = Vec::new();
+        for cluster in store.kube_clusters(period.start(), period.end()).await? {
+            match ClusterSplit::load(store, period, &cluster).await {
+                Ok(split) if split.node_costs_from == "focus" => clusters.push(split),
+                Ok(_) | Err(SplitError::NoNodeCosts { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let mut by_hour: HashMap<(String, i64), Vec<(Who, Share)>> = HashMap::new();
+        for (c, split) in clusters.iter().enumerate() {
+            let instance_of: HashMap<(&str, i64), String> = split
+                .nodes
+                .iter()
+                .map(|n| ((n.node.as_str(), n.hour), instance_key(&n.provider_id)))
+                .collect();
+            for cost in &split.split.pods {
+                let p = &split.pods[cost.pod];
+                let Some(instance) = instance_of.get(&(p.node.as_str(), p.hour)) else { continue };
+                let hours = p.seconds / 3600.0;
+                let uid = if p.uid.is_empty() { format!("{}/{}", p.namespace, p.pod) } else { p.uid.clone() };
+                by_hour.entry((instance.clone(), p.hour)).or_default().push((
+                    Who::Pod { cluster: c, uid },
+                    Share {
+                        nanos: cost.split_nanos + cost.unused_nanos,
+                        hours,
+                        gpu_hours: p.gpu_request * hours,
+                        vcpu_hours: p.cpu_request.max(p.cpu_usage) * hours,
+                        memory_gib_hours: p.memory_request_gib.max(p.memory_usage_gib) * hours,
+                        pod: cost.pod,
+                    },
+                ));
+            }
+            let unallocated = split
+                .split
+                .unallocated
+                .iter()
+                .map(|&(node, nanos)| {
+                    (instance_key(&split.nodes[node].provider_id), split.nodes[node].hour, nanos)
+                })
+                .chain(split.split.bill_without_nodes.iter().cloned());
+            for (instance, hour, nanos) in unallocated {
+                by_hour
+                    .entry((instance, hour))
+                    .or_default()
+                    .push((Who::Unallocated { cluster: c }, Share { nanos, ..Share::default() }));
+            }
+        }
+        Ok(Splits { clusters, by_hour })
+    }
+
+    /// Who got what of a VM's charge period, summed per pod over its hours.
+    fn of(&self, vm: &BillVmCost) -> BTreeMap<Who, Share> {
+        let mut shares: BTreeMap<Who, Share> = BTreeMap::new();
+        let mut hour = vm.charge_start.div_euclid(3600) * 3600;
+        while hour < vm.charge_end.max(vm.charge_start + 1) {
+            for (who, share) in self.by_hour.get(&(vm.instance.clone(), hour)).into_iter().flatten() {
+                let sum = shares.entry(who.clone()).or_insert(Share { pod: share.pod, ..Share::default() });
+                sum.nanos += share.nanos;
+                sum.hours += share.hours;
+                sum.gpu_hours += share.gpu_hours;
+                sum.vcpu_hours += share.vcpu_hours;
+                sum.memory_gib_hours += share.memory_gib_hours;
+            }
+            hour += 3600;
+        }
+        shares
+    }
+}
+
+/// The provider's names as FOCUS writes them.
+fn provider_name(provider: &str) -> &str {
+    match provider {
+        "aws" => "AWS",
+        "azure" => "Microsoft",
+        "gcp" => "Google Cloud",
+        "oci" => "Oracle",
+        other => other,
+    }
+}
+
+/// FOCUS's `ChargeFrequency`, which the stored bill does not keep, from the charge category.
+fn charge_frequency(category: &str) -> &'static str {
+    match category {
+        "Usage" => "Usage-Based",
+        "Purchase" => "Recurring",
+        _ => "One-Time",
+    }
+}
+
+fn some(text: &str) -> Option<String> {
+    (!text.is_empty()).then(|| text.to_string())
+}
+
+/// A charge group's row with `amounts`, over `[start, end)`, of `resource_id`.
+fn charge_row(
+    bill: &Bill,
+    period: Period,
+    charge: &BillCharge,
+    (start, end): (i64, i64),
+    amounts: Amounts,
+    consumed: f64,
+    resource_id: &str,
+) -> Vec<Option<String>> {
+    let provider = provider_name(&bill.provider).to_string();
+    let description = [charge.service_name.as_str(), charge.resource_type.as_str()]
+        .into_iter()
+        .filter(|t| !t.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    vec![
+        Some(Nanos(amounts.billed).exact()),
+        Some(Nanos(amounts.effective).exact()),
+        Some(Nanos(amounts.list).exact()),
+        Some(Nanos(amounts.contracted).exact()),
+        Some(bill.currency.clone()),
+        Some(bill.billing_account.clone()),
+        some(&bill.billing_account_name),
+        Some(iso(period.start())),
+        Some(iso(period.end())),
+        Some(iso(start)),
+        Some(iso(end)),
+        some(&charge.charge_category),
+        some(&charge.charge_class),
+        Some(charge_frequency(&charge.charge_category).to_string()),
+        some(&description),
+        some(&charge.pricing_category),
+        some(&charge.commitment_discount_status),
+        (!charge.consumed_unit.is_empty()).then(|| format!("{consumed}")),
+        some(&charge.consumed_unit),
+        Some(provider.clone()),
+        Some(provider.clone()),
+        Some(provider.clone()),
+        Some(provider.clone()),
+        Some(provider),
+        some(&charge.region),
+        some(resource_id),
+        some(&charge.resource_type),
+        some(&charge.service_name),
+        some(&charge.service_category),
+        some(&charge.sub_account_id),
+        some(&charge.sub_account_name),
+        (charge.tags != "{}").then(|| charge.tags.clone()).filter(|t| !t.is_empty()),
+        // AvailabilityZone to SkuPriceId: not kept but a VM's name (its id).
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        some(resource_id),
+        None,
+        None,
+        // The Allocated* columns, filled on allocated charges.
+        None,
+        None,
+        None,
+        None,
+        None,
+    ]
+}
+
+/// An origin charge's allocated charges: its amounts and consumed quantity divided by the
+/// shares' weights, exactly; `None` when the shares cannot divide it (no weight, or a
+/// negative one).
+fn allocate(
+    splits: &Splits,
+    origin: Vec<Option<String>>,
+    vm: &BillVmCost,
+    shares: &BTreeMap<Who, Share>,
+) -> Option<Vec<Vec<Option<String>>>> {
+    let weights: Vec<i128> = shares.values().map(|s| i128::from(s.nanos)).collect();
+    let total: i128 = weights.iter().sum();
+    let billed = apportion_by_weight(vm.billed_nanos, &weights)?;
+    let effective = apportion_by_weight(vm.effective_nanos, &weights)?;
+    let list = apportion_by_weight(vm.list_nanos, &weights)?;
+    let contracted = apportion_by_weight(vm.contracted_nanos, &weights)?;
+    let column = |name: &str| COLUMNS.iter().position(|c| *c == name).unwrap_or(0);
+    let mut rows = Vec::with_capacity(shares.len());
+    for (i, (who, share)) in shares.iter().enumerate() {
+        let mut row = origin.clone();
+        let ratio = weights[i] as f64 / total as f64;
+        row[column("BilledCost")] = Some(Nanos(billed[i]).exact());
+        row[column("EffectiveCost")] = Some(Nanos(effective[i]).exact());
+        row[column("ListCost")] = Some(Nanos(list[i]).exact());
+        row[column("ContractedCost")] = Some(Nanos(contracted[i]).exact());
+        if row[column("ConsumedQuantity")].is_some() {
+            row[column("ConsumedQuantity")] = Some(format!("{}", vm.consumed_quantity * ratio));
+        }
+        let round = |x: f64| (x * 1e6).round() / 1e6;
+        let (id, name, tags, usage) = match who {
+            Who::Pod { cluster, uid } => {
+                let split = &splits.clusters[*cluster];
+                let p = &split.pods[share.pod];
+                (
+                    uid.clone(),
+                    format!("{}/{}", p.namespace, p.pod),
+                    json!({"cluster": split.cluster, "namespace": p.namespace, "workload": p.workload,
+                           "client": client_of(&p.labels, "client")}),
+                    json!([
+                        {"UsageUnit": "GPU-Hours", "UsageQuantity": round(share.gpu_hours)},
+                        {"UsageUnit": "vCPU-Hours", "UsageQuantity": round(share.vcpu_hours)},
+                        {"UsageUnit": "GiB-Hours", "UsageQuantity": round(share.memory_gib_hours)},
+                    ]),
+                )
+            }
+            Who::Unallocated { cluster } => {
+                let cluster = &splits.clusters[*cluster].cluster;
+                (
+                    format!("{cluster}/unallocated"),
+                    "(unallocated)".to_string(),
+                    json!({"cluster": cluster}),
+                    json!([]),
+                )
+            }
+        };
+        let details = json!({"Elements": [{
+            "AllocatedRatio": ratio,
+            "UsageUnit": "Hours",
+            "UsageQuantity": round(share.hours),
+            "Usage": usage,
+        }]});
+        row[column("AllocatedMethodId")] = Some(METHOD_ID.to_string());
+        row[column("AllocatedMethodDetails")] = Some(details.to_string());
+        row[column("AllocatedResourceId")] = Some(id);
+        row[column("AllocatedResourceName")] = Some(name);
+        row[column("AllocatedTags")] = Some(tags.to_string());
+        rows.push(row);
+    }
+    Some(rows)
+}
+
+/// Writes `period`'s FOCUS bills with gpuledger's allocation as one file under `out`.
+pub async fn export_focus(
+    store: &dyn Store,
+    period: Period,
+    out: &Path,
+    format: FocusFormat,
+) -> Result<ExportSummary, ExportError> {
+    let name = period.to_string();
+    let bills: Vec<Bill> =
+        store.bills(Some(&name)).await?.into_iter().filter(|b| b.format == "focus").collect();
+    if bills.is_empty() {
+        return Err(ExportError::NoBills(period));
+    }
+    let splits = Splits::load(store, period).await?;
+    let charges = store.bill_charges(&name, None).await?;
+    let vms = store.bill_vm_costs(&name).await?;
+    let mut rows: Vec<Vec<Option<String>>> = Vec::new();
+    let (mut origin_charges_split, mut allocated_rows) = (0, 0);
+    let mut written = Vec::new();
+    for bill in &bills {
+        let ours =
+            |provider: &str, account: &str| provider == bill.provider && account == bill.billing_account;
+        let first = rows.len();
+        // Each group less the VMs' charge periods written on their own.
+        let mut vm_of_group: HashMap<&str, Vec<&BillVmCost>> = HashMap::new();
+        for vm in vms.iter().filter(|v| ours(&v.provider, &v.billing_account)) {
+            if vm.charge_key.is_empty() {
+                return Err(ExportError::IngestAgain {
+                    provider: bill.provider.clone(),
+                    billing_account: bill.billing_account.clone(),
+                    period,
+                });
+            }
+            vm_of_group.entry(vm.charge_key.as_str()).or_default().push(vm);
+        }
+        for charge in charges.iter().filter(|c| ours(&c.provider, &c.billing_account)) {
+            let key = charge.group_key();
+            let mut rest = Amounts {
+                billed: charge.billed_nanos,
+                effective: charge.effective_nanos,
+                list: charge.list_nanos,
+                contracted: charge.contracted_nanos,
+            };
+            let (mut rest_rows, mut rest_consumed) = (charge.charges, charge.consumed_quantity);
+            for vm in vm_of_group.remove(key.as_str()).unwrap_or_default() {
+                rest.billed -= vm.billed_nanos;
+                rest.effective -= vm.effective_nanos;
+                rest.list -= vm.list_nanos;
+                rest.contracted -= vm.contracted_nanos;
+                rest_rows -= vm.charges;
+                rest_consumed -= vm.consumed_quantity;
+                let amounts = Amounts {
+                    billed: vm.billed_nanos,
+                    effective: vm.effective_nanos,
+                    list: vm.list_nanos,
+                    contracted: vm.contracted_nanos,
+                };
+                let origin = charge_row(
+                    bill,
+                    period,
+                    charge,
+                    (vm.charge_start, vm.charge_end),
+                    amounts,
+                    vm.consumed_quantity,
+                    &vm.instance,
+                );
+                let shares = splits.of(vm);
+                match (!shares.is_empty()).then(|| allocate(&splits, origin.clone(), vm, &shares)).flatten() {
+                    Some(allocated) => {
+                        origin_charges_split += 1;
+                        allocated_rows += allocated.len();
+                        rows.extend(allocated);
+                    }
+                    None => rows.push(origin),
+                }
+            }
+            if rest_rows > 0 || rest != Amounts::default() {
+                rows.push(charge_row(
+                    bill,
+                    period,
+                    charge,
+                    (charge.day, charge.day + 86_400),
+                    rest,
+                    rest_consumed,
+                    "",
+                ));
+            }
+        }
+        let sum = |column: &str| -> i64 {
+            let i = COLUMNS.iter().position(|c| *c == column).unwrap_or(0);
+            rows[first..]
+                .iter()
+                .map(|r| r[i].as_deref().and_then(crate::money::nanos_from_decimal).unwrap_or(0))
+                .sum()
+        };
+        written.push(BillWritten {
+            provider: bill.provider.clone(),
+            billing_account: bill.billing_account.clone(),
+            currency: bill.currency.clone(),
+            billed_cost: Nanos(sum("BilledCost")).exact(),
+            effective_cost: Nanos(sum("EffectiveCost")).exact(),
+        });
+    }
+    let (file, count) = match format {
+        FocusFormat::Parquet => {
+            let file = out.join(format!("gpuledger-focus-1.3-{name}.parquet"));
+            (file.clone(), write_parquet(&file, &COLUMNS, &rows)?)
+        }
+        FocusFormat::Csv => {
+            let file = out.join(format!("gpuledger-focus-1.3-{name}.csv.gz"));
+            (file.clone(), write_csv_gz(&file, &COLUMNS, &rows)?)
+        }
+    };
+    Ok(ExportSummary {
+        period: name,
+        focus_version: "1.3",
+        format,
+        file,
+        rows: count as usize,
+        origin_charges_split,
+        allocated_rows,
+        bills: written,
+    })
+}
