@@ -114,7 +114,11 @@ while written < rows:
         "PublisherName": constant("Google Cloud"),
         "InvoiceIssuerName": constant("Google Cloud"),
         "RegionId": dictionary(project, regions),
-        "ResourceId": pa.array([f"gke-node-{i:04d}" for i in range(nodes)]).take(pa.array(node)),
+        # Compute Engine's form: gpuledger keeps each VM's cost per hour (what it splits).
+        "ResourceId": pa.array([
+            f"//compute.googleapis.com/projects/{projects[i % len(projects)][0]}/zones/{regions[i % len(projects)]}-a/instances/gke-node-{i:04d}"
+            for i in range(nodes)
+        ]).take(pa.array(node)),
         "ResourceType": constant("Compute Instance"),
         "ServiceName": constant("Compute Engine"),
         "ServiceCategory": constant("Compute"),

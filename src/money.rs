@@ -155,6 +155,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn exact_decimals_keep_every_nano_unit_and_read_back_the_same() {
+        for (nanos, text) in [(1_234_567_890_123, "1234.567890123"), (-5, "-0.000000005"), (0, "0.000000000")]
+        {
+            assert_eq!(Nanos(nanos).exact(), text);
+            assert_eq!(nanos_from_decimal(text), Some(nanos));
+        }
+    }
+
+    #[test]
     fn cost_explorer_decimals_become_exact_nanos() {
         assert_eq!(nanos_from_decimal("12.3456789012"), Some(12_345_678_901));
         assert_eq!(nanos_from_decimal("0.0101516483"), Some(10_151_648));

@@ -5,7 +5,9 @@
 //! - **Every charge of every FOCUS bill**, as gpuledger keeps it: one row per day and charge
 //!   group (the dimensions a page groups by), its amounts the sum of the bill's rows.
 //! - **A node's virtual machine** is written per charge period (an hour, or Azure's day) with
-//!   its `ResourceId`. Where gpuledger split it ([`crate::engine::cluster_split`]), that
+//!   its `ResourceId`, taken out of its group (of the groups differing only in their tags,
+//!   when Google's cost allocation wrote one per namespace: in proportion to each, exactly;
+//!   the origin then keeps no tags). Where gpuledger split it ([`crate::engine::cluster_split`]), that
 //!   origin charge is replaced by its allocated charges: one per pod that ran on it, and one
 //!   for what no pod was given (`AllocatedResourceName` `(unallocated)`). Each carries
 //!   `AllocatedMethodId` `gpuledger-split-v1`, `AllocatedMethodDetails` (its share of the
@@ -111,6 +113,8 @@ pub enum ExportError {
         "the {provider} bill {billing_account} of {period} was ingested before gpuledger kept each VM's charge group: run `gpuledger ingest focus --force` on it again"
     )]
     IngestAgain { provider: String, billing_account: String, period: Period },
+    #[error("{0}")]
+    Inconsistent(String),
 }
 
 /// What an export wrote.
@@ -144,6 +148,81 @@ struct Amounts {
     effective: i64,
     list: i64,
     contracted: i64,
+}
+
+/// A charge group's rows, amounts and consumed quantity not yet written.
+#[derive(Debug, Clone, Copy, Default)]
+struct Rest {
+    rows: i64,
+    amounts: Amounts,
+    consumed: f64,
+}
+
+impl Rest {
+    fn of(group: &BillCharge) -> Rest {
+        Rest {
+            rows: group.charges,
+            amounts: Amounts {
+                billed: group.billed_nanos,
+                effective: group.effective_nanos,
+                list: group.list_nanos,
+                contracted: group.contracted_nanos,
+            },
+            consumed: group.consumed_quantity,
+        }
+    }
+
+    fn sum(vms: &[&BillVmCost]) -> Rest {
+        let mut sum = Rest::default();
+        for vm in vms {
+            sum.rows += vm.charges;
+            sum.amounts.billed += vm.billed_nanos;
+            sum.amounts.effective += vm.effective_nanos;
+            sum.amounts.list += vm.list_nanos;
+            sum.amounts.contracted += vm.contracted_nanos;
+            sum.consumed += vm.consumed_quantity;
+        }
+        sum
+    }
+}
+
+/// Takes `taken` out of the groups `set` (indices into `rest`): from the one group, or, when
+/// several groups differ in their tags alone, from each in proportion to what it has of each
+/// column (by its rows where a column cannot weigh), exactly by largest remainder.
+fn take_out(rest: &mut [Rest], set: &[usize], taken: &Rest) {
+    let split = |total: i64, value: fn(&Rest) -> i64, rest: &[Rest]| -> Vec<i64> {
+        let weights: Vec<i128> = set.iter().map(|&i| i128::from(value(&rest[i]))).collect();
+        apportion_by_weight(total, &weights)
+            .or_else(|| {
+                apportion_by_weight(
+                    total,
+                    &set.iter().map(|&i| i128::from(rest[i].rows.max(0))).collect::<Vec<_>>(),
+                )
+            })
+            .unwrap_or_else(|| std::iter::once(total).chain(std::iter::repeat(0)).take(set.len()).collect())
+    };
+    let rows = split(taken.rows, |r| r.rows, rest);
+    let billed = split(taken.amounts.billed, |r| r.amounts.billed, rest);
+    let effective = split(taken.amounts.effective, |r| r.amounts.effective, rest);
+    let list = split(taken.amounts.list, |r| r.amounts.list, rest);
+    let contracted = split(taken.amounts.contracted, |r| r.amounts.contracted, rest);
+    let consumed: f64 = set.iter().map(|&i| rest[i].consumed).sum();
+    for (k, &i) in set.iter().enumerate() {
+        let share = if consumed != 0.0 {
+            rest[i].consumed / consumed
+        } else if k == 0 {
+            1.0
+        } else {
+            0.0
+        };
+        let r = &mut rest[i];
+        r.rows -= rows[k];
+        r.amounts.billed -= billed[k];
+        r.amounts.effective -= effective[k];
+        r.amounts.list -= list[k];
+        r.amounts.contracted -= contracted[k];
+        r.consumed -= taken.consumed * share;
+    }
 }
 
 /// Who an allocated charge is for: a pod (its index among the cluster's pod-hours, the first
@@ -432,8 +511,8 @@ pub async fn export_focus(
         let ours =
             |provider: &str, account: &str| provider == bill.provider && account == bill.billing_account;
         let first = rows.len();
-        // Each group less the VMs' charge periods written on their own.
-        let mut vm_of_group: HashMap<&str, Vec<&BillVmCost>> = HashMap::new();
+        // The VMs' charge periods by the groups (less tags) their rows were summed into.
+        let mut vm_of_key: HashMap<&str, Vec<&BillVmCost>> = HashMap::new();
         for vm in vms.iter().filter(|v| ours(&v.provider, &v.billing_account)) {
             if vm.charge_key.is_empty() {
                 return Err(ExportError::IngestAgain {
@@ -442,24 +521,27 @@ pub async fn export_focus(
                     period,
                 });
             }
-            vm_of_group.entry(vm.charge_key.as_str()).or_default().push(vm);
+            vm_of_key.entry(vm.charge_key.as_str()).or_default().push(vm);
         }
-        for charge in charges.iter().filter(|c| ours(&c.provider, &c.billing_account)) {
-            let key = charge.group_key();
-            let mut rest = Amounts {
-                billed: charge.billed_nanos,
-                effective: charge.effective_nanos,
-                list: charge.list_nanos,
-                contracted: charge.contracted_nanos,
+        let groups: Vec<&BillCharge> =
+            charges.iter().filter(|c| ours(&c.provider, &c.billing_account)).collect();
+        let mut sets: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, group) in groups.iter().enumerate() {
+            sets.entry(group.untagged_key()).or_default().push(i);
+        }
+        // What each group keeps once its VMs' charge periods are written on their own.
+        let mut rest: Vec<Rest> = groups.iter().map(|g| Rest::of(g)).collect();
+        for group in &groups {
+            let key = group.untagged_key();
+            let Some(vms) = vm_of_key.remove(key.as_str()) else { continue };
+            let set = &sets[&key];
+            take_out(&mut rest, set, &Rest::sum(&vms));
+            // Several groups differing in their tags alone: the origin keeps no tags.
+            let template = BillCharge {
+                tags: if set.len() == 1 { group.tags.clone() } else { String::new() },
+                ..(*group).clone()
             };
-            let (mut rest_rows, mut rest_consumed) = (charge.charges, charge.consumed_quantity);
-            for vm in vm_of_group.remove(key.as_str()).unwrap_or_default() {
-                rest.billed -= vm.billed_nanos;
-                rest.effective -= vm.effective_nanos;
-                rest.list -= vm.list_nanos;
-                rest.contracted -= vm.contracted_nanos;
-                rest_rows -= vm.charges;
-                rest_consumed -= vm.consumed_quantity;
+            for vm in vms {
                 let amounts = Amounts {
                     billed: vm.billed_nanos,
                     effective: vm.effective_nanos,
@@ -469,7 +551,7 @@ pub async fn export_focus(
                 let origin = charge_row(
                     bill,
                     period,
-                    charge,
+                    &template,
                     (vm.charge_start, vm.charge_end),
                     amounts,
                     vm.consumed_quantity,
@@ -485,14 +567,22 @@ pub async fn export_focus(
                     None => rows.push(origin),
                 }
             }
-            if rest_rows > 0 || rest != Amounts::default() {
+        }
+        if let Some(key) = vm_of_key.keys().next() {
+            return Err(ExportError::Inconsistent(format!(
+                "the {} bill {} of {period} has virtual machines' costs of charge group {key} and no such group: run `gpuledger ingest focus --force` on it again",
+                bill.provider, bill.billing_account
+            )));
+        }
+        for (group, rest) in groups.iter().zip(&rest) {
+            if rest.rows > 0 || rest.amounts != Amounts::default() {
                 rows.push(charge_row(
                     bill,
                     period,
-                    charge,
-                    (charge.day, charge.day + 86_400),
-                    rest,
-                    rest_consumed,
+                    group,
+                    (group.day, group.day + 86_400),
+                    rest.amounts,
+                    rest.consumed,
                     "",
                 ));
             }
@@ -532,4 +622,49 @@ pub async fn export_focus(
         allocated_rows,
         bills: written,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rest(rows: i64, effective: i64, billed: i64) -> Rest {
+        Rest {
+            rows,
+            amounts: Amounts { billed, effective, list: effective, contracted: effective },
+            consumed: rows as f64,
+        }
+    }
+
+    #[test]
+    fn a_vms_rows_come_out_of_one_group_whole_and_of_groups_differing_in_tags_in_proportion() {
+        // One group: 10 rows, 1.000 of which a VM's 4 rows are 0.400.
+        let mut groups = vec![rest(10, 1_000, 1_000)];
+        take_out(&mut groups, &[0], &rest(4, 400, 400));
+        assert_eq!((groups[0].rows, groups[0].amounts.effective, groups[0].consumed), (6, 600, 6.0));
+        // Three groups differing in their tags (namespaces a, b, c: 1, 2 and 3 units, billed 0
+        // in c): 5 of the 6 units go out, 5/6 of each by largest remainder, exactly.
+        let mut groups = vec![rest(1, 1, 1), rest(2, 2, 2), rest(3, 3, 0)];
+        take_out(&mut groups, &[0, 1, 2], &rest(5, 5, 2));
+        let effective: Vec<i64> = groups.iter().map(|g| g.amounts.effective).collect();
+        assert_eq!(effective, [0, 0, 1]);
+        assert_eq!(effective.iter().sum::<i64>(), 6 - 5);
+        let billed: Vec<i64> = groups.iter().map(|g| g.amounts.billed).collect();
+        assert_eq!(billed, [0, 1, 0]);
+    }
+
+    #[test]
+    fn a_charge_groups_untagged_key_ignores_its_tags_alone() {
+        let group = BillCharge {
+            day: 86_400,
+            service_name: "Compute Engine".into(),
+            tags: "{\"a\":\"1\"}".into(),
+            ..BillCharge::default()
+        };
+        let other_tags = BillCharge { tags: "{\"a\":\"2\"}".into(), ..group.clone() };
+        let other_day = BillCharge { day: 2 * 86_400, ..group.clone() };
+        assert_eq!(group.untagged_key(), other_tags.untagged_key());
+        assert_ne!(group.untagged_key(), other_day.untagged_key());
+        assert_eq!(group.untagged_key().len(), 16);
+    }
 }

@@ -82,6 +82,8 @@ struct BillSums {
     contracted: i64,
     /// Each charge group and its sums, in the order first seen.
     charges: Vec<(ChargeKey, ChargeSums)>,
+    /// Each group's [`BillCharge::untagged_key`], beside it.
+    untagged: Vec<std::sync::Arc<str>>,
     /// Where each group of one file's rows is, by its day, its tags' number in the file
     /// ([`Charge::tags_id`]) and its other fields' bytes ([`push_fields`]): a row finds its
     /// group without building a key or hashing its tags' text.
@@ -95,8 +97,10 @@ struct BillSums {
 }
 
 /// A virtual machine ([`crate::engine::kube_split::vm_key`]), the cluster its tags name, a
-/// charge period, and the index of the charge group its rows are summed into.
-type VmKey = (std::sync::Arc<str>, std::sync::Arc<str>, i64, i64, usize);
+/// charge period, and the charge group its rows are summed into less its tags
+/// ([`BillCharge::untagged_key`]): rows of one VM-hour that differ only in their tags (Google's
+/// cost allocation writes one per namespace) are one origin charge.
+type VmKey = (std::sync::Arc<str>, std::sync::Arc<str>, i64, i64, std::sync::Arc<str>);
 
 #[derive(Debug, Default, Clone, Copy)]
 struct VmSums {
@@ -199,6 +203,9 @@ impl BillSums {
             Some(index) => *index,
             None => {
                 let charge_key = ChargeKey { day, text: text.map(str::to_string) };
+                let mut untagged = *text;
+                untagged[TAGS] = "";
+                self.untagged.push(BillCharge::key_of(day, &untagged).into());
                 self.charges.push((charge_key, ChargeSums::default()));
                 self.index.insert(key.clone().into_boxed_slice(), self.charges.len() - 1);
                 self.charges.len() - 1
@@ -231,23 +238,18 @@ impl BillSums {
         self.effective += other.effective;
         self.list += other.list;
         self.contracted += other.contracted;
-        // Where each of the file's charge groups lands among the bill's.
-        let mut landed = Vec::with_capacity(other.charges.len());
-        for (charge_key, sums) in other.charges {
+        for ((charge_key, sums), untagged) in other.charges.into_iter().zip(other.untagged) {
             match self.by_key.get(&charge_key) {
-                Some(&index) => {
-                    self.charges[index].1.add(&sums);
-                    landed.push(index);
-                }
+                Some(&index) => self.charges[index].1.add(&sums),
                 None => {
                     self.by_key.insert(charge_key.clone(), self.charges.len());
-                    landed.push(self.charges.len());
                     self.charges.push((charge_key, sums));
+                    self.untagged.push(untagged);
                 }
             }
         }
-        for ((instance, cluster, start, end, group), sums) in other.vms {
-            let index = self.vm((instance, cluster, start, end, landed[group]));
+        for (key, sums) in other.vms {
+            let index = self.vm(key);
             self.vms[index].1.add(&sums);
         }
         Ok(())
@@ -663,7 +665,7 @@ impl focus::Visitor for FileRows<'_> {
                     cluster,
                     amounts.charge_period_start,
                     amounts.charge_period_end,
-                    group,
+                    bill.untagged[group].clone(),
                 ));
                 bill.vms[index].1.add(&VmSums {
                     charges: 1,
@@ -943,11 +945,6 @@ async fn ingest_delivery(
         {
             refuse_a_fall(before, sums.effective, &sums.currency)?;
         }
-        let group_keys: Vec<String> = sums
-            .charges
-            .iter()
-            .map(|(key, _)| BillCharge::key_of(key.day, &std::array::from_fn(|i| key.text[i].as_str())))
-            .collect();
         let mut charges: Vec<BillCharge> = sums
             .charges
             .into_iter()
@@ -1000,14 +997,14 @@ async fn ingest_delivery(
         let vms: Vec<BillVmCost> = sums
             .vms
             .into_iter()
-            .map(|((instance, cluster, charge_start, charge_end, group), vm)| BillVmCost {
+            .map(|((instance, cluster, charge_start, charge_end, untagged), vm)| BillVmCost {
                 provider: provider.clone(),
                 billing_account: account.clone(),
                 instance: instance.to_string(),
                 cluster: cluster.to_string(),
                 charge_start,
                 charge_end,
-                charge_key: group_keys[group].clone(),
+                charge_key: untagged.to_string(),
                 charges: vm.charges,
                 consumed_quantity: vm.consumed_quantity,
                 billed_nanos: vm.billed,

@@ -387,10 +387,10 @@ pub struct BillCharge {
 }
 
 impl BillCharge {
-    /// The charge group's identity among its bill's: a 64-bit FNV-1a digest of its day and
-    /// every dimension, in hex. A [`BillVmCost`] names the group its rows were summed into by
-    /// it.
-    pub fn group_key(&self) -> String {
+    /// The charge group's identity less its tags: a 64-bit FNV-1a digest of its day and every
+    /// other dimension, in hex. A [`BillVmCost`] names by it the groups its rows were summed
+    /// into (one, or several differing only in their tags).
+    pub fn untagged_key(&self) -> String {
         Self::key_of(
             self.day,
             &[
@@ -405,13 +405,14 @@ impl BillCharge {
                 &self.region,
                 &self.resource_type,
                 &self.consumed_unit,
-                &self.tags,
+                "",
                 &self.gpu_model,
             ],
         )
     }
 
-    /// [`BillCharge::group_key`] of a day and the group's 13 texts in the order of its fields.
+    /// The digest of a day and a group's 13 texts in the order of its fields (the tags
+    /// empty for [`BillCharge::untagged_key`]).
     pub fn key_of(day: i64, text: &[&str; 13]) -> String {
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
         let mut eat = |bytes: &[u8]| {
@@ -517,7 +518,8 @@ pub struct BillVmCost {
     pub cluster: String,
     pub charge_start: i64,
     pub charge_end: i64,
-    /// The charge group of `bill_charges` these rows are part of ([`BillCharge::group_key`]).
+    /// The charge groups of `bill_charges` these rows are part of, less their tags
+    /// ([`BillCharge::untagged_key`]).
     pub charge_key: String,
     /// Rows of the files summed here.
     pub charges: i64,

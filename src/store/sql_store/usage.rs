@@ -78,7 +78,13 @@ where
         // The table's order (hour, cluster, namespace, pod, uid), sorted here: a month's
         // pod-hours read 4× faster unsorted from SQLite.
         pods.sort_by(|a, b| {
-            (a.hour, &a.cluster, &a.namespace, &a.pod, &a.uid).cmp(&(b.hour, &b.cluster, &b.namespace, &b.pod, &b.uid))
+            (a.hour, &a.cluster, &a.namespace, &a.pod, &a.uid).cmp(&(
+                b.hour,
+                &b.cluster,
+                &b.namespace,
+                &b.pod,
+                &b.uid,
+            ))
         });
         Ok((nodes, pods))
     }
