@@ -27,12 +27,12 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::focus_file::{FileError, write_csv_gz, write_parquet};
 use crate::engine::cluster_split::{ClusterSplit, METHOD_ID, SplitError, client_of};
 use crate::engine::kube_split::instance_key;
 use crate::money::{Nanos, apportion_by_weight};
 use crate::period::Period;
 use crate::sources::focus::iso;
+use crate::sources::focus_file::{FileError, write_csv_gz, write_parquet};
 use crate::store::{Bill, BillCharge, BillVmCost, Store, StoreError};
 
 /// The columns written, in order: FOCUS 1.3's (no custom `x_` column).
@@ -88,6 +88,11 @@ pub const COLUMNS: [&str; 50] = [
     "AllocatedResourceName",
     "AllocatedTags",
 ];
+
+/// The position of a column in [`COLUMNS`].
+fn column(name: &str) -> usize {
+    COLUMNS.iter().position(|c| *c == name).unwrap_or_else(|| panic!("no FOCUS column {name}"))
+}
 
 /// File formats of the export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -175,11 +180,12 @@ impl Rest {
     fn sum(vms: &[&BillVmCost]) -> Rest {
         let mut sum = Rest::default();
         for vm in vms {
+            let amounts = Amounts::of_vm(vm);
             sum.rows += vm.charges;
-            sum.amounts.billed += vm.billed_nanos;
-            sum.amounts.effective += vm.effective_nanos;
-            sum.amounts.list += vm.list_nanos;
-            sum.amounts.contracted += vm.contracted_nanos;
+            sum.amounts.billed += amounts.billed;
+            sum.amounts.effective += amounts.effective;
+            sum.amounts.list += amounts.list;
+            sum.amounts.contracted += amounts.contracted;
             sum.consumed += vm.consumed_quantity;
         }
         sum
@@ -222,6 +228,17 @@ fn take_out(rest: &mut [Rest], set: &[usize], taken: &Rest) {
         r.amounts.list -= list[k];
         r.amounts.contracted -= contracted[k];
         r.consumed -= taken.consumed * share;
+    }
+}
+
+impl Amounts {
+    fn of_vm(vm: &BillVmCost) -> Amounts {
+        Amounts {
+            billed: vm.billed_nanos,
+            effective: vm.effective_nanos,
+            list: vm.list_nanos,
+            contracted: vm.contracted_nanos,
+        }
     }
 }
 
@@ -362,7 +379,7 @@ fn charge_row(
         .filter(|t| !t.is_empty())
         .collect::<Vec<_>>()
         .join(" ");
-    vec![
+    let mut row = vec![
         Some(Nanos(amounts.billed).exact()),
         Some(Nanos(amounts.effective).exact()),
         Some(Nanos(amounts.list).exact()),
@@ -395,27 +412,12 @@ fn charge_row(
         some(&charge.sub_account_id),
         some(&charge.sub_account_name),
         (charge.tags != "{}").then(|| charge.tags.clone()).filter(|t| !t.is_empty()),
-        // AvailabilityZone to SkuPriceId: not kept but a VM's name (its id).
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-        some(resource_id),
-        None,
-        None,
-        // The Allocated* columns, filled on allocated charges.
-        None,
-        None,
-        None,
-        None,
-        None,
-    ]
+    ];
+    // AvailabilityZone to SkuPriceId are not kept, but a VM's name (its id); the Allocated*
+    // columns are filled on allocated charges.
+    row.resize(COLUMNS.len(), None);
+    row[column("ResourceName")] = some(resource_id);
+    row
 }
 
 /// An origin charge's allocated charges: its amounts and consumed quantity divided by the
@@ -433,7 +435,6 @@ fn allocate(
     let effective = apportion_by_weight(vm.effective_nanos, &weights)?;
     let list = apportion_by_weight(vm.list_nanos, &weights)?;
     let contracted = apportion_by_weight(vm.contracted_nanos, &weights)?;
-    let column = |name: &str| COLUMNS.iter().position(|c| *c == name).unwrap_or(0);
     let mut rows = Vec::with_capacity(shares.len());
     for (i, (who, share)) in shares.iter().enumerate() {
         let mut row = origin.clone();
@@ -542,12 +543,7 @@ pub async fn export_focus(
                 ..(*group).clone()
             };
             for vm in vms {
-                let amounts = Amounts {
-                    billed: vm.billed_nanos,
-                    effective: vm.effective_nanos,
-                    list: vm.list_nanos,
-                    contracted: vm.contracted_nanos,
-                };
+                let amounts = Amounts::of_vm(vm);
                 let origin = charge_row(
                     bill,
                     period,
@@ -588,7 +584,7 @@ pub async fn export_focus(
             }
         }
         let sum = |column: &str| -> i64 {
-            let i = COLUMNS.iter().position(|c| *c == column).unwrap_or(0);
+            let i = self::column(column);
             rows[first..]
                 .iter()
                 .map(|r| r[i].as_deref().and_then(crate::money::nanos_from_decimal).unwrap_or(0))

@@ -462,15 +462,7 @@ pub fn fold_kube(
             });
         }
     }
-    pod_hours.sort_by(|a, b| {
-        (a.hour, &a.cluster, &a.namespace, &a.pod, &a.uid).cmp(&(
-            b.hour,
-            &b.cluster,
-            &b.namespace,
-            &b.pod,
-            &b.uid,
-        ))
-    });
+    pod_hours.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
     node_hours.sort_by(|a, b| (a.hour, &a.cluster, &a.node).cmp(&(b.hour, &b.cluster, &b.node)));
     KubeFolded {
         nodes: node_hours,

@@ -1,13 +1,14 @@
 //! Sources: the outside world gpuledger reads — CUR 2.0 exports in a folder or in S3, FOCUS
 //! bills there or in Azure Blob Storage and Google Cloud Storage (`cloud_objects`), GPU
 //! and inference metrics from Prometheus or an OpenMetrics file, and daily totals from AWS
-//! Cost Explorer. Nothing here writes to
+//! Cost Explorer; and FOCUS rows written back as files (`focus_file`). Nothing here writes to
 //! the store.
 
 pub mod cloud_objects;
 pub mod cost_explorer;
 pub mod cur;
 pub mod focus;
+pub mod focus_file;
 pub mod objects;
 pub mod prometheus;
 pub mod spark;

@@ -577,6 +577,13 @@ pub struct KubePodHour {
     pub memory_usage_gib: f64,
 }
 
+impl KubePodHour {
+    /// Its place in the stored order: hour, cluster, namespace, pod, uid.
+    pub fn order_key(&self) -> (i64, &str, &str, &str, &str) {
+        (self.hour, &self.cluster, &self.namespace, &self.pod, &self.uid)
+    }
+}
+
 /// What one GPU (or MIG instance) did for one pod in one hour.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct GpuUsage {

@@ -31,8 +31,8 @@ use serde::Serialize;
 use super::rng::Rng;
 use super::{GenerateError, io_error};
 use crate::catalog::cloud_gpu_type;
-use crate::export::focus_file::{write_csv_gz, write_parquet};
 use crate::period::Period;
+use crate::sources::focus_file::{write_csv_gz, write_parquet};
 
 /// A provider of the generated world beside AWS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum, Serialize)]

@@ -168,7 +168,7 @@ pub enum GenerateError {
         source: polars::prelude::PolarsError,
     },
     #[error(transparent)]
-    File(#[from] crate::export::focus_file::FileError),
+    File(#[from] crate::sources::focus_file::FileError),
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> GenerateError + '_ {

@@ -75,17 +75,10 @@ where
             self.rows(sqlx::query(&nodes).bind(from).bind(to).bind(cluster), CONTEXT).await?;
         let mut pods: Vec<KubePodHour> =
             self.rows(sqlx::query(&pods).bind(from).bind(to).bind(cluster), CONTEXT).await?;
-        // The table's order (hour, cluster, namespace, pod, uid), sorted here: a month's
-        // pod-hours read 4× faster unsorted from SQLite.
-        pods.sort_by(|a, b| {
-            (a.hour, &a.cluster, &a.namespace, &a.pod, &a.uid).cmp(&(
-                b.hour,
-                &b.cluster,
-                &b.namespace,
-                &b.pod,
-                &b.uid,
-            ))
-        });
+        // The table's order (hour, cluster, namespace, pod, uid), sorted here: SQLite's ORDER BY
+        // sorted a month's 3.9 M pod-hours in a temporary B-tree before the first row (1 min 43 s
+        // against 27 s unsorted in the sqlite3 shell).
+        pods.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
         Ok((nodes, pods))
     }
 
