@@ -451,11 +451,17 @@ fn allocate(
             Who::Pod { cluster, uid } => {
                 let split = &splits.clusters[*cluster];
                 let p = &split.pods[share.pod];
+                let mut tags =
+                    json!({"cluster": split.cluster, "namespace": p.namespace, "workload": p.workload});
+                // A pod without a client label has no `client` tag (FOCUS's tags hold values).
+                let client = client_of(&p.labels, "client");
+                if client != "(none)" {
+                    tags["client"] = json!(client);
+                }
                 (
                     uid.clone(),
                     format!("{}/{}", p.namespace, p.pod),
-                    json!({"cluster": split.cluster, "namespace": p.namespace, "workload": p.workload,
-                           "client": client_of(&p.labels, "client")}),
+                    tags,
                     json!([
                         {"UsageUnit": "GPU-Hours", "UsageQuantity": round(share.gpu_hours)},
                         {"UsageUnit": "vCPU-Hours", "UsageQuantity": round(share.vcpu_hours)},

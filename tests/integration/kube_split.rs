@@ -449,6 +449,7 @@ async fn check_focus_export(url: &str, dir: &Path, truth: &Value, store: &dyn gp
     for &i in &allocated {
         *by_origin.entry((resource[i].clone().unwrap(), starts[i])).or_default() += effective[i];
         let tags: Value = serde_json::from_str(tags[i].as_deref().unwrap()).unwrap();
+        assert_ne!(tags["client"], "(none)", "a pod without a client label has no client tag");
         let cluster = tags["cluster"].as_str().unwrap().to_string();
         *by_cluster.entry(cluster.clone()).or_default() += effective[i];
         if let Some(namespace) = tags["namespace"].as_str() {
