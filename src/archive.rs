@@ -342,6 +342,10 @@ impl<'a> PushRow<'a> for Collector {
         self.push(Value::Text(value.to_string()))
     }
 
+    fn bytes(&mut self, _value: &'a [u8]) -> &mut Self {
+        unreachable!("the archived tables (a CUR period's) have no bytes column")
+    }
+
     fn literal(&mut self, _sql: &str) -> &mut Self {
         unreachable!("a table's binder binds values, not SQL")
     }

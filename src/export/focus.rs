@@ -115,7 +115,7 @@ pub enum ExportError {
     NoBills(Period),
     /// Virtual machines' costs stored before they kept their charge group (migration 0036).
     #[error(
-        "the {provider} bill {billing_account} of {period} was ingested before gpuledger kept each VM's charge group: run `gpuledger ingest focus --force` on it again"
+        "the {provider} bill {billing_account} of {period} was stored before gpuledger kept each VM's charge periods by day (migration 0037): run `gpuledger ingest focus` on its delivery again"
     )]
     IngestAgain { provider: String, billing_account: String, period: Period },
     #[error("{0}")]
@@ -520,14 +520,14 @@ pub async fn export_focus(
         let first = rows.len();
         // The VMs' charge periods by the groups (less tags) their rows were summed into.
         let mut vm_of_key: HashMap<&str, Vec<&BillVmCost>> = HashMap::new();
+        if bill.data_version.ends_with(crate::store::BEFORE_VM_DAYS) {
+            return Err(ExportError::IngestAgain {
+                provider: bill.provider.clone(),
+                billing_account: bill.billing_account.clone(),
+                period,
+            });
+        }
         for vm in vms.iter().filter(|v| ours(&v.provider, &v.billing_account)) {
-            if vm.charge_key.is_empty() {
-                return Err(ExportError::IngestAgain {
-                    provider: bill.provider.clone(),
-                    billing_account: bill.billing_account.clone(),
-                    period,
-                });
-            }
             vm_of_key.entry(vm.charge_key.as_str()).or_default().push(vm);
         }
         let groups: Vec<&BillCharge> =

@@ -16,7 +16,7 @@ use crate::period::Period;
 use crate::sources::cur::{self as cur_source, CurError, invalid};
 use crate::sources::focus::{self, Charge, Deviations, Layout, Version};
 use crate::sources::objects::{LocalFolder, ObjectStore, S3Options, S3Store};
-use crate::store::{Bill, BillCharge, BillVmCost, IngestOutcome, NewIngestRun, Store};
+use crate::store::{Bill, BillCharge, BillVmDay, IngestOutcome, NewIngestRun, Store, VmPeriod};
 
 /// What `gpuledger ingest focus` was asked to do.
 #[derive(Debug, Clone, Default)]
@@ -82,44 +82,82 @@ struct BillSums {
     contracted: i64,
     /// Each charge group and its sums, in the order first seen.
     charges: Vec<(ChargeKey, ChargeSums)>,
-    /// Each group's [`BillCharge::untagged_key`], beside it.
-    untagged: Vec<std::sync::Arc<str>>,
+    /// Each group's [`BillCharge::untagged_key`] and its number among the bill's, beside it.
+    untagged: Vec<(std::sync::Arc<str>, u32)>,
+    untagged_ids: rustc_hash::FxHashMap<std::sync::Arc<str>, u32>,
     /// Where each group of one file's rows is, by its day, its tags' number in the file
     /// ([`Charge::tags_id`]) and its other fields' bytes ([`push_fields`]): a row finds its
     /// group without building a key or hashing its tags' text.
     index: rustc_hash::FxHashMap<Box<[u8]>, usize>,
     /// Where each group is by its key, for adding the files' sums together.
     by_key: rustc_hash::FxHashMap<ChargeKey, usize>,
-    /// Each virtual machine's usage cost per charge period, in the order first seen, and
-    /// where each is by its key.
-    vms: Vec<(VmKey, VmSums)>,
-    vm_index: rustc_hash::FxHashMap<VmKey, usize>,
+    /// Each virtual machine's charge periods of one day and untagged group, in the order
+    /// first seen; where each is while one file is read, by the machine's and the cluster's
+    /// numbers in the file and the untagged group's ([`VmDayKey`]); and where each is by its
+    /// names, for adding the files' together.
+    vm_days: Vec<VmDay>,
+    vm_day_index: rustc_hash::FxHashMap<VmDayKey, u32>,
+    vm_day_by_name: rustc_hash::FxHashMap<VmDayName, u32>,
 }
 
-/// A virtual machine ([`crate::engine::kube_split::vm_key`]), the cluster its tags name, a
-/// charge period, and the charge group its rows are summed into less its tags
-/// ([`BillCharge::untagged_key`]): rows of one VM-hour that differ only in their tags (Google's
-/// cost allocation writes one per namespace) are one origin charge.
-type VmKey = (std::sync::Arc<str>, std::sync::Arc<str>, i64, i64, std::sync::Arc<str>);
+/// A virtual machine's ([`crate::engine::kube_split::vm_key`]) number in its file, the number
+/// of the cluster its tags name, and the number of the charge group its rows are summed into
+/// less its tags ([`BillCharge::untagged_key`], which holds the day): rows of one VM-hour that
+/// differ only in their tags (Google's cost allocation writes one per namespace) are one
+/// origin charge. Numbers, not texts: a row finds its place by hashing twelve bytes.
+type VmDayKey = (u32, u32, u32);
 
-#[derive(Debug, Default, Clone, Copy)]
-struct VmSums {
-    charges: i64,
-    consumed_quantity: f64,
-    billed: i64,
-    effective: i64,
-    list: i64,
-    contracted: i64,
+/// [`VmDayKey`] by name: machine, cluster, untagged group.
+type VmDayName = (std::sync::Arc<str>, std::sync::Arc<str>, std::sync::Arc<str>);
+
+/// One virtual machine's charge periods of one day and untagged group, stored as a
+/// [`BillVmDay`].
+#[derive(Debug)]
+struct VmDay {
+    /// The period the last row was of, kept beside the rest: the rows of a machine's hour
+    /// mostly come together, and a row then reads one place in memory, not two.
+    last: VmPeriod,
+    /// The periods before; one may appear twice (rows out of order), summed by
+    /// [`VmDay::periods`].
+    earlier: Vec<VmPeriod>,
+    name: VmDayName,
+    day: i64,
 }
 
-impl VmSums {
-    fn add(&mut self, other: &VmSums) {
-        self.charges += other.charges;
-        self.consumed_quantity += other.consumed_quantity;
-        self.billed += other.billed;
-        self.effective += other.effective;
-        self.list += other.list;
-        self.contracted += other.contracted;
+impl VmDay {
+    fn new(name: VmDayName, day: i64, first: VmPeriod) -> VmDay {
+        VmDay { last: first, earlier: Vec::new(), name, day }
+    }
+
+    /// Adds a row's period: to the last one's sums when it is the same period, else as the
+    /// last.
+    fn add(&mut self, period: &VmPeriod) {
+        if self.last.start == period.start && self.last.end == period.end {
+            self.last.add(period);
+        } else {
+            self.earlier.push(std::mem::replace(&mut self.last, *period));
+        }
+    }
+
+    /// Adds another file's periods of the same machine, day and group.
+    fn append(&mut self, other: VmDay) {
+        self.earlier.push(other.last);
+        self.earlier.extend(other.earlier);
+    }
+
+    /// Its periods in order, each once with its rows' sums.
+    fn periods(self) -> Vec<VmPeriod> {
+        let mut periods = self.earlier;
+        periods.push(self.last);
+        periods.sort_by_key(|p| (p.start, p.end));
+        let mut summed: Vec<VmPeriod> = Vec::with_capacity(periods.len());
+        for period in periods {
+            match summed.last_mut() {
+                Some(last) if last.start == period.start && last.end == period.end => last.add(&period),
+                _ => summed.push(period),
+            }
+        }
+        summed
     }
 }
 
@@ -205,7 +243,10 @@ impl BillSums {
                 let charge_key = ChargeKey { day, text: text.map(str::to_string) };
                 let mut untagged = *text;
                 untagged[TAGS] = "";
-                self.untagged.push(BillCharge::key_of(day, &untagged).into());
+                let untagged: std::sync::Arc<str> = BillCharge::key_of(day, &untagged).into();
+                let next = self.untagged_ids.len() as u32;
+                let id = *self.untagged_ids.entry(untagged.clone()).or_insert(next);
+                self.untagged.push((untagged, id));
                 self.charges.push((charge_key, ChargeSums::default()));
                 self.index.insert(key.clone().into_boxed_slice(), self.charges.len() - 1);
                 self.charges.len() - 1
@@ -238,33 +279,27 @@ impl BillSums {
         self.effective += other.effective;
         self.list += other.list;
         self.contracted += other.contracted;
-        for ((charge_key, sums), untagged) in other.charges.into_iter().zip(other.untagged) {
+        for ((charge_key, sums), (untagged, _)) in other.charges.into_iter().zip(other.untagged) {
             match self.by_key.get(&charge_key) {
                 Some(&index) => self.charges[index].1.add(&sums),
                 None => {
                     self.by_key.insert(charge_key.clone(), self.charges.len());
                     self.charges.push((charge_key, sums));
-                    self.untagged.push(untagged);
+                    // Only the files' groups are numbered: the whole finds VM-days by name.
+                    self.untagged.push((untagged, 0));
                 }
             }
         }
-        for (key, sums) in other.vms {
-            let index = self.vm(key);
-            self.vms[index].1.add(&sums);
-        }
-        Ok(())
-    }
-
-    /// The index of a virtual machine's charge period, added if new.
-    fn vm(&mut self, key: VmKey) -> usize {
-        match self.vm_index.get(&key) {
-            Some(&index) => index,
-            None => {
-                self.vm_index.insert(key.clone(), self.vms.len());
-                self.vms.push((key, VmSums::default()));
-                self.vms.len() - 1
+        for vm_day in other.vm_days {
+            match self.vm_day_by_name.get(&vm_day.name) {
+                Some(&index) => self.vm_days[index as usize].append(vm_day),
+                None => {
+                    self.vm_day_by_name.insert(vm_day.name.clone(), self.vm_days.len() as u32);
+                    self.vm_days.push(vm_day);
+                }
             }
         }
+        Ok(())
     }
 }
 
@@ -420,6 +455,7 @@ impl Reading {
             bar,
             unshown: 0,
             vm_keys: Default::default(),
+            vms: Vec::new(),
             clusters: Vec::new(),
             cluster_ids: Default::default(),
         };
@@ -452,9 +488,10 @@ struct FileRows<'r> {
     bar: &'r indicatif::ProgressBar,
     /// Rows added since the bar last moved.
     unshown: u64,
-    /// Each `ResourceId`'s virtual machine, if it names one, and each tags' cluster (by the
-    /// tags' number in the file): worked out once each.
-    vm_keys: rustc_hash::FxHashMap<Box<str>, Option<std::sync::Arc<str>>>,
+    /// Each `ResourceId`'s virtual machine's number among `vms` ([`NO_VM`] if it names
+    /// none), and each tags' cluster (by the tags' number in the file): worked out once each.
+    vm_keys: rustc_hash::FxHashMap<Box<str>, u32>,
+    vms: Vec<std::sync::Arc<str>>,
     clusters: Vec<std::sync::Arc<str>>,
     cluster_ids: rustc_hash::FxHashMap<u32, u32>,
 }
@@ -605,8 +642,15 @@ impl focus::Visitor for FileRows<'_> {
             vm_cluster = match self.cluster_ids.get(&charge.tags_id) {
                 Some(&id) => id,
                 None => {
-                    clusters.push(crate::engine::kube_split::cluster_of_tags(&charge.tags).into());
-                    let id = clusters.len() as u32 - 1;
+                    // Numbered by name: the many tags of one cluster's rows give one number.
+                    let name = crate::engine::kube_split::cluster_of_tags(&charge.tags);
+                    let id = match clusters.iter().position(|c| **c == *name) {
+                        Some(id) => id as u32,
+                        None => {
+                            clusters.push(name.into());
+                            clusters.len() as u32 - 1
+                        }
+                    };
                     self.cluster_ids.insert(charge.tags_id, id);
                     id
                 }
@@ -649,32 +693,45 @@ impl focus::Visitor for FileRows<'_> {
         bill.list += list;
         bill.contracted += contracted;
         if vm_cluster != NO_VM && !amounts.resource_id.is_empty() {
-            let instance = match self.vm_keys.get(amounts.resource_id) {
-                Some(known) => known.clone(),
+            let vm = match self.vm_keys.get(amounts.resource_id) {
+                Some(&known) => known,
                 None => {
-                    let found: Option<std::sync::Arc<str>> =
-                        crate::engine::kube_split::vm_key(amounts.resource_id).map(Into::into);
-                    self.vm_keys.insert(amounts.resource_id.into(), found.clone());
+                    let found = match crate::engine::kube_split::vm_key(amounts.resource_id) {
+                        Some(instance) => {
+                            self.vms.push(instance.into());
+                            self.vms.len() as u32 - 1
+                        }
+                        None => NO_VM,
+                    };
+                    self.vm_keys.insert(amounts.resource_id.into(), found);
                     found
                 }
             };
-            if let Some(instance) = instance {
-                let cluster = self.clusters[vm_cluster as usize].clone();
-                let index = bill.vm((
-                    instance,
-                    cluster,
-                    amounts.charge_period_start,
-                    amounts.charge_period_end,
-                    bill.untagged[group].clone(),
-                ));
-                bill.vms[index].1.add(&VmSums {
+            if vm != NO_VM {
+                let (untagged, untagged_id) = &bill.untagged[group];
+                let key = (vm, vm_cluster, *untagged_id);
+                let period = VmPeriod {
+                    start: amounts.charge_period_start,
+                    end: amounts.charge_period_end,
                     charges: 1,
                     consumed_quantity: amounts.consumed_quantity.unwrap_or(0.0),
-                    billed,
-                    effective,
-                    list,
-                    contracted,
-                });
+                    billed_nanos: billed,
+                    effective_nanos: effective,
+                    list_nanos: list,
+                    contracted_nanos: contracted,
+                };
+                match bill.vm_day_index.get(&key) {
+                    Some(&index) => bill.vm_days[index as usize].add(&period),
+                    None => {
+                        let name = (
+                            self.vms[vm as usize].clone(),
+                            self.clusters[vm_cluster as usize].clone(),
+                            untagged.clone(),
+                        );
+                        bill.vm_days.push(VmDay::new(name, bill.charges[group].0.day, period));
+                        bill.vm_day_index.insert(key, bill.vm_days.len() as u32 - 1);
+                    }
+                }
             }
         }
         let consumed = amounts.consumed_quantity.unwrap_or(0.0);
@@ -994,23 +1051,22 @@ async fn ingest_delivery(
         charges.sort_by(|a, b| {
             (a.day, &a.service_name, &a.charge_category).cmp(&(b.day, &b.service_name, &b.charge_category))
         });
-        let vms: Vec<BillVmCost> = sums
-            .vms
+        let vms: Vec<BillVmDay> = sums
+            .vm_days
             .into_iter()
-            .map(|((instance, cluster, charge_start, charge_end, untagged), vm)| BillVmCost {
-                provider: provider.clone(),
-                billing_account: account.clone(),
-                instance: instance.to_string(),
-                cluster: cluster.to_string(),
-                charge_start,
-                charge_end,
-                charge_key: untagged.to_string(),
-                charges: vm.charges,
-                consumed_quantity: vm.consumed_quantity,
-                billed_nanos: vm.billed,
-                effective_nanos: vm.effective,
-                list_nanos: vm.list,
-                contracted_nanos: vm.contracted,
+            .map(|vm_day| {
+                let (instance, cluster, untagged) = vm_day.name.clone();
+                let day = vm_day.day;
+                let periods = vm_day.periods();
+                BillVmDay {
+                    provider: provider.clone(),
+                    billing_account: account.clone(),
+                    instance: instance.to_string(),
+                    cluster: cluster.to_string(),
+                    day,
+                    charge_key: untagged.to_string(),
+                    periods: BillVmDay::pack(day, &periods),
+                }
             })
             .collect();
         let bill = Bill {

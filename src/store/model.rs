@@ -347,7 +347,7 @@ impl Bill {
 
 /// One bill to store in place of its stored self: the bill, its charges and its virtual
 /// machines' costs (FOCUS bills only; a CUR bill's lines are its period's tables).
-pub type BillReplacement = (Bill, Vec<BillCharge>, Vec<BillVmCost>);
+pub type BillReplacement = (Bill, Vec<BillCharge>, Vec<BillVmDay>);
 
 /// A FOCUS bill's charges of one day summed per what they can be grouped by.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
@@ -503,9 +503,10 @@ pub struct PeriodSummary {
     pub ingested_at: i64,
 }
 
-/// A FOCUS bill's effective cost of one virtual machine over one charge period (an hour, or
-/// a day where the provider bills daily): what gpuledger's own split divides among the pods
-/// on the node whose `provider_id` names the machine (issue 41).
+/// A FOCUS bill's cost of one virtual machine over one charge period (an hour, or a day where
+/// the provider bills daily): what gpuledger's own split divides among the pods on the node
+/// whose `provider_id` names the machine, and what `export focus` writes as the origin charge
+/// of their allocated charges (issue 41). Stored packed by day ([`BillVmDay`]).
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct BillVmCost {
     pub provider: String,
@@ -528,6 +529,180 @@ pub struct BillVmCost {
     pub effective_nanos: i64,
     pub list_nanos: i64,
     pub contracted_nanos: i64,
+}
+
+/// What one charge period of a virtual machine sums ([`BillVmCost`] less its names).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct VmPeriod {
+    pub start: i64,
+    pub end: i64,
+    pub charges: i64,
+    pub consumed_quantity: f64,
+    pub billed_nanos: i64,
+    pub effective_nanos: i64,
+    pub list_nanos: i64,
+    pub contracted_nanos: i64,
+}
+
+impl VmPeriod {
+    /// Adds another's sums (of the same period).
+    pub fn add(&mut self, other: &VmPeriod) {
+        self.charges += other.charges;
+        self.consumed_quantity += other.consumed_quantity;
+        self.billed_nanos += other.billed_nanos;
+        self.effective_nanos += other.effective_nanos;
+        self.list_nanos += other.list_nanos;
+        self.contracted_nanos += other.contracted_nanos;
+    }
+}
+
+/// One virtual machine's charge periods of one day and one charge group less its tags, as
+/// stored: a month of a node's hours is a few dozen rows, not thousands.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BillVmDay {
+    pub provider: String,
+    pub billing_account: String,
+    pub instance: String,
+    pub cluster: String,
+    /// UTC epoch seconds of the day's midnight.
+    pub day: i64,
+    /// [`BillCharge::untagged_key`] (it holds the day).
+    pub charge_key: String,
+    /// The periods, packed ([`BillVmDay::pack`]).
+    pub periods: Vec<u8>,
+}
+
+/// What migration 0037 appended to the data version of each FOCUS bill it dropped the VM costs
+/// of: the bill wants ingesting again (which the changed version then allows).
+pub const BEFORE_VM_DAYS: &str = " [before 0037]";
+
+/// The packing's first byte: its layout.
+const VM_PERIODS_V1: u8 = 1;
+
+impl BillVmDay {
+    /// `periods` (in order, each starting within the day) packed: a layout byte, then per
+    /// period as zigzag LEB128 varints: its start's seconds after the previous period's end
+    /// (after `day` for the first; 0 for an hour after another), its length in seconds, its
+    /// row count, its consumed quantity (a whole number `2n`, else 1 and its 8 bytes), its
+    /// effective cost, and its billed, list and contracted costs less the effective (often 0).
+    pub fn pack(day: i64, periods: &[VmPeriod]) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(1 + periods.len() * 16);
+        bytes.push(VM_PERIODS_V1);
+        let mut previous_end = day;
+        for p in periods {
+            push_varint(&mut bytes, zigzag(p.start - previous_end));
+            push_varint(&mut bytes, zigzag(p.end - p.start));
+            push_varint(&mut bytes, zigzag(p.charges));
+            let quantity = p.consumed_quantity;
+            if quantity.fract() == 0.0 && quantity.abs() < 1e15 && quantity.to_bits() != (-0.0f64).to_bits() {
+                push_varint(&mut bytes, zigzag(quantity as i64) << 1);
+            } else {
+                push_varint(&mut bytes, 1);
+                bytes.extend_from_slice(&quantity.to_le_bytes());
+            }
+            let effective = p.effective_nanos;
+            push_varint(&mut bytes, zigzag(effective));
+            for amount in [p.billed_nanos, p.list_nanos, p.contracted_nanos] {
+                push_varint(&mut bytes, zigzag(amount.wrapping_sub(effective)));
+            }
+            previous_end = p.end;
+        }
+        bytes
+    }
+
+    /// The periods [`BillVmDay::pack`] packed, or what is wrong with the bytes.
+    pub fn unpack(&self) -> Result<Vec<VmPeriod>, String> {
+        let bytes = self.periods.as_slice();
+        let bad =
+            |what: &str| format!("the packed periods of {} on day {} are {what}", self.instance, self.day);
+        match bytes.first() {
+            Some(&VM_PERIODS_V1) => {}
+            Some(layout) => return Err(bad(&format!("of layout {layout}, not one this gpuledger reads"))),
+            None => return Err(bad("empty")),
+        }
+        let mut at = 1;
+        let varint = |at: &mut usize| read_varint(bytes, at).ok_or_else(|| bad("cut short"));
+        let int = |at: &mut usize| varint(at).map(unzigzag);
+        let mut periods = Vec::new();
+        let mut previous_end = self.day;
+        while at < bytes.len() {
+            let start = previous_end + int(&mut at)?;
+            let end = start + int(&mut at)?;
+            let charges = int(&mut at)?;
+            let consumed_quantity = match varint(&mut at)? {
+                1 => {
+                    let raw: [u8; 8] = bytes
+                        .get(at..at + 8)
+                        .and_then(|b| b.try_into().ok())
+                        .ok_or_else(|| bad("cut short"))?;
+                    at += 8;
+                    f64::from_le_bytes(raw)
+                }
+                whole => unzigzag(whole >> 1) as f64,
+            };
+            let effective = int(&mut at)?;
+            periods.push(VmPeriod {
+                start,
+                end,
+                charges,
+                consumed_quantity,
+                effective_nanos: effective,
+                billed_nanos: int(&mut at)?.wrapping_add(effective),
+                list_nanos: int(&mut at)?.wrapping_add(effective),
+                contracted_nanos: int(&mut at)?.wrapping_add(effective),
+            });
+            previous_end = end;
+        }
+        Ok(periods)
+    }
+
+    /// Its periods with its names, as the split and the export read them.
+    pub fn costs(&self) -> Result<impl Iterator<Item = BillVmCost> + '_, String> {
+        Ok(self.unpack()?.into_iter().map(|p| BillVmCost {
+            provider: self.provider.clone(),
+            billing_account: self.billing_account.clone(),
+            instance: self.instance.clone(),
+            cluster: self.cluster.clone(),
+            charge_start: p.start,
+            charge_end: p.end,
+            charge_key: self.charge_key.clone(),
+            charges: p.charges,
+            consumed_quantity: p.consumed_quantity,
+            billed_nanos: p.billed_nanos,
+            effective_nanos: p.effective_nanos,
+            list_nanos: p.list_nanos,
+            contracted_nanos: p.contracted_nanos,
+        }))
+    }
+}
+
+fn zigzag(value: i64) -> u64 {
+    ((value << 1) ^ (value >> 63)) as u64
+}
+
+fn unzigzag(value: u64) -> i64 {
+    ((value >> 1) as i64) ^ -((value & 1) as i64)
+}
+
+fn push_varint(bytes: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        bytes.push(value as u8 | 0x80);
+        value >>= 7;
+    }
+    bytes.push(value as u8);
+}
+
+fn read_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *bytes.get(*at)?;
+        *at += 1;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return Some(value);
+        }
+    }
+    None
 }
 
 /// One Kubernetes node in one hour, from kube-state-metrics (issue 41).
@@ -1339,4 +1514,51 @@ pub struct ChargebackSnapshot {
     /// When they were replaced (UTC epoch seconds).
     pub replaced_at: i64,
     pub clients: Vec<ClientRollup>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{BillVmDay, VmPeriod};
+
+    #[test]
+    fn vm_periods_unpack_as_packed() {
+        let day = 1_790_812_800; // 2026-10-01
+        let periods = [
+            VmPeriod {
+                start: day,
+                end: day + 3_600,
+                charges: 34,
+                consumed_quantity: 0.1 + 0.2,
+                billed_nanos: 1_234_567_000,
+                effective_nanos: -5,
+                list_nanos: i64::MAX,
+                contracted_nanos: i64::MIN,
+            },
+            VmPeriod { start: day + 82_800, end: day + 86_400 * 31, charges: 1, ..VmPeriod::default() },
+            VmPeriod {
+                start: day + 86_400 * 31,
+                end: day + 86_400 * 31 + 3_600,
+                charges: 2,
+                consumed_quantity: -3.0,
+                effective_nanos: 7,
+                billed_nanos: 7,
+                list_nanos: 9,
+                contracted_nanos: 7,
+            },
+        ];
+        let packed = BillVmDay { day, periods: BillVmDay::pack(day, &periods), ..BillVmDay::default() };
+        // A layout byte; the first period 39 bytes: start, length, rows (0, 7,200, 68 zigzagged:
+        // 1 + 2 + 1), a fraction (1 + 8), effective -5 (1), then billed, list, contracted less
+        // it (1,234,567,005: 5; i64::MAX + 5 wraps to i64::MIN + 4: 10; i64::MIN + 5: 10); the
+        // second 13: 79,200 s after the first's end (3), 2,595,600 s long (4), 1 row (1), a
+        // quantity of 0 (1), four zero amounts (4); the third 9: right after (1), 3,600 s (2),
+        // 2 rows (1), -3 whole (1), 7 (1), then 0, 2, 0 (1 each).
+        assert_eq!(packed.periods.len(), 1 + 39 + 13 + 9);
+        assert_eq!(packed.unpack().unwrap(), periods);
+        let mut cut = packed.clone();
+        cut.periods.pop();
+        assert_eq!(cut.unpack().unwrap_err(), format!("the packed periods of  on day {day} are cut short"));
+        let other = BillVmDay { periods: vec![2], ..packed };
+        assert!(other.unpack().unwrap_err().ends_with("of layout 2, not one this gpuledger reads"));
+    }
 }

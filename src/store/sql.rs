@@ -15,7 +15,7 @@ use crate::domain::settings::SettingVersion;
 use super::table::{Table, from_row, table};
 
 use super::model::{
-    Bill, BillCharge, BillDay, BillLine, BillVmCost, CeCost, CeDay, CostFact, CostPeriod, FactBatch,
+    Bill, BillCharge, BillDay, BillLine, BillVmDay, CeCost, CeDay, CostFact, CostPeriod, FactBatch,
     FactRecord, GpuAllocation, GpuUsage, InferenceUsage, InstanceHour, KubeNodeHour, KubePodHour,
     NamespaceCost, OtherCost, PeriodSummary, PodCost, PodRecord, PodWorkload, WorkloadCost,
 };
@@ -290,6 +290,7 @@ pub(crate) trait PushRow<'args> {
     fn nullable_int(&mut self, value: Option<i64>) -> &mut Self;
     fn float(&mut self, value: f64) -> &mut Self;
     fn text(&mut self, value: &'args str) -> &mut Self;
+    fn bytes(&mut self, value: &'args [u8]) -> &mut Self;
     /// A value written into the statement itself: only SQL made by [`period_literal`].
     fn literal(&mut self, sql: &str) -> &mut Self;
 }
@@ -308,6 +309,7 @@ where
     Option<i64>: Encode<'args, DB> + Type<DB>,
     f64: Encode<'args, DB> + Type<DB>,
     &'args str: Encode<'args, DB> + Type<DB>,
+    &'args [u8]: Encode<'args, DB> + Type<DB>,
 {
     fn int(&mut self, value: i64) -> &mut Self {
         self.push_bind(value)
@@ -322,6 +324,10 @@ where
     }
 
     fn text(&mut self, value: &'args str) -> &mut Self {
+        self.push_bind(value)
+    }
+
+    fn bytes(&mut self, value: &'args [u8]) -> &mut Self {
         self.push_bind(value)
     }
 
@@ -368,10 +374,9 @@ table!(BillCharge in "bill_charges" keyed by period {
     list_nanos, contracted_nanos,
 } order by "provider, billing_account, day, service_name, charge_category");
 
-table!(BillVmCost in "bill_vm_costs" keyed by period {
-    provider, billing_account, instance, cluster, charge_start, charge_end, charge_key, charges,
-    consumed_quantity, billed_nanos, effective_nanos, list_nanos, contracted_nanos,
-} order by "provider, billing_account, instance, charge_start, charge_key");
+table!(BillVmDay in "bill_vm_days" keyed by period {
+    provider, billing_account, instance, cluster, day, charge_key, periods,
+} order by "provider, billing_account, instance, day, charge_key");
 
 table!(FxRate in "fx_rates" {
     from_currency, to_currency, effective_from, rate, rate_ppb, source, set_at,
@@ -689,7 +694,7 @@ mod tests {
             ("bills", columns_and_binds(&Bill::default()), 16),
             ("fx_rates", columns_and_binds(&crate::domain::fx::FxRate::default()), 7),
             ("bill_charges", columns_and_binds(&BillCharge::default()), 24),
-            ("bill_vm_costs", columns_and_binds(&BillVmCost::default()), 14),
+            ("bill_vm_days", columns_and_binds(&BillVmDay::default()), 8),
             ("ce_days", columns_and_binds(&CeDay::default()), 3),
             ("alerts", columns_and_binds(&Alert::default()), 11),
             ("alert_events", columns_and_binds(&AlertEvent::default()), 10),

@@ -7,7 +7,7 @@
 //! [`from_row!`] does the reading half for the rows of a query (sums, joins).
 //!
 //! A field reads and binds by its Rust type ([`ReadValue`], [`BindValue`]): `i64`, `f64`,
-//! `String`, `bool` (stored as 0/1), nullable integers and text, and the enums stored by name.
+//! `String`, `bool` (stored as 0/1), nullable integers and text, bytes, and the enums stored by name.
 
 use std::sync::LazyLock;
 
@@ -89,6 +89,19 @@ impl ReadValue for String {
 impl BindValue for String {
     fn bind<'a>(&'a self, row: &mut impl PushRow<'a>) {
         row.text(self);
+    }
+}
+
+/// Stored as a BLOB (Postgres: BYTEA).
+impl ReadValue for Vec<u8> {
+    fn read(row: &impl ReadRow, column: &str) -> Result<Self, sqlx::Error> {
+        row.bytes(column)
+    }
+}
+
+impl BindValue for Vec<u8> {
+    fn bind<'a>(&'a self, row: &mut impl PushRow<'a>) {
+        row.bytes(self);
     }
 }
 

@@ -63,6 +63,7 @@ where
     for<'q> f64: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> String: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> &'q str: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> &'q [u8]: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> Option<&'q str>: Encode<'q, B::Db> + Type<B::Db>,
 {
     async fn create_user(&self, user: &User) -> StoreResult<i64> {

@@ -46,6 +46,7 @@ where
     for<'q> f64: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> String: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> &'q str: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> &'q [u8]: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> Option<&'q str>: Encode<'q, B::Db> + Type<B::Db>,
 {
     /// The archive record of `period`, if it is archived.
@@ -102,6 +103,7 @@ where
     for<'q> f64: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> String: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> &'q str: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> &'q [u8]: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> Option<&'q str>: Encode<'q, B::Db> + Type<B::Db>,
 {
     async fn period_detail(&self, period: &str) -> StoreResult<(String, PeriodDetail)> {

@@ -38,8 +38,8 @@ const MONTH_CHARGES: &str = concat!(
     month_group!()
 );
 
-const DELETE_VM_COSTS: &str =
-    "DELETE FROM bill_vm_costs WHERE period = $1 AND provider = $2 AND billing_account = $3";
+const DELETE_VM_DAYS: &str =
+    "DELETE FROM bill_vm_days WHERE period = $1 AND provider = $2 AND billing_account = $3";
 
 const DELETE_CHARGES: &str =
     "DELETE FROM bill_charges WHERE period = $1 AND provider = $2 AND billing_account = $3";
@@ -55,6 +55,7 @@ where
     for<'q> f64: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> String: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> &'q str: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> &'q [u8]: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> Option<&'q str>: Encode<'q, B::Db> + Type<B::Db>,
 {
     async fn bills(&self, period: Option<&str>) -> StoreResult<Vec<Bill>> {
@@ -89,8 +90,15 @@ where
     }
 
     async fn bill_vm_costs(&self, period: &str) -> StoreResult<Vec<BillVmCost>> {
-        let sql = BillVmCost::sql().select_where("period = $1");
-        self.rows(sqlx::query(&sql).bind(period), "reading a period's virtual machines' costs").await
+        const CONTEXT: &str = "reading a period's virtual machines' costs";
+        let sql = BillVmDay::sql().select_where("period = $1");
+        let days: Vec<BillVmDay> = self.rows(sqlx::query(&sql).bind(period), CONTEXT).await?;
+        let mut costs = Vec::with_capacity(days.len() * 24);
+        for day in &days {
+            let unpacked = day.costs().map_err(|e| sqlx::Error::Decode(e.into())).context(CONTEXT)?;
+            costs.extend(unpacked);
+        }
+        Ok(costs)
     }
 
     async fn replace_bills(&self, bills: &[BillReplacement]) -> StoreResult<()> {
@@ -109,7 +117,7 @@ where
                 .context(CONTEXT)?;
             // Only FOCUS bills have charges here; a CUR bill's lines are its period's tables.
             if bill.format == "focus" {
-                for delete in [DELETE_CHARGES, DELETE_VM_COSTS] {
+                for delete in [DELETE_CHARGES, DELETE_VM_DAYS] {
                     sqlx::query(delete)
                         .bind(key[0])
                         .bind(key[1])

@@ -143,6 +143,7 @@ where
     for<'q> f64: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> String: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> &'q str: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> &'q [u8]: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> Option<&'q str>: Encode<'q, B::Db> + Type<B::Db>,
 {
     /// Takes the named lock until the transaction ends: a second writer of the same period
@@ -434,6 +435,7 @@ where
     for<'q> f64: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> String: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> &'q str: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> &'q [u8]: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> Option<&'q str>: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> Vec<u8>: Encode<'q, B::Db> + Type<B::Db>,
 {

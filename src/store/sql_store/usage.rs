@@ -18,6 +18,7 @@ where
     for<'q> f64: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> String: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> &'q str: Encode<'q, B::Db> + Type<B::Db>,
+    for<'q> &'q [u8]: Encode<'q, B::Db> + Type<B::Db>,
     for<'q> Option<&'q str>: Encode<'q, B::Db> + Type<B::Db>,
 {
     #[tracing::instrument(level = "debug", skip_all, fields(backend = B::NAME, from = from, to = to, rows = gpu.len() + inference.len()))]
