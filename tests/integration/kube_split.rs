@@ -387,6 +387,36 @@ async fn our_split_of_aks_gke_and_oke_nodes_from_their_focus_bills_is_the_truth_
         let azure = dir.path().join("azure").display().to_string();
         assert!(run(&["--database-url", url, "ingest", "focus", "--force", &azure]).status.success());
         assert_eq!(before, store.bill_vm_costs(PERIOD).await.unwrap(), "{url}");
+
+        // A bill stored before migration 0037 (which dropped its VMs' costs and marked its
+        // version): the export refuses it by name, and ingesting the same delivery again, not
+        // forced, is not skipped as unchanged and brings the costs back.
+        if let Some(path) = url.strip_prefix("sqlite:") {
+            let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&format!("sqlite:{path}"))
+                .await
+                .unwrap();
+            for sql in [
+                "DELETE FROM bill_vm_days WHERE provider = 'azure'",
+                "UPDATE bills SET data_version = data_version || ' [before 0037]' \
+                 WHERE format = 'focus' AND provider = 'azure'",
+            ] {
+                sqlx::query(sql).execute(&mut conn).await.unwrap();
+            }
+            let out = dir.path().join("focus-before-0037").display().to_string();
+            let refused = run(&["--database-url", url, "export", "focus", "--period", PERIOD, "--out", &out]);
+            let stderr = String::from_utf8_lossy(&refused.stderr);
+            assert!(!refused.status.success());
+            assert!(
+                stderr.contains("was stored before gpuledger kept each VM's charge periods by day (migration 0037): run `gpuledger ingest focus` on its delivery again"),
+                "{stderr}"
+            );
+            let again = run(&["--database-url", url, "ingest", "focus", &azure]);
+            assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+            assert_eq!(before, store.bill_vm_costs(PERIOD).await.unwrap());
+            let exported =
+                run(&["--database-url", url, "export", "focus", "--period", PERIOD, "--out", &out]);
+            assert!(exported.status.success(), "{}", String::from_utf8_lossy(&exported.stderr));
+        }
     }
 }
 
