@@ -234,29 +234,40 @@ impl ClusterSplit {
     }
 
     /// The pods' costs grouped by `key` of each pod-hour's [namespace, workload, client].
-    fn group(&self, key: fn(&[String; 3]) -> Vec<String>) -> Vec<Part> {
-        let mut groups: BTreeMap<Vec<String>, Part> = BTreeMap::new();
+    /// The pod-hours' costs summed by `key` of their namespace, workload and client. Summed
+    /// first per distinct namespace, workload and labels (a pod's repeat every hour), so a
+    /// month's labels are read as JSON once per pod, not once per hour.
+    fn group(&self, key: fn(&[&str; 3]) -> Vec<String>) -> Vec<Part> {
+        let mut by_names: rustc_hash::FxHashMap<(&str, &str, &str), Part> = Default::default();
         for cost in &self.split.pods {
             let p = &self.pods[cost.pod];
-            let names = [p.namespace.clone(), p.workload.clone(), client_of(&p.labels, "client")];
-            let part = groups.entry(key(&names)).or_default();
+            let part = by_names.entry((&p.namespace, &p.workload, &p.labels)).or_default();
             part.split_nanos += cost.split_nanos;
             part.unused_nanos += cost.unused_nanos;
             part.pod_hours += 1;
+        }
+        let mut clients: HashMap<&str, String> = HashMap::new();
+        let mut groups: BTreeMap<Vec<String>, Part> = BTreeMap::new();
+        for ((namespace, workload, labels), sums) in by_names {
+            let client = clients.entry(labels).or_insert_with(|| client_of(labels, "client"));
+            let part = groups.entry(key(&[namespace, workload, client.as_str()])).or_default();
+            part.split_nanos += sums.split_nanos;
+            part.unused_nanos += sums.unused_nanos;
+            part.pod_hours += sums.pod_hours;
         }
         groups.into_iter().map(|(key, part)| Part { key, ..part }).collect()
     }
 
     pub fn namespaces(&self) -> Vec<Part> {
-        self.group(|n| vec![n[0].clone()])
+        self.group(|n| vec![n[0].to_string()])
     }
 
     pub fn workloads(&self) -> Vec<Part> {
-        self.group(|n| vec![n[0].clone(), n[1].clone()])
+        self.group(|n| vec![n[0].to_string(), n[1].to_string()])
     }
 
     pub fn clients(&self) -> Vec<Part> {
-        self.group(|n| vec![n[2].clone()])
+        self.group(|n| vec![n[2].to_string()])
     }
 
     /// Pod-hours the split gave a cost to.
