@@ -40,6 +40,7 @@ use std::time::Instant;
 use serde_json::json;
 
 use crate::period::Period;
+use crate::sources::focus_file::FileError;
 
 pub use cur_file::CurFormat;
 pub use fleet::Scale;
@@ -155,24 +156,17 @@ pub struct GenerateSummary {
 /// Errors while generating: the file that could not be written and why.
 #[derive(Debug, thiserror::Error)]
 pub enum GenerateError {
-    #[error("could not write {path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("could not encode {path}: {source}")]
-    Encode {
-        path: PathBuf,
-        #[source]
-        source: polars::prelude::PolarsError,
-    },
+    /// A file that could not be written or encoded (the FOCUS writer's error, shared).
     #[error(transparent)]
-    File(#[from] crate::sources::focus_file::FileError),
+    File(#[from] FileError),
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> GenerateError + '_ {
-    move |source| GenerateError::Io { path: path.to_path_buf(), source }
+    move |source| FileError::Io { path: path.to_path_buf(), source }.into()
+}
+
+fn encode_error(path: &Path) -> impl FnOnce(polars::prelude::PolarsError) -> GenerateError + '_ {
+    move |source| FileError::Encode { path: path.to_path_buf(), source }.into()
 }
 
 /// Rows per data file before the export starts a new chunk, as AWS splits large months.
@@ -337,10 +331,10 @@ fn write_cur(
         fs::create_dir_all(&focus_dir).map_err(io_error(&focus_dir))?;
     }
     let rows = bill::write_month(world, options.format, &mut sink, focus_sink.as_mut(), truth, bar)
-        .map_err(|source| GenerateError::Encode { path: dir.clone(), source })?;
-    sink.close().map_err(|source| GenerateError::Encode { path: dir.clone(), source })?;
+        .map_err(encode_error(&dir))?;
+    sink.close().map_err(encode_error(&dir))?;
     if let Some(mut focus_sink) = focus_sink {
-        focus_sink.close().map_err(|source| GenerateError::Encode { path: focus_dir.clone(), source })?;
+        focus_sink.close().map_err(encode_error(&focus_dir))?;
         write_manifest_of(options, world, &focus_name, &focus_files, Vec::new())?;
     }
     let mut bytes = 0;
