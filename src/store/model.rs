@@ -759,6 +759,176 @@ impl KubePodHour {
     }
 }
 
+/// One pod's hours of one UTC day, as stored (`kube_pod_days`, issue 41): its names and labels
+/// once, its hours packed. A month of 3.9 M pod-hours is a few hundred thousand rows, which the
+/// split reads in seconds where one row per hour took half a minute in the driver.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct KubePodDay {
+    pub cluster: String,
+    pub namespace: String,
+    pub pod: String,
+    pub uid: String,
+    pub node: String,
+    pub workload: String,
+    pub workload_type: String,
+    pub labels: String,
+    /// UTC epoch seconds of the day's midnight.
+    pub day: i64,
+    /// The hours, packed ([`KubePodDay::pack`]).
+    pub hours: Vec<u8>,
+}
+
+/// The packing's first byte: its layout.
+const POD_HOURS_V1: u8 = 1;
+
+/// The UTC day's midnight of an epoch second.
+pub fn day_of(epoch: i64) -> i64 {
+    epoch.div_euclid(86_400) * 86_400
+}
+
+impl KubePodHour {
+    /// Its measures in the packed order.
+    fn measures(&self) -> [f64; 6] {
+        [
+            self.seconds,
+            self.cpu_request,
+            self.memory_request_gib,
+            self.gpu_request,
+            self.cpu_usage,
+            self.memory_usage_gib,
+        ]
+    }
+
+    /// Its names: all but the hour and the measures.
+    fn names(&self) -> [&str; 8] {
+        [
+            &self.cluster,
+            &self.namespace,
+            &self.pod,
+            &self.uid,
+            &self.node,
+            &self.workload,
+            &self.workload_type,
+            &self.labels,
+        ]
+    }
+}
+
+impl KubePodDay {
+    /// Pod-hours packed per pod (all its names and labels) and UTC day, each day's hours in
+    /// time order, the days in the order each first appears.
+    pub fn pack_all(hours: &[KubePodHour]) -> Vec<KubePodDay> {
+        let mut groups: Vec<Vec<&KubePodHour>> = Vec::new();
+        let mut index: rustc_hash::FxHashMap<([&str; 8], i64), usize> = Default::default();
+        for hour in hours {
+            let next = groups.len();
+            let at = *index.entry((hour.names(), day_of(hour.hour))).or_insert(next);
+            if at == next {
+                groups.push(Vec::new());
+            }
+            groups[at].push(hour);
+        }
+        groups
+            .into_iter()
+            .map(|mut group| {
+                group.sort_by_key(|h| h.hour);
+                let first = group[0];
+                let day = day_of(first.hour);
+                KubePodDay {
+                    cluster: first.cluster.clone(),
+                    namespace: first.namespace.clone(),
+                    pod: first.pod.clone(),
+                    uid: first.uid.clone(),
+                    node: first.node.clone(),
+                    workload: first.workload.clone(),
+                    workload_type: first.workload_type.clone(),
+                    labels: first.labels.clone(),
+                    day,
+                    hours: Self::pack(day, &group),
+                }
+            })
+            .collect()
+    }
+
+    /// `hours` (in time order, each within the day) packed: a layout byte, then per hour its
+    /// start's seconds after the previous hour's (after `day` for the first) as a zigzag LEB128
+    /// varint, a byte whose bit `i` says measure `i` (seconds, CPU, memory and GPU requests,
+    /// CPU and memory use) differs from the previous hour's (from 0 for the first), and each
+    /// such measure's 8 bytes. A pod's requests are written once a day, its full hours' length
+    /// not at all.
+    pub fn pack(day: i64, hours: &[&KubePodHour]) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(1 + hours.len() * 20);
+        bytes.push(POD_HOURS_V1);
+        let mut previous_start = day;
+        let mut previous = [0u64; 6];
+        for hour in hours {
+            push_varint(&mut bytes, zigzag(hour.hour - previous_start));
+            let measures = hour.measures().map(f64::to_bits);
+            let changed = (0..6).filter(|&i| measures[i] != previous[i]).fold(0u8, |bits, i| bits | 1 << i);
+            bytes.push(changed);
+            for i in (0..6).filter(|&i| changed & 1 << i != 0) {
+                bytes.extend_from_slice(&measures[i].to_le_bytes());
+            }
+            previous_start = hour.hour;
+            previous = measures;
+        }
+        bytes
+    }
+
+    /// Appends the hours [`KubePodDay::pack`] packed, with the day's names, to `out`, or says
+    /// what is wrong with the bytes.
+    pub fn unpack_into(&self, out: &mut Vec<KubePodHour>) -> Result<(), String> {
+        let bytes = self.hours.as_slice();
+        let bad = |what: &str| {
+            format!("the packed hours of pod {}/{} on day {} are {what}", self.namespace, self.pod, self.day)
+        };
+        match bytes.first() {
+            Some(&POD_HOURS_V1) => {}
+            Some(layout) => return Err(bad(&format!("of layout {layout}, not one this gpuledger reads"))),
+            None => return Err(bad("empty")),
+        }
+        let mut at = 1;
+        let mut start = self.day;
+        let mut measures = [0u64; 6];
+        while at < bytes.len() {
+            start += unzigzag(read_varint(bytes, &mut at).ok_or_else(|| bad("cut short"))?);
+            let changed = *bytes.get(at).ok_or_else(|| bad("cut short"))?;
+            at += 1;
+            if changed >= 1 << 6 {
+                return Err(bad(&format!("marked with unknown measures ({changed:#04x})")));
+            }
+            for (i, measure) in measures.iter_mut().enumerate() {
+                if changed & 1 << i != 0 {
+                    let raw: [u8; 8] =
+                        bytes.get(at..at + 8).and_then(|b| b.try_into().ok()).ok_or_else(|| bad("cut short"))?;
+                    at += 8;
+                    *measure = u64::from_le_bytes(raw);
+                }
+            }
+            let [seconds, cpu_request, memory_request_gib, gpu_request, cpu_usage, memory_usage_gib] =
+                measures.map(f64::from_bits);
+            out.push(KubePodHour {
+                hour: start,
+                cluster: self.cluster.clone(),
+                namespace: self.namespace.clone(),
+                pod: self.pod.clone(),
+                uid: self.uid.clone(),
+                node: self.node.clone(),
+                workload: self.workload.clone(),
+                workload_type: self.workload_type.clone(),
+                labels: self.labels.clone(),
+                seconds,
+                cpu_request,
+                memory_request_gib,
+                gpu_request,
+                cpu_usage,
+                memory_usage_gib,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// What one GPU (or MIG instance) did for one pod in one hour.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct GpuUsage {
@@ -1518,7 +1688,7 @@ pub struct ChargebackSnapshot {
 
 #[cfg(test)]
 mod tests {
-    use super::{BillVmDay, VmPeriod};
+    use super::{BillVmDay, KubePodDay, KubePodHour, VmPeriod};
 
     #[test]
     fn vm_periods_unpack_as_packed() {
@@ -1560,5 +1730,65 @@ mod tests {
         assert_eq!(cut.unpack().unwrap_err(), format!("the packed periods of  on day {day} are cut short"));
         let other = BillVmDay { periods: vec![2], ..packed };
         assert!(other.unpack().unwrap_err().ends_with("of layout 2, not one this gpuledger reads"));
+    }
+
+    #[test]
+    fn pod_hours_unpack_as_packed_one_row_per_pod_and_day() {
+        let day = 1_790_812_800; // 2026-10-01
+        let hour = |at: i64, pod: &str, labels: &str, cpu_usage: f64| KubePodHour {
+            hour: at,
+            cluster: "c".into(),
+            namespace: "ns".into(),
+            pod: pod.into(),
+            uid: format!("{pod}-uid"),
+            node: "n1".into(),
+            labels: labels.into(),
+            seconds: 3_600.0,
+            cpu_request: 2.0,
+            memory_request_gib: 0.1 + 0.2,
+            cpu_usage,
+            memory_usage_gib: -0.0,
+            ..KubePodHour::default()
+        };
+        let hours = [
+            hour(day + 3_600, "a", "{}", 1.5),
+            hour(day, "a", "{}", 1.5),
+            hour(day + 82_800, "a", "{}", 0.25),
+            // The next day, another pod, the first pod relabelled.
+            hour(day + 86_400, "a", "{}", 0.25),
+            hour(day + 7_200, "b", "{}", 0.0),
+            hour(day + 10_800, "a", r#"{"client":"acme"}"#, 1.5),
+        ];
+        let days = KubePodDay::pack_all(&hours);
+        let keys: Vec<(&str, &str, i64)> = days.iter().map(|d| (d.pod.as_str(), d.labels.as_str(), d.day)).collect();
+        assert_eq!(
+            keys,
+            [("a", "{}", day), ("a", "{}", day + 86_400), ("b", "{}", day), ("a", r#"{"client":"acme"}"#, day)]
+        );
+        // A layout byte; hour 0: its offset (0: 1 byte), the changed measures' byte (1) and
+        // the five that differ from 0 (40: seconds, CPU and memory requests, CPU use, and
+        // memory use -0.0, whose bits are not 0.0's); hour 1: 3,600 s later (zigzag 7,200:
+        // 2 bytes), nothing changed (1); hour 23: 79,200 s later (3), CPU use changed (1 + 8).
+        assert_eq!(days[0].hours.len(), 1 + (1 + 1 + 40) + (2 + 1) + (3 + 1 + 8));
+        let mut unpacked = Vec::new();
+        for d in &days {
+            d.unpack_into(&mut unpacked).unwrap();
+        }
+        let mut expected = hours.to_vec();
+        expected.sort_by(|a, b| (&a.labels, &a.pod, a.hour).cmp(&(&b.labels, &b.pod, b.hour)));
+        unpacked.sort_by(|a, b| (&a.labels, &a.pod, a.hour).cmp(&(&b.labels, &b.pod, b.hour)));
+        assert_eq!(unpacked, expected);
+        assert!(unpacked.iter().all(|h| h.memory_usage_gib.is_sign_negative()));
+
+        let mut cut = days[0].clone();
+        cut.hours.pop();
+        assert_eq!(
+            cut.unpack_into(&mut Vec::new()).unwrap_err(),
+            format!("the packed hours of pod ns/a on day {day} are cut short")
+        );
+        let other = KubePodDay { hours: vec![2], ..days[0].clone() };
+        assert!(other.unpack_into(&mut Vec::new()).unwrap_err().ends_with("of layout 2, not one this gpuledger reads"));
+        let marked = KubePodDay { hours: vec![1, 0, 0x40], ..days[0].clone() };
+        assert!(marked.unpack_into(&mut Vec::new()).unwrap_err().ends_with("marked with unknown measures (0x40)"));
     }
 }

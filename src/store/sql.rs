@@ -16,7 +16,7 @@ use super::table::{Table, from_row, table};
 
 use super::model::{
     Bill, BillCharge, BillDay, BillLine, BillVmDay, CeCost, CeDay, CostFact, CostPeriod, FactBatch,
-    FactRecord, GpuAllocation, GpuUsage, InferenceUsage, InstanceHour, KubeNodeHour, KubePodHour,
+    FactRecord, GpuAllocation, GpuUsage, InferenceUsage, InstanceHour, KubeNodeHour, KubePodDay, KubePodHour,
     NamespaceCost, OtherCost, PeriodSummary, PodCost, PodRecord, PodWorkload, WorkloadCost,
 };
 use crate::domain::alerts::{Alert, AlertEvent, Webhook};
@@ -437,6 +437,10 @@ table!(KubePodHour in "kube_pod_hours" {
     cpu_request, memory_request_gib, gpu_request, cpu_usage, memory_usage_gib,
 } order by "hour, cluster, namespace, pod, uid");
 
+table!(KubePodDay in "kube_pod_days" {
+    cluster, namespace, pod, uid, node, workload, workload_type, labels, day, hours,
+} order by "day, cluster, namespace, pod, uid");
+
 pub(crate) const DELETE_KUBE_NODES_WINDOW: &str =
     "DELETE FROM kube_node_hours WHERE hour >= $1 AND hour < $2 AND ($3 = '' OR cluster = $3)";
 
@@ -704,6 +708,7 @@ mod tests {
             ("inference_usage", columns_and_binds(&InferenceUsage::default()), 9),
             ("kube_node_hours", columns_and_binds(&KubeNodeHour::default()), 10),
             ("kube_pod_hours", columns_and_binds(&KubePodHour::default()), 15),
+            ("kube_pod_days", columns_and_binds(&KubePodDay::default()), 10),
             ("cost_pod_days", columns_and_binds(&PodDay::default()), 15),
             ("cost_gpu_pod_hours", columns_and_binds(&GpuPodHour::default()), 6),
             ("rollup_costs", columns_and_binds(&CostRollup::default()), 34),

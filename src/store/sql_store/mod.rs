@@ -305,10 +305,9 @@ where
         Ok(attached)
     }
 
-    /// Replaces the hours `[from, to)` of one `cluster` (every cluster when empty) of two
-    /// hourly tables in one transaction: `deletes` (each bound to from, to, cluster), then
-    /// the rows, under the usage locks of the billing periods the window touches (taken
-    /// oldest first, so two overlapping windows never deadlock), bumping their revision.
+    /// Replaces the hours `[from, to)` of `clusters` (every cluster for `""`) of two hourly
+    /// tables in one transaction ([`SqlStore::begin_hour_window`]): `deletes` (each bound to
+    /// from, to, cluster), then the rows.
     #[allow(clippy::too_many_arguments)]
     async fn replace_hour_window<X: Table, Y: Table>(
         &self,
@@ -320,6 +319,22 @@ where
         first: &[X],
         second: &[Y],
     ) -> StoreResult<()> {
+        let (mut tx, periods) = self.begin_hour_window(context, from, to).await?;
+        Self::delete_hour_window(&mut tx, &deletes, from, to, clusters).await.context(context)?;
+        Self::insert(&mut tx, "", first).await.context(context)?;
+        Self::insert(&mut tx, "", second).await.context(context)?;
+        Self::commit_hour_window(tx, &periods, context).await
+    }
+
+    /// A transaction replacing the hours `[from, to)`, under the usage locks of the billing
+    /// periods the window touches (taken oldest first, so two overlapping windows never
+    /// deadlock), and those periods.
+    async fn begin_hour_window(
+        &self,
+        context: &'static str,
+        from: i64,
+        to: i64,
+    ) -> StoreResult<(sqlx::Transaction<'static, B::Db>, Vec<String>)> {
         let mut periods = Vec::new();
         let mut month = crate::period::Period::containing(from);
         while month.start() < to {
@@ -330,21 +345,33 @@ where
         for period in &periods {
             Self::lock_for_transaction(&mut tx, &format!("usage:{period}")).await.context(context)?;
         }
+        Ok((tx, periods))
+    }
+
+    /// Runs each of `deletes`, bound to from, to and each of `clusters`.
+    async fn delete_hour_window(
+        conn: &mut <B::Db as Database>::Connection,
+        deletes: &[&str],
+        from: i64,
+        to: i64,
+        clusters: &[&str],
+    ) -> Result<(), sqlx::Error> {
         for delete in deletes {
             for cluster in clusters {
-                sqlx::query(delete)
-                    .bind(from)
-                    .bind(to)
-                    .bind(*cluster)
-                    .execute(&mut *tx)
-                    .await
-                    .context(context)?;
+                sqlx::query(delete).bind(from).bind(to).bind(*cluster).execute(&mut *conn).await?;
             }
         }
-        Self::insert(&mut tx, "", first).await.context(context)?;
-        Self::insert(&mut tx, "", second).await.context(context)?;
+        Ok(())
+    }
+
+    /// Commits a [`SqlStore::begin_hour_window`] transaction, bumping its periods' revision.
+    async fn commit_hour_window(
+        mut tx: sqlx::Transaction<'static, B::Db>,
+        periods: &[String],
+        context: &'static str,
+    ) -> StoreResult<()> {
         let revision = Self::next_revision(&mut tx).await.context(context)?;
-        Self::touch_periods(&mut tx, &periods, revision).await.context(context)?;
+        Self::touch_periods(&mut tx, periods, revision).await.context(context)?;
         tx.commit().await.context(context)
     }
 

@@ -7,6 +7,12 @@ use crate::store::sql::{self, ReadRow};
 use crate::store::table::Table;
 use crate::store::*;
 
+/// The seconds of a day.
+const DAY: i64 = 86_400;
+
+/// `kube_pod_days` rows whose day overlaps `[$1, $2)`.
+const POD_DAYS_WINDOW: &str = "day > $1 - 86400 AND day < $2";
+
 #[async_trait::async_trait]
 impl<B: Backend> UsageStore for SqlStore<B>
 where
@@ -44,9 +50,31 @@ where
         nodes: &[KubeNodeHour],
         pods: &[KubePodHour],
     ) -> StoreResult<()> {
+        const CONTEXT: &str = "replacing a Kubernetes window";
+        let (mut tx, periods) = self.begin_hour_window(CONTEXT, from, to).await?;
         let deletes = [sql::DELETE_KUBE_NODES_WINDOW, sql::DELETE_KUBE_PODS_WINDOW];
-        self.replace_hour_window("replacing a Kubernetes window", from, to, clusters, deletes, nodes, pods)
-            .await
+        Self::delete_hour_window(&mut tx, &deletes, from, to, clusters).await.context(CONTEXT)?;
+        // A day the window covers in part keeps its hours outside the window.
+        let partial = KubePodDay::sql().select_where_unordered(&format!(
+            "{POD_DAYS_WINDOW} AND (day < $1 OR day + {DAY} > $2) AND ($3 = '' OR cluster = $3)"
+        ));
+        let mut kept = Vec::new();
+        for cluster in clusters {
+            let days: Vec<KubePodDay> =
+                Self::fetch_rows(&mut tx, sqlx::query(&partial).bind(from).bind(to).bind(*cluster))
+                    .await
+                    .context(CONTEXT)?;
+            for day in &days {
+                day.unpack_into(&mut kept).map_err(|e| sqlx::Error::Decode(e.into())).context(CONTEXT)?;
+            }
+        }
+        kept.retain(|hour| hour.hour < from || hour.hour >= to);
+        let delete = format!("DELETE FROM kube_pod_days WHERE {POD_DAYS_WINDOW} AND ($3 = '' OR cluster = $3)");
+        Self::delete_hour_window(&mut tx, &[&delete], from, to, clusters).await.context(CONTEXT)?;
+        Self::insert(&mut tx, "", nodes).await.context(CONTEXT)?;
+        Self::insert(&mut tx, "", &KubePodDay::pack_all(&kept)).await.context(CONTEXT)?;
+        Self::insert(&mut tx, "", &KubePodDay::pack_all(pods)).await.context(CONTEXT)?;
+        Self::commit_hour_window(tx, &periods, CONTEXT).await
     }
 
     async fn kube_clusters(&self, from: i64, to: i64) -> StoreResult<Vec<String>> {
@@ -71,11 +99,21 @@ where
         const CONTEXT: &str = "reading Kubernetes hours";
         let window = "hour >= $1 AND hour < $2 AND ($3 = '' OR cluster = $3)";
         let nodes = KubeNodeHour::sql().select_where(window);
-        let pods = KubePodHour::sql().select_where_unordered(window);
         let nodes: Vec<KubeNodeHour> =
             self.rows(sqlx::query(&nodes).bind(from).bind(to).bind(cluster), CONTEXT).await?;
+        // Hours stored one per row before migration 0038, then the days.
+        let hours = KubePodHour::sql().select_where_unordered(window);
         let mut pods: Vec<KubePodHour> =
-            self.rows(sqlx::query(&pods).bind(from).bind(to).bind(cluster), CONTEXT).await?;
+            self.rows(sqlx::query(&hours).bind(from).bind(to).bind(cluster), CONTEXT).await?;
+        let days = KubePodDay::sql()
+            .select_where_unordered(&format!("{POD_DAYS_WINDOW} AND ($3 = '' OR cluster = $3)"));
+        let days: Vec<KubePodDay> =
+            self.rows(sqlx::query(&days).bind(from).bind(to).bind(cluster), CONTEXT).await?;
+        pods.reserve(days.len() * 12);
+        for day in &days {
+            day.unpack_into(&mut pods).map_err(|e| sqlx::Error::Decode(e.into())).context(CONTEXT)?;
+        }
+        pods.retain(|hour| hour.hour >= from && hour.hour < to);
         // The table's order (hour, cluster, namespace, pod, uid), sorted here: SQLite's ORDER BY
         // sorted a month's 3.9 M pod-hours in a temporary B-tree before the first row (1 min 43 s
         // against 27 s unsorted in the sqlite3 shell).
