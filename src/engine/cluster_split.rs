@@ -172,6 +172,9 @@ pub struct ClusterSplit {
     pub costs: HashMap<(String, i64), i64>,
     pub split: KubeSplit,
     pub reconciliation: Reconciliation,
+    /// The pods' costs summed per distinct [namespace, workload, labels] (a pod's repeat
+    /// every hour), that [`ClusterSplit::group`] groups further.
+    by_names: Vec<([String; 3], Part)>,
 }
 
 impl ClusterSplit {
@@ -219,7 +222,9 @@ impl ClusterSplit {
         tracing::debug!(cluster, read_kubernetes_seconds = (read_kube * 10.0).round() / 10.0, "read");
         let split = split_logged(cluster, &nodes, &pods, &costs, started.elapsed().as_secs_f64());
         let reconciliation = Reconciliation::of(&split, &costs, 0);
+        let by_names = Self::sum_by_names(&pods, &split);
         Ok(ClusterSplit {
+            by_names,
             period,
             cluster: cluster.to_string(),
             provider,
@@ -233,22 +238,26 @@ impl ClusterSplit {
         })
     }
 
-    /// The pods' costs grouped by `key` of each pod-hour's [namespace, workload, client].
-    /// The pod-hours' costs summed by `key` of their namespace, workload and client. Summed
-    /// first per distinct namespace, workload and labels (a pod's repeat every hour), so a
-    /// month's labels are read as JSON once per pod, not once per hour.
-    fn group(&self, key: fn(&[&str; 3]) -> Vec<String>) -> Vec<Part> {
-        let mut by_names: rustc_hash::FxHashMap<(&str, &str, &str), Part> = Default::default();
-        for cost in &self.split.pods {
-            let p = &self.pods[cost.pod];
-            let part = by_names.entry((&p.namespace, &p.workload, &p.labels)).or_default();
+    /// The pod-hours' costs summed per namespace, workload and labels.
+    fn sum_by_names(pods: &[KubePodHour], split: &KubeSplit) -> Vec<([String; 3], Part)> {
+        let mut by_names: rustc_hash::FxHashMap<[&str; 3], Part> = Default::default();
+        for cost in &split.pods {
+            let p = &pods[cost.pod];
+            let part = by_names.entry([&p.namespace, &p.workload, &p.labels]).or_default();
             part.split_nanos += cost.split_nanos;
             part.unused_nanos += cost.unused_nanos;
             part.pod_hours += 1;
         }
+        by_names.into_iter().map(|(names, part)| (names.map(String::from), part)).collect()
+    }
+
+    /// The pod-hours' costs summed by `key` of their namespace, workload and client, from
+    /// their sums per distinct namespace, workload and labels: a month's labels are read as
+    /// JSON once per pod, not once per hour.
+    fn group(&self, key: fn(&[&str; 3]) -> Vec<String>) -> Vec<Part> {
         let mut clients: HashMap<&str, String> = HashMap::new();
         let mut groups: BTreeMap<Vec<String>, Part> = BTreeMap::new();
-        for ((namespace, workload, labels), sums) in by_names {
+        for ([namespace, workload, labels], sums) in &self.by_names {
             let client = clients.entry(labels).or_insert_with(|| client_of(labels, "client"));
             let part = groups.entry(key(&[namespace, workload, client.as_str()])).or_default();
             part.split_nanos += sums.split_nanos;

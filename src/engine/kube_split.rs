@@ -11,7 +11,9 @@
 //! its pods' split costs, their unused costs and the node's unallocated part, so that those
 //! add up to the node-hour's cost exactly (FOCUS 1.3's rule for allocated costs).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::catalog::instance_type;
 use crate::money::apportion_by_weight;
@@ -159,13 +161,13 @@ pub fn split_node_hours(
     pods: &[KubePodHour],
     costs: &HashMap<(String, i64), i64>,
 ) -> KubeSplit {
-    let mut on_node: HashMap<(&str, &str, i64), Vec<usize>> = HashMap::new();
+    let mut on_node: FxHashMap<(&str, &str, i64), Vec<usize>> = FxHashMap::default();
     for (i, pod) in pods.iter().enumerate() {
         on_node.entry((pod.cluster.as_str(), pod.node.as_str(), pod.hour)).or_default().push(i);
     }
     let mut out = KubeSplit::default();
-    let mut matched: HashSet<(String, i64)> = HashSet::new();
-    let mut placed: HashSet<(&str, &str, i64)> = HashSet::new();
+    let mut matched: FxHashSet<(String, i64)> = FxHashSet::default();
+    let mut placed: FxHashSet<(&str, &str, i64)> = FxHashSet::default();
     for (n, node) in nodes.iter().enumerate() {
         let key = (node.cluster.as_str(), node.node.as_str(), node.hour);
         placed.insert(key);

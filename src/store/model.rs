@@ -899,8 +899,10 @@ impl KubePodDay {
             }
             for (i, measure) in measures.iter_mut().enumerate() {
                 if changed & 1 << i != 0 {
-                    let raw: [u8; 8] =
-                        bytes.get(at..at + 8).and_then(|b| b.try_into().ok()).ok_or_else(|| bad("cut short"))?;
+                    let raw: [u8; 8] = bytes
+                        .get(at..at + 8)
+                        .and_then(|b| b.try_into().ok())
+                        .ok_or_else(|| bad("cut short"))?;
                     at += 8;
                     *measure = u64::from_le_bytes(raw);
                 }
@@ -1760,10 +1762,16 @@ mod tests {
             hour(day + 10_800, "a", r#"{"client":"acme"}"#, 1.5),
         ];
         let days = KubePodDay::pack_all(&hours);
-        let keys: Vec<(&str, &str, i64)> = days.iter().map(|d| (d.pod.as_str(), d.labels.as_str(), d.day)).collect();
+        let keys: Vec<(&str, &str, i64)> =
+            days.iter().map(|d| (d.pod.as_str(), d.labels.as_str(), d.day)).collect();
         assert_eq!(
             keys,
-            [("a", "{}", day), ("a", "{}", day + 86_400), ("b", "{}", day), ("a", r#"{"client":"acme"}"#, day)]
+            [
+                ("a", "{}", day),
+                ("a", "{}", day + 86_400),
+                ("b", "{}", day),
+                ("a", r#"{"client":"acme"}"#, day)
+            ]
         );
         // A layout byte; hour 0: its offset (0: 1 byte), the changed measures' byte (1) and
         // the five that differ from 0 (40: seconds, CPU and memory requests, CPU use, and
@@ -1787,8 +1795,15 @@ mod tests {
             format!("the packed hours of pod ns/a on day {day} are cut short")
         );
         let other = KubePodDay { hours: vec![2], ..days[0].clone() };
-        assert!(other.unpack_into(&mut Vec::new()).unwrap_err().ends_with("of layout 2, not one this gpuledger reads"));
+        assert!(
+            other
+                .unpack_into(&mut Vec::new())
+                .unwrap_err()
+                .ends_with("of layout 2, not one this gpuledger reads")
+        );
         let marked = KubePodDay { hours: vec![1, 0, 0x40], ..days[0].clone() };
-        assert!(marked.unpack_into(&mut Vec::new()).unwrap_err().ends_with("marked with unknown measures (0x40)"));
+        assert!(
+            marked.unpack_into(&mut Vec::new()).unwrap_err().ends_with("marked with unknown measures (0x40)")
+        );
     }
 }

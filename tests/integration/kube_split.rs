@@ -165,6 +165,92 @@ async fn our_split_from_prometheus_agrees_with_awss_per_namespace_within_half_a_
         assert!(ingest_kube().status.success());
         assert_eq!(before, kube_snapshot(store.as_ref()).await, "{url}: re-ingest changes nothing");
 
+        // Pod-hours stored one per row before migration 0038 read as the days do.
+        let period: Period = PERIOD.parse().unwrap();
+        let day = period.start() + 86_400; // 2026-10-02
+        if let Some(path) = url.strip_prefix("sqlite:") {
+            let (_, pods) = store.kube_hours(day, day + 86_400, "").await.unwrap();
+            assert!(pods.len() > 100, "{} pod-hours on 2026-10-02", pods.len());
+            let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&format!("sqlite:{path}"))
+                .await
+                .unwrap();
+            sqlx::query("DELETE FROM kube_pod_days WHERE day = $1")
+                .bind(day)
+                .execute(&mut conn)
+                .await
+                .unwrap();
+            for p in &pods {
+                sqlx::query(
+                    "INSERT INTO kube_pod_hours (hour, cluster, namespace, pod, uid, node, workload, \
+                     workload_type, labels, seconds, cpu_request, memory_request_gib, gpu_request, \
+                     cpu_usage, memory_usage_gib) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+                )
+                .bind(p.hour)
+                .bind(&p.cluster)
+                .bind(&p.namespace)
+                .bind(&p.pod)
+                .bind(&p.uid)
+                .bind(&p.node)
+                .bind(&p.workload)
+                .bind(&p.workload_type)
+                .bind(&p.labels)
+                .bind(p.seconds)
+                .bind(p.cpu_request)
+                .bind(p.memory_request_gib)
+                .bind(p.gpu_request)
+                .bind(p.cpu_usage)
+                .bind(p.memory_usage_gib)
+                .execute(&mut conn)
+                .await
+                .unwrap();
+            }
+            assert_eq!(before, kube_snapshot(store.as_ref()).await, "hours stored one per row read as days");
+        }
+
+        // A window that starts and ends within days (2026-10-02T05:00 to 2026-10-03T17:00)
+        // replaces its hours and keeps the rest of those days.
+        let ingest_window = || {
+            run(&[
+                "--database-url",
+                url,
+                "ingest",
+                "prometheus",
+                "--file",
+                &kube_file,
+                "--from",
+                "2026-10-02T05:00:00Z",
+                "--to",
+                "2026-10-03T17:00:00Z",
+                "--kube-state-metrics",
+            ])
+        };
+        let output = ingest_window();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        assert_eq!(
+            before,
+            kube_snapshot(store.as_ref()).await,
+            "{url}: a window within days changes nothing"
+        );
+        if let Some(path) = url.strip_prefix("sqlite:") {
+            // The hours before 05:00 stay stored one per row, the window's are days now.
+            let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&format!("sqlite:{path}"))
+                .await
+                .unwrap();
+            let (_, early) = store.kube_hours(day, day + 5 * 3_600, "").await.unwrap();
+            let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM kube_pod_hours WHERE hour < $1")
+                .bind(day + 5 * 3_600)
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+            let later: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM kube_pod_hours WHERE hour >= $1")
+                .bind(day + 5 * 3_600)
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!((count, later), (early.len() as i64, 0));
+        }
+
         // Without kube_node_info pods cannot be placed: refused, nothing written.
         let text = std::fs::read_to_string(&kube_file).unwrap();
         let without_nodes: String =
