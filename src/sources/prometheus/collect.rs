@@ -109,9 +109,12 @@ impl Collector {
         let value = raw * series.role.scale();
         self.samples += 1;
         if series.role.is_kube() {
-            // Kept as samples (the pods' split reads them), not folded into hours.
+            // Kept as samples (the pods' split reads them), not folded into hours. A counter's
+            // sample at the window's end closes its last hour's increase (as a GPU counter's
+            // does, `counter_hour`): without it a window's last hour lost that increase.
             let kept_from = self.from.saturating_sub(3600).saturating_mul(1000);
-            if t_ms >= kept_from && t_ms < self.to.saturating_mul(1000) {
+            let kept_to = self.to.saturating_mul(1000) + i64::from(series.role.is_counter());
+            if t_ms >= kept_from && t_ms < kept_to {
                 series.raw.push((t_ms, value));
             }
         } else if series.role.is_counter() {
