@@ -262,10 +262,10 @@ struct Share {
     pod: usize,
 }
 
-/// The splits of the month, by (instance, hour): who got what of the node-hour.
+/// The splits of the month, by instance and hour: who got what of the node-hour.
 struct Splits {
     clusters: Vec<ClusterSplit>,
-    by_hour: HashMap<(String, i64), Vec<(Who, Share)>>,
+    by_hour: HashMap<String, BTreeMap<i64, Vec<(Who, Share)>>>,
 }
 
 impl Splits {
@@ -278,7 +278,7 @@ impl Splits {
                 Err(e) => return Err(e.into()),
             }
         }
-        let mut by_hour: HashMap<(String, i64), Vec<(Who, Share)>> = HashMap::new();
+        let mut by_hour: HashMap<String, BTreeMap<i64, Vec<(Who, Share)>>> = HashMap::new();
         for (c, split) in clusters.iter().enumerate() {
             let instance_of: HashMap<(&str, i64), String> = split
                 .nodes
@@ -290,7 +290,7 @@ impl Splits {
                 let Some(instance) = instance_of.get(&(p.node.as_str(), p.hour)) else { continue };
                 let hours = p.seconds / 3600.0;
                 let uid = if p.uid.is_empty() { format!("{}/{}", p.namespace, p.pod) } else { p.uid.clone() };
-                by_hour.entry((instance.clone(), p.hour)).or_default().push((
+                by_hour.entry(instance.clone()).or_default().entry(p.hour).or_default().push((
                     Who::Pod { cluster: c, uid },
                     Share {
                         nanos: cost.split_nanos + cost.unused_nanos,
@@ -312,7 +312,9 @@ impl Splits {
                 .chain(split.split.bill_without_nodes.iter().cloned());
             for (instance, hour, nanos) in unallocated {
                 by_hour
-                    .entry((instance, hour))
+                    .entry(instance)
+                    .or_default()
+                    .entry(hour)
                     .or_default()
                     .push((Who::Unallocated { cluster: c }, Share { nanos, ..Share::default() }));
             }
@@ -323,17 +325,16 @@ impl Splits {
     /// Who got what of a VM's charge period, summed per pod over its hours.
     fn of(&self, vm: &BillVmCost) -> BTreeMap<Who, Share> {
         let mut shares: BTreeMap<Who, Share> = BTreeMap::new();
-        let mut hour = vm.charge_start.div_euclid(3600) * 3600;
-        while hour < vm.charge_end.max(vm.charge_start + 1) {
-            for (who, share) in self.by_hour.get(&(vm.instance.clone(), hour)).into_iter().flatten() {
-                let sum = shares.entry(who.clone()).or_insert(Share { pod: share.pod, ..Share::default() });
-                sum.nanos += share.nanos;
-                sum.hours += share.hours;
-                sum.gpu_hours += share.gpu_hours;
-                sum.vcpu_hours += share.vcpu_hours;
-                sum.memory_gib_hours += share.memory_gib_hours;
-            }
-            hour += 3600;
+        let Some(hours) = self.by_hour.get(vm.instance.as_str()) else { return shares };
+        // The hours that start in the period (the hour it starts in, for one shorter).
+        let first = vm.charge_start.div_euclid(3600) * 3600;
+        for (who, share) in hours.range(first..vm.charge_end.max(vm.charge_start + 1)).flat_map(|(_, s)| s) {
+            let sum = shares.entry(who.clone()).or_insert(Share { pod: share.pod, ..Share::default() });
+            sum.nanos += share.nanos;
+            sum.hours += share.hours;
+            sum.gpu_hours += share.gpu_hours;
+            sum.vcpu_hours += share.vcpu_hours;
+            sum.memory_gib_hours += share.memory_gib_hours;
         }
         shares
     }

@@ -86,6 +86,16 @@ pub fn write_csv_gz(path: &Path, header: &[&str], rows: &[Vec<Option<String>>]) 
     Ok(rows.len() as u64)
 }
 
+/// Epoch milliseconds as a UTC datetime column, written to Parquet as a timestamp adjusted to
+/// UTC. Not through a cast: without polars' `timezones` feature (and its time-zone database) a
+/// cast drops the zone, and readers took the times as local.
+pub fn utc_datetimes(name: &str, millis: Vec<Option<i64>>) -> Column {
+    Int64Chunked::from_iter_options(name.into(), millis.into_iter())
+        .into_datetime(TimeUnit::Milliseconds, Some(TimeZone::UTC))
+        .into_series()
+        .into_column()
+}
+
 /// Writes rows as Parquet: [`is_number`] columns as doubles, [`is_datetime`] ones (RFC 3339
 /// text) as UTC datetimes, the rest as text.
 pub fn write_parquet(path: &Path, header: &[&str], rows: &[Vec<Option<String>>]) -> Result<u64, FileError> {
@@ -102,10 +112,7 @@ pub fn write_parquet(path: &Path, header: &[&str], rows: &[Vec<Option<String>>])
                     v.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()).map(|t| t.timestamp() * 1000)
                 })
                 .collect();
-            Series::new((*name).into(), millis)
-                .cast(&DataType::Datetime(TimeUnit::Milliseconds, Some(TimeZone::UTC)))
-                .map_err(encode)?
-                .into_column()
+            utc_datetimes(name, millis)
         } else {
             Column::new((*name).into(), values.collect::<Vec<Option<&str>>>())
         };

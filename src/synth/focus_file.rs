@@ -286,9 +286,10 @@ impl FocusBatch {
             columns.push(Column::new(name.into(), values));
         }
         for (name, values) in self.times {
-            let series = Series::new(name.into(), values)
-                .cast(&DataType::Datetime(TimeUnit::Milliseconds, Some(polars::prelude::TimeZone::UTC)))?;
-            columns.push(series.into_column());
+            columns.push(crate::sources::focus_file::utc_datetimes(
+                name,
+                values.into_iter().map(Some).collect(),
+            ));
         }
         columns.sort_by(|a, b| a.name().cmp(b.name()));
         DataFrame::new(self.rows, columns)

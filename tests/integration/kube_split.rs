@@ -564,6 +564,14 @@ async fn check_focus_export(url: &str, dir: &Path, truth: &Value, store: &dyn gp
         .collect();
     let (account, method, tags, resource) =
         (text("BillingAccountId"), text("AllocatedMethodId"), text("AllocatedTags"), text("ResourceId"));
+    // Times are instants: Parquet timestamps adjusted to UTC, not local times.
+    for name in ["BillingPeriodStart", "ChargePeriodStart", "ChargePeriodEnd"] {
+        assert_eq!(
+            frame.column(name).unwrap().dtype(),
+            &DataType::Datetime(TimeUnit::Milliseconds, Some(TimeZone::UTC)),
+            "{name}"
+        );
+    }
     let starts = frame.column("ChargePeriodStart").unwrap().cast(&DataType::Int64).unwrap();
     let starts: Vec<i64> = starts.i64().unwrap().iter().map(|v| v.unwrap() / 1000).collect();
     for bill in &focus_bills {
