@@ -98,11 +98,15 @@ pub enum ExportCommand {
     Focus {
         #[arg(long)]
         period: Period,
-        /// The folder to write into (created if missing).
+        /// The folder to write into (created if missing), or `s3://bucket/prefix` (the file is
+        /// written, uploaded under the prefix and read back to check it).
         #[arg(long)]
-        out: PathBuf,
+        out: String,
         #[arg(long, value_enum, default_value = "parquet")]
         format: crate::export::focus::FocusFormat,
+        /// An S3-compatible endpoint, for an `s3://` --out.
+        #[arg(long, env = "GPULEDGER_S3_ENDPOINT_URL")]
+        endpoint_url: Option<String>,
     },
 }
 

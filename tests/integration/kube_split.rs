@@ -564,6 +564,29 @@ async fn check_focus_export(url: &str, dir: &Path, truth: &Value, store: &dyn gp
         .collect();
     let (account, method, tags, resource) =
         (text("BillingAccountId"), text("AllocatedMethodId"), text("AllocatedTags"), text("ResourceId"));
+    // To S3 (moto): the same file, uploaded under the prefix and named by its URI.
+    if let Some(moto) = crate::s3::start_moto() {
+        let s3 = crate::s3::client(&moto.url).await;
+        s3.create_bucket().bucket("focus-exports").send().await.unwrap();
+        let to = "s3://focus-exports/gpuledger/monthly";
+        let args = ["export", "focus", "--period", PERIOD, "--out", to, "--endpoint-url", &moto.url];
+        let output = crate::s3::gl_moto(url, &args);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let uploaded: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let name = Path::new(summary["file"].as_str().unwrap()).file_name().unwrap().to_str().unwrap();
+        assert_eq!(uploaded["file"], format!("{to}/{name}"));
+        assert_eq!((&uploaded["rows"], &uploaded["bills"]), (&summary["rows"], &summary["bills"]));
+        let object = s3
+            .get_object()
+            .bucket("focus-exports")
+            .key(format!("gpuledger/monthly/{name}"))
+            .send()
+            .await
+            .unwrap();
+        let bytes = object.body.collect().await.unwrap().into_bytes().to_vec();
+        let from_s3 = ParquetReader::new(std::io::Cursor::new(bytes)).finish().unwrap();
+        assert!(from_s3.equals_missing(&frame), "the object is the file");
+    }
     // Times are instants: Parquet timestamps adjusted to UTC, not local times.
     for name in ["BillingPeriodStart", "ChargePeriodStart", "ChargePeriodEnd"] {
         assert_eq!(
