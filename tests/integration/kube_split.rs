@@ -81,19 +81,11 @@ async fn our_split_from_prometheus_agrees_with_awss_per_namespace_within_half_a_
     for url in &urls {
         let store = helpers::connect(url).await;
         ingest(store.as_ref(), &export_root(dir.path()).display().to_string(), false).await;
-        let ingest_kube = || {
-            run(&[
-                "--database-url",
-                url,
-                "ingest",
-                "prometheus",
-                "--file",
-                &kube_file,
-                "--period",
-                PERIOD,
-                "--kube-state-metrics",
-            ])
+        let ingest_window = |window: &[&str]| {
+            let args = ["--database-url", url, "ingest", "prometheus", "--file", &kube_file];
+            run(&[&args[..], window, &["--kube-state-metrics"]].concat())
         };
+        let ingest_kube = || ingest_window(&["--period", PERIOD]);
         let output = ingest_kube();
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         let result: Value = serde_json::from_slice(&output.stdout).unwrap();
@@ -213,22 +205,7 @@ async fn our_split_from_prometheus_agrees_with_awss_per_namespace_within_half_a_
 
         // A window that starts and ends within days (2026-10-02T05:00 to 2026-10-03T17:00)
         // replaces its hours and keeps the rest of those days.
-        let ingest_window = || {
-            run(&[
-                "--database-url",
-                url,
-                "ingest",
-                "prometheus",
-                "--file",
-                &kube_file,
-                "--from",
-                "2026-10-02T05:00:00Z",
-                "--to",
-                "2026-10-03T17:00:00Z",
-                "--kube-state-metrics",
-            ])
-        };
-        let output = ingest_window();
+        let output = ingest_window(&["--from", "2026-10-02T05:00:00Z", "--to", "2026-10-03T17:00:00Z"]);
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         let after = kube_hours().await.unwrap();
         assert_eq!(hours.0, after.0, "{url}: a window within days keeps the nodes");
