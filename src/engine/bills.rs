@@ -16,11 +16,11 @@
 //! - A bill whose currency has no rate for the month stops the compute with the command that
 //!   sets one: nothing is shown converted at a guessed rate.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::domain::fx::{FxRate, REPORTING_CURRENCY, rate_for};
-use crate::money::{Micros, micros_from_nanos};
-use crate::store::{AccountRollup, Bill, BillCharge, ComputeInputs, OtherCostGroup};
+use crate::money::{Micros, apportion_by_weight, micros_from_nanos};
+use crate::store::{AccountRollup, Bill, BillCharge, ComputeInputs, OtherCostGroup, PodDay, PodRecord};
 
 /// The tag GKE's cost allocation names a charge's namespace with.
 pub const NAMESPACE_TAG: &str = "k8s-namespace";
@@ -38,6 +38,34 @@ pub struct Folded {
     /// `provider/account` of each bill counted.
     pub bills: Vec<String>,
     pub amortized_micros: i64,
+    /// The clusters whose pods gpuledger's split placed on them.
+    pub split_clusters: Vec<String>,
+}
+
+/// A cluster whose nodes' cost gpuledger's split divides, on one FOCUS bill
+/// ([`crate::engine::cluster_split::ClusterSplit::ledger_pods`]).
+#[derive(Debug, Clone, Default)]
+pub struct SplitNodes {
+    pub cluster: String,
+    /// The bill its virtual machines are in.
+    pub provider: String,
+    pub billing_account: String,
+    /// Each virtual machine's charge period: (instance key, its charge group less tags and
+    /// day ([`BillCharge::month_key`]), effective nanos), taken out of that group's month.
+    pub taken: Vec<(String, String, i64)>,
+    /// Its pods (`id` their index) and their days, in nanos of the bill's currency.
+    pub pods: Vec<PodRecord>,
+    pub days: Vec<PodDay>,
+}
+
+impl SplitNodes {
+    fn taken_nanos(&self) -> i64 {
+        self.taken.iter().map(|t| t.2).sum()
+    }
+
+    fn pods_nanos(&self) -> i64 {
+        self.days.iter().map(|d| d.split_cost_nanos + d.unused_cost_nanos).sum()
+    }
 }
 
 /// Why a period's other bills cannot be counted.
@@ -53,6 +81,10 @@ pub enum FoldError {
         currency: String,
         reporting: &'static str,
     },
+    #[error(
+        "the {provider} bill {account} of {period} has virtual machines' costs of charge group {key} and no such usage group: run `gpuledger ingest focus --force` on it again"
+    )]
+    Inconsistent { provider: String, account: String, period: String, key: String },
 }
 
 /// Whether a bill is one `fold_bills` counts: a FOCUS bill, but not the CUR's own bill through
@@ -64,15 +96,18 @@ pub fn counted(bill: &Bill, cur_billing_account: Option<&str>) -> bool {
     bill.format == "focus" && !cur_twin
 }
 
-/// Adds the month's FOCUS bills (but the CUR's own) to `inputs` in the reporting currency.
+/// Adds the month's FOCUS bills (but the CUR's own) to `inputs` in the reporting currency,
+/// with the pods of the clusters in `splits` on them.
 pub fn fold_bills(
     inputs: &mut ComputeInputs,
     cur_billing_account: Option<&str>,
     bills: &[Bill],
     charges: &[BillCharge],
     rates: &[FxRate],
+    splits: &[SplitNodes],
 ) -> Result<Folded, FoldError> {
     let mut folded = Folded::default();
+    let mut next_pod_id = inputs.pods.iter().map(|p| p.id).max().unwrap_or(0) + 1;
     for bill in bills.iter().filter(|b| counted(b, cur_billing_account)) {
         let rate = if bill.currency == REPORTING_CURRENCY || bill.currency.is_empty() {
             None
@@ -93,13 +128,33 @@ pub fn fold_bills(
             .filter(|c| c.provider == bill.provider && c.billing_account == bill.billing_account)
             .filter(|c| matches!(c.charge_category.as_str(), "Usage" | "Purchase"))
             .collect();
+        let effective_nanos: i64 = counted.iter().map(|c| c.effective_nanos).sum();
+        // Each charge's own amount: the accounts' bill and GPU fleet.
         let effective = exact_shares(
-            in_reporting(counted.iter().map(|c| c.effective_nanos).sum()),
+            in_reporting(effective_nanos),
             counted.iter().map(|c| in_reporting(c.effective_nanos)).collect(),
         );
         let billed = exact_shares(
             in_reporting(counted.iter().map(|c| c.billed_nanos).sum()),
             counted.iter().map(|c| in_reporting(c.billed_nanos)).collect(),
+        );
+        // Where it is placed: the charges less the split clusters' machines, then each split
+        // cluster's pods and its rest, the same total converted once.
+        let mine: Vec<&SplitNodes> = splits
+            .iter()
+            .filter(|s| s.provider == bill.provider && s.billing_account == bill.billing_account)
+            .collect();
+        let (left, sub_account_of) = take_machines_out(bill, &counted, &mine)?;
+        let parts: Vec<i64> = mine
+            .iter()
+            .flat_map(|s| {
+                let pods = s.pods_nanos();
+                [pods, s.taken_nanos() - pods]
+            })
+            .collect();
+        let placed = exact_shares(
+            in_reporting(effective_nanos),
+            left.iter().chain(&parts).map(|&nanos| in_reporting(nanos)).collect(),
         );
         let mut groups: BTreeMap<(String, String, String, String), OtherCostGroup> = BTreeMap::new();
         let mut accounts: BTreeMap<String, AccountRollup> = BTreeMap::new();
@@ -126,13 +181,17 @@ pub fn fold_bills(
                 }
                 account.gpu_fleet_micros += Micros(effective[index]);
             }
-            if tag(NAMESPACE_TAG) == UNALLOCATED_NAMESPACE {
-                inputs.unallocated_ec2_micros += effective[index];
-                account.instance_cost_micros += Micros(effective[index]);
+            // A charge the split took whole is its pods' now.
+            if left[index] == 0 && charge.effective_nanos != 0 && placed[index] == 0 {
                 continue;
             }
-            account.other_cost_micros += Micros(effective[index]);
-            inputs.other_cost_micros += effective[index];
+            if tag(NAMESPACE_TAG) == UNALLOCATED_NAMESPACE {
+                inputs.unallocated_ec2_micros += placed[index];
+                account.instance_cost_micros += Micros(placed[index]);
+                continue;
+            }
+            account.other_cost_micros += Micros(placed[index]);
+            inputs.other_cost_micros += placed[index];
             // Tags as the CUR names them (`user_client`), so the same rules place them.
             let user_tags: BTreeMap<String, &serde_json::Value> =
                 tags.iter().map(|(k, v)| (format!("user_{k}"), v)).collect();
@@ -152,8 +211,60 @@ pub fn fold_bills(
                 provider: bill.provider.clone(),
                 ..OtherCostGroup::default()
             });
-            group.amortized_cost_micros += effective[index];
+            group.amortized_cost_micros += placed[index];
             group.usage_amount += charge.consumed_quantity;
+        }
+        for (k, split) in mine.iter().enumerate() {
+            let (pods_micros, rest_micros) = (placed[left.len() + 2 * k], placed[left.len() + 2 * k + 1]);
+            // The rest is the account's of its first machine, a pod's the account of its own.
+            let first_account = split
+                .taken
+                .first()
+                .and_then(|t| sub_account_of.get(t.0.as_str()))
+                .copied()
+                .unwrap_or_default();
+            let account =
+                |instance: &str| sub_account_of.get(instance).copied().unwrap_or(first_account).to_string();
+            inputs.unallocated_ec2_micros += rest_micros;
+            inputs.kubernetes_micros += pods_micros;
+            let usd = pod_days_converted(&split.days, pods_micros * 1000, |nanos| {
+                rate.map_or(nanos, |r| r.convert(nanos))
+            });
+            // The machines are each account's instance cost: its pods' (their Kubernetes
+            // cost), and the rest on the first machine's account.
+            let mut pods_of: BTreeMap<String, i64> = BTreeMap::new();
+            for (day, (split_nanos, unused_nanos)) in split.days.iter().zip(&usd) {
+                let pod = &split.pods[day.pod_id as usize];
+                *pods_of.entry(account(&pod.instance_id)).or_default() += split_nanos + unused_nanos;
+            }
+            let instance =
+                exact_shares(pods_micros, pods_of.values().map(|&nanos| micros_from_nanos(nanos)).collect());
+            for (name, micros) in pods_of.keys().zip(instance) {
+                if let Some(a) = accounts.get_mut(name) {
+                    a.instance_cost_micros += Micros(micros);
+                }
+            }
+            if let Some(a) = accounts.get_mut(first_account) {
+                a.instance_cost_micros += Micros(rest_micros);
+            }
+            let first_id = next_pod_id;
+            inputs.pods.extend(split.pods.iter().enumerate().map(|(i, pod)| PodRecord {
+                id: first_id + i as i64,
+                usage_account_id: account(&pod.instance_id),
+                ..pod.clone()
+            }));
+            inputs.pod_days.extend(split.days.iter().zip(usd).map(|(day, (split_nanos, unused_nanos))| {
+                PodDay {
+                    pod_id: first_id + day.pod_id,
+                    split_cost_nanos: split_nanos,
+                    unused_cost_nanos: unused_nanos,
+                    // A FOCUS bill's EffectiveCost is already net of its negotiated discounts.
+                    net_cost_nanos: split_nanos + unused_nanos,
+                    ..day.clone()
+                }
+            }));
+            next_pod_id += split.pods.len() as i64;
+            folded.split_clusters.push(split.cluster.clone());
         }
         let bill_effective: i64 = effective.iter().sum();
         inputs.bill_amortized_micros += bill_effective;
@@ -164,6 +275,57 @@ pub fn fold_bills(
         folded.amortized_micros += bill_effective;
     }
     Ok(folded)
+}
+
+/// Each charge's effective nanos once the split clusters' machines are taken out of the
+/// groups their rows were summed into (from several groups differing in their tags alone, in
+/// proportion to what each has left), and each machine's sub-account.
+fn take_machines_out<'a>(
+    bill: &Bill,
+    counted: &[&'a BillCharge],
+    splits: &'a [&SplitNodes],
+) -> Result<(Vec<i64>, HashMap<&'a str, &'a str>), FoldError> {
+    let mut left: Vec<i64> = counted.iter().map(|c| c.effective_nanos).collect();
+    let mut sub_account_of = HashMap::new();
+    if splits.is_empty() {
+        return Ok((left, sub_account_of));
+    }
+    let mut sets: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, charge) in counted.iter().enumerate() {
+        sets.entry(charge.month_key()).or_default().push(i);
+    }
+    for split in splits {
+        for (instance, key, nanos) in &split.taken {
+            let Some(set) = sets.get(key) else {
+                return Err(FoldError::Inconsistent {
+                    provider: bill.provider.clone(),
+                    account: bill.billing_account.clone(),
+                    period: bill.period.clone(),
+                    key: key.clone(),
+                });
+            };
+            sub_account_of.entry(instance.as_str()).or_insert(counted[set[0]].sub_account_id.as_str());
+            let weights: Vec<i128> = set.iter().map(|&i| i128::from(left[i].max(0))).collect();
+            let parts = apportion_by_weight(*nanos, &weights).unwrap_or_else(|| {
+                std::iter::once(*nanos).chain(std::iter::repeat(0)).take(set.len()).collect()
+            });
+            for (&i, part) in set.iter().zip(parts) {
+                left[i] -= part;
+            }
+        }
+    }
+    Ok((left, sub_account_of))
+}
+
+/// The pod-days' (split, unused) in the reporting currency, adding up to `total` nanos
+/// exactly: apportioned by their amounts in the bill's currency (each converted by `convert`
+/// and the rounding put on the largest where they cannot weigh, as for credits).
+fn pod_days_converted(days: &[PodDay], total: i64, convert: impl Fn(i64) -> i64) -> Vec<(i64, i64)> {
+    let amounts: Vec<i64> = days.iter().flat_map(|d| [d.split_cost_nanos, d.unused_cost_nanos]).collect();
+    let weights: Vec<i128> = amounts.iter().map(|&n| i128::from(n)).collect();
+    let parts = apportion_by_weight(total, &weights)
+        .unwrap_or_else(|| exact_shares(total, amounts.iter().map(|&n| convert(n)).collect()));
+    parts.chunks(2).map(|c| (c[0], c[1])).collect()
 }
 
 /// The pods' labels GKE's cost allocation writes on a charge (`k8s-label/KEY`), as the CUR
@@ -239,10 +401,10 @@ mod tests {
             charge("azure", "ea", "Tax", 500_000_000, "{}"),
             charge("aws", "111111111111", "Usage", 7_000_000_000, "{}"),
         ];
-        let missing = fold_bills(&mut inputs.clone(), Some("111111111111"), &bills, &charges, &[]);
+        let missing = fold_bills(&mut inputs.clone(), Some("111111111111"), &bills, &charges, &[], &[]);
         assert!(matches!(missing, Err(FoldError::MissingRate { ref currency, .. }) if currency == "EUR"));
         let rates = [FxRate::new("EUR", "USD", "1.0842", "2026-10".parse().unwrap(), "test").unwrap()];
-        let folded = fold_bills(&mut inputs, Some("111111111111"), &bills, &charges, &rates).unwrap();
+        let folded = fold_bills(&mut inputs, Some("111111111111"), &bills, &charges, &rates, &[]).unwrap();
         // The AWS FOCUS bill is the CUR's own: not counted. Tax is not the amortized bill.
         assert_eq!(folded.bills, vec!["azure/ea".to_string()]);
         assert_eq!(inputs.bill_amortized_micros, 1_084_200);
@@ -255,6 +417,81 @@ mod tests {
         assert_eq!(inputs.accounts.len(), 1);
         assert_eq!(inputs.accounts[0].provider, "azure");
         assert_eq!(inputs.accounts[0].amortized_micros(), Micros(1_084_200));
+    }
+
+    #[test]
+    fn a_split_clusters_machines_are_its_pods_and_its_rest_the_unallocated_pool() {
+        let mut inputs = ComputeInputs { period: "2026-10".into(), ..ComputeInputs::default() };
+        let cluster = r#"{"aks-managed-cluster-name":"aks-weu"}"#;
+        let machines = charge("azure", "ea", "Usage", 10_000_000_000, cluster);
+        let disks = BillCharge {
+            service_category: "Storage".into(),
+            ..charge("azure", "ea", "Usage", 2_000_000_000, cluster)
+        };
+        // Two machines, €6 and €4, the whole €10 group; their pods got €8 (two days of one
+        // pod, €5 + €1 unused, and €2 of another), the €2 rest no pod was given.
+        let day = |pod_id: i64, split: i64, unused: i64| PodDay {
+            pod_id,
+            day: 1_790_812_800,
+            split_cost_nanos: split,
+            unused_cost_nanos: unused,
+            ..PodDay::default()
+        };
+        let split = SplitNodes {
+            cluster: "aks-weu".into(),
+            provider: "azure".into(),
+            billing_account: "ea".into(),
+            taken: vec![
+                ("vm-1".into(), machines.month_key(), 6_000_000_000),
+                ("vm-2".into(), machines.month_key(), 4_000_000_000),
+            ],
+            pods: vec![
+                PodRecord {
+                    namespace: "acme-llm".into(),
+                    instance_id: "vm-1".into(),
+                    ..PodRecord::default()
+                },
+                PodRecord {
+                    namespace: "kube-system".into(),
+                    instance_id: "vm-2".into(),
+                    ..PodRecord::default()
+                },
+            ],
+            days: vec![day(0, 5_000_000_000, 1_000_000_000), day(1, 2_000_000_000, 0)],
+        };
+        let rates = [FxRate::new("EUR", "USD", "1.0842", "2026-10".parse().unwrap(), "test").unwrap()];
+        let bills = [bill("azure", "ea", "EUR")];
+        let charges = [machines, disks];
+        let folded = fold_bills(&mut inputs, None, &bills, &charges, &rates, &[split]).unwrap();
+        assert_eq!(folded.split_clusters, vec!["aks-weu".to_string()]);
+        // €12 at 1.0842 is $13.010400: the pods' €8 $8.673600, the rest's €2 and the disks'
+        // €2 $2.168400 each.
+        assert_eq!(inputs.bill_amortized_micros, 13_010_400);
+        assert_eq!(inputs.kubernetes_micros, 8_673_600);
+        assert_eq!(inputs.unallocated_ec2_micros, 2_168_400);
+        assert_eq!(inputs.other_cost_micros, 2_168_400);
+        assert_eq!(inputs.other_groups.len(), 1, "the machines' group is the pods' now");
+        let ids: Vec<(i64, &str)> = inputs.pods.iter().map(|p| (p.id, p.usage_account_id.as_str())).collect();
+        assert_eq!(ids, [(1, "sub"), (2, "sub")]);
+        // $8.673600 by the pod-days' euros: 5/8, 1/8 and 2/8 of it.
+        let days: Vec<(i64, i64, i64)> =
+            inputs.pod_days.iter().map(|d| (d.pod_id, d.split_cost_nanos, d.unused_cost_nanos)).collect();
+        assert_eq!(days, [(1, 5_421_000_000, 1_084_200_000), (2, 2_168_400_000, 0)]);
+        assert_eq!(inputs.pod_days[0].net_cost_nanos, 6_505_200_000);
+        // The account's instances are the machines: its pods' $8.673600 and the $2.168400 rest.
+        let account = &inputs.accounts[0];
+        assert_eq!(
+            (account.instance_cost_micros, account.other_cost_micros),
+            (Micros(10_842_000), Micros(2_168_400))
+        );
+        // A machine whose group the bill no longer has: said, not dropped.
+        let stale = SplitNodes {
+            taken: vec![("vm-3".into(), "0123456789abcdef".into(), 1)],
+            ..SplitNodes { provider: "azure".into(), billing_account: "ea".into(), ..SplitNodes::default() }
+        };
+        let mut again = ComputeInputs::default();
+        let refused = fold_bills(&mut again, None, &bills, &charges, &rates, &[stale]);
+        assert!(matches!(refused, Err(FoldError::Inconsistent { ref key, .. }) if key == "0123456789abcdef"));
     }
 
     #[test]
@@ -276,7 +513,7 @@ mod tests {
                 r#"{"k8s-namespace":"kube:unallocated","goog-k8s-cluster-name":"gke"}"#,
             ),
         ];
-        fold_bills(&mut inputs, Some(""), &[bill("gcp", "b", "USD")], &charges, &[]).unwrap();
+        fold_bills(&mut inputs, Some(""), &[bill("gcp", "b", "USD")], &charges, &[], &[]).unwrap();
         assert_eq!(inputs.unallocated_ec2_micros, 1_000_000);
         assert_eq!(inputs.other_cost_micros, 2_000_000);
         assert_eq!(inputs.bill_amortized_micros, 3_000_000);

@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 use super::kube_split::{KubeSplit, instance_key, split_node_hours, spread_vm_costs};
 use crate::money::{micros_from_nanos, usd_decimal};
 use crate::period::Period;
-use crate::store::{KubeNodeHour, KubePodHour, Store, StoreError};
+use crate::store::{
+    BillVmCost, KubeNodeHour, KubePodHour, PodDay, PodRecord, PurchaseOption, Store, StoreError,
+};
 
 /// The method id FOCUS 1.3's `AllocatedMethodId` names gpuledger's split by.
 pub const METHOD_ID: &str = "gpuledger-split-v1";
@@ -170,6 +172,9 @@ pub struct ClusterSplit {
     pub pods: Vec<KubePodHour>,
     /// (instance key, hour) → the node-hour's cost in nanos of `currency`.
     pub costs: HashMap<(String, i64), i64>,
+    /// The FOCUS bills' virtual machines' charge periods `costs` were spread from (none when
+    /// the CUR paid for the nodes).
+    pub vms: Vec<BillVmCost>,
     pub split: KubeSplit,
     pub reconciliation: Reconciliation,
     /// The pods' costs summed per distinct [namespace, workload, labels] (a pod's repeat
@@ -187,16 +192,17 @@ impl ClusterSplit {
             return Err(SplitError::NoKubernetes { cluster: cluster.to_string(), period });
         }
         let mut costs = cur_node_costs(store, period, cluster).await?;
+        let mut vms = Vec::new();
         let (provider, currency, node_costs_from) = if !costs.is_empty() {
             ("aws".to_string(), "USD".to_string(), "cur")
         } else {
             let keys: HashSet<String> = nodes.iter().map(|n| instance_key(&n.provider_id)).collect();
-            let vms: Vec<_> = store
+            vms = store
                 .bill_vm_costs(&name)
                 .await?
                 .into_iter()
                 .filter(|vm| vm.cluster == cluster || keys.contains(&vm.instance))
-                .collect();
+                .collect::<Vec<_>>();
             let bills: BTreeMap<(String, String), String> = store
                 .bills(Some(&name))
                 .await?
@@ -233,6 +239,7 @@ impl ClusterSplit {
             nodes,
             pods,
             costs,
+            vms,
             split,
             reconciliation,
         })
@@ -282,5 +289,74 @@ impl ClusterSplit {
     /// Pod-hours the split gave a cost to.
     pub fn pod_hours(&self) -> usize {
         self.split.pods.len()
+    }
+
+    /// The split's pods as the ledger's pods and pod-days, for chargeback, Costs and the
+    /// invoices on a cluster whose nodes gpuledger splits: a pod is its namespace, name and
+    /// uid; a day sums its hours' split and unused cost (in nanos of `currency`), the GPUs it
+    /// requested, and the cores and GiB it reserved (max of request and use, as the split
+    /// weighs them) times the hours it ran. Labels read as the CUR names them (`user_client`),
+    /// so the same client rules place them. `PodRecord::id` is the index, numbered afresh by
+    /// whoever adds them to a period's pods.
+    pub fn ledger_pods(&self) -> (Vec<PodRecord>, Vec<PodDay>) {
+        let nodes: HashMap<&str, &KubeNodeHour> = self.nodes.iter().map(|n| (n.node.as_str(), n)).collect();
+        let mut ids: rustc_hash::FxHashMap<[&str; 3], usize> = Default::default();
+        let mut records: Vec<PodRecord> = Vec::new();
+        let mut days: rustc_hash::FxHashMap<(usize, i64), PodDay> = Default::default();
+        for cost in &self.split.pods {
+            let p = &self.pods[cost.pod];
+            let id = *ids.entry([&p.namespace, &p.pod, &p.uid]).or_insert_with(|| {
+                records.push(self.ledger_pod(p, nodes.get(p.node.as_str()).copied()));
+                records.len() - 1
+            });
+            let day = p.hour.div_euclid(86_400) * 86_400;
+            let sums = days.entry((id, day)).or_insert_with(|| PodDay {
+                pod_id: id as i64,
+                day,
+                ..PodDay::default()
+            });
+            let ran = p.seconds / 3600.0;
+            sums.split_cost_nanos += cost.split_nanos;
+            sums.unused_cost_nanos += cost.unused_nanos;
+            sums.gpu_hours += p.gpu_request * ran;
+            sums.vcpu_hours += p.cpu_request.max(p.cpu_usage) * ran;
+            sums.memory_gb_hours += p.memory_request_gib.max(p.memory_usage_gib) * ran;
+        }
+        let mut days: Vec<PodDay> = days.into_values().collect();
+        days.sort_by_key(|d| (d.pod_id, d.day));
+        (records, days)
+    }
+
+    fn ledger_pod(&self, p: &KubePodHour, node: Option<&KubeNodeHour>) -> PodRecord {
+        let instance_type = node.map(|n| n.instance_type.clone()).unwrap_or_default();
+        let gpu_model = crate::catalog::cloud_gpu_type(&self.provider, &instance_type)
+            .map(|t| t.gpu_model)
+            .or_else(|| crate::catalog::instance_type(&instance_type).map(|t| t.gpu_model))
+            .unwrap_or_default();
+        let purchase_option = match node.map(|n| n.capacity_type.as_str()) {
+            Some("spot") => PurchaseOption::Spot,
+            Some("on_demand") => PurchaseOption::OnDemand,
+            _ => PurchaseOption::Unknown,
+        };
+        let labels: BTreeMap<String, String> = serde_json::from_str::<BTreeMap<String, String>>(&p.labels)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(key, value)| (format!("user_{key}"), value))
+            .collect();
+        PodRecord {
+            id: 0,
+            cluster: p.cluster.clone(),
+            namespace: p.namespace.clone(),
+            workload: p.workload.clone(),
+            workload_type: p.workload_type.clone(),
+            pod: p.pod.clone(),
+            node: p.node.clone(),
+            instance_id: node.map(|n| instance_key(&n.provider_id)).unwrap_or_default(),
+            instance_type,
+            gpu_model: gpu_model.to_string(),
+            purchase_option,
+            usage_account_id: String::new(),
+            labels: serde_json::to_string(&labels).unwrap_or_default(),
+        }
     }
 }

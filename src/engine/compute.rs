@@ -79,7 +79,8 @@ pub async fn compute_period(store: &dyn Store, period: Period) -> Result<Compute
     let settings = store.settings().await?.in_force(period).map_err(ComputeError::Invalid)?;
     let bills = store.bills(Some(&name)).await?;
     // A month without a CUR is its FOCUS bills alone (an Azure-only month, or AWS's FOCUS
-    // export in place of the CUR): chargeback and the pages from them, no pods until #41.
+    // export in place of the CUR): chargeback and the pages from them, the pods those of
+    // gpuledger's splits.
     let (mut inputs, cur_account) = match store.compute_inputs(&name, settings.engine.idle_threshold).await? {
         Some(inputs) => {
             let payer = inputs.cur_billing_account.clone();
@@ -91,6 +92,9 @@ pub async fn compute_period(store: &dyn Store, period: Period) -> Result<Compute
         }
         None => return Err(ComputeError::NoData(period)),
     };
+    // Whose split divides each cluster's nodes: AWS's, else gpuledger's, whose pods then go
+    // on the bill that paid for the nodes.
+    let (kube_splits, split_nodes) = kube_splits(store, period, &inputs).await?;
     // The month's other bills (Azure, Google, Oracle, another AWS payer), in USD.
     let providers: std::collections::BTreeSet<&str> = bills
         .iter()
@@ -104,17 +108,24 @@ pub async fn compute_period(store: &dyn Store, period: Period) -> Result<Compute
             charges.extend(store.month_charges(&name, Some(provider)).await?);
         }
         let rates = store.fx_rates().await?;
-        let folded = super::bills::fold_bills(&mut inputs, cur_account.as_deref(), &bills, &charges, &rates)
-            .map_err(|e| ComputeError::Invalid(e.to_string()))?;
+        let folded = super::bills::fold_bills(
+            &mut inputs,
+            cur_account.as_deref(),
+            &bills,
+            &charges,
+            &rates,
+            &split_nodes,
+        )
+        .map_err(|e| ComputeError::Invalid(e.to_string()))?;
         if !folded.bills.is_empty() {
             tracing::debug!(
                 bills = folded.bills.join(", "),
                 amortized_micros = folded.amortized_micros,
+                split_clusters = folded.split_clusters.join(", "),
                 "other bills counted"
             );
         }
     }
-    let kube_splits = kube_splits(store, period, &inputs).await?;
     let read_seconds = started.elapsed().as_secs_f64();
     let mut rollups = tokio::task::spawn_blocking(move || build_rollups(&inputs, &settings))
         .await
@@ -135,12 +146,13 @@ pub async fn compute_period(store: &dyn Store, period: Period) -> Result<Compute
 
 /// Per cluster, whose split divides its node cost: AWS's wherever the CUR has split rows for
 /// it, else gpuledger's from its Kubernetes series ([`super::cluster_split`]), with the
-/// reconciliation to the bill that paid for its nodes.
+/// reconciliation to the bill that paid for its nodes; and the pods of gpuledger's splits
+/// whose nodes one FOCUS bill paid for, for [`super::bills::fold_bills`] to place on it.
 async fn kube_splits(
     store: &dyn Store,
     period: Period,
     inputs: &ComputeInputs,
-) -> Result<Vec<KubeSplitRollup>, ComputeError> {
+) -> Result<(Vec<KubeSplitRollup>, Vec<super::bills::SplitNodes>), ComputeError> {
     use std::collections::BTreeMap;
     let name = period.to_string();
     let mut aws: BTreeMap<&str, i64> = BTreeMap::new();
@@ -164,12 +176,14 @@ async fn kube_splits(
             ..KubeSplitRollup::default()
         })
         .collect();
+    let mut nodes = Vec::new();
     for cluster in store.kube_clusters(period.start(), period.end()).await? {
         if aws.contains_key(cluster.as_str()) {
             continue;
         }
         let row = match super::cluster_split::ClusterSplit::load(store, period, &cluster).await {
             Ok(split) => {
+                nodes.extend(split_nodes(&split));
                 let r = &split.reconciliation;
                 KubeSplitRollup {
                     period: name.clone(),
@@ -204,7 +218,52 @@ async fn kube_splits(
         out.push(row);
     }
     out.sort_by(|a, b| a.cluster.cmp(&b.cluster));
-    Ok(out)
+    // The machines' charge groups by month, as the fold reads the bills.
+    let providers: std::collections::BTreeSet<String> = nodes.iter().map(|n| n.provider.clone()).collect();
+    for provider in providers {
+        let month_key: std::collections::HashMap<String, String> = store
+            .bill_charges(&name, Some(&provider))
+            .await?
+            .iter()
+            .map(|c| (c.untagged_key(), c.month_key()))
+            .collect();
+        for split in nodes.iter_mut().filter(|n| n.provider == provider) {
+            for taken in &mut split.taken {
+                if let Some(key) = month_key.get(&taken.1) {
+                    taken.1.clone_from(key);
+                }
+            }
+        }
+    }
+    Ok((out, nodes))
+}
+
+/// A split whose node costs came from one FOCUS bill, as the fold takes it; `None` (and a
+/// warning) where its machines are on several bills, whose pods stay off chargeback.
+fn split_nodes(split: &super::cluster_split::ClusterSplit) -> Option<super::bills::SplitNodes> {
+    let bills: std::collections::BTreeSet<(&str, &str)> =
+        split.vms.iter().map(|v| (v.provider.as_str(), v.billing_account.as_str())).collect();
+    if bills.len() > 1 {
+        tracing::warn!(
+            cluster = split.cluster,
+            bills = bills.len(),
+            "a cluster's machines on several bills: its pods are not placed on them"
+        );
+    }
+    let [(provider, billing_account)] = bills.into_iter().collect::<Vec<_>>()[..] else { return None };
+    let (pods, days) = split.ledger_pods();
+    Some(super::bills::SplitNodes {
+        cluster: split.cluster.clone(),
+        provider: provider.to_string(),
+        billing_account: billing_account.to_string(),
+        taken: split
+            .vms
+            .iter()
+            .map(|v| (v.instance.clone(), v.charge_key.clone(), v.effective_nanos))
+            .collect(),
+        pods,
+        days,
+    })
 }
 
 /// Everything of one period, computed off the async runtime with the settings in force.

@@ -164,6 +164,7 @@ impl OtherBill {
             std::slice::from_ref(bill),
             charges,
             rates,
+            &[],
         )
         .map_err(|_| format!("{}→{REPORTING_CURRENCY}", bill.currency))?;
         let rate = rate_to_reporting(bill, rates).flatten().cloned();

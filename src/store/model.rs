@@ -391,24 +391,31 @@ impl BillCharge {
     /// other dimension, in hex. A [`BillVmCost`] names by it the groups its rows were summed
     /// into (one, or several differing only in their tags).
     pub fn untagged_key(&self) -> String {
-        Self::key_of(
-            self.day,
-            &[
-                &self.sub_account_id,
-                &self.sub_account_name,
-                &self.service_name,
-                &self.service_category,
-                &self.charge_category,
-                &self.charge_class,
-                &self.pricing_category,
-                &self.commitment_discount_status,
-                &self.region,
-                &self.resource_type,
-                &self.consumed_unit,
-                "",
-                &self.gpu_model,
-            ],
-        )
+        Self::key_of(self.day, &self.untagged_texts())
+    }
+
+    /// [`BillCharge::untagged_key`] without the day: the same for a group's days and for its
+    /// month's sum ([`crate::store::Store::month_charges`]).
+    pub fn month_key(&self) -> String {
+        Self::key_of(0, &self.untagged_texts())
+    }
+
+    fn untagged_texts(&self) -> [&str; 13] {
+        [
+            &self.sub_account_id,
+            &self.sub_account_name,
+            &self.service_name,
+            &self.service_category,
+            &self.charge_category,
+            &self.charge_class,
+            &self.pricing_category,
+            &self.commitment_discount_status,
+            &self.region,
+            &self.resource_type,
+            &self.consumed_unit,
+            "",
+            &self.gpu_model,
+        ]
     }
 
     /// The digest of a day and a group's 13 texts in the order of its fields (the tags

@@ -36,6 +36,7 @@ fn generate_clouds(out: &Path, days: u32, providers: Vec<gpuledger::synth::cloud
         export_name: EXPORT.into(),
         metrics: false,
         kube_state_metrics: true,
+        cloud_kube_from: None,
         fixes_from: None,
         history_months: 0,
         through_day: Some(days),
@@ -443,6 +444,45 @@ async fn our_split_of_aks_gke_and_oke_nodes_from_their_focus_bills_is_the_truth_
             );
             assert_eq!(split.pod_hours, kube["pod_hours"].as_i64().unwrap(), "{}", split.cluster);
         }
+        // Chargeback: each cluster's namespaces are the ledger's pods, from gpuledger's split
+        // on the bill that paid for the nodes, in USD at the month's rate (€1 = $1.0850): the
+        // truth to the cent. Compute checks that the bill still adds up, so GKE's own
+        // allocation of the same machines is not counted beside them.
+        for (provider, cluster, currency) in clusters {
+            let kube = &truth["providers"][provider]["kubernetes"];
+            let mut ours: std::collections::BTreeMap<&str, i64> = Default::default();
+            for cost in rollups.costs.iter().filter(|c| c.cluster == cluster) {
+                *ours.entry(cost.namespace.as_str()).or_default() +=
+                    cost.split_cost_nanos + cost.unused_cost_nanos;
+            }
+            let namespaces = kube["by_namespace"].as_object().unwrap();
+            assert_eq!(ours.keys().collect::<Vec<_>>(), namespaces.keys().collect::<Vec<_>>(), "{cluster}");
+            for (namespace, cost) in ours {
+                let truth = nanos(&namespaces[namespace]);
+                let expected = if currency == "EUR" { truth * 10_850 / 10_000 } else { truth };
+                // The converted total is rounded once to the micro-dollar and shared out.
+                assert!((cost - expected).abs() <= 2_000, "{cluster} {namespace}: {cost} against {expected}");
+                assert_eq!(
+                    (cost + 5_000_000).div_euclid(10_000_000),
+                    (expected + 5_000_000).div_euclid(10_000_000),
+                    "{cluster} {namespace}"
+                );
+            }
+        }
+        // Each provider's account: its instances are its machines, the pods on them its
+        // Kubernetes cost, and what is left of them (capacity no pod was given) not negative.
+        let ours: i64 = rollups
+            .costs
+            .iter()
+            .filter(|c| clusters.iter().any(|k| k.1 == c.cluster))
+            .map(|c| c.split_cost_nanos + c.unused_cost_nanos)
+            .sum();
+        let accounts: Vec<_> = rollups.accounts.iter().filter(|a| a.provider != "aws").collect();
+        assert_eq!(accounts.iter().map(|a| a.kubernetes_cost_nanos.0).sum::<i64>(), ours);
+        for account in accounts {
+            let left = account.unallocated_ec2_nanos().0;
+            assert!(left >= -1_000, "{}: {left}", account.account);
+        }
         let web =
             gpuledger::web::AppState::new(helpers::connect(url).await, gpuledger::web::AuthConfig::off());
         let (_, page) = crate::web::get(&web, &format!("/data?period={PERIOD}")).await;
@@ -457,6 +497,28 @@ async fn our_split_of_aks_gke_and_oke_nodes_from_their_focus_bills_is_the_truth_
         assert_eq!(
             nanos(&twin["kubernetes_splits"][0]["pods_cost"]),
             gpuledger::money::Nanos(aks.pods_nanos).micros() * 1000
+        );
+
+        // Costs names each cluster's split beside it: in the cluster list, and in its twin.
+        let (_, costs) = crate::web::get(&web, &format!("/costs?period={PERIOD}&group=cluster")).await;
+        assert!(costs.contains(r#"<option value="aks-weu">aks-weu · gpuledger"#), "{costs}");
+        assert!(costs.contains("Split by gpuledger (aks-weu, gke-central, oke-iad)"), "{costs}");
+        let (_, twin) =
+            crate::web::get(&web, &format!("/costs?period={PERIOD}&group=cluster&format=json")).await;
+        let twin: Value = serde_json::from_str(&twin).unwrap();
+        let splits: Vec<(&str, &str)> = twin["cluster_splits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["cluster"].as_str().unwrap(), s["split"][0].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            splits,
+            [
+                ("aks-weu", "gpuledger's split"),
+                ("gke-central", "gpuledger's split"),
+                ("oke-iad", "gpuledger's split")
+            ]
         );
 
         if url.starts_with("sqlite:") {
