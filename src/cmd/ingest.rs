@@ -284,22 +284,42 @@ pub(super) async fn ingest_demo_metrics(
     let Ok(entries) = std::fs::read_dir(folder) else { return Ok(()) };
     let mut files: Vec<PathBuf> =
         entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "om")).collect();
-    files.sort();
+    // A month's DCGM file before its clusters' series: whether it was ingested is whether the
+    // month has a Prometheus run.
+    files.sort_by_key(|f| (f.file_name().is_some_and(|n| n.to_string_lossy().contains("-kube-")), f.clone()));
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
     for file in files {
-        let Some(period) = file.file_stem().and_then(|s| s.to_str()).and_then(|s| s.parse::<Period>().ok())
-        else {
-            continue;
+        let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
+        // `YYYY-MM.om` (DCGM and inference), or another cloud's cluster's Kubernetes series,
+        // `YYYY-MM-kube-<cluster>.om`, that gpuledger's split divides its nodes' cost by.
+        let (name, cluster) = match stem.split_once("-kube-") {
+            Some((name, cluster)) => (name, Some(cluster.to_string())),
+            None => (stem.as_str(), None),
         };
-        if store.last_data_version(RunKind::Prometheus, &period.to_string()).await?.is_some() {
+        let Ok(period) = name.parse::<Period>() else { continue };
+        let done = match &cluster {
+            Some(cluster) => store.kube_clusters(period.start(), period.end()).await?.contains(cluster),
+            None => store.last_data_version(RunKind::Prometheus, &period.to_string()).await?.is_some(),
+        };
+        if done {
             continue;
         }
-        let options = MetricsIngestOptions::file(file, Some(period));
+        let mut options = MetricsIngestOptions::file(file, Some(period));
+        if cluster.is_some() {
+            options =
+                MetricsIngestOptions { cluster, kube: true, names: options.names.with_kube(), ..options };
+        }
         let (result, _computed) = pipeline::ingest_metrics_and_compute(store, &options, &progress).await?;
-        println!(
-            "{period}: ingested {} GPU rows and {} inference rows of metrics",
-            result.gpu_rows, result.inference_rows
-        );
+        match (&options.cluster, &result.kubernetes) {
+            (Some(cluster), Some(k)) => println!(
+                "{period}: ingested {} node-hours and {} pod-hours of cluster {cluster}",
+                k.node_hours, k.pod_hours
+            ),
+            _ => println!(
+                "{period}: ingested {} GPU rows and {} inference rows of metrics",
+                result.gpu_rows, result.inference_rows
+            ),
+        }
     }
     Ok(())
 }

@@ -271,6 +271,7 @@ pub(super) async fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         export_name: args.export_name,
         metrics: !args.no_metrics,
         kube_state_metrics: args.kube_state_metrics,
+        cloud_kube_from: None,
         fixes_from: args.fixes_from,
         history_months: args.history_months,
         through_day: args.through_day,

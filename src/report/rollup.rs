@@ -288,8 +288,13 @@ impl RollupRange {
                     clients: Vec::new(),
                     opportunities,
                     accounts: r.accounts.iter().filter(|a| accounts.contains(&a.account)).cloned().collect(),
+                    kube_splits: r
+                        .kube_splits
+                        .iter()
+                        .filter(|k| costs.iter().any(|c| c.cluster == k.cluster))
+                        .cloned()
+                        .collect(),
                     costs,
-                    kube_splits: Vec::new(),
                     withheld_others: r.withheld_others,
                 };
                 (Arc::new(narrowed), *whole)

@@ -99,6 +99,9 @@ pub struct GenerateOptions {
     /// Write the Kubernetes series too (kube-state-metrics and cAdvisor, the inputs of a pod
     /// split): `metrics/YYYY-MM-kube.om`.
     pub kube_state_metrics: bool,
+    /// The other clouds' clusters' Kubernetes series from this month on (with
+    /// `kube_state_metrics`, every month's): `metrics/YYYY-MM-kube-<cluster>.om`.
+    pub cloud_kube_from: Option<Period>,
     /// The month the demo's world applies its fixes (Spot training, L4 inference, small GPUs
     /// for notebooks); earlier months are the wasteful world. `None`: always fixed.
     pub fixes_from: Option<Period>,
@@ -134,6 +137,8 @@ impl GenerateOptions {
             export_name: DEFAULT_EXPORT_NAME.into(),
             metrics: true,
             kube_state_metrics: false,
+            // The demo's last month: AKS, GKE and OKE split by gpuledger on Costs and Data.
+            cloud_kube_from: Some(end),
             through_day: None,
             fleet_percent: 100,
             focus: false,
@@ -245,7 +250,7 @@ pub fn generate(
                 *provider,
                 period,
                 world.billed_hours,
-                options.kube_state_metrics,
+                options.kube_state_metrics || options.cloud_kube_from.is_some_and(|from| period >= from),
             )? {
                 providers.insert(provider.id().into(), serde_json::to_value(bill).unwrap_or_default());
             }

@@ -119,6 +119,7 @@ async fn the_demo_story_fires_and_resolves_each_alert_once() {
         through_day: None,
         fleet_percent: 100,
         kube_state_metrics: false,
+        cloud_kube_from: None,
         focus: false,
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
     };

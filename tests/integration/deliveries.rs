@@ -52,6 +52,7 @@ fn generate(data: &Path, format: CurFormat, through_day: Option<u32>) {
         through_day,
         fleet_percent: 100,
         kube_state_metrics: false,
+        cloud_kube_from: None,
         focus: false,
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
     };

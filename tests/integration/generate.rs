@@ -25,6 +25,7 @@ fn options(out: &Path, format: CurFormat) -> GenerateOptions {
         through_day: None,
         fleet_percent: 100,
         kube_state_metrics: false,
+        cloud_kube_from: None,
         focus: false,
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
     }

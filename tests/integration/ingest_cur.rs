@@ -39,6 +39,7 @@ pub fn generate_with(out: &Path, scale: Scale, format: CurFormat, months: u32, s
         through_day: None,
         fleet_percent: 100,
         kube_state_metrics: false,
+        cloud_kube_from: None,
         focus: false,
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
     };

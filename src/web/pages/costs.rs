@@ -11,6 +11,28 @@ use crate::engine::classify::family;
 use crate::report::rollup::{Report, RollupRange};
 use crate::report::table::{Cell, Nanos, Table, cell_order};
 
+/// How the cluster list names gpuledger's split and AWS's.
+const OUR_SPLIT: &str = "gpuledger's split";
+const AWS_SPLIT: &str = "AWS's split";
+
+/// Whose split divided each cluster's node cost in the range's months (both, in the order
+/// met, where a cluster changed): AWS's (the CUR's split cost allocation data) or gpuledger's
+/// from its Prometheus series. Months computed before either was kept name none.
+fn split_methods(range: &RollupRange) -> BTreeMap<String, Vec<&'static str>> {
+    let mut methods: BTreeMap<String, Vec<&'static str>> = BTreeMap::new();
+    for (rollups, _) in &range.parts {
+        for split in &rollups.kube_splits {
+            let method =
+                if split.method == crate::store::KubeSplitRollup::AWS { AWS_SPLIT } else { OUR_SPLIT };
+            let known = methods.entry(split.cluster.clone()).or_default();
+            if !known.contains(&method) {
+                known.push(method);
+            }
+        }
+    }
+    methods
+}
+
 /// Costs (finance): grouped by namespace, workload, team, client or cluster, reconciled to
 /// the bill; a namespace drills down to its workloads, a CronJob to its runs (Jobs) and a
 /// workload to its pods.
@@ -20,7 +42,34 @@ pub async fn costs(page: Opening) -> Result<Response, WebError> {
     content.account_filter = true;
     if let Some(range) = &view.range {
         let clusters: std::collections::BTreeSet<&str> = range.costs().map(|c| c.cluster.as_str()).collect();
-        content.clusters = clusters.into_iter().map(String::from).collect();
+        let mut splits = split_methods(range);
+        splits.retain(|c, _| clusters.contains(c.as_str()));
+        content.clusters = clusters
+            .into_iter()
+            .map(|c| {
+                let label = match splits.get(c) {
+                    Some(methods) => format!("{c} · {}", methods.join(", ")),
+                    None => c.to_string(),
+                };
+                (c.to_string(), label)
+            })
+            .collect();
+        let ours: Vec<&str> =
+            splits.iter().filter(|(_, m)| m.contains(&OUR_SPLIT)).map(|(c, _)| c.as_str()).collect();
+        if !ours.is_empty() {
+            content.notes.push(format!(
+                "Split by gpuledger ({}): each node-hour's cost in the bill that paid for it, divided among \
+                 its pods from Prometheus by AWS's rules (gpuledger-split-v1), other currencies at the \
+                 month's rate; the Data page reconciles each cluster to its bill.",
+                ours.join(", ")
+            ));
+        }
+        content.json.insert(
+            "cluster_splits".into(),
+            serde_json::json!(
+                splits.iter().map(|(c, m)| serde_json::json!({"cluster": c, "split": m})).collect::<Vec<_>>()
+            ),
+        );
         check_drill_down(&filters, range, view.viewer.scope != crate::auth::Scope::All)?;
         content.crumbs = crumbs(&filters, range);
         let (caption, table, links) =

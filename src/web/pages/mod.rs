@@ -273,8 +273,9 @@ pub struct ReportPage {
     /// One-click ranges (label, link, whether it is the range shown).
     pub presets: Vec<(String, String, bool)>,
     pub groups: Vec<(String, bool)>,
-    /// Clusters to filter by, with whether each is chosen; empty hides the filter.
-    pub clusters: Vec<(String, bool)>,
+    /// Clusters to filter by (name, label with whose split, whether chosen); empty hides
+    /// the filter.
+    pub clusters: Vec<(String, String, bool)>,
     /// Providers to filter by (id, name, chosen); empty hides the filter.
     pub providers: Vec<(String, String, bool)>,
     /// Usage accounts to filter by (id, label, chosen); empty hides the filter.
@@ -315,8 +316,8 @@ pub(super) struct Content {
     pub(super) tables: Vec<(String, String, Report, Vec<Option<String>>)>,
     pub(super) notes: Vec<String>,
     pub(super) json: Map<String, Value>,
-    /// The clusters to filter by (the Costs page), empty elsewhere.
-    clusters: Vec<String>,
+    /// The clusters to filter by (the Costs page: name, label), empty elsewhere.
+    clusters: Vec<(String, String)>,
     /// Whether the page offers the account filter (Costs, Clients, GPUs).
     pub(super) account_filter: bool,
     /// Whether the page shows a range of the bill, and so the range picker (all but Alerts).
@@ -711,7 +712,9 @@ async fn render_answer(
                 clusters: content
                     .clusters
                     .iter()
-                    .map(|c| (c.clone(), filters.cluster.as_deref() == Some(c.as_str())))
+                    .map(|(c, label)| {
+                        (c.clone(), label.clone(), filters.cluster.as_deref() == Some(c.as_str()))
+                    })
                     .collect(),
                 providers: if content.account_filter && view.providers.len() > 1 {
                     view.providers
