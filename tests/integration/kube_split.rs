@@ -487,7 +487,10 @@ async fn our_split_of_aks_gke_and_oke_nodes_from_their_focus_bills_is_the_truth_
             gpuledger::web::AppState::new(helpers::connect(url).await, gpuledger::web::AuthConfig::off());
         let (_, page) = crate::web::get(&web, &format!("/data?period={PERIOD}")).await;
         let aks = &rollups.kube_splits[0];
-        assert!(page.contains("from metrics (node costs from the FOCUS bill)"), "{page}");
+        assert!(
+            page.contains("from metrics (node costs from the FOCUS bill; its pods are in chargeback)"),
+            "{page}"
+        );
         let eur = gpuledger::money::Cents::from_nanos(aks.bill_node_nanos).decimal();
         assert!(page.contains(&format!("{} EUR", gpuledger::text::grouped(&eur))), "{eur}: {page}");
         let (_, twin) = crate::web::get(&web, &format!("/data?period={PERIOD}&format=json")).await;
@@ -503,6 +506,7 @@ async fn our_split_of_aks_gke_and_oke_nodes_from_their_focus_bills_is_the_truth_
         let (_, costs) = crate::web::get(&web, &format!("/costs?period={PERIOD}&group=cluster")).await;
         assert!(costs.contains(r#"<option value="aks-weu">aks-weu · gpuledger"#), "{costs}");
         assert!(costs.contains("Split by gpuledger (aks-weu, gke-central, oke-iad)"), "{costs}");
+        assert!(costs.contains("Instances not allocated to pods (every provider)"), "{costs}");
         let (_, twin) =
             crate::web::get(&web, &format!("/costs?period={PERIOD}&group=cluster&format=json")).await;
         let twin: Value = serde_json::from_str(&twin).unwrap();

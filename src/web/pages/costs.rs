@@ -404,11 +404,19 @@ fn grouped_costs(
         let other = range.other_cost_micros();
         let unallocated = range.unallocated_ec2_micros();
         let bill: i64 = range.periods().map(|(p, _)| p.bill_amortized_micros.0).sum();
-        for (label, micros) in [
-            ("EC2 not allocated to pods", unallocated),
-            ("Other AWS cost (not Kubernetes)", other),
-            ("Bill (amortized)", bill),
-        ] {
+        // With other clouds' bills in the range, their instances and other cost are in these
+        // lines too: named for every provider.
+        let clouds = range.parts.iter().any(|(r, _)| r.accounts.iter().any(|a| a.provider != "aws"));
+        let (unallocated_label, other_label) = match clouds {
+            true => (
+                "Instances not allocated to pods (every provider)",
+                "Other cost (not Kubernetes, every provider)",
+            ),
+            false => ("EC2 not allocated to pods", "Other AWS cost (not Kubernetes)"),
+        };
+        for (label, micros) in
+            [(unallocated_label, unallocated), (other_label, other), ("Bill (amortized)", bill)]
+        {
             let mut row = vec![Cell::Text(label.into()), Cell::Usd(None), Cell::Usd(None)];
             row.push(Cell::Usd(Some(Nanos::from_micros(micros))));
             row.extend((0..4).map(|_| Cell::Usd(None)));
