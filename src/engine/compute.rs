@@ -218,11 +218,44 @@ async fn kube_splits(
         out.push(row);
     }
     out.sort_by(|a, b| a.cluster.cmp(&b.cluster));
-    // The machines' charge groups by month, as the fold reads the bills.
+    by_month(store, &name, &mut nodes).await?;
+    Ok((out, nodes))
+}
+
+/// The month's clusters gpuledger splits whose nodes one FOCUS bill paid for, as compute
+/// places them on it: for `report bill`, which places each bill as compute does. A cluster
+/// the CUR pays for (AWS's split, or gpuledger's from the CUR) is not one; a split that cannot
+/// be made is left off (compute says why).
+pub async fn focus_split_nodes(
+    store: &dyn Store,
+    period: Period,
+) -> Result<Vec<super::bills::SplitNodes>, crate::store::StoreError> {
+    let mut nodes = Vec::new();
+    for cluster in store.kube_clusters(period.start(), period.end()).await? {
+        if !super::cluster_split::cur_node_costs(store, period, &cluster).await?.is_empty() {
+            continue;
+        }
+        match super::cluster_split::ClusterSplit::load(store, period, &cluster).await {
+            Ok(split) => nodes.extend(split_nodes(&split)),
+            Err(super::cluster_split::SplitError::Store(e)) => return Err(e),
+            Err(_) => {}
+        }
+    }
+    by_month(store, &period.to_string(), &mut nodes).await?;
+    Ok(nodes)
+}
+
+/// The machines' charge groups by month ([`crate::store::BillCharge::month_key`]), as the fold
+/// reads the bills.
+async fn by_month(
+    store: &dyn Store,
+    period: &str,
+    nodes: &mut [super::bills::SplitNodes],
+) -> Result<(), crate::store::StoreError> {
     let providers: std::collections::BTreeSet<String> = nodes.iter().map(|n| n.provider.clone()).collect();
     for provider in providers {
         let month_key: std::collections::HashMap<String, String> = store
-            .bill_charges(&name, Some(&provider))
+            .bill_charges(period, Some(&provider))
             .await?
             .iter()
             .map(|c| (c.untagged_key(), c.month_key()))
@@ -235,7 +268,7 @@ async fn kube_splits(
             }
         }
     }
-    Ok((out, nodes))
+    Ok(())
 }
 
 /// A split whose node costs came from one FOCUS bill, as the fold takes it; `None` (and a

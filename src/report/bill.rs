@@ -137,6 +137,8 @@ pub struct OtherBill {
     /// (EffectiveCost), the latter split into the unallocated pool and other cost.
     pub billed_micros: i64,
     pub effective_micros: i64,
+    /// The pods of the clusters gpuledger splits on its machines (compute's Kubernetes cost).
+    pub kubernetes_micros: i64,
     pub unallocated_micros: i64,
     pub other_micros: i64,
     /// Other cost by service name.
@@ -156,6 +158,7 @@ impl OtherBill {
         cur_billing_account: Option<&str>,
         charges: &[crate::store::BillCharge],
         rates: &[FxRate],
+        splits: &[crate::engine::bills::SplitNodes],
     ) -> Result<OtherBill, String> {
         let mut inputs = crate::store::ComputeInputs { period: bill.period.clone(), ..Default::default() };
         crate::engine::bills::fold_bills(
@@ -164,7 +167,7 @@ impl OtherBill {
             std::slice::from_ref(bill),
             charges,
             rates,
-            &[],
+            splits,
         )
         .map_err(|_| format!("{}→{REPORTING_CURRENCY}", bill.currency))?;
         let rate = rate_to_reporting(bill, rates).flatten().cloned();
@@ -189,6 +192,7 @@ impl OtherBill {
             usage_billed_nanos,
             billed_micros: inputs.bill_unblended_micros,
             effective_micros: inputs.bill_amortized_micros,
+            kubernetes_micros: inputs.kubernetes_micros,
             unallocated_micros: inputs.unallocated_ec2_micros,
             other_micros: inputs.other_cost_micros,
             by_service,
@@ -504,8 +508,9 @@ impl BillReport {
         let cur_account = cur.as_ref().map(|c| c.billing_account.clone());
         let cur_account = cur_account.as_deref();
         let (mut others, mut missing_rates) = (Vec::new(), Vec::new());
+        let splits = crate::engine::compute::focus_split_nodes(store, period).await?;
         for bill in bills.iter().filter(|b| crate::engine::bills::counted(b, cur_account)) {
-            match OtherBill::fold(bill, cur_account, &charges, &rates) {
+            match OtherBill::fold(bill, cur_account, &charges, &rates, &splits) {
                 Ok(other) => others.push(other),
                 Err(pair) if !missing_rates.contains(&pair) => missing_rates.push(pair),
                 Err(_) => {}
@@ -622,7 +627,7 @@ impl BillReport {
             } else {
                 Some(net_others)
             },
-            kubernetes: cur(p.kubernetes_micros),
+            kubernetes: cur(p.kubernetes_micros) + others(|o| o.kubernetes_micros),
             unallocated: cur(p.unallocated_ec2_micros) + others(|o| o.unallocated_micros),
             other: cur(self.other_cost_micros()) + others(|o| o.other_micros),
         })
