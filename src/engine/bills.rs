@@ -260,6 +260,9 @@ pub fn fold_bills(
                     unused_cost_nanos: unused_nanos,
                     // A FOCUS bill's EffectiveCost is already net of its negotiated discounts.
                     net_cost_nanos: split_nanos + unused_nanos,
+                    public_on_demand_cost_nanos: rate.map_or(day.public_on_demand_cost_nanos, |r| {
+                        r.convert(day.public_on_demand_cost_nanos)
+                    }),
                     ..day.clone()
                 }
             }));
@@ -435,6 +438,7 @@ mod tests {
             day: 1_790_812_800,
             split_cost_nanos: split,
             unused_cost_nanos: unused,
+            public_on_demand_cost_nanos: 2 * (split + unused),
             ..PodDay::default()
         };
         let split = SplitNodes {
@@ -478,6 +482,8 @@ mod tests {
             inputs.pod_days.iter().map(|d| (d.pod_id, d.split_cost_nanos, d.unused_cost_nanos)).collect();
         assert_eq!(days, [(1, 5_421_000_000, 1_084_200_000), (2, 2_168_400_000, 0)]);
         assert_eq!(inputs.pod_days[0].net_cost_nanos, 6_505_200_000);
+        // Its public on-demand cost, €12 at list, is converted as it is: $13.010400.
+        assert_eq!(inputs.pod_days[0].public_on_demand_cost_nanos, 13_010_400_000);
         // The account's instances are the machines: its pods' $8.673600 and the $2.168400 rest.
         let account = &inputs.accounts[0];
         assert_eq!(

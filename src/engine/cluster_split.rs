@@ -175,6 +175,8 @@ pub struct ClusterSplit {
     /// The FOCUS bills' virtual machines' charge periods `costs` were spread from (none when
     /// the CUR paid for the nodes).
     pub vms: Vec<BillVmCost>,
+    /// Their `ListCost` spread over the same node-hours as `costs` (empty from the CUR).
+    pub list_costs: HashMap<(String, i64), i64>,
     pub split: KubeSplit,
     pub reconciliation: Reconciliation,
     /// The pods' costs summed per distinct [namespace, workload, labels] (a pod's repeat
@@ -193,6 +195,7 @@ impl ClusterSplit {
         }
         let mut costs = cur_node_costs(store, period, cluster).await?;
         let mut vms = Vec::new();
+        let mut list_costs = HashMap::new();
         let (provider, currency, node_costs_from) = if !costs.is_empty() {
             ("aws".to_string(), "USD".to_string(), "cur")
         } else {
@@ -223,6 +226,9 @@ impl ClusterSplit {
                 return Err(SplitError::NoNodeCosts { cluster: cluster.to_string(), period });
             };
             costs = spread_vm_costs(&vms, &nodes);
+            let listed: Vec<BillVmCost> =
+                vms.iter().map(|vm| BillVmCost { effective_nanos: vm.list_nanos, ..vm.clone() }).collect();
+            list_costs = spread_vm_costs(&listed, &nodes);
             (provider, currency, "focus")
         };
         tracing::debug!(cluster, read_kubernetes_seconds = (read_kube * 10.0).round() / 10.0, "read");
@@ -240,6 +246,7 @@ impl ClusterSplit {
             pods,
             costs,
             vms,
+            list_costs,
             split,
             reconciliation,
         })
@@ -295,11 +302,15 @@ impl ClusterSplit {
     /// invoices on a cluster whose nodes gpuledger splits: a pod is its namespace, name and
     /// uid; a day sums its hours' split and unused cost (in nanos of `currency`), the GPUs it
     /// requested, and the cores and GiB it reserved (max of request and use, as the split
-    /// weighs them) times the hours it ran. Labels read as the CUR names them (`user_client`),
+    /// weighs them) times the hours it ran, and its public on-demand cost (its node-hour's
+    /// `ListCost` in the share of the node-hour's cost it was given). Labels read as the CUR
+    /// names them (`user_client`),
     /// so the same client rules place them. `PodRecord::id` is the index, numbered afresh by
     /// whoever adds them to a period's pods.
     pub fn ledger_pods(&self) -> (Vec<PodRecord>, Vec<PodDay>) {
         let nodes: HashMap<&str, &KubeNodeHour> = self.nodes.iter().map(|n| (n.node.as_str(), n)).collect();
+        let instances: HashMap<&str, String> =
+            nodes.iter().map(|(name, n)| (*name, instance_key(&n.provider_id))).collect();
         let mut ids: rustc_hash::FxHashMap<[&str; 3], usize> = Default::default();
         let mut records: Vec<PodRecord> = Vec::new();
         let mut days: rustc_hash::FxHashMap<(usize, i64), PodDay> = Default::default();
@@ -321,6 +332,17 @@ impl ClusterSplit {
             sums.gpu_hours += p.gpu_request * ran;
             sums.vcpu_hours += p.cpu_request.max(p.cpu_usage) * ran;
             sums.memory_gb_hours += p.memory_request_gib.max(p.memory_usage_gib) * ran;
+            if let Some(instance) = instances.get(p.node.as_str()) {
+                let key = (instance.clone(), p.hour);
+                if let (Some(&hour_cost), Some(&hour_list)) =
+                    (self.costs.get(&key), self.list_costs.get(&key))
+                    && hour_cost > 0
+                {
+                    let given = i128::from(cost.split_nanos + cost.unused_nanos);
+                    sums.public_on_demand_cost_nanos +=
+                        (given * i128::from(hour_list) / i128::from(hour_cost)) as i64;
+                }
+            }
         }
         let mut days: Vec<PodDay> = days.into_values().collect();
         days.sort_by_key(|d| (d.pod_id, d.day));

@@ -469,6 +469,30 @@ async fn our_split_of_aks_gke_and_oke_nodes_from_their_focus_bills_is_the_truth_
                 );
             }
         }
+        // `report bill` places each bill as compute does: the month's Kubernetes, unallocated
+        // and other cost are the Overview's, to the micro-dollar.
+        let output = run(&["--database-url", url, "report", "bill", "--period", PERIOD, "--format", "json"]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let bill: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let month = &rollups.period;
+        assert!(month.kubernetes_cost_nanos.0 > 0);
+        assert_eq!(nanos(&bill["kubernetes_cost"]), month.kubernetes_cost_nanos.rounded_micros().0 * 1000);
+        assert_eq!(nanos(&bill["unallocated_ec2_cost"]), month.unallocated_ec2_micros.0 * 1000);
+        assert_eq!(nanos(&bill["other_cost"]), month.other_cost_micros.0 * 1000);
+        // Public on-demand cost is each node-hour's ListCost in the pod's share: OKE bills its
+        // shape at list price (ListCost = EffectiveCost), so it is the cost (within the
+        // micro-dollar the pods' total is rounded to); AKS's Spot and reserved nodes are below
+        // list.
+        let public = |cluster: &str| -> (i64, i64) {
+            let costs = rollups.costs.iter().filter(|c| c.cluster == cluster);
+            costs.fold((0, 0), |(p, t), c| {
+                (p + c.public_on_demand_cost_nanos, t + c.split_cost_nanos + c.unused_cost_nanos)
+            })
+        };
+        let (oke_public, oke_cost) = public("oke-iad");
+        assert!(oke_cost > 0 && (oke_public - oke_cost).abs() < 1_000, "{oke_public} against {oke_cost}");
+        let (aks_public, aks_cost) = public("aks-weu");
+        assert!(aks_public > aks_cost, "{aks_public} against {aks_cost}");
         // Each provider's account: its instances are its machines, the pods on them its
         // Kubernetes cost, and what is left of them (capacity no pod was given) not negative.
         let ours: i64 = rollups
