@@ -304,9 +304,8 @@ impl ClusterSplit {
     /// requested, and the cores and GiB it reserved (max of request and use, as the split
     /// weighs them) times the hours it ran, and its public on-demand cost (its node-hour's
     /// `ListCost` in the share of the node-hour's cost it was given). Labels read as the CUR
-    /// names them (`user_client`),
-    /// so the same client rules place them. `PodRecord::id` is the index, numbered afresh by
-    /// whoever adds them to a period's pods.
+    /// names them (`user_client`), so the same client rules place them. `PodRecord::id` is the
+    /// index, numbered afresh by whoever adds them to a period's pods.
     pub fn ledger_pods(&self) -> (Vec<PodRecord>, Vec<PodDay>) {
         let nodes: HashMap<&str, &KubeNodeHour> = self.nodes.iter().map(|n| (n.node.as_str(), n)).collect();
         let instances: HashMap<&str, String> =
