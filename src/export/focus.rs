@@ -20,6 +20,11 @@
 //!   `AvailabilityZone`) or derived: `ChargeFrequency` from the charge category, `ChargeDescription` from the
 //!   service and resource type, the provider's names from its id.
 //!
+//! - **Streamed**: rows go to the file as they are made, typed (amounts as nano-units, times
+//!   as seconds, texts borrowed from the stored charge), a Parquet row group at a time; the
+//!   VMs' periods are read packed per day and unpacked one day at a time. It is written under
+//!   a hidden name and renamed when whole, so a failed export leaves no file.
+//!
 //! CUR bills (AWS's own export, whose split AWS already writes) are not in the file yet.
 
 use std::collections::{BTreeMap, HashMap};
@@ -31,9 +36,8 @@ use crate::engine::cluster_split::{ClusterSplit, METHOD_ID, SplitError, client_o
 use crate::engine::kube_split::instance_key;
 use crate::money::{Nanos, apportion_by_weight};
 use crate::period::Period;
-use crate::sources::focus::iso;
-use crate::sources::focus_file::{FileError, write_csv_gz, write_parquet};
-use crate::store::{Bill, BillCharge, BillVmCost, Store, StoreError};
+use crate::sources::focus_file::{Cell, FileError, FileFormat, RowWriter};
+use crate::store::{Bill, BillCharge, BillVmDay, Store, StoreError, VmPeriod};
 
 /// The columns written, in order: FOCUS 1.3's (no custom `x_` column).
 pub const COLUMNS: [&str; 50] = [
@@ -89,10 +93,36 @@ pub const COLUMNS: [&str; 50] = [
     "AllocatedTags",
 ];
 
-/// The position of a column in [`COLUMNS`].
-fn column(name: &str) -> usize {
-    COLUMNS.iter().position(|c| *c == name).unwrap_or_else(|| panic!("no FOCUS column {name}"))
+/// The position of a column in [`COLUMNS`] (at compile time: a name not there fails the build).
+const fn column(name: &str) -> usize {
+    let mut i = 0;
+    while i < COLUMNS.len() {
+        let (a, b) = (COLUMNS[i].as_bytes(), name.as_bytes());
+        let mut same = a.len() == b.len();
+        let mut k = 0;
+        while same && k < a.len() {
+            same = a[k] == b[k];
+            k += 1;
+        }
+        if same {
+            return i;
+        }
+        i += 1;
+    }
+    panic!("no such FOCUS column")
 }
+
+const BILLED: usize = column("BilledCost");
+const EFFECTIVE: usize = column("EffectiveCost");
+const LIST: usize = column("ListCost");
+const CONTRACTED: usize = column("ContractedCost");
+const CONSUMED: usize = column("ConsumedQuantity");
+const RESOURCE_NAME: usize = column("ResourceName");
+const METHOD: usize = column("AllocatedMethodId");
+const DETAILS: usize = column("AllocatedMethodDetails");
+const ALLOCATED_ID: usize = column("AllocatedResourceId");
+const ALLOCATED_NAME: usize = column("AllocatedResourceName");
+const ALLOCATED_TAGS: usize = column("AllocatedTags");
 
 /// File formats of the export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -177,9 +207,9 @@ impl Rest {
         }
     }
 
-    fn sum(vms: &[&BillVmCost]) -> Rest {
+    fn sum<'a>(periods: impl Iterator<Item = &'a VmPeriod>) -> Rest {
         let mut sum = Rest::default();
-        for vm in vms {
+        for vm in periods {
             let amounts = Amounts::of_vm(vm);
             sum.rows += vm.charges;
             sum.amounts.billed += amounts.billed;
@@ -232,7 +262,7 @@ fn take_out(rest: &mut [Rest], set: &[usize], taken: &Rest) {
 }
 
 impl Amounts {
-    fn of_vm(vm: &BillVmCost) -> Amounts {
+    fn of_vm(vm: &VmPeriod) -> Amounts {
         Amounts {
             billed: vm.billed_nanos,
             effective: vm.effective_nanos,
@@ -323,12 +353,12 @@ impl Splits {
     }
 
     /// Who got what of a VM's charge period, summed per pod over its hours.
-    fn of(&self, vm: &BillVmCost) -> BTreeMap<Who, Share> {
+    fn of(&self, instance: &str, vm: &VmPeriod) -> BTreeMap<Who, Share> {
         let mut shares: BTreeMap<Who, Share> = BTreeMap::new();
-        let Some(hours) = self.by_hour.get(vm.instance.as_str()) else { return shares };
+        let Some(hours) = self.by_hour.get(instance) else { return shares };
         // The hours that start in the period (the hour it starts in, for one shorter).
-        let first = vm.charge_start.div_euclid(3600) * 3600;
-        for (who, share) in hours.range(first..vm.charge_end.max(vm.charge_start + 1)).flat_map(|(_, s)| s) {
+        let first = vm.start.div_euclid(3600) * 3600;
+        for (who, share) in hours.range(first..vm.end.max(vm.start + 1)).flat_map(|(_, s)| s) {
             let sum = shares.entry(who.clone()).or_insert(Share { pod: share.pod, ..Share::default() });
             sum.nanos += share.nanos;
             sum.hours += share.hours;
@@ -360,92 +390,137 @@ fn charge_frequency(category: &str) -> &'static str {
     }
 }
 
-fn some(text: &str) -> Option<String> {
-    (!text.is_empty()).then(|| text.to_string())
+/// Empty text is null.
+fn text(text: &str) -> Cell<'_> {
+    if text.is_empty() { Cell::Null } else { Cell::Text(text) }
+}
+
+/// What a charge group's rows share: the texts the stored bill does not keep, derived once.
+struct Derived<'a> {
+    provider: &'a str,
+    frequency: &'static str,
+    description: String,
+}
+
+impl<'a> Derived<'a> {
+    fn of(bill: &'a Bill, charge: &BillCharge) -> Derived<'a> {
+        Derived {
+            provider: provider_name(&bill.provider),
+            frequency: charge_frequency(&charge.charge_category),
+            description: [charge.service_name.as_str(), charge.resource_type.as_str()]
+                .into_iter()
+                .filter(|t| !t.is_empty())
+                .collect::<Vec<_>>()
+                .join(" "),
+        }
+    }
 }
 
 /// A charge group's row with `amounts`, over `[start, end)`, of `resource_id`.
-fn charge_row(
-    bill: &Bill,
+#[allow(clippy::too_many_arguments)]
+fn charge_row<'a>(
+    bill: &'a Bill,
     period: Period,
-    charge: &BillCharge,
+    charge: &'a BillCharge,
+    derived: &'a Derived<'a>,
     (start, end): (i64, i64),
     amounts: Amounts,
     consumed: f64,
-    resource_id: &str,
-) -> Vec<Option<String>> {
-    let provider = provider_name(&bill.provider).to_string();
-    let description = [charge.service_name.as_str(), charge.resource_type.as_str()]
-        .into_iter()
-        .filter(|t| !t.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ");
-    let mut row = vec![
-        Some(Nanos(amounts.billed).exact()),
-        Some(Nanos(amounts.effective).exact()),
-        Some(Nanos(amounts.list).exact()),
-        Some(Nanos(amounts.contracted).exact()),
-        Some(bill.currency.clone()),
-        Some(bill.billing_account.clone()),
-        some(&bill.billing_account_name),
-        Some(iso(period.start())),
-        Some(iso(period.end())),
-        Some(iso(start)),
-        Some(iso(end)),
-        some(&charge.charge_category),
-        some(&charge.charge_class),
-        Some(charge_frequency(&charge.charge_category).to_string()),
-        some(&description),
-        some(&charge.pricing_category),
-        some(&charge.commitment_discount_status),
-        (!charge.consumed_unit.is_empty()).then(|| format!("{consumed}")),
-        some(&charge.consumed_unit),
-        Some(provider.clone()),
-        Some(provider.clone()),
-        Some(provider.clone()),
-        Some(provider.clone()),
-        Some(provider),
-        some(&charge.region),
-        some(resource_id),
-        some(&charge.resource_type),
-        some(&charge.service_name),
-        some(&charge.service_category),
-        some(&charge.sub_account_id),
-        some(&charge.sub_account_name),
-        (charge.tags != "{}").then(|| charge.tags.clone()).filter(|t| !t.is_empty()),
+    resource_id: &'a str,
+) -> [Cell<'a>; COLUMNS.len()] {
+    let provider = Cell::Text(derived.provider);
+    let tags = if charge.tags == "{}" { Cell::Null } else { text(&charge.tags) };
+    let consumed = if charge.consumed_unit.is_empty() { Cell::Null } else { Cell::Number(consumed) };
+    let mut row = [Cell::Null; COLUMNS.len()];
+    let named = [
+        Cell::Nanos(amounts.billed),
+        Cell::Nanos(amounts.effective),
+        Cell::Nanos(amounts.list),
+        Cell::Nanos(amounts.contracted),
+        Cell::Text(&bill.currency),
+        Cell::Text(&bill.billing_account),
+        text(&bill.billing_account_name),
+        Cell::Time(period.start()),
+        Cell::Time(period.end()),
+        Cell::Time(start),
+        Cell::Time(end),
+        text(&charge.charge_category),
+        text(&charge.charge_class),
+        Cell::Text(derived.frequency),
+        text(&derived.description),
+        text(&charge.pricing_category),
+        text(&charge.commitment_discount_status),
+        consumed,
+        text(&charge.consumed_unit),
+        provider,
+        provider,
+        provider,
+        provider,
+        provider,
+        text(&charge.region),
+        text(resource_id),
+        text(&charge.resource_type),
+        text(&charge.service_name),
+        text(&charge.service_category),
+        text(&charge.sub_account_id),
+        text(&charge.sub_account_name),
+        tags,
     ];
+    row[..named.len()].copy_from_slice(&named);
     // AvailabilityZone to SkuPriceId are not kept, but a VM's name (its id); the Allocated*
     // columns are filled on allocated charges.
-    row.resize(COLUMNS.len(), None);
-    row[column("ResourceName")] = some(resource_id);
+    row[RESOURCE_NAME] = text(resource_id);
     row
 }
 
-/// An origin charge's allocated charges: its amounts and consumed quantity divided by the
-/// shares' weights, exactly; `None` when the shares cannot divide it (no weight, or a
-/// negative one).
+/// The file being written, and each bill's sums of what went into it.
+struct Written {
+    file: RowWriter,
+    billed: i64,
+    effective: i64,
+}
+
+impl Written {
+    fn row(&mut self, row: &[Cell]) -> Result<(), FileError> {
+        for (i, sum) in [(BILLED, &mut self.billed), (EFFECTIVE, &mut self.effective)] {
+            if let Cell::Nanos(nanos) = row[i] {
+                *sum += nanos;
+            }
+        }
+        self.file.row(row)
+    }
+}
+
+/// Writes an origin charge's allocated charges: its amounts and consumed quantity divided by
+/// the shares' weights, exactly; returns how many, or `None` (writing nothing) when the shares
+/// cannot divide it (no weight, or a negative one).
 fn allocate(
     splits: &Splits,
-    origin: Vec<Option<String>>,
-    vm: &BillVmCost,
+    origin: &[Cell; COLUMNS.len()],
+    vm: &VmPeriod,
     shares: &BTreeMap<Who, Share>,
-) -> Option<Vec<Vec<Option<String>>>> {
+    out: &mut Written,
+) -> Result<Option<usize>, FileError> {
     let weights: Vec<i128> = shares.values().map(|s| i128::from(s.nanos)).collect();
     let total: i128 = weights.iter().sum();
-    let billed = apportion_by_weight(vm.billed_nanos, &weights)?;
-    let effective = apportion_by_weight(vm.effective_nanos, &weights)?;
-    let list = apportion_by_weight(vm.list_nanos, &weights)?;
-    let contracted = apportion_by_weight(vm.contracted_nanos, &weights)?;
-    let mut rows = Vec::with_capacity(shares.len());
+    let divided = |amount: i64| apportion_by_weight(amount, &weights);
+    let (Some(billed), Some(effective), Some(list), Some(contracted)) = (
+        divided(vm.billed_nanos),
+        divided(vm.effective_nanos),
+        divided(vm.list_nanos),
+        divided(vm.contracted_nanos),
+    ) else {
+        return Ok(None);
+    };
     for (i, (who, share)) in shares.iter().enumerate() {
-        let mut row = origin.clone();
+        let mut row = *origin;
         let ratio = weights[i] as f64 / total as f64;
-        row[column("BilledCost")] = Some(Nanos(billed[i]).exact());
-        row[column("EffectiveCost")] = Some(Nanos(effective[i]).exact());
-        row[column("ListCost")] = Some(Nanos(list[i]).exact());
-        row[column("ContractedCost")] = Some(Nanos(contracted[i]).exact());
-        if row[column("ConsumedQuantity")].is_some() {
-            row[column("ConsumedQuantity")] = Some(format!("{}", vm.consumed_quantity * ratio));
+        row[BILLED] = Cell::Nanos(billed[i]);
+        row[EFFECTIVE] = Cell::Nanos(effective[i]);
+        row[LIST] = Cell::Nanos(list[i]);
+        row[CONTRACTED] = Cell::Nanos(contracted[i]);
+        if origin[CONSUMED] != Cell::Null {
+            row[CONSUMED] = Cell::Number(vm.consumed_quantity * ratio);
         }
         let round = |x: f64| (x * 1e6).round() / 1e6;
         let (id, name, tags, usage) = match who {
@@ -485,15 +560,17 @@ fn allocate(
             "UsageUnit": "Hours",
             "UsageQuantity": round(share.hours),
             "Usage": usage,
-        }]});
-        row[column("AllocatedMethodId")] = Some(METHOD_ID.to_string());
-        row[column("AllocatedMethodDetails")] = Some(details.to_string());
-        row[column("AllocatedResourceId")] = Some(id);
-        row[column("AllocatedResourceName")] = Some(name);
-        row[column("AllocatedTags")] = Some(tags.to_string());
-        rows.push(row);
+        }]})
+        .to_string();
+        let tags = tags.to_string();
+        row[METHOD] = Cell::Text(METHOD_ID);
+        row[DETAILS] = Cell::Text(&details);
+        row[ALLOCATED_ID] = Cell::Text(&id);
+        row[ALLOCATED_NAME] = Cell::Text(&name);
+        row[ALLOCATED_TAGS] = Cell::Text(&tags);
+        out.row(&row)?;
     }
-    Some(rows)
+    Ok(Some(shares.len()))
 }
 
 /// Writes `period`'s FOCUS bills with gpuledger's allocation as one file under `out`.
@@ -509,27 +586,61 @@ pub async fn export_focus(
     if bills.is_empty() {
         return Err(ExportError::NoBills(period));
     }
+    if let Some(bill) = bills.iter().find(|b| b.data_version.ends_with(crate::store::BEFORE_VM_DAYS)) {
+        return Err(ExportError::IngestAgain {
+            provider: bill.provider.clone(),
+            billing_account: bill.billing_account.clone(),
+            period,
+        });
+    }
+    let file = match format {
+        FocusFormat::Parquet => out.join(format!("gpuledger-focus-1.3-{name}.parquet")),
+        FocusFormat::Csv => out.join(format!("gpuledger-focus-1.3-{name}.csv.gz")),
+    };
+    // Written under another name and renamed when whole: a failed export leaves no file.
+    let partial = out.join(format!(".gpuledger-focus-1.3-{name}.partial"));
+    match write_file(store, period, &bills, &partial, format).await {
+        Ok(mut summary) => {
+            std::fs::rename(&partial, &file)
+                .map_err(|source| FileError::Io { path: file.clone(), source })?;
+            summary.file = file;
+            Ok(summary)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            Err(e)
+        }
+    }
+}
+
+/// Writes the export to `file` (see [`export_focus`]).
+async fn write_file(
+    store: &dyn Store,
+    period: Period,
+    bills: &[Bill],
+    file: &Path,
+    format: FocusFormat,
+) -> Result<ExportSummary, ExportError> {
+    let name = period.to_string();
     let splits = Splits::load(store, period).await?;
     let charges = store.bill_charges(&name, None).await?;
-    let vms = store.bill_vm_costs(&name).await?;
-    let mut rows: Vec<Vec<Option<String>>> = Vec::new();
+    let vm_days = store.bill_vm_days(&name).await?;
+    let file_format = match format {
+        FocusFormat::Parquet => FileFormat::Parquet,
+        FocusFormat::Csv => FileFormat::CsvGz,
+    };
+    let mut written =
+        Written { file: RowWriter::create(file, &COLUMNS, file_format)?, billed: 0, effective: 0 };
     let (mut origin_charges_split, mut allocated_rows) = (0, 0);
-    let mut written = Vec::new();
-    for bill in &bills {
+    let mut sums = Vec::new();
+    for bill in bills {
         let ours =
             |provider: &str, account: &str| provider == bill.provider && account == bill.billing_account;
-        let first = rows.len();
-        // The VMs' charge periods by the groups (less tags) their rows were summed into.
-        let mut vm_of_key: HashMap<&str, Vec<&BillVmCost>> = HashMap::new();
-        if bill.data_version.ends_with(crate::store::BEFORE_VM_DAYS) {
-            return Err(ExportError::IngestAgain {
-                provider: bill.provider.clone(),
-                billing_account: bill.billing_account.clone(),
-                period,
-            });
-        }
-        for vm in vms.iter().filter(|v| ours(&v.provider, &v.billing_account)) {
-            vm_of_key.entry(vm.charge_key.as_str()).or_default().push(vm);
+        (written.billed, written.effective) = (0, 0);
+        // The VMs' days by the groups (less tags) their rows were summed into.
+        let mut vm_of_key: HashMap<&str, Vec<&BillVmDay>> = HashMap::new();
+        for day in vm_days.iter().filter(|v| ours(&v.provider, &v.billing_account)) {
+            vm_of_key.entry(day.charge_key.as_str()).or_default().push(day);
         }
         let groups: Vec<&BillCharge> =
             charges.iter().filter(|c| ours(&c.provider, &c.billing_account)).collect();
@@ -541,33 +652,44 @@ pub async fn export_focus(
         let mut rest: Vec<Rest> = groups.iter().map(|g| Rest::of(g)).collect();
         for group in &groups {
             let key = group.untagged_key();
-            let Some(vms) = vm_of_key.remove(key.as_str()) else { continue };
+            let Some(days) = vm_of_key.remove(key.as_str()) else { continue };
+            let unpacked: Vec<(&str, Vec<VmPeriod>)> = days
+                .iter()
+                .map(|day| -> Result<_, String> { Ok((day.instance.as_str(), day.unpack()?)) })
+                .collect::<Result<_, String>>()
+                .map_err(ExportError::Inconsistent)?;
             let set = &sets[&key];
-            take_out(&mut rest, set, &Rest::sum(&vms));
+            take_out(&mut rest, set, &Rest::sum(unpacked.iter().flat_map(|(_, periods)| periods)));
             // Several groups differing in their tags alone: the origin keeps no tags.
             let template = BillCharge {
                 tags: if set.len() == 1 { group.tags.clone() } else { String::new() },
                 ..(*group).clone()
             };
-            for vm in vms {
-                let amounts = Amounts::of_vm(vm);
-                let origin = charge_row(
-                    bill,
-                    period,
-                    &template,
-                    (vm.charge_start, vm.charge_end),
-                    amounts,
-                    vm.consumed_quantity,
-                    &vm.instance,
-                );
-                let shares = splits.of(vm);
-                match (!shares.is_empty()).then(|| allocate(&splits, origin.clone(), vm, &shares)).flatten() {
-                    Some(allocated) => {
-                        origin_charges_split += 1;
-                        allocated_rows += allocated.len();
-                        rows.extend(allocated);
+            let derived = Derived::of(bill, &template);
+            for (instance, periods) in &unpacked {
+                for vm in periods {
+                    let origin = charge_row(
+                        bill,
+                        period,
+                        &template,
+                        &derived,
+                        (vm.start, vm.end),
+                        Amounts::of_vm(vm),
+                        vm.consumed_quantity,
+                        instance,
+                    );
+                    let shares = splits.of(instance, vm);
+                    let allocated = match shares.is_empty() {
+                        true => None,
+                        false => allocate(&splits, &origin, vm, &shares, &mut written)?,
+                    };
+                    match allocated {
+                        Some(count) => {
+                            origin_charges_split += 1;
+                            allocated_rows += count;
+                        }
+                        None => written.row(&origin)?,
                     }
-                    None => rows.push(origin),
                 }
             }
         }
@@ -579,51 +701,38 @@ pub async fn export_focus(
         }
         for (group, rest) in groups.iter().zip(&rest) {
             if rest.rows > 0 || rest.amounts != Amounts::default() {
-                rows.push(charge_row(
+                let derived = Derived::of(bill, group);
+                let row = charge_row(
                     bill,
                     period,
                     group,
+                    &derived,
                     (group.day, group.day + 86_400),
                     rest.amounts,
                     rest.consumed,
                     "",
-                ));
+                );
+                written.row(&row)?;
             }
         }
-        let sum = |column: &str| -> i64 {
-            let i = self::column(column);
-            rows[first..]
-                .iter()
-                .map(|r| r[i].as_deref().and_then(crate::money::nanos_from_decimal).unwrap_or(0))
-                .sum()
-        };
-        written.push(BillWritten {
+        sums.push(BillWritten {
             provider: bill.provider.clone(),
             billing_account: bill.billing_account.clone(),
             currency: bill.currency.clone(),
-            billed_cost: Nanos(sum("BilledCost")).exact(),
-            effective_cost: Nanos(sum("EffectiveCost")).exact(),
+            billed_cost: Nanos(written.billed).exact(),
+            effective_cost: Nanos(written.effective).exact(),
         });
     }
-    let (file, count) = match format {
-        FocusFormat::Parquet => {
-            let file = out.join(format!("gpuledger-focus-1.3-{name}.parquet"));
-            (file.clone(), write_parquet(&file, &COLUMNS, &rows)?)
-        }
-        FocusFormat::Csv => {
-            let file = out.join(format!("gpuledger-focus-1.3-{name}.csv.gz"));
-            (file.clone(), write_csv_gz(&file, &COLUMNS, &rows)?)
-        }
-    };
+    let count = written.file.finish()?;
     Ok(ExportSummary {
         period: name,
         focus_version: "1.3",
         format,
-        file,
+        file: file.to_path_buf(),
         rows: count as usize,
         origin_charges_split,
         allocated_rows,
-        bills: written,
+        bills: sums,
     })
 }
 

@@ -462,6 +462,10 @@ pub trait BillStore: Send + Sync {
     /// A period's FOCUS virtual machines' costs per charge period, of every bill.
     async fn bill_vm_costs(&self, period: &str) -> StoreResult<Vec<BillVmCost>>;
 
+    /// The same costs as stored: per machine, day and charge group, the periods packed
+    /// ([`BillVmDay::unpack`]), for a reader that need not name each period.
+    async fn bill_vm_days(&self, period: &str) -> StoreResult<Vec<BillVmDay>>;
+
     /// Every exchange rate version, by pair and month.
     async fn fx_rates(&self) -> StoreResult<Vec<FxRate>>;
 

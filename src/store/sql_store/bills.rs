@@ -91,14 +91,18 @@ where
 
     async fn bill_vm_costs(&self, period: &str) -> StoreResult<Vec<BillVmCost>> {
         const CONTEXT: &str = "reading a period's virtual machines' costs";
-        let sql = BillVmDay::sql().select_where("period = $1");
-        let days: Vec<BillVmDay> = self.rows(sqlx::query(&sql).bind(period), CONTEXT).await?;
+        let days = self.bill_vm_days(period).await?;
         let mut costs = Vec::with_capacity(days.len() * 24);
         for day in &days {
             let unpacked = day.costs().map_err(|e| sqlx::Error::Decode(e.into())).context(CONTEXT)?;
             costs.extend(unpacked);
         }
         Ok(costs)
+    }
+
+    async fn bill_vm_days(&self, period: &str) -> StoreResult<Vec<BillVmDay>> {
+        let sql = BillVmDay::sql().select_where("period = $1");
+        self.rows(sqlx::query(&sql).bind(period), "reading a period's virtual machines' costs").await
     }
 
     async fn replace_bills(&self, bills: &[BillReplacement]) -> StoreResult<()> {
