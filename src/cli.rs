@@ -1061,6 +1061,11 @@ pub struct GenerateArgs {
     /// Last billing period, YYYY-MM (default: the last complete month).
     #[arg(long, env = "GPULEDGER_GENERATE_END")]
     pub end: Option<Period>,
+    /// EKS clusters (comma-separated) whose owner never turned on split cost allocation data:
+    /// the CUR has no split rows for their pods, only their instances; `truth.json` still
+    /// holds the split AWS's rules give them.
+    #[arg(long, value_delimiter = ',')]
+    pub without_cur_split: Vec<String>,
     /// Fleet size: demo (~11 GPU nodes), small (~25), large (~200 GPU + 300 CPU nodes,
     /// ~10 million CUR rows a month).
     #[arg(long, env = "GPULEDGER_GENERATE_SCALE", value_enum, default_value = "demo")]

@@ -279,6 +279,7 @@ pub(super) async fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         // Other clouds come with AWS's FOCUS export of its bill, so every bill has a FOCUS twin.
         focus: args.focus || args.providers.iter().any(|p| *p != synth::clouds::Provider::Aws),
         providers: args.providers,
+        without_cur_split: args.without_cur_split,
     };
     let summary = generate_blocking(options).await?;
     println!("{}", serde_json::to_string(&summary)?);

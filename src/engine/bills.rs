@@ -20,7 +20,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::domain::fx::{FxRate, REPORTING_CURRENCY, rate_for};
 use crate::money::{Micros, apportion_by_weight, micros_from_nanos};
-use crate::store::{AccountRollup, Bill, BillCharge, ComputeInputs, OtherCostGroup, PodDay, PodRecord};
+use crate::store::{
+    AccountRollup, Bill, BillCharge, ComputeInputs, GpuPodHour, OtherCostGroup, PodDay, PodRecord,
+};
 
 /// The tag GKE's cost allocation names a charge's namespace with.
 pub const NAMESPACE_TAG: &str = "k8s-namespace";
@@ -56,6 +58,11 @@ pub struct SplitNodes {
     /// Its pods (`id` their index) and their days, in nanos of the bill's currency.
     pub pods: Vec<PodRecord>,
     pub days: Vec<PodDay>,
+    /// Its pod-hours that held GPUs (`pod_id` the pod's index), in nanos of the bill's currency.
+    pub hours: Vec<GpuPodHour>,
+    /// The CUR paid for its nodes (an EKS cluster without AWS's split): no FOCUS bill's, and
+    /// nothing `taken`; [`place_cur_splits`] places its pods.
+    pub from_cur: bool,
 }
 
 impl SplitNodes {
@@ -63,7 +70,8 @@ impl SplitNodes {
         self.taken.iter().map(|t| t.2).sum()
     }
 
-    fn pods_nanos(&self) -> i64 {
+    /// Σ split + unused of its pod-days, in nanos of the bill's currency.
+    pub fn pods_nanos(&self) -> i64 {
         self.days.iter().map(|d| d.split_cost_nanos + d.unused_cost_nanos).sum()
     }
 }
@@ -107,7 +115,6 @@ pub fn fold_bills(
     splits: &[SplitNodes],
 ) -> Result<Folded, FoldError> {
     let mut folded = Folded::default();
-    let mut next_pod_id = inputs.pods.iter().map(|p| p.id).max().unwrap_or(0) + 1;
     for bill in bills.iter().filter(|b| counted(b, cur_billing_account)) {
         let rate = if bill.currency == REPORTING_CURRENCY || bill.currency.is_empty() {
             None
@@ -142,7 +149,9 @@ pub fn fold_bills(
         // cluster's pods and its rest, the same total converted once.
         let mine: Vec<&SplitNodes> = splits
             .iter()
-            .filter(|s| s.provider == bill.provider && s.billing_account == bill.billing_account)
+            .filter(|s| {
+                !s.from_cur && s.provider == bill.provider && s.billing_account == bill.billing_account
+            })
             .collect();
         let (left, sub_account_of) = take_machines_out(bill, &counted, &mine)?;
         let parts: Vec<i64> = mine
@@ -247,26 +256,8 @@ pub fn fold_bills(
             if let Some(a) = accounts.get_mut(first_account) {
                 a.instance_cost_micros += Micros(rest_micros);
             }
-            let first_id = next_pod_id;
-            inputs.pods.extend(split.pods.iter().enumerate().map(|(i, pod)| PodRecord {
-                id: first_id + i as i64,
-                usage_account_id: account(&pod.instance_id),
-                ..pod.clone()
-            }));
-            inputs.pod_days.extend(split.days.iter().zip(usd).map(|(day, (split_nanos, unused_nanos))| {
-                PodDay {
-                    pod_id: first_id + day.pod_id,
-                    split_cost_nanos: split_nanos,
-                    unused_cost_nanos: unused_nanos,
-                    // A FOCUS bill's EffectiveCost is already net of its negotiated discounts.
-                    net_cost_nanos: split_nanos + unused_nanos,
-                    public_on_demand_cost_nanos: rate.map_or(day.public_on_demand_cost_nanos, |r| {
-                        r.convert(day.public_on_demand_cost_nanos)
-                    }),
-                    ..day.clone()
-                }
-            }));
-            next_pod_id += split.pods.len() as i64;
+            let convert = |nanos: i64| rate.map_or(nanos, |r| r.convert(nanos));
+            add_split_pods(inputs, split, &usd, |pod| account(&pod.instance_id), convert);
             folded.split_clusters.push(split.cluster.clone());
         }
         let bill_effective: i64 = effective.iter().sum();
@@ -278,6 +269,66 @@ pub fn fold_bills(
         folded.amortized_micros += bill_effective;
     }
     Ok(folded)
+}
+
+/// Adds a split's pods to the period's, numbered after its last, each billed to `account`;
+/// their days with (split, unused) `usd` in the reporting currency and their other amounts
+/// (parts by resource, net cost) in the same ratios of it; their GPU pod-hours converted by
+/// `convert`, as is their public on-demand cost (not money the bill adds up to).
+fn add_split_pods(
+    inputs: &mut ComputeInputs,
+    split: &SplitNodes,
+    usd: &[(i64, i64)],
+    account: impl Fn(&PodRecord) -> String,
+    convert: impl Fn(i64) -> i64,
+) {
+    let first_id = inputs.pods.iter().map(|p| p.id).max().unwrap_or(0) + 1;
+    inputs.pods.extend(split.pods.iter().enumerate().map(|(i, pod)| PodRecord {
+        id: first_id + i as i64,
+        usage_account_id: account(pod),
+        ..pod.clone()
+    }));
+    inputs.gpu_pod_hours.extend(split.hours.iter().map(|hour| GpuPodHour {
+        pod_id: first_id + hour.pod_id,
+        gpu_cost_nanos: convert(hour.gpu_cost_nanos),
+        pod_cost_nanos: convert(hour.pod_cost_nanos),
+        ..hour.clone()
+    }));
+    // An amount's part of a day's converted cost: its ratio of the day's cost.
+    let part = |of: i64, whole: i64, converted: i64| {
+        if whole == 0 { 0 } else { (i128::from(of) * i128::from(converted) / i128::from(whole)) as i64 }
+    };
+    inputs.pod_days.extend(split.days.iter().zip(usd).map(|(day, &(split_nanos, unused_nanos))| {
+        let (whole, converted) = (day.split_cost_nanos + day.unused_cost_nanos, split_nanos + unused_nanos);
+        PodDay {
+            pod_id: first_id + day.pod_id,
+            split_cost_nanos: split_nanos,
+            unused_cost_nanos: unused_nanos,
+            gpu_cost_nanos: part(day.gpu_cost_nanos, whole, converted),
+            gpu_split_nanos: part(day.gpu_split_nanos, day.split_cost_nanos, split_nanos),
+            cpu_split_nanos: part(day.cpu_split_nanos, day.split_cost_nanos, split_nanos),
+            net_cost_nanos: part(day.net_cost_nanos, whole, converted),
+            public_on_demand_cost_nanos: convert(day.public_on_demand_cost_nanos),
+            ..day.clone()
+        }
+    }));
+}
+
+/// The pods of gpuledger's split of the clusters whose nodes the CUR paid for (EKS without
+/// AWS's split cost allocation data): their cost comes out of the EC2 cost no pod was given,
+/// rounded to the micro-dollar once per cluster and shared among their days exactly; each pod
+/// billed to its instance's account. Returns the clusters placed.
+pub fn place_cur_splits(inputs: &mut ComputeInputs, splits: &[SplitNodes]) -> Vec<String> {
+    let mut placed = Vec::new();
+    for split in splits.iter().filter(|s| s.from_cur) {
+        let micros = micros_from_nanos(split.pods_nanos());
+        inputs.unallocated_ec2_micros -= micros;
+        inputs.kubernetes_micros += micros;
+        let usd = pod_days_converted(&split.days, micros * 1000, |nanos| nanos);
+        add_split_pods(inputs, split, &usd, |pod| pod.usage_account_id.clone(), |nanos| nanos);
+        placed.push(split.cluster.clone());
+    }
+    placed
 }
 
 /// Each charge's effective nanos once the split clusters' machines are taken out of the
@@ -438,6 +489,7 @@ mod tests {
             day: 1_790_812_800,
             split_cost_nanos: split,
             unused_cost_nanos: unused,
+            net_cost_nanos: split + unused,
             public_on_demand_cost_nanos: 2 * (split + unused),
             ..PodDay::default()
         };
@@ -461,7 +513,24 @@ mod tests {
                     ..PodRecord::default()
                 },
             ],
-            days: vec![day(0, 5_000_000_000, 1_000_000_000), day(1, 2_000_000_000, 0)],
+            // The first pod's €6: €4 its GPUs' (€3 of its €5 split), €1 of split its vCPUs'.
+            days: vec![
+                PodDay {
+                    gpu_cost_nanos: 4_000_000_000,
+                    gpu_split_nanos: 3_000_000_000,
+                    cpu_split_nanos: 1_000_000_000,
+                    ..day(0, 5_000_000_000, 1_000_000_000)
+                },
+                day(1, 2_000_000_000, 0),
+            ],
+            hours: vec![GpuPodHour {
+                pod_id: 0,
+                hour: 1_790_812_800,
+                gpu_hours: 1.0,
+                gpu_cost_nanos: 4_000_000_000,
+                pod_cost_nanos: 6_000_000_000,
+            }],
+            from_cur: false,
         };
         let rates = [FxRate::new("EUR", "USD", "1.0842", "2026-10".parse().unwrap(), "test").unwrap()];
         let bills = [bill("azure", "ea", "EUR")];
@@ -482,6 +551,18 @@ mod tests {
             inputs.pod_days.iter().map(|d| (d.pod_id, d.split_cost_nanos, d.unused_cost_nanos)).collect();
         assert_eq!(days, [(1, 5_421_000_000, 1_084_200_000), (2, 2_168_400_000, 0)]);
         assert_eq!(inputs.pod_days[0].net_cost_nanos, 6_505_200_000);
+        // Its parts by resource in the same ratios of its dollars: 4/6, 3/5 and 1/5.
+        let first = &inputs.pod_days[0];
+        assert_eq!(
+            (first.gpu_cost_nanos, first.gpu_split_nanos, first.cpu_split_nanos),
+            (4_336_800_000, 3_252_600_000, 1_084_200_000)
+        );
+        // Its GPU pod-hour, converted at 1.0842, numbered as its pod.
+        let hour = &inputs.gpu_pod_hours[0];
+        assert_eq!(
+            (hour.pod_id, hour.gpu_cost_nanos, hour.pod_cost_nanos),
+            (1, 4_336_800_000, 6_505_200_000)
+        );
         // Its public on-demand cost, €12 at list, is converted as it is: $13.010400.
         assert_eq!(inputs.pod_days[0].public_on_demand_cost_nanos, 13_010_400_000);
         // The account's instances are the machines: its pods' $8.673600 and the $2.168400 rest.

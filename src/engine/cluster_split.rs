@@ -14,7 +14,7 @@ use super::kube_split::{KubeSplit, instance_key, split_node_hours, spread_vm_cos
 use crate::money::{micros_from_nanos, usd_decimal};
 use crate::period::Period;
 use crate::store::{
-    BillVmCost, KubeNodeHour, KubePodHour, PodDay, PodRecord, PurchaseOption, Store, StoreError,
+    BillVmCost, GpuPodHour, KubeNodeHour, KubePodHour, PodDay, PodRecord, PurchaseOption, Store, StoreError,
 };
 
 /// The method id FOCUS 1.3's `AllocatedMethodId` names gpuledger's split by.
@@ -175,8 +175,13 @@ pub struct ClusterSplit {
     /// The FOCUS bills' virtual machines' charge periods `costs` were spread from (none when
     /// the CUR paid for the nodes).
     pub vms: Vec<BillVmCost>,
-    /// Their `ListCost` spread over the same node-hours as `costs` (empty from the CUR).
+    /// The node-hours' public on-demand cost: the FOCUS bills' `ListCost` spread over the same
+    /// node-hours as `costs`, or the CUR's.
     pub list_costs: HashMap<(String, i64), i64>,
+    /// Their net cost: the CUR's net amortized, or `costs` (FOCUS's is net already).
+    pub net_costs: HashMap<(String, i64), i64>,
+    /// The account each instance is billed to, from the CUR (empty from FOCUS bills).
+    pub accounts: HashMap<String, String>,
     pub split: KubeSplit,
     pub reconciliation: Reconciliation,
     /// The pods' costs summed per distinct [namespace, workload, labels] (a pod's repeat
@@ -193,9 +198,18 @@ impl ClusterSplit {
         if cluster.is_empty() || nodes.is_empty() {
             return Err(SplitError::NoKubernetes { cluster: cluster.to_string(), period });
         }
-        let mut costs = cur_node_costs(store, period, cluster).await?;
+        // From the CUR: each instance-hour's amortized, public on-demand and net amortized cost,
+        // and the account it is billed to.
+        let (mut costs, mut list_costs, mut net_costs) = (HashMap::new(), HashMap::new(), HashMap::new());
+        let mut accounts = HashMap::new();
+        for hour in store.cluster_instance_hours(&name, cluster).await? {
+            let key = (hour.instance_id.clone(), hour.hour);
+            *list_costs.entry(key.clone()).or_default() += hour.public_on_demand_cost_micros * 1000;
+            *net_costs.entry(key.clone()).or_default() += hour.net_amortized_cost_micros * 1000;
+            *costs.entry(key).or_default() += hour.amortized_cost_micros * 1000;
+            accounts.entry(hour.instance_id).or_insert(hour.usage_account_id);
+        }
         let mut vms = Vec::new();
-        let mut list_costs = HashMap::new();
         let (provider, currency, node_costs_from) = if !costs.is_empty() {
             ("aws".to_string(), "USD".to_string(), "cur")
         } else {
@@ -226,6 +240,8 @@ impl ClusterSplit {
                 return Err(SplitError::NoNodeCosts { cluster: cluster.to_string(), period });
             };
             costs = spread_vm_costs(&vms, &nodes);
+            // A FOCUS bill's EffectiveCost is already net of its negotiated discounts.
+            net_costs.clone_from(&costs);
             let listed: Vec<BillVmCost> =
                 vms.iter().map(|vm| BillVmCost { effective_nanos: vm.list_nanos, ..vm.clone() }).collect();
             list_costs = spread_vm_costs(&listed, &nodes);
@@ -247,6 +263,8 @@ impl ClusterSplit {
             costs,
             vms,
             list_costs,
+            net_costs,
+            accounts,
             split,
             reconciliation,
         })
@@ -304,15 +322,20 @@ impl ClusterSplit {
     /// requested, and the cores and GiB it reserved (max of request and use, as the split
     /// weighs them) times the hours it ran, and its public on-demand cost (its node-hour's
     /// `ListCost` in the share of the node-hour's cost it was given). Labels read as the CUR
-    /// names them (`user_client`), so the same client rules place them. `PodRecord::id` is the
-    /// index, numbered afresh by whoever adds them to a period's pods.
-    pub fn ledger_pods(&self) -> (Vec<PodRecord>, Vec<PodDay>) {
+    /// names them (`user_client`), so the same client rules place them. A day also holds the
+    /// accelerator's part of its cost and the accelerator's and vCPU's parts of its split, and
+    /// each pod-hour that held GPUs is a [`GpuPodHour`] (its GPU-hours, accelerator cost and
+    /// whole cost), as a CUR's split rows make them: so idle GPU cost and cost per inference
+    /// reach these pods. `PodRecord::id` is the index, numbered afresh by whoever adds them to
+    /// a period's pods.
+    pub fn ledger_pods(&self) -> (Vec<PodRecord>, Vec<PodDay>, Vec<GpuPodHour>) {
         let nodes: HashMap<&str, &KubeNodeHour> = self.nodes.iter().map(|n| (n.node.as_str(), n)).collect();
         let instances: HashMap<&str, String> =
             nodes.iter().map(|(name, n)| (*name, instance_key(&n.provider_id))).collect();
         let mut ids: rustc_hash::FxHashMap<[&str; 3], usize> = Default::default();
         let mut records: Vec<PodRecord> = Vec::new();
         let mut days: rustc_hash::FxHashMap<(usize, i64), PodDay> = Default::default();
+        let mut hours: Vec<GpuPodHour> = Vec::new();
         for cost in &self.split.pods {
             let p = &self.pods[cost.pod];
             let id = *ids.entry([&p.namespace, &p.pod, &p.uid]).or_insert_with(|| {
@@ -328,24 +351,39 @@ impl ClusterSplit {
             let ran = p.seconds / 3600.0;
             sums.split_cost_nanos += cost.split_nanos;
             sums.unused_cost_nanos += cost.unused_nanos;
+            sums.gpu_cost_nanos += cost.gpu_nanos;
+            sums.gpu_split_nanos += cost.gpu_split_nanos;
+            sums.cpu_split_nanos += cost.cpu_split_nanos;
             sums.gpu_hours += p.gpu_request * ran;
+            if p.gpu_request > 0.0 {
+                hours.push(GpuPodHour {
+                    pod_id: id as i64,
+                    hour: p.hour,
+                    gpu_hours: p.gpu_request * ran,
+                    gpu_cost_nanos: cost.gpu_nanos,
+                    pod_cost_nanos: cost.split_nanos + cost.unused_nanos,
+                });
+            }
             sums.vcpu_hours += p.cpu_request.max(p.cpu_usage) * ran;
             sums.memory_gb_hours += p.memory_request_gib.max(p.memory_usage_gib) * ran;
             if let Some(instance) = instances.get(p.node.as_str()) {
                 let key = (instance.clone(), p.hour);
-                if let (Some(&hour_cost), Some(&hour_list)) =
-                    (self.costs.get(&key), self.list_costs.get(&key))
-                    && hour_cost > 0
-                {
-                    let given = i128::from(cost.split_nanos + cost.unused_nanos);
-                    sums.public_on_demand_cost_nanos +=
-                        (given * i128::from(hour_list) / i128::from(hour_cost)) as i64;
-                }
+                let given = i128::from(cost.split_nanos + cost.unused_nanos);
+                // The node-hour's `of` in the share of its cost the pod was given.
+                let share = |of: &HashMap<(String, i64), i64>| match (self.costs.get(&key), of.get(&key)) {
+                    (Some(&hour_cost), Some(&amount)) if hour_cost > 0 => {
+                        (given * i128::from(amount) / i128::from(hour_cost)) as i64
+                    }
+                    _ => given as i64,
+                };
+                sums.public_on_demand_cost_nanos += share(&self.list_costs);
+                sums.net_cost_nanos += share(&self.net_costs);
             }
         }
         let mut days: Vec<PodDay> = days.into_values().collect();
         days.sort_by_key(|d| (d.pod_id, d.day));
-        (records, days)
+        hours.sort_by_key(|h| (h.pod_id, h.hour));
+        (records, days, hours)
     }
 
     fn ledger_pod(&self, p: &KubePodHour, node: Option<&KubeNodeHour>) -> PodRecord {
@@ -376,7 +414,10 @@ impl ClusterSplit {
             instance_type,
             gpu_model: gpu_model.to_string(),
             purchase_option,
-            usage_account_id: String::new(),
+            usage_account_id: node
+                .and_then(|n| self.accounts.get(&instance_key(&n.provider_id)))
+                .cloned()
+                .unwrap_or_default(),
             labels: serde_json::to_string(&labels).unwrap_or_default(),
         }
     }

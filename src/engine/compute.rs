@@ -126,6 +126,14 @@ pub async fn compute_period(store: &dyn Store, period: Period) -> Result<Compute
             );
         }
     }
+    // EKS clusters without AWS's split: gpuledger's split places their pods on the CUR's EC2.
+    let cur_split = super::bills::place_cur_splits(&mut inputs, &split_nodes);
+    if !cur_split.is_empty() {
+        tracing::debug!(
+            clusters = cur_split.join(", "),
+            "pods of gpuledger's split placed on the CUR's instances"
+        );
+    }
     let read_seconds = started.elapsed().as_secs_f64();
     let mut rollups = tokio::task::spawn_blocking(move || build_rollups(&inputs, &settings))
         .await
@@ -222,17 +230,19 @@ async fn kube_splits(
     Ok((out, nodes))
 }
 
-/// The month's clusters gpuledger splits whose nodes one FOCUS bill paid for, as compute
-/// places them on it: for `report bill`, which places each bill as compute does. A cluster
-/// the CUR pays for (AWS's split, or gpuledger's from the CUR) is not one; a split that cannot
-/// be made is left off (compute says why).
-pub async fn focus_split_nodes(
+/// The month's clusters gpuledger splits, as compute places them on the bill that paid for
+/// their nodes (one FOCUS bill, or the CUR where AWS's split is off): for `report bill`,
+/// which places each bill as compute does. A cluster the CUR has AWS's split for is not one;
+/// a split that cannot be made is left off (compute says why).
+pub async fn bill_split_nodes(
     store: &dyn Store,
     period: Period,
 ) -> Result<Vec<super::bills::SplitNodes>, crate::store::StoreError> {
     let mut nodes = Vec::new();
+    let name = period.to_string();
     for cluster in store.kube_clusters(period.start(), period.end()).await? {
-        if !super::cluster_split::cur_node_costs(store, period, &cluster).await?.is_empty() {
+        let from_cur = !super::cluster_split::cur_node_costs(store, period, &cluster).await?.is_empty();
+        if from_cur && !store.namespace_costs(&name, Some(&cluster), false).await?.is_empty() {
             continue;
         }
         match super::cluster_split::ClusterSplit::load(store, period, &cluster).await {
@@ -271,9 +281,22 @@ async fn by_month(
     Ok(())
 }
 
-/// A split whose node costs came from one FOCUS bill, as the fold takes it; `None` (and a
-/// warning) where its machines are on several bills, whose pods stay off chargeback.
+/// A split whose node costs came from the CUR or from one FOCUS bill, as the fold takes it;
+/// `None` (and a warning) where its machines are on several bills, whose pods stay off
+/// chargeback.
 fn split_nodes(split: &super::cluster_split::ClusterSplit) -> Option<super::bills::SplitNodes> {
+    if split.node_costs_from == "cur" {
+        let (pods, days, hours) = split.ledger_pods();
+        return Some(super::bills::SplitNodes {
+            cluster: split.cluster.clone(),
+            provider: "aws".into(),
+            pods,
+            days,
+            hours,
+            from_cur: true,
+            ..Default::default()
+        });
+    }
     let bills: std::collections::BTreeSet<(&str, &str)> =
         split.vms.iter().map(|v| (v.provider.as_str(), v.billing_account.as_str())).collect();
     if bills.len() > 1 {
@@ -284,7 +307,7 @@ fn split_nodes(split: &super::cluster_split::ClusterSplit) -> Option<super::bill
         );
     }
     let [(provider, billing_account)] = bills.into_iter().collect::<Vec<_>>()[..] else { return None };
-    let (pods, days) = split.ledger_pods();
+    let (pods, days, hours) = split.ledger_pods();
     Some(super::bills::SplitNodes {
         cluster: split.cluster.clone(),
         provider: provider.to_string(),
@@ -296,6 +319,8 @@ fn split_nodes(split: &super::cluster_split::ClusterSplit) -> Option<super::bill
             .collect(),
         pods,
         days,
+        hours,
+        from_cur: false,
     })
 }
 

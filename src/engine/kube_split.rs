@@ -123,6 +123,11 @@ pub struct PodHourCost {
     pub pod: usize,
     pub split_nanos: i64,
     pub unused_nanos: i64,
+    /// Of split + unused, the accelerator's part (as a CUR's accelerator rows' split + unused).
+    pub gpu_nanos: i64,
+    /// Of split, the accelerator's and the vCPU's parts (memory's is the rest).
+    pub gpu_split_nanos: i64,
+    pub cpu_split_nanos: i64,
 }
 
 /// A month's split, with what it could not split.
@@ -192,8 +197,8 @@ pub fn split_node_hours(
             continue;
         }
         let (parts, unallocated) = split_one(node, on.iter().map(|&p| &pods[p]), cost);
-        for (&pod, (split_nanos, unused_nanos)) in on.iter().zip(parts) {
-            out.pods.push(PodHourCost { pod, split_nanos, unused_nanos });
+        for (&pod, part) in on.iter().zip(parts) {
+            out.pods.push(PodHourCost { pod, ..part });
         }
         if unallocated != 0 {
             out.unallocated.push((n, unallocated));
@@ -216,17 +221,19 @@ pub fn split_node_hours(
     out
 }
 
-/// One node-hour: each pod's (split, unused) nano-dollars and the node's unallocated rest,
-/// adding up to `cost` exactly.
+/// One node-hour: each pod's split and unused nano-dollars (with their parts by resource) and
+/// the node's unallocated rest, adding up to `cost` exactly.
 fn split_one<'a>(
     node: &KubeNodeHour,
     pods: impl Iterator<Item = &'a KubePodHour>,
     cost: i64,
-) -> (Vec<(i64, i64)>, i64) {
+) -> (Vec<PodHourCost>, i64) {
     let pods: Vec<&KubePodHour> = pods.collect();
     let capacity = capacity(node);
     let dollars = cost as f64 / 1e9;
     let mut shares = vec![(0.0f64, 0.0f64); pods.len()];
+    // Each pod's accelerator (split + unused, split) and vCPU split, in dollars.
+    let mut parts_of = vec![(0.0f64, 0.0f64, 0.0f64); pods.len()];
     for &resource in capacity.resources() {
         let usages: Vec<PodUsage> = pods
             .iter()
@@ -244,9 +251,18 @@ fn split_one<'a>(
             })
             .collect();
         let rate = capacity.rate(resource, dollars);
-        for (share, split) in shares.iter_mut().zip(split_resource(capacity.of(resource), rate, &usages)) {
+        let splits = split_resource(capacity.of(resource), rate, &usages);
+        for ((share, part), split) in shares.iter_mut().zip(&mut parts_of).zip(splits) {
             share.0 += split.split_cost;
             share.1 += split.unused_cost;
+            match resource {
+                Resource::Accelerator => {
+                    part.0 += split.split_cost + split.unused_cost;
+                    part.1 += split.split_cost;
+                }
+                Resource::Vcpu => part.2 += split.split_cost,
+                Resource::Memory => {}
+            }
         }
     }
     // Weights in pico-dollars; the node's rest is what the shares leave of the cost.
@@ -255,10 +271,34 @@ fn split_one<'a>(
     let mut weights: Vec<i128> = shares.iter().flat_map(|&(s, u)| [pico(s), pico(u)]).collect();
     weights.push(pico(dollars - given));
     let Some(parts) = apportion_by_weight(cost, &weights) else {
-        return (vec![(0, 0); pods.len()], cost);
+        let nothing = PodHourCost {
+            pod: 0,
+            split_nanos: 0,
+            unused_nanos: 0,
+            gpu_nanos: 0,
+            gpu_split_nanos: 0,
+            cpu_split_nanos: 0,
+        };
+        return (vec![nothing; pods.len()], cost);
     };
     let rest = *parts.last().unwrap_or(&0);
-    (parts.chunks(2).take(pods.len()).map(|c| (c[0], c[1])).collect(), rest)
+    // A resource's part of a pod's exact nanos: in the ratio of its dollars to the whole's.
+    let part = |nanos: i64, of: f64, whole: f64| {
+        if whole > 0.0 { (nanos as f64 * (of / whole).min(1.0)).round() as i64 } else { 0 }
+    };
+    let pods = parts
+        .chunks(2)
+        .zip(shares.iter().zip(&parts_of))
+        .map(|(c, (&(split, unused), &(gpu, gpu_split, cpu_split)))| PodHourCost {
+            pod: 0,
+            split_nanos: c[0],
+            unused_nanos: c[1],
+            gpu_nanos: part(c[0] + c[1], gpu, split + unused),
+            gpu_split_nanos: part(c[0], gpu_split, split),
+            cpu_split_nanos: part(c[0], cpu_split, split),
+        })
+        .collect();
+    (pods, rest)
 }
 
 #[cfg(test)]
@@ -432,5 +472,19 @@ mod tests {
         }
         let sum: i64 = split.pods.iter().map(|p| p.split_nanos + p.unused_nanos).sum();
         assert_eq!(sum + split.unallocated.iter().map(|u| u.1).sum::<i64>(), 10_000_000_000);
+        // The accelerator's part: $10 × 9 / (9·8 + 0.9·64 + 0.1·488 = 178.4) a GPU-hour, all 8
+        // GPUs asked for (none unused): $0.504484 for pod 1's one GPU, $1.513453 for pod 2's
+        // three. Pod 1's vCPU split: pod 2 uses 18 cores, so the pods' 66 exceed the 64 and
+        // pod 1's 16 are 16/66 of the 64 cores at $10 × 0.9 / 178.4 a core-hour, $0.782715.
+        let near = |nanos: i64, usd: f64| (nanos as f64 / 1e9 - usd).abs() < 2e-9;
+        let (one, two) = (&split.pods[0], &split.pods[1]);
+        assert!(near(one.gpu_nanos, 10.0 * 9.0 / 178.4), "{}", one.gpu_nanos);
+        assert!(near(two.gpu_nanos, 3.0 * 10.0 * 9.0 / 178.4), "{}", two.gpu_nanos);
+        assert_eq!(one.gpu_split_nanos, one.gpu_nanos);
+        assert!(
+            near(one.cpu_split_nanos, 16.0 / 66.0 * 64.0 * 10.0 * 0.9 / 178.4),
+            "{}",
+            one.cpu_split_nanos
+        );
     }
 }

@@ -508,7 +508,7 @@ impl BillReport {
         let cur_account = cur.as_ref().map(|c| c.billing_account.clone());
         let cur_account = cur_account.as_deref();
         let (mut others, mut missing_rates) = (Vec::new(), Vec::new());
-        let splits = crate::engine::compute::focus_split_nodes(store, period).await?;
+        let splits = crate::engine::compute::bill_split_nodes(store, period).await?;
         for bill in bills.iter().filter(|b| crate::engine::bills::counted(b, cur_account)) {
             match OtherBill::fold(bill, cur_account, &charges, &rates, &splits) {
                 Ok(other) => others.push(other),
@@ -528,6 +528,15 @@ impl BillReport {
                 })
             },
         };
+        // EKS clusters without AWS's split: their pods' cost is Kubernetes, out of the EC2 no
+        // pod was given, as compute places it.
+        if with_cur {
+            for split in splits.iter().filter(|s| s.from_cur) {
+                let micros = crate::money::micros_from_nanos(split.pods_nanos());
+                report.period.kubernetes_micros += micros;
+                report.period.unallocated_ec2_micros -= micros;
+            }
+        }
         report.bridge = bridge(with_cur.then_some(&report.period), &others);
         for other in &others {
             for (service, micros) in &other.by_service {

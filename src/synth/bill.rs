@@ -161,6 +161,7 @@ struct BillTotals {
 pub fn write_month(
     world: &World,
     format: CurFormat,
+    without_split: &[String],
     writer: &mut ChunkedSink<'_>,
     mut focus: Option<&mut ChunkedSink<'_>>,
     truth: &mut Truth,
@@ -391,7 +392,10 @@ pub fn write_month(
                 } else {
                     split_node_hour(world, node_index, hour, amortized, price.on_demand)
                 };
-                for split_row in &split_rows {
+                // A cluster without split cost allocation data: its pods are not in the CUR.
+                let written =
+                    if without_split.iter().any(|c| c == cluster.name) { &[][..] } else { &split_rows[..] };
+                for split_row in written {
                     next_id(&mut row_id);
                     batch.push(&CurRow {
                         identity_line_item_id: &row_id,

@@ -117,6 +117,10 @@ pub struct GenerateOptions {
     pub focus: bool,
     /// The clouds besides AWS whose FOCUS bills to write (AWS, the CUR world, always is).
     pub providers: Vec<clouds::Provider>,
+    /// EKS clusters whose owner never turned on split cost allocation data: the CUR has no
+    /// split rows for their pods, only their instances (the truth still holds the split
+    /// AWS's rules give them, what gpuledger's own split must find).
+    pub without_cur_split: Vec<String>,
 }
 
 impl GenerateOptions {
@@ -143,6 +147,7 @@ impl GenerateOptions {
             fleet_percent: 100,
             focus: false,
             providers: vec![clouds::Provider::Aws],
+            without_cur_split: Vec::new(),
         }
     }
 }
@@ -335,8 +340,16 @@ fn write_cur(
         }
         fs::create_dir_all(&focus_dir).map_err(io_error(&focus_dir))?;
     }
-    let rows = bill::write_month(world, options.format, &mut sink, focus_sink.as_mut(), truth, bar)
-        .map_err(encode_error(&dir))?;
+    let rows = bill::write_month(
+        world,
+        options.format,
+        &options.without_cur_split,
+        &mut sink,
+        focus_sink.as_mut(),
+        truth,
+        bar,
+    )
+    .map_err(encode_error(&dir))?;
     sink.close().map_err(encode_error(&dir))?;
     if let Some(mut focus_sink) = focus_sink {
         focus_sink.close().map_err(encode_error(&focus_dir))?;

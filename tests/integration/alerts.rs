@@ -122,6 +122,7 @@ async fn the_demo_story_fires_and_resolves_each_alert_once() {
         cloud_kube_from: None,
         focus: false,
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
+        without_cur_split: Vec::new(),
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     synth::generate(&options, &progress).unwrap();

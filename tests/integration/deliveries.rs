@@ -55,6 +55,7 @@ fn generate(data: &Path, format: CurFormat, through_day: Option<u32>) {
         cloud_kube_from: None,
         focus: false,
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
+        without_cur_split: Vec::new(),
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     synth::generate(&options, &progress).expect("generate");

@@ -28,6 +28,7 @@ fn options(out: &Path, format: CurFormat) -> GenerateOptions {
         cloud_kube_from: None,
         focus: false,
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
+        without_cur_split: Vec::new(),
     }
 }
 

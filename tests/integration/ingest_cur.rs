@@ -42,6 +42,7 @@ pub fn generate_with(out: &Path, scale: Scale, format: CurFormat, months: u32, s
         cloud_kube_from: None,
         focus: false,
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
+        without_cur_split: Vec::new(),
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     synth::generate(&options, &progress).expect("generate");

@@ -24,6 +24,16 @@ fn generate_kube(out: &Path, days: u32) {
 
 /// The same, with the clouds of `providers` and their clusters' series.
 fn generate_clouds(out: &Path, days: u32, providers: Vec<gpuledger::synth::clouds::Provider>) {
+    generate_world(out, days, providers, Vec::new());
+}
+
+/// The same, the CUR without split rows for the EKS clusters `without_cur_split`.
+fn generate_world(
+    out: &Path,
+    days: u32,
+    providers: Vec<gpuledger::synth::clouds::Provider>,
+    without_cur_split: Vec<String>,
+) {
     let options = GenerateOptions {
         out: out.to_path_buf(),
         seed: 41,
@@ -43,6 +53,7 @@ fn generate_clouds(out: &Path, days: u32, providers: Vec<gpuledger::synth::cloud
         fleet_percent: 100,
         focus: false,
         providers,
+        without_cur_split,
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     gpuledger::synth::generate(&options, &progress).expect("generate");
@@ -318,6 +329,95 @@ async fn a_real_prometheus_gives_the_pods_the_file_gives() {
     assert_eq!(checks[1]["within_tolerance"], true);
 }
 
+/// An EKS cluster whose owner never turned on AWS's split cost allocation data (ml-west: its
+/// CUR has its instances and no split rows) is split by gpuledger from its series and the
+/// CUR's instance-hours, and its pods are in chargeback beside ml-prod's (AWS's split): every
+/// namespace and account within 0.5 % of the truth (the split AWS's rules give the
+/// world), GPU-hours within 0.5 %, and the bill still adds up to the micro-dollar.
+#[tokio::test]
+async fn an_eks_cluster_without_awss_split_is_split_by_gpuledger_into_chargeback() {
+    let dir = tempfile::tempdir().unwrap();
+    generate_world(dir.path(), 3, vec![gpuledger::synth::clouds::Provider::Aws], vec!["ml-west".into()]);
+    let truth = truth(dir.path(), PERIOD);
+    let url = format!("sqlite:{}", dir.path().join("ledger.db").display());
+    let store = helpers::connect(&url).await;
+    ingest(store.as_ref(), &export_root(dir.path()).display().to_string(), false).await;
+    let kube_file = dir.path().join("metrics").join(format!("{PERIOD}-kube.om")).display().to_string();
+    let args = ["--database-url", &url, "ingest", "prometheus", "--file", &kube_file, "--period", PERIOD];
+    let output = run(&[&args[..], &["--kube-state-metrics"]].concat());
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let output = run(&["--database-url", &url, "compute", "--period", PERIOD]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let rollups = store.rollups(PERIOD).await.unwrap().unwrap();
+    let methods: Vec<(&str, &str, &str)> = rollups
+        .kube_splits
+        .iter()
+        .map(|k| (k.cluster.as_str(), k.method.as_str(), k.node_costs_from.as_str()))
+        .collect();
+    assert_eq!(
+        methods,
+        [("ml-prod", "aws-split-cost-allocation", "cur"), ("ml-west", "gpuledger-split-v1", "cur")]
+    );
+    let west: Vec<_> = rollups.costs.iter().filter(|c| c.cluster == "ml-west").collect();
+    assert!(west.len() > 10, "ml-west's pods are in chargeback: {} rows", west.len());
+    // Per namespace, client and account: the sum over both clusters against the truth's.
+    let within = |what: &str, ours: f64, expected: f64| {
+        assert!(
+            (ours - expected).abs() <= expected.abs() * 0.005 + 0.01,
+            "{what}: {ours} against the truth's {expected}"
+        );
+    };
+    let mut namespaces: BTreeMap<&str, [f64; 4]> = BTreeMap::new();
+    for c in &rollups.costs {
+        let sums = namespaces.entry(c.namespace.as_str()).or_default();
+        let total = (c.split_cost_nanos + c.unused_cost_nanos) as f64 / 1e9;
+        sums[0] += total;
+        sums[1] += c.public_on_demand_cost_nanos as f64 / 1e9;
+        sums[2] += c.net_cost_nanos as f64 / 1e9;
+        sums[3] += c.gpu_hours_allocated;
+    }
+    let expected = truth["namespaces"].as_object().unwrap();
+    assert_eq!(namespaces.keys().collect::<Vec<_>>(), expected.keys().collect::<Vec<_>>());
+    for (namespace, [total, public, net, gpu_hours]) in &namespaces {
+        let t = &expected[*namespace];
+        within(namespace, *total, t["total_cost"].as_f64().unwrap());
+        within(
+            &format!("{namespace} public on-demand"),
+            *public,
+            t["public_on_demand_total_cost"].as_f64().unwrap(),
+        );
+        within(&format!("{namespace} net"), *net, t["net_total_cost"].as_f64().unwrap());
+        within(&format!("{namespace} GPU-hours"), *gpu_hours, t["gpu_hours_allocated"].as_f64().unwrap());
+    }
+    // ml-west's account: its pods' cost is its Kubernetes cost.
+    let account = rollups.accounts.iter().find(|a| a.account == "333333333333").unwrap();
+    within(
+        "ml-research's Kubernetes cost",
+        account.kubernetes_cost_nanos.0 as f64 / 1e9,
+        truth["accounts"]["333333333333"]["kubernetes_cost"].as_f64().unwrap(),
+    );
+    // The bill adds up (compute refuses otherwise), and its Kubernetes cost is the truth's.
+    let month = &rollups.period;
+    assert_eq!(
+        month.kubernetes_cost_nanos.rounded_micros().0
+            + month.unallocated_ec2_micros.0
+            + month.other_cost_micros.0,
+        month.bill_amortized_micros.0
+    );
+    within(
+        "Kubernetes",
+        month.kubernetes_cost_nanos.0 as f64 / 1e9,
+        truth["kubernetes_allocated_cost"].as_f64().unwrap(),
+    );
+    // `report bill` places the CUR as compute does.
+    let output = run(&["--database-url", &url, "report", "bill", "--period", PERIOD, "--format", "json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let bill: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(nanos(&bill["kubernetes_cost"]), month.kubernetes_cost_nanos.rounded_micros().0 * 1000);
+    assert_eq!(nanos(&bill["unallocated_ec2_cost"]), month.unallocated_ec2_micros.0 * 1000);
+    assert_eq!(nanos(&bill["other_cost"]), month.other_cost_micros.0 * 1000);
+}
+
 /// On AKS, GKE and OKE, whose bills split nothing, gpuledger splits each VM's cost in the
 /// FOCUS bill (matched by the node's `provider_id`; Azure's daily rows spread over the hours
 /// the node was seen) among the pods on it, and every namespace, workload and client comes to
@@ -466,6 +566,32 @@ async fn our_split_of_aks_gke_and_oke_nodes_from_their_focus_bills_is_the_truth_
                     (cost + 5_000_000).div_euclid(10_000_000),
                     (expected + 5_000_000).div_euclid(10_000_000),
                     "{cluster} {namespace}"
+                );
+            }
+        }
+        // Each pod-hour's GPU cost is the accelerator's part of what it was given; a namespace
+        // whose pods asked for no GPU has none. Its GPU pod-hours are there for idle and cost
+        // per inference: unmeasured here, where no DCGM series were ingested.
+        for (_, cluster, _) in clusters {
+            let mut by_namespace: BTreeMap<&str, (i64, i64, f64, f64)> = BTreeMap::new();
+            for c in rollups.costs.iter().filter(|c| c.cluster == cluster) {
+                let sums = by_namespace.entry(c.namespace.as_str()).or_default();
+                sums.0 += c.gpu_cost_nanos;
+                sums.1 += c.split_cost_nanos + c.unused_cost_nanos;
+                sums.2 += c.gpu_hours_allocated;
+                sums.3 += c.gpu_hours_unmeasured;
+            }
+            assert!(by_namespace.values().any(|s| s.0 > 0), "{cluster}: no GPU cost");
+            for (namespace, (gpu, total, allocated, unmeasured)) in by_namespace {
+                assert!(gpu >= 0 && gpu <= total, "{cluster} {namespace}: GPU {gpu} of {total}");
+                assert_eq!(
+                    gpu > 0,
+                    allocated > 0.0,
+                    "{cluster} {namespace}: {gpu} for {allocated} GPU-hours"
+                );
+                assert!(
+                    (allocated - unmeasured).abs() < 1e-6,
+                    "{cluster} {namespace}: {unmeasured} of {allocated}"
                 );
             }
         }

@@ -248,9 +248,6 @@ impl SplitLine {
         let method = match (ours, split.node_costs_from.as_str()) {
             (false, _) => "AWS's (the CUR's split cost allocation data)".to_string(),
             (true, "none") => "gpuledger's, from metrics: no bill has a cost for its nodes".to_string(),
-            (true, "cur") => "gpuledger's, from metrics (node costs from the CUR bill; chargeback keeps its \
-                               instances as the CUR places them until AWS's split is turned on)"
-                .to_string(),
             (true, from) => format!(
                 "gpuledger's, from metrics (node costs from the {} bill; its pods are in chargeback)",
                 from.to_uppercase()
