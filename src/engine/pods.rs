@@ -107,11 +107,17 @@ impl<'a> PodNames<'a> {
         let mut unmatched = 0.0;
         for row in rows {
             let day = row.hour - row.hour.rem_euclid(86_400);
-            let running: Vec<i64> = self
-                .named(&row.cluster, &row.namespace, &row.pod)
-                .map(|p| p.id)
-                .filter(|id| self.gpu_hours.contains(&(*id, row.hour)) || self.days.contains(&(*id, day)))
-                .collect();
+            // The pods of that name with GPUs in the hour; else those the bill has that day (a
+            // pod without GPUs, billed by the day). Not both: a name run again under a new uid
+            // the same day is two pods, and only the one holding the hour served it.
+            let named: Vec<i64> = self.named(&row.cluster, &row.namespace, &row.pod).map(|p| p.id).collect();
+            let in_hour: Vec<i64> =
+                named.iter().copied().filter(|id| self.gpu_hours.contains(&(*id, row.hour))).collect();
+            let running = if in_hour.is_empty() {
+                named.into_iter().filter(|id| self.days.contains(&(*id, day))).collect()
+            } else {
+                in_hour
+            };
             if running.is_empty() {
                 unmatched += row.requests;
                 continue;
@@ -192,5 +198,32 @@ mod tests {
         };
         let rows = [measured("ocr-0", 0, 1.0), measured("ocr-0", 7200, 0.5), measured("ghost", 0, 2.0)];
         assert_eq!(names.unbilled_gpu_hours(&rows), 2.5);
+    }
+
+    #[test]
+    fn a_name_run_again_the_same_day_serves_from_the_pod_holding_the_hour() {
+        // `ocr-0` ran as pod 1 in hour 0 and, restarted under a new uid, as pod 2 in hour
+        // 3600; both have a pod-day on day 0. Hour 3600's 40 requests are pod 2's alone.
+        let inputs = ComputeInputs {
+            pods: vec![pod(1, "east", "ocr-0"), pod(2, "east", "ocr-0")],
+            pod_days: [1, 2]
+                .map(|pod_id| crate::store::PodDay { pod_id, day: 0, ..Default::default() })
+                .to_vec(),
+            gpu_pod_hours: vec![
+                GpuPodHour { pod_id: 1, hour: 0, ..GpuPodHour::default() },
+                GpuPodHour { pod_id: 2, hour: 3600, ..GpuPodHour::default() },
+            ],
+            ..ComputeInputs::default()
+        };
+        let names = PodNames::new(&inputs);
+        let resolved = names.served(&[served("east", 3600, 40.0)]);
+        let view: Vec<(i64, f64)> = resolved.iter().map(|s| (s.pod_id, s.requests)).collect();
+        assert_eq!(view, vec![(2, 40.0)]);
+        // An hour neither held GPUs in: shared by the day's pods of that name (20 each).
+        let resolved = names.served(&[served("east", 7200, 40.0)]);
+        assert_eq!(
+            resolved.iter().map(|s| (s.pod_id, s.requests)).collect::<Vec<_>>(),
+            vec![(1, 20.0), (2, 20.0)]
+        );
     }
 }
