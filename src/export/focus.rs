@@ -123,6 +123,8 @@ const DETAILS: usize = column("AllocatedMethodDetails");
 const ALLOCATED_ID: usize = column("AllocatedResourceId");
 const ALLOCATED_NAME: usize = column("AllocatedResourceName");
 const ALLOCATED_TAGS: usize = column("AllocatedTags");
+/// The columns an allocated charge's rows differ in from its origin's and each other's.
+const ALLOCATED: [usize; 5] = [METHOD, DETAILS, ALLOCATED_ID, ALLOCATED_NAME, ALLOCATED_TAGS];
 
 /// File formats of the export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -478,16 +480,33 @@ struct Written {
     file: RowWriter,
     billed: i64,
     effective: i64,
+    /// Whether the last row written is of the charge (group and resource) being written: its
+    /// texts are then the last row's but in the [`ALLOCATED`] columns.
+    same_charge: bool,
 }
 
 impl Written {
+    fn new(file: RowWriter) -> Written {
+        Written { file, billed: 0, effective: 0, same_charge: false }
+    }
+
+    /// The rows after this are of another charge.
+    fn next_charge(&mut self) {
+        self.same_charge = false;
+    }
+
     fn row(&mut self, row: &[Cell]) -> Result<(), FileError> {
         for (i, sum) in [(BILLED, &mut self.billed), (EFFECTIVE, &mut self.effective)] {
             if let Cell::Nanos(nanos) = row[i] {
                 *sum += nanos;
             }
         }
-        self.file.row(row)
+        if self.same_charge {
+            self.file.row_like_previous(row, &ALLOCATED)
+        } else {
+            self.same_charge = true;
+            self.file.row(row)
+        }
     }
 }
 
@@ -629,8 +648,7 @@ async fn write_file(
         FocusFormat::Parquet => FileFormat::Parquet,
         FocusFormat::Csv => FileFormat::CsvGz,
     };
-    let mut written =
-        Written { file: RowWriter::create(file, &COLUMNS, file_format)?, billed: 0, effective: 0 };
+    let mut written = Written::new(RowWriter::create(file, &COLUMNS, file_format)?);
     let (mut origin_charges_split, mut allocated_rows) = (0, 0);
     let mut sums = Vec::new();
     for bill in bills {
@@ -667,6 +685,7 @@ async fn write_file(
             };
             let derived = Derived::of(bill, &template);
             for (instance, periods) in &unpacked {
+                written.next_charge();
                 for vm in periods {
                     let origin = charge_row(
                         bill,
@@ -712,6 +731,7 @@ async fn write_file(
                     rest.consumed,
                     "",
                 );
+                written.next_charge();
                 written.row(&row)?;
             }
         }

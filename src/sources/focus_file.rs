@@ -98,14 +98,16 @@ enum Out {
 }
 
 struct ParquetRows {
-    file: Option<fs::File>,
-    /// The row groups go to a thread that encodes and writes them while the next one fills.
-    groups: Option<std::sync::mpsc::SyncSender<DataFrame>>,
+    /// The filled row groups go to a thread that makes their columns, encodes and writes them
+    /// while the next one fills.
+    groups: Option<std::sync::mpsc::SyncSender<(usize, Vec<Builder>)>>,
     encoder: Option<std::thread::JoinHandle<PolarsResult<()>>>,
     names: Vec<PlSmallStr>,
     kinds: Vec<Kind>,
     columns: Vec<Builder>,
     filled: usize,
+    /// Whether a row group (or the schema alone) went to the encoder.
+    started: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -118,7 +120,59 @@ enum Kind {
 enum Builder {
     Number(Vec<Option<f64>>),
     Time(Vec<Option<i64>>),
-    Text(StringChunkedBuilder),
+    Text(Texts),
+}
+
+/// A text column's row group: a value repeated in consecutive rows (a charge group's texts, a
+/// VM's id over its hours) is kept once, and each row holds its index; the column is gathered
+/// from them when the group is written (the gathered values share the kept ones' bytes).
+/// Copying each row's texts was a third of the export's time.
+struct Texts {
+    /// The distinct values in the order met; the first is null.
+    values: StringChunkedBuilder,
+    count: IdxSize,
+    /// The last value kept, and its index.
+    last: String,
+    last_index: Option<IdxSize>,
+    rows: Vec<IdxSize>,
+}
+
+impl Texts {
+    fn new(name: &PlSmallStr) -> Texts {
+        let mut values = StringChunkedBuilder::new(name.clone(), 1024);
+        values.append_null();
+        Texts { values, count: 1, last: String::new(), last_index: None, rows: Vec::with_capacity(ROW_GROUP) }
+    }
+
+    fn push(&mut self, text: &str) {
+        let index = match self.last_index {
+            Some(index) if self.last == text => index,
+            _ => {
+                self.values.append_value(text);
+                self.last.clear();
+                self.last.push_str(text);
+                self.last_index = Some(self.count);
+                self.count += 1;
+                self.count - 1
+            }
+        };
+        self.rows.push(index);
+    }
+
+    /// Repeats the previous row's value; false when this is the group's first row.
+    fn repeat(&mut self) -> bool {
+        match self.rows.last() {
+            Some(&index) => {
+                self.rows.push(index);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn finish(self) -> PolarsResult<Column> {
+        Ok(self.values.finish().take(self.rows.as_slice())?.into_series().into_column())
+    }
 }
 
 impl Builder {
@@ -126,7 +180,7 @@ impl Builder {
         match kind {
             Kind::Number => Builder::Number(Vec::with_capacity(ROW_GROUP)),
             Kind::Time => Builder::Time(Vec::with_capacity(ROW_GROUP)),
-            Kind::Text => Builder::Text(StringChunkedBuilder::new(name.clone(), ROW_GROUP)),
+            Kind::Text => Builder::Text(Texts::new(name)),
         }
     }
 
@@ -146,20 +200,20 @@ impl Builder {
                 }
                 Cell::Time(seconds) => Some(seconds * 1000),
             }),
-            Builder::Text(builder) => match cell {
-                Cell::Null => builder.append_null(),
-                Cell::Text(text) => builder.append_value(text),
-                other => builder.append_value(csv_text(other).as_ref()),
+            Builder::Text(texts) => match cell {
+                Cell::Null => texts.rows.push(0),
+                Cell::Text(text) => texts.push(text),
+                other => texts.push(csv_text(other).as_ref()),
             },
         }
     }
 
-    fn finish(self, name: &PlSmallStr) -> Column {
-        match self {
+    fn finish(self, name: &PlSmallStr) -> PolarsResult<Column> {
+        Ok(match self {
             Builder::Number(values) => Column::new(name.clone(), values),
             Builder::Time(millis) => utc_datetimes(name, millis),
-            Builder::Text(builder) => builder.finish().into_series().into_column(),
-        }
+            Builder::Text(texts) => texts.finish()?,
+        })
     }
 }
 
@@ -195,14 +249,16 @@ impl RowWriter {
                     .collect();
                 let columns =
                     kinds.iter().zip(&names).map(|(kind, name)| Builder::new(*kind, name)).collect();
+                let (groups, received) = std::sync::mpsc::sync_channel(1);
+                let encoder = encode_groups(file, names.clone(), received);
                 Out::Parquet(ParquetRows {
-                    file: Some(file),
-                    groups: None,
-                    encoder: None,
+                    groups: Some(groups),
+                    encoder: Some(encoder),
                     names,
                     kinds,
                     columns,
                     filled: 0,
+                    started: false,
                 })
             }
             FileFormat::CsvGz => {
@@ -219,11 +275,28 @@ impl RowWriter {
 
     /// Writes one row: a cell per column of the header, in its order.
     pub fn row(&mut self, cells: &[Cell]) -> Result<(), FileError> {
+        self.write(cells, None)
+    }
+
+    /// Writes one row as [`RowWriter::row`] does, whose texts are the previous row's but in the
+    /// `changed` columns (the caller's promise, as for a charge's next hour): Parquet then
+    /// keeps them without reading them again.
+    pub fn row_like_previous(&mut self, cells: &[Cell], changed: &[usize]) -> Result<(), FileError> {
+        self.write(cells, Some(changed))
+    }
+
+    fn write(&mut self, cells: &[Cell], changed: Option<&[usize]>) -> Result<(), FileError> {
         self.rows += 1;
         match &mut self.out {
             Out::Parquet(parquet) => {
-                for (column, cell) in parquet.columns.iter_mut().zip(cells) {
-                    column.push(*cell);
+                for (i, (column, cell)) in parquet.columns.iter_mut().zip(cells).enumerate() {
+                    let repeated = match (&mut *column, changed) {
+                        (Builder::Text(texts), Some(changed)) => !changed.contains(&i) && texts.repeat(),
+                        _ => false,
+                    };
+                    if !repeated {
+                        column.push(*cell);
+                    }
                 }
                 parquet.filled += 1;
                 if parquet.filled == ROW_GROUP {
@@ -269,42 +342,29 @@ impl RowWriter {
 }
 
 impl ParquetRows {
-    /// Writes the rows held as a row group (the schema alone when there are none yet).
+    /// Sends the rows held to the encoder as a row group (the schema alone when there are none
+    /// yet).
     fn flush(&mut self, path: &Path) -> Result<(), FileError> {
-        let encode = |source| FileError::Encode { path: path.to_path_buf(), source };
-        let columns: Vec<Column> = self
+        if self.filled == 0 && self.started {
+            return Ok(());
+        }
+        let columns: Vec<Builder> = self
             .columns
             .iter_mut()
             .zip(self.kinds.iter().zip(&self.names))
-            .map(|(column, (kind, name))| std::mem::replace(column, Builder::new(*kind, name)).finish(name))
+            .map(|(column, (kind, name))| std::mem::replace(column, Builder::new(*kind, name)))
             .collect();
-        let frame = DataFrame::new(self.filled, columns).map_err(encode)?;
+        let sent = self.groups.as_ref().map(|groups| groups.send((self.filled, columns)));
         self.filled = 0;
-        if self.groups.is_none() {
-            let file = self.file.take().expect("the file is open until the encoder takes it");
-            // Snappy, as DuckDB and Spark write Parquet by default: the fastest to encode.
-            let mut writer = ParquetWriter::new(file)
-                .with_compression(ParquetCompression::Snappy)
-                .batched(frame.schema())
-                .map_err(encode)?;
-            let (groups, received) = std::sync::mpsc::sync_channel::<DataFrame>(1);
-            self.groups = Some(groups);
-            self.encoder = Some(std::thread::spawn(move || {
-                for frame in received {
-                    writer.write_batch(&frame)?;
-                }
-                writer.finish().map(|_| ())
-            }));
-        }
-        if frame.height() > 0 {
-            let sent = self.groups.as_ref().expect("made above").send(frame);
-            if sent.is_err() {
-                // The encoder stopped: its error says why.
+        self.started = true;
+        match sent {
+            Some(Ok(())) => Ok(()),
+            // The encoder stopped: its error says why.
+            _ => {
                 self.groups = None;
-                return self.join(path);
+                self.join(path)
             }
         }
-        Ok(())
     }
 
     /// Waits for the encoder (its channel closed) and returns what went wrong in it.
@@ -316,6 +376,43 @@ impl ParquetRows {
             Some(Err(_)) => Err(encode(PolarsError::ComputeError("the Parquet encoder panicked".into()))),
         }
     }
+}
+
+/// The encoder's thread: makes each row group's columns and writes them to `file`, the schema
+/// from the first.
+fn encode_groups(
+    file: fs::File,
+    names: Vec<PlSmallStr>,
+    groups: std::sync::mpsc::Receiver<(usize, Vec<Builder>)>,
+) -> std::thread::JoinHandle<PolarsResult<()>> {
+    std::thread::spawn(move || {
+        let mut file = Some(file);
+        let mut writer = None;
+        for (height, builders) in groups {
+            let columns = builders
+                .into_iter()
+                .zip(&names)
+                .map(|(b, name)| b.finish(name))
+                .collect::<PolarsResult<_>>()?;
+            let frame = DataFrame::new(height, columns)?;
+            if writer.is_none() {
+                let file = file.take().expect("the file is written from its first row group");
+                // Snappy, as DuckDB and Spark write Parquet by default: the fastest to encode.
+                writer = Some(
+                    ParquetWriter::new(file)
+                        .with_compression(ParquetCompression::Snappy)
+                        .batched(frame.schema())?,
+                );
+            }
+            if height > 0 {
+                writer.as_mut().expect("made above").write_batch(&frame)?;
+            }
+        }
+        match writer {
+            Some(writer) => writer.finish().map(|_| ()),
+            None => Ok(()),
+        }
+    })
 }
 
 /// Writes rows (texts in `header`'s order, `None` for null) as gzip CSV; returns the rows.
@@ -353,4 +450,56 @@ fn write_texts(
         writer.row(&cells)?;
     }
     writer.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Parquet file's column as texts (null as `None`).
+    fn texts(frame: &DataFrame, column: &str) -> Vec<Option<String>> {
+        let column = frame.column(column).unwrap().cast(&DataType::String).unwrap();
+        column.str().unwrap().iter().map(|v| v.map(str::to_string)).collect()
+    }
+
+    #[test]
+    fn rows_like_the_previous_keep_its_texts_and_their_own_changed_columns_and_amounts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rows.parquet");
+        let header = ["ResourceId", "Tags", "BilledCost"];
+        let mut writer = RowWriter::create(&path, &header, FileFormat::Parquet).unwrap();
+        // A VM's three hours (the second and third "like the previous", their tags changed:
+        // the writer must not take the stale id `vm-b`), then a null id and a repeated text.
+        let b = String::from("vm-b");
+        writer
+            .row(&[Cell::Text("vm-a-with-a-long-name"), Cell::Text("{}"), Cell::Nanos(1_500_000_000)])
+            .unwrap();
+        writer.row_like_previous(&[Cell::Text(&b), Cell::Text("{\"x\":1}"), Cell::Nanos(2)], &[1]).unwrap();
+        writer.row_like_previous(&[Cell::Text(&b), Cell::Null, Cell::Number(0.25)], &[1]).unwrap();
+        writer.row(&[Cell::Null, Cell::Text("{}"), Cell::Null]).unwrap();
+        writer.row(&[Cell::Text("vm-a-with-a-long-name"), Cell::Text("{}"), Cell::Nanos(-3)]).unwrap();
+        assert_eq!(writer.finish().unwrap(), 5);
+        let frame = ParquetReader::new(std::fs::File::open(&path).unwrap()).finish().unwrap();
+        let name = Some("vm-a-with-a-long-name".to_string());
+        assert_eq!(texts(&frame, "ResourceId"), [name.clone(), name.clone(), name.clone(), None, name]);
+        let tags = texts(&frame, "Tags");
+        assert_eq!(
+            tags,
+            [Some("{}".into()), Some("{\"x\":1}".into()), None, Some("{}".into()), Some("{}".into())]
+        );
+        let billed: Vec<Option<f64>> =
+            frame.column("BilledCost").unwrap().f64().unwrap().iter().collect();
+        assert_eq!(billed, [Some(1.5), Some(2e-9), Some(0.25), None, Some(-3e-9)]);
+    }
+
+    #[test]
+    fn a_file_without_rows_has_the_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("empty.parquet");
+        let writer =
+            RowWriter::create(&path, &["ResourceId", "ChargePeriodStart"], FileFormat::Parquet).unwrap();
+        assert_eq!(writer.finish().unwrap(), 0);
+        let frame = ParquetReader::new(std::fs::File::open(&path).unwrap()).finish().unwrap();
+        assert_eq!((frame.height(), frame.get_column_names().len()), (0, 2));
+    }
 }

@@ -101,8 +101,21 @@ where
     }
 
     async fn bill_vm_days(&self, period: &str) -> StoreResult<Vec<BillVmDay>> {
-        let sql = BillVmDay::sql().select_where("period = $1");
-        self.rows(sqlx::query(&sql).bind(period), "reading a period's virtual machines' costs").await
+        // Sorted here: SQLite sorting the month's packed days (87 MB in a large month) took
+        // six times the read.
+        let sql = BillVmDay::sql().select_where_unordered("period = $1");
+        let mut days: Vec<BillVmDay> =
+            self.rows(sqlx::query(&sql).bind(period), "reading a period's virtual machines' costs").await?;
+        days.sort_unstable_by(|a, b| {
+            (&a.provider, &a.billing_account, &a.instance, a.day, &a.charge_key).cmp(&(
+                &b.provider,
+                &b.billing_account,
+                &b.instance,
+                b.day,
+                &b.charge_key,
+            ))
+        });
+        Ok(days)
     }
 
     async fn replace_bills(&self, bills: &[BillReplacement]) -> StoreResult<()> {
