@@ -321,3 +321,14 @@ mod tests {
         assert_eq!(hours("oci", "", "Standard - E3 - Memory", "GB Hours", 8.0), None);
     }
 }
+
+/// FOCUS's service category of an AWS product code (`line_item_product_code`), as AWS's FOCUS
+/// export writes it for the services the generator bills; `Other` for the rest.
+pub fn aws_service_category(product_code: &str) -> &'static str {
+    match product_code {
+        "AmazonEC2" | "AmazonEKS" | "ComputeSavingsPlans" => "Compute",
+        "AmazonS3" | "AmazonEFS" => "Storage",
+        "AWSDataTransfer" | "AmazonVPC" | "AmazonCloudFront" => "Networking",
+        _ => "Other",
+    }
+}

@@ -159,6 +159,26 @@ pub async fn cur_node_costs(
     Ok(costs)
 }
 
+/// The month's clusters gpuledger splits itself, each loaded: a cluster with Kubernetes series
+/// and its nodes' cost in a bill (a FOCUS bill, or the CUR without AWS's split). A cluster the
+/// CUR has AWS's own split for is not one; a split that cannot be made is left off (compute
+/// says why).
+pub async fn our_splits(store: &dyn Store, period: Period) -> Result<Vec<ClusterSplit>, StoreError> {
+    let name = period.to_string();
+    let mut splits = Vec::new();
+    for cluster in store.kube_clusters(period.start(), period.end()).await? {
+        if !store.namespace_costs(&name, Some(&cluster), false).await?.is_empty() {
+            continue;
+        }
+        match ClusterSplit::load(store, period, &cluster).await {
+            Ok(split) => splits.push(split),
+            Err(SplitError::Store(e)) => return Err(e),
+            Err(_) => {}
+        }
+    }
+    Ok(splits)
+}
+
 /// A cluster's split for one period, and what it was made of.
 #[derive(Debug, Clone)]
 pub struct ClusterSplit {

@@ -238,19 +238,8 @@ pub async fn bill_split_nodes(
     store: &dyn Store,
     period: Period,
 ) -> Result<Vec<super::bills::SplitNodes>, crate::store::StoreError> {
-    let mut nodes = Vec::new();
-    let name = period.to_string();
-    for cluster in store.kube_clusters(period.start(), period.end()).await? {
-        let from_cur = !super::cluster_split::cur_node_costs(store, period, &cluster).await?.is_empty();
-        if from_cur && !store.namespace_costs(&name, Some(&cluster), false).await?.is_empty() {
-            continue;
-        }
-        match super::cluster_split::ClusterSplit::load(store, period, &cluster).await {
-            Ok(split) => nodes.extend(split_nodes(&split)),
-            Err(super::cluster_split::SplitError::Store(e)) => return Err(e),
-            Err(_) => {}
-        }
-    }
+    let splits = super::cluster_split::our_splits(store, period).await?;
+    let mut nodes: Vec<_> = splits.iter().filter_map(split_nodes).collect();
     by_month(store, &period.to_string(), &mut nodes).await?;
     Ok(nodes)
 }

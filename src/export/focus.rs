@@ -1,5 +1,5 @@
-//! `gpuledger export focus --period P --out DIR [--format parquet|csv]`: the month's FOCUS
-//! bills written back as one FOCUS 1.3 Cost and Usage file, with gpuledger's split of each
+//! `gpuledger export focus --period P --out DIR [--format parquet|csv]`: the month's bills
+//! written back as one FOCUS 1.3 Cost and Usage file, with gpuledger's split of each
 //! Kubernetes node's cost among its pods as FOCUS 1.3's split cost allocation.
 //!
 //! - **Every charge of every FOCUS bill**, as gpuledger keeps it: one row per day and charge
@@ -25,19 +25,25 @@
 //!   VMs' periods are read packed per day and unpacked one day at a time. It is written under
 //!   a hidden name and renamed when whole, so a failed export leaves no file.
 //!
-//! CUR bills (AWS's own export, whose split AWS already writes) are not in the file yet.
+//! - **The CUR** ([`write_cur`]): its instance-hours (a cluster's allocated to its pods where
+//!   gpuledger split it, AWS's split being off), its other costs per day and its invoices'
+//!   discounts, credits, refunds and tax; AWS's FOCUS export of the same bill is then left out.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::engine::cluster_split::{ClusterSplit, METHOD_ID, SplitError, client_of};
+use crate::engine::bills::counted;
+use crate::engine::cluster_split::{ClusterSplit, METHOD_ID, SplitError, client_of, our_splits};
 use crate::engine::kube_split::instance_key;
 use crate::money::{Nanos, apportion_by_weight};
 use crate::period::Period;
 use crate::sources::focus_file::{Cell, FileError, FileFormat, RowWriter};
-use crate::store::{Bill, BillCharge, BillVmDay, Store, StoreError, VmPeriod};
+use crate::store::{
+    Bill, BillCharge, BillVmDay, CostPeriod, InstanceHour, LineCategory, PurchaseOption, Store, StoreError,
+    VmPeriod,
+};
 
 /// The columns written, in order: FOCUS 1.3's (no custom `x_` column).
 pub const COLUMNS: [&str; 50] = [
@@ -143,7 +149,7 @@ pub enum ExportError {
     Split(#[from] SplitError),
     #[error(transparent)]
     File(#[from] FileError),
-    #[error("no FOCUS bill of {0} is stored: run `gpuledger ingest focus` first")]
+    #[error("no bill of {0} is stored: run `gpuledger ingest focus` or `gpuledger ingest cur` first")]
     NoBills(Period),
     /// Virtual machines' costs stored before they kept their charge group (migration 0036).
     #[error(
@@ -173,6 +179,8 @@ pub struct ExportSummary {
 pub struct BillWritten {
     pub provider: String,
     pub billing_account: String,
+    /// `focus`, or `cur` for the CUR's bill.
+    pub format: String,
     pub currency: String,
     pub billed_cost: String,
     pub effective_cost: String,
@@ -302,14 +310,7 @@ struct Splits {
 
 impl Splits {
     async fn load(store: &dyn Store, period: Period) -> Result<Splits, ExportError> {
-        let mut clusters = Vec::new();
-        for cluster in store.kube_clusters(period.start(), period.end()).await? {
-            match ClusterSplit::load(store, period, &cluster).await {
-                Ok(split) if split.node_costs_from == "focus" => clusters.push(split),
-                Ok(_) | Err(SplitError::NoNodeCosts { .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        let clusters = our_splits(store, period).await?;
         let mut by_hour: HashMap<String, BTreeMap<i64, Vec<(Who, Share)>>> = HashMap::new();
         for (c, split) in clusters.iter().enumerate() {
             let instance_of: HashMap<(&str, i64), String> = split
@@ -592,6 +593,209 @@ fn allocate(
     Ok(Some(shares.len()))
 }
 
+/// Origin charges split and the allocated rows written for them.
+#[derive(Debug, Default)]
+struct Counts {
+    origins: usize,
+    allocated: usize,
+}
+
+/// Writes a VM's charge period: its allocated charges where a split gave it to pods, the
+/// origin charge itself otherwise.
+fn write_vm(
+    splits: &Splits,
+    origin: &[Cell; COLUMNS.len()],
+    instance: &str,
+    vm: &VmPeriod,
+    out: &mut Written,
+    counts: &mut Counts,
+) -> Result<(), FileError> {
+    let shares = splits.of(instance, vm);
+    let allocated = match shares.is_empty() {
+        true => None,
+        false => allocate(splits, origin, vm, &shares, out)?,
+    };
+    match allocated {
+        Some(count) => {
+            counts.origins += 1;
+            counts.allocated += count;
+            Ok(())
+        }
+        None => out.row(origin),
+    }
+}
+
+/// A CUR charge's row: the CUR's stored form keeps no contracted cost, nor a list cost but an
+/// instance-hour's (its public on-demand cost); both are its unblended cost, the cost at the
+/// account's rates before commitments (FOCUS allows neither to be null).
+fn with_unblended_as_unkept(mut row: [Cell<'_>; COLUMNS.len()], list: bool) -> [Cell<'_>; COLUMNS.len()] {
+    row[CONTRACTED] = row[BILLED];
+    if !list {
+        row[LIST] = row[BILLED];
+    }
+    row
+}
+
+/// FOCUS's charge category and class of a CUR line type.
+fn cur_charge_category(line_item_type: &str) -> (&'static str, &'static str) {
+    match line_item_type {
+        "Tax" => ("Tax", ""),
+        "Credit" => ("Credit", ""),
+        "Refund" => ("Credit", "Correction"),
+        t if t.ends_with("Discount") => ("Credit", ""),
+        "Fee" | "RIFee" | "SavingsPlanRecurringFee" | "SavingsPlanUpfrontFee" => ("Purchase", ""),
+        _ => ("Usage", ""),
+    }
+}
+
+/// FOCUS's pricing category and commitment discount status of an instance-hour.
+fn cur_pricing(option: PurchaseOption) -> (&'static str, &'static str) {
+    match option {
+        PurchaseOption::OnDemand => ("Standard", ""),
+        PurchaseOption::Spot => ("Dynamic", ""),
+        PurchaseOption::SavingsPlans | PurchaseOption::Reserved => ("Committed", "Used"),
+        PurchaseOption::Unknown => ("", ""),
+    }
+}
+
+/// A CUR line's allocation tags (a JSON object) with its EKS cluster's, as AWS tags a node.
+fn cur_tags(cluster: &str, tags: &str) -> String {
+    let mut object = match serde_json::from_str::<serde_json::Value>(tags) {
+        Ok(serde_json::Value::Object(object)) => object,
+        _ => serde_json::Map::new(),
+    };
+    if !cluster.is_empty() {
+        object.insert("aws:eks:cluster-name".into(), json!(cluster));
+    }
+    serde_json::Value::Object(object).to_string()
+}
+
+/// Writes the month's CUR bill: each instance-hour (a node's allocated to its pods where
+/// gpuledger split its cluster, AWS's split being off), each day's other cost, and the
+/// invoices' discounts, credits, refunds and tax for the month. What the CUR's stored form does
+/// not keep is its unblended cost ([`with_unblended_as_unkept`]).
+fn write_cur(
+    cur: &CostPeriod,
+    period: Period,
+    splits: &Splits,
+    out: &mut Written,
+    counts: &mut Counts,
+) -> Result<BillWritten, ExportError> {
+    let bill = cur.as_bill();
+    (out.billed, out.effective) = (0, 0);
+    let names: HashMap<&str, &str> = cur
+        .bill_lines
+        .iter()
+        .filter(|l| !l.usage_account_name.is_empty())
+        .map(|l| (l.usage_account_id.as_str(), l.usage_account_name.as_str()))
+        .collect();
+    let charge = |account: &str, service: &str, category: (&str, &str), tags: String| BillCharge {
+        sub_account_id: account.to_string(),
+        sub_account_name: names.get(account).map(|n| n.to_string()).unwrap_or_default(),
+        service_name: service.to_string(),
+        service_category: crate::catalog::aws_service_category(service).to_string(),
+        charge_category: category.0.to_string(),
+        charge_class: category.1.to_string(),
+        tags,
+        ..BillCharge::default()
+    };
+    // Each instance's hours at one purchase option are a run of one charge's texts.
+    let mut hours: Vec<&InstanceHour> = cur.instance_hours.iter().collect();
+    hours.sort_by(|a, b| {
+        (&a.instance_id, a.purchase_option, a.hour).cmp(&(&b.instance_id, b.purchase_option, b.hour))
+    });
+    for run in hours.chunk_by(|a, b| a.instance_id == b.instance_id && a.purchase_option == b.purchase_option)
+    {
+        let first = run[0];
+        let (pricing, status) = cur_pricing(first.purchase_option);
+        let template = BillCharge {
+            pricing_category: pricing.into(),
+            commitment_discount_status: status.into(),
+            resource_type: "Virtual Machine".into(),
+            consumed_unit: "Hours".into(),
+            ..charge(&first.usage_account_id, "AmazonEC2", ("Usage", ""), cur_tags(&first.cluster, "{}"))
+        };
+        let derived = Derived {
+            provider: provider_name("aws"),
+            frequency: charge_frequency("Usage"),
+            description: format!("{} {}", first.instance_type, first.purchase_option.as_str()),
+        };
+        out.next_charge();
+        for hour in run {
+            let vm = VmPeriod {
+                start: hour.hour,
+                end: hour.hour + 3600,
+                charges: 1,
+                consumed_quantity: hour.usage_hours,
+                billed_nanos: hour.unblended_cost_micros * 1000,
+                effective_nanos: hour.amortized_cost_micros * 1000,
+                list_nanos: hour.public_on_demand_cost_micros * 1000,
+                contracted_nanos: hour.unblended_cost_micros * 1000,
+            };
+            let origin = charge_row(
+                &bill,
+                period,
+                &template,
+                &derived,
+                (vm.start, vm.end),
+                Amounts::of_vm(&vm),
+                vm.consumed_quantity,
+                &hour.instance_id,
+            );
+            write_vm(splits, &with_unblended_as_unkept(origin, true), &hour.instance_id, &vm, out, counts)?;
+        }
+    }
+    for other in &cur.other_costs {
+        let category = cur_charge_category(&other.line_item_type);
+        let template =
+            charge(&other.usage_account_id, &other.service, category, cur_tags(&other.cluster, &other.tags));
+        let derived = Derived {
+            provider: provider_name("aws"),
+            frequency: charge_frequency(category.0),
+            description: other.usage_type.clone(),
+        };
+        let amounts = Amounts {
+            billed: other.unblended_cost_micros * 1000,
+            effective: other.amortized_cost_micros * 1000,
+            ..Amounts::default()
+        };
+        let row =
+            charge_row(&bill, period, &template, &derived, (other.day, other.day + 86_400), amounts, 0.0, "");
+        out.next_charge();
+        out.row(&with_unblended_as_unkept(row, false))?;
+    }
+    for line in cur.bill_lines.iter().filter(|l| l.category != LineCategory::Usage) {
+        let category = match line.category {
+            LineCategory::Tax => ("Tax", ""),
+            LineCategory::Refund => ("Credit", "Correction"),
+            _ => ("Credit", ""),
+        };
+        let template = charge(&line.usage_account_id, &line.service, category, "{}".into());
+        let derived = Derived {
+            provider: provider_name("aws"),
+            frequency: charge_frequency(category.0),
+            description: line.line_item_type.clone(),
+        };
+        let amounts = Amounts {
+            billed: line.unblended_micros * 1000,
+            effective: line.amortized_micros * 1000,
+            ..Amounts::default()
+        };
+        let row =
+            charge_row(&bill, period, &template, &derived, (period.start(), period.end()), amounts, 0.0, "");
+        out.next_charge();
+        out.row(&with_unblended_as_unkept(row, false))?;
+    }
+    Ok(BillWritten {
+        provider: bill.provider,
+        billing_account: bill.billing_account,
+        format: bill.format,
+        currency: bill.currency,
+        billed_cost: Nanos(out.billed).exact(),
+        effective_cost: Nanos(out.effective).exact(),
+    })
+}
+
 /// Writes `period`'s FOCUS bills with gpuledger's allocation as one file under `out`.
 pub async fn export_focus(
     store: &dyn Store,
@@ -600,9 +804,12 @@ pub async fn export_focus(
     format: FocusFormat,
 ) -> Result<ExportSummary, ExportError> {
     let name = period.to_string();
+    let cur = store.cost_period(&name).await?;
+    // The CUR's own bill through AWS's FOCUS export is the CUR's: written once, from the CUR.
+    let payer = cur.as_ref().map(|c| c.billing_account.as_str());
     let bills: Vec<Bill> =
-        store.bills(Some(&name)).await?.into_iter().filter(|b| b.format == "focus").collect();
-    if bills.is_empty() {
+        store.bills(Some(&name)).await?.into_iter().filter(|b| counted(b, payer)).collect();
+    if bills.is_empty() && cur.is_none() {
         return Err(ExportError::NoBills(period));
     }
     if let Some(bill) = bills.iter().find(|b| b.data_version.ends_with(crate::store::BEFORE_VM_DAYS)) {
@@ -618,7 +825,7 @@ pub async fn export_focus(
     };
     // Written under another name and renamed when whole: a failed export leaves no file.
     let partial = out.join(format!(".gpuledger-focus-1.3-{name}.partial"));
-    match write_file(store, period, &bills, &partial, format).await {
+    match write_file(store, period, &bills, cur.as_ref(), &partial, format).await {
         Ok(mut summary) => {
             std::fs::rename(&partial, &file)
                 .map_err(|source| FileError::Io { path: file.clone(), source })?;
@@ -637,6 +844,7 @@ async fn write_file(
     store: &dyn Store,
     period: Period,
     bills: &[Bill],
+    cur: Option<&CostPeriod>,
     file: &Path,
     format: FocusFormat,
 ) -> Result<ExportSummary, ExportError> {
@@ -649,7 +857,7 @@ async fn write_file(
         FocusFormat::Csv => FileFormat::CsvGz,
     };
     let mut written = Written::new(RowWriter::create(file, &COLUMNS, file_format)?);
-    let (mut origin_charges_split, mut allocated_rows) = (0, 0);
+    let mut counts = Counts::default();
     let mut sums = Vec::new();
     for bill in bills {
         let ours =
@@ -697,18 +905,7 @@ async fn write_file(
                         vm.consumed_quantity,
                         instance,
                     );
-                    let shares = splits.of(instance, vm);
-                    let allocated = match shares.is_empty() {
-                        true => None,
-                        false => allocate(&splits, &origin, vm, &shares, &mut written)?,
-                    };
-                    match allocated {
-                        Some(count) => {
-                            origin_charges_split += 1;
-                            allocated_rows += count;
-                        }
-                        None => written.row(&origin)?,
-                    }
+                    write_vm(&splits, &origin, instance, vm, &mut written, &mut counts)?;
                 }
             }
         }
@@ -738,10 +935,14 @@ async fn write_file(
         sums.push(BillWritten {
             provider: bill.provider.clone(),
             billing_account: bill.billing_account.clone(),
+            format: bill.format.clone(),
             currency: bill.currency.clone(),
             billed_cost: Nanos(written.billed).exact(),
             effective_cost: Nanos(written.effective).exact(),
         });
+    }
+    if let Some(cur) = cur {
+        sums.push(write_cur(cur, period, &splits, &mut written, &mut counts)?);
     }
     let count = written.file.finish()?;
     Ok(ExportSummary {
@@ -750,8 +951,8 @@ async fn write_file(
         format,
         file: file.to_path_buf(),
         rows: count as usize,
-        origin_charges_split,
-        allocated_rows,
+        origin_charges_split: counts.origins,
+        allocated_rows: counts.allocated,
         bills: sums,
     })
 }

@@ -59,23 +59,6 @@ use crate::money::{Nanos, format_usd, usd_decimal};
 use crate::period::Period;
 use crate::store::{Bill, BillLine, CostPeriod, LineCategory, Store};
 
-/// The CUR's bill as one of the month's bills: AWS's, in its currency, billed = unblended
-/// (what the invoices charge), effective = amortized, to its payer account.
-fn cur_bill(period: &CostPeriod) -> Bill {
-    Bill {
-        period: period.period.clone(),
-        provider: "aws".into(),
-        billing_account: period.billing_account.clone(),
-        format: "cur".into(),
-        currency: period.currency.clone(),
-        data_version: period.data_version.clone(),
-        billed_nanos: period.bill_unblended_micros * 1_000,
-        effective_nanos: period.bill_amortized_micros * 1_000,
-        deviations: "{}".into(),
-        ..Bill::default()
-    }
-}
-
 /// The month's totals in the reporting currency, in micros (`BillReport::totals`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Totals {
@@ -486,7 +469,7 @@ impl BillReport {
     ) -> Result<BillReport, ReportError> {
         let key = period.to_string();
         let cur = store.bill(&key).await?;
-        let mut bills: Vec<Bill> = cur.iter().map(cur_bill).collect();
+        let mut bills: Vec<Bill> = cur.iter().map(CostPeriod::as_bill).collect();
         bills.extend(store.bills(Some(&key)).await?);
         if bills.is_empty() {
             return Err(ReportError::NoData(period));

@@ -120,7 +120,7 @@ enum Kind {
 enum Builder {
     Number(Vec<Option<f64>>),
     Time(Vec<Option<i64>>),
-    Text(Texts),
+    Text(Box<Texts>),
 }
 
 /// A text column's row group: a value repeated in consecutive rows (a charge group's texts, a
@@ -180,7 +180,7 @@ impl Builder {
         match kind {
             Kind::Number => Builder::Number(Vec::with_capacity(ROW_GROUP)),
             Kind::Time => Builder::Time(Vec::with_capacity(ROW_GROUP)),
-            Kind::Text => Builder::Text(Texts::new(name)),
+            Kind::Text => Builder::Text(Box::new(Texts::new(name))),
         }
     }
 
@@ -487,8 +487,7 @@ mod tests {
             tags,
             [Some("{}".into()), Some("{\"x\":1}".into()), None, Some("{}".into()), Some("{}".into())]
         );
-        let billed: Vec<Option<f64>> =
-            frame.column("BilledCost").unwrap().f64().unwrap().iter().collect();
+        let billed: Vec<Option<f64>> = frame.column("BilledCost").unwrap().f64().unwrap().iter().collect();
         assert_eq!(billed, [Some(1.5), Some(2e-9), Some(0.25), None, Some(-3e-9)]);
     }
 

@@ -492,6 +492,23 @@ pub struct CostPeriod {
 }
 
 impl CostPeriod {
+    /// The CUR's bill as one of the month's bills: AWS's, in its currency, billed = unblended
+    /// (what the invoices charge), effective = amortized, to its payer account.
+    pub fn as_bill(&self) -> Bill {
+        Bill {
+            period: self.period.clone(),
+            provider: "aws".into(),
+            billing_account: self.billing_account.clone(),
+            format: "cur".into(),
+            currency: self.currency.clone(),
+            data_version: self.data_version.clone(),
+            billed_nanos: self.bill_unblended_micros * 1_000,
+            effective_nanos: self.bill_amortized_micros * 1_000,
+            deviations: "{}".into(),
+            ..Bill::default()
+        }
+    }
+
     /// Other cost: the amortized bill less Kubernetes and unallocated EC2 cost.
     pub fn other_cost_micros(&self) -> i64 {
         self.bill_amortized_micros - self.kubernetes_micros - self.unallocated_ec2_micros

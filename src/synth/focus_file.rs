@@ -73,17 +73,6 @@ const NUMBERS: [&str; 6] =
     ["BilledCost", "EffectiveCost", "ListCost", "ContractedCost", "ConsumedQuantity", "PricingQuantity"];
 const TIMES: [&str; 4] = ["BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd"];
 
-/// AWS's service categories for the product codes the generator bills.
-fn service_category(product_code: &str) -> &'static str {
-    match product_code {
-        "AmazonEC2" | "AmazonEKS" => "Compute",
-        "AmazonS3" | "AmazonEFS" => "Storage",
-        "AWSDataTransfer" | "AmazonVPC" | "AmazonCloudFront" => "Networking",
-        "ComputeSavingsPlans" => "Compute",
-        _ => "Other",
-    }
-}
-
 impl FocusBatch {
     pub fn new() -> FocusBatch {
         FocusBatch {
@@ -244,7 +233,7 @@ impl FocusBatch {
                 cur.line_item_resource_id
             }),
             some(cur.line_item_product_code),
-            Some(service_category(cur.line_item_product_code).into()),
+            Some(crate::catalog::aws_service_category(cur.line_item_product_code).into()),
             some(cur.line_item_usage_account_id),
             some(cur.line_item_usage_account_name),
             (!tags.is_empty()).then(|| serde_json::to_string(&tags).unwrap_or_default()),

@@ -416,6 +416,87 @@ async fn an_eks_cluster_without_awss_split_is_split_by_gpuledger_into_chargeback
     assert_eq!(nanos(&bill["kubernetes_cost"]), month.kubernetes_cost_nanos.rounded_micros().0 * 1000);
     assert_eq!(nanos(&bill["unallocated_ec2_cost"]), month.unallocated_ec2_micros.0 * 1000);
     assert_eq!(nanos(&bill["other_cost"]), month.other_cost_micros.0 * 1000);
+    check_cur_export(&url, dir.path(), store.as_ref(), &rollups).await;
+}
+
+/// `export focus` of a month with the CUR: the CUR's every line is in the file (its BilledCost
+/// the bill's unblended cost exactly, its EffectiveCost the amortized bill and the invoices'
+/// discounts, credits, refunds and tax), and the instance-hours of ml-west (gpuledger's split)
+/// are allocated to its pods: per cluster exactly its instance-hours' amortized cost, per
+/// namespace chargeback's cost within 10 micro-dollars (chargeback rounds once per cluster).
+async fn check_cur_export(
+    url: &str,
+    dir: &Path,
+    store: &dyn gpuledger::store::Store,
+    rollups: &gpuledger::store::Rollups,
+) {
+    use gpuledger::store::LineCategory;
+    use polars::prelude::*;
+    use serde_json::json;
+    let out = dir.join("focus-out");
+    let output =
+        run(&["--database-url", url, "export", "focus", "--period", PERIOD, "--out", out.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let cur = store.cost_period(PERIOD).await.unwrap().unwrap();
+    let outside: i64 =
+        cur.bill_lines.iter().filter(|l| l.category != LineCategory::Usage).map(|l| l.amortized_micros).sum();
+    assert!(outside < 0, "the month has credits and discounts: {outside}");
+    let written = summary["bills"].as_array().unwrap();
+    assert_eq!(written.len(), 1, "{summary}");
+    assert_eq!((&written[0]["format"], &written[0]["provider"]), (&json!("cur"), &json!("aws")));
+    assert_eq!(nanos(&written[0]["billed_cost"]), cur.bill_unblended_micros * 1000);
+    assert_eq!(nanos(&written[0]["effective_cost"]), (cur.bill_amortized_micros + outside) * 1000);
+
+    let file = std::fs::File::open(summary["file"].as_str().unwrap()).unwrap();
+    let frame = ParquetReader::new(file).finish().unwrap();
+    let text = |name: &str| -> Vec<Option<String>> {
+        frame.column(name).unwrap().str().unwrap().iter().map(|v| v.map(str::to_string)).collect()
+    };
+    let effective: Vec<i64> = frame
+        .column("EffectiveCost")
+        .unwrap()
+        .f64()
+        .unwrap()
+        .iter()
+        .map(|v| (v.unwrap() * 1e9).round() as i64)
+        .collect();
+    assert_eq!(effective.iter().sum::<i64>(), (cur.bill_amortized_micros + outside) * 1000);
+    let (method, tags) = (text("AllocatedMethodId"), text("AllocatedTags"));
+    let allocated: Vec<usize> = (0..frame.height()).filter(|&i| method[i].is_some()).collect();
+    assert_eq!(allocated.len() as u64, summary["allocated_rows"].as_u64().unwrap());
+    assert!(allocated.len() > 1000, "{} allocated rows", allocated.len());
+    let mut by_namespace: BTreeMap<String, i64> = BTreeMap::new();
+    let mut cluster_total = 0;
+    for &i in &allocated {
+        let tags: Value = serde_json::from_str(tags[i].as_deref().unwrap()).unwrap();
+        assert_eq!(tags["cluster"], "ml-west", "only ml-west is split by gpuledger");
+        cluster_total += effective[i];
+        if let Some(namespace) = tags["namespace"].as_str() {
+            *by_namespace.entry(namespace.to_string()).or_default() += effective[i];
+        }
+    }
+    let west_hours: i64 = cur
+        .instance_hours
+        .iter()
+        .filter(|h| h.cluster == "ml-west")
+        .map(|h| h.amortized_cost_micros * 1000)
+        .sum();
+    assert_eq!(cluster_total, west_hours, "ml-west's allocated rows are its instance-hours");
+    let mut chargeback: BTreeMap<String, i64> = BTreeMap::new();
+    for c in rollups.costs.iter().filter(|c| c.cluster == "ml-west") {
+        *chargeback.entry(c.namespace.clone()).or_default() += c.split_cost_nanos + c.unused_cost_nanos;
+    }
+    assert_eq!(by_namespace.keys().collect::<Vec<_>>(), chargeback.keys().collect::<Vec<_>>());
+    for (namespace, nanos) in &by_namespace {
+        let difference = nanos - chargeback[namespace];
+        assert!(
+            difference.abs() <= 10_000,
+            "{namespace}: {nanos} in the file, {} in chargeback",
+            chargeback[namespace]
+        );
+    }
+    focus_validator(Path::new(summary["file"].as_str().unwrap()));
 }
 
 /// On AKS, GKE and OKE, whose bills split nothing, gpuledger splits each VM's cost in the
@@ -660,6 +741,23 @@ async fn our_split_of_aks_gke_and_oke_nodes_from_their_focus_bills_is_the_truth_
         let (_, twin) =
             crate::web::get(&web, &format!("/costs?period={PERIOD}&group=cluster&format=json")).await;
         let twin: Value = serde_json::from_str(&twin).unwrap();
+        // No DCGM series for these clusters' GPUs: their idle GPU cost is unknown, not $0.00.
+        let rows = twin["costs"]["rows"].as_array().unwrap();
+        for (_, cluster, _) in clusters {
+            let row = rows.iter().find(|r| r["cluster"] == cluster).unwrap();
+            let gpu_cost = match &row["gpu_cost"] {
+                Value::String(text) => text.parse::<f64>().unwrap(),
+                number => number.as_f64().unwrap(),
+            };
+            assert!(gpu_cost > 1.0, "{row}");
+            assert_eq!(row["idle_gpu_cost"], Value::Null, "{row}");
+        }
+        assert!(
+            costs.contains(
+                "Idle GPU cost is empty where none of the GPU-hours was measured (no DCGM series for those GPUs): aks-weu, gke-central, oke-iad."
+            ),
+            "{costs}"
+        );
         let splits: Vec<(&str, &str)> = twin["cluster_splits"]
             .as_array()
             .unwrap()

@@ -312,6 +312,8 @@ fn grouped_costs(
     // A namespace's workload named too: a CronJob, whose runs are then the rows.
     let runs_of = given(&filters.workload).filter(|_| workloads && namespace.is_some());
     let mut by_key: HashMap<Key, [i64; 6]> = HashMap::new();
+    // GPU-hours allocated and those no DCGM series measured: idle is unknown where none was.
+    let mut gpu_hours: HashMap<Key, [f64; 2]> = HashMap::new();
     // The CronJobs whose row sums runs (Jobs named after them).
     let mut folded: HashSet<Key> = HashSet::new();
     let chosen = range.costs().filter(|c| {
@@ -340,6 +342,27 @@ fn grouped_costs(
         s[3] += c.public_on_demand_cost_nanos;
         s[4] += c.gpu_cost_nanos;
         s[5] += c.idle_gpu_cost_nanos;
+        let hours = gpu_hours.entry(key).or_default();
+        hours[0] += c.gpu_hours_allocated;
+        hours[1] += c.gpu_hours_unmeasured;
+    }
+    let unmeasured = |[allocated, unmeasured]: [f64; 2]| allocated > 0.0 && unmeasured >= allocated - 1e-9;
+    let none_measured: Vec<String> = {
+        let mut keys: Vec<&Key> = gpu_hours.iter().filter(|(_, h)| unmeasured(**h)).map(|(k, _)| k).collect();
+        keys.sort_unstable();
+        keys.iter()
+            .map(
+                |(value, workload)| if workloads { format!("{value}/{workload}") } else { value.to_string() },
+            )
+            .collect()
+    };
+    if !none_measured.is_empty() {
+        let shown = none_measured.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+        let more = none_measured.len().saturating_sub(5);
+        notes.push(format!(
+            "Idle GPU cost is empty where none of the GPU-hours was measured (no DCGM series for those GPUs): {shown}{}.",
+            if more > 0 { format!(" and {more} more") } else { String::new() }
+        ));
     }
     if !folded.is_empty() {
         notes.push(
@@ -353,7 +376,7 @@ fn grouped_costs(
     sums.sort_unstable_by(|a, b| order(&a.0, &b.0));
     let label =
         |(value, workload): &Key| if workloads { format!("{value}/{workload}") } else { value.to_string() };
-    let line = |label: String, s: &[i64; 6]| {
+    let line = |label: String, s: &[i64; 6], hours: [f64; 2]| {
         vec![
             Cell::Text(label),
             money(s[0]),
@@ -362,7 +385,7 @@ fn grouped_costs(
             money(s[2]),
             money(s[3]),
             money(s[4]),
-            money(s[5]),
+            if unmeasured(hours) { Cell::Usd(None) } else { money(s[5]) },
         ]
     };
     let base = costs_base(filters, range);
@@ -397,7 +420,8 @@ fn grouped_costs(
     }
     let kept = &sums[rows];
     let mut links: Vec<Option<String>> = kept.iter().map(|(key, _)| link(key)).collect();
-    let mut totals = vec![line("Kubernetes total".into(), &total)];
+    let total_hours = gpu_hours.values().fold([0.0; 2], |acc, h| [acc[0] + h[0], acc[1] + h[1]]);
+    let mut totals = vec![line("Kubernetes total".into(), &total, total_hours)];
     links.push(None);
     let whole = range.parts.iter().all(|(_, whole)| *whole);
     if namespace.is_none() && cluster.is_none() && whole {
@@ -437,7 +461,7 @@ fn grouped_costs(
         title: "Costs".into(),
         totals,
         columns,
-        rows: kept.iter().map(|(key, s)| line(label(key), s)).collect(),
+        rows: kept.iter().map(|(key, s)| line(label(key), s, gpu_hours[key])).collect(),
     };
     let cluster_chosen = cluster.clone();
     let mut scope = cluster.map(|c| format!(" in cluster {c}")).unwrap_or_default();
