@@ -271,6 +271,17 @@ fn gpu_model_in(text: &str) -> Option<&'static str> {
     }
 }
 
+/// FOCUS's service category of an AWS product code (`line_item_product_code`), as AWS's FOCUS
+/// export writes it for the services the generator bills; `Other` for the rest.
+pub fn aws_service_category(product_code: &str) -> &'static str {
+    match product_code {
+        "AmazonEC2" | "AmazonEKS" | "ComputeSavingsPlans" => "Compute",
+        "AmazonS3" | "AmazonEFS" => "Storage",
+        "AWSDataTransfer" | "AmazonVPC" | "AmazonCloudFront" => "Networking",
+        _ => "Other",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,16 +330,5 @@ mod tests {
         );
         assert_eq!(hours("oci", "BM.GPU.H100.8", "", "", 1.0).unwrap().gpu_hours, 8.0);
         assert_eq!(hours("oci", "", "Standard - E3 - Memory", "GB Hours", 8.0), None);
-    }
-}
-
-/// FOCUS's service category of an AWS product code (`line_item_product_code`), as AWS's FOCUS
-/// export writes it for the services the generator bills; `Other` for the rest.
-pub fn aws_service_category(product_code: &str) -> &'static str {
-    match product_code {
-        "AmazonEC2" | "AmazonEKS" | "ComputeSavingsPlans" => "Compute",
-        "AmazonS3" | "AmazonEFS" => "Storage",
-        "AWSDataTransfer" | "AmazonVPC" | "AmazonCloudFront" => "Networking",
-        _ => "Other",
     }
 }
