@@ -745,46 +745,34 @@ fn write_cur(
             write_vm(splits, &with_unblended_as_unkept(origin, true), &hour.instance_id, &vm, out, counts)?;
         }
     }
+    // A line of no resource over `span`, its unblended and amortized cost in micro-dollars.
+    let line = |out: &mut Written, template: &BillCharge, description: &str, span, (unblended, amortized)| {
+        let derived = Derived {
+            provider: provider_name("aws"),
+            frequency: charge_frequency(&template.charge_category),
+            description: description.to_string(),
+        };
+        let amounts = Amounts { billed: unblended * 1000, effective: amortized * 1000, ..Amounts::default() };
+        let row = charge_row(&bill, period, template, &derived, span, amounts, 0.0, "");
+        out.next_charge();
+        out.row(&with_unblended_as_unkept(row, false))
+    };
     for other in &cur.other_costs {
         let category = cur_charge_category(&other.line_item_type);
         let template =
             charge(&other.usage_account_id, &other.service, category, cur_tags(&other.cluster, &other.tags));
-        let derived = Derived {
-            provider: provider_name("aws"),
-            frequency: charge_frequency(category.0),
-            description: other.usage_type.clone(),
-        };
-        let amounts = Amounts {
-            billed: other.unblended_cost_micros * 1000,
-            effective: other.amortized_cost_micros * 1000,
-            ..Amounts::default()
-        };
-        let row =
-            charge_row(&bill, period, &template, &derived, (other.day, other.day + 86_400), amounts, 0.0, "");
-        out.next_charge();
-        out.row(&with_unblended_as_unkept(row, false))?;
+        let amounts = (other.unblended_cost_micros, other.amortized_cost_micros);
+        line(out, &template, &other.usage_type, (other.day, other.day + 86_400), amounts)?;
     }
-    for line in cur.bill_lines.iter().filter(|l| l.category != LineCategory::Usage) {
-        let category = match line.category {
+    for bill_line in cur.bill_lines.iter().filter(|l| l.category != LineCategory::Usage) {
+        let category = match bill_line.category {
             LineCategory::Tax => ("Tax", ""),
             LineCategory::Refund => ("Credit", "Correction"),
             _ => ("Credit", ""),
         };
-        let template = charge(&line.usage_account_id, &line.service, category, "{}".into());
-        let derived = Derived {
-            provider: provider_name("aws"),
-            frequency: charge_frequency(category.0),
-            description: line.line_item_type.clone(),
-        };
-        let amounts = Amounts {
-            billed: line.unblended_micros * 1000,
-            effective: line.amortized_micros * 1000,
-            ..Amounts::default()
-        };
-        let row =
-            charge_row(&bill, period, &template, &derived, (period.start(), period.end()), amounts, 0.0, "");
-        out.next_charge();
-        out.row(&with_unblended_as_unkept(row, false))?;
+        let template = charge(&bill_line.usage_account_id, &bill_line.service, category, "{}".into());
+        let amounts = (bill_line.unblended_micros, bill_line.amortized_micros);
+        line(out, &template, &bill_line.line_item_type, (period.start(), period.end()), amounts)?;
     }
     Ok(BillWritten {
         provider: bill.provider,

@@ -419,6 +419,29 @@ async fn an_eks_cluster_without_awss_split_is_split_by_gpuledger_into_chargeback
     check_cur_export(&url, dir.path(), store.as_ref(), &rollups).await;
 }
 
+/// An export's Parquet file (named in its summary, its rows counted there), and each row's
+/// `EffectiveCost` in nano-units.
+fn read_export(summary: &Value) -> (polars::prelude::DataFrame, Vec<i64>) {
+    use polars::prelude::*;
+    let file = std::fs::File::open(summary["file"].as_str().unwrap()).unwrap();
+    let frame = ParquetReader::new(file).finish().unwrap();
+    assert_eq!(frame.height() as u64, summary["rows"].as_u64().unwrap());
+    let effective: Vec<i64> = frame
+        .column("EffectiveCost")
+        .unwrap()
+        .f64()
+        .unwrap()
+        .iter()
+        .map(|v| (v.unwrap() * 1e9).round() as i64)
+        .collect();
+    (frame, effective)
+}
+
+/// A text column of an export, null as `None`.
+fn texts(frame: &polars::prelude::DataFrame, name: &str) -> Vec<Option<String>> {
+    frame.column(name).unwrap().str().unwrap().iter().map(|v| v.map(str::to_string)).collect()
+}
+
 /// `export focus` of a month with the CUR: the CUR's every line is in the file (its BilledCost
 /// the bill's unblended cost exactly, its EffectiveCost the amortized bill and the invoices'
 /// discounts, credits, refunds and tax), and the instance-hours of ml-west (gpuledger's split)
@@ -431,7 +454,6 @@ async fn check_cur_export(
     rollups: &gpuledger::store::Rollups,
 ) {
     use gpuledger::store::LineCategory;
-    use polars::prelude::*;
     use serde_json::json;
     let out = dir.join("focus-out");
     let output =
@@ -448,19 +470,8 @@ async fn check_cur_export(
     assert_eq!(nanos(&written[0]["billed_cost"]), cur.bill_unblended_micros * 1000);
     assert_eq!(nanos(&written[0]["effective_cost"]), (cur.bill_amortized_micros + outside) * 1000);
 
-    let file = std::fs::File::open(summary["file"].as_str().unwrap()).unwrap();
-    let frame = ParquetReader::new(file).finish().unwrap();
-    let text = |name: &str| -> Vec<Option<String>> {
-        frame.column(name).unwrap().str().unwrap().iter().map(|v| v.map(str::to_string)).collect()
-    };
-    let effective: Vec<i64> = frame
-        .column("EffectiveCost")
-        .unwrap()
-        .f64()
-        .unwrap()
-        .iter()
-        .map(|v| (v.unwrap() * 1e9).round() as i64)
-        .collect();
+    let (frame, effective) = read_export(&summary);
+    let text = |name: &str| texts(&frame, name);
     assert_eq!(effective.iter().sum::<i64>(), (cur.bill_amortized_micros + outside) * 1000);
     let (method, tags) = (text("AllocatedMethodId"), text("AllocatedTags"));
     let allocated: Vec<usize> = (0..frame.height()).filter(|&i| method[i].is_some()).collect();
@@ -839,20 +850,8 @@ async fn check_focus_export(url: &str, dir: &Path, truth: &Value, store: &dyn gp
         assert_eq!(nanos(&written["effective_cost"]), bill.effective_nanos, "{}", bill.provider);
         assert_eq!(nanos(&written["billed_cost"]), bill.billed_nanos, "{}", bill.provider);
     }
-    let file = std::fs::File::open(summary["file"].as_str().unwrap()).unwrap();
-    let frame = ParquetReader::new(file).finish().unwrap();
-    assert_eq!(frame.height() as u64, summary["rows"].as_u64().unwrap());
-    let text = |name: &str| -> Vec<Option<String>> {
-        frame.column(name).unwrap().str().unwrap().iter().map(|v| v.map(str::to_string)).collect()
-    };
-    let effective: Vec<i64> = frame
-        .column("EffectiveCost")
-        .unwrap()
-        .f64()
-        .unwrap()
-        .iter()
-        .map(|v| (v.unwrap() * 1e9).round() as i64)
-        .collect();
+    let (frame, effective) = read_export(&summary);
+    let text = |name: &str| texts(&frame, name);
     let (account, method, tags, resource) =
         (text("BillingAccountId"), text("AllocatedMethodId"), text("AllocatedTags"), text("ResourceId"));
     // To S3 (moto): the same file, uploaded under the prefix and named by its URI.
