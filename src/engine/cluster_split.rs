@@ -146,17 +146,29 @@ pub fn split_logged(
     split
 }
 
-/// The cluster's instance-hours in the CUR: (instance, hour) → nanos of USD.
-pub async fn cur_node_costs(
-    store: &dyn Store,
-    period: Period,
-    cluster: &str,
-) -> Result<HashMap<(String, i64), i64>, StoreError> {
-    let mut costs: HashMap<(String, i64), i64> = HashMap::new();
-    for hour in store.cluster_instance_hours(&period.to_string(), cluster).await? {
-        *costs.entry((hour.instance_id, hour.hour)).or_default() += hour.amortized_cost_micros * 1000;
+/// What the CUR says of a cluster's instance-hours, per (instance, hour) in nanos of USD: the
+/// amortized cost a split divides, the public on-demand and net amortized cost, and each
+/// instance's usage account. Empty when the CUR does not pay for the cluster's nodes.
+#[derive(Debug, Default)]
+pub struct CurNodeHours {
+    pub costs: HashMap<(String, i64), i64>,
+    pub list_costs: HashMap<(String, i64), i64>,
+    pub net_costs: HashMap<(String, i64), i64>,
+    pub accounts: HashMap<String, String>,
+}
+
+impl CurNodeHours {
+    pub async fn read(store: &dyn Store, period: Period, cluster: &str) -> Result<CurNodeHours, StoreError> {
+        let mut read = CurNodeHours::default();
+        for hour in store.cluster_instance_hours(&period.to_string(), cluster).await? {
+            let key = (hour.instance_id.clone(), hour.hour);
+            *read.list_costs.entry(key.clone()).or_default() += hour.public_on_demand_cost_micros * 1000;
+            *read.net_costs.entry(key.clone()).or_default() += hour.net_amortized_cost_micros * 1000;
+            *read.costs.entry(key).or_default() += hour.amortized_cost_micros * 1000;
+            read.accounts.entry(hour.instance_id).or_insert(hour.usage_account_id);
+        }
+        Ok(read)
     }
-    Ok(costs)
 }
 
 /// The month's clusters gpuledger splits itself, each loaded: a cluster with Kubernetes series
@@ -218,17 +230,8 @@ impl ClusterSplit {
         if cluster.is_empty() || nodes.is_empty() {
             return Err(SplitError::NoKubernetes { cluster: cluster.to_string(), period });
         }
-        // From the CUR: each instance-hour's amortized, public on-demand and net amortized cost,
-        // and the account it is billed to.
-        let (mut costs, mut list_costs, mut net_costs) = (HashMap::new(), HashMap::new(), HashMap::new());
-        let mut accounts = HashMap::new();
-        for hour in store.cluster_instance_hours(&name, cluster).await? {
-            let key = (hour.instance_id.clone(), hour.hour);
-            *list_costs.entry(key.clone()).or_default() += hour.public_on_demand_cost_micros * 1000;
-            *net_costs.entry(key.clone()).or_default() += hour.net_amortized_cost_micros * 1000;
-            *costs.entry(key).or_default() += hour.amortized_cost_micros * 1000;
-            accounts.entry(hour.instance_id).or_insert(hour.usage_account_id);
-        }
+        let CurNodeHours { mut costs, mut list_costs, mut net_costs, accounts } =
+            CurNodeHours::read(store, period, cluster).await?;
         let mut vms = Vec::new();
         let (provider, currency, node_costs_from) = if !costs.is_empty() {
             ("aws".to_string(), "USD".to_string(), "cur")

@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 
 use super::table::{Cell, Table};
 use super::{OutputFormat, ReportError};
-use crate::engine::cluster_split::{Reconciliation, client_of, cur_node_costs, split_logged};
+use crate::engine::cluster_split::{CurNodeHours, Reconciliation, client_of, split_logged};
 use crate::money::{format_usd, micros_from_nanos, usd_decimal};
 use crate::period::Period;
 use crate::store::Store;
@@ -82,7 +82,7 @@ impl SplitCheck {
         if store.periods().await?.iter().all(|p| p.period != name) {
             return Err(ReportError::NoData(period));
         }
-        let costs = cur_node_costs(store, period, cluster).await?;
+        let costs = CurNodeHours::read(store, period, cluster).await?.costs;
         if cluster.is_empty() {
             return Err(ReportError::NoKubernetes { cluster: cluster.to_string(), period });
         }
