@@ -174,7 +174,8 @@ pub struct ExportSummary {
     pub bills: Vec<BillWritten>,
 }
 
-/// One bill's totals in the file (equal to the stored bill's, exactly).
+/// One bill's totals in the file: a FOCUS bill's equal to the stored bill's, exactly; the CUR's
+/// billed cost its unblended total, its effective cost the amortized bill and the lines outside it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct BillWritten {
     pub provider: String,
