@@ -87,8 +87,7 @@ pub async fn compute_period(store: &dyn Store, period: Period) -> Result<Compute
             (inputs, Some(payer))
         }
         None if bills.iter().any(|b| super::bills::counted(b, None)) => {
-            let input_revision = store.input_revision(&name).await?;
-            (ComputeInputs { period: name.clone(), input_revision, ..ComputeInputs::default() }, None)
+            (store.metrics_inputs(&name, settings.engine.idle_threshold).await?, None)
         }
         None => return Err(ComputeError::NoData(period)),
     };

@@ -299,7 +299,9 @@ async fn collect_and_write(
         }
     }
     if has_gpu || kube.is_none() {
-        store.replace_usage_window(from, to, cluster, &folded.gpu, &folded.inference).await?;
+        store
+            .replace_usage_window(from, to, &folded.clusters(cluster), &folded.gpu, &folded.inference)
+            .await?;
     }
     if let Some(kube) = &kube {
         // The clusters the source names are replaced, no other: one cluster's Prometheus
@@ -495,6 +497,26 @@ struct Folded {
     gpu: Vec<GpuUsage>,
     inference: Vec<InferenceUsage>,
     hours_without_utilization: usize,
+}
+
+impl Folded {
+    /// The clusters whose window the rows replace: the one the source was given, else those
+    /// its rows name, no other (one cluster's Prometheus does not erase another's usage);
+    /// every cluster's (`""`) when a row names none, or there are no rows to name one.
+    fn clusters<'a>(&'a self, given: &'a str) -> Vec<&'a str> {
+        let named = self
+            .gpu
+            .iter()
+            .map(|r| r.cluster.as_str())
+            .chain(self.inference.iter().map(|r| r.cluster.as_str()));
+        let mut clusters: Vec<&str> = named.collect();
+        if !given.is_empty() || clusters.is_empty() || clusters.contains(&"") {
+            return vec![given];
+        }
+        clusters.sort_unstable();
+        clusters.dedup();
+        clusters
+    }
 }
 
 /// One GPU (instance) and pod in one hour, while folding.

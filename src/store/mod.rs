@@ -265,18 +265,23 @@ pub trait CostStore: Send + Sync {
     /// What `compute` needs of a billing period's bill, or `None` when it is not stored; the
     /// measured GPU-hours below `idle_threshold` are counted per GPU (or MIG instance).
     async fn compute_inputs(&self, period: &str, idle_threshold: f64) -> StoreResult<Option<ComputeInputs>>;
+
+    /// What `compute` needs of a billing period without a CUR (its FOCUS bills alone): the
+    /// metrics' part of [`ComputeInputs`] (`measured`, `unattributed`, `served`) and its
+    /// input revision, so idle and cost per inference reach the pods of gpuledger's splits.
+    async fn metrics_inputs(&self, period: &str, idle_threshold: f64) -> StoreResult<ComputeInputs>;
 }
 
 /// Measured GPU and inference usage, per hour.
 #[async_trait]
 pub trait UsageStore: Send + Sync {
-    /// Replaces GPU usage and inference usage for hours in `[from, to)` of one `cluster` (of
-    /// every cluster when empty), in one transaction.
+    /// Replaces GPU usage and inference usage for hours in `[from, to)` of each of
+    /// `clusters` (of every cluster for `""`), in one transaction.
     async fn replace_usage_window(
         &self,
         from: i64,
         to: i64,
-        cluster: &str,
+        clusters: &[&str],
         gpu: &[GpuUsage],
         inference: &[InferenceUsage],
     ) -> StoreResult<()>;

@@ -15,9 +15,19 @@
 //! `exported_namespace`; the OKE cluster's kube-prometheus-stack adds no `cluster` (the ingest
 //! is told it).
 //!
+//! AKS's and GKE's Prometheus also scrape the GPU operator's dcgm-exporter and the serving
+//! pods' counters ([`scrapes_gpus`]): AKS's with the exporter's own pod labels and
+//! `DCGM_FI_PROF_GR_ENGINE_ACTIVE`; GKE's through a ClusterPodMonitoring, so the exporter's pod
+//! labels come renamed `exported_*`, and `DCGM_FI_DEV_GPU_UTIL` in percent (the fallback
+//! without profiling metrics). AKS's inference server is Triton, GKE's vLLM. The OKE cluster's
+//! stack has no ServiceMonitor for the exporter: its GPUs are unmeasured, and gpuledger must
+//! say so rather than show them as never idle.
+//!
 //! The truth splits each node-hour's cost (the bill's effective cost of the VM for that hour,
 //! in the bill's currency) by AWS's published rules ([`crate::split`]) and sums pods' shares
-//! per namespace, workload and client.
+//! per namespace, workload and client; where the GPUs are measured, each namespace's GPU-hours
+//! used and idle (below 10 % busy in the hour), the cost of its idle pod-hours and of its
+//! serving hours, and its requests.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -29,6 +39,7 @@ use serde::Serialize;
 use super::clouds::{
     CloudWorld, Provider, gke_instance_name, is_covered, nano_text, node_resource_id, node_runs, sku_price,
 };
+use super::fleet::Server;
 use super::rng::Rng;
 use super::{GenerateError, io_error};
 use crate::period::Period;
@@ -38,6 +49,9 @@ const GIB: f64 = 1_073_741_824.0;
 
 /// The scrape grid of the file, seconds.
 const INTERVAL: i64 = 1_800;
+
+/// gpuledger's default idle threshold: a GPU-hour below it is idle.
+const IDLE_BELOW: f64 = 0.10;
 
 /// What a pod asks for, and what runs it.
 struct Spec {
@@ -95,6 +109,23 @@ fn workloads(pool: &str, node: u32) -> Vec<Spec> {
     }
 }
 
+/// The inference server a workload runs, if any.
+fn server_of(spec: &Spec) -> Server {
+    match spec.workload {
+        "vllm" => Server::Vllm,
+        "initech-llm" => Server::Triton,
+        _ => Server::None,
+    }
+}
+
+/// The model GKE's vLLM pods serve.
+const VLLM_MODEL: &str = "meta-llama/Llama-3.1-8B-Instruct";
+
+/// Whether the cluster's Prometheus scrapes dcgm-exporter and the serving pods' counters.
+fn scrapes_gpus(provider: Provider) -> bool {
+    matches!(provider, Provider::Azure | Provider::Gcp)
+}
+
 /// The agency's client a namespace belongs to, as its pods' `client` label says.
 fn client_of(namespace: &str) -> Option<&'static str> {
     ["acme", "globex", "initech", "umbrella"].into_iter().find(|c| namespace.starts_with(&format!("{c}-")))
@@ -127,6 +158,8 @@ struct Pod {
     uid: String,
     /// The controller kube-state-metrics names (`created_by_kind`, `created_by_name`).
     controller: (&'static str, String),
+    /// The index of its first GPU on the node (it holds `spec.gpus` from there).
+    first_gpu: u32,
     /// Hours of the month it runs, `[start, end)`.
     start: u32,
     end: u32,
@@ -152,6 +185,8 @@ pub struct KubeTruth {
     pub by_workload: BTreeMap<String, String>,
     /// `""`: pods without a client label.
     pub by_client: BTreeMap<String, String>,
+    /// Per namespace with GPU pods, where the cluster's GPUs are measured; else empty.
+    pub gpu_by_namespace: BTreeMap<String, GpuTruth>,
 }
 
 struct Cluster {
@@ -219,6 +254,7 @@ fn build(world: &CloudWorld, seed: u64, period: Period, hours: u32) -> Cluster {
                 specs.push(GPU_DAEMONSET);
             }
             specs.extend(workloads(pool.name, node_index));
+            let mut next_gpu = 0;
             for (s, spec) in specs.into_iter().enumerate() {
                 let index = pods.len() as u64;
                 let mut rng = Rng::derive(seed, &[stream, n as u64, s as u64, u64::from(start)]);
@@ -233,7 +269,19 @@ fn build(world: &CloudWorld, seed: u64, period: Period, hours: u32) -> Cluster {
                     }
                     _ => (format!("{replica_set}-{}", rng.suffix(5)), ("ReplicaSet", replica_set.clone())),
                 };
-                pods.push(Pod { node: n, spec, name, uid: rng.uuid(), controller, start, end: h, index });
+                let first_gpu = next_gpu;
+                next_gpu += spec.gpus;
+                pods.push(Pod {
+                    node: n,
+                    spec,
+                    name,
+                    uid: rng.uuid(),
+                    controller,
+                    first_gpu,
+                    start,
+                    end: h,
+                    index,
+                });
             }
         }
     }
@@ -249,11 +297,54 @@ fn usage(seed: u64, cluster: &Cluster, pod: &Pod, hour: u32) -> (f64, f64) {
     (cores, gib)
 }
 
+/// A GPU pod's busy fraction in `hour` (its GPUs' engine activity, constant within the hour,
+/// in whole percent): a trainer near full but for stalls (data, checkpoints); a server
+/// following the day, idle on some nights.
+fn busy(seed: u64, cluster: &Cluster, pod: &Pod, hour: u32) -> f64 {
+    let mut rng = Rng::derive(seed, &[cluster.stream, 47, pod.index, u64::from(hour)]);
+    let busy = if server_of(&pod.spec) == Server::None {
+        if rng.chance(0.08) { rng.range(0.0, 0.06) } else { rng.range(0.72, 0.97) }
+    } else if hour % 24 < 6 && rng.chance(0.5) {
+        rng.range(0.01, 0.07)
+    } else {
+        rng.range(0.25, 0.8)
+    };
+    (busy * 100.0).round() / 100.0
+}
+
+/// The successful requests a serving pod's counters gain in `hour`, as many as its busy
+/// GPUs allow.
+fn requests(seed: u64, cluster: &Cluster, pod: &Pod, hour: u32) -> u64 {
+    let peak = match server_of(&pod.spec) {
+        Server::Vllm => 6_000.0,
+        Server::Triton => 2_400.0,
+        Server::None => return 0,
+    };
+    (busy(seed, cluster, pod, hour) * peak).round() as u64
+}
+
+/// What DCGM and the serving pods' counters measure of a namespace's pods, and the cost of
+/// the pod-hours they judge (in the bill's currency).
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct GpuTruth {
+    pub gpu_hours: f64,
+    pub used_gpu_hours: f64,
+    pub idle_gpu_hours: f64,
+    /// The full cost of the idle GPU pod-hours.
+    pub idle_cost: String,
+    pub requests: u64,
+    /// The full cost of the pod-hours that served requests.
+    pub serving_cost: String,
+}
+
 /// Splits every node-hour by AWS's rules; sums in the bill's currency.
 fn truth(world: &CloudWorld, seed: u64, cluster: &Cluster, file: String) -> KubeTruth {
     let mut by_namespace: BTreeMap<String, f64> = BTreeMap::new();
     let mut by_workload: BTreeMap<String, f64> = BTreeMap::new();
     let mut by_client: BTreeMap<String, f64> = BTreeMap::new();
+    // GPU-hours, used, idle, idle cost, requests, serving cost.
+    let mut gpu: BTreeMap<String, (f64, f64, f64, f64, u64, f64)> = BTreeMap::new();
+    let measured = scrapes_gpus(world.provider);
     let (mut node_hours, mut pod_hours, mut node_nanos, mut pods_total) = (0u64, 0u64, 0i64, 0.0f64);
     let hours = cluster.nodes.first().map_or(0, |n| n.running.len()) as u32;
     let mut on_node: Vec<Vec<&Pod>> = vec![Vec::new(); cluster.nodes.len()];
@@ -297,6 +388,22 @@ fn truth(world: &CloudWorld, seed: u64, cluster: &Cluster, file: String) -> Kube
                 *by_workload.entry(format!("{}/{}", pod.spec.namespace, pod.spec.workload)).or_default() +=
                     share;
                 *by_client.entry(client_of(pod.spec.namespace).unwrap_or("").into()).or_default() += share;
+                if measured && pod.spec.gpus > 0 {
+                    let gpus = f64::from(pod.spec.gpus);
+                    let busy = busy(seed, cluster, pod, hour);
+                    let served = requests(seed, cluster, pod, hour);
+                    let sums = gpu.entry(pod.spec.namespace.into()).or_default();
+                    sums.0 += gpus;
+                    sums.1 += gpus * busy;
+                    if busy < IDLE_BELOW {
+                        sums.2 += gpus;
+                        sums.3 += share;
+                    }
+                    sums.4 += served;
+                    if served > 0 {
+                        sums.5 += share;
+                    }
+                }
             }
         }
     }
@@ -314,6 +421,20 @@ fn truth(world: &CloudWorld, seed: u64, cluster: &Cluster, file: String) -> Kube
         by_namespace: texts(by_namespace),
         by_workload: texts(by_workload),
         by_client: texts(by_client),
+        gpu_by_namespace: gpu
+            .into_iter()
+            .map(|(namespace, (gpu_hours, used, idle, idle_cost, requests, serving_cost))| {
+                let truth = GpuTruth {
+                    gpu_hours,
+                    used_gpu_hours: used,
+                    idle_gpu_hours: idle,
+                    idle_cost: nano_text(nanos(idle_cost)),
+                    requests,
+                    serving_cost: nano_text(nanos(serving_cost)),
+                };
+                (namespace, truth)
+            })
+            .collect(),
     }
 }
 
@@ -503,7 +624,158 @@ fn write_series(
         let working_set = |t: i64| usage(seed, cluster, pod, (t / 3600) as u32).1 * GIB;
         series(out, "container_memory_working_set_bytes", &cadvisor(pod), pod_times(pod), &working_set)?;
     }
+    if scrapes_gpus(world.provider) {
+        write_gpus(world, seed, period, cluster, out)?;
+    }
     writeln!(out, "# EOF")
+}
+
+/// The GPU's name as dcgm-exporter's `modelName` gives it.
+fn model_name(instance: &str) -> &'static str {
+    match instance {
+        "Standard_NC24ads_A100_v4" => "NVIDIA A100 80GB PCIe",
+        "Standard_NC40ads_H100_v5" => "NVIDIA H100 NVL",
+        "a2-highgpu-1g" => "NVIDIA A100-SXM4-40GB",
+        "g2-standard-8" => "NVIDIA L4",
+        _ => "NVIDIA A10",
+    }
+}
+
+/// dcgm-exporter's busy series of every GPU pod's GPUs, and the serving pods' counters, as
+/// the cluster's Prometheus labels them.
+fn write_gpus(
+    world: &CloudWorld,
+    seed: u64,
+    period: Period,
+    cluster: &Cluster,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let month_start = period.start();
+    let gke = world.provider == Provider::Gcp;
+    // GKE's exporter is scraped without honoring its labels: the pod's come `exported_*`, the
+    // target's (the exporter's own pod) take their names.
+    let (family_name, value): (&str, fn(f64) -> String) = if gke {
+        ("DCGM_FI_DEV_GPU_UTIL", |busy| format!("{}", (busy * 100.0).round()))
+    } else {
+        ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", |busy| format!("{busy:.6}"))
+    };
+    let gmp_target = |node: &str| {
+        format!(
+            "project_id=\"{}\",location=\"{}\",cluster=\"{}\",job=\"nvidia-dcgm-exporter\",instance=\"{node}:metrics\"",
+            world.sub_account, world.region, world.cluster
+        )
+    };
+    family(out, family_name, "gauge")?;
+    for pod in cluster.pods.iter().filter(|p| p.spec.gpus > 0) {
+        let node = &cluster.nodes[pod.node];
+        let exporter = cluster.pods.iter().find(|e| {
+            e.node == pod.node && e.start == pod.start && e.spec.workload == GPU_DAEMONSET.workload
+        });
+        for gpu in pod.first_gpu..pod.first_gpu + pod.spec.gpus {
+            let uuid = Rng::derive(seed, &[cluster.stream, 53, pod.node as u64, u64::from(gpu)]).uuid();
+            let device = format!(
+                "gpu=\"{gpu}\",UUID=\"GPU-{uuid}\",device=\"nvidia{gpu}\",modelName=\"{}\",Hostname=\"{}\"",
+                model_name(node.instance),
+                node.name
+            );
+            let (namespace, name, container) = (pod.spec.namespace, &pod.name, pod.spec.workload);
+            let labels = match exporter.filter(|_| gke) {
+                Some(exporter) => format!(
+                    "{device},exported_container=\"{container}\",exported_namespace=\"{namespace}\",exported_pod=\"{name}\",namespace=\"{}\",pod=\"{}\",container=\"nvidia-dcgm-exporter\",{}",
+                    exporter.spec.namespace,
+                    exporter.name,
+                    gmp_target(&node.name)
+                ),
+                None => format!(
+                    "{device},container=\"{container}\",namespace=\"{namespace}\",pod=\"{name}\",job=\"dcgm-exporter\",instance=\"{}:9400\",cluster=\"{}\"",
+                    node.name, world.cluster
+                ),
+            };
+            let mut t = i64::from(pod.start) * 3600;
+            while t < i64::from(pod.end) * 3600 {
+                let busy = busy(seed, cluster, pod, (t / 3600) as u32);
+                writeln!(out, "{family_name}{{{labels}}} {} {}", value(busy), month_start + t)?;
+                t += INTERVAL;
+            }
+        }
+    }
+    write_counters(world, seed, period, cluster, out)
+}
+
+/// The serving pods' counters, from 0 at the pod's start. An hour's gain shows at the samples
+/// in `(hour, hour + 1h]` the pod lived to: half at the half hour, the rest on the hour.
+fn write_counters(
+    world: &CloudWorld,
+    seed: u64,
+    period: Period,
+    cluster: &Cluster,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let month_start = period.start();
+    // The family, its sample name, the server, and what it counts per request.
+    let families: [(&str, &str, Server, u64); 5] = [
+        ("vllm:request_success", "vllm:request_success_total", Server::Vllm, 1),
+        ("vllm:prompt_tokens", "vllm:prompt_tokens_total", Server::Vllm, 350),
+        ("vllm:generation_tokens", "vllm:generation_tokens_total", Server::Vllm, 180),
+        ("nv_inference_request_success", "nv_inference_request_success", Server::Triton, 1),
+        ("nv_inference_count", "nv_inference_count", Server::Triton, 1),
+    ];
+    for (family_name, sample, server, per_request) in families {
+        let pods: Vec<&Pod> = cluster.pods.iter().filter(|p| server_of(&p.spec) == server).collect();
+        if pods.is_empty() {
+            continue;
+        }
+        family(out, family_name, "counter")?;
+        for pod in pods {
+            let node = &cluster.nodes[pod.node];
+            let target = match world.provider {
+                Provider::Gcp => format!(
+                    "project_id=\"{}\",location=\"{}\",cluster=\"{}\",namespace=\"{}\",pod=\"{}\",container=\"{}\",job=\"{}\",instance=\"{}:8000\"",
+                    world.sub_account,
+                    world.region,
+                    world.cluster,
+                    pod.spec.namespace,
+                    pod.name,
+                    pod.spec.workload,
+                    pod.spec.workload,
+                    node.name
+                ),
+                _ => format!(
+                    "namespace=\"{}\",pod=\"{}\",container=\"{}\",job=\"{}\",instance=\"{}:8000\",cluster=\"{}\"",
+                    pod.spec.namespace,
+                    pod.name,
+                    pod.spec.workload,
+                    pod.spec.workload,
+                    node.name,
+                    world.cluster
+                ),
+            };
+            let labels = match (server, per_request) {
+                (Server::Vllm, 1) => {
+                    format!("model_name=\"{VLLM_MODEL}\",engine=\"0\",finished_reason=\"stop\",{target}")
+                }
+                (Server::Vllm, _) => format!("model_name=\"{VLLM_MODEL}\",engine=\"0\",{target}"),
+                _ => format!("model=\"{}\",version=\"1\",{target}", pod.spec.workload),
+            };
+            let mut total = 0;
+            let mut t = i64::from(pod.start) * 3600;
+            while t < i64::from(pod.end) * 3600 {
+                if t > i64::from(pod.start) * 3600 {
+                    let hour = ((t - 1) / 3600) as u32;
+                    let count = requests(seed, cluster, pod, hour) * per_request;
+                    let two_steps = hour + 1 < pod.end;
+                    total += match (two_steps, t % 3600 == 0) {
+                        (false, _) => count,
+                        (true, false) => count / 2,
+                        (true, true) => count - count / 2,
+                    };
+                }
+                writeln!(out, "{sample}{{{labels}}} {total} {}", month_start + t)?;
+                t += INTERVAL;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Writes `metrics/<period>-kube-<cluster>.om` under `out` for a provider's cluster through

@@ -75,6 +75,34 @@ fn nanos(value: &Value) -> i64 {
     nanos_from_decimal(value.as_str().unwrap()).unwrap()
 }
 
+/// A namespace's sums of cost rollups: what DCGM and the serving counters reach.
+#[derive(Debug, Default)]
+struct CostSums {
+    gpu_cost: i64,
+    cost: i64,
+    gpu_hours: f64,
+    used: f64,
+    idle: f64,
+    unmeasured: f64,
+    idle_cost: i64,
+    requests: f64,
+    serving_cost: i64,
+}
+
+impl CostSums {
+    fn add(&mut self, c: &gpuledger::store::CostRollup) {
+        self.gpu_cost += c.gpu_cost_nanos;
+        self.cost += c.split_cost_nanos + c.unused_cost_nanos;
+        self.gpu_hours += c.gpu_hours_allocated;
+        self.used += c.gpu_hours_used;
+        self.idle += c.gpu_hours_idle;
+        self.unmeasured += c.gpu_hours_unmeasured;
+        self.idle_cost += c.idle_cost_nanos;
+        self.requests += c.requests;
+        self.serving_cost += c.serving_cost_nanos;
+    }
+}
+
 async fn kube_snapshot(store: &dyn gpuledger::store::Store) -> String {
     let period: Period = PERIOD.parse().unwrap();
     format!("{:?}", store.kube_hours(period.start(), period.end(), "").await.unwrap())
@@ -533,6 +561,23 @@ async fn our_split_of_aks_gke_and_oke_nodes_from_their_focus_bills_is_the_truth_
             let output = run(&["--database-url", url, "ingest", "focus", &source]);
             assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         }
+        // Another cluster's GPU usage, from its own Prometheus: no cluster's series replace it.
+        let elsewhere = gpuledger::store::GpuUsage {
+            hour: PERIOD.parse::<Period>().unwrap().start() + 7200,
+            cluster: "ml-west".into(),
+            gpu_uuid: "GPU-elsewhere".into(),
+            namespace: "acme-llm".into(),
+            pod: "vllm-0".into(),
+            mean_utilization: 0.5,
+            gpu_hours: 1.0,
+            samples: 60,
+            ..Default::default()
+        };
+        let (from, to) = (elsewhere.hour, elsewhere.hour + 3600);
+        store
+            .replace_usage_window(from, to, &["ml-west"], std::slice::from_ref(&elsewhere), &[])
+            .await
+            .unwrap();
         for (provider, cluster, _) in clusters {
             let kube = &truth["providers"][provider]["kubernetes"];
             let file = dir.path().join(kube["file"].as_str().unwrap()).display().to_string();
@@ -663,30 +708,71 @@ async fn our_split_of_aks_gke_and_oke_nodes_from_their_focus_bills_is_the_truth_
         }
         // Each pod-hour's GPU cost is the accelerator's part of what it was given; a namespace
         // whose pods asked for no GPU has none. Its GPU pod-hours are there for idle and cost
-        // per inference: unmeasured here, where no DCGM series were ingested.
-        for (_, cluster, _) in clusters {
-            let mut by_namespace: BTreeMap<&str, (i64, i64, f64, f64)> = BTreeMap::new();
+        // per inference: AKS's and GKE's DCGM and serving counters measure them as the truth
+        // has them (GKE's in whole percent, through `exported_*` labels); OKE's Prometheus
+        // scrapes no DCGM, so its GPU-hours are all unmeasured.
+        for (provider, cluster, currency) in clusters {
+            let measured =
+                truth["providers"][provider]["kubernetes"]["gpu_by_namespace"].as_object().unwrap();
+            let mut by_namespace: BTreeMap<&str, CostSums> = BTreeMap::new();
             for c in rollups.costs.iter().filter(|c| c.cluster == cluster) {
-                let sums = by_namespace.entry(c.namespace.as_str()).or_default();
-                sums.0 += c.gpu_cost_nanos;
-                sums.1 += c.split_cost_nanos + c.unused_cost_nanos;
-                sums.2 += c.gpu_hours_allocated;
-                sums.3 += c.gpu_hours_unmeasured;
+                by_namespace.entry(c.namespace.as_str()).or_default().add(c);
             }
-            assert!(by_namespace.values().any(|s| s.0 > 0), "{cluster}: no GPU cost");
-            for (namespace, (gpu, total, allocated, unmeasured)) in by_namespace {
+            assert!(by_namespace.values().any(|s| s.gpu_cost > 0), "{cluster}: no GPU cost");
+            let in_usd = |value: &Value| {
+                let truth = nanos(value);
+                if currency == "EUR" { truth * 10_850 / 10_000 } else { truth }
+            };
+            for (namespace, sums) in &by_namespace {
+                let (gpu, total, allocated) = (sums.gpu_cost, sums.cost, sums.gpu_hours);
                 assert!(gpu >= 0 && gpu <= total, "{cluster} {namespace}: GPU {gpu} of {total}");
                 assert_eq!(
                     gpu > 0,
                     allocated > 0.0,
                     "{cluster} {namespace}: {gpu} for {allocated} GPU-hours"
                 );
-                assert!(
-                    (allocated - unmeasured).abs() < 1e-6,
-                    "{cluster} {namespace}: {unmeasured} of {allocated}"
-                );
+                let Some(truth) = measured.get(*namespace) else {
+                    assert!((allocated - sums.unmeasured).abs() < 1e-6, "{cluster} {namespace}: {sums:?}");
+                    continue;
+                };
+                assert_eq!(sums.unmeasured, 0.0, "{cluster} {namespace}");
+                for (ours, key) in
+                    [(allocated, "gpu_hours"), (sums.used, "used_gpu_hours"), (sums.idle, "idle_gpu_hours")]
+                {
+                    let expected = truth[key].as_f64().unwrap();
+                    assert!(
+                        (ours - expected).abs() < 1e-6,
+                        "{cluster} {namespace} {key}: {ours} against {expected}"
+                    );
+                }
+                assert_eq!(sums.requests, truth["requests"].as_f64().unwrap(), "{cluster} {namespace}");
+                for (ours, key) in [(sums.idle_cost, "idle_cost"), (sums.serving_cost, "serving_cost")] {
+                    let expected = in_usd(&truth[key]);
+                    assert!(
+                        (ours - expected).abs() <= 2_000,
+                        "{cluster} {namespace} {key}: {ours} against {expected}"
+                    );
+                }
+            }
+            let measured_namespaces: Vec<&str> = measured.keys().map(String::as_str).collect();
+            let gpu_namespaces: Vec<&str> =
+                by_namespace.iter().filter(|(_, s)| s.gpu_hours > 0.0).map(|(n, _)| *n).collect();
+            if provider == "oci" {
+                assert!(measured_namespaces.is_empty(), "{measured_namespaces:?}");
+            } else {
+                assert_eq!(measured_namespaces, gpu_namespaces, "{cluster}");
+                let idle: f64 = by_namespace.values().map(|s| s.idle).sum();
+                let served: f64 = by_namespace.values().map(|s| s.requests).sum();
+                assert!(idle > 0.0 && served > 0.0, "{cluster}: {idle} idle GPU-hours, {served} requests");
             }
         }
+        // The usage another cluster's Prometheus gave is still there.
+        let hour = store.gpu_usage(elsewhere.hour, elsewhere.hour + 3600).await.unwrap();
+        let ml_west: Vec<_> = hour.iter().filter(|u| u.cluster == "ml-west").collect();
+        assert_eq!(ml_west, [&elsewhere]);
+        assert!(
+            hour.iter().any(|u| u.cluster == "aks-weu") && hour.iter().any(|u| u.cluster == "gke-central")
+        );
         // `report bill` places each bill as compute does: the month's Kubernetes, unallocated
         // and other cost are the Overview's, to the micro-dollar.
         let output = run(&["--database-url", url, "report", "bill", "--period", PERIOD, "--format", "json"]);
@@ -752,20 +838,25 @@ async fn our_split_of_aks_gke_and_oke_nodes_from_their_focus_bills_is_the_truth_
         let (_, twin) =
             crate::web::get(&web, &format!("/costs?period={PERIOD}&group=cluster&format=json")).await;
         let twin: Value = serde_json::from_str(&twin).unwrap();
-        // No DCGM series for these clusters' GPUs: their idle GPU cost is unknown, not $0.00.
+        // No DCGM series for OKE's GPUs: its idle GPU cost is unknown, not $0.00; AKS's and
+        // GKE's are measured.
         let rows = twin["costs"]["rows"].as_array().unwrap();
+        let amount = |value: &Value| match value {
+            Value::String(text) => text.parse::<f64>().unwrap(),
+            number => number.as_f64().unwrap(),
+        };
         for (_, cluster, _) in clusters {
             let row = rows.iter().find(|r| r["cluster"] == cluster).unwrap();
-            let gpu_cost = match &row["gpu_cost"] {
-                Value::String(text) => text.parse::<f64>().unwrap(),
-                number => number.as_f64().unwrap(),
-            };
-            assert!(gpu_cost > 1.0, "{row}");
-            assert_eq!(row["idle_gpu_cost"], Value::Null, "{row}");
+            assert!(amount(&row["gpu_cost"]) > 1.0, "{row}");
+            if cluster == "oke-iad" {
+                assert_eq!(row["idle_gpu_cost"], Value::Null, "{row}");
+            } else {
+                assert!(amount(&row["idle_gpu_cost"]) > 0.0, "{row}");
+            }
         }
         assert!(
             costs.contains(
-                "Idle GPU cost is empty where none of the GPU-hours was measured (no DCGM series for those GPUs): aks-weu, gke-central, oke-iad."
+                "Idle GPU cost is empty where none of the GPU-hours was measured (no DCGM series for those GPUs): oke-iad."
             ),
             "{costs}"
         );

@@ -486,7 +486,7 @@ pub async fn story(store: &dyn Store) {
     let gpu: Vec<GpuUsage> = hours.iter().map(|&hour| gpu_usage(hour, "trainer-0", 0.87)).collect();
     let inference: Vec<InferenceUsage> = hours.iter().map(|&hour| inference_usage(hour, 1_200.0)).collect();
     let (from, to) = (MAY_FIRST, MAY_FIRST + 3 * HOUR);
-    store.replace_usage_window(from, to, "", &gpu, &inference).await.unwrap();
+    store.replace_usage_window(from, to, &[""], &gpu, &inference).await.unwrap();
     assert_eq!(store.gpu_usage(from, to).await.unwrap(), gpu);
     assert_eq!(store.inference_usage(from, to).await.unwrap(), inference);
 
@@ -496,7 +496,7 @@ pub async fn story(store: &dyn Store) {
         .replace_usage_window(
             hours[1],
             hours[2],
-            "",
+            &[""],
             std::slice::from_ref(&gpu_rerun),
             std::slice::from_ref(&inference_rerun),
         )
@@ -515,11 +515,11 @@ pub async fn story(store: &dyn Store) {
     // One cluster's window (a Prometheus per cluster) leaves the other clusters' rows alone.
     let west = GpuUsage { cluster: "ml-west".into(), gpu_uuid: "GPU-west".into(), ..gpu[2].clone() };
     store
-        .replace_usage_window(hours[2], hours[2] + HOUR, "ml-west", std::slice::from_ref(&west), &[])
+        .replace_usage_window(hours[2], hours[2] + HOUR, &["ml-west"], std::slice::from_ref(&west), &[])
         .await
         .unwrap();
     assert_eq!(store.gpu_usage(hours[2], hours[2] + HOUR).await.unwrap().len(), 2, "ml-prod's row kept");
-    store.replace_usage_window(hours[2], hours[2] + HOUR, "ml-west", &[], &[]).await.unwrap();
+    store.replace_usage_window(hours[2], hours[2] + HOUR, &["ml-west"], &[], &[]).await.unwrap();
     assert_eq!(store.gpu_usage(hours[2], hours[2] + HOUR).await.unwrap(), vec![gpu[2].clone()]);
     // Idle is counted per GPU: an 8-GPU pod-hour with seven GPUs at 0 % and one at 90 %
     // (mean 11.25 %) has 7 of its 8 GPU-hours below a 10 % threshold, none below 0 %.
@@ -530,7 +530,7 @@ pub async fn story(store: &dyn Store) {
             ..gpu_usage(stalled_hour, "stalled-0", if gpu == 0 { 0.9 } else { 0.0 })
         })
         .collect();
-    store.replace_usage_window(stalled_hour, stalled_hour + HOUR, "", &eight, &[]).await.unwrap();
+    store.replace_usage_window(stalled_hour, stalled_hour + HOUR, &[""], &eight, &[]).await.unwrap();
     for (threshold, idle) in [(0.10, 7.0), (0.0, 0.0)] {
         let inputs = store.compute_inputs("2025-05", threshold).await.unwrap().unwrap();
         let pod_hour = inputs.measured.iter().find(|m| m.pod == "stalled-0").unwrap();

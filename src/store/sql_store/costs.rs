@@ -267,7 +267,6 @@ where
             Err(_) => (0, 0),
         };
         let by_period = |query: &'static str| sqlx::query(query).bind(period);
-        let in_hours = |query: &'static str| sqlx::query(query).bind(from).bind(to);
         let unused = by_period(sql::SELECT_UNUSED_COMMITMENT).fetch_one(&mut *tx).await.context(CONTEXT)?;
         let input_revision =
             Self::optional_int(&mut tx, sql::SELECT_PERIOD_INPUT_REVISION, period, "revision")
@@ -314,7 +313,7 @@ where
                 }
             }
         }
-        let inputs = ComputeInputs {
+        let mut inputs = ComputeInputs {
             accounts: accounts.into_values().collect(),
             period: period.to_string(),
             input_revision,
@@ -341,22 +340,30 @@ where
             other_groups: Self::fetch_rows(&mut tx, by_period(sql_rollups::SELECT_OTHER_COST_GROUPS))
                 .await
                 .context(CONTEXT)?,
-            measured: Self::fetch_rows(
-                &mut tx,
-                in_hours(sql_rollups::SELECT_MEASURED_POD_HOURS).bind(idle_threshold),
-            )
-            .await
-            .context(CONTEXT)?,
-            unattributed: Self::read_all(&mut tx, in_hours(sql_rollups::SELECT_UNATTRIBUTED), |row| {
-                Ok((row.text("gpu_model")?, row.float("gpu_hours")?))
-            })
-            .await
-            .context(CONTEXT)?,
-            served: Self::fetch_rows(&mut tx, in_hours(sql_rollups::SELECT_SERVED_POD_HOURS))
-                .await
-                .context(CONTEXT)?,
+            ..ComputeInputs::default()
         };
+        Self::read_measured(&mut tx, (from, to), idle_threshold, &mut inputs).await.context(CONTEXT)?;
         tx.commit().await.context(CONTEXT)?;
         Ok(Some(inputs))
+    }
+
+    async fn metrics_inputs(&self, period: &str, idle_threshold: f64) -> StoreResult<ComputeInputs> {
+        const CONTEXT: &str = "reading a period's metrics for compute";
+        let month =
+            period.parse::<crate::period::Period>().map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let mut tx = self.begin_period_read().await.context(CONTEXT)?;
+        Self::refuse_archived(&mut tx, period).await?;
+        let input_revision =
+            Self::optional_int(&mut tx, sql::SELECT_PERIOD_INPUT_REVISION, period, "revision")
+                .await
+                .context(CONTEXT)?
+                .unwrap_or(1);
+        let mut inputs =
+            ComputeInputs { period: period.to_string(), input_revision, ..ComputeInputs::default() };
+        Self::read_measured(&mut tx, (month.start(), month.end()), idle_threshold, &mut inputs)
+            .await
+            .context(CONTEXT)?;
+        tx.commit().await.context(CONTEXT)?;
+        Ok(inputs)
     }
 }

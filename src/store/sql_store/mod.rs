@@ -424,6 +424,28 @@ where
         .await
     }
 
+    /// The metrics' part of a period's compute inputs, hours `[from, to)`: attributed GPU
+    /// pod-hours (those below `idle_threshold` counted per GPU), the GPU-hours no pod held
+    /// per model, and the serving pod-hours.
+    async fn read_measured(
+        conn: &mut <B::Db as Database>::Connection,
+        (from, to): (i64, i64),
+        idle_threshold: f64,
+        inputs: &mut crate::store::ComputeInputs,
+    ) -> Result<(), sqlx::Error> {
+        let in_hours = |query: &'static str| sqlx::query(query).bind(from).bind(to);
+        let measured = in_hours(crate::store::sql_rollups::SELECT_MEASURED_POD_HOURS).bind(idle_threshold);
+        inputs.measured = Self::fetch_rows(conn, measured).await?;
+        inputs.unattributed =
+            Self::read_all(conn, in_hours(crate::store::sql_rollups::SELECT_UNATTRIBUTED), |row| {
+                Ok((row.text("gpu_model")?, row.float("gpu_hours")?))
+            })
+            .await?;
+        inputs.served =
+            Self::fetch_rows(conn, in_hours(crate::store::sql_rollups::SELECT_SERVED_POD_HOURS)).await?;
+        Ok(())
+    }
+
     /// Reads a query's rows as `T`, streamed.
     async fn fetch_rows<'q, T: FromRow>(
         conn: &mut <B::Db as Database>::Connection,

@@ -32,12 +32,12 @@ where
         &self,
         from: i64,
         to: i64,
-        cluster: &str,
+        clusters: &[&str],
         gpu: &[GpuUsage],
         inference: &[InferenceUsage],
     ) -> StoreResult<()> {
         let deletes = [sql::DELETE_GPU_USAGE_WINDOW, sql::DELETE_INFERENCE_USAGE_WINDOW];
-        self.replace_hour_window("replacing a usage window", from, to, &[cluster], deletes, gpu, inference)
+        self.replace_hour_window("replacing a usage window", from, to, clusters, deletes, gpu, inference)
             .await
     }
 
