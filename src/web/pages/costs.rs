@@ -346,15 +346,13 @@ fn grouped_costs(
         hours[0] += c.gpu_hours_allocated;
         hours[1] += c.gpu_hours_unmeasured;
     }
+    let label =
+        |(value, workload): &Key| if workloads { format!("{value}/{workload}") } else { value.to_string() };
     let unmeasured = |[allocated, unmeasured]: [f64; 2]| allocated > 0.0 && unmeasured >= allocated - 1e-9;
     let none_measured: Vec<String> = {
         let mut keys: Vec<&Key> = gpu_hours.iter().filter(|(_, h)| unmeasured(**h)).map(|(k, _)| k).collect();
         keys.sort_unstable();
-        keys.iter()
-            .map(
-                |(value, workload)| if workloads { format!("{value}/{workload}") } else { value.to_string() },
-            )
-            .collect()
+        keys.into_iter().map(label).collect()
     };
     if !none_measured.is_empty() {
         let shown = none_measured.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
@@ -374,8 +372,6 @@ fn grouped_costs(
     let mut sums: Vec<(Key, [i64; 6])> = by_key.into_iter().collect();
     let order = label_order(workloads);
     sums.sort_unstable_by(|a, b| order(&a.0, &b.0));
-    let label =
-        |(value, workload): &Key| if workloads { format!("{value}/{workload}") } else { value.to_string() };
     let line = |label: String, s: &[i64; 6], hours: [f64; 2]| {
         vec![
             Cell::Text(label),
