@@ -926,6 +926,24 @@ pub enum ReportCommand {
     /// OKE from the FOCUS bill; EKS from the CUR), per namespace, workload and client, with
     /// its reconciliation to the bill.
     Split(SplitArgs),
+    /// GPU-hours and cost forecast one to three months ahead, for the fleet, each GPU pool
+    /// and each client, with each series' backtest error (MAPE, WAPE) against the baseline.
+    Forecast(ForecastArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ForecastArgs {
+    /// Months ahead, after the last complete computed month.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=3))]
+    pub months: u32,
+    /// Only this GPU pool's series (its GPU model and purchase option, `"A100 Spot"`).
+    #[arg(long)]
+    pub pool: Option<String>,
+    /// Only this client's series.
+    #[arg(long)]
+    pub client: Option<String>,
+    #[arg(long, env = "GPULEDGER_REPORT_FORMAT", value_enum, default_value = "table")]
+    pub format: OutputFormat,
 }
 
 #[derive(Debug, Args)]

@@ -75,6 +75,22 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
             print!("{}", check.render(args.format));
             return Ok(());
         }
+        ReportCommand::Forecast(args) => {
+            let history =
+                crate::report::forecast::History::load(store, chrono::Utc::now().date_naive()).await?;
+            let (months, pool, client) = (args.months, args.pool.clone(), args.client.clone());
+            // Hundreds of model fits: off the async runtime.
+            let report = tokio::task::spawn_blocking(move || {
+                crate::report::forecast::ForecastReport::build(
+                    &history,
+                    months,
+                    pool.as_deref(),
+                    client.as_deref(),
+                )
+            });
+            print!("{}", report.await?.render(args.format));
+            return Ok(());
+        }
         ReportCommand::Split(args) => {
             let split = PodSplitReport::load(store, args.period, &args.cluster).await?;
             print!("{}", split.render(args.format));

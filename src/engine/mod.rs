@@ -10,12 +10,15 @@
 //! - [`usage`]: the bill's GPU allocation joined with measured utilization, per request;
 //! - [`kube_split`]: a node-hour's cost split among its pods from Prometheus, by AWS's rules;
 //! - [`cluster_split`]: one cluster's split for a period, node costs from its bill, grouped.
+//! - [`forecast`]: daily series forecast 1–3 months ahead, each by the method its own
+//!   rolling-origin backtest scores best.
 
 pub mod bills;
 pub mod chargeback;
 pub mod classify;
 pub mod cluster_split;
 pub mod compute;
+pub mod forecast;
 pub mod kube_split;
 pub mod opportunities;
 pub mod pods;

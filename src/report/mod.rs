@@ -18,6 +18,7 @@
 
 pub mod bill;
 pub mod cross_check;
+pub mod forecast;
 pub mod pod_split;
 pub mod rollup;
 pub mod split_check;

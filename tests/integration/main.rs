@@ -12,6 +12,7 @@ mod deliveries;
 mod docs;
 mod edge_limits;
 mod engine;
+mod forecast;
 mod generate;
 mod helpers;
 mod ingest_cur;

@@ -1,0 +1,317 @@
+//! `gpuledger report forecast`: the next one to three months of each daily series the
+//! rollups hold (issue 42), with the backtest that chose its method
+//! ([`crate::engine::forecast`]).
+//!
+//! The series, one value per day of the history (every computed month, the last complete
+//! one included, back to the first of an unbroken run of them), each in three metrics:
+//! `gpu_hours` (allocated), `used_gpu_hours` (measured busy) and `cost` (Kubernetes cost,
+//! split + unused, USD):
+//! - the whole fleet: key `{"provider": "", "pool": "", "client": ""}`;
+//! - each GPU pool, its provider, GPU model and purchase option (`"A100 Spot"`);
+//! - each client, and each client in each pool.
+//!
+//! JSON contract (stable; fields may be added, never renamed):
+//!
+//! ```json
+//! {"history_start": "2026-05-01", "history_end": "2026-10-31", "horizon_months": 3,
+//!  "series": [{"key": {"provider": "aws", "pool": "A100 Spot", "client": "acme"},
+//!    "metric": "gpu_hours", "method": "mstl_ets",
+//!    "backtest": {"origins": 4, "mape_1m": 0.061, "mape_2m": 0.08, "mape_3m": 0.11,
+//!                 "wape_1m": 0.058, "wape_2m": …, "wape_3m": …,
+//!                 "baseline_mape_1m": 0.094, "baseline_mape_2m": …, "baseline_mape_3m": …},
+//!    "months": [{"month": "2026-11", "value": 1234.5, "lower": 1100.2, "upper": 1380.0,
+//!                "planned": 0.0}],
+//!    "days": [{"date": "2026-11-01", "value": 41.2, "lower": 36.0, "upper": 46.1}],
+//!    "note": null}]}
+//! ```
+//!
+//! `method` is `seasonal_naive` or `mstl_ets`, or `insufficient_history` for a series with
+//! fewer days than a forecast needs (its `note` says how many; no months or days). MAPE and
+//! WAPE are fractions of the actual monthly total, null where the backtest had no such month.
+//! `planned` is what planned changes add to the month (none yet: `plan add` is not built, so
+//! it is 0). A series that was 0 every day (used GPU-hours where no metrics were ingested) is
+//! left out.
+
+use std::collections::BTreeMap;
+
+use chrono::{Datelike, NaiveDate};
+use serde_json::{Value, json};
+
+use super::table::{Cell, Table};
+use super::{OutputFormat, ReportError};
+use crate::engine::forecast::{self, Backtest, ForecastError};
+use crate::period::Period;
+use crate::store::Store;
+
+pub const METRICS: [&str; 3] = ["gpu_hours", "used_gpu_hours", "cost"];
+
+/// Whose series: empty strings for "all".
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SeriesKey {
+    pub provider: String,
+    pub pool: String,
+    pub client: String,
+}
+
+/// The daily history of every series.
+#[derive(Debug, Clone)]
+pub struct History {
+    pub first: NaiveDate,
+    /// The day after the last.
+    pub end: NaiveDate,
+    /// Per key and metric, a value per day from `first`.
+    pub series: BTreeMap<(SeriesKey, &'static str), Vec<f64>>,
+}
+
+impl History {
+    /// The computed months before `today`'s month, back to the first of the unbroken run
+    /// that ends with the latest of them.
+    pub async fn load(store: &dyn Store, today: NaiveDate) -> Result<History, ReportError> {
+        let this_month =
+            Period::containing(today.and_hms_opt(0, 0, 0).map_or(0, |t| t.and_utc().timestamp()));
+        let mut computed: Vec<Period> = store
+            .rollup_periods()
+            .await?
+            .iter()
+            .filter_map(|p| p.period.parse::<Period>().ok())
+            .filter(|p| *p < this_month)
+            .collect();
+        computed.sort();
+        let Some(&last) = computed.last() else {
+            return Err(ReportError::NotComputed("any month before this one".into()));
+        };
+        let mut months = vec![last];
+        while let Some(&previous) = months.last() {
+            let before = previous.previous();
+            if !computed.contains(&before) {
+                break;
+            }
+            months.push(before);
+        }
+        months.reverse();
+        let date = |seconds: i64| {
+            chrono::DateTime::from_timestamp(seconds, 0).map_or(NaiveDate::MIN, |t| t.date_naive())
+        };
+        let (first, end) = (date(months[0].start()), date(last.end()));
+        let days = (end - first).num_days() as usize;
+        let mut series: BTreeMap<(SeriesKey, &'static str), Vec<f64>> = BTreeMap::new();
+        for month in &months {
+            let Some(rollups) = store.rollups(&month.to_string()).await? else { continue };
+            let providers: BTreeMap<&str, &str> =
+                rollups.accounts.iter().map(|a| (a.account.as_str(), a.provider.as_str())).collect();
+            for c in &rollups.costs {
+                let day = (date(c.day) - first).num_days();
+                if day < 0 || day as usize >= days {
+                    continue;
+                }
+                let provider = providers.get(c.account.as_str()).copied().unwrap_or("aws");
+                let pool = (!c.gpu_model.is_empty())
+                    .then(|| format!("{} {}", c.gpu_model, c.purchase_option.as_str()).trim().to_string());
+                let mut keys =
+                    vec![SeriesKey { provider: String::new(), pool: String::new(), client: String::new() }];
+                if !c.client.is_empty() {
+                    keys.push(SeriesKey {
+                        provider: String::new(),
+                        pool: String::new(),
+                        client: c.client.clone(),
+                    });
+                }
+                if let Some(pool) = &pool {
+                    keys.push(SeriesKey {
+                        provider: provider.into(),
+                        pool: pool.clone(),
+                        client: String::new(),
+                    });
+                    if !c.client.is_empty() {
+                        keys.push(SeriesKey {
+                            provider: provider.into(),
+                            pool: pool.clone(),
+                            client: c.client.clone(),
+                        });
+                    }
+                }
+                let cost = (c.split_cost_nanos + c.unused_cost_nanos) as f64 / 1e9;
+                for key in keys {
+                    for (metric, value) in
+                        METRICS.into_iter().zip([c.gpu_hours_allocated, c.gpu_hours_used, cost])
+                    {
+                        series.entry((key.clone(), metric)).or_insert_with(|| vec![0.0; days])
+                            [day as usize] += value;
+                    }
+                }
+            }
+        }
+        Ok(History { first, end, series })
+    }
+}
+
+/// One series' outcome.
+#[derive(Debug, Clone)]
+pub struct SeriesReport {
+    pub key: SeriesKey,
+    pub metric: &'static str,
+    /// `None`: too little history (the days it has).
+    pub forecast: Result<forecast::SeriesForecast, usize>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ForecastReport {
+    pub history_start: NaiveDate,
+    pub history_end: NaiveDate,
+    pub horizon_months: u32,
+    pub series: Vec<SeriesReport>,
+}
+
+impl ForecastReport {
+    /// Forecasts the series of `history` that `pool` and `client` select (a series of
+    /// another pool or client, or of all of them, is left out when one is given).
+    pub fn build(history: &History, months: u32, pool: Option<&str>, client: Option<&str>) -> ForecastReport {
+        // A series that was 0 every day (GPU-hours never measured) has nothing to forecast.
+        let chosen = history.series.iter().filter(|((key, _), values)| {
+            pool.is_none_or(|p| key.pool == p)
+                && client.is_none_or(|c| key.client == c)
+                && values.iter().any(|v| *v != 0.0)
+        });
+        let series = chosen
+            .map(|((key, metric), values)| {
+                // Days before the series' first non-zero value are before it existed (a client
+                // onboarding mid-history): its history starts there.
+                let start = values.iter().position(|v| *v != 0.0).unwrap_or(values.len());
+                let first = history.first + chrono::Days::new(start as u64);
+                let forecast = match forecast::forecast_series(first, &values[start..], months) {
+                    Ok(f) => Ok(f),
+                    Err(ForecastError::TooLittleHistory { have }) => Err(have),
+                    Err(ForecastError::Model(_)) => Err(values.len() - start),
+                };
+                SeriesReport { key: key.clone(), metric, forecast }
+            })
+            .collect();
+        ForecastReport {
+            history_start: history.first,
+            history_end: history.end.pred_opt().unwrap_or(history.end),
+            horizon_months: months,
+            series,
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        let round = |v: f64| (v * 1e6).round() / 1e6;
+        let series: Vec<Value> = self
+            .series
+            .iter()
+            .map(|s| {
+                let key = json!({"provider": s.key.provider, "pool": s.key.pool, "client": s.key.client});
+                match &s.forecast {
+                    Ok(f) => json!({
+                        "key": key,
+                        "metric": s.metric,
+                        "method": f.method.name(),
+                        "backtest": backtest_json(&f.backtest, &f.baseline),
+                        "months": f.months.iter().map(|(month, p)| json!({
+                            "month": format!("{:04}-{:02}", month.year(), month.month()),
+                            "value": round(p.value), "lower": round(p.lower), "upper": round(p.upper),
+                            "planned": 0.0,
+                        })).collect::<Vec<_>>(),
+                        "days": f.days.iter().enumerate().map(|(i, p)| json!({
+                            "date": (self.history_end + chrono::Days::new(i as u64 + 1)).to_string(),
+                            "value": round(p.value), "lower": round(p.lower), "upper": round(p.upper),
+                        })).collect::<Vec<_>>(),
+                        "note": Value::Null,
+                    }),
+                    Err(have) => json!({
+                        "key": key,
+                        "metric": s.metric,
+                        "method": "insufficient_history",
+                        "backtest": backtest_json(&Backtest::default(), &Backtest::default()),
+                        "months": [],
+                        "days": [],
+                        "note": format!(
+                            "{have} days of history, fewer than the {} a forecast needs: not forecast",
+                            forecast::MIN_HISTORY_DAYS
+                        ),
+                    }),
+                }
+            })
+            .collect();
+        json!({
+            "history_start": self.history_start.to_string(),
+            "history_end": self.history_end.to_string(),
+            "horizon_months": self.horizon_months,
+            "series": series,
+        })
+    }
+
+    pub fn render(&self, format: OutputFormat) -> String {
+        if format == OutputFormat::Json {
+            return serde_json::to_string_pretty(&self.to_json()).unwrap_or_default() + "\n";
+        }
+        let mut rows = Vec::new();
+        for s in &self.series {
+            let key = [s.key.provider.as_str(), s.key.pool.as_str(), s.key.client.as_str()];
+            let lead = key.iter().map(|k| Cell::Text(k.to_string())).chain([Cell::Text(s.metric.into())]);
+            match &s.forecast {
+                Ok(f) => {
+                    for (month, p) in &f.months {
+                        rows.push(
+                            lead.clone()
+                                .chain([
+                                    Cell::Text(f.method.name().into()),
+                                    Cell::Text(format!("{:04}-{:02}", month.year(), month.month())),
+                                    Cell::Hours(p.value),
+                                    Cell::Hours(p.lower),
+                                    Cell::Hours(p.upper),
+                                    Cell::Ratio(f.backtest.mape[0]),
+                                    Cell::Ratio(f.baseline.mape[0]),
+                                ])
+                                .collect(),
+                        );
+                    }
+                }
+                Err(_) => rows.push(
+                    lead.clone()
+                        .chain([Cell::Text("insufficient_history".into()), Cell::Text(String::new())])
+                        .chain([
+                            Cell::Hours(0.0),
+                            Cell::Hours(0.0),
+                            Cell::Hours(0.0),
+                            Cell::Ratio(None),
+                            Cell::Ratio(None),
+                        ])
+                        .collect(),
+                ),
+            }
+        }
+        let table = Table {
+            title: format!(
+                "Forecast from {} to {}, {} month(s) ahead (80 % intervals; MAPE one month ahead in the backtest)",
+                self.history_start, self.history_end, self.horizon_months
+            ),
+            columns: vec![
+                "provider",
+                "pool",
+                "client",
+                "metric",
+                "method",
+                "month",
+                "value",
+                "lower",
+                "upper",
+                "mape_1m",
+                "baseline_mape_1m",
+            ],
+            rows,
+            totals: Vec::new(),
+        };
+        table.render(format, &self.history_end.to_string(), serde_json::Map::new())
+    }
+}
+
+fn backtest_json(chosen: &Backtest, baseline: &Backtest) -> Value {
+    json!({
+        "origins": chosen.origins,
+        "mape_1m": chosen.mape[0], "mape_2m": chosen.mape[1], "mape_3m": chosen.mape[2],
+        "wape_1m": chosen.wape[0], "wape_2m": chosen.wape[1], "wape_3m": chosen.wape[2],
+        "baseline_mape_1m": baseline.mape[0], "baseline_mape_2m": baseline.mape[1],
+        "baseline_mape_3m": baseline.mape[2],
+    })
+}
