@@ -172,18 +172,30 @@ impl ForecastReport {
                 && client.is_none_or(|c| key.client == c)
                 && values.iter().any(|v| *v != 0.0)
         });
+        let chosen: Vec<_> = chosen.collect();
+        // Days before the series' first non-zero value are before it existed (a client
+        // onboarding mid-history): its history starts there.
+        let starts: Vec<usize> = chosen
+            .iter()
+            .map(|(_, values)| values.iter().position(|v| *v != 0.0).unwrap_or(values.len()))
+            .collect();
+        let inputs: Vec<(NaiveDate, &[f64])> = chosen
+            .iter()
+            .zip(&starts)
+            .map(|((_, values), &start)| (history.first + chrono::Days::new(start as u64), &values[start..]))
+            .collect();
         let series = chosen
-            .map(|((key, metric), values)| {
-                // Days before the series' first non-zero value are before it existed (a client
-                // onboarding mid-history): its history starts there.
-                let start = values.iter().position(|v| *v != 0.0).unwrap_or(values.len());
-                let first = history.first + chrono::Days::new(start as u64);
-                let forecast = match forecast::forecast_series(first, &values[start..], months) {
+            .iter()
+            .zip(forecast::forecast_all(&inputs, months))
+            .zip(&inputs)
+            .map(|((((key, metric), _), forecast), (_, values))| SeriesReport {
+                key: key.clone(),
+                metric,
+                forecast: match forecast {
                     Ok(f) => Ok(f),
                     Err(ForecastError::TooLittleHistory { have }) => Err(have),
-                    Err(ForecastError::Model(_)) => Err(values.len() - start),
-                };
-                SeriesReport { key: key.clone(), metric, forecast }
+                    Err(ForecastError::Model(_)) => Err(values.len()),
+                },
             })
             .collect();
         ForecastReport {
