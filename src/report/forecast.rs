@@ -150,7 +150,7 @@ impl History {
 pub struct SeriesReport {
     pub key: SeriesKey,
     pub metric: &'static str,
-    /// `None`: too little history (the days it has).
+    /// `Err`: not forecast, with the days of history it has (too few).
     pub forecast: Result<forecast::SeriesForecast, usize>,
 }
 
