@@ -1079,6 +1079,16 @@ pub struct GenerateArgs {
     /// Last billing period, YYYY-MM (default: the last complete month).
     #[arg(long, env = "GPULEDGER_GENERATE_END")]
     pub end: Option<Period>,
+    /// The planning world: the months are a year in which the fleet grows node by node,
+    /// people start training, notebooks and batch on weekdays, umbrella onboards on the 15th of
+    /// the seventh month and acme retrains on H100s every weekend (what forecasts are tested
+    /// against).
+    #[arg(long, env = "GPULEDGER_GENERATE_GROWTH")]
+    pub growth: bool,
+    /// Write the last N months under `<out>/held-back/` instead (same layout), so that the
+    /// history ingested from `<out>` stops before them; `truth.json` keeps every month.
+    #[arg(long, env = "GPULEDGER_GENERATE_HOLD_BACK", default_value_t = 0)]
+    pub hold_back: u32,
     /// EKS clusters (comma-separated) whose owner never turned on split cost allocation data:
     /// the CUR has no split rows for their pods, only their instances; `truth.json` still
     /// holds the split AWS's rules give them.

@@ -280,6 +280,8 @@ pub(super) async fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         focus: args.focus || args.providers.iter().any(|p| *p != synth::clouds::Provider::Aws),
         providers: args.providers,
         without_cur_split: args.without_cur_split,
+        growth: args.growth,
+        hold_back: args.hold_back,
     };
     let summary = generate_blocking(options).await?;
     println!("{}", serde_json::to_string(&summary)?);

@@ -603,6 +603,82 @@ pub enum Era {
     After,
 }
 
+/// The planning world's year (issue 42), what forecasts are tested against: demand grows,
+/// people start work on weekdays, a client onboards part-way and a client retrains every
+/// weekend.
+/// - **Trend.** Training queues fill up (the gaps between Jobs shrink to a fifth by the
+///   year's end) and pools of three or more nodes grow one node at a time
+///   ([`Growth::joins_at`]).
+/// - **Weekly rhythm.** Training Jobs, notebooks and batch Jobs start on weekdays only (one
+///   falling on a weekend waits for Monday 08:00 UTC); inference and services run on.
+/// - **Onboarding.** [`ONBOARDING_CLIENT`]'s workloads start on the 15th of the year's seventh
+///   month; until then its pools run the others' or stay empty.
+/// - **Retraining.** acme fine-tunes on the `retrain-h100` pool's On-Demand H100 nodes from
+///   Saturday 00:00 to Monday 00:00 UTC, every weekend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Growth {
+    /// The year's first month.
+    pub first: Period,
+    pub months: u32,
+}
+
+/// The client that onboards part-way through the planning world's year.
+pub const ONBOARDING_CLIENT: &str = "umbrella";
+
+/// Seconds in a day.
+const DAY: i64 = 86_400;
+
+impl Growth {
+    fn start(&self) -> i64 {
+        self.first.start()
+    }
+
+    fn end(&self) -> i64 {
+        (1..self.months.max(1)).fold(self.first, |p, _| p.next()).end()
+    }
+
+    /// When the `node`-th (from 0) of a pool's `count` nodes joins the fleet, on the hour: a
+    /// pool of one or two nodes has them all year; a bigger pool's first is there from the
+    /// start and the others join `(node - 1 + phase) / (count - 1)` of the way through the
+    /// year, `phase` (0..1) the pool's own so that pools do not grow in lock-step.
+    pub fn joins_at(&self, node: u32, count: u32, phase: f64) -> i64 {
+        if node == 0 || count < 3 {
+            return self.start();
+        }
+        let fraction = (f64::from(node - 1) + phase) / f64::from(count - 1);
+        let offset = ((self.end() - self.start()) as f64 * fraction) as i64;
+        self.start() + (offset + 3599) / 3600 * 3600
+    }
+
+    /// How much of the year has gone at a UTC epoch second, 0..1.
+    fn elapsed(&self, seconds: i64) -> f64 {
+        ((seconds - self.start()) as f64 / (self.end() - self.start()) as f64).clamp(0.0, 1.0)
+    }
+
+    /// When [`ONBOARDING_CLIENT`] starts: the 15th of the year's seventh month.
+    pub fn onboards_at(&self) -> i64 {
+        (0..self.months / 2).fold(self.first, |p, _| p.next()).start() + 14 * DAY
+    }
+}
+
+/// The day of the week of a UTC epoch second, 0 for Sunday.
+fn weekday(seconds: i64) -> i64 {
+    (seconds.div_euclid(DAY) + 4) % 7 // 1970-01-01 was a Thursday (4)
+}
+
+/// The pools only the planning world has ([`Growth`]).
+const GROWTH_POOLS: &[PoolSpec] = &[PoolSpec {
+    name: "retrain-h100",
+    cluster: 0,
+    instance_type: "p5.48xlarge",
+    purchase: Purchase::OnDemand,
+    nodes: [1, 1, 2, 8],
+    per_pod: 8,
+    workloads: &[1],
+    churns_at_large: false,
+    replicas: 1,
+}];
+
 pub struct World {
     pub seed: u64,
     pub period: Period,
@@ -615,6 +691,8 @@ pub struct World {
     /// The hours of the month billed and measured: all of them, or the first days of a month
     /// in progress ([`World::through_day`]).
     pub billed_hours: u32,
+    /// The planning world's year this month is in, if it is one.
+    pub growth: Option<Growth>,
 }
 
 /// A pool's node count at `percent` % of `nodes`: rounded half up, never below one node where
@@ -637,30 +715,39 @@ fn tenancy_hours(class: Class, rng: &mut Rng) -> (i64, i64) {
 impl World {
     /// Builds the month deterministically from the seed, period and scale (after any fixes).
     pub fn build(seed: u64, period: Period, scale: Scale) -> World {
-        World::build_in(seed, period, scale, Era::After, 100)
+        World::build_in(seed, period, scale, Era::After, 100, None)
     }
 
     /// Builds the month of a world that applies the fixes from `fixes_from` on (`None`: they
     /// always were applied).
     pub fn build_story(seed: u64, period: Period, scale: Scale, fixes_from: Option<Period>) -> World {
-        World::build_sized(seed, period, scale, fixes_from, 100)
+        World::build_sized(seed, period, scale, fixes_from, 100, None)
     }
 
     /// [`World::build_story`] with every pool's node count at `fleet_percent` % of the
     /// scale's (rounded, at least one node where the scale has any), for scale models: the
-    /// same fleet's shape at a tenth or three times its size.
+    /// same fleet's shape at a tenth or three times its size; a month of the planning world's
+    /// year with `growth`.
     pub fn build_sized(
         seed: u64,
         period: Period,
         scale: Scale,
         fixes_from: Option<Period>,
         fleet_percent: u32,
+        growth: Option<Growth>,
     ) -> World {
         let era = if fixes_from.is_some_and(|from| period < from) { Era::Before } else { Era::After };
-        World::build_in(seed, period, scale, era, fleet_percent)
+        World::build_in(seed, period, scale, era, fleet_percent, growth)
     }
 
-    fn build_in(seed: u64, period: Period, scale: Scale, era: Era, fleet_percent: u32) -> World {
+    fn build_in(
+        seed: u64,
+        period: Period,
+        scale: Scale,
+        era: Era,
+        fleet_percent: u32,
+        growth: Option<Growth>,
+    ) -> World {
         let month_seconds = i64::from(period.hours()) * 3600;
         let interval = scale.sample_interval();
         let month_seed = rng::hash(seed, &[period.year() as u64, u64::from(period.month())]);
@@ -673,13 +760,23 @@ impl World {
             pods: Vec::new(),
             has_discount: period.month() % 2 == 0,
             billed_hours: period.hours(),
+            growth,
         };
         // Node identities are stable across months (seeded without the period) so that a
         // fleet looks the same from one bill to the next.
-        for (pool_index, pool) in POOLS.iter().enumerate() {
+        let pools = POOLS.iter().chain(if growth.is_some() { GROWTH_POOLS } else { &[] });
+        for (pool_index, pool) in pools.enumerate() {
             let instance_type = catalog::instance_type(pool.instance_type)
                 .unwrap_or_else(|| panic!("pool {} uses unknown type", pool.name));
-            for node_number in 0..pool_nodes(pool.nodes[scale.index(era)], fleet_percent) {
+            let count = pool_nodes(pool.nodes[scale.index(era)], fleet_percent);
+            for node_number in 0..count {
+                // In the planning world a node is there from when it joins (on the hour).
+                let phase = rng::unit(seed, &[9, pool_index as u64]);
+                let joins =
+                    growth.map_or(0, |g| (g.joins_at(node_number, count, phase) - period.start()).max(0));
+                if joins >= month_seconds {
+                    continue;
+                }
                 let mut id_rng = Rng::derive(seed, &[1, pool_index as u64, u64::from(node_number)]);
                 let cluster = &CLUSTERS[pool.cluster];
                 let node_index = world.nodes.len();
@@ -707,7 +804,9 @@ impl World {
                     ),
                     gpu_uuids: (0..instance_type.gpus).map(|_| format!("GPU-{}", id_rng.uuid())).collect(),
                     gpu_replicas: pool.replicas,
-                    running: vec![instance_type.gpus == 0; period.hours() as usize],
+                    running: (0..period.hours())
+                        .map(|hour| instance_type.gpus == 0 && i64::from(hour) * 3600 >= joins)
+                        .collect(),
                     pods: Vec::new(),
                 };
                 let mut schedule_rng =
@@ -717,16 +816,22 @@ impl World {
                 } else {
                     pool.per_pod
                 };
+                let retrains = GROWTH_POOLS.iter().any(|p| p.name == pool.name);
                 for slot in 0..slots {
-                    world.schedule_slot(
-                        node_index,
-                        &mut node,
-                        pool,
-                        (slot, slot + node_number * slots),
-                        &mut schedule_rng,
-                        month_seconds,
-                        interval,
-                    );
+                    let place = (slot, slot + node_number * slots);
+                    if retrains {
+                        world.schedule_weekends(node_index, &mut node, pool, place, (joins, month_seconds));
+                    } else {
+                        world.schedule_slot(
+                            node_index,
+                            &mut node,
+                            pool,
+                            place,
+                            &mut schedule_rng,
+                            (joins, month_seconds),
+                            interval,
+                        );
+                    }
                 }
                 world.nodes.push(node);
                 world.add_daemonsets(node_index, month_seconds);
@@ -735,34 +840,56 @@ impl World {
         world
     }
 
-    /// Fills one slot of a node with a sequence of pods separated by idle gaps; `ordinal` is
-    /// the slot's place in its pool, which names StatefulSet pods.
+    /// Fills one slot of a node with a sequence of pods separated by idle gaps, from `from`
+    /// (the node's joining, 0 but in the planning world) to the month's end; `ordinal` is the
+    /// slot's place in its pool, which names StatefulSet pods.
     #[allow(clippy::too_many_arguments)]
     fn schedule_slot(
         &mut self,
         node_index: usize,
         node: &mut Node,
         pool: &PoolSpec,
-        (slot, ordinal): (u32, u32),
+        place: (u32, u32),
         rng: &mut Rng,
-        month_seconds: i64,
+        (from, month_seconds): (i64, i64),
         interval: i64,
     ) {
-        let instance_type = node.instance_type;
-        let gpu_node = instance_type.gpus > 0;
-        let share = if gpu_node {
-            f64::from(pool.per_pod) / f64::from(instance_type.gpus * pool.replicas)
-        } else {
-            1.0 / f64::from(pool.per_pod)
-        };
+        let gpu_node = node.instance_type.gpus > 0;
         // Start some slots part-way into the month so the fleet is not in lock-step.
-        let mut cursor = rng.int(0, 36) * 3600 + rng.int(0, 3600 / interval - 1) * interval;
+        let mut cursor = from + rng.int(0, 36) * 3600 + rng.int(0, 3600 / interval - 1) * interval;
         if pool.replicas > 1 {
             cursor -= cursor % 3600;
         }
         let churns = pool.churns_at_large && self.scale == Scale::Large && !gpu_node;
         while cursor < month_seconds {
-            let workload_index = pool.workloads[rng.int(0, pool.workloads.len() as i64 - 1) as usize];
+            let mut workload_index = pool.workloads[rng.int(0, pool.workloads.len() as i64 - 1) as usize];
+            if let Some(growth) = self.growth {
+                let onboards = growth.onboards_at() - self.period.start();
+                if cursor < onboards && WORKLOADS[workload_index].client == Some(ONBOARDING_CLIENT) {
+                    // Not a client yet: another workload of the pool, or nothing until it is.
+                    match pool.workloads.iter().find(|&&w| WORKLOADS[w].client != Some(ONBOARDING_CLIENT)) {
+                        Some(&other) => workload_index = other,
+                        None => {
+                            cursor = onboards;
+                            continue;
+                        }
+                    }
+                }
+                if matches!(WORKLOADS[workload_index].class, Class::Training | Class::Notebook | Class::Batch)
+                {
+                    // People start these on weekdays: a weekend start waits for Monday 08:00.
+                    let at = self.period.start() + cursor;
+                    let wait = match weekday(at) {
+                        6 => 2,
+                        0 => 1,
+                        _ => 0,
+                    };
+                    if wait > 0 {
+                        cursor += wait * DAY - at.rem_euclid(DAY) + 8 * 3600 + at.rem_euclid(3600);
+                        continue;
+                    }
+                }
+            }
             let workload = &WORKLOADS[workload_index];
             let (run_seconds, gap_seconds) = if churns {
                 // Short Jobs: 10 to 60 minutes each, 5 to 40 minutes apart.
@@ -778,52 +905,103 @@ impl World {
                 (run_hours * 3600 + end_offset, gap_hours * 3600 + rng.int(0, 3600 / interval - 1) * interval)
             };
             let end = (cursor + run_seconds).min(month_seconds);
-            let pod_index = self.pods.len();
-            let mut name_rng = Rng::derive(self.seed, &[3, pod_index as u64]);
-            let (controller, name) = match workload.kind {
-                "ReplicaSet" => {
-                    let replica_set = format!("{}-{}", workload.name, name_rng.suffix(9));
-                    let name = format!("{replica_set}-{}", name_rng.suffix(5));
-                    (replica_set, name)
+            self.place_pod(node_index, node, pool, workload_index, place, (cursor, end));
+            // In the planning world training queues fill up through the year: the gaps between
+            // jobs shrink to a fifth by its end.
+            let gap_seconds = match self.growth {
+                Some(growth) if workload.class == Class::Training => {
+                    let shrink = 1.0 - 0.8 * growth.elapsed(self.period.start() + end);
+                    (gap_seconds as f64 * shrink) as i64 / interval * interval
                 }
-                // A StatefulSet's ordinal is its place in the pool, the same in every cluster,
-                // and kept by the next pod of the slot (the same name, a new UID).
-                "StatefulSet" => (workload.name.to_string(), format!("{}-{}", workload.name, ordinal)),
-                _ => {
-                    // A CronJob names each run by its scheduled time in minutes since the Unix
-                    // epoch (the slot apart, for runs of one minute): unique across months.
-                    let minute = (self.period.start() + cursor) / 60 + i64::from(slot);
-                    let job = format!("{}-{minute}", workload.name);
-                    let name = format!("{job}-{}", name_rng.suffix(5));
-                    (job, name)
-                }
+                _ => gap_seconds,
             };
-            let cpu_factor = if matches!(workload.class, Class::Notebook) { 0.5 } else { 0.8 };
-            self.pods.push(Pod {
-                workload: workload_index,
-                controller,
-                name,
-                uid: name_rng.uuid(),
-                node: node_index,
-                first_gpu: if gpu_node { slot / pool.replicas * pool.per_pod } else { 0 },
-                gpus: if gpu_node { pool.per_pod } else { 0 },
-                replica: slot % pool.replicas,
-                vcpu_request: (f64::from(instance_type.vcpu) * share * cpu_factor).floor().max(1.0),
-                memory_request_gib: (f64::from(instance_type.memory_gib) * share * 0.7).floor().max(1.0),
-                start: cursor,
-                end,
-                daemonset: false,
-                framebuffer_mib: framebuffer_for(workload.class, instance_type, &mut name_rng),
-            });
-            node.pods.push(pod_index);
-            if gpu_node {
-                let first_hour = cursor / 3600;
-                let last_hour = (end - 1) / 3600;
-                for hour in first_hour..=last_hour {
-                    node.running[hour as usize] = true;
-                }
-            }
             cursor = end + gap_seconds;
+        }
+    }
+
+    /// Fills a slot of the planning world's retraining pool: acme's fine-tune from Saturday
+    /// 00:00 to Monday 00:00 UTC, every weekend the node is there for ([`Growth`]).
+    fn schedule_weekends(
+        &mut self,
+        node_index: usize,
+        node: &mut Node,
+        pool: &PoolSpec,
+        place: (u32, u32),
+        (from, month_seconds): (i64, i64),
+    ) {
+        let month_start = self.period.start();
+        // The Saturday on or before the month's first day, then every week after it.
+        let mut saturday = -((weekday(month_start) + 1) % 7) * DAY;
+        while saturday < month_seconds {
+            let (start, end) = (saturday.max(from), (saturday + 2 * DAY).min(month_seconds));
+            if start < end {
+                self.place_pod(node_index, node, pool, pool.workloads[0], place, (start, end));
+            }
+            saturday += 7 * DAY;
+        }
+    }
+
+    /// Places one pod of `workload_index` in a slot of a node for `[start, end)` (seconds from
+    /// the month's start), and marks the node running in its hours.
+    fn place_pod(
+        &mut self,
+        node_index: usize,
+        node: &mut Node,
+        pool: &PoolSpec,
+        workload_index: usize,
+        (slot, ordinal): (u32, u32),
+        (start, end): (i64, i64),
+    ) {
+        let instance_type = node.instance_type;
+        let gpu_node = instance_type.gpus > 0;
+        let share = if gpu_node {
+            f64::from(pool.per_pod) / f64::from(instance_type.gpus * pool.replicas)
+        } else {
+            1.0 / f64::from(pool.per_pod)
+        };
+        let workload = &WORKLOADS[workload_index];
+        let pod_index = self.pods.len();
+        let mut name_rng = Rng::derive(self.seed, &[3, pod_index as u64]);
+        let (controller, name) = match workload.kind {
+            "ReplicaSet" => {
+                let replica_set = format!("{}-{}", workload.name, name_rng.suffix(9));
+                let name = format!("{replica_set}-{}", name_rng.suffix(5));
+                (replica_set, name)
+            }
+            // A StatefulSet's ordinal is its place in the pool, the same in every cluster,
+            // and kept by the next pod of the slot (the same name, a new UID).
+            "StatefulSet" => (workload.name.to_string(), format!("{}-{}", workload.name, ordinal)),
+            _ => {
+                // A CronJob names each run by its scheduled time in minutes since the Unix
+                // epoch (the slot apart, for runs of one minute): unique across months.
+                let minute = (self.period.start() + start) / 60 + i64::from(slot);
+                let job = format!("{}-{minute}", workload.name);
+                let name = format!("{job}-{}", name_rng.suffix(5));
+                (job, name)
+            }
+        };
+        let cpu_factor = if matches!(workload.class, Class::Notebook) { 0.5 } else { 0.8 };
+        self.pods.push(Pod {
+            workload: workload_index,
+            controller,
+            name,
+            uid: name_rng.uuid(),
+            node: node_index,
+            first_gpu: if gpu_node { slot / pool.replicas * pool.per_pod } else { 0 },
+            gpus: if gpu_node { pool.per_pod } else { 0 },
+            replica: slot % pool.replicas,
+            vcpu_request: (f64::from(instance_type.vcpu) * share * cpu_factor).floor().max(1.0),
+            memory_request_gib: (f64::from(instance_type.memory_gib) * share * 0.7).floor().max(1.0),
+            start,
+            end,
+            daemonset: false,
+            framebuffer_mib: framebuffer_for(workload.class, instance_type, &mut name_rng),
+        });
+        node.pods.push(pod_index);
+        if gpu_node {
+            for hour in start / 3600..=(end - 1) / 3600 {
+                node.running[hour as usize] = true;
+            }
         }
     }
 
@@ -1071,6 +1249,86 @@ mod tests {
         World::build(42, "2026-10".parse().unwrap(), Scale::Demo)
     }
 
+    /// The planning world's year: November 2025 to October 2026.
+    fn growth() -> Growth {
+        Growth { first: "2025-11".parse().unwrap(), months: 12 }
+    }
+
+    fn grown(period: &str) -> World {
+        World::build_sized(42, period.parse().unwrap(), Scale::Small, None, 100, Some(growth()))
+    }
+
+    #[test]
+    fn the_planning_worlds_nodes_join_through_the_year() {
+        let g = growth();
+        // 365 days from 2025-11-01. Pools of one or two nodes have them all year; of four at
+        // phase 0.5, the second joins after 365 x 0.5/3 = 60.83 days (2025-12-31 20:00 UTC on
+        // the hour), the fourth after 365 x 2.5/3 = 304.17 days (2026-09-01 04:00).
+        assert_eq!(g.joins_at(0, 4, 0.5), g.first.start());
+        assert_eq!(g.joins_at(1, 2, 0.5), g.first.start());
+        assert_eq!(g.joins_at(1, 4, 0.5), g.first.start() + 60 * DAY + 20 * 3600);
+        assert_eq!(g.joins_at(3, 4, 0.5), g.first.start() + 304 * DAY + 4 * 3600);
+        let pool_nodes = |w: &World, pool: &str| w.nodes.iter().filter(|n| n.pool == pool).count();
+        let (first, last) = (grown("2025-11"), grown("2026-10"));
+        assert_eq!([pool_nodes(&first, "train-h100"), pool_nodes(&last, "train-h100")], [2, 2]);
+        assert_eq!(pool_nodes(&last, "notebooks"), 4);
+        assert!(pool_nodes(&first, "notebooks") < 4);
+        // A node that joins in a month runs nothing before it joins.
+        let phase = rng::unit(42, &[9, POOLS.iter().position(|p| p.name == "notebooks").unwrap() as u64]);
+        for period in ["2025-11", "2026-01", "2026-04", "2026-07", "2026-10"] {
+            let world = grown(period);
+            for (n, _) in world.nodes.iter().enumerate().filter(|(_, node)| node.pool == "notebooks") {
+                let number = world.nodes[..n].iter().filter(|m| m.pool == "notebooks").count() as u32;
+                let joins = g.joins_at(number, 4, phase) - world.period.start();
+                assert!(world.node_hours(n).all(|h| i64::from(h) * 3600 >= joins), "{period} node {number}");
+            }
+        }
+    }
+
+    #[test]
+    fn in_the_planning_world_people_start_work_on_weekdays_and_umbrella_on_its_day() {
+        let world = grown("2026-05");
+        let onboards = growth().onboards_at();
+        assert_eq!(onboards, "2026-05".parse::<Period>().unwrap().start() + 14 * DAY);
+        let mut umbrella = 0;
+        for pod in world.pods.iter().filter(|p| !p.daemonset) {
+            let workload = &WORKLOADS[pod.workload];
+            let at = world.period.start() + pod.start;
+            if matches!(workload.class, Class::Training | Class::Notebook | Class::Batch)
+                && world.nodes[pod.node].pool != "retrain-h100"
+            {
+                assert!(![0, 6].contains(&weekday(at)), "{} starts on a weekend", pod.name);
+            }
+            if workload.client == Some(ONBOARDING_CLIENT) {
+                umbrella += 1;
+                assert!(at >= onboards, "{} before umbrella onboarded", pod.name);
+            }
+        }
+        assert!(umbrella > 0);
+        // A year before, umbrella is no client yet.
+        assert!(
+            grown("2025-12").pods.iter().all(|p| WORKLOADS[p.workload].client != Some(ONBOARDING_CLIENT))
+        );
+    }
+
+    #[test]
+    fn acme_retrains_every_weekend_of_the_planning_world() {
+        // May 2026 begins on a Friday: the weekends are May 2-3, 9-10, 16-17, 23-24, 30-31.
+        let world = grown("2026-05");
+        let first_node = world.nodes.iter().position(|n| n.pool == "retrain-h100").unwrap();
+        let weekends: Vec<(i64, i64)> = world.nodes[first_node]
+            .pods
+            .iter()
+            .filter(|&&p| !world.pods[p].daemonset)
+            .map(|&p| (world.pods[p].start / DAY, world.pods[p].end / DAY))
+            .collect();
+        assert_eq!(weekends, [(1, 3), (8, 10), (15, 17), (22, 24), (29, 31)]);
+        // Two GPU-days a weekend, eight GPUs each: 5 weekends x 48 hours the node ran.
+        assert_eq!(world.node_hours(first_node).count(), 5 * 48);
+        let plain = World::build(42, "2026-05".parse().unwrap(), Scale::Small);
+        assert!(plain.nodes.iter().all(|n| n.pool != "retrain-h100"));
+    }
+
     #[test]
     fn a_sized_fleet_scales_every_pool_and_keeps_each() {
         // Large's pools: 130 CPU Spot nodes at 10 % are 13; 14 are 1.4, so 1; 4 are 0.4, kept
@@ -1083,7 +1341,7 @@ mod tests {
         // Small's 38 nodes, three times over; the first node of each pool keeps its identity.
         let period = "2026-10".parse().unwrap();
         let small = World::build(42, period, Scale::Small);
-        let tripled = World::build_sized(42, period, Scale::Small, None, 300);
+        let tripled = World::build_sized(42, period, Scale::Small, None, 300, None);
         assert_eq!(small.nodes.len(), 38);
         assert_eq!(tripled.nodes.len(), 114);
         assert!(tripled.nodes.iter().any(|n| n.instance_id == small.nodes[0].instance_id));

@@ -121,6 +121,14 @@ pub struct GenerateOptions {
     /// split rows for their pods, only their instances (the truth still holds the split
     /// AWS's rules give them, what gpuledger's own split must find).
     pub without_cur_split: Vec<String>,
+    /// The planning world ([`fleet::Growth`]): the months generated are a year in which
+    /// demand grows, people start work on weekdays, umbrella onboards part-way and acme
+    /// retrains every weekend.
+    pub growth: bool,
+    /// The last this many months are written under `<out>/held-back/` (same layout), not
+    /// `<out>`: what happened after the history a forecast is made from, for tests to compare
+    /// with. `truth.json` has every month and names these in `held_back`.
+    pub hold_back: u32,
 }
 
 impl GenerateOptions {
@@ -148,6 +156,8 @@ impl GenerateOptions {
             focus: false,
             providers: vec![clouds::Provider::Aws],
             without_cur_split: Vec::new(),
+            growth: false,
+            hold_back: 0,
         }
     }
 }
@@ -204,13 +214,20 @@ pub fn generate(
     let mut truths = serde_json::Map::new();
     let mut cost_explorer = cost_explorer::CeTally::default();
     let first = periods[0];
+    let growth = options.growth.then_some(fleet::Growth { first, months: periods.len() as u32 });
+    let held_back: Vec<Period> =
+        periods.iter().rev().take(options.hold_back as usize).rev().copied().collect();
+    let held_options = GenerateOptions { out: options.out.join("held-back"), ..options.clone() };
     for period in periods {
+        let held = held_back.contains(&period);
+        let options = if held { &held_options } else { options };
         let mut world = fleet::World::build_sized(
             options.seed,
             period,
             options.scale,
             options.fixes_from,
             options.fleet_percent,
+            growth,
         );
         if let Some(days) = options.through_day.filter(|_| period == options.end) {
             world.through_day(days);
@@ -244,7 +261,9 @@ pub fn generate(
             std::io::Write::flush(&mut out).map_err(io_error(&path))?;
             summary.metric_bytes += fs::metadata(&path).map_err(io_error(&path))?.len();
         }
-        cost_explorer.merge(std::mem::take(&mut truth.cost_explorer));
+        if !held {
+            cost_explorer.merge(std::mem::take(&mut truth.cost_explorer));
+        }
         let mut value = serde_json::to_value(&truth).unwrap_or_default();
         let mut providers = serde_json::Map::new();
         for provider in &options.providers {
@@ -284,6 +303,7 @@ pub fn generate(
             "other_cost": "bill_amortized - kubernetes_allocated_cost",
         },
         "periods": truths,
+        "held_back": held_back.iter().map(Period::to_string).collect::<Vec<_>>(),
     });
     let text = serde_json::to_string_pretty(&document).unwrap_or_default();
     fs::write(&truth_path, text).map_err(io_error(&truth_path))?;

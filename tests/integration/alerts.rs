@@ -123,6 +123,8 @@ async fn the_demo_story_fires_and_resolves_each_alert_once() {
         focus: false,
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
         without_cur_split: Vec::new(),
+        growth: false,
+        hold_back: 0,
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     synth::generate(&options, &progress).unwrap();

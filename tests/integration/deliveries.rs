@@ -56,6 +56,8 @@ fn generate(data: &Path, format: CurFormat, through_day: Option<u32>) {
         focus: false,
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
         without_cur_split: Vec::new(),
+        growth: false,
+        hold_back: 0,
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     synth::generate(&options, &progress).expect("generate");

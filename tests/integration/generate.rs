@@ -29,6 +29,8 @@ fn options(out: &Path, format: CurFormat) -> GenerateOptions {
         focus: false,
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
         without_cur_split: Vec::new(),
+        growth: false,
+        hold_back: 0,
     }
 }
 

@@ -43,6 +43,8 @@ pub fn generate_with(out: &Path, scale: Scale, format: CurFormat, months: u32, s
         focus: false,
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
         without_cur_split: Vec::new(),
+        growth: false,
+        hold_back: 0,
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     synth::generate(&options, &progress).expect("generate");

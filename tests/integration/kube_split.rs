@@ -54,6 +54,8 @@ fn generate_world(
         focus: false,
         providers,
         without_cur_split,
+        growth: false,
+        hold_back: 0,
     };
     let progress = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
     gpuledger::synth::generate(&options, &progress).expect("generate");
