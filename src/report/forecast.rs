@@ -5,7 +5,8 @@
 //! The series, one value per day of the history (every computed month, the last complete
 //! one included, back to the first of an unbroken run of them), each in three metrics:
 //! `gpu_hours` (allocated), `used_gpu_hours` (measured busy) and `cost` (Kubernetes cost,
-//! split + unused, USD):
+//! split + unused, USD), and `spend` (the whole amortized bill of every provider in USD, for
+//! the fleet and each provider: `History::spend`):
 //! - the whole fleet: key `{"provider": "", "pool": "", "client": ""}`;
 //! - each GPU pool, its provider, GPU model and purchase option (`"A100 Spot"`);
 //! - each client, and each client in each pool.
@@ -25,7 +26,7 @@
 //!    "note": null}]}
 //! ```
 //!
-//! `method` is `seasonal_naive` or `mstl_ets`, or `insufficient_history` for a series with
+//! `method` is `seasonal_naive`, `mstl_ets` or `trend_weekly`, or `insufficient_history` for a series with
 //! fewer days than a forecast needs (its `note` says how many; no months or days). MAPE and
 //! WAPE are fractions of the actual monthly total, null where the backtest had no such month.
 //! `planned` is what planned changes add to the month (none yet: `plan add` is not built, so
@@ -45,6 +46,9 @@ use crate::store::Store;
 
 pub const METRICS: [&str; 3] = ["gpu_hours", "used_gpu_hours", "cost"];
 
+/// The month's whole spend, every line of every bill: the fleet's and each provider's.
+pub const SPEND: &str = "spend";
+
 /// Whose series: empty strings for "all".
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SeriesKey {
@@ -61,6 +65,8 @@ pub struct History {
     pub end: NaiveDate,
     /// Per key and metric, a value per day from `first`.
     pub series: BTreeMap<(SeriesKey, &'static str), Vec<f64>>,
+    /// The bills left out of the spend: no exchange rate into USD for their month.
+    pub unconverted: Vec<String>,
 }
 
 impl History {
@@ -141,7 +147,77 @@ impl History {
                 }
             }
         }
-        Ok(History { first, end, series })
+        let mut unconverted = Vec::new();
+        for month in &months {
+            for (provider, day, usd) in Self::spend(store, *month, &mut unconverted).await? {
+                let day = (date(day) - first).num_days();
+                if day < 0 || day as usize >= days {
+                    continue;
+                }
+                for provider in [String::new(), provider.clone()] {
+                    let key = SeriesKey { provider, pool: String::new(), client: String::new() };
+                    series.entry((key, SPEND)).or_insert_with(|| vec![0.0; days])[day as usize] += usd;
+                }
+            }
+        }
+        Ok(History { first, end, series, unconverted })
+    }
+
+    /// A month's whole amortized spend per provider and day, in USD: the CUR's instance-hours
+    /// and other lines (together its amortized bill, exactly), and every FOCUS bill's
+    /// `EffectiveCost` but AWS's when the month has its CUR (the same bill twice), converted at
+    /// the month's rate; a bill with no rate is named in `unconverted` and left out.
+    async fn spend(
+        store: &dyn Store,
+        month: Period,
+        unconverted: &mut Vec<String>,
+    ) -> Result<Vec<(String, i64, f64)>, ReportError> {
+        let period = month.to_string();
+        let mut out = Vec::new();
+        let cur = store.bill(&period).await?;
+        if let Some(bill) = &cur {
+            out.extend(
+                bill.other_costs
+                    .iter()
+                    .map(|o| ("aws".to_string(), o.day, o.amortized_cost_micros as f64 / 1e6)),
+            );
+            if let Some(rollups) = store.rollups(&period).await? {
+                out.extend(
+                    rollups
+                        .capacity
+                        .iter()
+                        .map(|c| ("aws".to_string(), c.day, c.amortized_cost_micros as f64 / 1e6)),
+                );
+            }
+        }
+        let rates = store.fx_rates().await?;
+        let mut currencies = BTreeMap::new();
+        for bill in store.bills(Some(&period)).await?.into_iter().filter(|b| b.format == "focus") {
+            if cur.is_some() && bill.provider == "aws" {
+                continue;
+            }
+            let rate = (bill.currency != "USD")
+                .then(|| crate::domain::fx::rate_for(&rates, &bill.currency, "USD", &period).cloned());
+            match rate {
+                Some(None) => unconverted
+                    .push(format!("{period} {} {} ({})", bill.provider, bill.billing_account, bill.currency)),
+                rate => {
+                    currencies.insert((bill.provider, bill.billing_account), rate.flatten());
+                }
+            }
+        }
+        if !currencies.is_empty() {
+            for charge in store.bill_charges(&period, None).await? {
+                let Some(rate) = currencies.get(&(charge.provider.clone(), charge.billing_account.clone()))
+                else {
+                    continue;
+                };
+                let nanos =
+                    rate.as_ref().map_or(charge.effective_nanos, |r| r.convert(charge.effective_nanos));
+                out.push((charge.provider, charge.day, nanos as f64 / 1e9));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -160,6 +236,8 @@ pub struct ForecastReport {
     pub history_end: NaiveDate,
     pub horizon_months: u32,
     pub series: Vec<SeriesReport>,
+    /// [`History::unconverted`]: named in the spend series' notes.
+    pub unconverted: Vec<String>,
 }
 
 impl ForecastReport {
@@ -203,6 +281,7 @@ impl ForecastReport {
             history_end: history.end.pred_opt().unwrap_or(history.end),
             horizon_months: months,
             series,
+            unconverted: history.unconverted.clone(),
         }
     }
 
@@ -228,7 +307,7 @@ impl ForecastReport {
                             "date": (self.history_end + chrono::Days::new(i as u64 + 1)).to_string(),
                             "value": round(p.value), "lower": round(p.lower), "upper": round(p.upper),
                         })).collect::<Vec<_>>(),
-                        "note": Value::Null,
+                        "note": self.note(s.metric),
                     }),
                     Err(have) => json!({
                         "key": key,
@@ -251,6 +330,14 @@ impl ForecastReport {
             "horizon_months": self.horizon_months,
             "series": series,
         })
+    }
+
+    /// What a series leaves out: the spend, the bills it could not convert into USD.
+    fn note(&self, metric: &str) -> Value {
+        if metric != SPEND || self.unconverted.is_empty() {
+            return Value::Null;
+        }
+        format!("left out, no exchange rate into USD for their month: {}", self.unconverted.join(", ")).into()
     }
 
     pub fn render(&self, format: OutputFormat) -> String {
