@@ -81,6 +81,11 @@ pub enum Command {
     /// Exchange rates, each from a month on: how bills in other currencies are shown in USD.
     #[command(subcommand)]
     Fx(FxCommand),
+    /// Planned changes to demand (a client onboarding, another scaling, a retraining
+    /// schedule), layered onto `report forecast` as a scenario apart from the statistical
+    /// forecast; each addition and removal is in the audit log with its author.
+    #[command(subcommand)]
+    Plan(PlanCommand),
     /// The pipeline that runs itself: checks each source for new data, ingests what changed,
     /// computes, evaluates alerts; every --every (one instance at a time), or --once (a
     /// Kubernetes CronJob).
@@ -130,6 +135,48 @@ pub enum FxCommand {
         #[arg(long, value_enum, default_value = "table")]
         format: crate::report::OutputFormat,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PlanCommand {
+    /// Add a planned change: GPU-hours a month added to a client's demand (--gpu-hours,
+    /// negative to take away) or a percentage of its forecast (--percent), in one pool or
+    /// wherever it runs, for the months from --from to --to. Prints its id.
+    Add(PlanAddArgs),
+    /// Every planned change, with its author and when it was added.
+    List {
+        #[arg(long, value_enum, default_value = "table")]
+        format: OutputFormat,
+    },
+    /// Remove a planned change by its id (`plan list`).
+    Remove { id: i64 },
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("change").required(true).args(["gpu_hours", "percent"])))]
+pub struct PlanAddArgs {
+    /// The client (a client with no history yet is forecast from its planned changes alone).
+    #[arg(long)]
+    pub client: String,
+    /// GPU-hours a month.
+    #[arg(long, allow_hyphen_values = true)]
+    pub gpu_hours: Option<f64>,
+    /// Percent of the client's forecast (-100 and up).
+    #[arg(long, allow_hyphen_values = true)]
+    pub percent: Option<f64>,
+    /// A pool as `report forecast` names it (`"A100 Spot"`); without it, wherever the client
+    /// runs.
+    #[arg(long, default_value = "")]
+    pub pool: String,
+    /// The first month, YYYY-MM.
+    #[arg(long)]
+    pub from: Period,
+    /// The last month, YYYY-MM (default: every month on).
+    #[arg(long)]
+    pub to: Option<Period>,
+    /// What it is ("globex onboards its vision team").
+    #[arg(long)]
+    pub note: String,
 }
 
 #[derive(Debug, Subcommand)]

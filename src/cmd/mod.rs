@@ -9,6 +9,7 @@ mod export;
 mod fx;
 mod ingest;
 mod invoice;
+mod plan;
 mod report;
 mod run;
 mod serve;
@@ -52,6 +53,7 @@ async fn run_with(store: Box<dyn Store>, command: Command) -> anyhow::Result<()>
         Command::Alerts(command) => alerts::run(store.as_ref(), command).await,
         Command::Archive(command) => archive::run(store.as_ref(), command).await,
         Command::Fx(command) => fx::run(store.as_ref(), command).await,
+        Command::Plan(command) => plan::run(store.as_ref(), command).await,
         Command::Export(command) => export::run(store.as_ref(), command).await,
         Command::Run(args) => run::run(store.as_ref(), args).await,
     }

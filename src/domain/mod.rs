@@ -9,12 +9,14 @@
 //! - [`users`]: users, roles, sessions and the audit log;
 //! - [`alerts`]: alerts, their events and the webhooks they go to;
 //! - [`fx`]: exchange rates with the month they take effect, and conversion;
+//! - [`plans`]: planned changes to demand, layered onto forecasts;
 //! - [`runs`]: the recorded runs (their kinds and statuses) and a CUR ingest's reconciliation.
 
 pub mod alerts;
 pub mod clients;
 pub mod fx;
 pub mod invoices;
+pub mod plans;
 pub mod runs;
 pub mod settings;
 pub mod users;

@@ -40,6 +40,7 @@ use serde_json::{Value, json};
 
 use super::table::{Cell, Table};
 use super::{OutputFormat, ReportError};
+use crate::domain::plans::{Plan, PlanKind};
 use crate::engine::forecast::{self, Backtest, ForecastError};
 use crate::period::Period;
 use crate::store::Store;
@@ -67,6 +68,8 @@ pub struct History {
     pub series: BTreeMap<(SeriesKey, &'static str), Vec<f64>>,
     /// The bills left out of the spend: no exchange rate into USD for their month.
     pub unconverted: Vec<String>,
+    /// The planned changes (`gpuledger plan add`).
+    pub plans: Vec<Plan>,
 }
 
 impl History {
@@ -160,7 +163,8 @@ impl History {
                 }
             }
         }
-        Ok(History { first, end, series, unconverted })
+        let plans = store.plans().await?;
+        Ok(History { first, end, series, unconverted, plans })
     }
 
     /// A month's whole amortized spend per provider and day, in USD: the CUR's instance-hours
@@ -221,13 +225,104 @@ impl History {
     }
 }
 
+impl History {
+    /// What `plans` add to `series`' month `m` of the horizon:
+    /// - a plan counts for the fleet, its client's series and, when it names a pool, that
+    ///   pool's and the client's in it (the fleet's spend too; a provider's spend and a pool
+    ///   series for a plan without a pool do not take it);
+    /// - GPU-hours add themselves to `gpu_hours`, their used share to `used_gpu_hours` and their
+    ///   cost per GPU-hour to `cost` and `spend`, at the rates of the last four weeks of history
+    ///   ([`History::rates`]: the client's in the pool, the pool's, the client's, the fleet's,
+    ///   the first with GPU-hours);
+    /// - a percentage adds itself of the client's forecast for the month (in the pool, when it
+    ///   names one; `cost`'s for `spend`).
+    fn planned(
+        &self,
+        plans: &[Plan],
+        series: &[SeriesReport],
+        s: &SeriesReport,
+        (m, month): (usize, Period),
+    ) -> f64 {
+        let key = &s.key;
+        if !key.provider.is_empty() && key.pool.is_empty() {
+            return 0.0;
+        }
+        plans
+            .iter()
+            .filter(|p| p.applies(month))
+            .filter(|p| {
+                (key.client.is_empty() || key.client == p.client)
+                    && (key.pool.is_empty() || key.pool == p.pool)
+            })
+            .map(|p| match p.kind() {
+                PlanKind::GpuHours => {
+                    let (cost, used) = self.plan_rates(p);
+                    p.amount
+                        * match s.metric {
+                            "gpu_hours" => 1.0,
+                            "used_gpu_hours" => used,
+                            _ => cost,
+                        }
+                }
+                PlanKind::Percent => {
+                    let metric = if s.metric == SPEND { "cost" } else { s.metric };
+                    let base = series
+                        .iter()
+                        .filter(|b| b.metric == metric && b.key.client == p.client && b.key.pool == p.pool)
+                        .filter_map(|b| {
+                            b.forecast
+                                .as_ref()
+                                .ok()
+                                .and_then(|f| f.months.get(m))
+                                .map(|(_, point)| point.value)
+                        })
+                        .sum::<f64>();
+                    base * p.amount / 100.0
+                }
+            })
+            .sum()
+    }
+
+    /// A plan's cost per GPU-hour and used share ([`History::rates`]), 0 without any history.
+    fn plan_rates(&self, plan: &Plan) -> (f64, f64) {
+        let in_pool = |client: &str| {
+            self.series
+                .keys()
+                .find(|(k, _)| !plan.pool.is_empty() && k.pool == plan.pool && k.client == client)
+                .and_then(|(k, _)| self.rates(k))
+        };
+        let key =
+            |client: &str| SeriesKey { provider: String::new(), pool: String::new(), client: client.into() };
+        in_pool(&plan.client)
+            .or_else(|| in_pool(""))
+            .or_else(|| self.rates(&key(&plan.client)))
+            .or_else(|| self.rates(&key("")))
+            .unwrap_or((0.0, 0.0))
+    }
+
+    /// Over the last 28 days of `key`'s history: its cost per GPU-hour and the share of its
+    /// GPU-hours used; `None` without GPU-hours then.
+    fn rates(&self, key: &SeriesKey) -> Option<(f64, f64)> {
+        let tail = |metric: &'static str| {
+            self.series
+                .get(&(key.clone(), metric))
+                .map_or(0.0, |v| v[v.len().saturating_sub(28)..].iter().sum::<f64>())
+        };
+        let gpu_hours = tail("gpu_hours");
+        (gpu_hours > 0.0).then(|| (tail("cost") / gpu_hours, tail("used_gpu_hours") / gpu_hours))
+    }
+}
+
 /// One series' outcome.
 #[derive(Debug, Clone)]
 pub struct SeriesReport {
     pub key: SeriesKey,
     pub metric: &'static str,
-    /// `Err`: not forecast, with the days of history it has (too few).
+    /// `Err`: not forecast, with the days of history it has (too few; 0 for a client with
+    /// no history at all, forecast from its planned changes alone).
     pub forecast: Result<forecast::SeriesForecast, usize>,
+    /// What the planned changes add to each month of the horizon.
+    pub planned: Vec<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -235,22 +330,39 @@ pub struct ForecastReport {
     pub history_start: NaiveDate,
     pub history_end: NaiveDate,
     pub horizon_months: u32,
+    /// The first day of each month of the horizon.
+    pub months: Vec<NaiveDate>,
     pub series: Vec<SeriesReport>,
     /// [`History::unconverted`]: named in the spend series' notes.
     pub unconverted: Vec<String>,
+    /// The planned changes that apply to a month of the horizon.
+    pub plans: Vec<Plan>,
 }
 
 impl ForecastReport {
     /// Forecasts the series of `history` that `pool` and `client` select (a series of
-    /// another pool or client, or of all of them, is left out when one is given).
+    /// another pool or client, or of all of them, is left out when one is given), with what
+    /// the planned changes add to each month ([`History::planned`]).
     pub fn build(history: &History, months: u32, pool: Option<&str>, client: Option<&str>) -> ForecastReport {
+        let wanted =
+            |key: &SeriesKey| pool.is_none_or(|p| key.pool == p) && client.is_none_or(|c| key.client == c);
+        let horizon: Vec<NaiveDate> = (0..months).map(|m| history.end + chrono::Months::new(m)).collect();
+        let periods: Vec<Period> =
+            horizon.iter().filter_map(|d| d.format("%Y-%m").to_string().parse().ok()).collect();
+        let plans: Vec<Plan> =
+            history.plans.iter().filter(|p| periods.iter().any(|&m| p.applies(m))).cloned().collect();
+        // A percentage plan scales its client's forecast: those series are forecast too.
+        let scaled = |key: &SeriesKey| {
+            plans
+                .iter()
+                .any(|p| p.kind() == PlanKind::Percent && p.client == key.client && p.pool == key.pool)
+        };
         // A series that was 0 every day (GPU-hours never measured) has nothing to forecast.
-        let chosen = history.series.iter().filter(|((key, _), values)| {
-            pool.is_none_or(|p| key.pool == p)
-                && client.is_none_or(|c| key.client == c)
-                && values.iter().any(|v| *v != 0.0)
-        });
-        let chosen: Vec<_> = chosen.collect();
+        let chosen: Vec<_> = history
+            .series
+            .iter()
+            .filter(|((key, _), values)| (wanted(key) || scaled(key)) && values.iter().any(|v| *v != 0.0))
+            .collect();
         // Days before the series' first non-zero value are before it existed (a client
         // onboarding mid-history): its history starts there.
         let starts: Vec<usize> = chosen
@@ -262,7 +374,7 @@ impl ForecastReport {
             .zip(&starts)
             .map(|((_, values), &start)| (history.first + chrono::Days::new(start as u64), &values[start..]))
             .collect();
-        let series = chosen
+        let mut series: Vec<SeriesReport> = chosen
             .iter()
             .zip(forecast::forecast_all(&inputs, months))
             .zip(&inputs)
@@ -274,19 +386,53 @@ impl ForecastReport {
                     Err(ForecastError::TooLittleHistory { have }) => Err(have),
                     Err(ForecastError::Model(_)) => Err(values.len()),
                 },
+                planned: Vec::new(),
             })
             .collect();
+        // A client with planned changes and no history: forecast from them alone.
+        for plan in &plans {
+            let key = SeriesKey { provider: String::new(), pool: String::new(), client: plan.client.clone() };
+            if !history.series.keys().any(|(k, _)| k.client == plan.client) {
+                for metric in ["gpu_hours", "cost"] {
+                    if !series.iter().any(|s| s.key == key && s.metric == metric) {
+                        series.push(SeriesReport {
+                            key: key.clone(),
+                            metric,
+                            forecast: Err(0),
+                            planned: Vec::new(),
+                        });
+                    }
+                }
+            }
+        }
+        let planned: Vec<Vec<f64>> = series
+            .iter()
+            .map(|s| {
+                periods
+                    .iter()
+                    .enumerate()
+                    .map(|(m, &month)| history.planned(&plans, &series, s, (m, month)))
+                    .collect()
+            })
+            .collect();
+        for (s, planned) in series.iter_mut().zip(planned) {
+            s.planned = planned;
+        }
+        series.retain(|s| wanted(&s.key));
         ForecastReport {
             history_start: history.first,
             history_end: history.end.pred_opt().unwrap_or(history.end),
             horizon_months: months,
+            months: horizon,
             series,
             unconverted: history.unconverted.clone(),
+            plans,
         }
     }
 
     pub fn to_json(&self) -> Value {
-        let round = |v: f64| (v * 1e6).round() / 1e6;
+        // (+ 0.0: no "-0.0" for a change that takes nothing away.)
+        let round = |v: f64| (v * 1e6).round() / 1e6 + 0.0;
         let series: Vec<Value> = self
             .series
             .iter()
@@ -298,16 +444,28 @@ impl ForecastReport {
                         "metric": s.metric,
                         "method": f.method.name(),
                         "backtest": backtest_json(&f.backtest, &f.baseline),
-                        "months": f.months.iter().map(|(month, p)| json!({
+                        "months": f.months.iter().zip(&s.planned).map(|((month, p), planned)| json!({
                             "month": format!("{:04}-{:02}", month.year(), month.month()),
                             "value": round(p.value), "lower": round(p.lower), "upper": round(p.upper),
-                            "planned": 0.0,
+                            "planned": round(*planned),
                         })).collect::<Vec<_>>(),
                         "days": f.days.iter().enumerate().map(|(i, p)| json!({
                             "date": (self.history_end + chrono::Days::new(i as u64 + 1)).to_string(),
                             "value": round(p.value), "lower": round(p.lower), "upper": round(p.upper),
                         })).collect::<Vec<_>>(),
                         "note": self.note(s.metric),
+                    }),
+                    Err(0) => json!({
+                        "key": key,
+                        "metric": s.metric,
+                        "method": "planned_only",
+                        "backtest": backtest_json(&Backtest::default(), &Backtest::default()),
+                        "months": self.months.iter().zip(&s.planned).map(|(month, planned)| json!({
+                            "month": format!("{:04}-{:02}", month.year(), month.month()),
+                            "value": 0.0, "lower": 0.0, "upper": 0.0, "planned": round(*planned),
+                        })).collect::<Vec<_>>(),
+                        "days": [],
+                        "note": "no history yet: forecast from its planned changes alone",
                     }),
                     Err(have) => json!({
                         "key": key,
@@ -329,6 +487,7 @@ impl ForecastReport {
             "history_end": self.history_end.to_string(),
             "horizon_months": self.horizon_months,
             "series": series,
+            "plans": self.plans,
         })
     }
 
@@ -348,36 +507,53 @@ impl ForecastReport {
         for s in &self.series {
             let key = [s.key.provider.as_str(), s.key.pool.as_str(), s.key.client.as_str()];
             let lead = key.iter().map(|k| Cell::Text(k.to_string())).chain([Cell::Text(s.metric.into())]);
-            match &s.forecast {
-                Ok(f) => {
-                    for (month, p) in &f.months {
-                        rows.push(
-                            lead.clone()
-                                .chain([
-                                    Cell::Text(f.method.name().into()),
-                                    Cell::Text(format!("{:04}-{:02}", month.year(), month.month())),
-                                    Cell::Hours(p.value),
-                                    Cell::Hours(p.lower),
-                                    Cell::Hours(p.upper),
-                                    Cell::Ratio(f.backtest.mape[0]),
-                                    Cell::Ratio(f.baseline.mape[0]),
-                                ])
-                                .collect(),
-                        );
-                    }
+            // Per month: method, month, value, lower, upper, planned and the two MAPEs.
+            let month_rows: Vec<MonthRow> = match &s.forecast {
+                Ok(f) => f
+                    .months
+                    .iter()
+                    .map(|(month, p)| {
+                        (
+                            f.method.name(),
+                            month.format("%Y-%m").to_string(),
+                            *p,
+                            f.backtest.mape[0],
+                            f.baseline.mape[0],
+                        )
+                    })
+                    .collect(),
+                Err(0) => self
+                    .months
+                    .iter()
+                    .map(|month| {
+                        (
+                            "planned_only",
+                            month.format("%Y-%m").to_string(),
+                            forecast::Point::default(),
+                            None,
+                            None,
+                        )
+                    })
+                    .collect(),
+                Err(_) => {
+                    vec![("insufficient_history", String::new(), forecast::Point::default(), None, None)]
                 }
-                Err(_) => rows.push(
+            };
+            for (m, (method, month, p, mape, baseline)) in month_rows.into_iter().enumerate() {
+                rows.push(
                     lead.clone()
-                        .chain([Cell::Text("insufficient_history".into()), Cell::Text(String::new())])
                         .chain([
-                            Cell::Hours(0.0),
-                            Cell::Hours(0.0),
-                            Cell::Hours(0.0),
-                            Cell::Ratio(None),
-                            Cell::Ratio(None),
+                            Cell::Text(method.into()),
+                            Cell::Text(month),
+                            Cell::Hours(p.value),
+                            Cell::Hours(p.lower),
+                            Cell::Hours(p.upper),
+                            Cell::Hours(s.planned.get(m).copied().unwrap_or(0.0)),
+                            Cell::Ratio(mape),
+                            Cell::Ratio(baseline),
                         ])
                         .collect(),
-                ),
+                );
             }
         }
         let table = Table {
@@ -395,6 +571,7 @@ impl ForecastReport {
                 "value",
                 "lower",
                 "upper",
+                "planned",
                 "mape_1m",
                 "baseline_mape_1m",
             ],
@@ -404,6 +581,10 @@ impl ForecastReport {
         table.render(format, &self.history_end.to_string(), serde_json::Map::new())
     }
 }
+
+/// A line of the table: method, month, the forecast, and the chosen method's and the
+/// baseline's one-month MAPE.
+type MonthRow = (&'static str, String, forecast::Point, Option<f64>, Option<f64>);
 
 fn backtest_json(chosen: &Backtest, baseline: &Backtest) -> Value {
     json!({

@@ -31,6 +31,7 @@ pub use crate::domain::alerts::{Alert, AlertEvent, PendingDelivery, Webhook};
 pub use crate::domain::clients::{ClientRule, MatchKind};
 pub use crate::domain::fx::FxRate;
 pub use crate::domain::invoices::{BillingDetails, Invoice, Seller};
+pub use crate::domain::plans::Plan;
 pub use crate::domain::runs::{IngestOutcome, IngestRun, LockHolder, NewIngestRun, RunKind, RunStatus};
 pub use crate::domain::settings::{SettingVersion, SettingsHistory};
 pub use crate::domain::users::{AuditEntry, LoginFailures, Session, User};
@@ -608,6 +609,21 @@ pub trait ArchiveStore: Send + Sync {
     async fn archived_periods(&self) -> StoreResult<Vec<ArchivedPeriod>>;
 }
 
+/// Planned changes to demand (issue 42), each written with its line in the audit log.
+#[async_trait]
+pub trait PlanStore: Send + Sync {
+    /// Every planned change, oldest first.
+    async fn plans(&self) -> StoreResult<Vec<Plan>>;
+
+    /// Stores a change with its line in the audit log (`plan_added`, by `username`) in one
+    /// transaction; returns its id.
+    async fn add_plan(&self, plan: &Plan, username: &str) -> StoreResult<i64>;
+
+    /// Removes a change with its line in the audit log (`plan_removed`) in one transaction:
+    /// the change removed, or `None` when there was none of that id (nothing is written).
+    async fn remove_plan(&self, id: i64, username: &str) -> StoreResult<Option<Plan>>;
+}
+
 /// Everything gpuledger keeps, behind one interface so SQLite and Postgres pass the same tests:
 /// one trait per domain, so each feature has a room of its own (invoices, users and alerts
 /// get theirs). Bring the domain traits into scope with `use crate::store::prelude::*`.
@@ -624,6 +640,7 @@ pub trait Store:
     + BillStore
     + AlertStore
     + ArchiveStore
+    + PlanStore
 {
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
@@ -640,7 +657,7 @@ pub trait Store:
 pub mod prelude {
     pub use super::{
         AccountStore, AlertStore, ArchiveStore, BillStore, CostExplorerStore, CostStore, InvoiceStore,
-        RollupStore, RunStore, SettingsStore, Store, UsageStore,
+        PlanStore, RollupStore, RunStore, SettingsStore, Store, UsageStore,
     };
 }
 

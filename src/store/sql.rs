@@ -21,6 +21,7 @@ use super::model::{
 };
 use crate::domain::alerts::{Alert, AlertEvent, Webhook};
 use crate::domain::fx::FxRate;
+use crate::domain::plans::Plan;
 use crate::domain::runs::IngestRun;
 
 // ---- Reports ----
@@ -402,6 +403,10 @@ table!(Webhook in "alert_webhooks" {
     id, url, format, min_severity, created_at,
 } order by "id");
 
+table!(Plan in "plans" {
+    id, client, pool, kind, amount, from_month, to_month, note, author, created_at,
+} order by "id");
+
 table!(PodRecord in "cost_pods" keyed by period {
     id = "pod_id", cluster, namespace, workload, workload_type, pod, node, instance_id,
     instance_type, gpu_model, purchase_option, labels, usage_account_id,
@@ -703,6 +708,7 @@ mod tests {
             ("alerts", columns_and_binds(&Alert::default()), 11),
             ("alert_events", columns_and_binds(&AlertEvent::default()), 10),
             ("alert_webhooks", columns_and_binds(&Webhook::default()), 5),
+            ("plans", columns_and_binds(&Plan::default()), 10),
             ("other_costs", columns_and_binds(&OtherCost::default()), 11),
             ("gpu_usage", columns_and_binds(&GpuUsage::default()), 14),
             ("inference_usage", columns_and_binds(&InferenceUsage::default()), 9),

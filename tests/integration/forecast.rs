@@ -289,4 +289,174 @@ async fn the_planning_worlds_spend_is_forecast_within_twelve_percent_and_better_
     // origin (July 1; June 1 had 17 days before it).
     let umbrella = find("cost", "umbrella");
     assert_eq!(umbrella["backtest"]["origins"], 1, "{umbrella}");
+
+    planned_changes_are_layered_onto_the_forecast(&url, &report).await;
+}
+
+/// `plan add|list|remove` on the planning world's history (to 2026-07): a new client's
+/// H100 hours and acme's +20 %, apart from the statistical forecast, in the audit log.
+async fn planned_changes_are_layered_onto_the_forecast(url: &str, before: &Value) {
+    let plan = |args: &[&str]| run(&[&["--database-url", url, "plan"][..], args].concat());
+    let add = plan(&[
+        "add",
+        "--client",
+        "hooli",
+        "--gpu-hours",
+        "1000",
+        "--pool",
+        "H100 On-Demand",
+        "--from",
+        "2026-09",
+        "--note",
+        "hooli onboards its LLM team",
+    ]);
+    assert!(add.status.success(), "{}", String::from_utf8_lossy(&add.stderr));
+    assert_eq!(String::from_utf8_lossy(&add.stdout).trim(), "1");
+    let add = plan(&[
+        "add",
+        "--client",
+        "acme",
+        "--percent",
+        "20",
+        "--from",
+        "2026-08",
+        "--to",
+        "2026-09",
+        "--note",
+        "chat x1.2",
+    ]);
+    assert!(add.status.success(), "{}", String::from_utf8_lossy(&add.stderr));
+    // Refused, nothing stored: backwards, or a percentage taking more than everything.
+    let backwards = plan(&[
+        "add",
+        "--client",
+        "acme",
+        "--gpu-hours",
+        "5",
+        "--from",
+        "2026-09",
+        "--to",
+        "2026-08",
+        "--note",
+        "x",
+    ]);
+    assert_eq!(backwards.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&backwards.stderr).contains("--to 2026-08 is before --from 2026-09"));
+    let too_much =
+        plan(&["add", "--client", "acme", "--percent", "-101", "--from", "2026-09", "--note", "x"]);
+    assert_eq!(too_much.status.code(), Some(1));
+    let list: Value = serde_json::from_slice(&plan(&["list", "--format", "json"]).stdout).unwrap();
+    let plans = list["plans"].as_array().unwrap();
+    assert_eq!(plans.len(), 2);
+    assert_eq!((plans[0]["kind"].as_str(), plans[0]["amount"].as_f64()), (Some("gpu_hours"), Some(1000.0)));
+    assert!(plans[0]["author"].as_str().unwrap().starts_with("cli:"));
+
+    let report = forecast(url, &["--months", "3"]);
+    assert_eq!(report["plans"].as_array().unwrap().len(), 2);
+    let find = |report: &Value, metric: &str, pool: &str, client: &str| -> Value {
+        report["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["metric"] == metric && s["key"]["pool"] == pool && s["key"]["client"] == client)
+            .unwrap_or_else(|| panic!("no {metric} series of {pool:?} {client:?}"))
+            .clone()
+    };
+    let months = |s: &Value, field: &str| -> Vec<f64> {
+        s["months"].as_array().unwrap().iter().map(|m| m[field].as_f64().unwrap()).collect()
+    };
+    // The statistical forecast does not move; the plans are beside it.
+    for metric in ["spend", "gpu_hours", "cost"] {
+        assert_eq!(
+            months(&find(&report, metric, "", ""), "value"),
+            months(&find(before, metric, "", ""), "value")
+        );
+    }
+    // hooli has no history: its GPU-hours are the plan's from September, their cost at the
+    // H100 On-Demand pool's cost per GPU-hour over July 4-31, worked out here from the rollups.
+    let hooli = find(&report, "gpu_hours", "", "hooli");
+    assert_eq!(hooli["method"], "planned_only");
+    assert_eq!(months(&hooli, "planned"), [0.0, 1000.0, 1000.0]);
+    assert_eq!(months(&hooli, "value"), [0.0, 0.0, 0.0]);
+    let store = helpers::connect(url).await;
+    let since =
+        "2026-07-04".parse::<NaiveDate>().unwrap().and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp();
+    let (mut cost, mut hours) = (0.0, 0.0);
+    for c in store.rollups("2026-07").await.unwrap().unwrap().costs {
+        if c.day >= since && c.gpu_model == "H100" && c.purchase_option.as_str() == "On-Demand" {
+            cost += (c.split_cost_nanos + c.unused_cost_nanos) as f64 / 1e9;
+            hours += c.gpu_hours_allocated;
+        }
+    }
+    let rate = cost / hours;
+    let hooli_cost = months(&find(&report, "cost", "", "hooli"), "planned");
+    assert!((hooli_cost[1] - 1000.0 * rate).abs() < 1e-3, "{hooli_cost:?} against {rate}/GPU-hour");
+    // acme +20 % in August and September only.
+    let acme = find(&report, "cost", "", "acme");
+    let (value, planned) = (months(&acme, "value"), months(&acme, "planned"));
+    assert!((planned[0] - 0.2 * value[0]).abs() < 1e-3 && (planned[1] - 0.2 * value[1]).abs() < 1e-3);
+    assert_eq!(planned[2], 0.0);
+    // The fleet takes both: September's GPU-hours + 20 % of acme's + hooli's 1000.
+    let acme_hours = months(&find(&report, "gpu_hours", "", "acme"), "value");
+    let fleet = months(&find(&report, "gpu_hours", "", ""), "planned");
+    assert!((fleet[1] - (0.2 * acme_hours[1] + 1000.0)).abs() < 1e-3, "{fleet:?}");
+    // The pool takes hooli's hours; its spend its cost.
+    assert_eq!(months(&find(&report, "gpu_hours", "H100 On-Demand", ""), "planned"), [0.0, 1000.0, 1000.0]);
+    let spend = months(&find(&report, "spend", "", ""), "planned");
+    assert!((spend[2] - 1000.0 * rate).abs() < 1e-3, "{spend:?}");
+
+    // Removed: gone from the forecast; both in the audit log with their author.
+    let removed = plan(&["remove", "2"]);
+    assert!(removed.status.success(), "{}", String::from_utf8_lossy(&removed.stderr));
+    let missing = plan(&["remove", "2"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no planned change 2"));
+    let report = forecast(url, &["--months", "3"]);
+    assert_eq!(months(&find(&report, "cost", "", "acme"), "planned"), [0.0, 0.0, 0.0]);
+    let log = store.audit_log(10).await.unwrap();
+    let actions: Vec<(&str, &str)> = log.iter().map(|e| (e.action.as_str(), e.detail.as_str())).collect();
+    assert_eq!(
+        actions[..3],
+        [
+            ("plan_removed", "plan 2 acme: +20 % from 2026-08 to 2026-09: chat x1.2"),
+            ("plan_added", "plan 2 acme: +20 % from 2026-08 to 2026-09: chat x1.2"),
+            (
+                "plan_added",
+                "plan 1 hooli: +1000 GPU-hours a month in H100 On-Demand from 2026-09 on: hooli onboards its LLM team"
+            ),
+        ]
+    );
+    assert!(log[..3].iter().all(|e| e.username.starts_with("cli:")));
+}
+
+/// The planned changes' table and their audit lines on Postgres (SQLite's above).
+#[tokio::test]
+async fn planned_changes_are_stored_and_audited_on_postgres() {
+    let Some(postgres) = helpers::fresh_postgres().await else { return };
+    let plan = |args: &[&str]| run(&[&["--database-url", postgres.url.as_str(), "plan"][..], args].concat());
+    let add = plan(&[
+        "add",
+        "--client",
+        "globex",
+        "--gpu-hours",
+        "-250.5",
+        "--from",
+        "2026-12",
+        "--note",
+        "globex pauses",
+    ]);
+    assert!(add.status.success(), "{}", String::from_utf8_lossy(&add.stderr));
+    let list: Value = serde_json::from_slice(&plan(&["list", "--format", "json"]).stdout).unwrap();
+    let stored = &list["plans"][0];
+    assert_eq!((stored["client"].as_str(), stored["amount"].as_f64()), (Some("globex"), Some(-250.5)));
+    assert_eq!((stored["from_month"].as_str(), stored["to_month"].as_str()), (Some("2026-12"), Some("")));
+    let id = stored["id"].as_i64().unwrap().to_string();
+    assert!(plan(&["remove", &id]).status.success());
+    let list: Value = serde_json::from_slice(&plan(&["list", "--format", "json"]).stdout).unwrap();
+    assert_eq!(list["plans"], serde_json::json!([]));
+    let store = helpers::connect(&postgres.url).await;
+    let log = store.audit_log(5).await.unwrap();
+    let details: Vec<&str> = log.iter().map(|e| e.detail.as_str()).collect();
+    let line = format!("plan {id} globex: -250.5 GPU-hours a month from 2026-12 on: globex pauses");
+    assert_eq!(details[..2], [line.as_str(), line.as_str()]);
 }

@@ -11,6 +11,7 @@ mod cost_explorer;
 mod costs;
 mod invoices;
 mod partitions;
+mod plans;
 mod rollups;
 mod runs;
 mod settings;
