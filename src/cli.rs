@@ -976,6 +976,19 @@ pub enum ReportCommand {
     /// GPU-hours and cost forecast one to three months ahead, for the fleet, each GPU pool
     /// and each client, with each series' backtest error (MAPE, WAPE) against the baseline.
     Forecast(ForecastArgs),
+    /// Each GPU pool's GPUs (from the bill's instance-hours, at peak and on average) against
+    /// the forecast's demand with the planned changes: headroom, the first day demand passes
+    /// the peak, and the clients driving it.
+    Capacity(CapacityArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CapacityArgs {
+    /// Months ahead, after the last complete computed month.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=3))]
+    pub months: u32,
+    #[arg(long, env = "GPULEDGER_REPORT_FORMAT", value_enum, default_value = "table")]
+    pub format: OutputFormat,
 }
 
 #[derive(Debug, Args)]

@@ -91,6 +91,17 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
             print!("{}", report.await?.render(args.format));
             return Ok(());
         }
+        ReportCommand::Capacity(args) => {
+            let history =
+                crate::report::forecast::History::load(store, chrono::Utc::now().date_naive()).await?;
+            let months = args.months;
+            let report = tokio::task::spawn_blocking(move || {
+                let forecast = crate::report::forecast::ForecastReport::build(&history, months, None, None);
+                crate::report::capacity::CapacityReport::build(&history, &forecast)
+            });
+            print!("{}", report.await?.render(args.format));
+            return Ok(());
+        }
         ReportCommand::Split(args) => {
             let split = PodSplitReport::load(store, args.period, &args.cluster).await?;
             print!("{}", split.render(args.format));

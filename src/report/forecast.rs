@@ -70,6 +70,9 @@ pub struct History {
     pub unconverted: Vec<String>,
     /// The planned changes (`gpuledger plan add`).
     pub plans: Vec<Plan>,
+    /// Per pool of the CUR's instances (provider `aws`, pool as the series name it), the
+    /// GPU-hours the bill's instance-hours provided each day from `first`: what capacity is.
+    pub provisioned: BTreeMap<(String, String), Vec<f64>>,
 }
 
 impl History {
@@ -104,8 +107,17 @@ impl History {
         let (first, end) = (date(months[0].start()), date(last.end()));
         let days = (end - first).num_days() as usize;
         let mut series: BTreeMap<(SeriesKey, &'static str), Vec<f64>> = BTreeMap::new();
+        let mut provisioned: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
         for month in &months {
             let Some(rollups) = store.rollups(&month.to_string()).await? else { continue };
+            for c in rollups.capacity.iter().filter(|c| !c.gpu_model.is_empty()) {
+                let day = (date(c.day) - first).num_days();
+                if day >= 0 && (day as usize) < days {
+                    let pool = format!("{} {}", c.gpu_model, c.purchase_option.as_str());
+                    provisioned.entry(("aws".into(), pool)).or_insert_with(|| vec![0.0; days])
+                        [day as usize] += c.gpu_hours_provisioned;
+                }
+            }
             let providers: BTreeMap<&str, &str> =
                 rollups.accounts.iter().map(|a| (a.account.as_str(), a.provider.as_str())).collect();
             for c in &rollups.costs {
@@ -164,7 +176,7 @@ impl History {
             }
         }
         let plans = store.plans().await?;
-        Ok(History { first, end, series, unconverted, plans })
+        Ok(History { first, end, series, unconverted, plans, provisioned })
     }
 
     /// A month's whole amortized spend per provider and day, in USD: the CUR's instance-hours
@@ -303,13 +315,17 @@ impl History {
     /// Over the last 28 days of `key`'s history: its cost per GPU-hour and the share of its
     /// GPU-hours used; `None` without GPU-hours then.
     fn rates(&self, key: &SeriesKey) -> Option<(f64, f64)> {
-        let tail = |metric: &'static str| {
-            self.series
-                .get(&(key.clone(), metric))
-                .map_or(0.0, |v| v[v.len().saturating_sub(28)..].iter().sum::<f64>())
-        };
+        let tail = |metric: &'static str| self.recent_mean(key, metric, 28);
         let gpu_hours = tail("gpu_hours");
         (gpu_hours > 0.0).then(|| (tail("cost") / gpu_hours, tail("used_gpu_hours") / gpu_hours))
+    }
+
+    /// The mean day of `key`'s `metric` over the last `days` of the history (0 without it).
+    pub fn recent_mean(&self, key: &SeriesKey, metric: &'static str, days: usize) -> f64 {
+        self.series.get(&(key.clone(), metric)).map_or(0.0, |v| {
+            let tail = &v[v.len().saturating_sub(days)..];
+            tail.iter().sum::<f64>() / tail.len().max(1) as f64
+        })
     }
 }
 

@@ -17,6 +17,7 @@
 //! given) + `other_cost` = `bill_amortized_total` exactly.
 
 pub mod bill;
+pub mod capacity;
 pub mod cross_check;
 pub mod forecast;
 pub mod pod_split;

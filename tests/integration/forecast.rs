@@ -427,6 +427,79 @@ async fn planned_changes_are_layered_onto_the_forecast(url: &str, before: &Value
         ]
     );
     assert!(log[..3].iter().all(|e| e.username.starts_with("cli:")));
+
+    capacity_is_the_bills_gpus_against_the_forecast(url, &report).await;
+}
+
+/// `report capacity` on the planning world with hooli's plan (1000 H100 On-Demand GPU-hours a
+/// month from September): each figure worked out here from the rollups and the forecast.
+async fn capacity_is_the_bills_gpus_against_the_forecast(url: &str, forecast: &Value) {
+    let output = run(&["--database-url", url, "report", "capacity", "--format", "json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let pools = report["pools"].as_array().unwrap();
+    let store = helpers::connect(url).await;
+    // The pools' GPUs a day from the bill's instance-hours.
+    let mut days: BTreeMap<(String, i64), f64> = BTreeMap::new();
+    for month in
+        ["2025-11", "2025-12", "2026-01", "2026-02", "2026-03", "2026-04", "2026-05", "2026-06", "2026-07"]
+    {
+        for c in
+            store.rollups(month).await.unwrap().unwrap().capacity.iter().filter(|c| !c.gpu_model.is_empty())
+        {
+            let pool = format!("{} {}", c.gpu_model, c.purchase_option.as_str());
+            *days.entry((pool, c.day)).or_default() += c.gpu_hours_provisioned / 24.0;
+        }
+    }
+    for pool in pools {
+        let name = pool["pool"].as_str().unwrap();
+        let gpus: Vec<f64> = days.iter().filter(|((p, _), _)| p == name).map(|(_, g)| *g).collect();
+        let peak = gpus.iter().copied().fold(0.0, f64::max);
+        assert!((pool["gpus_peak"].as_f64().unwrap() - peak).abs() < 1e-6, "{pool}");
+        // The last 28 days (a pool without instances some day has no row that day: 0).
+        let since =
+            "2026-07-04".parse::<NaiveDate>().unwrap().and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp();
+        let recent: f64 =
+            days.iter().filter(|((p, day), _)| p == name && *day >= since).map(|(_, g)| g).sum();
+        assert!((pool["gpus_average"].as_f64().unwrap() - recent / 28.0).abs() < 1e-6, "{pool}");
+        let drivers: Vec<f64> =
+            pool["drivers"].as_array().unwrap().iter().map(|d| d["gpus"].as_f64().unwrap()).collect();
+        assert!(drivers.iter().all(|g| *g > 0.0) && drivers.windows(2).all(|w| w[0] >= w[1]), "{pool}");
+    }
+    // H100 On-Demand: demand a day is the pool's forecast GPU-hours plus hooli's 1000 over
+    // September's 30 days (October's 31), / 24.
+    let h100 = pools.iter().find(|p| p["pool"] == "H100 On-Demand").unwrap();
+    let series = forecast["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            s["metric"] == "gpu_hours" && s["key"]["pool"] == "H100 On-Demand" && s["key"]["client"] == ""
+        })
+        .unwrap();
+    let demand: Vec<(String, f64)> = series["days"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let date = d["date"].as_str().unwrap().to_string();
+            let planned = match &date[..7] {
+                "2026-09" => 1000.0 / 30.0,
+                "2026-10" => 1000.0 / 31.0,
+                _ => 0.0,
+            };
+            (date, (d["value"].as_f64().unwrap() + planned) / 24.0)
+        })
+        .collect();
+    let demand_peak = demand.iter().map(|(_, g)| *g).fold(0.0, f64::max);
+    assert!(
+        (h100["demand_peak"].as_f64().unwrap() - demand_peak).abs() < 1e-4,
+        "{h100} against {demand_peak}"
+    );
+    let peak = h100["gpus_peak"].as_f64().unwrap();
+    assert!((h100["headroom"].as_f64().unwrap() - (peak - demand_peak)).abs() < 1e-4, "{h100}");
+    let first = demand.iter().find(|(_, g)| *g > peak + 1e-9).map(|(d, _)| d.as_str());
+    assert_eq!(h100["first_exceeds"].as_str(), first, "{h100}");
 }
 
 /// The planned changes' table and their audit lines on Postgres (SQLite's above).
