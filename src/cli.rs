@@ -980,6 +980,10 @@ pub enum ReportCommand {
     /// the forecast's demand with the planned changes: headroom, the first day demand passes
     /// the peak, and the clients driving it.
     Capacity(CapacityArgs),
+    /// Per GPU model, the Spot share of training GPU-hours against the 50 % target, the
+    /// forecast On-Demand training hours that could move to Spot, and what that would save at
+    /// the bill's prices.
+    SpotBudgets(CapacityArgs),
 }
 
 #[derive(Debug, Args)]

@@ -92,13 +92,12 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
             return Ok(());
         }
         ReportCommand::Capacity(args) => {
-            let history =
-                crate::report::forecast::History::load(store, chrono::Utc::now().date_naive()).await?;
-            let months = args.months;
-            let report = tokio::task::spawn_blocking(move || {
-                let forecast = crate::report::forecast::ForecastReport::build(&history, months, None, None);
-                crate::report::capacity::CapacityReport::build(&history, &forecast)
-            });
+            let report = against_forecast(store, args.months, crate::report::capacity::CapacityReport::build);
+            print!("{}", report.await?.render(args.format));
+            return Ok(());
+        }
+        ReportCommand::SpotBudgets(args) => {
+            let report = against_forecast(store, args.months, crate::report::spot::SpotReport::build);
             print!("{}", report.await?.render(args.format));
             return Ok(());
         }
@@ -127,4 +126,19 @@ async fn load_range(store: &dyn Store, args: &RangeArgs) -> anyhow::Result<Rollu
         .ok_or_else(|| UsageError("give --period YYYY-MM, or --from and --to".into()))?;
     let loaded = RollupRange::load(store, &Scope::All, range.label(), range.start(), range.end()).await?;
     Ok(loaded.narrowed(args.provider.as_deref(), args.account.as_deref())?)
+}
+
+/// A report built from the history and the forecast of every series `months` ahead (the
+/// fits off the async runtime).
+async fn against_forecast<R: Send + 'static>(
+    store: &dyn Store,
+    months: u32,
+    build: fn(&crate::report::forecast::History, &crate::report::forecast::ForecastReport) -> R,
+) -> anyhow::Result<R> {
+    let history = crate::report::forecast::History::load(store, chrono::Utc::now().date_naive()).await?;
+    Ok(tokio::task::spawn_blocking(move || {
+        let forecast = crate::report::forecast::ForecastReport::build(&history, months, None, None);
+        build(&history, &forecast)
+    })
+    .await?)
 }

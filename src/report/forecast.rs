@@ -43,7 +43,7 @@ use super::{OutputFormat, ReportError};
 use crate::domain::plans::{Plan, PlanKind};
 use crate::engine::forecast::{self, Backtest, ForecastError};
 use crate::period::Period;
-use crate::store::Store;
+use crate::store::{Store, WorkloadClass};
 
 pub const METRICS: [&str; 3] = ["gpu_hours", "used_gpu_hours", "cost"];
 
@@ -73,6 +73,9 @@ pub struct History {
     /// Per pool of the CUR's instances (provider `aws`, pool as the series name it), the
     /// GPU-hours the bill's instance-hours provided each day from `first`: what capacity is.
     pub provisioned: BTreeMap<(String, String), Vec<f64>>,
+    /// Per pool (provider, pool), the GPU-hours of training workloads each day: what the Spot
+    /// budgets weigh.
+    pub training: BTreeMap<(String, String), Vec<f64>>,
 }
 
 impl History {
@@ -108,6 +111,7 @@ impl History {
         let days = (end - first).num_days() as usize;
         let mut series: BTreeMap<(SeriesKey, &'static str), Vec<f64>> = BTreeMap::new();
         let mut provisioned: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+        let mut training: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
         for month in &months {
             let Some(rollups) = store.rollups(&month.to_string()).await? else { continue };
             for c in rollups.capacity.iter().filter(|c| !c.gpu_model.is_empty()) {
@@ -128,6 +132,11 @@ impl History {
                 let provider = providers.get(c.account.as_str()).copied().unwrap_or("aws");
                 let pool = (!c.gpu_model.is_empty())
                     .then(|| format!("{} {}", c.gpu_model, c.purchase_option.as_str()).trim().to_string());
+                if let Some(pool) = pool.as_ref().filter(|_| c.workload_class == WorkloadClass::Training) {
+                    training
+                        .entry((provider.to_string(), pool.clone()))
+                        .or_insert_with(|| vec![0.0; days])[day as usize] += c.gpu_hours_allocated;
+                }
                 let mut keys =
                     vec![SeriesKey { provider: String::new(), pool: String::new(), client: String::new() }];
                 if !c.client.is_empty() {
@@ -176,7 +185,7 @@ impl History {
             }
         }
         let plans = store.plans().await?;
-        Ok(History { first, end, series, unconverted, plans, provisioned })
+        Ok(History { first, end, series, unconverted, plans, provisioned, training })
     }
 
     /// A month's whole amortized spend per provider and day, in USD: the CUR's instance-hours
@@ -314,7 +323,7 @@ impl History {
 
     /// Over the last 28 days of `key`'s history: its cost per GPU-hour and the share of its
     /// GPU-hours used; `None` without GPU-hours then.
-    fn rates(&self, key: &SeriesKey) -> Option<(f64, f64)> {
+    pub fn rates(&self, key: &SeriesKey) -> Option<(f64, f64)> {
         let tail = |metric: &'static str| self.recent_mean(key, metric, 28);
         let gpu_hours = tail("gpu_hours");
         (gpu_hours > 0.0).then(|| (tail("cost") / gpu_hours, tail("used_gpu_hours") / gpu_hours))

@@ -23,6 +23,7 @@ pub mod forecast;
 pub mod pod_split;
 pub mod rollup;
 pub mod split_check;
+pub mod spot;
 pub mod table;
 pub mod usage;
 

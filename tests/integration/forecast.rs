@@ -500,6 +500,60 @@ async fn capacity_is_the_bills_gpus_against_the_forecast(url: &str, forecast: &V
     assert!((h100["headroom"].as_f64().unwrap() - (peak - demand_peak)).abs() < 1e-4, "{h100}");
     let first = demand.iter().find(|(_, g)| *g > peak + 1e-9).map(|(d, _)| d.as_str());
     assert_eq!(h100["first_exceeds"].as_str(), first, "{h100}");
+
+    spot_budgets_weigh_training_against_the_target(url, forecast).await;
+}
+
+/// `report spot-budgets`: A100's Spot share of training over July 4-31 and its training hours
+/// ahead, worked out from the rollups and the forecast; H100 has no Spot price in the bill.
+async fn spot_budgets_weigh_training_against_the_target(url: &str, forecast: &Value) {
+    let output = run(&["--database-url", url, "report", "spot-budgets", "--format", "json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["target"], 0.5);
+    let model = |name: &str| {
+        report["models"].as_array().unwrap().iter().find(|m| m["gpu_model"] == name).unwrap().clone()
+    };
+    let store = helpers::connect(url).await;
+    let since =
+        "2026-07-04".parse::<NaiveDate>().unwrap().and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp();
+    // Per A100 pool over the last 28 days: (training GPU-hours, all GPU-hours).
+    let mut recent: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for c in store.rollups("2026-07").await.unwrap().unwrap().costs {
+        if c.day >= since && c.gpu_model == "A100" {
+            let entry = recent.entry(c.purchase_option.as_str().to_string()).or_default();
+            entry.1 += c.gpu_hours_allocated;
+            if c.workload_class == gpuledger::store::WorkloadClass::Training {
+                entry.0 += c.gpu_hours_allocated;
+            }
+        }
+    }
+    let training: f64 = recent.values().map(|(t, _)| t).sum();
+    let a100 = model("A100");
+    assert!((a100["spot_share"].as_f64().unwrap() - recent["Spot"].0 / training).abs() < 1e-6, "{a100}");
+    let ahead = |option: &str| {
+        let pool = format!("A100 {option}");
+        let series = forecast["series"].as_array().unwrap().iter().find(|s| {
+            s["metric"] == "gpu_hours" && s["key"]["pool"] == pool.as_str() && s["key"]["client"] == ""
+        });
+        let total: f64 = series.map_or(0.0, |s| {
+            s["months"].as_array().unwrap().iter().map(|m| m["value"].as_f64().unwrap()).sum()
+        });
+        recent.get(option).map_or(0.0, |(t, all)| total * t / all)
+    };
+    let (spot, on_demand) = (ahead("Spot"), ahead("On-Demand"));
+    let all: f64 = recent.keys().map(|o| ahead(o)).sum();
+    assert!((a100["spot_gpu_hours"].as_f64().unwrap() - spot).abs() < 1e-3, "{a100}");
+    assert!((a100["training_gpu_hours"].as_f64().unwrap() - all).abs() < 1e-3, "{a100}");
+    let movable = (0.5 * all - spot).clamp(0.0, on_demand);
+    assert!((a100["movable_gpu_hours"].as_f64().unwrap() - movable).abs() < 1e-3, "{a100}");
+    let rates = a100["on_demand_rate"].as_f64().unwrap() - a100["spot_rate"].as_f64().unwrap();
+    assert!((a100["savings"].as_f64().unwrap() - movable * rates).abs() < 1e-3, "{a100}");
+    // H100 trains on Savings Plans and On-Demand only: what could move is priced by nothing.
+    let h100 = model("H100");
+    assert_eq!((h100["spot_share"].as_f64(), h100["spot_rate"].as_f64()), (Some(0.0), None));
+    assert!(h100["movable_gpu_hours"].as_f64().unwrap() > 0.0 && h100["savings"].is_null(), "{h100}");
+    assert_eq!(h100["note"], "no H100 Spot hours in the bill's last 28 days to price the move");
 }
 
 /// The planned changes' table and their audit lines on Postgres (SQLite's above).
