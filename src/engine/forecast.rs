@@ -261,6 +261,8 @@ pub struct SeriesForecast {
     pub method: Method,
     pub backtest: Backtest,
     pub baseline: Backtest,
+    /// Every method's backtest, in [`Method::ALL`]'s order.
+    pub methods: Vec<(Method, Backtest)>,
     pub days: Vec<Point>,
     pub months: Vec<(NaiveDate, Point)>,
 }
@@ -284,6 +286,7 @@ pub fn forecast_series(
         Method::ALL.iter().map(|&m| (m, backtest(m, first, values))).collect();
     let baseline = scored[0].1.clone();
     // The lowest one-month MAPE; the first (the baseline) of equals, and where none was scored.
+    let methods = scored.clone();
     let (method, backtest) = scored
         .into_iter()
         .filter(|(_, b)| b.mape[0].is_some())
@@ -298,7 +301,7 @@ pub fn forecast_series(
         Err(e) => return Err(e),
     };
     let months = monthly(next, &days);
-    Ok(SeriesForecast { method, backtest, baseline, days, months })
+    Ok(SeriesForecast { method, backtest, baseline, methods, days, months })
 }
 
 /// [`forecast_series`] of each `(first day, values)`, on one thread per core (each series is

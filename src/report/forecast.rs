@@ -19,19 +19,23 @@
 //!    "metric": "gpu_hours", "method": "mstl_ets",
 //!    "backtest": {"origins": 4, "mape_1m": 0.061, "mape_2m": 0.08, "mape_3m": 0.11,
 //!                 "wape_1m": 0.058, "wape_2m": …, "wape_3m": …,
-//!                 "baseline_mape_1m": 0.094, "baseline_mape_2m": …, "baseline_mape_3m": …},
+//!                 "baseline_mape_1m": 0.094, "baseline_mape_2m": …, "baseline_mape_3m": …,
+//!                 "methods": {"seasonal_naive": {"mape_1m": 0.094, …}, "mstl_ets": {…},
+//!                             "trend_weekly": {…}}},
 //!    "months": [{"month": "2026-11", "value": 1234.5, "lower": 1100.2, "upper": 1380.0,
 //!                "planned": 0.0}],
 //!    "days": [{"date": "2026-11-01", "value": 41.2, "lower": 36.0, "upper": 46.1}],
 //!    "note": null}]}
 //! ```
 //!
-//! `method` is `seasonal_naive`, `mstl_ets` or `trend_weekly`, or `insufficient_history` for a series with
-//! fewer days than a forecast needs (its `note` says how many; no months or days). MAPE and
-//! WAPE are fractions of the actual monthly total, null where the backtest had no such month.
-//! `planned` is what planned changes add to the month (none yet: `plan add` is not built, so
-//! it is 0). A series that was 0 every day (used GPU-hours where no metrics were ingested) is
-//! left out.
+//! `method` is `seasonal_naive`, `mstl_ets` or `trend_weekly`; `insufficient_history` for a
+//! series with fewer days than a forecast needs (its `note` says how many; no months or
+//! days); `planned_only` for a client with planned changes and no history (its months' values
+//! 0, their `planned` the plans'). MAPE and WAPE are fractions of the actual monthly total,
+//! null where the backtest had no such month. `planned` is what the planned changes (`plan
+//! add`) add to the month, apart from the statistical `value` ([`History::planned`]); the
+//! changes in force in the horizon are listed in a top-level `"plans"`. A series that was 0
+//! every day (used GPU-hours where no metrics were ingested) is left out.
 
 use std::collections::BTreeMap;
 
@@ -468,7 +472,7 @@ impl ForecastReport {
                         "key": key,
                         "metric": s.metric,
                         "method": f.method.name(),
-                        "backtest": backtest_json(&f.backtest, &f.baseline),
+                        "backtest": backtest_json(&f.backtest, &f.baseline, &f.methods),
                         "months": f.months.iter().zip(&s.planned).map(|((month, p), planned)| json!({
                             "month": format!("{:04}-{:02}", month.year(), month.month()),
                             "value": round(p.value), "lower": round(p.lower), "upper": round(p.upper),
@@ -484,7 +488,7 @@ impl ForecastReport {
                         "key": key,
                         "metric": s.metric,
                         "method": "planned_only",
-                        "backtest": backtest_json(&Backtest::default(), &Backtest::default()),
+                        "backtest": backtest_json(&Backtest::default(), &Backtest::default(), &[]),
                         "months": self.months.iter().zip(&s.planned).map(|(month, planned)| json!({
                             "month": format!("{:04}-{:02}", month.year(), month.month()),
                             "value": 0.0, "lower": 0.0, "upper": 0.0, "planned": round(*planned),
@@ -496,7 +500,7 @@ impl ForecastReport {
                         "key": key,
                         "metric": s.metric,
                         "method": "insufficient_history",
-                        "backtest": backtest_json(&Backtest::default(), &Backtest::default()),
+                        "backtest": backtest_json(&Backtest::default(), &Backtest::default(), &[]),
                         "months": [],
                         "days": [],
                         "note": format!(
@@ -611,8 +615,18 @@ impl ForecastReport {
 /// baseline's one-month MAPE.
 type MonthRow = (&'static str, String, forecast::Point, Option<f64>, Option<f64>);
 
-fn backtest_json(chosen: &Backtest, baseline: &Backtest) -> Value {
+/// The chosen method's backtest, the baseline's, and every method's (`methods`).
+fn backtest_json(chosen: &Backtest, baseline: &Backtest, methods: &[(forecast::Method, Backtest)]) -> Value {
+    let errors = |b: &Backtest| {
+        json!({
+            "mape_1m": b.mape[0], "mape_2m": b.mape[1], "mape_3m": b.mape[2],
+            "wape_1m": b.wape[0], "wape_2m": b.wape[1], "wape_3m": b.wape[2],
+        })
+    };
+    let methods: serde_json::Map<String, Value> =
+        methods.iter().map(|(m, b)| (m.name().to_string(), errors(b))).collect();
     json!({
+        "methods": methods,
         "origins": chosen.origins,
         "mape_1m": chosen.mape[0], "mape_2m": chosen.mape[1], "mape_3m": chosen.mape[2],
         "wape_1m": chosen.wape[0], "wape_2m": chosen.wape[1], "wape_3m": chosen.wape[2],

@@ -265,6 +265,15 @@ async fn the_planning_worlds_spend_is_forecast_within_twelve_percent_and_better_
     assert!(chosen <= 0.12, "{backtest}");
     assert!(chosen < baseline, "{backtest}");
     assert_ne!(spend["method"], "seasonal_naive");
+    // Each method's backtest is there; the chosen one's is the least one month ahead.
+    let methods = backtest["methods"].as_object().unwrap();
+    assert_eq!(methods.keys().collect::<Vec<_>>(), ["mstl_ets", "seasonal_naive", "trend_weekly"]);
+    assert_eq!(methods[spend["method"].as_str().unwrap()]["mape_1m"].as_f64(), Some(chosen));
+    assert_eq!(methods["seasonal_naive"]["mape_1m"], backtest["baseline_mape_1m"]);
+    assert!(methods.values().all(|m| m["mape_1m"].as_f64().unwrap() >= chosen));
+    for (name, m) in methods {
+        eprintln!("spend {name}: MAPE {} {} {}", m["mape_1m"], m["mape_2m"], m["mape_3m"]);
+    }
 
     // What happened: the month after the history within 12 % of its forecast, and each held-back
     // month's bill inside the forecast's 80 % interval.
