@@ -11,12 +11,15 @@
 //! - [`kube_split`]: a node-hour's cost split among its pods from Prometheus, by AWS's rules;
 //! - [`cluster_split`]: one cluster's split for a period, node costs from its bill, grouped.
 //! - [`forecast`]: daily series forecast 1–3 months ahead, each by the method its own
-//!   rolling-origin backtest scores best.
+//!   rolling-origin backtest scores best;
+//! - [`commitments`]: an hourly commitment simulated hour by hour against eligible usage, the
+//!   best one, and advice from a short and a long lookback.
 
 pub mod bills;
 pub mod chargeback;
 pub mod classify;
 pub mod cluster_split;
+pub mod commitments;
 pub mod compute;
 pub mod forecast;
 pub mod kube_split;
