@@ -46,13 +46,28 @@ pub struct Outcome {
     pub break_even_months: Option<f64>,
 }
 
+/// A commitment's amortized cost an hour: its one-time payment spread evenly over the term's
+/// hours, plus its recurring payment an hour (FOCUS: "the amortization of a commitment
+/// discount's purchase applies evenly ... over each charge period of the term").
+pub fn amortized_hourly(one_time: f64, recurring_per_hour: f64, term_hours: u32) -> f64 {
+    one_time / f64::from(term_hours.max(1)) + recurring_per_hour
+}
+
+/// One hour of a commitment of `commitment` dollars (at its rate) against eligible usage worth
+/// `eligible` at the commitment's rate: (used, unused, beyond it), as FOCUS's `Used` and
+/// `Unused` rows and the usage left to on-demand rates.
+pub fn hour(commitment: f64, eligible: f64) -> (f64, f64, f64) {
+    let used = commitment.min(eligible);
+    (used, commitment - used, eligible - used)
+}
+
 /// Simulates `commitment` hour by hour against `on_demand` (each hour's eligible usage at
 /// on-demand prices) at `discount` (0 ≤ d < 1), for a term of `term_months`.
 pub fn simulate(on_demand: &[f64], discount: f64, commitment: f64, term_months: u32) -> Outcome {
     let keep = 1.0 - discount;
     let (mut total, mut used, mut savings) = (0.0, 0.0, 0.0);
     for &x in on_demand {
-        let spent = commitment.min(x * keep);
+        let (spent, _, _) = hour(commitment, x * keep);
         total += x;
         used += spent;
         savings += spent / keep - commitment;
@@ -160,6 +175,32 @@ mod tests {
         let double = simulate(&hours, 0.5, 10.0, 12);
         assert_eq!((double.utilization, double.net_savings), (0.375, -10.0));
         assert_eq!(simulate(&hours, 0.5, 0.0, 12).break_even_months, None);
+    }
+
+    /// The FOCUS specification's commitment discount scenarios
+    /// (`specification/data/commitment_discount_scenarios/` in FOCUS_Spec): a one-year,
+    /// spend-based commitment of $1.00 an hour bought on 2023-01-01.
+    #[test]
+    fn the_focus_specifications_commitment_scenarios_come_out() {
+        let term_hours = 24 * 365;
+        // Purchase scenarios 1-3: all upfront (8,760.00 once), no upfront (1.00 an hour),
+        // partial (4,380.00 once and 0.50 an hour) each amortize to 1.00 an hour.
+        assert_eq!(amortized_hourly(8760.0, 0.0, term_hours), 1.0);
+        assert_eq!(amortized_hourly(0.0, 1.0, term_hours), 1.0);
+        assert_eq!(amortized_hourly(4380.0, 0.5, term_hours), 1.0);
+        // Usage scenario 1: a resource consumes the whole 1.00 (a Used row of 1.00).
+        assert_eq!(hour(1.0, 1.0), (1.0, 0.0, 0.0));
+        // Scenario 2: nothing eligible runs (an Unused row of 1.00).
+        assert_eq!(hour(1.0, 0.0), (0.0, 1.0, 0.0));
+        // Scenario 3: 0.75 consumed (Used 0.75, Unused 0.25).
+        assert_eq!(hour(1.0, 0.75), (0.75, 0.25, 0.0));
+        // Scenario 4: 1.00 consumed and an overage billed at the standard rate, 0.50: the hour
+        // costs 1.50 (its rows' EffectiveCost). At a 50 % discount, usage worth 2.50 on demand
+        // is 1.25 at the commitment's rate: 1.00 covered, 0.25 beyond it, 0.50 on demand.
+        assert_eq!(hour(1.0, 2.5 * 0.5), (1.0, 0.0, 0.25));
+        let o = simulate(&[2.5], 0.5, 1.0, 12);
+        assert_eq!(o.on_demand - o.net_savings, 1.5);
+        assert_eq!((o.utilization, o.coverage), (1.0, 0.8));
     }
 
     #[test]
