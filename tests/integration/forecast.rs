@@ -21,6 +21,23 @@ fn forecast(url: &str, extra: &[&str]) -> Value {
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
+/// The seasonal-naive baseline's one-month MAPE by hand: from each of `starts` but the last,
+/// the month to the next start is the week before it repeated; its error is over the month's
+/// actual total (`values` one a day from `first`).
+fn baseline_mape(values: &[f64], first: NaiveDate, starts: &[&str]) -> f64 {
+    let index = |date: &str| (date.parse::<NaiveDate>().unwrap() - first).num_days() as usize;
+    let errors: Vec<f64> = starts
+        .windows(2)
+        .map(|pair| {
+            let (start, end) = (index(pair[0]), index(pair[1]));
+            let predicted: f64 = (0..end - start).map(|k| values[start - 7 + k % 7]).sum();
+            let actual: f64 = values[start..end].iter().sum();
+            (predicted - actual).abs() / actual
+        })
+        .collect();
+    errors.iter().sum::<f64>() / errors.len() as f64
+}
+
 #[tokio::test]
 async fn the_fleets_forecast_backtests_as_its_definition_says_and_its_months_sum_its_days() {
     let dir = tempfile::tempdir().unwrap();
@@ -60,16 +77,7 @@ async fn the_fleets_forecast_backtests_as_its_definition_says_and_its_months_sum
     // The baseline one month ahead, by hand: from August 1, September 1 and October 1 (each
     // with four weeks or more before it), the month is the week before the start repeated;
     // its error is over the month's actual total.
-    let mut errors = Vec::new();
-    for (start, end) in
-        [("2026-08-01", "2026-09-01"), ("2026-09-01", "2026-10-01"), ("2026-10-01", "2026-11-01")]
-    {
-        let (start, end) = (index(start), index(end));
-        let predicted: f64 = (0..end - start).map(|k| values[start - 7 + k % 7]).sum();
-        let actual: f64 = values[start..end].iter().sum();
-        errors.push((predicted - actual).abs() / actual);
-    }
-    let baseline = errors.iter().sum::<f64>() / 3.0;
+    let baseline = baseline_mape(&values, first, &["2026-08-01", "2026-09-01", "2026-10-01", "2026-11-01"]);
     let backtest = &fleet["backtest"];
     assert_eq!(backtest["origins"], 3);
     assert!(
@@ -224,17 +232,9 @@ async fn the_planning_worlds_spend_is_forecast_within_twelve_percent_and_better_
     // July): each month is the week before its start repeated.
     let values: Vec<f64> = days.values().copied().collect();
     let first: NaiveDate = "2025-11-01".parse().unwrap();
-    let index = |date: &str| (date.parse::<NaiveDate>().unwrap() - first).num_days() as usize;
     let starts =
         ["2026-02-01", "2026-03-01", "2026-04-01", "2026-05-01", "2026-06-01", "2026-07-01", "2026-08-01"];
-    let mut errors = Vec::new();
-    for pair in starts.windows(2) {
-        let (start, end) = (index(pair[0]), index(pair[1]));
-        let predicted: f64 = (0..end - start).map(|k| values[start - 7 + k % 7]).sum();
-        let actual: f64 = values[start..end].iter().sum();
-        errors.push((predicted - actual).abs() / actual);
-    }
-    let baseline = errors.iter().sum::<f64>() / 6.0;
+    let baseline = baseline_mape(&values, first, &starts);
     let backtest = &spend["backtest"];
     assert_eq!(backtest["origins"], 6);
     assert!(
