@@ -24,6 +24,12 @@ use crate::store::{
     AccountRollup, Bill, BillCharge, ComputeInputs, GpuPodHour, OtherCostGroup, PodDay, PodRecord,
 };
 
+/// Whether a FOCUS charge of `category` is in the amortized bill, as the CUR's is: usage and
+/// purchases (amortized through `EffectiveCost`), not tax, credits or adjustments (the bridge).
+pub fn in_amortized_bill(category: &str) -> bool {
+    matches!(category, "Usage" | "Purchase")
+}
+
 /// The tag GKE's cost allocation names a charge's namespace with.
 pub const NAMESPACE_TAG: &str = "k8s-namespace";
 /// GKE's name for a node's capacity no pod requested.
@@ -133,7 +139,7 @@ pub fn fold_bills(
         let counted: Vec<&BillCharge> = charges
             .iter()
             .filter(|c| c.provider == bill.provider && c.billing_account == bill.billing_account)
-            .filter(|c| matches!(c.charge_category.as_str(), "Usage" | "Purchase"))
+            .filter(|c| in_amortized_bill(&c.charge_category))
             .collect();
         let effective_nanos: i64 = counted.iter().map(|c| c.effective_nanos).sum();
         // Each charge's own amount: the accounts' bill and GPU fleet.

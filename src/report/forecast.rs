@@ -193,9 +193,11 @@ impl History {
     }
 
     /// A month's whole amortized spend per provider and day, in USD: the CUR's instance-hours
-    /// and other lines (together its amortized bill, exactly), and every FOCUS bill's
-    /// `EffectiveCost` but AWS's when the month has its CUR (the same bill twice), converted at
-    /// the month's rate; a bill with no rate is named in `unconverted` and left out.
+    /// and other lines (together its amortized bill, exactly), and every FOCUS bill's usage and
+    /// purchases' `EffectiveCost` (tax, credits and adjustments are not in an amortized bill:
+    /// [`crate::engine::bills::in_amortized_bill`]) but AWS's when the month has its CUR (the
+    /// same bill twice), converted at the month's rate; a bill with no rate is named in
+    /// `unconverted` and left out.
     async fn spend(
         store: &dyn Store,
         month: Period,
@@ -236,7 +238,10 @@ impl History {
             }
         }
         if !currencies.is_empty() {
-            for charge in store.bill_charges(&period, None).await? {
+            let charges = store.bill_charges(&period, None).await?;
+            for charge in
+                charges.into_iter().filter(|c| crate::engine::bills::in_amortized_bill(&c.charge_category))
+            {
                 let Some(rate) = currencies.get(&(charge.provider.clone(), charge.billing_account.clone()))
                 else {
                     continue;
