@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 use super::OutputFormat;
 use super::forecast::{ForecastReport, History, SeriesReport};
 use super::table::{Cell, Table};
+use crate::period::Period;
 
 /// One pool's capacity against demand.
 #[derive(Debug, Clone, PartialEq)]
@@ -194,7 +195,7 @@ fn daily_demand(s: &SeriesReport, forecast: &ForecastReport) -> Vec<(NaiveDate, 
             let date = first + chrono::Days::new(i as u64);
             let month =
                 forecast.months.iter().position(|m| m.year() == date.year() && m.month() == date.month());
-            let days_in_month = days_in_month(date);
+            let days_in_month = Period::new(date.year(), date.month()).map_or(30.0, |p| f64::from(p.days()));
             let planned = month.and_then(|m| s.planned.get(m)).copied().unwrap_or(0.0) / days_in_month;
             let (value, upper) = s
                 .forecast
@@ -205,10 +206,4 @@ fn daily_demand(s: &SeriesReport, forecast: &ForecastReport) -> Vec<(NaiveDate, 
             (date, (value + planned) / 24.0, (upper + planned) / 24.0)
         })
         .collect()
-}
-
-/// The days of `date`'s month.
-fn days_in_month(date: NaiveDate) -> f64 {
-    let first = date.with_day(1).unwrap_or(date);
-    ((first + chrono::Months::new(1)) - first).num_days() as f64
 }

@@ -116,8 +116,15 @@ impl History {
         let mut series: BTreeMap<(SeriesKey, &'static str), Vec<f64>> = BTreeMap::new();
         let mut provisioned: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
         let mut training: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+        // Each month's instance-hours' amortized cost per day (every instance): the CUR's part
+        // of the spend, read here with the rest of the rollups.
+        let mut instance_days: BTreeMap<Period, Vec<(i64, f64)>> = BTreeMap::new();
         for month in &months {
             let Some(rollups) = store.rollups(&month.to_string()).await? else { continue };
+            instance_days.insert(
+                *month,
+                rollups.capacity.iter().map(|c| (c.day, c.amortized_cost_micros as f64 / 1e6)).collect(),
+            );
             for c in rollups.capacity.iter().filter(|c| !c.gpu_model.is_empty()) {
                 let day = (date(c.day) - first).num_days();
                 if day >= 0 && (day as usize) < days {
@@ -177,7 +184,8 @@ impl History {
         }
         let mut unconverted = Vec::new();
         for month in &months {
-            for (provider, day, usd) in Self::spend(store, *month, &mut unconverted).await? {
+            let instances = instance_days.get(month).map_or(&[][..], Vec::as_slice);
+            for (provider, day, usd) in Self::spend(store, *month, instances, &mut unconverted).await? {
                 let day = (date(day) - first).num_days();
                 if day < 0 || day as usize >= days {
                     continue;
@@ -201,6 +209,7 @@ impl History {
     async fn spend(
         store: &dyn Store,
         month: Period,
+        instances: &[(i64, f64)],
         unconverted: &mut Vec<String>,
     ) -> Result<Vec<(String, i64, f64)>, ReportError> {
         let period = month.to_string();
@@ -212,14 +221,7 @@ impl History {
                     .iter()
                     .map(|o| ("aws".to_string(), o.day, o.amortized_cost_micros as f64 / 1e6)),
             );
-            if let Some(rollups) = store.rollups(&period).await? {
-                out.extend(
-                    rollups
-                        .capacity
-                        .iter()
-                        .map(|c| ("aws".to_string(), c.day, c.amortized_cost_micros as f64 / 1e6)),
-                );
-            }
+            out.extend(instances.iter().map(|&(day, usd)| ("aws".to_string(), day, usd)));
         }
         let rates = store.fx_rates().await?;
         let mut currencies = BTreeMap::new();
