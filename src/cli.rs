@@ -984,6 +984,11 @@ pub enum ReportCommand {
     /// forecast On-Demand training hours that could move to Spot, and what that would save at
     /// the bill's prices.
     SpotBudgets(CapacityArgs),
+    /// The bill's Savings Plans and reservations (commitment an hour, term, utilization per
+    /// month, those ending within the horizon), and what to buy: per kind and family, the
+    /// commitment with the best net savings over the bill's hours of eligible On-Demand
+    /// usage, the lower of a 7-day and a 30-day lookback's, against the forecast too.
+    Commitments(CapacityArgs),
 }
 
 #[derive(Debug, Args)]

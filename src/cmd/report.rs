@@ -101,6 +101,11 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
             print!("{}", report.await?.render(args.format));
             return Ok(());
         }
+        ReportCommand::Commitments(args) => {
+            let report = crate::report::commitments::CommitmentsReport::load(store, args.months).await?;
+            print!("{}", report.render(args.format));
+            return Ok(());
+        }
         ReportCommand::Split(args) => {
             let split = PodSplitReport::load(store, args.period, &args.cluster).await?;
             print!("{}", split.render(args.format));

@@ -33,8 +33,8 @@ use crate::sources::cur::reader::{self, Col, Columns};
 use crate::sources::cur::{CurError, invalid};
 use crate::split::Resource;
 use crate::store::{
-    BillDay, BillLine, CostPeriod, FactBatch, FactRecord, InstanceHour, LineCategory, OtherCost, PodRecord,
-    PurchaseOption,
+    BillDay, BillLine, CommitmentMonth, CostPeriod, FactBatch, FactRecord, InstanceHour, LineCategory,
+    OtherCost, PodRecord, PurchaseOption,
 };
 
 /// Σ(split + unused) may differ from the parent's amortized cost by this fraction.
@@ -56,6 +56,14 @@ struct InstanceBuilder {
     /// The lines summed by purchase option (one part unless the hour was billed in several
     /// lines under different options: part Savings Plan, part On-Demand).
     parts: Vec<(PurchaseOption, LineParts)>,
+}
+
+/// One commitment's fee lines of the period; nano-dollars.
+#[derive(Default)]
+struct CommitmentBuilder {
+    record: CommitmentMonth,
+    fee_nanos: i128,
+    used_nanos: i128,
 }
 
 /// The lines of one instance-hour under one purchase option; nano-dollars.
@@ -160,6 +168,8 @@ pub struct PeriodBuilder {
     days: BTreeMap<(i64, [u32; 2]), (i128, i128)>,
     /// Each usage account's name (interned), as the export names it.
     account_names: HashMap<u32, u32>,
+    /// Each Savings Plan's and reservation's fee lines, by ARN.
+    commitments: BTreeMap<String, CommitmentBuilder>,
     /// Some line carried a net column: the export has `net_*` columns.
     has_net: bool,
     currency: Option<String>,
@@ -191,6 +201,7 @@ impl PeriodBuilder {
             bill: BTreeMap::new(),
             days: BTreeMap::new(),
             account_names: HashMap::default(),
+            commitments: BTreeMap::new(),
             has_net: false,
             currency: None,
             billing_account: String::new(),
@@ -279,6 +290,9 @@ impl PeriodBuilder {
         day.1 += amortized_nanos;
         if adjustment {
             return Ok(());
+        }
+        if matches!(line_type, "SavingsPlanRecurringFee" | "RIFee") {
+            self.add_commitment_fee(c, row, line_type, start, unblended)?;
         }
         let is_instance = operation.contains("RunInstances")
             && c.text(Col::ProductProductFamily, row).contains("Compute Instance")
@@ -449,6 +463,88 @@ impl PeriodBuilder {
                 },
             },
         );
+        Ok(())
+    }
+
+    /// A commitment's fee line: what the commitment is (from the first of its lines that
+    /// says), the hours the line covers, what it cost and how much of that covered usage.
+    /// - A Savings Plan's fee is `savings_plan_total_commitment_to_date` (recurring and
+    ///   amortized upfront commitment), of which `savings_plan_used_commitment` was used.
+    /// - A reservation's fee is its recurring fee plus its amortized upfront fee; the
+    ///   `reservation_unused_*` columns are the part not used.
+    fn add_commitment_fee(
+        &mut self,
+        c: &Columns<'_>,
+        row: usize,
+        line_type: &str,
+        start: i64,
+        unblended: f64,
+    ) -> Result<(), CurError> {
+        let reservation = line_type == "RIFee";
+        let arn = if reservation {
+            c.text(Col::ReservationReservationARN, row)
+        } else {
+            c.text(Col::SavingsPlanSavingsPlanARN, row)
+        };
+        let (fee, unused) = if reservation {
+            let upfront = c.amount(Col::ReservationAmortizedUpfrontFeeForBillingPeriod, row)?;
+            let unused = c.amount(Col::ReservationUnusedRecurringFee, row)?
+                + c.amount(Col::ReservationUnusedAmortizedUpfrontFeeForBillingPeriod, row)?;
+            (unblended + upfront, unused)
+        } else {
+            let fee = c.amount(Col::SavingsPlanTotalCommitmentToDate, row)?;
+            (fee, fee - c.amount(Col::SavingsPlanUsedCommitment, row)?)
+        };
+        let end = c.optional_epoch_seconds(Col::LineItemUsageEndDate, row)?.unwrap_or(start + 3600);
+        let time = |column: Col| -> Result<i64, CurError> {
+            match c.text(column, row) {
+                "" => Ok(0),
+                text => reader::parse_timestamp(text)
+                    .ok_or_else(|| c.bad(row, column, format!("{text:?} is not a date and time"))),
+            }
+        };
+        let entry = self.commitments.entry(arn.to_string()).or_default();
+        entry.fee_nanos += nanos(fee);
+        entry.used_nanos += nanos(fee - unused);
+        entry.record.hours += (end - start).max(0) as f64 / 3600.0;
+        if !entry.record.kind.is_empty() {
+            return Ok(());
+        }
+        let record = &mut entry.record;
+        record.id = arn.to_string();
+        if reservation {
+            record.kind = "reservation".into();
+            record.offering = "Reserved".into();
+            record.instance_type = match c.text(Col::ProductInstanceType, row) {
+                "" => c.text(Col::LineItemUsageType, row).rsplit(':').next().unwrap_or("").to_string(),
+                named => named.to_string(),
+            };
+            record.family = record.instance_type.split('.').next().unwrap_or("").to_string();
+            record.region = c.text(Col::ProductRegionCode, row).to_string();
+            record.term_start = time(Col::ReservationStartTime)?;
+            record.term_end = time(Col::ReservationEndTime)?;
+            record.count = c.number(Col::ReservationNumberOfReservations, row)?.map_or(1, |n| n as i64);
+        } else {
+            record.kind = "savings_plan".into();
+            record.offering = c.text(Col::SavingsPlanOfferingType, row).to_string();
+            record.family = match (record.offering.as_str(), c.text(Col::SavingsPlanInstanceTypeFamily, row))
+            {
+                ("EC2InstanceSavingsPlans", family) if !family.is_empty() => family.to_string(),
+                ("SageMakerSavingsPlans", _) => "SageMaker".into(),
+                _ => "Compute".into(),
+            };
+            record.region = c.text(Col::SavingsPlanRegion, row).to_string();
+            record.purchase_term = c.text(Col::SavingsPlanPurchaseTerm, row).to_string();
+            record.payment_option = c.text(Col::SavingsPlanPaymentOption, row).to_string();
+            record.term_start = time(Col::SavingsPlanStartTime)?;
+            record.term_end = time(Col::SavingsPlanEndTime)?;
+            record.count = 1;
+        }
+        if record.purchase_term.is_empty() && record.term_end > record.term_start {
+            // A reservation's line does not name its term: its length does.
+            let years = ((record.term_end - record.term_start) as f64 / (365.25 * 86_400.0)).round();
+            record.purchase_term = format!("{years}yr");
+        }
         Ok(())
     }
 
@@ -842,6 +938,16 @@ impl PeriodBuilder {
                 .filter_map(|l| l.net_amortized_micros)
                 .sum()
         });
+        let commitments = std::mem::take(&mut self.commitments)
+            .into_values()
+            .map(|builder| {
+                Ok(CommitmentMonth {
+                    fee_micros: micros(builder.fee_nanos, "a commitment's fee")?,
+                    used_micros: micros(builder.used_nanos, "a commitment's use")?,
+                    ..builder.record
+                })
+            })
+            .collect::<Result<Vec<_>, CurError>>()?;
         let reconciliation = Reconciliation {
             period: period_name.clone(),
             rows_read: self.rows,
@@ -874,6 +980,7 @@ impl PeriodBuilder {
             other_costs,
             bill_lines,
             bill_days,
+            commitments,
         };
         let pods = self
             .pod_keys

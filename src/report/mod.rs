@@ -18,6 +18,7 @@
 
 pub mod bill;
 pub mod capacity;
+pub mod commitments;
 pub mod cross_check;
 pub mod forecast;
 pub mod pod_split;

@@ -242,6 +242,13 @@ pub trait CostStore: Send + Sync {
     /// hour and instance.
     async fn cluster_instance_hours(&self, period: &str, cluster: &str) -> StoreResult<Vec<InstanceHour>>;
 
+    /// Every stored month of each Savings Plan and reservation, by period then id.
+    async fn commitment_months(&self) -> StoreResult<Vec<(String, CommitmentMonth)>>;
+
+    /// The instance-hours of the billing periods `from..=to` (`YYYY-MM`) per hour, instance
+    /// type and purchase option; an archived period's are not there.
+    async fn usage_hours(&self, from: &str, to: &str) -> StoreResult<Vec<UsageHour>>;
+
     /// Each pod's accelerator (GPU) split usage per hour in a billing period.
     async fn gpu_allocations(&self, period: &str) -> StoreResult<Vec<GpuAllocation>>;
 

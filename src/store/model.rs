@@ -294,6 +294,63 @@ pub struct BillDay {
     pub amortized_micros: i64,
 }
 
+/// One commitment's month, from its fee lines (`SavingsPlanRecurringFee`, `RIFee`): what it
+/// is, its term, and what it cost and used. Money in micro-dollars of the bill's currency.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct CommitmentMonth {
+    /// The Savings Plan's or reservation's ARN.
+    pub id: String,
+    /// `savings_plan` or `reservation`.
+    pub kind: String,
+    /// `savings_plan_offering_type` (`ComputeSavingsPlans`, `EC2InstanceSavingsPlans`,
+    /// `SageMakerSavingsPlans`), `Reserved` for a reservation.
+    pub offering: String,
+    /// `Compute` for a Compute or SageMaker plan, else the instance family (`p5`, `g5`).
+    pub family: String,
+    /// A reservation's instance type, empty for a plan.
+    pub instance_type: String,
+    pub region: String,
+    /// `1yr`, `3yr`, or empty when the bill does not say.
+    pub purchase_term: String,
+    pub payment_option: String,
+    /// The term, UTC epoch seconds (0 when the bill does not say).
+    pub term_start: i64,
+    pub term_end: i64,
+    /// Reserved instances (1 for a plan).
+    pub count: i64,
+    /// Hours of the month the fee lines cover.
+    pub hours: f64,
+    /// What the month's commitment cost (a plan's commitment, a reservation's recurring
+    /// and amortized upfront fee), and how much of it covered usage.
+    pub fee_micros: i64,
+    pub used_micros: i64,
+}
+
+impl CommitmentMonth {
+    /// Its commitment an hour, micro-dollars (0 for no hours).
+    pub fn hourly_micros(&self) -> f64 {
+        if self.hours > 0.0 { self.fee_micros as f64 / self.hours } else { 0.0 }
+    }
+
+    /// Used ÷ fee, none for a month with no fee.
+    pub fn utilization(&self) -> Option<f64> {
+        (self.fee_micros > 0).then(|| self.used_micros as f64 / self.fee_micros as f64)
+    }
+}
+
+/// An hour of one instance type's instance-hours under one purchase option, summed: what a
+/// commitment is simulated against. Micro-dollars of the bill's currency.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct UsageHour {
+    /// UTC epoch seconds of the hour.
+    pub hour: i64,
+    pub instance_type: String,
+    pub purchase_option: PurchaseOption,
+    pub usage_hours: f64,
+    pub amortized_cost_micros: i64,
+    pub public_on_demand_cost_micros: i64,
+}
+
 /// Cost Explorer's cost of one day, service and linked account, in nano-dollars exactly as
 /// its decimal strings said. `service` is Cost Explorer's name (`Amazon Elastic Compute
 /// Cloud - Compute`), not the CUR's product code.
@@ -489,6 +546,8 @@ pub struct CostPeriod {
     pub bill_lines: Vec<BillLine>,
     /// The bill per day, service and usage account.
     pub bill_days: Vec<BillDay>,
+    /// The month of each Savings Plan and reservation the bill charges a fee for.
+    pub commitments: Vec<CommitmentMonth>,
 }
 
 impl CostPeriod {

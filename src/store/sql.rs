@@ -15,9 +15,10 @@ use crate::domain::settings::SettingVersion;
 use super::table::{Table, from_row, table};
 
 use super::model::{
-    Bill, BillCharge, BillDay, BillLine, BillVmDay, CeCost, CeDay, CostFact, CostPeriod, FactBatch,
-    FactRecord, GpuAllocation, GpuUsage, InferenceUsage, InstanceHour, KubeNodeHour, KubePodDay, KubePodHour,
-    NamespaceCost, OtherCost, PeriodSummary, PodCost, PodRecord, PodWorkload, WorkloadCost,
+    Bill, BillCharge, BillDay, BillLine, BillVmDay, CeCost, CeDay, CommitmentMonth, CostFact, CostPeriod,
+    FactBatch, FactRecord, GpuAllocation, GpuUsage, InferenceUsage, InstanceHour, KubeNodeHour, KubePodDay,
+    KubePodHour, NamespaceCost, OtherCost, PeriodSummary, PodCost, PodRecord, PodWorkload, UsageHour,
+    WorkloadCost,
 };
 use crate::domain::alerts::{Alert, AlertEvent, Webhook};
 use crate::domain::fx::FxRate;
@@ -99,9 +100,10 @@ pub(crate) const SELECT_PENDING_PERIODS: &str = "SELECT c.period AS period FROM 
 /// service and account, for the Cost Explorer cross-check), and at version 4 (the usage
 /// account of instance-hours and pods, account names), and at version 5 (the vCPU-hours and
 /// memory GB-hours of pod-days), and at version 6 (instance-hours by purchase option, and
-/// pod-days on instances billed under several): a period stored by an older
-/// version is read again even when its data version has not changed.
-pub(crate) const READER_VERSION: i64 = 6;
+/// pod-days on instances billed under several), and at version 7 (each Savings Plan's and
+/// reservation's month): a period stored by an older version is read again even when its
+/// data version has not changed.
+pub(crate) const READER_VERSION: i64 = 7;
 
 pub(crate) const SELECT_COST_DATA_VERSION: &str =
     "SELECT data_version FROM cost_periods WHERE period = $1 AND reader_version >= $2";
@@ -113,13 +115,14 @@ pub(crate) const SELECT_LAST_DATA_VERSION: &str = "SELECT data_version FROM inge
 
 /// The tables a period's rows are cleared from besides the rollups; children first, so a
 /// foreign key added later would still hold. A period delivered again is no longer archived.
-pub(crate) const PERIOD_ROW_TABLES: [&str; 8] = [
+pub(crate) const PERIOD_ROW_TABLES: [&str; 9] = [
     "cost_facts",
     "cost_pods",
     "instance_hours",
     "other_costs",
     "bill_lines",
     "bill_days",
+    "commitments",
     "archived_periods",
     "cost_periods",
 ];
@@ -362,6 +365,11 @@ table!(BillDay in "bill_days" keyed by period {
     day, service, usage_account_id, unblended_micros, amortized_micros,
 } order by "day, service, usage_account_id");
 
+table!(CommitmentMonth in "commitments" keyed by period {
+    id, kind, offering, family, instance_type, region, purchase_term, payment_option, term_start, term_end,
+    count, hours, fee_micros, used_micros,
+} order by "id");
+
 table!(Bill in "bills" {
     period, provider, billing_account, format, billing_account_name, focus_version, currency, source,
     data_version, rows_read, billed_nanos, effective_nanos, list_nanos, contracted_nanos, deviations,
@@ -456,6 +464,25 @@ pub(crate) const DELETE_KUBE_PODS_WINDOW: &str =
 pub(crate) fn select_usage_window<T: Table>() -> String {
     T::sql().select_where("hour >= $1 AND hour < $2")
 }
+
+from_row!(UsageHour {
+    hour,
+    instance_type,
+    purchase_option,
+    usage_hours,
+    amortized_cost_micros,
+    public_on_demand_cost_micros,
+});
+
+/// The instance-hours of periods `[$1, $2]` per hour, instance type and purchase option.
+pub(crate) const SELECT_USAGE_HOURS: &str = "SELECT hour, instance_type, purchase_option, \
+     SUM(usage_hours) AS usage_hours, \
+     CAST(SUM(amortized_cost_micros) AS BIGINT) AS amortized_cost_micros, \
+     CAST(SUM(public_on_demand_cost_micros) AS BIGINT) AS public_on_demand_cost_micros \
+     FROM instance_hours WHERE period >= $1 AND period <= $2 \
+     GROUP BY hour, instance_type, purchase_option ORDER BY hour, instance_type, purchase_option";
+
+pub(crate) const SELECT_COMMITMENT_PERIODS: &str = "SELECT DISTINCT period FROM commitments ORDER BY period";
 
 from_row!(NamespaceCost {
     cluster = "grouped_cluster", namespace, split_cost_nanos, unused_cost_nanos,
@@ -699,6 +726,7 @@ mod tests {
             ("instance_hours", columns_and_binds(&instance), 16),
             ("bill_lines", columns_and_binds(&BillLine::default()), 11),
             ("bill_days", columns_and_binds(&BillDay::default()), 6),
+            ("commitments", columns_and_binds(&CommitmentMonth::default()), 15),
             ("ce_costs", columns_and_binds(&CeCost::default()), 6),
             ("bills", columns_and_binds(&Bill::default()), 16),
             ("fx_rates", columns_and_binds(&crate::domain::fx::FxRate::default()), 7),

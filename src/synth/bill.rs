@@ -10,8 +10,8 @@ use crate::split::{self, Capacity, PodUsage, Resource};
 
 use super::ChunkedSink;
 use super::cur_file::{CurBatch, CurFormat, CurRow};
-use super::fleet::{CLUSTERS, Purchase, WORKLOADS, World};
-use super::rng::{self, Rng};
+use super::fleet::{CLUSTERS, Purchase, RESERVED_RATE, SAVINGS_PLAN_RATE, WORKLOADS, World};
+use super::rng;
 use super::truth::Truth;
 
 /// The payer (management) account: it buys the Savings Plan, so the plan's fee is its line.
@@ -23,12 +23,6 @@ pub const PAYER_ACCOUNT: (&str, &str) = ("111111111111", "Example Corp");
 pub const USAGE_ACCOUNT: (&str, &str) = (CLUSTERS[0].account, CLUSTERS[0].account_name);
 /// Enterprise discount in the months that have one.
 pub const EDP_RATE: f64 = 0.03;
-/// At the fleet's busiest hours (UTC) the Savings Plan's hourly commitment runs out: this
-/// share of a covered instance's hour is covered, the rest billed On-Demand in a line of its
-/// own, as AWS does.
-pub const PEAK_HOURS: std::ops::Range<u32> = 14..17;
-pub const PEAK_SAVINGS_PLAN_COVERAGE: f64 = 0.6;
-
 /// Prices of one instance for the month, fixed per node.
 struct NodePricing {
     on_demand: f64,
@@ -58,8 +52,8 @@ fn pricing(world: &World, node_index: usize) -> NodePricing {
     let effective = match node.purchase {
         Purchase::OnDemand => on_demand,
         Purchase::Spot => round4(on_demand * spot_factor),
-        Purchase::SavingsPlan => round4(on_demand * 0.71),
-        Purchase::Reserved => round4(on_demand * 0.62),
+        Purchase::SavingsPlan => round4(on_demand * SAVINGS_PLAN_RATE),
+        Purchase::Reserved => round4(on_demand * RESERVED_RATE),
     };
     let box_usage = if node.purchase == Purchase::Spot { "SpotUsage" } else { "BoxUsage" };
     let description = match node.purchase {
@@ -76,21 +70,12 @@ fn pricing(world: &World, node_index: usize) -> NodePricing {
         }
         Purchase::OnDemand => format!("${on_demand} per On Demand Linux {} Instance Hour", itype.name),
     };
-    let mut arn_rng = Rng::derive(world.seed, &[21, node.purchase as u64, itype.vcpu.into()]);
     let commitment_arn = match node.purchase {
-        Purchase::SavingsPlan => {
-            format!("arn:aws:savingsplans::{}:savingsplan/{}", PAYER_ACCOUNT.0, arn_rng.uuid())
-        }
-        Purchase::Reserved => {
-            format!(
-                "arn:aws:ec2:{}:{}:reserved-instances/{}",
-                cluster.region,
-                cluster.account,
-                arn_rng.uuid()
-            )
-        }
-        _ => String::new(),
-    };
+        Purchase::SavingsPlan => world.savings_plan().map(|c| c.arn.clone()),
+        Purchase::Reserved => world.reservation(node.pool).map(|c| c.arn.clone()),
+        Purchase::OnDemand | Purchase::Spot => None,
+    }
+    .unwrap_or_default();
     let pair = |k: &str, v: String| (k.to_string(), v);
     NodePricing {
         on_demand,
@@ -116,6 +101,36 @@ fn pricing(world: &World, node_index: usize) -> NodePricing {
         ],
         commitment_arn,
     }
+}
+
+/// Whether a node's hour is billed, and if so whether it is booting: a GPU node comes up
+/// the hour before its first pod lands (billed, no split rows).
+fn billed(node: &super::fleet::Node, hour: u32) -> Option<bool> {
+    let running = node.running[hour as usize];
+    let booting = node.instance_type.gpus > 0
+        && !running
+        && node.running.get(hour as usize + 1).copied().unwrap_or(false);
+    (running || booting).then_some(booting)
+}
+
+/// The share of each hour of a Savings Plan node that the plan covers: all of it while the
+/// plan's nodes cost no more than its hourly commitment at its rate, else the commitment's
+/// share of what they cost (to four places, rounded down, so the plan is never overspent),
+/// the rest billed On-Demand in a line of its own, as AWS does.
+fn savings_plan_coverage(world: &World, pricing: &[NodePricing]) -> Vec<f64> {
+    let commitment = world.savings_plan().map_or(0.0, |plan| plan.hourly);
+    (0..world.billed_hours)
+        .map(|hour| {
+            let at_plan_rate: f64 = world
+                .nodes
+                .iter()
+                .zip(pricing)
+                .filter(|(node, _)| node.purchase == Purchase::SavingsPlan && billed(node, hour).is_some())
+                .map(|(_, price)| price.effective)
+                .sum();
+            if at_plan_rate <= commitment { 1.0 } else { (commitment / at_plan_rate * 1e4).floor() / 1e4 }
+        })
+        .collect()
 }
 
 /// Resource tags EKS sets on a pod's split rows, plus imported labels.
@@ -153,8 +168,8 @@ struct BillTotals {
     /// Σ unblended of usage rows, the base of the enterprise discount.
     discountable: f64,
     savings_plan_used: f64,
-    /// Reserved-instance hours used, per pool, with the pool's rate and ARN.
-    reserved: Vec<(&'static str, &'static str, f64, f64, String, u32)>,
+    /// Reserved-instance hours used, per reserved pool.
+    reserved_hours: std::collections::BTreeMap<&'static str, f64>,
 }
 
 /// Writes the month's line items and fills `truth`; returns the number of rows written.
@@ -229,6 +244,7 @@ pub fn write_month(
         let _ = write!(buffer, "{:016x}{:010x}", rng::hash(world.seed, &[30, counter]), counter);
     };
 
+    let plan_coverage = savings_plan_coverage(world, &pricing);
     for day in 0..hours / 24 {
         let mut batch = CurBatch::new(format);
         if focus.is_some() {
@@ -244,13 +260,7 @@ pub fn write_month(
                 ..base
             };
             for (node_index, node) in world.nodes.iter().enumerate() {
-                // A GPU node comes up the hour before its first pod lands: billed, no split rows.
-                let booting = node.instance_type.gpus > 0
-                    && !node.running[hour as usize]
-                    && node.running.get(hour as usize + 1).copied().unwrap_or(false);
-                if !node.running[hour as usize] && !booting {
-                    continue;
-                }
+                let Some(booting) = billed(node, hour) else { continue };
                 let price = &pricing[node_index];
                 let cluster = &CLUSTERS[node.cluster];
                 let itype = node.instance_type;
@@ -277,14 +287,8 @@ pub fn write_month(
                     line_item_usage_account_name: cluster.account_name,
                     ..hour_row
                 };
-                // The share of the hour the Savings Plan covers (a booting node's hour is
-                // covered whole).
-                let covered = match node.purchase {
-                    Purchase::SavingsPlan if !booting && PEAK_HOURS.contains(&(hour % 24)) => {
-                        PEAK_SAVINGS_PLAN_COVERAGE
-                    }
-                    _ => 1.0,
-                };
+                let covered =
+                    if node.purchase == Purchase::SavingsPlan { plan_coverage[hour as usize] } else { 1.0 };
                 let amortized = price.effective * covered + price.on_demand * (1.0 - covered);
                 next_id(&mut row_id);
                 let parent_row = match node.purchase {
@@ -374,17 +378,7 @@ pub fn write_month(
                             totals.discountable += rest;
                         }
                     }
-                    Purchase::Reserved => match totals.reserved.iter_mut().find(|r| r.0 == node.pool) {
-                        Some(entry) => entry.3 += 1.0,
-                        None => totals.reserved.push((
-                            node.pool,
-                            itype.name,
-                            price.effective,
-                            1.0,
-                            price.commitment_arn.clone(),
-                            world.nodes.iter().filter(|n| n.pool == node.pool).count() as u32,
-                        )),
-                    },
+                    Purchase::Reserved => *totals.reserved_hours.entry(node.pool).or_default() += 1.0,
                     Purchase::OnDemand | Purchase::Spot => {}
                 }
                 let split_rows = if booting {
@@ -801,72 +795,88 @@ fn monthly_rows(
         ..*base
     };
     let net = |value: f64| world.has_discount.then_some(value * (1.0 - edp));
-    if totals.savings_plan_used > 0.0 {
-        // The commitment is sized a little above use, so some of it goes unused.
-        let used = round_micro(totals.savings_plan_used);
-        let commitment = round_micro(used / 0.96);
-        let arn = world
-            .nodes
-            .iter()
-            .position(|n| n.purchase == Purchase::SavingsPlan)
-            .map(|n| pricing(world, n).commitment_arn)
-            .unwrap_or_default();
+    // A commitment's fee is due every hour of its term, used or not.
+    for commitment in &world.commitments {
+        let (start_time, end_time) = (iso_time(commitment.start), iso_time(commitment.end));
+        let count = commitment.count.to_string();
+        let hours = f64::from(world.billed_hours);
+        let (fee, used, row) = match (commitment.purchase, commitment.instance_type) {
+            (Purchase::Reserved, Some(instance_type)) => {
+                let reserved_hours = f64::from(commitment.count) * hours;
+                let used_hours =
+                    commitment.pool.and_then(|pool| totals.reserved_hours.get(pool)).copied().unwrap_or(0.0);
+                let fee = round_micro(commitment.hourly * reserved_hours);
+                let unused = round_micro(commitment.hourly * (reserved_hours - used_hours));
+                // A reservation is bought in the account of the cluster its pool belongs to.
+                let cluster = &CLUSTERS[commitment.cluster];
+                let row = CurRow {
+                    line_item_line_item_type: "RIFee",
+                    line_item_line_item_description: "Reserved instance fee, 1 year No Upfront",
+                    line_item_product_code: "AmazonEC2",
+                    line_item_usage_amount: Some(reserved_hours),
+                    product_instance_type: instance_type.name,
+                    product_instance_family: instance_type.family,
+                    product_region_code: cluster.region,
+                    reservation_reservation_a_r_n: &commitment.arn,
+                    reservation_unused_recurring_fee: Some(unused),
+                    reservation_unused_amortized_upfront_fee_for_billing_period: Some(0.0),
+                    reservation_amortized_upfront_fee_for_billing_period: Some(0.0),
+                    reservation_start_time: &start_time,
+                    reservation_end_time: &end_time,
+                    reservation_number_of_reservations: &count,
+                    line_item_usage_account_id: cluster.account,
+                    line_item_usage_account_name: cluster.account_name,
+                    ..month
+                };
+                (fee, fee - unused, row)
+            }
+            _ => {
+                let fee = round_micro(commitment.hourly * hours);
+                let row = CurRow {
+                    line_item_line_item_type: "SavingsPlanRecurringFee",
+                    line_item_line_item_description: "1 year No Upfront Compute Savings Plan",
+                    line_item_product_code: "ComputeSavingsPlans",
+                    line_item_usage_type: "ComputeSP:1yrNoUpfront",
+                    line_item_usage_amount: Some(hours),
+                    savings_plan_savings_plan_a_r_n: &commitment.arn,
+                    savings_plan_total_commitment_to_date: Some(fee),
+                    savings_plan_used_commitment: Some(totals.savings_plan_used),
+                    savings_plan_recurring_commitment_for_billing_period: Some(fee),
+                    savings_plan_offering_type: "ComputeSavingsPlans",
+                    savings_plan_purchase_term: "1yr",
+                    savings_plan_payment_option: "No Upfront",
+                    savings_plan_start_time: &start_time,
+                    savings_plan_end_time: &end_time,
+                    line_item_usage_account_id: PAYER_ACCOUNT.0,
+                    line_item_usage_account_name: PAYER_ACCOUNT.1,
+                    ..month
+                };
+                (fee, totals.savings_plan_used, row)
+            }
+        };
+        let usage_type = commitment.instance_type.map(|t| format!("HeavyUsage:{}", t.name));
         next_id(row_id);
         batch.push(&CurRow {
             identity_line_item_id: row_id,
-            line_item_line_item_type: "SavingsPlanRecurringFee",
-            line_item_line_item_description: "1 year No Upfront Compute Savings Plan",
-            line_item_product_code: "ComputeSavingsPlans",
-            line_item_usage_type: "ComputeSP:1yrNoUpfront",
-            line_item_unblended_cost: Some(commitment),
-            line_item_blended_cost: Some(commitment),
-            line_item_net_unblended_cost: net(commitment),
-            savings_plan_savings_plan_a_r_n: &arn,
-            savings_plan_total_commitment_to_date: Some(commitment),
-            savings_plan_used_commitment: Some(totals.savings_plan_used),
-            line_item_usage_account_id: PAYER_ACCOUNT.0,
-            line_item_usage_account_name: PAYER_ACCOUNT.1,
-            ..month
-        });
-        totals.unblended += commitment;
-        totals.discountable += commitment;
-        totals.amortized += commitment - totals.savings_plan_used;
-        truth.add_other("ComputeSavingsPlans", commitment - totals.savings_plan_used);
-        truth.add_account_line(PAYER_ACCOUNT, commitment - totals.savings_plan_used, false, 0.0);
-    }
-    let reserved = std::mem::take(&mut totals.reserved);
-    for (pool, instance_type, rate, used_hours, arn, count) in &reserved {
-        // A reservation is bought in the account of the cluster its pool belongs to.
-        let cluster =
-            world.nodes.iter().find(|n| n.pool == *pool).map_or(&CLUSTERS[0], |n| &CLUSTERS[n.cluster]);
-        let reserved_hours = f64::from(*count) * f64::from(world.billed_hours);
-        let fee = round_micro(rate * reserved_hours);
-        let unused = round_micro(rate * (reserved_hours - used_hours));
-        let usage_type = format!("HeavyUsage:{instance_type}");
-        next_id(row_id);
-        batch.push(&CurRow {
-            identity_line_item_id: row_id,
-            line_item_line_item_type: "RIFee",
-            line_item_line_item_description: "Reserved instance fee, 1 year No Upfront",
-            line_item_product_code: "AmazonEC2",
-            line_item_usage_type: &usage_type,
-            line_item_usage_amount: Some(reserved_hours),
+            line_item_usage_type: usage_type.as_deref().unwrap_or(row.line_item_usage_type),
             line_item_unblended_cost: Some(fee),
             line_item_blended_cost: Some(fee),
             line_item_net_unblended_cost: net(fee),
-            reservation_reservation_a_r_n: arn,
-            reservation_unused_recurring_fee: Some(unused),
-            reservation_unused_amortized_upfront_fee_for_billing_period: Some(0.0),
-            reservation_amortized_upfront_fee_for_billing_period: Some(0.0),
-            line_item_usage_account_id: cluster.account,
-            line_item_usage_account_name: cluster.account_name,
-            ..month
+            ..row
         });
+        let unused = fee - used;
         totals.unblended += fee;
         totals.discountable += fee;
         totals.amortized += unused;
-        truth.add_other("AmazonEC2 (unused reservations)", unused);
-        truth.add_account_line((cluster.account, cluster.account_name), unused, false, 0.0);
+        let account = (row.line_item_usage_account_id, row.line_item_usage_account_name);
+        let service = if commitment.purchase == Purchase::Reserved {
+            "AmazonEC2 (unused reservations)"
+        } else {
+            "ComputeSavingsPlans"
+        };
+        truth.add_other(service, unused);
+        truth.add_account_line(account, unused, false, 0.0);
+        truth.commitments.push(super::truth::CommitmentTruth::of(commitment, fee, used));
     }
     let scale = world.nodes.len() as f64;
     let simple_rows: [(&str, &str, &str, f64); 3] = [
@@ -908,6 +918,14 @@ fn monthly_rows(
 }
 
 /// `identity_time_interval`: `2026-10-01T00:00:00Z/2026-10-01T01:00:00Z`.
+/// A commitment's term boundary as the CUR writes it: ISO-8601 text.
+fn iso_time(t: i64) -> String {
+    Utc.timestamp_opt(t, 0)
+        .single()
+        .map(|d| d.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+        .unwrap_or_default()
+}
+
 fn time_interval(start: i64, end: i64) -> String {
     let format = |t: i64| {
         Utc.timestamp_opt(t, 0)
@@ -985,4 +1003,40 @@ pub fn split_node_hour(
         }
     }
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth::Scale;
+
+    #[test]
+    fn the_savings_plan_covers_its_nodes_up_to_its_commitment_and_never_beyond() {
+        let world = World::build(42, "2026-10".parse().unwrap(), Scale::Small);
+        let pricing: Vec<NodePricing> = (0..world.nodes.len()).map(|n| pricing(&world, n)).collect();
+        let commitment = world.savings_plan().unwrap().hourly;
+        let coverage = savings_plan_coverage(&world, &pricing);
+        let (mut whole, mut part) = (0, 0);
+        for (hour, &covered) in coverage.iter().enumerate() {
+            let at_plan_rate: f64 = world
+                .nodes
+                .iter()
+                .zip(&pricing)
+                .filter(|(n, _)| n.purchase == Purchase::SavingsPlan && billed(n, hour as u32).is_some())
+                .map(|(_, p)| p.effective)
+                .sum();
+            let used = at_plan_rate * covered;
+            assert!(used <= commitment + 1e-9, "hour {hour}: {used} of {commitment}");
+            if covered < 1.0 {
+                // Spent to within a ten-thousandth of the nodes' hour.
+                assert!(commitment - used < at_plan_rate * 1e-4, "hour {hour}");
+                part += 1;
+            } else {
+                whole += 1;
+            }
+        }
+        // Both happen in a month: the H100 nodes' busy hours overrun the plan, their idle ones
+        // leave some of it unused.
+        assert!(whole > 0 && part > 0, "{whole} {part}");
+    }
 }

@@ -661,6 +661,10 @@ impl Growth {
     }
 }
 
+fn round4(value: f64) -> f64 {
+    (value * 1e4).round() / 1e4
+}
+
 /// The day of the week of a UTC epoch second, 0 for Sunday.
 fn weekday(seconds: i64) -> i64 {
     (seconds.div_euclid(DAY) + 4) % 7 // 1970-01-01 was a Thursday (4)
@@ -693,6 +697,54 @@ pub struct World {
     pub billed_hours: u32,
     /// The planning world's year this month is in, if it is one.
     pub growth: Option<Growth>,
+    /// The Savings Plan and reservations in force this month ([`Commitment`]).
+    pub commitments: Vec<Commitment>,
+}
+
+/// What an hour costs under a Savings Plan or a reservation, as a share of On-Demand.
+pub const SAVINGS_PLAN_RATE: f64 = 0.71;
+pub const RESERVED_RATE: f64 = 0.62;
+/// The Savings Plan's hourly commitment is this share of what the nodes of its pools there
+/// when it was bought cost an hour at its rate: at the fleet's busy hours the rest is billed
+/// On-Demand, at its quiet ones some commitment goes unused.
+pub const SAVINGS_PLAN_SIZE: f64 = 0.7;
+/// The month each kind of commitment is bought in, and renewed every year after: a one-year
+/// term that starts on the 1st of the month at 00:00 UTC.
+pub const SAVINGS_PLAN_MONTH: u32 = 12;
+pub const RESERVATION_MONTH: u32 = 9;
+
+/// A Savings Plan or a reservation the fleet pays for: one-year, No Upfront, renewed on its
+/// anniversary (a new term, a new ARN). The Compute Savings Plan covers every node of the
+/// Savings Plan pools up to its hourly commitment; a reservation covers its pool's nodes,
+/// one instance each, and is bought for the pool's whole size (in the planning world,
+/// before all of them have joined).
+#[derive(Debug, Clone)]
+pub struct Commitment {
+    pub arn: String,
+    /// [`Purchase::SavingsPlan`] or [`Purchase::Reserved`].
+    pub purchase: Purchase,
+    /// The reserved pool (none for the Savings Plan).
+    pub pool: Option<&'static str>,
+    pub instance_type: Option<&'static InstanceType>,
+    /// The cluster whose account buys a reservation (the Savings Plan is the payer's).
+    pub cluster: usize,
+    /// The term, UTC epoch seconds.
+    pub start: i64,
+    pub end: i64,
+    /// Dollars an hour: the plan's commitment, or one reserved instance's fee.
+    pub hourly: f64,
+    /// Reserved instances (1 for the Savings Plan).
+    pub count: u32,
+}
+
+impl Commitment {
+    /// The term in force in `period` of a commitment bought every year in `month`.
+    fn term(period: Period, month: u32) -> (i64, i64) {
+        let year = if period.month() >= month { period.year() } else { period.year() - 1 };
+        let start = Period::new(year, month).unwrap_or(period);
+        let end = Period::new(year + 1, month).unwrap_or(period);
+        (start.start(), end.start())
+    }
 }
 
 /// A pool's node count at `percent` % of `nodes`: rounded half up, never below one node where
@@ -761,7 +813,12 @@ impl World {
             has_discount: period.month() % 2 == 0,
             billed_hours: period.hours(),
             growth,
+            commitments: Vec::new(),
         };
+        let (plan_start, plan_end) = Commitment::term(period, SAVINGS_PLAN_MONTH);
+        let (reserved_start, reserved_end) = Commitment::term(period, RESERVATION_MONTH);
+        // What the Savings Plan pools' nodes there when it was bought cost an hour at its rate.
+        let mut plan_base = 0.0;
         // Node identities are stable across months (seeded without the period) so that a
         // fleet looks the same from one bill to the next.
         let pools = POOLS.iter().chain(if growth.is_some() { GROWTH_POOLS } else { &[] });
@@ -769,9 +826,32 @@ impl World {
             let instance_type = catalog::instance_type(pool.instance_type)
                 .unwrap_or_else(|| panic!("pool {} uses unknown type", pool.name));
             let count = pool_nodes(pool.nodes[scale.index(era)], fleet_percent);
+            if pool.purchase == Purchase::Reserved && count > 0 {
+                world.commitments.push(Commitment {
+                    arn: format!(
+                        "arn:aws:ec2:{}:{}:reserved-instances/{}",
+                        CLUSTERS[pool.cluster].region,
+                        CLUSTERS[pool.cluster].account,
+                        Rng::derive(seed, &[22, pool_index as u64, reserved_start as u64]).uuid()
+                    ),
+                    purchase: Purchase::Reserved,
+                    pool: Some(pool.name),
+                    instance_type: Some(instance_type),
+                    cluster: pool.cluster,
+                    start: reserved_start,
+                    end: reserved_end,
+                    hourly: round4(instance_type.on_demand_hourly * RESERVED_RATE),
+                    count,
+                });
+            }
             for node_number in 0..count {
                 // In the planning world a node is there from when it joins (on the hour).
                 let phase = rng::unit(seed, &[9, pool_index as u64]);
+                let bought =
+                    growth.is_none_or(|g| g.joins_at(node_number, count, phase) <= plan_start.max(g.start()));
+                if pool.purchase == Purchase::SavingsPlan && bought {
+                    plan_base += round4(instance_type.on_demand_hourly * SAVINGS_PLAN_RATE);
+                }
                 let joins =
                     growth.map_or(0, |g| (g.joins_at(node_number, count, phase) - period.start()).max(0));
                 if joins >= month_seconds {
@@ -837,7 +917,34 @@ impl World {
                 world.add_daemonsets(node_index, month_seconds);
             }
         }
+        if plan_base > 0.0 {
+            world.commitments.push(Commitment {
+                arn: format!(
+                    "arn:aws:savingsplans::{}:savingsplan/{}",
+                    super::bill::PAYER_ACCOUNT.0,
+                    Rng::derive(seed, &[23, plan_start as u64]).uuid()
+                ),
+                purchase: Purchase::SavingsPlan,
+                pool: None,
+                instance_type: None,
+                cluster: 0,
+                start: plan_start,
+                end: plan_end,
+                hourly: (plan_base * SAVINGS_PLAN_SIZE * 100.0).round() / 100.0,
+                count: 1,
+            });
+        }
         world
+    }
+
+    /// The Savings Plan in force, if the fleet has one.
+    pub fn savings_plan(&self) -> Option<&Commitment> {
+        self.commitments.iter().find(|c| c.purchase == Purchase::SavingsPlan)
+    }
+
+    /// The reservation of `pool`, if it has one.
+    pub fn reservation(&self, pool: &str) -> Option<&Commitment> {
+        self.commitments.iter().find(|c| c.pool == Some(pool))
     }
 
     /// Fills one slot of a node with a sequence of pods separated by idle gaps, from `from`
@@ -1283,6 +1390,31 @@ mod tests {
                 assert!(world.node_hours(n).all(|h| i64::from(h) * 3600 >= joins), "{period} node {number}");
             }
         }
+    }
+
+    #[test]
+    fn the_savings_plan_and_the_reservations_are_bought_for_a_year_on_their_anniversaries() {
+        let start = |p: &str| p.parse::<Period>().unwrap().start();
+        let october = World::build(42, "2026-10".parse().unwrap(), Scale::Small);
+        let plan = october.savings_plan().unwrap();
+        // Two p5.48xlarge at 71 % of $98.32 ($69.8072) and five m5.4xlarge at 71 % of $0.768
+        // ($0.5453 to four places): 70 % of $142.3409 an hour is $99.64.
+        assert_eq!(plan.hourly, 99.64);
+        assert_eq!((plan.start, plan.end), (start("2025-12"), start("2026-12")));
+        // Three g5.12xlarge reserved at 62 % of $5.672 ($3.5166), from September.
+        let reserved = october.reservation("infer-a10g").unwrap();
+        assert_eq!((reserved.count, reserved.hourly), (3, 3.5166));
+        assert_eq!((reserved.start, reserved.end), (start("2026-09"), start("2027-09")));
+        // The same term is the same plan in every month of it; the month before it, the term
+        // before it is another.
+        let december = World::build(42, "2025-12".parse().unwrap(), Scale::Small);
+        let november = World::build(42, "2025-11".parse().unwrap(), Scale::Small);
+        assert_eq!(december.savings_plan().unwrap().arn, plan.arn);
+        assert_ne!(november.savings_plan().unwrap().arn, plan.arn);
+        assert_eq!(november.savings_plan().unwrap().start, start("2024-12"));
+        // In the planning world the plan bought on 2025-12-01 is sized on the nodes there then:
+        // both H100 and the general pool's first: 70 % of $140.1597 is $98.11.
+        assert_eq!(grown("2026-07").savings_plan().unwrap().hourly, 98.11);
     }
 
     #[test]

@@ -131,9 +131,55 @@ pub struct Truth {
     /// The amortized bill per usage account (the payer's own lines included); Σ
     /// `amortized_cost` = `bill_amortized`.
     pub accounts: BTreeMap<String, AccountTruth>,
+    /// The Savings Plan and reservations billed in the month.
+    pub commitments: Vec<CommitmentTruth>,
     /// What Cost Explorer says of the month's lines (written to `cost-explorer.json`).
     #[serde(skip)]
     pub cost_explorer: super::cost_explorer::CeTally,
+}
+
+/// One commitment's month: its term, what it cost and how much of that was used, USD.
+#[derive(Debug, Serialize)]
+pub struct CommitmentTruth {
+    pub id: String,
+    /// `savings_plan` or `reservation`.
+    pub kind: &'static str,
+    /// `Compute` for the Compute Savings Plan, the instance family for a reservation.
+    pub family: &'static str,
+    pub instance_type: Option<&'static str>,
+    /// The plan's commitment, or the reservation's fee for all its instances, USD an hour.
+    pub hourly_commitment: f64,
+    pub count: u32,
+    /// RFC 3339.
+    pub term_start: String,
+    pub term_end: String,
+    pub fee: f64,
+    pub used: f64,
+    pub utilization: f64,
+}
+
+impl CommitmentTruth {
+    pub fn of(commitment: &super::fleet::Commitment, fee: f64, used: f64) -> CommitmentTruth {
+        let time = |t: i64| {
+            chrono::DateTime::from_timestamp(t, 0)
+                .map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                .unwrap_or_default()
+        };
+        let reservation = commitment.purchase == super::fleet::Purchase::Reserved;
+        CommitmentTruth {
+            id: commitment.arn.clone(),
+            kind: if reservation { "reservation" } else { "savings_plan" },
+            family: commitment.instance_type.map_or("Compute", |t| t.family),
+            instance_type: commitment.instance_type.map(|t| t.name),
+            hourly_commitment: commitment.hourly * f64::from(commitment.count),
+            count: commitment.count,
+            term_start: time(commitment.start),
+            term_end: time(commitment.end),
+            fee,
+            used,
+            utilization: if fee > 0.0 { used / fee } else { 0.0 },
+        }
+    }
 }
 
 /// One usage account's share of the amortized bill, USD.

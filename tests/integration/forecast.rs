@@ -300,6 +300,142 @@ async fn the_planning_worlds_spend_is_forecast_within_twelve_percent_and_better_
     assert_eq!(umbrella["backtest"]["origins"], 1, "{umbrella}");
 
     planned_changes_are_layered_onto_the_forecast(&url, &report).await;
+    commitments_are_the_bills_and_the_advice_is_its_hours(&url, &truth, &data);
+}
+
+/// July's On-Demand EC2 instance-hours of the planning world at public On-Demand prices, hour
+/// by hour from the CUR file itself: the usage a new Savings Plan could cover.
+fn july_on_demand_hours(data: &std::path::Path) -> BTreeMap<i64, f64> {
+    // polars' reader blocks, which the test's single-threaded runtime refuses: a thread of its own.
+    let folder = data.join("cur/gpuledger-cur2/data/BILLING_PERIOD=2026-07");
+    std::thread::spawn(move || on_demand_hours(&folder)).join().unwrap()
+}
+
+fn on_demand_hours(folder: &std::path::Path) -> BTreeMap<i64, f64> {
+    use polars::prelude::*;
+    let mut hours = BTreeMap::new();
+    for file in std::fs::read_dir(folder).unwrap() {
+        let path = file.unwrap().path();
+        let frame = LazyFrame::scan_parquet(path.to_str().unwrap().into(), Default::default())
+            .unwrap()
+            .filter(
+                col("line_item_operation")
+                    .eq(lit("RunInstances"))
+                    .and(col("line_item_line_item_type").eq(lit("Usage")))
+                    .and(col("product_product_family").eq(lit("Compute Instance")))
+                    .and(col("pricing_term").eq(lit("OnDemand"))),
+            )
+            .group_by([col("line_item_usage_start_date").cast(DataType::Int64).alias("hour")])
+            .agg([col("pricing_public_on_demand_cost").sum()])
+            .collect()
+            .unwrap();
+        let hour = frame.column("hour").unwrap().i64().unwrap();
+        let cost = frame.column("pricing_public_on_demand_cost").unwrap().f64().unwrap();
+        for row in 0..frame.height() {
+            *hours.entry(hour.get(row).unwrap() / 1000).or_insert(0.0) += cost.get(row).unwrap();
+        }
+    }
+    hours
+}
+
+/// `report commitments` on the planning world's nine months: the Savings Plan and the
+/// reservation as the truth billed them, month by month; the reservation (ending 2026-09-01,
+/// inside the horizon) renewed, three instances; the plan's advice from July's On-Demand
+/// hours in the CUR file.
+fn commitments_are_the_bills_and_the_advice_is_its_hours(url: &str, truth: &Value, data: &std::path::Path) {
+    let output = run(&["--database-url", url, "report", "commitments", "--months", "3", "--format", "json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["history_end"], "2026-07-31");
+    let months =
+        ["2025-11", "2025-12", "2026-01", "2026-02", "2026-03", "2026-04", "2026-05", "2026-06", "2026-07"];
+    let billed = |id: &str| -> Vec<(&str, Value)> {
+        months
+            .iter()
+            .filter_map(|&m| {
+                let commitments = truth["periods"][m]["commitments"].as_array().unwrap();
+                commitments.iter().find(|c| c["id"] == id).map(|c| (m, c.clone()))
+            })
+            .collect()
+    };
+    let close = |a: &Value, b: f64| (a.as_f64().unwrap() - b).abs() < 1e-6;
+    let current = report["current"].as_array().unwrap();
+    assert_eq!(current.len(), 2, "{current:?}");
+    for c in current {
+        let id = c["id"].as_str().unwrap();
+        let months_billed = billed(id);
+        let (_, july) = months_billed.last().expect("billed in July");
+        assert_eq!(
+            (&c["kind"], &c["family"], &c["term_end"]),
+            (&july["kind"], &july["family"], &july["term_end"])
+        );
+        assert!(close(&c["hourly_commitment"], july["hourly_commitment"].as_f64().unwrap()), "{c}");
+        assert!(close(&c["utilization"], july["utilization"].as_f64().unwrap()), "{c}");
+        // Every month of this term, fee and use to the micro-dollar.
+        let stored = c["months"].as_array().unwrap();
+        assert_eq!(stored.len(), months_billed.len(), "{id}");
+        for (row, (month, t)) in stored.iter().zip(&months_billed) {
+            assert_eq!(row["month"], *month);
+            assert!(close(&row["fee"], t["fee"].as_f64().unwrap()), "{row} {t}");
+            assert!(close(&row["used"], t["used"].as_f64().unwrap()), "{row} {t}");
+        }
+    }
+    let plan = current.iter().find(|c| c["kind"] == "savings_plan").unwrap();
+    let reservation = current.iter().find(|c| c["kind"] == "reservation").unwrap();
+    // The plan's term began on 2025-12-01: November was the last month of the term before,
+    // another ARN.
+    assert_eq!(plan["months"][0]["month"], "2025-12");
+    assert_eq!(plan["term_end"], "2026-12-01T00:00:00Z");
+    assert_eq!(
+        (&plan["ends_within_horizon"], &reservation["ends_within_horizon"]),
+        (&Value::Bool(false), &Value::Bool(true))
+    );
+    assert_eq!(
+        (&reservation["term_end"], &reservation["count"]),
+        (&Value::from("2026-09-01T00:00:00Z"), &Value::from(3))
+    );
+    // Three g5.12xlarge at 62 % of $5.672, to four places: $3.5166 an hour each.
+    assert!(close(&reservation["hourly_commitment"], 3.0 * 3.5166), "{reservation}");
+
+    let advice = report["advice"].as_array().unwrap();
+    let renew = advice.iter().find(|a| a["kind"] == "reservation").unwrap();
+    assert_eq!(
+        (&renew["family"], &renew["instance_type"]),
+        (&Value::from("g5"), &Value::from("g5.12xlarge"))
+    );
+    assert_eq!(renew["renews"], serde_json::json!([reservation["id"]]));
+    // All three ran through the last 30 days: renew all three, fully used.
+    assert!(close(&renew["count"], 3.0) && close(&renew["hourly_commitment"], 3.0 * 3.5166), "{renew}");
+    assert!(
+        close(&renew["utilization"], 1.0) && renew["forecast"]["utilization"].as_f64().unwrap() > 0.95,
+        "{renew}"
+    );
+
+    // The plan's discount is the bill's: 29 % off, to the four places of each type's rate.
+    let more = advice.iter().find(|a| a["kind"] == "savings_plan").unwrap();
+    let discount = more["discount"].as_f64().unwrap();
+    assert!((discount - 0.29).abs() < 1e-4, "{more}");
+    assert_eq!((&more["family"], &more["renews"]), (&Value::from("Compute"), &serde_json::json!([])));
+    // The last 30 days (720 hours of July) of On-Demand usage, from the file; the advice as
+    // the simulation makes it of them.
+    let july = july_on_demand_hours(data);
+    let start =
+        NaiveDate::from_ymd_opt(2026, 7, 2).unwrap().and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp();
+    let hours: Vec<f64> = (0..720).map(|h| july.get(&(start + h * 3600)).copied().unwrap_or(0.0)).collect();
+    let expected = gpuledger::engine::commitments::advise(&hours, discount, (168, 720), 12);
+    // The store keeps each instance-hour's cost to the micro-dollar, and the discount is
+    // printed to six places: the same to a hundred-thousandth.
+    let near = |a: &Value, b: f64| (a.as_f64().unwrap() - b).abs() <= 1e-5 * b.abs().max(1.0);
+    let chosen = expected.chosen;
+    assert!(chosen.hourly_commitment > 0.0 && chosen.coverage > 0.5, "{chosen:?}");
+    assert!(near(&more["eligible_on_demand"], chosen.on_demand), "{more} {chosen:?}");
+    assert!(near(&more["hourly_commitment"], chosen.hourly_commitment), "{more} {chosen:?}");
+    assert!(
+        near(&more["coverage"], chosen.coverage) && near(&more["utilization"], chosen.utilization),
+        "{more}"
+    );
+    assert!(near(&more["monthly_net_savings"], chosen.monthly_net_savings), "{more} {chosen:?}");
+    assert_eq!(more["lookback_days"].as_f64().unwrap() * 24.0, expected.lookback_hours as f64);
 }
 
 /// `plan add|list|remove` on the planning world's history (to 2026-07): a new client's

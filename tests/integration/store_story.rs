@@ -6,8 +6,8 @@ use gpuledger::domain::settings::{ClientTerms, EffectiveFrom, Pool, ShareRule};
 use gpuledger::store::prelude::*;
 use gpuledger::store::sqlite::SqliteStore;
 use gpuledger::store::{
-    BillDay, BillLine, ClientRule, CostFact, CostPeriod, GpuUsage, InferenceUsage, IngestOutcome, IngestRun,
-    InstanceHour, NewIngestRun, OtherCost, PeriodSummary, RunStatus, connect,
+    BillDay, BillLine, ClientRule, CommitmentMonth, CostFact, CostPeriod, GpuUsage, InferenceUsage,
+    IngestOutcome, IngestRun, InstanceHour, NewIngestRun, OtherCost, PeriodSummary, RunStatus, connect,
 };
 
 use crate::helpers;
@@ -183,6 +183,28 @@ fn may_first_delivery() -> CostPeriod {
             other_cost("AmazonEKS", "USE1-AmazonEKS-Hours:perCluster", 2_400_000),
             other_cost("AmazonS3", "USE1-TimedStorage-ByteHrs", 1_234_567),
         ],
+        commitments: Vec::new(),
+    }
+}
+
+/// The Savings Plan of May restated: $4 an hour for the month's 744 hours, of which the
+/// instance's hour at the plan's rate was used.
+fn may_savings_plan() -> CommitmentMonth {
+    CommitmentMonth {
+        id: "arn:aws:savingsplans::999999999999:savingsplan/5a3c".into(),
+        kind: "savings_plan".into(),
+        offering: "ComputeSavingsPlans".into(),
+        family: "Compute".into(),
+        purchase_term: "1yr".into(),
+        payment_option: "No Upfront".into(),
+        // 2025-01-01 to 2026-01-01.
+        term_start: 1_735_689_600,
+        term_end: 1_767_225_600,
+        count: 1,
+        hours: 744.0,
+        fee_micros: 4_000_000 * 744,
+        used_micros: 3_970_400,
+        ..CommitmentMonth::default()
     }
 }
 
@@ -204,6 +226,7 @@ fn may_restated() -> CostPeriod {
         ],
         instance_hours: vec![instance_hour(MAY_FIRST, 3_970_400)],
         other_costs: vec![],
+        commitments: vec![may_savings_plan()],
         ..CostPeriod::default()
     }
 }
@@ -446,11 +469,29 @@ pub async fn story(store: &dyn Store) {
     // The trainer's three GPUs and the inference pod's one, in that hour's GPU pod-hours.
     let gpu_hours: f64 = inputs.gpu_pod_hours.iter().map(|h| h.gpu_hours).sum();
     assert_eq!((inputs.pod_days.len(), gpu_hours), (2, 4.0));
+    // The instance's two On-Demand hours, hour by hour, as commitment advice reads them.
+    let hours = store.usage_hours("2025-05", "2025-05").await.unwrap();
+    let by_hour: Vec<(i64, &str, f64, i64)> = hours
+        .iter()
+        .map(|h| (h.hour, h.purchase_option.as_str(), h.usage_hours, h.public_on_demand_cost_micros))
+        .collect();
+    assert_eq!(
+        by_hour,
+        vec![
+            (MAY_FIRST, "On-Demand", 1.0, INSTANCE_HOUR_MICROS),
+            (MAY_FIRST + HOUR, "On-Demand", 1.0, INSTANCE_HOUR_MICROS)
+        ]
+    );
+    assert!(store.commitment_months().await.unwrap().is_empty());
 
     // (d) Replacing the period leaves none of the old rows.
     let restated = may_restated();
     write_shuffled(store, &restated).await;
     assert_eq!(store.cost_period("2025-05").await.unwrap(), Some(without_facts(&restated)));
+    // Its Savings Plan's month, and its $4 an hour.
+    let plans = store.commitment_months().await.unwrap();
+    assert_eq!(plans, vec![("2025-05".to_string(), may_savings_plan())]);
+    assert_eq!(plans[0].1.hourly_micros(), 4_000_000.0);
     let periods = store.periods().await.unwrap();
     assert_eq!(periods.len(), 1, "{periods:?}");
     let ingested_at = periods[0].ingested_at;
@@ -479,6 +520,10 @@ pub async fn story(store: &dyn Store) {
         .collect();
     assert_eq!(listed, vec![("2025-06".to_string(), 1), ("2025-05".to_string(), 2)]);
     assert_eq!(store.cost_period("2025-05").await.unwrap(), Some(without_facts(&restated)));
+    // Its Savings Plan's month, and its $4 an hour.
+    let plans = store.commitment_months().await.unwrap();
+    assert_eq!(plans, vec![("2025-05".to_string(), may_savings_plan())]);
+    assert_eq!(plans[0].1.hourly_micros(), 4_000_000.0);
     assert_eq!(store.cost_period("2025-06").await.unwrap(), Some(without_facts(&june())));
 
     // (f) Replacing the usage window [hour 1, hour 2) touches neither hour 0 nor hour 2.

@@ -58,13 +58,25 @@ pub enum Col {
     SplitLineItemSplitUsage,
     SplitLineItemUnusedCost,
     BillPayerAccountId,
+    SavingsPlanStartTime,
+    SavingsPlanEndTime,
+    SavingsPlanOfferingType,
+    SavingsPlanPurchaseTerm,
+    SavingsPlanPaymentOption,
+    SavingsPlanInstanceTypeFamily,
+    SavingsPlanRegion,
+    ReservationStartTime,
+    ReservationEndTime,
+    ReservationNumberOfReservations,
+    ReservationAmortizedUpfrontFeeForBillingPeriod,
+    ProductRegionCode,
 }
 
 /// How many of [`Col`]'s columns a file must have (they come first).
 pub const REQUIRED: usize = 8;
 
 /// Column names in [`Col`] order.
-pub const COLUMN_NAMES: [&str; 40] = [
+pub const COLUMN_NAMES: [&str; 52] = [
     "line_item_line_item_type",
     "line_item_operation",
     "line_item_product_code",
@@ -105,6 +117,18 @@ pub const COLUMN_NAMES: [&str; 40] = [
     "split_line_item_split_usage",
     "split_line_item_unused_cost",
     "bill_payer_account_id",
+    "savings_plan_start_time",
+    "savings_plan_end_time",
+    "savings_plan_offering_type",
+    "savings_plan_purchase_term",
+    "savings_plan_payment_option",
+    "savings_plan_instance_type_family",
+    "savings_plan_region",
+    "reservation_start_time",
+    "reservation_end_time",
+    "reservation_number_of_reservations",
+    "reservation_amortized_upfront_fee_for_billing_period",
+    "product_region_code",
 ];
 
 impl Col {

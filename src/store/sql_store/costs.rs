@@ -133,6 +133,7 @@ where
         Self::insert_staged(&mut tx, staging.as_ref(), name, &period.other_costs).await.context(CONTEXT)?;
         Self::insert_staged(&mut tx, staging.as_ref(), name, &period.bill_lines).await.context(CONTEXT)?;
         Self::insert_staged(&mut tx, staging.as_ref(), name, &period.bill_days).await.context(CONTEXT)?;
+        Self::insert_staged(&mut tx, staging.as_ref(), name, &period.commitments).await.context(CONTEXT)?;
         done("other costs, bill lines and days written", period.other_costs.len());
         let (pod_days, options, gpu_hours) = sums.await.map_err(|e| StoreError::Source(e.to_string()))?;
         done("pod-days, options and GPU pod-hours summed (waited for)", pod_days.len());
@@ -166,6 +167,26 @@ where
         self.refuse_archived_period(period).await?;
         let sql = InstanceHour::sql().select_where("period = $1 AND cluster = $2");
         self.rows(sqlx::query(&sql).bind(period).bind(cluster), "reading a cluster's instance-hours").await
+    }
+
+    async fn commitment_months(&self) -> StoreResult<Vec<(String, CommitmentMonth)>> {
+        const CONTEXT: &str = "reading commitments";
+        let mut conn = self.pool.acquire().await.context(CONTEXT)?;
+        let periods =
+            Self::read_all(&mut conn, sqlx::query(sql::SELECT_COMMITMENT_PERIODS), |row| row.text("period"))
+                .await
+                .context(CONTEXT)?;
+        let mut months = Vec::new();
+        for period in periods {
+            let rows: Vec<CommitmentMonth> = Self::read_table(&mut conn, &period).await.context(CONTEXT)?;
+            months.extend(rows.into_iter().map(|row| (period.clone(), row)));
+        }
+        Ok(months)
+    }
+
+    async fn usage_hours(&self, from: &str, to: &str) -> StoreResult<Vec<UsageHour>> {
+        self.rows(sqlx::query(sql::SELECT_USAGE_HOURS).bind(from).bind(to), "reading instance-hours by hour")
+            .await
     }
 
     async fn bill(&self, period: &str) -> StoreResult<Option<CostPeriod>> {

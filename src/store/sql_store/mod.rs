@@ -227,6 +227,7 @@ where
         stored.other_costs = Self::read_table(&mut tx, period).await.context(CONTEXT)?;
         stored.bill_lines = Self::read_table(&mut tx, period).await.context(CONTEXT)?;
         stored.bill_days = Self::read_table(&mut tx, period).await.context(CONTEXT)?;
+        stored.commitments = Self::read_table(&mut tx, period).await.context(CONTEXT)?;
         tx.commit().await.context(CONTEXT)?;
         Ok(Some(stored))
     }

@@ -1,0 +1,648 @@
+//! `gpuledger report commitments`: the bill's Savings Plans and reservations, and what to buy
+//! (issue 42).
+//!
+//! **Current.** Each commitment billed in the latest stored month, from its fee lines: kind,
+//! family, term, its commitment an hour (a plan's commitment, a reservation's fee for all its
+//! instances), and its utilization in each month (used ÷ fee). One that ends within the
+//! horizon is flagged.
+//!
+//! **Advice**, per kind and family the bill gives a discount for: the Compute Savings Plan
+//! (from its covered lines) and a reservation of each instance type reserved (from its
+//! discounted lines).
+//! - **Eligible usage**, hour by hour from the bill's instance-hours: the On-Demand usage a new
+//!   commitment could cover, at public On-Demand prices (every instance type for the plan,
+//!   the reserved type for a reservation). Usage under a commitment that ends within the
+//!   horizon counts too, in the share of the kind's commitment that ends: it is On-Demand once
+//!   the term is over, so the advice includes its renewal.
+//! - **Discount** = 1 − Σ amortized ÷ Σ public On-Demand cost of the kind's covered
+//!   instance-hours in the history.
+//! - **The commitment**: the best over the last 7 days and over the last 30, the lower of the
+//!   two, simulated hour by hour over the 30 days ([`engine::advise`]): coverage,
+//!   utilization, a month's net savings, break-even months of the term.
+//! - **Against the forecast**: the eligible usage's daily forecast over the horizon
+//!   ([`forecast::forecast_series`]), spread over each day's hours by the last four weeks'
+//!   shape of that weekday, and the chosen commitment simulated over it.
+//!
+//! JSON: `{"history_end", "horizon_months", "current": [{"id", "kind", "offering", "family",
+//! "instance_type", "term", "term_start", "term_end", "count", "hourly_commitment",
+//! "utilization", "ends_within_horizon", "months": [{"month", "fee", "used", "utilization"}]}],
+//! "advice": [{"kind", "family", "instance_type", "term", "hourly_commitment", "count",
+//! "coverage", "utilization", "monthly_net_savings", "break_even_months", "lookback_days",
+//! "discount", "hours", "eligible_on_demand", "renews", "short", "long", "forecast",
+//! "aws_recommendation"}], "notes"}`. Money in the bill's currency (USD).
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Datelike, NaiveDate};
+use serde_json::{Value, json};
+
+use super::OutputFormat;
+use super::table::{Cell, Table};
+use crate::engine::commitments::{self as engine, Outcome};
+use crate::engine::forecast;
+use crate::money::{Nanos, nanos_from_usd};
+use crate::store::{CommitmentMonth, PurchaseOption, Store, UsageHour};
+
+/// The two lookbacks, days: the lower of their best commitments is advised.
+pub const SHORT_LOOKBACK_DAYS: usize = 7;
+pub const LONG_LOOKBACK_DAYS: usize = 30;
+/// Weeks whose hours give each weekday's shape, to spread a forecast day over its hours.
+const SHAPE_WEEKS: usize = 4;
+
+/// A commitment billed in the latest month, with every month of it stored.
+#[derive(Debug, Clone)]
+pub struct Current {
+    pub latest: CommitmentMonth,
+    pub months: Vec<(String, CommitmentMonth)>,
+    pub ends_within_horizon: bool,
+}
+
+/// What to buy of one kind and family.
+#[derive(Debug, Clone)]
+pub struct Advice {
+    pub kind: &'static str,
+    pub family: String,
+    /// A reservation's instance type, empty for the plan.
+    pub instance_type: String,
+    pub term: String,
+    pub discount: f64,
+    /// Σ eligible usage at On-Demand prices over the long lookback.
+    pub eligible_on_demand: f64,
+    /// The commitments whose renewal the advice includes.
+    pub renews: Vec<String>,
+    pub advice: engine::Advice,
+    /// One reserved instance's rate an hour, for a reservation.
+    pub instance_rate: Option<f64>,
+    /// The chosen commitment against the forecast's hours, when there is a forecast.
+    pub forecast: Option<Outcome>,
+}
+
+#[derive(Debug, Clone)]
+pub struct CommitmentsReport {
+    pub history_end: Option<NaiveDate>,
+    pub horizon_months: u32,
+    pub current: Vec<Current>,
+    pub advice: Vec<Advice>,
+    pub notes: Vec<String>,
+}
+
+/// The bill's instance-hours hour by hour from `first` (UTC epoch seconds), per instance type
+/// and purchase option: (public On-Demand cost, amortized cost), USD.
+struct Hours {
+    first: i64,
+    len: usize,
+    by: BTreeMap<(String, PurchaseOption), Vec<(f64, f64)>>,
+    /// Per instance type, Σ public On-Demand cost and Σ instance-hours.
+    rates: BTreeMap<String, (f64, f64)>,
+}
+
+impl Hours {
+    fn new(rows: &[UsageHour]) -> Hours {
+        let first = rows.iter().map(|r| r.hour).min().unwrap_or(0);
+        let last = rows.iter().map(|r| r.hour).max().unwrap_or(first);
+        let len = if rows.is_empty() { 0 } else { ((last - first) / 3600 + 1) as usize };
+        let mut by: BTreeMap<(String, PurchaseOption), Vec<(f64, f64)>> = BTreeMap::new();
+        let mut rates: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+        for row in rows {
+            let rate = rates.entry(row.instance_type.clone()).or_default();
+            rate.0 += row.public_on_demand_cost_micros as f64 / 1e6;
+            rate.1 += row.usage_hours;
+            let series = by
+                .entry((row.instance_type.clone(), row.purchase_option))
+                .or_insert_with(|| vec![(0.0, 0.0); len]);
+            let cell = &mut series[((row.hour - first) / 3600) as usize];
+            cell.0 += row.public_on_demand_cost_micros as f64 / 1e6;
+            cell.1 += row.amortized_cost_micros as f64 / 1e6;
+        }
+        Hours { first, len, by, rates }
+    }
+
+    /// Σ over the series `select` picks of each hour's public On-Demand cost × its weight.
+    fn eligible(&self, weight: impl Fn(&str, PurchaseOption) -> f64) -> Vec<f64> {
+        let mut hours = vec![0.0; self.len];
+        for ((instance_type, option), series) in &self.by {
+            let w = weight(instance_type, *option);
+            if w > 0.0 {
+                for (hour, (on_demand, _)) in hours.iter_mut().zip(series) {
+                    *hour += w * on_demand;
+                }
+            }
+        }
+        hours
+    }
+
+    /// 1 − Σ amortized ÷ Σ public On-Demand of the series `select` picks; none without any.
+    fn discount(&self, select: impl Fn(&str, PurchaseOption) -> bool) -> Option<f64> {
+        let (on_demand, amortized) = self
+            .by
+            .iter()
+            .filter(|((t, o), _)| select(t, *o))
+            .flat_map(|(_, s)| s.iter())
+            .fold((0.0, 0.0), |(a, b), (od, am)| (a + od, b + am));
+        (on_demand > 0.0).then(|| 1.0 - amortized / on_demand)
+    }
+
+    /// One instance of `instance_type` an hour at public On-Demand prices: Σ its public
+    /// On-Demand cost ÷ Σ its instance-hours.
+    fn on_demand_rate(&self, instance_type: &str) -> Option<f64> {
+        self.rates.get(instance_type).filter(|(_, usage)| *usage > 0.0).map(|(cost, usage)| cost / usage)
+    }
+}
+
+/// A term's months from the bill's text (`1yr`, `3yr`); a year when it does not say.
+fn term_months(term: &str) -> u32 {
+    term.trim_end_matches("yr").parse::<u32>().map_or(12, |years| years * 12)
+}
+
+impl CommitmentsReport {
+    pub async fn load(store: &dyn Store, months: u32) -> anyhow::Result<CommitmentsReport> {
+        let commitments = store.commitment_months().await?;
+        let mut periods: Vec<String> =
+            store.periods().await?.into_iter().map(|p| p.period).collect::<Vec<_>>();
+        periods.sort();
+        let usage = match (periods.first(), periods.last()) {
+            (Some(first), Some(last)) => store.usage_hours(first, last).await?,
+            _ => Vec::new(),
+        };
+        Ok(tokio::task::spawn_blocking(move || CommitmentsReport::build(&commitments, &usage, months))
+            .await?)
+    }
+
+    /// The report from the stored commitment months and instance-hours, `months` ahead of the
+    /// last hour.
+    pub fn build(
+        commitments: &[(String, CommitmentMonth)],
+        usage: &[UsageHour],
+        months: u32,
+    ) -> CommitmentsReport {
+        let hours = Hours::new(usage);
+        let mut notes = Vec::new();
+        let history_end = (hours.len > 0)
+            .then(|| DateTime::from_timestamp(hours.first + (hours.len as i64 - 1) * 3600, 0))
+            .flatten()
+            .map(|t| t.date_naive());
+        // The horizon runs to the end of the `months`-th calendar month after the last day.
+        let horizon_end = history_end.map(|end| {
+            let next = end + chrono::Days::new(1);
+            let month_start = next.with_day(1).unwrap_or(next);
+            let until = month_start + chrono::Months::new(months + u32::from(next.day() > 1));
+            until.and_hms_opt(0, 0, 0).map_or(0, |t| t.and_utc().timestamp())
+        });
+        let history_end_second = hours.first + hours.len as i64 * 3600;
+        let latest_period = commitments.iter().map(|(p, _)| p.as_str()).max().unwrap_or("");
+        let mut current: Vec<Current> = commitments
+            .iter()
+            .filter(|(p, _)| p == latest_period)
+            .map(|(_, latest)| Current {
+                latest: latest.clone(),
+                months: commitments.iter().filter(|(_, c)| c.id == latest.id).cloned().collect(),
+                ends_within_horizon: horizon_end
+                    .is_some_and(|end| latest.term_end > 0 && latest.term_end <= end)
+                    && latest.term_end >= history_end_second,
+            })
+            .collect();
+        current.sort_by(|a, b| {
+            (&a.latest.kind, &a.latest.family, &a.latest.id).cmp(&(
+                &b.latest.kind,
+                &b.latest.family,
+                &b.latest.id,
+            ))
+        });
+        // The share of a kind's (and reserved type's) commitment that ends within the horizon.
+        let ending_share = |matches: &dyn Fn(&CommitmentMonth) -> bool| {
+            let (all, ending) =
+                current.iter().filter(|c| matches(&c.latest)).fold((0.0, 0.0), |(a, e), c| {
+                    let size = c.latest.hourly_micros();
+                    (a + size, e + if c.ends_within_horizon { size } else { 0.0 })
+                });
+            if all > 0.0 { ending / all } else { 0.0 }
+        };
+        let renewing = |matches: &dyn Fn(&CommitmentMonth) -> bool| {
+            current
+                .iter()
+                .filter(|c| c.ends_within_horizon && matches(&c.latest))
+                .map(|c| c.latest.id.clone())
+                .collect()
+        };
+        let lookbacks = (SHORT_LOOKBACK_DAYS * 24, LONG_LOOKBACK_DAYS * 24);
+        let mut advice = Vec::new();
+        if hours.len == 0 {
+            notes.push("no instance-hours stored: nothing to simulate a commitment against".into());
+        }
+        // The Compute Savings Plan.
+        let is_plan = |c: &CommitmentMonth| c.kind == "savings_plan" && c.family == "Compute";
+        match hours.discount(|_, option| option == PurchaseOption::SavingsPlans) {
+            Some(discount) if hours.len > 0 => {
+                let share = ending_share(&is_plan);
+                let eligible = hours.eligible(|_, option| match option {
+                    PurchaseOption::OnDemand => 1.0,
+                    PurchaseOption::SavingsPlans => share,
+                    _ => 0.0,
+                });
+                let term = current
+                    .iter()
+                    .find(|c| is_plan(&c.latest))
+                    .map_or("1yr".to_string(), |c| c.latest.purchase_term.clone());
+                advice.push(advise(
+                    ("savings_plan", "Compute", ""),
+                    term,
+                    discount,
+                    &eligible,
+                    &hours,
+                    lookbacks,
+                    (months, renewing(&is_plan), None),
+                ));
+            }
+            _ if hours.len > 0 => notes.push(
+                "no instance-hour under a Savings Plan in the bill: its discount cannot be read from it, so no plan is advised"
+                    .into(),
+            ),
+            _ => {}
+        }
+        // A reservation of each instance type reserved.
+        let reserved: Vec<String> = hours
+            .by
+            .keys()
+            .filter(|(_, option)| *option == PurchaseOption::Reserved)
+            .map(|(t, _)| t.clone())
+            .collect();
+        for instance_type in reserved {
+            let Some(discount) = hours.discount(|t, o| t == instance_type && o == PurchaseOption::Reserved)
+            else {
+                continue;
+            };
+            let of_type = |c: &CommitmentMonth| c.kind == "reservation" && c.instance_type == instance_type;
+            let share = ending_share(&of_type);
+            let eligible = hours.eligible(|t, option| match option {
+                _ if t != instance_type => 0.0,
+                PurchaseOption::OnDemand => 1.0,
+                PurchaseOption::Reserved => share,
+                _ => 0.0,
+            });
+            let term = current
+                .iter()
+                .find(|c| of_type(&c.latest))
+                .map_or("1yr".to_string(), |c| c.latest.purchase_term.clone());
+            let family = instance_type.split('.').next().unwrap_or("").to_string();
+            let rate = hours.on_demand_rate(&instance_type).map(|od| od * (1.0 - discount));
+            advice.push(advise(
+                ("reservation", &family, &instance_type),
+                term,
+                discount,
+                &eligible,
+                &hours,
+                lookbacks,
+                (months, renewing(&of_type), rate),
+            ));
+        }
+        if advice.iter().any(|a| a.forecast.is_none()) && hours.len > 0 {
+            notes.push(format!(
+                "fewer than {} whole days of instance-hours: the advice is not simulated against a forecast",
+                forecast::MIN_HISTORY_DAYS
+            ));
+        }
+        CommitmentsReport { history_end, horizon_months: months, current, advice, notes }
+    }
+
+    pub fn to_json(&self) -> Value {
+        let round = |v: f64| (v * 1e6).round() / 1e6 + 0.0;
+        let time = |t: i64| {
+            (t > 0)
+                .then(|| DateTime::from_timestamp(t, 0))
+                .flatten()
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        };
+        let outcome = |o: &Outcome| {
+            json!({
+                "hourly_commitment": round(o.hourly_commitment),
+                "hours": o.hours,
+                "coverage": round(o.coverage),
+                "utilization": round(o.utilization),
+                "monthly_net_savings": round(o.monthly_net_savings),
+                "break_even_months": o.break_even_months.map(round),
+            })
+        };
+        json!({
+            "history_end": self.history_end.map(|d| d.to_string()),
+            "horizon_months": self.horizon_months,
+            "current": self.current.iter().map(|c| {
+                let l = &c.latest;
+                json!({
+                    "id": l.id,
+                    "kind": l.kind,
+                    "offering": l.offering,
+                    "family": l.family,
+                    "instance_type": l.instance_type,
+                    "term": l.purchase_term,
+                    "payment_option": l.payment_option,
+                    "term_start": time(l.term_start),
+                    "term_end": time(l.term_end),
+                    "count": l.count,
+                    "hourly_commitment": round(l.hourly_micros() / 1e6),
+                    "utilization": l.utilization().map(round),
+                    "ends_within_horizon": c.ends_within_horizon,
+                    "months": c.months.iter().map(|(period, m)| json!({
+                        "month": period,
+                        "fee": round(m.fee_micros as f64 / 1e6),
+                        "used": round(m.used_micros as f64 / 1e6),
+                        "utilization": m.utilization().map(round),
+                    })).collect::<Vec<_>>(),
+                })
+            }).collect::<Vec<_>>(),
+            "advice": self.advice.iter().map(|a| {
+                let chosen = &a.advice.chosen;
+                json!({
+                    "kind": a.kind,
+                    "family": a.family,
+                    "instance_type": a.instance_type,
+                    "term": a.term,
+                    "hourly_commitment": round(chosen.hourly_commitment),
+                    "count": a.count().map(round),
+                    "coverage": round(chosen.coverage),
+                    "utilization": round(chosen.utilization),
+                    "monthly_net_savings": round(chosen.monthly_net_savings),
+                    "break_even_months": chosen.break_even_months.map(round),
+                    "lookback_days": a.advice.lookback_hours as f64 / 24.0,
+                    "discount": round(a.discount),
+                    "hours": chosen.hours,
+                    "eligible_on_demand": round(a.eligible_on_demand),
+                    "renews": a.renews,
+                    "short": outcome(&a.advice.short),
+                    "long": outcome(&a.advice.long),
+                    "forecast": a.forecast.as_ref().map(outcome),
+                    "aws_recommendation": Value::Null,
+                })
+            }).collect::<Vec<_>>(),
+            "notes": self.notes,
+        })
+    }
+
+    pub fn render(&self, format: OutputFormat) -> String {
+        if format == OutputFormat::Json {
+            return serde_json::to_string_pretty(&self.to_json()).unwrap_or_default() + "\n";
+        }
+        let usd = |v: f64| Cell::Usd(Some(Nanos(nanos_from_usd(v))));
+        let end = self.history_end.map(|d| d.to_string()).unwrap_or_default();
+        let current = Table {
+            title: format!("Savings Plans and reservations billed in the latest month (to {end})"),
+            columns: vec![
+                "kind",
+                "family",
+                "instance_type",
+                "term",
+                "term_end",
+                "count",
+                "hourly_commitment",
+                "utilization",
+                "ends_within_horizon",
+                "id",
+            ],
+            rows: self
+                .current
+                .iter()
+                .map(|c| {
+                    let l = &c.latest;
+                    vec![
+                        Cell::Text(l.kind.clone()),
+                        Cell::Text(l.family.clone()),
+                        Cell::Text(l.instance_type.clone()),
+                        Cell::Text(l.purchase_term.clone()),
+                        Cell::Text(
+                            DateTime::from_timestamp(l.term_end, 0)
+                                .map(|t| t.date_naive().to_string())
+                                .unwrap_or_default(),
+                        ),
+                        Cell::Count(l.count as f64),
+                        usd(l.hourly_micros() / 1e6),
+                        Cell::Ratio(l.utilization()),
+                        Cell::Flag(c.ends_within_horizon),
+                        Cell::Text(l.id.clone()),
+                    ]
+                })
+                .collect(),
+            totals: Vec::new(),
+        };
+        let advice = Table {
+            title: format!(
+                "What to buy: the lower of the best commitments over {SHORT_LOOKBACK_DAYS} and {LONG_LOOKBACK_DAYS} days, simulated hour by hour"
+            ),
+            columns: vec![
+                "kind",
+                "family",
+                "instance_type",
+                "term",
+                "hourly_commitment",
+                "count",
+                "coverage",
+                "utilization",
+                "monthly_net_savings",
+                "break_even_months",
+                "lookback_days",
+                "forecast_utilization",
+                "forecast_monthly_net_savings",
+            ],
+            rows: self
+                .advice
+                .iter()
+                .map(|a| {
+                    let c = &a.advice.chosen;
+                    vec![
+                        Cell::Text(a.kind.to_string()),
+                        Cell::Text(a.family.clone()),
+                        Cell::Text(a.instance_type.clone()),
+                        Cell::Text(a.term.clone()),
+                        usd(c.hourly_commitment),
+                        a.count().map_or(Cell::Text(String::new()), Cell::Hours),
+                        Cell::Ratio(Some(c.coverage)),
+                        Cell::Ratio(Some(c.utilization)),
+                        usd(c.monthly_net_savings),
+                        c.break_even_months.map_or(Cell::Text(String::new()), Cell::Hours),
+                        Cell::Count(a.advice.lookback_hours as f64 / 24.0),
+                        Cell::Ratio(a.forecast.map(|f| f.utilization)),
+                        a.forecast.map_or(Cell::Text(String::new()), |f| usd(f.monthly_net_savings)),
+                    ]
+                })
+                .collect(),
+            totals: Vec::new(),
+        };
+        let mut out = current.render(format, &end, serde_json::Map::new());
+        if format == OutputFormat::Table {
+            out.push('\n');
+        }
+        out.push_str(&advice.render(format, &end, serde_json::Map::new()));
+        if format == OutputFormat::Table {
+            for note in &self.notes {
+                out.push_str(&format!("note: {note}\n"));
+            }
+        }
+        out
+    }
+}
+
+impl Advice {
+    /// Reserved instances the commitment buys (a reservation's commitment ÷ one instance's
+    /// rate).
+    pub fn count(&self) -> Option<f64> {
+        self.instance_rate.filter(|r| *r > 0.0).map(|rate| self.advice.chosen.hourly_commitment / rate)
+    }
+}
+
+/// The advice for one kind and family: the lower of the two lookbacks' best commitments,
+/// simulated over the long one and over the forecast.
+fn advise(
+    (kind, family, instance_type): (&'static str, &str, &str),
+    term: String,
+    discount: f64,
+    eligible: &[f64],
+    hours: &Hours,
+    lookbacks: (usize, usize),
+    (months, renews, instance_rate): (u32, Vec<String>, Option<f64>),
+) -> Advice {
+    let term = if term.is_empty() { "1yr".to_string() } else { term };
+    let term_months = term_months(&term);
+    let advice = engine::advise(eligible, discount, lookbacks, term_months);
+    let long = &eligible[eligible.len().saturating_sub(lookbacks.1)..];
+    let forecast = forecast_hours(hours.first, eligible, months)
+        .map(|ahead| engine::simulate(&ahead, discount, advice.chosen.hourly_commitment, term_months));
+    Advice {
+        kind,
+        family: family.to_string(),
+        instance_type: instance_type.to_string(),
+        term,
+        discount,
+        eligible_on_demand: long.iter().sum(),
+        renews,
+        advice,
+        instance_rate,
+        forecast,
+    }
+}
+
+/// The eligible usage's hours over the horizon: each whole day's total forecast
+/// ([`forecast::forecast_series`]) spread over its hours by the last [`SHAPE_WEEKS`] weeks'
+/// shape of its weekday; none with too little history or a history not starting at midnight.
+fn forecast_hours(first: i64, eligible: &[f64], months: u32) -> Option<Vec<f64>> {
+    if first.rem_euclid(86_400) != 0 {
+        return None;
+    }
+    let days: Vec<f64> = eligible.chunks_exact(24).map(|day| day.iter().sum()).collect();
+    let first_day = DateTime::from_timestamp(first, 0)?.date_naive();
+    let series = forecast::forecast_series(first_day, &days, months).ok()?;
+    // Each weekday's share of its day at each hour, over the last weeks.
+    let mut shape = [[0.0f64; 24]; 7];
+    let recent = days.len().saturating_sub(SHAPE_WEEKS * 7);
+    for (day, hours) in eligible.chunks_exact(24).enumerate().skip(recent) {
+        let weekday = (first_day + chrono::Days::new(day as u64)).weekday().num_days_from_monday() as usize;
+        for (hour, value) in hours.iter().enumerate() {
+            shape[weekday][hour] += value;
+        }
+    }
+    for weekday in &mut shape {
+        let total: f64 = weekday.iter().sum();
+        weekday.iter_mut().for_each(|v| *v = if total > 0.0 { *v / total } else { 1.0 / 24.0 });
+    }
+    let next = first_day + chrono::Days::new(days.len() as u64);
+    Some(
+        series
+            .days
+            .iter()
+            .enumerate()
+            .flat_map(|(i, point)| {
+                let weekday = (next + chrono::Days::new(i as u64)).weekday().num_days_from_monday() as usize;
+                shape[weekday].map(|share| point.value.max(0.0) * share)
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hour(hour: i64, instance_type: &str, option: PurchaseOption, od: f64, amortized: f64) -> UsageHour {
+        UsageHour {
+            hour,
+            instance_type: instance_type.into(),
+            purchase_option: option,
+            usage_hours: 1.0,
+            amortized_cost_micros: (amortized * 1e6) as i64,
+            public_on_demand_cost_micros: (od * 1e6) as i64,
+        }
+    }
+
+    #[test]
+    fn the_discount_and_eligible_hours_come_from_the_bills_instance_hours() {
+        // Two hours: a plan covers $10 of m5 on demand for $7.10 each hour; $4 then $0 more
+        // of m5 run On-Demand; a g5 reserved ($5.672 on demand for $3.5166) both hours.
+        let rows = [
+            hour(0, "m5.4xlarge", PurchaseOption::SavingsPlans, 10.0, 7.1),
+            hour(0, "m5.4xlarge", PurchaseOption::OnDemand, 4.0, 4.0),
+            hour(0, "g5.12xlarge", PurchaseOption::Reserved, 5.672, 3.5166),
+            hour(3600, "m5.4xlarge", PurchaseOption::SavingsPlans, 10.0, 7.1),
+            hour(3600, "g5.12xlarge", PurchaseOption::Reserved, 5.672, 3.5166),
+        ];
+        let hours = Hours::new(&rows);
+        let plan = hours.discount(|_, o| o == PurchaseOption::SavingsPlans).unwrap();
+        assert!((plan - 0.29).abs() < 1e-9, "{plan}");
+        let reserved = hours.discount(|t, o| t == "g5.12xlarge" && o == PurchaseOption::Reserved).unwrap();
+        // 3.5166 is 62 % of 5.672 rounded to four places, as the bill's rate is.
+        assert!(
+            (reserved - (1.0 - 3.5166 / 5.672)).abs() < 1e-12 && (reserved - 0.38).abs() < 1e-5,
+            "{reserved}"
+        );
+        // On-Demand only, then with half the plan ending: its covered usage counts by half.
+        assert_eq!(hours.eligible(|_, o| f64::from(o == PurchaseOption::OnDemand)), vec![4.0, 0.0]);
+        let renewing = hours.eligible(|_, o| match o {
+            PurchaseOption::OnDemand => 1.0,
+            PurchaseOption::SavingsPlans => 0.5,
+            _ => 0.0,
+        });
+        assert_eq!(renewing, vec![9.0, 5.0]);
+        assert_eq!(hours.on_demand_rate("g5.12xlarge"), Some(5.672));
+    }
+
+    #[test]
+    fn a_commitment_ending_within_the_horizon_is_renewed_in_the_advice() {
+        // 35 days of one g5 reserved all day (a month of history is what the forecast needs),
+        // its reservation ending 20 days after the history: the advice renews it, one
+        // instance, fully used.
+        let day = 86_400;
+        let rows: Vec<UsageHour> = (0..35 * 24)
+            .map(|h| hour(h * 3600, "g5.12xlarge", PurchaseOption::Reserved, 5.672, 3.5166))
+            .collect();
+        let history_end = 35 * day;
+        let commitment = CommitmentMonth {
+            id: "ri-1".into(),
+            kind: "reservation".into(),
+            offering: "Reserved".into(),
+            family: "g5".into(),
+            instance_type: "g5.12xlarge".into(),
+            purchase_term: "1yr".into(),
+            term_start: history_end - 345 * day,
+            term_end: history_end + 20 * day,
+            count: 1,
+            hours: 744.0,
+            fee_micros: 2_616_350_400,
+            used_micros: 2_616_350_400,
+            ..CommitmentMonth::default()
+        };
+        let report = CommitmentsReport::build(&[("1970-02".into(), commitment)], &rows, 1);
+        assert_eq!(report.history_end, NaiveDate::from_ymd_opt(1970, 2, 4));
+        assert!(report.current[0].ends_within_horizon);
+        assert_eq!(report.current[0].latest.hourly_micros(), 3_516_600.0);
+        let advice = &report.advice[0];
+        assert_eq!(
+            (advice.kind, advice.family.as_str(), advice.renews.clone()),
+            ("reservation", "g5", vec!["ri-1".to_string()])
+        );
+        assert!((advice.advice.chosen.hourly_commitment - 3.5166).abs() < 1e-9);
+        assert!((advice.count().unwrap() - 1.0).abs() < 1e-9);
+        assert!((advice.advice.chosen.utilization - 1.0).abs() < 1e-9);
+        // 5.672 − 3.5166 saved each of 730 hours a month.
+        assert!((advice.advice.chosen.monthly_net_savings - 2.1554 * 730.0).abs() < 1e-6);
+        assert_eq!(advice.advice.lookback_hours, LONG_LOOKBACK_DAYS * 24);
+        // The forecast of a flat history is flat: the same instance, fully used.
+        let ahead = advice.forecast.expect("35 days are enough to forecast");
+        assert!((ahead.utilization - 1.0).abs() < 1e-6, "{ahead:?}");
+    }
+}
