@@ -988,7 +988,28 @@ pub enum ReportCommand {
     /// month, those ending within the horizon), and what to buy: per kind and family, the
     /// commitment with the best net savings over the bill's hours of eligible On-Demand
     /// usage, the lower of a 7-day and a 30-day lookback's, against the forecast too.
-    Commitments(CapacityArgs),
+    Commitments(CommitmentsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CommitmentsArgs {
+    /// Months ahead, after the last hour of the bill.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=3))]
+    pub months: u32,
+    /// AWS's own recommendation to compare with, saved from `aws ce
+    /// get-savings-plans-purchase-recommendation --savings-plans-type COMPUTE_SP
+    /// --term-in-years ONE_YEAR --payment-option NO_UPFRONT --lookback-period-in-days
+    /// THIRTY_DAYS`.
+    #[arg(long, conflicts_with = "aws_cost_explorer")]
+    pub aws_recommendation: Option<std::path::PathBuf>,
+    /// Ask Cost Explorer for its recommendation (one request, which AWS charges for).
+    #[arg(long)]
+    pub aws_cost_explorer: bool,
+    /// A Cost Explorer-compatible endpoint.
+    #[arg(long, env = "GPULEDGER_CE_ENDPOINT_URL")]
+    pub ce_endpoint_url: Option<String>,
+    #[arg(long, env = "GPULEDGER_REPORT_FORMAT", value_enum, default_value = "table")]
+    pub format: OutputFormat,
 }
 
 #[derive(Debug, Args)]

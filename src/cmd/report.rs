@@ -102,7 +102,30 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
             return Ok(());
         }
         ReportCommand::Commitments(args) => {
-            let report = crate::report::commitments::CommitmentsReport::load(store, args.months).await?;
+            use crate::sources::cost_explorer::{self, CeOptions, CostExplorer};
+            let aws = match (&args.aws_recommendation, args.aws_cost_explorer) {
+                (Some(path), _) => {
+                    let text = std::fs::read_to_string(path)
+                        .map_err(|e| UsageError(format!("--aws-recommendation {}: {e}", path.display())))?;
+                    let location = path.display().to_string();
+                    Some((
+                        cost_explorer::read_saved_recommendation(&text, &location)?,
+                        format!("saved answer {location}"),
+                    ))
+                }
+                (None, true) => {
+                    let options =
+                        CeOptions { endpoint_url: args.ce_endpoint_url.clone(), ..CeOptions::default() };
+                    let client = CostExplorer::connect(&options).await;
+                    let lookback = crate::report::commitments::LONG_LOOKBACK_DAYS as u32;
+                    Some((client.savings_plans_recommendation(lookback).await?, "Cost Explorer".to_string()))
+                }
+                (None, false) => None,
+            };
+            let mut report = crate::report::commitments::CommitmentsReport::load(store, args.months).await?;
+            if let Some((recommendation, source)) = aws {
+                report.compare_with_aws(recommendation, source);
+            }
             print!("{}", report.render(args.format));
             return Ok(());
         }

@@ -41,6 +41,7 @@ use super::table::{Cell, Table};
 use crate::engine::commitments::{self as engine, Outcome};
 use crate::engine::forecast;
 use crate::money::{Nanos, nanos_from_usd};
+use crate::sources::cost_explorer::PlanRecommendation;
 use crate::store::{CommitmentMonth, PurchaseOption, Store, UsageHour};
 
 /// The two lookbacks, days: the lower of their best commitments is advised.
@@ -75,6 +76,25 @@ pub struct Advice {
     pub instance_rate: Option<f64>,
     /// The chosen commitment against the forecast's hours, when there is a forecast.
     pub forecast: Option<Outcome>,
+    /// AWS's recommendation for the same kind, and why the two differ.
+    pub aws: Option<AwsComparison>,
+    pub term_months: u32,
+    /// When the advice renews commitments: the eligible hours without them (what AWS
+    /// recommends from); else empty, the eligible hours being those.
+    pub on_demand_only: Vec<f64>,
+}
+
+/// AWS's recommendation beside gpuledger's advice.
+#[derive(Debug, Clone)]
+pub struct AwsComparison {
+    pub recommendation: PlanRecommendation,
+    /// Where it came from: Cost Explorer, or a saved answer's file.
+    pub source: String,
+    /// gpuledger's commitment less AWS's, dollars an hour; and gpuledger's best over the same
+    /// lookback as AWS's less AWS's.
+    pub difference: f64,
+    pub same_lookback_difference: Option<f64>,
+    pub reasons: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -243,7 +263,7 @@ impl CommitmentsReport {
                     .iter()
                     .find(|c| is_plan(&c.latest))
                     .map_or("1yr".to_string(), |c| c.latest.purchase_term.clone());
-                advice.push(advise(
+                let mut plan = advise(
                     ("savings_plan", "Compute", ""),
                     term,
                     discount,
@@ -251,7 +271,11 @@ impl CommitmentsReport {
                     &hours,
                     lookbacks,
                     (months, renewing(&is_plan), None),
-                ));
+                );
+                if !plan.renews.is_empty() {
+                    plan.on_demand_only = hours.eligible(|_, option| f64::from(option == PurchaseOption::OnDemand));
+                }
+                advice.push(plan);
             }
             _ if hours.len > 0 => notes.push(
                 "no instance-hour under a Savings Plan in the bill: its discount cannot be read from it, so no plan is advised"
@@ -302,6 +326,81 @@ impl CommitmentsReport {
             ));
         }
         CommitmentsReport { history_end, horizon_months: months, current, advice, notes }
+    }
+
+    /// Sets AWS's Compute Savings Plan recommendation beside the plan's advice, with the
+    /// reasons they differ: the lookback rule, renewals, and what each prices.
+    pub fn compare_with_aws(&mut self, recommendation: PlanRecommendation, source: String) {
+        let history_end = self.history_end;
+        let Some(advice) = self.advice.iter_mut().find(|a| a.kind == "savings_plan" && a.family == "Compute")
+        else {
+            self.notes.push(format!(
+                "AWS recommends a Compute Savings Plan of ${:.3} an hour ({source}); gpuledger advises none without a plan's discount in the bill",
+                recommendation.hourly_commitment
+            ));
+            return;
+        };
+        let aws = recommendation.hourly_commitment;
+        let ours = advice.advice.chosen.hourly_commitment;
+        let lookback = |days: u32| days as usize * 24;
+        // gpuledger's best over AWS's lookback, from what AWS recommends from: the On-Demand
+        // hours without the renewals.
+        let same = if advice.on_demand_only.is_empty() {
+            [&advice.advice.short, &advice.advice.long]
+                .into_iter()
+                .find(|o| o.hours == lookback(recommendation.lookback_days))
+                .map(|o| o.hourly_commitment)
+        } else {
+            let hours = &advice.on_demand_only;
+            let tail = &hours[hours.len().saturating_sub(lookback(recommendation.lookback_days))..];
+            Some(engine::best(tail, advice.discount, advice.term_months).hourly_commitment)
+        };
+        let mut reasons = Vec::new();
+        if advice.advice.lookback_hours == advice.advice.short.hours
+            && advice.advice.short.hours < advice.advice.long.hours
+        {
+            reasons.push(format!(
+                "gpuledger takes the lower of its {SHORT_LOOKBACK_DAYS}- and {LONG_LOOKBACK_DAYS}-day best commitments: the last {SHORT_LOOKBACK_DAYS} days' (${:.3}) is below the {LONG_LOOKBACK_DAYS} days' (${:.3}), so it does not commit to usage that has fallen; AWS recommends from its {} days alone",
+                advice.advice.short.hourly_commitment, advice.advice.long.hourly_commitment, recommendation.lookback_days
+            ));
+        }
+        if !advice.renews.is_empty() {
+            reasons.push(format!(
+                "gpuledger's includes renewing {} (ending within the horizon): the usage it covers is counted as On-Demand; AWS recommends for On-Demand spend only, on top of the commitments in force",
+                advice.renews.join(", ")
+            ));
+        }
+        match same {
+            Some(best) if (best - aws).abs() <= 0.01 => reasons.push(format!(
+                "over the same {} days of On-Demand usage gpuledger's best commitment (${best:.3}) is AWS's to within a cent an hour",
+                recommendation.lookback_days
+            )),
+            Some(best) => reasons.push(format!(
+                "over the same {} days of On-Demand usage the best commitments differ by ${:.3} an hour: AWS prices each hour at each instance family's Savings Plan rate and counts usage the stored bill does not have (Fargate, Lambda, hours since its last delivery); gpuledger applies the bill's average discount ({:.2} %) to the EC2 instance-hours it holds",
+                recommendation.lookback_days,
+                best - aws,
+                advice.discount * 100.0
+            )),
+            None => reasons.push(format!(
+                "AWS looked back {} days; gpuledger over {SHORT_LOOKBACK_DAYS} and {LONG_LOOKBACK_DAYS}",
+                recommendation.lookback_days
+            )),
+        }
+        let generated = recommendation.generated_at.get(..10).unwrap_or_default();
+        if let Some(end) = history_end.map(|d| (d + chrono::Days::new(1)).to_string()) {
+            if !generated.is_empty() && generated != end {
+                reasons.push(format!(
+                    "AWS's answer was made on {generated}; the stored bill's hours end on {end}: different days are looked back over"
+                ));
+            }
+        }
+        advice.aws = Some(AwsComparison {
+            difference: ours - aws,
+            same_lookback_difference: same.map(|best| best - aws),
+            recommendation,
+            source,
+            reasons,
+        });
     }
 
     pub fn to_json(&self) -> Value {
@@ -370,7 +469,24 @@ impl CommitmentsReport {
                     "short": outcome(&a.advice.short),
                     "long": outcome(&a.advice.long),
                     "forecast": a.forecast.as_ref().map(outcome),
-                    "aws_recommendation": Value::Null,
+                    "aws_recommendation": a.aws.as_ref().map(|aws| {
+                        let r = &aws.recommendation;
+                        json!({
+                            "source": aws.source,
+                            "savings_plans_type": r.savings_plans_type,
+                            "term": r.term,
+                            "payment_option": r.payment_option,
+                            "lookback_days": r.lookback_days,
+                            "hourly_commitment": round(r.hourly_commitment),
+                            "estimated_average_utilization": r.estimated_average_utilization.map(round),
+                            "estimated_monthly_savings": r.estimated_monthly_savings.map(round),
+                            "estimated_savings_percentage": r.estimated_savings_percentage.map(round),
+                            "generated_at": r.generated_at,
+                            "difference": round(aws.difference),
+                            "same_lookback_difference": aws.same_lookback_difference.map(round),
+                            "reasons": aws.reasons,
+                        })
+                    }),
                 })
             }).collect::<Vec<_>>(),
             "notes": self.notes,
@@ -440,6 +556,7 @@ impl CommitmentsReport {
                 "lookback_days",
                 "forecast_utilization",
                 "forecast_monthly_net_savings",
+                "aws_hourly_commitment",
             ],
             rows: self
                 .advice
@@ -460,6 +577,9 @@ impl CommitmentsReport {
                         Cell::Count(a.advice.lookback_hours as f64 / 24.0),
                         Cell::Ratio(a.forecast.map(|f| f.utilization)),
                         a.forecast.map_or(Cell::Text(String::new()), |f| usd(f.monthly_net_savings)),
+                        a.aws.as_ref().map_or(Cell::Text(String::new()), |aws| {
+                            usd(aws.recommendation.hourly_commitment)
+                        }),
                     ]
                 })
                 .collect(),
@@ -471,6 +591,11 @@ impl CommitmentsReport {
         }
         out.push_str(&advice.render(format, &end, serde_json::Map::new()));
         if format == OutputFormat::Table {
+            for aws in self.advice.iter().filter_map(|a| a.aws.as_ref()) {
+                for reason in &aws.reasons {
+                    out.push_str(&format!("against AWS ({}): {reason}\n", aws.source));
+                }
+            }
             for note in &self.notes {
                 out.push_str(&format!("note: {note}\n"));
             }
@@ -515,6 +640,9 @@ fn advise(
         advice,
         instance_rate,
         forecast,
+        aws: None,
+        term_months,
+        on_demand_only: Vec::new(),
     }
 }
 

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use aws_sdk_costexplorer::types::{
     DateInterval, DimensionValuesWithAttributes, Granularity, Group, GroupDefinition, GroupDefinitionType,
-    MetricValue, ResultByTime,
+    LookbackPeriodInDays, MetricValue, PaymentOption, ResultByTime, SavingsPlansPurchaseRecommendation,
+    SavingsPlansPurchaseRecommendationDetail, SavingsPlansPurchaseRecommendationSummary,
+    SupportedSavingsPlansType, TermInYears,
 };
 use chrono::NaiveDate;
 
@@ -132,6 +134,185 @@ impl CostExplorer {
         }
         Ok(pages.finish())
     }
+
+    /// AWS's recommendation of a one-year, No Upfront Compute Savings Plan for the payer
+    /// account over the last `lookback_days` (7, 30 or 60): one request.
+    pub async fn savings_plans_recommendation(
+        &self,
+        lookback_days: u32,
+    ) -> Result<PlanRecommendation, CeError> {
+        let lookback = match lookback_days {
+            7 => LookbackPeriodInDays::SevenDays,
+            60 => LookbackPeriodInDays::SixtyDays,
+            _ => LookbackPeriodInDays::ThirtyDays,
+        };
+        let today = chrono::Utc::now().date_naive();
+        let answer = self
+            .client
+            .get_savings_plans_purchase_recommendation()
+            .savings_plans_type(SupportedSavingsPlansType::ComputeSp)
+            .term_in_years(TermInYears::OneYear)
+            .payment_option(PaymentOption::NoUpfront)
+            .lookback_period_in_days(lookback)
+            .send()
+            .await
+            .map_err(|error| CeError::Request {
+                request: 1,
+                from: today,
+                to: today,
+                message: aws_sdk_costexplorer::error::DisplayErrorContext(&error).to_string(),
+            })?;
+        let generated = answer.metadata().and_then(|m| m.generation_timestamp()).unwrap_or_default();
+        match answer.savings_plans_purchase_recommendation() {
+            Some(found) => plan_recommendation(found, generated, "Cost Explorer's recommendation"),
+            None => Err(CeError::Invalid {
+                request: 1,
+                message: "GetSavingsPlansPurchaseRecommendation answered without a recommendation".into(),
+            }),
+        }
+    }
+}
+
+/// AWS's Compute Savings Plan recommendation (`GetSavingsPlansPurchaseRecommendation`): its
+/// terms and figures, rates as fractions (AWS writes percentages).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PlanRecommendation {
+    /// `COMPUTE_SP`, `ONE_YEAR`, `NO_UPFRONT` as AWS names them.
+    pub savings_plans_type: String,
+    pub term: String,
+    pub payment_option: String,
+    pub lookback_days: u32,
+    /// Σ of the details' hourly commitments (0 when AWS recommends nothing).
+    pub hourly_commitment: f64,
+    /// Weighted by the details' commitments.
+    pub estimated_average_utilization: Option<f64>,
+    pub estimated_monthly_savings: Option<f64>,
+    pub estimated_savings_percentage: Option<f64>,
+    pub current_average_hourly_on_demand_spend: Option<f64>,
+    pub generated_at: String,
+}
+
+/// The recommendation of an answer, its numbers parsed (`what` names the answer in errors).
+fn plan_recommendation(
+    recommendation: &SavingsPlansPurchaseRecommendation,
+    generated_at: &str,
+    what: &str,
+) -> Result<PlanRecommendation, CeError> {
+    let number = |field: &str, text: Option<&str>| -> Result<Option<f64>, CeError> {
+        match text.map(str::trim).filter(|t| !t.is_empty()) {
+            None => Ok(None),
+            Some(t) => t.parse::<f64>().map(Some).map_err(|_| CeError::Invalid {
+                request: 0,
+                message: format!("{what}: {field} {t:?} is not a number"),
+            }),
+        }
+    };
+    let details = recommendation.savings_plans_purchase_recommendation_details();
+    let (mut hourly, mut weighted_use, mut monthly) = (0.0, 0.0, None::<f64>);
+    for detail in details {
+        let commitment =
+            number("HourlyCommitmentToPurchase", detail.hourly_commitment_to_purchase())?.unwrap_or(0.0);
+        hourly += commitment;
+        if let Some(use_percent) =
+            number("EstimatedAverageUtilization", detail.estimated_average_utilization())?
+        {
+            weighted_use += commitment * use_percent / 100.0;
+        }
+        if let Some(saved) =
+            number("EstimatedMonthlySavingsAmount", detail.estimated_monthly_savings_amount())?
+        {
+            monthly = Some(monthly.unwrap_or(0.0) + saved);
+        }
+    }
+    let summary = recommendation.savings_plans_purchase_recommendation_summary();
+    let lookback = recommendation.lookback_period_in_days().map(|l| l.as_str()).unwrap_or_default();
+    Ok(PlanRecommendation {
+        savings_plans_type: recommendation
+            .savings_plans_type()
+            .map(|t| t.as_str().to_string())
+            .unwrap_or_default(),
+        term: recommendation.term_in_years().map(|t| t.as_str().to_string()).unwrap_or_default(),
+        payment_option: recommendation.payment_option().map(|t| t.as_str().to_string()).unwrap_or_default(),
+        lookback_days: match lookback {
+            "SEVEN_DAYS" => 7,
+            "THIRTY_DAYS" => 30,
+            "SIXTY_DAYS" => 60,
+            other => {
+                return Err(CeError::Invalid {
+                    request: 0,
+                    message: format!(
+                        "{what}: LookbackPeriodInDays {other:?} is none of SEVEN_DAYS, THIRTY_DAYS, SIXTY_DAYS"
+                    ),
+                });
+            }
+        },
+        hourly_commitment: hourly,
+        estimated_average_utilization: (hourly > 0.0).then(|| weighted_use / hourly),
+        estimated_monthly_savings: monthly,
+        estimated_savings_percentage: number(
+            "EstimatedSavingsPercentage",
+            summary.and_then(|s| s.estimated_savings_percentage()),
+        )?
+        .map(|p| p / 100.0),
+        current_average_hourly_on_demand_spend: details
+            .first()
+            .map(|d| number("CurrentAverageHourlyOnDemandSpend", d.current_average_hourly_on_demand_spend()))
+            .transpose()?
+            .flatten(),
+        generated_at: generated_at.to_string(),
+    })
+}
+
+/// Reads a saved `GetSavingsPlansPurchaseRecommendation` answer (what `aws ce
+/// get-savings-plans-purchase-recommendation` prints).
+pub fn read_saved_recommendation(text: &str, location: &str) -> Result<PlanRecommendation, CeError> {
+    let invalid =
+        |message: String| CeError::Invalid { request: 0, message: format!("{location}: {message}") };
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| invalid(format!("not JSON: {e}")))?;
+    let text_of = |v: &serde_json::Value, key: &str| v.get(key).and_then(|t| t.as_str()).map(str::to_string);
+    let found = value.get("SavingsPlansPurchaseRecommendation").ok_or_else(|| {
+        invalid(
+            "no SavingsPlansPurchaseRecommendation: not an answer of GetSavingsPlansPurchaseRecommendation"
+                .into(),
+        )
+    })?;
+    let mut builder = SavingsPlansPurchaseRecommendation::builder()
+        .set_savings_plans_type(
+            text_of(found, "SavingsPlansType").map(|t| SupportedSavingsPlansType::from(t.as_str())),
+        )
+        .set_term_in_years(text_of(found, "TermInYears").map(|t| TermInYears::from(t.as_str())))
+        .set_payment_option(text_of(found, "PaymentOption").map(|t| PaymentOption::from(t.as_str())))
+        .set_lookback_period_in_days(
+            text_of(found, "LookbackPeriodInDays").map(|t| LookbackPeriodInDays::from(t.as_str())),
+        );
+    for detail in found
+        .get("SavingsPlansPurchaseRecommendationDetails")
+        .and_then(|d| d.as_array())
+        .into_iter()
+        .flatten()
+    {
+        builder = builder.savings_plans_purchase_recommendation_details(
+            SavingsPlansPurchaseRecommendationDetail::builder()
+                .set_hourly_commitment_to_purchase(text_of(detail, "HourlyCommitmentToPurchase"))
+                .set_estimated_average_utilization(text_of(detail, "EstimatedAverageUtilization"))
+                .set_estimated_monthly_savings_amount(text_of(detail, "EstimatedMonthlySavingsAmount"))
+                .set_current_average_hourly_on_demand_spend(text_of(
+                    detail,
+                    "CurrentAverageHourlyOnDemandSpend",
+                ))
+                .build(),
+        );
+    }
+    if let Some(summary) = found.get("SavingsPlansPurchaseRecommendationSummary") {
+        builder = builder.savings_plans_purchase_recommendation_summary(
+            SavingsPlansPurchaseRecommendationSummary::builder()
+                .set_estimated_savings_percentage(text_of(summary, "EstimatedSavingsPercentage"))
+                .build(),
+        );
+    }
+    let generated = value.get("Metadata").and_then(|m| text_of(m, "GenerationTimestamp")).unwrap_or_default();
+    plan_recommendation(&builder.build(), &generated, location)
 }
 
 /// Reads a saved `GetCostAndUsage` answer (what `aws ce get-cost-and-usage --granularity

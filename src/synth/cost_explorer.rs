@@ -66,6 +66,9 @@ fn amortized(row: &CurRow<'_>) -> f64 {
 pub struct CeTally {
     accounts: Vec<(String, String)>,
     cells: HashMap<(i64, &'static str, usize), [f64; 3]>,
+    /// Per hour, the public On-Demand cost of the EC2 instance usage billed On-Demand: what
+    /// a new Compute Savings Plan could cover.
+    on_demand_hours: BTreeMap<i64, f64>,
 }
 
 impl CeTally {
@@ -85,6 +88,14 @@ impl CeTally {
             }
         };
         let start = row.line_item_usage_start_date;
+        if row.line_item_operation == "RunInstances"
+            && row.line_item_line_item_type == "Usage"
+            && row.pricing_term == "OnDemand"
+            && row.product_product_family == "Compute Instance"
+        {
+            *self.on_demand_hours.entry(start).or_default() +=
+                row.pricing_public_on_demand_cost.unwrap_or(0.0);
+        }
         let day = start - start.rem_euclid(86_400);
         let unblended = row.line_item_unblended_cost.unwrap_or(0.0);
         let amortized = amortized(row);
@@ -97,6 +108,9 @@ impl CeTally {
 
     /// Adds another tally (a day's batch) to this one.
     pub fn merge(&mut self, other: CeTally) {
+        for (hour, cost) in other.on_demand_hours {
+            *self.on_demand_hours.entry(hour).or_default() += cost;
+        }
         for ((day, service, account), sums) in other.cells {
             let (id, name) = &other.accounts[account];
             let index = match self.accounts.iter().position(|(known, _)| known == id) {
@@ -184,4 +198,100 @@ pub fn response(first: Period, history: u32, months: &CeTally) -> Value {
             "Value": id, "Attributes": {"description": name},
         })).collect::<Vec<_>>(),
     })
+}
+
+/// Days of On-Demand usage AWS's recommendation looks back over (`THIRTY_DAYS`).
+pub const RECOMMENDATION_LOOKBACK_DAYS: i64 = 30;
+
+/// What `GetSavingsPlansPurchaseRecommendation` would answer at the end of the tallied months
+/// for a one-year, No Upfront Compute Savings Plan over the payer's last 30 days: the
+/// response AWS documents (what `aws ce get-savings-plans-purchase-recommendation
+/// --savings-plans-type COMPUTE_SP --term-in-years ONE_YEAR --payment-option NO_UPFRONT
+/// --lookback-period-in-days THIRTY_DAYS` prints), made the way AWS says it makes it: each
+/// hour's On-Demand usage priced at its Savings Plan rates, and the hourly commitment (to
+/// the tenth of a cent) that would have saved the most over the lookback.
+///
+/// The commitment is found by trying every cent up to the busiest hour, then every tenth of
+/// a cent around the best: a search of its own, apart from gpuledger's quantile.
+pub fn savings_plans_recommendation(tally: &CeTally, payer: &str, seed: u64) -> Option<Value> {
+    let last = *tally.on_demand_hours.keys().next_back()?;
+    let first = *tally.on_demand_hours.keys().next()?;
+    // The last 30 days, or every hour there is when fewer.
+    let from = (last + 3600 - RECOMMENDATION_LOOKBACK_DAYS * 86_400).max(first);
+    let on_demand: Vec<f64> = (from..=last)
+        .step_by(3600)
+        .map(|hour| tally.on_demand_hours.get(&hour).copied().unwrap_or(0.0))
+        .collect();
+    let rate = super::fleet::SAVINGS_PLAN_RATE;
+    let at_plan_rates: Vec<f64> = on_demand.iter().map(|x| x * rate).collect();
+    // Savings over the lookback of `c` an hour: the On-Demand cost it covers less its cost.
+    let savings = |c: f64| -> f64 { at_plan_rates.iter().map(|v| c.min(*v) / rate - c).sum() };
+    let busiest = at_plan_rates.iter().copied().fold(0.0, f64::max);
+    let best_of = |candidates: &mut dyn Iterator<Item = f64>| {
+        candidates.fold((0.0, 0.0), |best: (f64, f64), c| {
+            let s = savings(c);
+            if s > best.1 { (c, s) } else { best }
+        })
+    };
+    let (cents, _) = best_of(&mut (0..=(busiest * 100.0).ceil() as i64).map(|c| c as f64 / 100.0));
+    let (commitment, saved) = best_of(
+        &mut (-10..=10).map(|m| ((cents * 1000.0).round() + f64::from(m)) / 1000.0).filter(|c| *c >= 0.0),
+    );
+    let hours = on_demand.len() as f64;
+    let total: f64 = on_demand.iter().sum();
+    let used: f64 = at_plan_rates.iter().map(|v| commitment.min(*v)).sum();
+    let plan_cost = commitment * hours;
+    let remaining = total - used / rate;
+    let text = |v: f64| format!("{v:.10}");
+    let percent = |v: f64| format!("{:.2}", v * 100.0);
+    let mut ids = super::rng::Rng::derive(seed, &[60, last as u64]);
+    let detail = json!({
+        "SavingsPlansDetails": {"OfferingId": ids.uuid()},
+        "AccountId": payer,
+        "UpfrontCost": "0.0",
+        "EstimatedROI": percent(if plan_cost > 0.0 { saved / plan_cost } else { 0.0 }),
+        "CurrencyCode": "USD",
+        "EstimatedSPCost": text(plan_cost),
+        "EstimatedOnDemandCost": text(remaining),
+        "EstimatedOnDemandCostWithCurrentCommitment": text(total),
+        "EstimatedSavingsAmount": text(saved),
+        "EstimatedSavingsPercentage": percent(if total > 0.0 { saved / total } else { 0.0 }),
+        "HourlyCommitmentToPurchase": format!("{commitment:.3}"),
+        "EstimatedAverageUtilization": percent(if plan_cost > 0.0 { used / plan_cost } else { 0.0 }),
+        "EstimatedMonthlySavingsAmount": text(saved * 730.0 / hours),
+        "CurrentMinimumHourlyOnDemandSpend": text(on_demand.iter().copied().fold(f64::INFINITY, f64::min)),
+        "CurrentMaximumHourlyOnDemandSpend": text(on_demand.iter().copied().fold(0.0, f64::max)),
+        "CurrentAverageHourlyOnDemandSpend": text(total / hours),
+        "RecommendationDetailId": ids.uuid(),
+    });
+    let generated =
+        chrono::DateTime::from_timestamp(last + 3600, 0)?.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    Some(json!({
+        "Metadata": {
+            "RecommendationId": ids.uuid(),
+            "GenerationTimestamp": generated,
+            "LookbackPeriodInDays": "THIRTY_DAYS",
+        },
+        "SavingsPlansPurchaseRecommendation": {
+            "AccountScope": "PAYER",
+            "SavingsPlansType": "COMPUTE_SP",
+            "TermInYears": "ONE_YEAR",
+            "PaymentOption": "NO_UPFRONT",
+            "LookbackPeriodInDays": "THIRTY_DAYS",
+            "SavingsPlansPurchaseRecommendationDetails": [detail],
+            "SavingsPlansPurchaseRecommendationSummary": {
+                "EstimatedROI": detail["EstimatedROI"],
+                "CurrencyCode": "USD",
+                "EstimatedTotalCost": text(plan_cost + remaining),
+                "CurrentOnDemandSpend": text(total),
+                "EstimatedSavingsAmount": text(saved),
+                "TotalRecommendationCount": "1",
+                "DailyCommitmentToPurchase": format!("{:.3}", commitment * 24.0),
+                "HourlyCommitmentToPurchase": format!("{commitment:.3}"),
+                "EstimatedSavingsPercentage": detail["EstimatedSavingsPercentage"],
+                "EstimatedMonthlySavingsAmount": text(saved * 730.0 / hours),
+                "EstimatedOnDemandCostWithCurrentCommitment": text(total),
+            },
+        },
+    }))
 }

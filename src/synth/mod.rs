@@ -10,6 +10,7 @@
 //! <out>/metrics/YYYY-MM.om
 //! <out>/metrics/YYYY-MM-kube.om   (with --kube-state-metrics: kube-state-metrics and cAdvisor)
 //! <out>/cost-explorer.json   (GetCostAndUsage, daily, by SERVICE and LINKED_ACCOUNT)
+//! <out>/savings-plans-recommendation.json   (GetSavingsPlansPurchaseRecommendation, Compute SP)
 //! <out>/truth.json
 //! <out>/azure/gpu-overflow-focus/<YYYYMMDD-YYYYMMDD>/<run>/{manifest.json,part_0_0001.csv.gz}
 //! <out>/gcp/gcp_billing_export_focus_<account>/<YYYY-MM>-000000000000.parquet
@@ -286,6 +287,13 @@ pub fn generate(
     let ce_path = options.out.join("cost-explorer.json");
     let ce = cost_explorer::response(first, options.history_months, &cost_explorer);
     fs::write(&ce_path, serde_json::to_string(&ce).unwrap_or_default()).map_err(io_error(&ce_path))?;
+    if let Some(answer) =
+        cost_explorer::savings_plans_recommendation(&cost_explorer, bill::PAYER_ACCOUNT.0, options.seed)
+    {
+        let path = options.out.join("savings-plans-recommendation.json");
+        fs::write(&path, serde_json::to_string_pretty(&answer).unwrap_or_default())
+            .map_err(io_error(&path))?;
+    }
     let truth_path = options.out.join("truth.json");
     let document = json!({
         "generator": {

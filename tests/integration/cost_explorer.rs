@@ -299,3 +299,121 @@ async fn a_bad_answer_or_no_answer_stores_nothing() {
     assert_eq!(failed.len(), 2);
     assert!(failed.iter().all(|r| r.status.to_string() == "failed" && r.error.is_some()), "{failed:?}");
 }
+
+/// The requests a local server saw: each one's `X-Amz-Target` and JSON body.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>;
+
+/// A local Cost Explorer for `GetSavingsPlansPurchaseRecommendation`: answers `answer` and
+/// keeps each request's target header and body.
+fn recommendation_server(answer: String) -> (String, Seen) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let (mut length, mut target) = (0usize, String::new());
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                let lower = line.to_ascii_lowercase();
+                if let Some(value) = lower.strip_prefix("content-length:") {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+                if lower.starts_with("x-amz-target:") {
+                    target = line["x-amz-target:".len()..].trim().to_string();
+                }
+            }
+            let mut body = vec![0u8; length];
+            if reader.read_exact(&mut body).is_err() {
+                continue;
+            }
+            kept.lock().unwrap().push((target, serde_json::from_slice(&body).unwrap_or(Value::Null)));
+            let mut stream = stream;
+            let _ = stream.write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/x-amz-json-1.1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                    answer.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    (url, seen)
+}
+
+/// `report commitments --aws-cost-explorer`: AWS's Savings Plan recommendation asked through
+/// the real SDK (one request, a one-year No Upfront Compute plan over 30 days), read as the
+/// saved answer is, and set beside gpuledger's advice.
+#[test]
+fn aws_savings_plans_recommendation_through_the_sdk_is_read_as_the_saved_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path(), Scale::Small, CurFormat::Parquet, 1, 42);
+    let url = format!("sqlite:{}", dir.path().join("ledger.db").display());
+    let root = export_root(dir.path()).display().to_string();
+    let output = crate::ingest_cur::run(&["--database-url", &url, "ingest", "cur", &root]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let saved = dir.path().join("savings-plans-recommendation.json");
+    let answer = std::fs::read_to_string(&saved).unwrap();
+    let (endpoint, seen) = recommendation_server(answer.clone());
+    let report = |args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_gpuledger"))
+            .args(["--database-url", &url, "report", "commitments", "--format", "json"])
+            .args(args)
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_REGION", "us-east-1")
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        succeeded(&output)
+    };
+    let asked = report(&["--aws-cost-explorer", "--ce-endpoint-url", &endpoint]);
+    let read = report(&["--aws-recommendation", saved.to_str().unwrap()]);
+    let requests = seen.lock().unwrap().clone();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(requests[0].0, "AWSInsightsIndexService.GetSavingsPlansPurchaseRecommendation");
+    assert_eq!(
+        requests[0].1,
+        json!({"SavingsPlansType": "COMPUTE_SP", "TermInYears": "ONE_YEAR", "PaymentOption": "NO_UPFRONT", "LookbackPeriodInDays": "THIRTY_DAYS"})
+    );
+    let plan = |report: &Value| {
+        report["advice"].as_array().unwrap().iter().find(|a| a["kind"] == "savings_plan").unwrap().clone()
+    };
+    let (mut through_sdk, from_file) =
+        (plan(&asked)["aws_recommendation"].clone(), plan(&read)["aws_recommendation"].clone());
+    assert_eq!(through_sdk["source"], "Cost Explorer");
+    through_sdk["source"] = from_file["source"].clone();
+    assert_eq!(through_sdk, from_file);
+    // The figures AWS wrote, as fractions where AWS wrote percentages.
+    let aws: Value = serde_json::from_str(&answer).unwrap();
+    let detail = &aws["SavingsPlansPurchaseRecommendation"]["SavingsPlansPurchaseRecommendationDetails"][0];
+    let number = |v: &Value| v.as_str().unwrap().parse::<f64>().unwrap();
+    assert_eq!(
+        from_file["hourly_commitment"].as_f64().unwrap(),
+        number(&detail["HourlyCommitmentToPurchase"])
+    );
+    let utilization = from_file["estimated_average_utilization"].as_f64().unwrap();
+    assert!((utilization - number(&detail["EstimatedAverageUtilization"]) / 100.0).abs() < 1e-9);
+    assert_eq!(
+        (from_file["lookback_days"].as_u64(), from_file["term"].as_str()),
+        (Some(30), Some("ONE_YEAR"))
+    );
+    // gpuledger's best over the same 30 days of On-Demand usage is AWS's, found by AWS's own
+    // search, to the tenth of a cent AWS writes.
+    let difference = from_file["same_lookback_difference"].as_f64().unwrap();
+    assert!(difference.abs() <= 0.0005 + 1e-9, "{from_file}");
+    // The plan ends on 2026-12-01, inside the three months after October: gpuledger's advice
+    // renews it, so commits more than AWS, by about the plan's $99.64 an hour, and says why.
+    let advice = plan(&read);
+    let renewed = advice["renews"].as_array().unwrap();
+    assert_eq!(renewed.len(), 1, "{advice}");
+    let reasons = from_file["reasons"].as_array().unwrap();
+    assert!(reasons.iter().any(|r| r.as_str().unwrap().contains("renewing")), "{reasons:?}");
+    let more = from_file["difference"].as_f64().unwrap();
+    assert!(more > 0.5 * 99.64 && more < 1.5 * 99.64, "{from_file}");
+}

@@ -343,7 +343,19 @@ fn on_demand_hours(folder: &std::path::Path) -> BTreeMap<i64, f64> {
 /// inside the horizon) renewed, three instances; the plan's advice from July's On-Demand
 /// hours in the CUR file.
 fn commitments_are_the_bills_and_the_advice_is_its_hours(url: &str, truth: &Value, data: &std::path::Path) {
-    let output = run(&["--database-url", url, "report", "commitments", "--months", "3", "--format", "json"]);
+    let saved = data.join("savings-plans-recommendation.json").display().to_string();
+    let output = run(&[
+        "--database-url",
+        url,
+        "report",
+        "commitments",
+        "--months",
+        "3",
+        "--format",
+        "json",
+        "--aws-recommendation",
+        &saved,
+    ]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report["history_end"], "2026-07-31");
@@ -436,6 +448,14 @@ fn commitments_are_the_bills_and_the_advice_is_its_hours(url: &str, truth: &Valu
     );
     assert!(near(&more["monthly_net_savings"], chosen.monthly_net_savings), "{more} {chosen:?}");
     assert_eq!(more["lookback_days"].as_f64().unwrap() * 24.0, expected.lookback_hours as f64);
+    // AWS's recommendation for the same 30 days (the generator's, by AWS's method: every
+    // cent, then every tenth of one, tried): gpuledger's quantile lands on it.
+    let aws = &more["aws_recommendation"];
+    assert!(
+        (aws["hourly_commitment"].as_f64().unwrap() - chosen.hourly_commitment).abs() <= 0.0005 + 1e-6,
+        "{aws}"
+    );
+    assert!(aws["reasons"][0].as_str().unwrap().contains("to within a cent"), "{aws}");
 }
 
 /// `plan add|list|remove` on the planning world's history (to 2026-07): a new client's
