@@ -14,8 +14,7 @@ use super::fleet::{CLUSTERS, Purchase, RESERVED_RATE, SAVINGS_PLAN_RATE, WORKLOA
 use super::rng;
 use super::truth::Truth;
 
-/// The payer (management) account: it buys the Savings Plan, so the plan's fee is its line.
-pub const PAYER_ACCOUNT: (&str, &str) = ("111111111111", "Example Corp");
+pub use super::fleet::PAYER_ACCOUNT;
 /// The linked account of lines outside any cluster (shared storage, transfer, monitoring,
 /// the bastion, tax, credits): the main cluster's account. Each cluster's own lines are
 /// billed to its account ([`super::fleet::Cluster::account`]), and the clients' dataset

@@ -701,6 +701,9 @@ pub struct World {
     pub commitments: Vec<Commitment>,
 }
 
+/// The payer (management) account: it buys the Savings Plan, so the plan's fee is its line.
+pub const PAYER_ACCOUNT: (&str, &str) = ("111111111111", "Example Corp");
+
 /// What an hour costs under a Savings Plan or a reservation, as a share of On-Demand.
 pub const SAVINGS_PLAN_RATE: f64 = 0.71;
 pub const RESERVED_RATE: f64 = 0.62;
@@ -921,7 +924,7 @@ impl World {
             world.commitments.push(Commitment {
                 arn: format!(
                     "arn:aws:savingsplans::{}:savingsplan/{}",
-                    super::bill::PAYER_ACCOUNT.0,
+                    PAYER_ACCOUNT.0,
                     Rng::derive(seed, &[23, plan_start as u64]).uuid()
                 ),
                 purchase: Purchase::SavingsPlan,
