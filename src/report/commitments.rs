@@ -137,7 +137,7 @@ impl Hours {
         Hours { first, len, by, rates }
     }
 
-    /// Σ over the series `select` picks of each hour's public On-Demand cost × its weight.
+    /// Each hour's Σ over the series of its public On-Demand cost × the series' `weight` (0: left out).
     fn eligible(&self, weight: impl Fn(&str, PurchaseOption) -> f64) -> Vec<f64> {
         let mut hours = vec![0.0; self.len];
         for ((instance_type, option), series) in &self.by {
