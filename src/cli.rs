@@ -1245,6 +1245,10 @@ pub struct ServeArgs {
     /// when the schema is older than this gpuledger.
     #[arg(long, env = "GPULEDGER_NO_MIGRATE")]
     pub no_migrate: bool,
+    /// AWS's Savings Plan recommendation saved from Cost Explorer (the JSON answer of
+    /// `GetSavingsPlansPurchaseRecommendation`), shown beside the Plan page's advice.
+    #[arg(long, env = "GPULEDGER_AWS_RECOMMENDATION")]
+    pub aws_recommendation: Option<PathBuf>,
     #[command(flatten)]
     pub auth: AuthArgs,
 }

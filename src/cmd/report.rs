@@ -102,17 +102,9 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
             return Ok(());
         }
         ReportCommand::Commitments(args) => {
-            use crate::sources::cost_explorer::{self, CeOptions, CostExplorer};
+            use crate::sources::cost_explorer::{CeOptions, CostExplorer};
             let aws = match (&args.aws_recommendation, args.aws_cost_explorer) {
-                (Some(path), _) => {
-                    let text = std::fs::read_to_string(path)
-                        .map_err(|e| UsageError(format!("--aws-recommendation {}: {e}", path.display())))?;
-                    let location = path.display().to_string();
-                    Some((
-                        cost_explorer::read_saved_recommendation(&text, &location)?,
-                        format!("saved answer {location}"),
-                    ))
-                }
+                (Some(path), _) => Some(saved_recommendation(path)?),
                 (None, true) => {
                     let options =
                         CeOptions { endpoint_url: args.ce_endpoint_url.clone(), ..CeOptions::default() };
@@ -145,6 +137,17 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
     let range = load_range(store, &args).await?;
     print!("{}", build(&range).render(args.format, &range.label));
     Ok(())
+}
+
+/// AWS's recommendation saved in `path` (`--aws-recommendation`), and where it came from.
+pub(super) fn saved_recommendation(
+    path: &std::path::Path,
+) -> anyhow::Result<(crate::sources::cost_explorer::PlanRecommendation, String)> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("--aws-recommendation {}: {e}", path.display())))?;
+    let location = path.display().to_string();
+    let recommendation = crate::sources::cost_explorer::read_saved_recommendation(&text, &location)?;
+    Ok((recommendation, format!("saved answer {location}")))
 }
 
 /// The rollups of `--period`, or of `--from`/`--to`; a bad range is a usage error (exit 2).

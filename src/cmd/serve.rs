@@ -12,7 +12,11 @@ use crate::web;
 /// Serves the dashboard until Ctrl-C or SIGTERM.
 pub(super) async fn serve(store: Box<dyn Store>, args: ServeArgs) -> anyhow::Result<()> {
     let auth = auth_config(&args.auth, args.listen)?;
-    web::serve(web::AppState::new(store, auth), args.listen).await
+    let mut state = web::AppState::new(store, auth);
+    if let Some(path) = &args.aws_recommendation {
+        state.aws_recommendation = Some(std::sync::Arc::new(super::report::saved_recommendation(path)?));
+    }
+    web::serve(state, args.listen).await
 }
 
 /// The sign-in settings the flags ask for, refused when they would be unsafe: no sign-in on
@@ -254,7 +258,14 @@ pub(super) async fn demo(store: Box<dyn Store>, args: DemoArgs) -> anyhow::Resul
     if matches!(auth.mode, web::AuthMode::Local) {
         demo_users(store.as_ref(), &args.data).await?;
     }
-    web::serve(web::AppState::new(store, auth), args.listen).await
+    let mut state = web::AppState::new(store, auth);
+    // The generator's saved answer of Cost Explorer's Savings Plan recommendation.
+    let recommendation = args.data.join("savings-plans-recommendation.json");
+    if recommendation.exists() {
+        state.aws_recommendation =
+            Some(std::sync::Arc::new(super::report::saved_recommendation(&recommendation)?));
+    }
+    web::serve(state, args.listen).await
 }
 
 /// Writes a synthetic export; the summary is for scripts (JSON on stdout).

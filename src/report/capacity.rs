@@ -142,6 +142,11 @@ impl CapacityReport {
         if format == OutputFormat::Json {
             return serde_json::to_string_pretty(&self.to_json()).unwrap_or_default() + "\n";
         }
+        self.table().render(format, &self.history_end.to_string(), serde_json::Map::new())
+    }
+
+    /// A row per pool, as the CLI prints it and the Plan page shows it.
+    pub fn table(&self) -> Table {
         let date = |d: Option<NaiveDate>| Cell::Text(d.map(|d| d.to_string()).unwrap_or_default());
         let rows = self
             .pools
@@ -162,7 +167,7 @@ impl CapacityReport {
                 ]
             })
             .collect();
-        let table = Table {
+        Table {
             title: format!(
                 "GPU capacity per pool (GPUs: GPU-hours a day / 24) against the forecast to {} months after {}",
                 self.horizon_months, self.history_end
@@ -180,8 +185,7 @@ impl CapacityReport {
             ],
             rows,
             totals: Vec::new(),
-        };
-        table.render(format, &self.history_end.to_string(), serde_json::Map::new())
+        }
     }
 }
 

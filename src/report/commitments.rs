@@ -497,6 +497,29 @@ impl CommitmentsReport {
         if format == OutputFormat::Json {
             return serde_json::to_string_pretty(&self.to_json()).unwrap_or_default() + "\n";
         }
+        let end = self.history_end.map(|d| d.to_string()).unwrap_or_default();
+        let [current, advice] = self.tables();
+        let mut out = current.render(format, &end, serde_json::Map::new());
+        if format == OutputFormat::Table {
+            out.push('\n');
+        }
+        out.push_str(&advice.render(format, &end, serde_json::Map::new()));
+        if format == OutputFormat::Table {
+            for aws in self.advice.iter().filter_map(|a| a.aws.as_ref()) {
+                for reason in &aws.reasons {
+                    out.push_str(&format!("against AWS ({}): {reason}\n", aws.source));
+                }
+            }
+            for note in &self.notes {
+                out.push_str(&format!("note: {note}\n"));
+            }
+        }
+        out
+    }
+
+    /// The commitments billed in the latest month, and the advice: as the CLI prints them and
+    /// the Plan page shows them.
+    pub fn tables(&self) -> [Table; 2] {
         let usd = |v: f64| Cell::Usd(Some(Nanos(nanos_from_usd(v))));
         let end = self.history_end.map(|d| d.to_string()).unwrap_or_default();
         let current = Table {
@@ -585,22 +608,7 @@ impl CommitmentsReport {
                 .collect(),
             totals: Vec::new(),
         };
-        let mut out = current.render(format, &end, serde_json::Map::new());
-        if format == OutputFormat::Table {
-            out.push('\n');
-        }
-        out.push_str(&advice.render(format, &end, serde_json::Map::new()));
-        if format == OutputFormat::Table {
-            for aws in self.advice.iter().filter_map(|a| a.aws.as_ref()) {
-                for reason in &aws.reasons {
-                    out.push_str(&format!("against AWS ({}): {reason}\n", aws.source));
-                }
-            }
-            for note in &self.notes {
-                out.push_str(&format!("note: {note}\n"));
-            }
-        }
-        out
+        [current, advice]
     }
 }
 

@@ -539,6 +539,11 @@ impl ForecastReport {
         if format == OutputFormat::Json {
             return serde_json::to_string_pretty(&self.to_json()).unwrap_or_default() + "\n";
         }
+        self.table().render(format, &self.history_end.to_string(), serde_json::Map::new())
+    }
+
+    /// A row per series and month, as the CLI prints it and the Plan page shows it.
+    pub fn table(&self) -> Table {
         let mut rows = Vec::new();
         for s in &self.series {
             let key = [s.key.provider.as_str(), s.key.pool.as_str(), s.key.client.as_str()];
@@ -592,7 +597,7 @@ impl ForecastReport {
                 );
             }
         }
-        let table = Table {
+        Table {
             title: format!(
                 "Forecast from {} to {}, {} month(s) ahead (80 % intervals; MAPE one month ahead in the backtest)",
                 self.history_start, self.history_end, self.horizon_months
@@ -613,8 +618,7 @@ impl ForecastReport {
             ],
             rows,
             totals: Vec::new(),
-        };
-        table.render(format, &self.history_end.to_string(), serde_json::Map::new())
+        }
     }
 }
 

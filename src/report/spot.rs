@@ -153,6 +153,11 @@ impl SpotReport {
         if format == OutputFormat::Json {
             return serde_json::to_string_pretty(&self.to_json()).unwrap_or_default() + "\n";
         }
+        self.table().render(format, &self.history_end.to_string(), serde_json::Map::new())
+    }
+
+    /// A row per GPU model, as the CLI prints it and the Plan page shows it.
+    pub fn table(&self) -> Table {
         let usd = |v: Option<f64>| Cell::Rate(v);
         let rows = self
             .models
@@ -172,7 +177,7 @@ impl SpotReport {
                 ]
             })
             .collect();
-        let table = Table {
+        Table {
             title: format!(
                 "Spot budgets: training on Spot against the {:.0} % target, {} month(s) after {}",
                 TARGET * 100.0,
@@ -193,8 +198,7 @@ impl SpotReport {
             ],
             rows,
             totals: Vec::new(),
-        };
-        table.render(format, &self.history_end.to_string(), serde_json::Map::new())
+        }
     }
 }
 

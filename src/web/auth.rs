@@ -993,8 +993,8 @@ fn staff_nav(html: &str, role: Role) -> String {
     format!("{}{OPEN}{links}{}", &html[..start], &html[end..])
 }
 
-/// The main navigation replaced by links to the viewer's own client pages (none before
-/// sign-in).
+/// The main navigation replaced by links to the viewer's own client pages, its forecast and
+/// its invoices (none before sign-in).
 fn client_nav(html: &str, viewer: Option<&Viewer>) -> String {
     const OPEN: &str = r#"<nav aria-label="Main">"#;
     let (Some(start), Some(end)) = (html.find(OPEN), html.find("</nav>")) else { return html.to_string() };
@@ -1007,6 +1007,7 @@ fn client_nav(html: &str, viewer: Option<&Viewer>) -> String {
                 askama::filters::escape(c, askama::filters::Html).map(|e| e.to_string()).unwrap_or_default();
             format!(r#"<a href="/clients/{}">{name}</a>"#, super::pages::url_escape(c))
         })
+        .chain(viewer.map(|_| r#"<a href="/plan">Forecast</a>"#.to_string()))
         .chain(viewer.map(|_| r#"<a href="/invoices">Invoices</a>"#.to_string()))
         .collect();
     format!("{}{OPEN}{links}{}", &html[..start], &html[end..])

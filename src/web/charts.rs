@@ -339,6 +339,140 @@ pub fn line(title: &str, unit: &str, points: &[Point], targets: &Targets) -> Str
     svg
 }
 
+/// One step of a [`forecast`] chart (a day or a month): what happened, or the forecast with
+/// its 80 % interval (value, lower, upper) and what the planned changes add on top of it.
+pub struct Step {
+    pub label: String,
+    pub actual: Option<f64>,
+    pub forecast: Option<(f64, f64, f64)>,
+    pub planned: f64,
+}
+
+/// What happened, then the forecast: the history as a line, the forecast dashed in its shaded
+/// 80 % interval, the planned changes hatched on top of it, and `levels` (a pool's capacity,
+/// the commitments) as dashed lines across, each with its name.
+pub fn forecast(title: &str, unit: &str, steps: &[Step], levels: &[(f64, &str)]) -> String {
+    let (width, height, left, right, bottom, top) = (640.0, 260.0, 70.0, 110.0, 40.0, 44.0);
+    let highest = steps
+        .iter()
+        .map(|s| s.actual.unwrap_or(0.0).max(s.forecast.map_or(0.0, |(v, _, u)| u.max(v + s.planned))))
+        .chain(levels.iter().map(|(v, _)| *v))
+        .fold(0.0_f64, f64::max);
+    let (step, ticks) = axis(highest);
+    let scale_max = step * ticks as f64;
+    let plot_height = height - bottom - top;
+    let y = |value: f64| top + plot_height - plot_height * (value / scale_max).clamp(0.0, 1.0);
+    let slot = (width - left - right) / steps.len().max(1) as f64;
+    let x = |i: usize| left + slot * (i as f64 + 0.5);
+    let mut said: Vec<String> = steps
+        .iter()
+        .map(|s| match (s.actual, s.forecast) {
+            (Some(a), _) => format!("{}: {} {unit}", s.label, exact(a)),
+            (None, Some((v, lo, hi))) if s.planned != 0.0 => format!(
+                "{}: forecast {} ({}–{}) {unit}, planned changes {}",
+                s.label,
+                exact(v),
+                exact(lo),
+                exact(hi),
+                exact(s.planned)
+            ),
+            (None, Some((v, lo, hi))) => {
+                format!("{}: forecast {} ({}–{}) {unit}", s.label, exact(v), exact(lo), exact(hi))
+            }
+            (None, None) => format!("{}: none", s.label),
+        })
+        .collect();
+    said.extend(levels.iter().map(|(v, name)| format!("{name}: {} {unit}", exact(*v))));
+    let (defs, fill) = hatch(title);
+    let mut svg = frame(title, &said, (width, height), "img", &defs, left);
+    let axis_ticks = (0..=ticks).map(|t| (step * t as f64, y(step * t as f64)));
+    value_axis(&mut svg, axis_ticks, (left, width - right), Some((unit, top + plot_height / 2.0)));
+    let polyline = |points: &[(usize, f64)]| {
+        points.iter().map(|(i, v)| format!("{:.1},{:.1}", x(*i), y(*v))).collect::<Vec<_>>().join(" ")
+    };
+    // The forecast starts where the history ends, so the two lines join.
+    let last_actual = steps.iter().rposition(|s| s.actual.is_some());
+    let joined = |f: &dyn Fn(&Step) -> Option<f64>| -> Vec<(usize, f64)> {
+        let start = last_actual.and_then(|i| steps[i].actual.map(|a| (i, a)));
+        start.into_iter().chain(steps.iter().enumerate().filter_map(|(i, s)| f(s).map(|v| (i, v)))).collect()
+    };
+    let upper = joined(&|s| s.forecast.map(|(_, _, u)| u));
+    let lower = joined(&|s| s.forecast.map(|(_, l, _)| l));
+    let point = joined(&|s| s.forecast.map(|(v, _, _)| v));
+    let planned = joined(&|s| s.forecast.map(|(v, _, _)| v + s.planned));
+    if upper.len() > 1 {
+        let band: Vec<(usize, f64)> = upper.iter().chain(lower.iter().rev()).copied().collect();
+        let _ = write!(svg, r#"<polygon points="{}" class="band-forecast"/>"#, polyline(&band));
+    }
+    if planned.iter().zip(&point).any(|(p, v)| p.1 != v.1) {
+        let area: Vec<(usize, f64)> = planned.iter().chain(point.iter().rev()).copied().collect();
+        let _ = write!(
+            svg,
+            r#"<polygon points="{}" class="bar-hatched"{}/>"#,
+            polyline(&area),
+            fill("bar-hatched")
+        );
+    }
+    let history: Vec<(usize, f64)> =
+        steps.iter().enumerate().filter_map(|(i, s)| s.actual.map(|a| (i, a))).collect();
+    if history.len() > 1 {
+        let _ = write!(svg, r#"<polyline points="{}" class="line" fill="none"/>"#, polyline(&history));
+    }
+    if point.len() > 1 {
+        let _ =
+            write!(svg, r#"<polyline points="{}" class="line line-partial" fill="none"/>"#, polyline(&point));
+    }
+    for (value, name) in levels {
+        let _ = write!(
+            svg,
+            r#"<line x1="{left}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" class="threshold"><title>{}: {} {}</title></line><text x="{:.1}" y="{:.1}" class="axis">{}</text>"#,
+            width - right,
+            escape(name),
+            exact(*value),
+            escape(unit),
+            width - right + 4.0,
+            y(*value) + 4.0,
+            escape(&format!("{name} {}", short(*value))),
+            y = y(*value),
+        );
+    }
+    // The legend: a swatch for each of the history, the forecast and its interval, the plans.
+    let mut lx = left;
+    for (swatch, name) in [
+        (r#"<line x1="0" x2="12" y1="31" y2="31" class="line"/>"#.to_string(), "history"),
+        (
+            r#"<rect y="26" width="12" height="10" class="band-forecast"/>"#.to_string(),
+            "forecast, 80 % interval",
+        ),
+        (
+            format!(r#"<rect y="26" width="12" height="10" class="bar-hatched"{}/>"#, fill("bar-hatched")),
+            "planned changes",
+        ),
+    ] {
+        let _ = write!(
+            svg,
+            r#"<g transform="translate({lx:.1} 0)">{swatch}</g><text x="{:.1}" y="35" class="axis">{}</text>"#,
+            lx + 16.0,
+            escape(name)
+        );
+        lx += 24.0 + 7.0 * name.chars().count() as f64;
+    }
+    // At most about twelve labels on the x axis, six of dates.
+    let wide = steps.first().is_some_and(|s| s.label.len() >= 7);
+    let every = steps.len().div_ceil(if wide { 6 } else { 12 }).max(1);
+    for (i, s) in steps.iter().enumerate().filter(|(i, _)| i % every == 0) {
+        let _ = write!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text>"#,
+            x(i),
+            height - bottom + 16.0,
+            escape(&s.label)
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
 /// One bar of [`stacked_bars`]: its label, its parts (in the chart's order), an optional
 /// mark (a budget) and where clicking it leads.
 #[derive(Clone)]

@@ -47,6 +47,9 @@ pub struct AppState {
     /// the previous rollups (and says so): a demo month is read in milliseconds, a churny month
     /// of a large fleet in a second or more.
     pub fresh_wait: std::time::Duration,
+    /// AWS's own Savings Plan recommendation and where it came from (`serve
+    /// --aws-recommendation`), shown beside the Plan page's advice.
+    pub aws_recommendation: Option<Arc<(crate::sources::cost_explorer::PlanRecommendation, String)>>,
 }
 
 impl AppState {
@@ -58,6 +61,7 @@ impl AppState {
             pages: Arc::new(PageCache::default()),
             auth: Arc::new(auth),
             fresh_wait: std::time::Duration::from_millis(200),
+            aws_recommendation: None,
         }
     }
 }

@@ -175,6 +175,27 @@ pub static PAGES: &[Page] = &[
     dashboard("/savings", ("savings", "Savings"), &["opportunities", "period", "realized"], || {
         get(pages::savings)
     }),
+    // Everyone: a client user reads its own GPU-hours' forecast (the page narrows itself).
+    Page {
+        nav: Some(("plan", "Plan")),
+        cached: true,
+        listed: true,
+        json: &[
+            "advice",
+            "alerts",
+            "backtest",
+            "capacity",
+            "commitments",
+            "forecast",
+            "history_end",
+            "horizon_months",
+            "plans",
+            "series",
+            "spot",
+        ],
+        client_json: &["alerts", "backtest", "forecast", "history_end", "horizon_months", "plans", "series"],
+        ..page("/plan", || get(pages::plan))
+    },
     Page {
         nav: Some(("invoices", "Invoices")),
         post: ISSUERS,
@@ -311,9 +332,23 @@ mod tests {
         let nav: Vec<&str> = nav().map(|(path, _, _)| path).collect();
         assert_eq!(
             nav,
-            ["/", "/costs", "/clients", "/gpus", "/inference", "/savings", "/invoices", "/alerts", "/data"]
+            [
+                "/",
+                "/costs",
+                "/clients",
+                "/gpus",
+                "/inference",
+                "/savings",
+                "/plan",
+                "/invoices",
+                "/alerts",
+                "/data"
+            ]
         );
-        assert_eq!(listed(), ["/", "/costs", "/clients", "/gpus", "/inference", "/savings", "/data"]);
+        assert_eq!(
+            listed(),
+            ["/", "/costs", "/clients", "/gpus", "/inference", "/savings", "/plan", "/data"]
+        );
     }
 
     #[test]

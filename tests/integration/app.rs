@@ -122,6 +122,11 @@ impl TestApp {
         TestApp { state, data: dir.path().to_path_buf(), _dir: dir }
     }
 
+    /// An app of `state` (its own database, built by the caller).
+    pub fn with_state(state: AppState) -> TestApp {
+        TestApp { state, data: PathBuf::new(), _dir: tempfile::tempdir().unwrap() }
+    }
+
     pub fn store(&self) -> &dyn Store {
         self.state.store.as_ref()
     }

@@ -231,9 +231,19 @@ fn expected(role: Role, own: &[String], namespaces: &BTreeMap<String, String>, u
     if (path == "/data" || path == "/alerts") && scoped {
         return StatusCode::FORBIDDEN;
     }
+    // The Plan's fleet tables and pools are not in a scoped user's view of it: asking for one
+    // names what its view has.
+    let fleet_table = ["capacity", "advice", "commitments", "spot"]
+        .iter()
+        .any(|t| query.split('&').any(|p| p == format!("table={t}")));
+    if path == "/plan" && scoped && (fleet_table || query.contains("pool=")) {
+        return StatusCode::BAD_REQUEST;
+    }
     if role == Role::Client {
         return match (path, &client_page) {
             ("/", _) => StatusCode::SEE_OTHER,
+            // Its own forecast: the page narrows itself to the user's clients.
+            ("/plan", _) => StatusCode::OK,
             (_, Some(client)) if own.contains(client) => StatusCode::OK,
             (_, Some(_)) => StatusCode::NOT_FOUND,
             _ => StatusCode::FORBIDDEN,
@@ -470,6 +480,26 @@ async fn the_matrix(store: Box<dyn Store>, what: &str) {
                 for key in page.client_json {
                     assert!(json.get(key).is_some(), "{what}: {name}'s own view lacks {key:?}: {json}");
                 }
+            }
+            // Its forecast: its own clients' GPU-hours, nothing of the fleet or of a cost.
+            let reply = send(&state, Method::GET, "/plan?format=json", &cookie, None).await;
+            let json: Value = serde_json::from_str(&reply.body).unwrap();
+            let page = gpuledger::web::registry::find("/plan").unwrap();
+            for key in page.client_json {
+                assert!(json.get(key).is_some(), "{what}: {name}'s forecast lacks {key:?}");
+            }
+            for key in ["capacity", "advice", "commitments", "spot"] {
+                assert!(json.get(key).is_none(), "{what}: {name}'s forecast has the fleet's {key}");
+            }
+            for series in json["series"].as_array().unwrap() {
+                assert!(
+                    own.iter().any(|c| series["key"]["client"] == c.as_str()),
+                    "{what}: {name} reads {series}"
+                );
+                assert!(
+                    series["metric"].as_str().unwrap().contains("gpu_hours"),
+                    "{what}: {name} reads {series}"
+                );
             }
         }
     }
@@ -923,7 +953,18 @@ async fn a_refusal_keeps_the_users_way_around_and_an_unknown_path_is_not_found_f
     let everything = nav_links(&send(&state, Method::GET, "/costs", &admin, None).await.body);
     assert_eq!(
         everything,
-        ["/", "/costs", "/clients", "/gpus", "/inference", "/savings", "/invoices", "/alerts", "/data"]
+        [
+            "/",
+            "/costs",
+            "/clients",
+            "/gpus",
+            "/inference",
+            "/savings",
+            "/plan",
+            "/invoices",
+            "/alerts",
+            "/data"
+        ]
     );
     let refused = send(&state, Method::GET, "/alerts", &manager, None).await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
@@ -935,13 +976,13 @@ async fn a_refusal_keeps_the_users_way_around_and_an_unknown_path_is_not_found_f
     );
     assert_eq!(
         nav_links(&refused.body),
-        ["/", "/costs", "/clients", "/gpus", "/inference", "/savings", "/invoices"],
+        ["/", "/costs", "/clients", "/gpus", "/inference", "/savings", "/plan", "/invoices"],
         "a manager's navigation has no page that would refuse it"
     );
     let refused = send(&state, Method::GET, "/costs", &client, None).await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
     assert!(refused.body.contains("cid (client)") && refused.body.contains(">Sign out</button>"));
-    assert_eq!(nav_links(&refused.body), ["/clients/acme", "/invoices"]);
+    assert_eq!(nav_links(&refused.body), ["/clients/acme", "/plan", "/invoices"]);
 
     for (cookie, offered) in [(&admin, "/data"), (&manager, "/costs"), (&client, "/clients/acme")] {
         let missing = send(&state, Method::GET, "/no/such/page", cookie, None).await;

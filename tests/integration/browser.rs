@@ -453,7 +453,7 @@ async fn the_dashboard_in_a_real_browser() {
 }
 
 /// Every page of the dashboard (the Overview first), as the screenshots name them.
-const PAGES: [(&str, &str); 10] = [
+const PAGES: [(&str, &str); 11] = [
     ("overview", "/?period=2026-10"),
     ("costs", "/costs?period=2026-10"),
     ("clients", "/clients?period=2026-10"),
@@ -461,6 +461,7 @@ const PAGES: [(&str, &str); 10] = [
     ("gpus", "/gpus?period=2026-10"),
     ("inference", "/inference?period=2026-10"),
     ("savings", "/savings?period=2026-10"),
+    ("plan", "/plan"),
     ("data", "/data"),
     ("alerts", "/alerts"),
     ("invoices", "/invoices"),

@@ -301,6 +301,179 @@ async fn the_planning_worlds_spend_is_forecast_within_twelve_percent_and_better_
 
     planned_changes_are_layered_onto_the_forecast(&url, &report).await;
     commitments_are_the_bills_and_the_advice_is_its_hours(&url, &truth, &data);
+    the_plan_page_is_the_reports_with_alerts_and_charts(&url, &data).await;
+}
+
+/// The Plan page on the planning world (hooli's plan in force): its JSON twin holds the same
+/// forecast, capacity and advice as the reports; a budget acme's forecast crosses and the
+/// pools the forecast fills are alerts; its charts draw the forecast with the planned
+/// changes and the backtest's error in their titles.
+async fn the_plan_page_is_the_reports_with_alerts_and_charts(url: &str, data: &std::path::Path) {
+    let cli = |args: &[&str]| -> Value {
+        let output = run(&[&["--database-url", url][..], args].concat());
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice(&output.stdout).unwrap_or(Value::Null)
+    };
+    // A budget of $1 a month from August on: every month of the horizon crosses it.
+    cli(&["clients", "budget", "acme", "--monthly", "1", "--from", "2026-08"]);
+    let forecast = cli(&["report", "forecast", "--months", "3", "--format", "json"]);
+    let capacity = cli(&["report", "capacity", "--months", "3", "--format", "json"]);
+    let saved = data.join("savings-plans-recommendation.json");
+    let commitments = cli(&[
+        "report",
+        "commitments",
+        "--months",
+        "3",
+        "--format",
+        "json",
+        "--aws-recommendation",
+        &saved.display().to_string(),
+    ]);
+    let mut state =
+        gpuledger::web::AppState::new(helpers::connect(url).await, gpuledger::web::AuthConfig::off());
+    let text = std::fs::read_to_string(&saved).unwrap();
+    let recommendation =
+        gpuledger::sources::cost_explorer::read_saved_recommendation(&text, "saved").unwrap();
+    state.aws_recommendation = Some(std::sync::Arc::new((recommendation, "saved".to_string())));
+    let app = crate::app::TestApp::with_state(state);
+    let page = app.fetch("/plan?format=json", None).await;
+    assert_eq!(page.status, 200, "{}", page.text());
+    let page = page.json();
+    assert_eq!(
+        (&page["history_end"], &page["horizon_months"]),
+        (&Value::from("2026-07-31"), &Value::from(3))
+    );
+
+    // The same forecast as `report forecast`: the fleet's spend, month by month, planned
+    // changes apart.
+    let fleet_spend = |report: &Value| -> Value {
+        let key = serde_json::json!({"provider": "", "pool": "", "client": ""});
+        report["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["metric"] == "spend" && s["key"] == key)
+            .unwrap()
+            .clone()
+    };
+    let (ours, theirs) = (fleet_spend(&page), fleet_spend(&forecast));
+    assert_eq!(ours["months"], theirs["months"]);
+    assert_eq!(ours["backtest"], theirs["backtest"]);
+    // hooli's H100 hours cost something from September: planned spend, apart from the forecast.
+    let planned: Vec<f64> =
+        ours["months"].as_array().unwrap().iter().map(|m| m["planned"].as_f64().unwrap()).collect();
+    assert!(planned[0] == 0.0 && planned[1] > 0.0 && planned[2] > 0.0, "{planned:?}");
+
+    // Capacity as `report capacity`: each pool's peak and headroom.
+    let rows = page["capacity"]["rows"].as_array().unwrap();
+    let pools = capacity["pools"].as_array().unwrap();
+    assert_eq!(rows.len(), pools.len());
+    for pool in pools {
+        let row = rows.iter().find(|r| r["pool"] == pool["pool"]).unwrap();
+        for key in ["gpus_peak", "headroom", "demand_peak"] {
+            assert!(
+                (row[key].as_f64().unwrap() - pool[key].as_f64().unwrap()).abs() < 1e-6,
+                "{key}: {row} {pool}"
+            );
+        }
+    }
+    // Every pool the forecast (or its upper bound) fills is an alert, on the day it happens.
+    let mut filled: Vec<(String, String)> = pools
+        .iter()
+        .filter_map(|p| {
+            let day = p["first_exceeds"].as_str().or(p["first_upper_exceeds"].as_str())?;
+            Some((p["pool"].as_str().unwrap().to_string(), day.to_string()))
+        })
+        .collect();
+    let alerts = page["alerts"]["rows"].as_array().unwrap();
+    let mut alerted: Vec<(String, String)> = alerts
+        .iter()
+        .filter(|a| a["kind"] == "capacity")
+        .map(|a| (a["subject"].as_str().unwrap().to_string(), a["when"].as_str().unwrap().to_string()))
+        .collect();
+    filled.sort();
+    alerted.sort();
+    assert!(!filled.is_empty());
+    assert_eq!(alerted, filled);
+    // acme's budget: each month of the horizon, the forecast charge is acme's forecast cost
+    // (with plans) times one ratio, what acme was charged per dollar of its cost in July.
+    let acme_cost = forecast["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            s["metric"] == "cost"
+                && s["key"] == serde_json::json!({"provider": "", "pool": "", "client": "acme"})
+        })
+        .unwrap();
+    let budget: Vec<&Value> = alerts.iter().filter(|a| a["kind"] == "budget").collect();
+    assert_eq!(budget.len(), 3, "{alerts:?}");
+    let mut ratios = Vec::new();
+    for (alert, month) in budget.iter().zip(acme_cost["months"].as_array().unwrap()) {
+        assert_eq!(
+            (&alert["subject"], &alert["when"], &alert["status"]),
+            (&Value::from("acme"), &month["month"], &Value::from("likely"))
+        );
+        assert_eq!(alert["limit"].as_f64(), Some(1.0));
+        let cost = month["value"].as_f64().unwrap() + month["planned"].as_f64().unwrap();
+        ratios.push(alert["forecast"].as_f64().unwrap() / cost);
+    }
+    assert!(ratios.iter().all(|r| (r - ratios[0]).abs() < 1e-5 && *r >= 1.0), "{ratios:?}");
+
+    // The advice as `report commitments`, AWS's figure beside it.
+    let advice = page["advice"]["rows"].as_array().unwrap();
+    for theirs in commitments["advice"].as_array().unwrap() {
+        let ours =
+            advice.iter().find(|a| a["kind"] == theirs["kind"] && a["family"] == theirs["family"]).unwrap();
+        let hourly = ours["hourly_commitment"].as_str().unwrap().parse::<f64>().unwrap();
+        assert!((hourly - theirs["hourly_commitment"].as_f64().unwrap()).abs() < 1e-6, "{ours} {theirs}");
+    }
+    let plan = advice.iter().find(|a| a["kind"] == "savings_plan").unwrap();
+    let aws = commitments["advice"].as_array().unwrap().iter().find(|a| a["kind"] == "savings_plan").unwrap();
+    let aws_hourly = plan["aws_hourly_commitment"].as_str().unwrap().parse::<f64>().unwrap();
+    assert!((aws_hourly - aws["aws_recommendation"]["hourly_commitment"].as_f64().unwrap()).abs() < 1e-6);
+    // hooli's plan, with its author.
+    let plans = page["plans"]["rows"].as_array().unwrap();
+    assert_eq!(plans.len(), 1, "{plans:?}");
+    assert_eq!((&plans[0]["client"], &plans[0]["amount"]), (&Value::from("hooli"), &Value::from(1000.0)));
+    assert!(plans[0]["author"].as_str().unwrap().starts_with("cli:"));
+
+    // The page: the spend chart and the fleet's GPU-hours a day, each titled with its
+    // backtest's error; the spend chart says what the planned changes add.
+    let html = app.fetch("/plan", None).await.text();
+    let mape = format!("{:.1} %", theirs["backtest"]["mape_1m"].as_f64().unwrap() * 100.0);
+    let labels: Vec<&str> = html
+        .split("aria-label=\"")
+        .skip(1)
+        .map(|l| l.split('"').next().unwrap())
+        .filter(|l| l.contains("backtest MAPE"))
+        .collect();
+    assert_eq!(labels.len(), 2, "{labels:?}");
+    assert!(
+        labels[0]
+            .starts_with(&format!("Monthly spend, history and forecast (backtest MAPE, 1 month: {mape})")),
+        "{}",
+        labels[0]
+    );
+    assert!(
+        labels[0].contains("Oct 2026: forecast") && labels[0].contains("planned changes"),
+        "{}",
+        labels[0]
+    );
+    assert!(
+        labels[1].contains("GPU-hours a day, every pool") && labels[1].contains("capacity: "),
+        "{}",
+        labels[1]
+    );
+    // A pool's own chart, and a horizon of one month.
+    let h100 = app.fetch("/plan?pool=H100%20On-Demand", None).await.text();
+    assert!(h100.contains("GPU-hours a day, H100 On-Demand"), "the pool's chart");
+    let one = app.fetch("/plan?months=1&format=json", None).await.json();
+    assert_eq!(one["horizon_months"], 1);
+    assert_eq!(fleet_spend(&one)["months"].as_array().unwrap().len(), 1);
+    let bad = app.fetch("/plan?pool=nope&format=json", None).await;
+    assert_eq!(bad.status, 400);
+    assert!(bad.json()["choices"].as_array().unwrap().contains(&Value::from("H100 On-Demand")));
 }
 
 /// July's On-Demand EC2 instance-hours of the planning world at public On-Demand prices, hour

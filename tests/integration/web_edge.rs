@@ -28,10 +28,14 @@ async fn fetch(app: &TestApp, uri: &str, accept: Option<&str>) -> (StatusCode, S
 async fn every_download_on_every_page_works_bare_and_filtered() {
     let state = TestApp::demo().await;
     let mut followed = 0;
-    // The fleet's dashboards (every role but client users, cached) and one client's page.
+    // The fleet's dashboards (every role but client users, cached), the Plan and one client's
+    // page.
     let dashboards = registry::PAGES.iter().filter(|p| p.get.who == registry::Who::Staff && p.cached);
-    let pages: Vec<&str> = dashboards.map(|p| p.path).chain(["/clients/acme"]).collect();
-    assert_eq!(pages, ["/", "/costs", "/clients", "/gpus", "/inference", "/savings", "/clients/acme"]);
+    let pages: Vec<&str> = dashboards.map(|p| p.path).chain(["/plan", "/clients/acme"]).collect();
+    assert_eq!(
+        pages,
+        ["/", "/costs", "/clients", "/gpus", "/inference", "/savings", "/plan", "/clients/acme"]
+    );
     for page in pages {
         for filters in ["", "?period=2026-09", "?from=2026-10-01&to=2026-10-15", "?group=client"] {
             if filters == "?group=client" && page != "/costs" {
@@ -111,6 +115,7 @@ async fn bad_parameters_are_400s_naming_the_parameter_and_the_choices() {
         ("/costs?cluster=nope", "cluster", "ml-prod"),
         ("/costs?namespace=nope", "namespace", "acme-llm"),
         ("/costs?group=pod&namespace=acme-llm", "group", "workload"),
+        ("/plan?months=4", "months", "3"),
     ];
     for (uri, parameter, choice) in cases {
         let (status, content_type, body) = fetch(&state, uri, None).await;
@@ -250,7 +255,7 @@ async fn every_page_of_the_registry_answers_its_json_keys_and_sits_in_the_naviga
         }
         checked += 1;
     }
-    assert_eq!(checked, 9, "pages with a JSON contract");
+    assert_eq!(checked, 10, "pages with a JSON contract");
     // The navigation lists the registry's entries in its order, the current one marked.
     let (_, _, html) = fetch(&state, "/costs", None).await;
     let html = String::from_utf8(html).unwrap();
@@ -258,6 +263,6 @@ async fn every_page_of_the_registry_answers_its_json_keys_and_sits_in_the_naviga
     let links: Vec<&str> = nav.split("href=\"").skip(1).map(|rest| rest.split('"').next().unwrap()).collect();
     let expected: Vec<&str> = registry::nav().map(|(path, _, _)| path).collect();
     assert_eq!(links, expected);
-    assert_eq!(links.len(), 9);
+    assert_eq!(links.len(), 10);
     assert!(nav.contains(r#"<a href="/costs" aria-current="page">Costs</a>"#), "{nav}");
 }

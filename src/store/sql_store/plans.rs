@@ -52,6 +52,8 @@ where
         let detail = Plan { id, ..plan.clone() }.describe();
         let audit = AuditEntry::new(username, "", "plan_added", &detail);
         Self::audit_row(&audit).execute(&mut *tx).await.context(CONTEXT)?;
+        // The Plan page's cached answers hold the plans: they go stale with the revision.
+        Self::next_revision(&mut tx).await.context(CONTEXT)?;
         tx.commit().await.context(CONTEXT)?;
         Ok(id)
     }
@@ -68,6 +70,7 @@ where
         sqlx::query(DELETE_PLAN).bind(id).execute(&mut *tx).await.context(CONTEXT)?;
         let audit = AuditEntry::new(username, "", "plan_removed", &plan.describe());
         Self::audit_row(&audit).execute(&mut *tx).await.context(CONTEXT)?;
+        Self::next_revision(&mut tx).await.context(CONTEXT)?;
         tx.commit().await.context(CONTEXT)?;
         Ok(Some(plan))
     }

@@ -29,6 +29,7 @@ mod gpus;
 mod inference;
 mod invoices;
 mod overview;
+mod plan;
 mod savings;
 
 pub use alerts::alerts;
@@ -45,6 +46,7 @@ pub use invoices::{
     terms as invoice_terms,
 };
 pub use overview::overview;
+pub use plan::plan;
 pub use savings::savings;
 
 /// The filters of every page, all in the URL.
@@ -71,6 +73,9 @@ pub struct Filters {
     pub page: Option<String>,
     /// `all` shows every column of a wide table; without it, its chosen few.
     pub columns: Option<String>,
+    /// The Plan page's horizon (1, 2 or 3 months) and the pool its daily chart shows.
+    pub months: Option<String>,
+    pub pool: Option<String>,
 }
 
 /// Rows shown per page of a long table; the CSV and XLSX downloads and the JSON twin hold
@@ -106,6 +111,8 @@ impl Filters {
             ("sort", &self.sort),
             ("dir", &self.dir),
             ("columns", &self.columns),
+            ("months", &self.months),
+            ("pool", &self.pool),
         ] {
             if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
                 parts.push(format!("{key}={}", url_escape(value)));
