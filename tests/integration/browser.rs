@@ -540,7 +540,7 @@ async fn a_client_user_signs_in_sees_only_its_pages_and_signs_out_in_a_real_brow
         }
         names
     };
-    assert_eq!(nav, ["acme", "Invoices"]);
+    assert_eq!(nav, ["acme", "Forecast", "Invoices"]);
     let source = client.page_source().await;
     for other in ["globex", "initech", "umbrella"] {
         assert!(!source.contains(other), "acme's user sees {other}");

@@ -394,26 +394,26 @@ fn cards(
             let grouped = crate::report::table::thousands(v, 0);
             if unit.is_empty() { grouped } else { format!("${grouped}") }
         };
-        let (method, mape, baseline) = match &series.forecast {
-            Ok(f) => (f.method.name(), f.backtest.mape[0], f.baseline.mape[0]),
-            Err(_) => ("no forecast", None, None),
+        let accuracy = match &series.forecast {
+            Ok(f) if f.backtest.mape[0].is_some() => format!(
+                "backtest MAPE 1 month ahead {} ({}; baseline {})",
+                percent(f.backtest.mape[0]),
+                f.method.name(),
+                percent(f.baseline.mape[0])
+            ),
+            Ok(f) => format!("{}; too little history to backtest", f.method.name()),
+            Err(_) => "planned changes only".into(),
         };
         let whose =
             if series.key.client.is_empty() { String::new() } else { format!(" ({})", series.key.client) };
         content.cards.push(Card {
             label: format!("{label}{whose}, {}", month.format("%b %Y")),
             value: amount(value),
-            previous: format!(
-                "80 %: {}–{} · backtest MAPE 1 month ahead {} ({method}; baseline {})",
-                amount(lower),
-                amount(upper),
-                percent(mape),
-                percent(baseline)
-            ),
+            previous: format!("80 %: {}–{} · {accuracy}", amount(lower), amount(upper)),
             definition: format!(
                 "The next month's {} forecast with the planned changes, its 80 % interval, and how far off the \
                  chosen method was one month ahead in the rolling-origin backtest on this series' own history.",
-                label.to_lowercase()
+                if *metric == SPEND { "spend" } else { label }
             ),
             ..Card::default()
         });
