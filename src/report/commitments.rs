@@ -41,8 +41,9 @@ use super::table::{Cell, Table};
 use crate::engine::commitments::{self as engine, Outcome};
 use crate::engine::forecast;
 use crate::money::{Nanos, nanos_from_usd};
+use crate::period::Period;
 use crate::sources::cost_explorer::PlanRecommendation;
-use crate::store::{CommitmentMonth, PurchaseOption, Store, UsageHour};
+use crate::store::{Bill, BillCharge, CommitmentMonth, PurchaseOption, Store, UsageHour};
 
 /// The two lookbacks, days: the lower of their best commitments is advised.
 pub const SHORT_LOOKBACK_DAYS: usize = 7;
@@ -53,6 +54,10 @@ const SHAPE_WEEKS: usize = 4;
 /// A commitment billed in the latest month, with every month of it stored.
 #[derive(Debug, Clone)]
 pub struct Current {
+    /// `aws`, or the FOCUS bill's provider (`azure`, `gcp`, `oci`).
+    pub provider: String,
+    /// The bill's currency, which the commitment's money is in.
+    pub currency: String,
     pub latest: CommitmentMonth,
     pub months: Vec<(String, CommitmentMonth)>,
     pub ends_within_horizon: bool,
@@ -174,6 +179,26 @@ fn term_months(term: &str) -> u32 {
     term.trim_end_matches("yr").parse::<u32>().map_or(12, |years| years * 12)
 }
 
+/// A FOCUS bill's commitment in a month: EffectiveCost of its `Used` and `Unused` hours
+/// (nano-units), and of the used ones per instance type and GPU model.
+type FocusTally = (i64, i64, BTreeMap<(String, String), i64>);
+
+/// Each month's charges of the FOCUS bills (summed per month), and every bill: what
+/// [`CommitmentsReport::add_focus`] reads.
+pub async fn focus_months(
+    store: &dyn Store,
+) -> Result<(Vec<(String, Vec<BillCharge>)>, Vec<Bill>), crate::store::StoreError> {
+    let bills = store.bills(None).await?;
+    let mut periods: Vec<&str> =
+        bills.iter().filter(|b| b.format == "focus").map(|b| b.period.as_str()).collect();
+    periods.dedup();
+    let mut months = Vec::new();
+    for period in periods {
+        months.push((period.to_string(), store.month_charges(period, None).await?));
+    }
+    Ok((months, bills))
+}
+
 impl CommitmentsReport {
     pub async fn load(store: &dyn Store, months: u32) -> anyhow::Result<CommitmentsReport> {
         let commitments = store.commitment_months().await?;
@@ -184,8 +209,13 @@ impl CommitmentsReport {
             (Some(first), Some(last)) => store.usage_hours(first, last).await?,
             _ => Vec::new(),
         };
-        Ok(tokio::task::spawn_blocking(move || CommitmentsReport::build(&commitments, &usage, months))
-            .await?)
+        let (focus, bills) = focus_months(store).await?;
+        Ok(tokio::task::spawn_blocking(move || {
+            let mut report = CommitmentsReport::build(&commitments, &usage, months);
+            report.add_focus(&focus, &bills);
+            report
+        })
+        .await?)
     }
 
     /// The report from the stored commitment months and instance-hours, `months` ahead of the
@@ -214,6 +244,8 @@ impl CommitmentsReport {
             .iter()
             .filter(|(p, _)| p == latest_period)
             .map(|(_, latest)| Current {
+                provider: "aws".into(),
+                currency: "USD".into(),
                 latest: latest.clone(),
                 months: commitments.iter().filter(|(_, c)| c.id == latest.id).cloned().collect(),
                 ends_within_horizon: horizon_end
@@ -328,6 +360,74 @@ impl CommitmentsReport {
         CommitmentsReport { history_end, horizon_months: months, current, advice, notes }
     }
 
+    /// Adds the other clouds' commitments from their FOCUS bills (each month's charges of
+    /// every FOCUS bill, and the bills; AWS's are the CUR's): per bill, the hours a commitment ran (`Used`) and did not (`Unused`), at their
+    /// EffectiveCost in the bill's currency. FOCUS names no term, so its end is not known.
+    pub fn add_focus(&mut self, months: &[(String, Vec<BillCharge>)], bills: &[Bill]) {
+        let mut found: BTreeMap<(String, String), Vec<(String, CommitmentMonth)>> = BTreeMap::new();
+        for (period, charges) in months {
+            let Ok(month) = period.parse::<Period>() else { continue };
+            let mut by_bill: BTreeMap<(String, String), FocusTally> = BTreeMap::new();
+            // AWS's commitments are the CUR's, with their ARNs and terms.
+            for c in charges.iter().filter(|c| c.provider != "aws") {
+                let status = c.commitment_discount_status.as_str();
+                if status != "Used" && status != "Unused" {
+                    continue;
+                }
+                let entry = by_bill.entry((c.provider.clone(), c.billing_account.clone())).or_default();
+                if status == "Used" {
+                    entry.0 += c.effective_nanos;
+                    let covered = (c.resource_type.clone(), c.gpu_model.clone());
+                    *entry.2.entry(covered).or_default() += c.effective_nanos;
+                } else {
+                    entry.1 += c.effective_nanos;
+                }
+            }
+            for ((provider, account), (used, unused, types)) in by_bill {
+                // The type whose hours it covered most; its GPU model is the family.
+                let (instance_type, gpu_model) =
+                    types.into_iter().max_by_key(|(_, nanos)| *nanos).map(|(t, _)| t).unwrap_or_default();
+                let kind = match provider.as_str() {
+                    "azure" => "reservation",
+                    "gcp" => "committed_use_discount",
+                    _ => "commitment",
+                };
+                let commitment = CommitmentMonth {
+                    id: format!("{provider}:{account}:{instance_type}"),
+                    kind: kind.into(),
+                    offering: String::new(),
+                    family: if gpu_model.is_empty() { instance_type.clone() } else { gpu_model },
+                    instance_type,
+                    region: String::new(),
+                    purchase_term: String::new(),
+                    payment_option: String::new(),
+                    term_start: 0,
+                    term_end: 0,
+                    count: 0,
+                    hours: f64::from(month.days()) * 24.0,
+                    fee_micros: crate::money::micros_from_nanos(used + unused),
+                    used_micros: crate::money::micros_from_nanos(used),
+                };
+                found.entry((provider, account)).or_default().push((period.clone(), commitment));
+            }
+        }
+        for ((provider, account), mut stored) in found {
+            stored.sort_by(|a, b| a.0.cmp(&b.0));
+            let Some((_, latest)) = stored.last().cloned() else { continue };
+            let currency = bills
+                .iter()
+                .find(|b| b.provider == provider && b.billing_account == account)
+                .map_or(String::new(), |b| b.currency.clone());
+            self.current.push(Current {
+                provider,
+                currency,
+                latest,
+                months: stored,
+                ends_within_horizon: false,
+            });
+        }
+    }
+
     /// Sets AWS's Compute Savings Plan recommendation beside the plan's advice, with the
     /// reasons they differ: the lookback rule, renewals, and what each prices.
     pub fn compare_with_aws(&mut self, recommendation: PlanRecommendation, source: String) {
@@ -427,6 +527,8 @@ impl CommitmentsReport {
             "current": self.current.iter().map(|c| {
                 let l = &c.latest;
                 json!({
+                    "provider": c.provider,
+                    "currency": c.currency,
                     "id": l.id,
                     "kind": l.kind,
                     "offering": l.offering,
@@ -525,6 +627,7 @@ impl CommitmentsReport {
         let current = Table {
             title: format!("Savings Plans and reservations billed in the latest month (to {end})"),
             columns: vec![
+                "provider",
                 "kind",
                 "family",
                 "instance_type",
@@ -532,6 +635,7 @@ impl CommitmentsReport {
                 "term_end",
                 "count",
                 "hourly_commitment",
+                "currency",
                 "utilization",
                 "ends_within_horizon",
                 "id",
@@ -542,17 +646,25 @@ impl CommitmentsReport {
                 .map(|c| {
                     let l = &c.latest;
                     vec![
+                        Cell::Text(c.provider.clone()),
                         Cell::Text(l.kind.clone()),
                         Cell::Text(l.family.clone()),
                         Cell::Text(l.instance_type.clone()),
                         Cell::Text(l.purchase_term.clone()),
                         Cell::Text(
-                            DateTime::from_timestamp(l.term_end, 0)
+                            (l.term_end > 0)
+                                .then(|| DateTime::from_timestamp(l.term_end, 0))
+                                .flatten()
                                 .map(|t| t.date_naive().to_string())
                                 .unwrap_or_default(),
                         ),
-                        Cell::Count(l.count as f64),
-                        usd(l.hourly_micros() / 1e6),
+                        if l.count > 0 { Cell::Count(l.count as f64) } else { Cell::Text(String::new()) },
+                        if c.currency == "USD" {
+                            usd(l.hourly_micros() / 1e6)
+                        } else {
+                            Cell::Decimal(format!("{:.6}", l.hourly_micros() / 1e6))
+                        },
+                        Cell::Text(c.currency.clone()),
                         Cell::Ratio(l.utilization()),
                         Cell::Flag(c.ends_within_horizon),
                         Cell::Text(l.id.clone()),

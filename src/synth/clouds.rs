@@ -469,6 +469,13 @@ pub struct ProviderTruth {
     /// Effective cost per node pool (`""`: what no pool ran: control plane, storage, network,
     /// unused commitment).
     pub by_pool: BTreeMap<String, String>,
+    /// The commitment's month (Azure's reservation, Google's committed use discount): its id
+    /// and type, and the EffectiveCost of its hours run (`Used`) and not run (`Unused`), in
+    /// the bill's currency; empty for a bill without one.
+    pub commitment_id: String,
+    pub commitment_type: String,
+    pub commitment_used: String,
+    pub commitment_unused: String,
     /// With `--kube-state-metrics`: the cluster's Kubernetes series and what gpuledger's
     /// split of its nodes' cost must come to.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -495,6 +502,8 @@ struct Tally {
     by_client: BTreeMap<String, i64>,
     by_namespace: BTreeMap<String, i64>,
     by_pool: BTreeMap<String, i64>,
+    commitment_used: i64,
+    commitment_unused: i64,
 }
 
 impl Tally {
@@ -517,6 +526,11 @@ impl Tally {
             *self.by_namespace.entry(namespace.clone()).or_default() += line.effective;
         }
         *self.by_pool.entry(line.pool.into()).or_default() += line.effective;
+        match line.commitment_status {
+            Some("Used") => self.commitment_used += line.effective,
+            Some("Unused") => self.commitment_unused += line.effective,
+            _ => {}
+        }
     }
 
     fn truth(self, world: &CloudWorld, source: String) -> ProviderTruth {
@@ -538,6 +552,10 @@ impl Tally {
             by_client_tag: texts(self.by_client),
             by_namespace: texts(self.by_namespace),
             by_pool: texts(self.by_pool),
+            commitment_id: world.commitment.0.into(),
+            commitment_type: world.commitment.1.into(),
+            commitment_used: nano_text(self.commitment_used),
+            commitment_unused: nano_text(self.commitment_unused),
             kubernetes: None,
         }
     }

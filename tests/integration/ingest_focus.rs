@@ -672,6 +672,41 @@ async fn the_three_cloud_world_is_read_to_its_truth_in_every_providers_layout() 
     let converted = ((i128::from(eur) * 10_842 + 5_000) / 10_000) as i64;
     assert_eq!(totals.effective_nanos, Some(usd + converted), "{totals:?}");
     assert_eq!(totals.counted.len(), 4);
+
+    // Azure's reservation and Google's committed use discount, from their bills: the month's
+    // commitment is its used and unused hours' EffectiveCost in the bill's currency, its
+    // utilization the used share (AWS's come from the CUR, not from its FOCUS export).
+    let commitments =
+        gpuledger::report::commitments::CommitmentsReport::load(store.as_ref(), 3).await.unwrap();
+    let providers: Vec<&str> = commitments.current.iter().map(|c| c.provider.as_str()).collect();
+    assert_eq!(providers, ["azure", "gcp"]);
+    for (provider, kind) in [("azure", "reservation"), ("gcp", "committed_use_discount")] {
+        let expected = &month["providers"][provider];
+        let (used, unused) =
+            (truth_nanos(&expected["commitment_used"]), truth_nanos(&expected["commitment_unused"]));
+        assert!(used > 0 && unused > 0, "{provider}: {used} used, {unused} unused");
+        let c = commitments.current.iter().find(|c| c.provider == provider).unwrap();
+        assert_eq!(
+            (c.latest.kind.as_str(), c.currency.as_str()),
+            (kind, expected["currency"].as_str().unwrap())
+        );
+        let micros = gpuledger::money::micros_from_nanos;
+        assert_eq!(
+            (c.latest.fee_micros, c.latest.used_micros),
+            (micros(used + unused), micros(used)),
+            "{provider}"
+        );
+        assert_eq!(c.latest.hours, 31.0 * 24.0);
+        let utilization = c.latest.utilization().unwrap();
+        assert!(
+            (utilization - used as f64 / (used + unused) as f64).abs() < 1e-6,
+            "{provider}: {utilization}"
+        );
+        assert_eq!(c.months.len(), 1);
+    }
+    let json = commitments.to_json();
+    let azure = json["current"].as_array().unwrap().iter().find(|c| c["provider"] == "azure").unwrap();
+    assert_eq!((&azure["currency"], &azure["term_end"]), (&Value::from("EUR"), &Value::Null));
 }
 
 /// The three clouds in one ledger (#40, item 4): once the other clouds' FOCUS bills are in,

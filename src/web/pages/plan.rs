@@ -84,15 +84,17 @@ pub async fn plan(page: Opening) -> Result<Response, WebError> {
             (Some(first), Some(last)) => state.store.usage_hours(first, last).await?,
             _ => Vec::new(),
         };
-        Some((commitments, usage))
+        let focus = crate::report::commitments::focus_months(state.store.as_ref()).await?;
+        Some((commitments, usage, focus))
     } else {
         None
     };
     let aws = state.aws_recommendation.clone();
     let computed = tokio::task::spawn_blocking(move || {
         let forecast = ForecastReport::build(&history, months, None, None);
-        let fleet = stored.map(|(commitments, usage)| {
+        let fleet = stored.map(|(commitments, usage, (focus, bills))| {
             let mut report = CommitmentsReport::build(&commitments, &usage, months);
+            report.add_focus(&focus, &bills);
             if let Some(aws) = aws.as_deref() {
                 report.compare_with_aws(aws.0.clone(), aws.1.clone());
             }
@@ -468,7 +470,13 @@ fn charts_of(
     if !client_user && let Some(spend) = headline(forecast, SPEND) {
         let mut levels = Vec::new();
         if let Some((_, _, commitments)) = fleet {
-            let hourly: f64 = commitments.current.iter().map(|c| c.latest.hourly_micros() / 1e6).sum();
+            // (In USD: a commitment billed in another currency is left out of the line.)
+            let hourly: f64 = commitments
+                .current
+                .iter()
+                .filter(|c| c.currency == "USD")
+                .map(|c| c.latest.hourly_micros() / 1e6)
+                .sum();
             if hourly > 0.0 {
                 // The commitments' fees a month (730 hours).
                 levels.push((hourly * 730.0, "commitments"));
