@@ -197,6 +197,27 @@ pub fn waterfall(title: &str, unit: &str, start: (&str, f64), steps: &[(String, 
     svg
 }
 
+/// A dashed line across the plot from `left` to `right` at height `y`, for `value` (its name
+/// and unit in its tooltip), named with its short value at the right.
+fn level_line(
+    svg: &mut String,
+    (left, right): (f64, f64),
+    y: f64,
+    class: &str,
+    (value, name, unit): (f64, &str, &str),
+) {
+    let _ = write!(
+        svg,
+        r#"<line x1="{left}" x2="{right:.1}" y1="{y:.1}" y2="{y:.1}" class="{class}"><title>{}: {} {}</title></line><text x="{:.1}" y="{:.1}" class="axis">{}</text>"#,
+        escape(name),
+        exact(value),
+        escape(unit),
+        right + 4.0,
+        y + 4.0,
+        escape(&format!("{name} {}", short(value))),
+    );
+}
+
 /// One point of a [`line`]: its label (a month), its value (none where nothing was measured:
 /// the line breaks there), what its tooltip adds, and whether its month is still in progress
 /// (drawn hollow, the segment to it dashed), and whether it is flagged (a ring in the bad
@@ -282,18 +303,7 @@ pub fn line(title: &str, unit: &str, points: &[Point], targets: &Targets) -> Str
         }
         // The target is drawn in the good colour, a flag line in the bad one.
         let class = if *name == "target" { "threshold threshold-target" } else { "threshold" };
-        let _ = write!(
-            svg,
-            r#"<line x1="{left}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" class="{class}"><title>{}: {} {}</title></line><text x="{:.1}" y="{:.1}" class="axis">{}</text>"#,
-            width - right,
-            escape(name),
-            exact(*value),
-            escape(unit),
-            width - right + 4.0,
-            y(*value) + 4.0,
-            escape(&format!("{name} {}", short(*value))),
-            y = y(*value),
-        );
+        level_line(&mut svg, (left, width - right), y(*value), class, (*value, name, unit));
     }
     // Segments between measured neighbours; one that ends in a month in progress is dashed.
     for (i, pair) in points.windows(2).enumerate() {
@@ -423,18 +433,7 @@ pub fn forecast(title: &str, unit: &str, steps: &[Step], levels: &[(f64, &str)])
             write!(svg, r#"<polyline points="{}" class="line line-partial" fill="none"/>"#, polyline(&point));
     }
     for (value, name) in levels {
-        let _ = write!(
-            svg,
-            r#"<line x1="{left}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" class="threshold"><title>{}: {} {}</title></line><text x="{:.1}" y="{:.1}" class="axis">{}</text>"#,
-            width - right,
-            escape(name),
-            exact(*value),
-            escape(unit),
-            width - right + 4.0,
-            y(*value) + 4.0,
-            escape(&format!("{name} {}", short(*value))),
-            y = y(*value),
-        );
+        level_line(&mut svg, (left, width - right), y(*value), "threshold", (*value, name, unit));
     }
     // The legend: a swatch for each of the history, the forecast and its interval, the plans.
     let mut lx = left;
