@@ -14,7 +14,9 @@
 //!   day (with plans) less their mean day over the last 28 days, in GPUs, largest first
 //!   (growing ones only).
 //!
-//! Pools are the CUR's (AWS): FOCUS bills do not give their instances' hours per pool yet.
+//! Pools are the CUR's (AWS) and the FOCUS bills' (a GPU machine's usage charges' GPU-hours,
+//! Spot where `PricingCategory` is `Dynamic`, else On-Demand, as the Kubernetes split names
+//! its nodes' pools). A pool whose clusters have no Kubernetes series has no demand forecast.
 //!
 //! JSON: `{"history_end", "horizon_months", "pools": [{"provider", "pool", "gpus_peak",
 //! "peak_date", "gpus_average", "demand_peak", "headroom", "first_exceeds",

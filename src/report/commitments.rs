@@ -22,14 +22,19 @@
 //! - **Against the forecast**: the eligible usage's daily forecast over the horizon
 //!   ([`forecast::forecast_series`]), spread over each day's hours by the last four weeks'
 //!   shape of that weekday, and the chosen commitment simulated over it.
+//! - **Azure's reservations and Google's committed use discounts** (a FOCUS bill's `Used`
+//!   and `Unused` charges), per instance type they covered: the discount is 1 − Σ
+//!   EffectiveCost ÷ Σ ListCost of its `Used` hours, the eligible usage the type's On-Demand
+//!   (`Standard`, no commitment) ListCost hour by hour from each machine's charge periods, a
+//!   day's row spread evenly over its hours; a year's term is assumed (FOCUS names none).
 //!
 //! JSON: `{"history_end", "horizon_months", "current": [{"id", "kind", "offering", "family",
 //! "instance_type", "term", "term_start", "term_end", "count", "hourly_commitment",
 //! "utilization", "ends_within_horizon", "months": [{"month", "fee", "used", "utilization"}]}],
-//! "advice": [{"kind", "family", "instance_type", "term", "hourly_commitment", "count",
+//! "advice": [{"provider", "currency", "kind", "family", "instance_type", "term", "hourly_commitment", "count",
 //! "coverage", "utilization", "monthly_net_savings", "break_even_months", "lookback_days",
 //! "discount", "hours", "eligible_on_demand", "renews", "short", "long", "forecast",
-//! "aws_recommendation"}], "notes"}`. Money in the bill's currency (USD).
+//! "aws_recommendation"}], "notes"}`. Money in the bill's currency (`currency`: USD for AWS's).
 
 use std::collections::BTreeMap;
 
@@ -66,6 +71,10 @@ pub struct Current {
 /// What to buy of one kind and family.
 #[derive(Debug, Clone)]
 pub struct Advice {
+    /// `aws`, or the FOCUS bill's provider whose commitment it is.
+    pub provider: String,
+    /// The bill's currency, which the advice's money is in.
+    pub currency: String,
     pub kind: &'static str,
     pub family: String,
     /// A reservation's instance type, empty for the plan.
@@ -183,20 +192,149 @@ fn term_months(term: &str) -> u32 {
 /// (nano-units), and of the used ones per instance type and GPU model.
 type FocusTally = (i64, i64, BTreeMap<(String, String), i64>);
 
-/// Each month's charges of the FOCUS bills (summed per month), and every bill: what
-/// [`CommitmentsReport::add_focus`] reads.
-pub async fn focus_months(
-    store: &dyn Store,
-) -> Result<(Vec<(String, Vec<BillCharge>)>, Vec<Bill>), crate::store::StoreError> {
+/// A virtual machine's charge period in a FOCUS bill with a commitment (`bill_vm_costs`),
+/// with what its charge group says: the usage a commitment covered or could cover, hour by
+/// hour where the bill is hourly (Google), a day at a time where it is daily (Azure).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FocusUsage {
+    pub provider: String,
+    pub billing_account: String,
+    /// The machine (its `ResourceId`'s key).
+    pub instance: String,
+    /// Its instance type as stored (`Standard_NC40ads_H100_v5`; Google names none:
+    /// `Compute Engine instance`) and GPU model.
+    pub instance_type: String,
+    pub gpu_model: String,
+    pub pricing_category: String,
+    pub commitment_status: String,
+    /// The charge period, UTC epoch seconds, `[start, end)`.
+    pub start: i64,
+    pub end: i64,
+    /// Hours the machine ran in the period: the period's hours, or for a longer period billed
+    /// by the hour (Azure's day), its consumed hours.
+    pub ran_hours: f64,
+    /// Nano-units of the bill's currency.
+    pub list_nanos: i64,
+    pub effective_nanos: i64,
+}
+
+/// What [`CommitmentsReport::add_focus`] reads: each month's charges of the FOCUS bills
+/// (summed per month), every bill, and the machines' charge periods of the bills that carry
+/// a commitment.
+#[derive(Debug, Clone, Default)]
+pub struct FocusInputs {
+    pub months: Vec<(String, Vec<BillCharge>)>,
+    pub bills: Vec<Bill>,
+    pub usage: Vec<FocusUsage>,
+}
+
+/// Whether a FOCUS charge is a commitment's hour (`Used` or `Unused`) on a bill other than
+/// AWS's (whose commitments are the CUR's, with their ARNs and terms).
+fn is_focus_commitment(c: &BillCharge) -> bool {
+    c.provider != "aws" && matches!(c.commitment_discount_status.as_str(), "Used" | "Unused")
+}
+
+/// Reads [`FocusInputs`] from the store.
+pub async fn focus_inputs(store: &dyn Store) -> Result<FocusInputs, crate::store::StoreError> {
     let bills = store.bills(None).await?;
     let mut periods: Vec<&str> =
         bills.iter().filter(|b| b.format == "focus").map(|b| b.period.as_str()).collect();
+    periods.sort_unstable();
     periods.dedup();
-    let mut months = Vec::new();
+    let mut inputs = FocusInputs::default();
     for period in periods {
-        months.push((period.to_string(), store.month_charges(period, None).await?));
+        let charges = store.month_charges(period, None).await?;
+        let committed: std::collections::BTreeSet<(&str, &str)> = charges
+            .iter()
+            .filter(|c| is_focus_commitment(c))
+            .map(|c| (c.provider.as_str(), c.billing_account.as_str()))
+            .collect();
+        if !committed.is_empty() {
+            // A machine's periods name their charge group by its untagged key (it holds the day).
+            let groups: std::collections::HashMap<String, BillCharge> = store
+                .bill_charges(period, None)
+                .await?
+                .into_iter()
+                .filter(|c| committed.contains(&(c.provider.as_str(), c.billing_account.as_str())))
+                .filter(|c| c.charge_category == "Usage")
+                .map(|c| (c.untagged_key(), c))
+                .collect();
+            for vm in store.bill_vm_costs(period).await? {
+                let Some(group) = groups.get(&vm.charge_key) else { continue };
+                let hours = (vm.charge_end - vm.charge_start) as f64 / 3600.0;
+                let by_the_hour = group.consumed_unit.to_ascii_lowercase().contains("hour");
+                let ran_hours =
+                    if hours > 1.0 && by_the_hour { vm.consumed_quantity.clamp(0.0, hours) } else { hours };
+                inputs.usage.push(FocusUsage {
+                    provider: vm.provider,
+                    billing_account: vm.billing_account,
+                    instance: vm.instance,
+                    instance_type: group.resource_type.clone(),
+                    gpu_model: group.gpu_model.clone(),
+                    pricing_category: group.pricing_category.clone(),
+                    commitment_status: group.commitment_discount_status.clone(),
+                    start: vm.charge_start,
+                    end: vm.charge_end,
+                    ran_hours,
+                    list_nanos: vm.list_nanos,
+                    effective_nanos: vm.effective_nanos,
+                });
+            }
+        }
+        inputs.months.push((period.to_string(), charges));
     }
-    Ok((months, bills))
+    inputs.bills = bills;
+    Ok(inputs)
+}
+
+/// A FOCUS bill's usage of one instance type and GPU model (Google names no machine type:
+/// its rows' type is `Compute Engine instance`) hour by hour from `first` (UTC epoch seconds):
+/// each hour's On-Demand usage at list prices (what a further commitment could cover), in
+/// units of the bill's currency; a period longer than an hour spread evenly over its hours.
+/// With the commitment's effective rate an instance-hour.
+struct FocusHours {
+    first: i64,
+    eligible: Vec<f64>,
+    /// Σ EffectiveCost ÷ Σ instance-hours of the type's `Used` periods.
+    committed_rate: Option<f64>,
+    /// Whether any period is longer than an hour (a daily bill).
+    daily: bool,
+}
+
+impl FocusHours {
+    fn new(usage: &[&FocusUsage], (instance_type, gpu_model): (&str, &str)) -> FocusHours {
+        let first = usage.iter().map(|u| u.start).min().unwrap_or(0);
+        let last = usage.iter().map(|u| u.end).max().unwrap_or(first);
+        let len = ((last - first).max(0) as usize).div_ceil(3600);
+        let mut eligible = vec![0.0; len];
+        let mut daily = false;
+        // Instance-hours of the `Used` periods, once per machine and period (Google bills a
+        // machine's hour as three SKUs).
+        let mut used_hours: BTreeMap<(&str, i64), f64> = BTreeMap::new();
+        let mut used_effective = 0i64;
+        for u in usage.iter().filter(|u| u.instance_type == instance_type && u.gpu_model == gpu_model) {
+            daily |= u.end - u.start > 3600;
+            if u.commitment_status == "Used" {
+                used_effective += u.effective_nanos;
+                let ran = used_hours.entry((u.instance.as_str(), u.start)).or_default();
+                *ran = ran.max(u.ran_hours);
+            } else if u.commitment_status.is_empty() && u.pricing_category == "Standard" {
+                let from = ((u.start - first) / 3600) as usize;
+                let to = (((u.end - first) as usize).div_ceil(3600)).min(len);
+                let per_hour = u.list_nanos as f64 / 1e9 / (to.saturating_sub(from)).max(1) as f64;
+                for hour in &mut eligible[from.min(to)..to] {
+                    *hour += per_hour;
+                }
+            }
+        }
+        let hours: f64 = used_hours.values().sum();
+        FocusHours {
+            first,
+            eligible,
+            committed_rate: (hours > 0.0).then(|| used_effective as f64 / 1e9 / hours),
+            daily,
+        }
+    }
 }
 
 impl CommitmentsReport {
@@ -209,10 +347,10 @@ impl CommitmentsReport {
             (Some(first), Some(last)) => store.usage_hours(first, last).await?,
             _ => Vec::new(),
         };
-        let (focus, bills) = focus_months(store).await?;
+        let focus = focus_inputs(store).await?;
         Ok(tokio::task::spawn_blocking(move || {
             let mut report = CommitmentsReport::build(&commitments, &usage, months);
-            report.add_focus(&focus, &bills);
+            report.add_focus(&focus);
             report
         })
         .await?)
@@ -300,7 +438,7 @@ impl CommitmentsReport {
                     term,
                     discount,
                     &eligible,
-                    &hours,
+                    hours.first,
                     lookbacks,
                     (months, renewing(&is_plan), None),
                 );
@@ -346,7 +484,7 @@ impl CommitmentsReport {
                 term,
                 discount,
                 &eligible,
-                &hours,
+                hours.first,
                 lookbacks,
                 (months, renewing(&of_type), rate),
             ));
@@ -363,17 +501,15 @@ impl CommitmentsReport {
     /// Adds the other clouds' commitments from their FOCUS bills (each month's charges of
     /// every FOCUS bill, and the bills; AWS's are the CUR's): per bill, the hours a commitment ran (`Used`) and did not (`Unused`), at their
     /// EffectiveCost in the bill's currency. FOCUS names no term, so its end is not known.
-    pub fn add_focus(&mut self, months: &[(String, Vec<BillCharge>)], bills: &[Bill]) {
+    pub fn add_focus(&mut self, focus: &FocusInputs) {
+        let (months, bills) = (&focus.months, &focus.bills);
         let mut found: BTreeMap<(String, String), Vec<(String, CommitmentMonth)>> = BTreeMap::new();
         for (period, charges) in months {
             let Ok(month) = period.parse::<Period>() else { continue };
             let mut by_bill: BTreeMap<(String, String), FocusTally> = BTreeMap::new();
             // AWS's commitments are the CUR's, with their ARNs and terms.
-            for c in charges.iter().filter(|c| c.provider != "aws") {
+            for c in charges.iter().filter(|c| is_focus_commitment(c)) {
                 let status = c.commitment_discount_status.as_str();
-                if status != "Used" && status != "Unused" {
-                    continue;
-                }
                 let entry = by_bill.entry((c.provider.clone(), c.billing_account.clone())).or_default();
                 if status == "Used" {
                     entry.0 += c.effective_nanos;
@@ -387,11 +523,7 @@ impl CommitmentsReport {
                 // The type whose hours it covered most; its GPU model is the family.
                 let (instance_type, gpu_model) =
                     types.into_iter().max_by_key(|(_, nanos)| *nanos).map(|(t, _)| t).unwrap_or_default();
-                let kind = match provider.as_str() {
-                    "azure" => "reservation",
-                    "gcp" => "committed_use_discount",
-                    _ => "commitment",
-                };
+                let kind = focus_kind(&provider);
                 let commitment = CommitmentMonth {
                     id: format!("{provider}:{account}:{instance_type}"),
                     kind: kind.into(),
@@ -418,6 +550,7 @@ impl CommitmentsReport {
                 .iter()
                 .find(|b| b.provider == provider && b.billing_account == account)
                 .map_or(String::new(), |b| b.currency.clone());
+            self.advise_focus((&provider, &account, &currency), months, &focus.usage);
             self.current.push(Current {
                 provider,
                 currency,
@@ -425,6 +558,69 @@ impl CommitmentsReport {
                 months: stored,
                 ends_within_horizon: false,
             });
+        }
+    }
+
+    /// Advice for a FOCUS bill's commitment, per instance type it covered: the lower of the
+    /// two lookbacks' best commitments over the bill's On-Demand hours of that type, at the
+    /// discount its `Used` hours had (1 − Σ EffectiveCost ÷ Σ ListCost), as for AWS's.
+    fn advise_focus(
+        &mut self,
+        (provider, account, currency): (&str, &str, &str),
+        months: &[(String, Vec<BillCharge>)],
+        usage: &[FocusUsage],
+    ) {
+        // Σ EffectiveCost and ListCost of the `Used` charges per covered type and GPU model.
+        let mut covered: BTreeMap<(String, String), (i64, i64)> = BTreeMap::new();
+        for c in months.iter().flat_map(|(_, charges)| charges).filter(|c| {
+            c.provider == provider && c.billing_account == account && c.commitment_discount_status == "Used"
+        }) {
+            let sums = covered.entry((c.resource_type.clone(), c.gpu_model.clone())).or_default();
+            sums.0 += c.effective_nanos;
+            sums.1 += c.list_nanos;
+        }
+        let usage: Vec<&FocusUsage> =
+            usage.iter().filter(|u| u.provider == provider && u.billing_account == account).collect();
+        let kind = focus_kind(provider);
+        let mut daily = false;
+        for ((instance_type, gpu_model), (effective, list)) in covered {
+            if list <= 0 || effective >= list {
+                self.notes.push(format!(
+                    "{provider}'s {kind} on {instance_type}: its used hours cost no less than at list prices, so no discount to advise from"
+                ));
+                continue;
+            }
+            let hours = FocusHours::new(&usage, (&instance_type, &gpu_model));
+            if hours.eligible.is_empty() {
+                self.notes.push(format!(
+                    "{provider}'s {kind} on {instance_type}: no machine's hours are stored, so nothing to simulate against"
+                ));
+                continue;
+            }
+            daily |= hours.daily;
+            let family = if gpu_model.is_empty() { instance_type.clone() } else { gpu_model };
+            let mut advice = advise(
+                (kind, &family, &instance_type),
+                "1yr".into(),
+                1.0 - effective as f64 / list as f64,
+                &hours.eligible,
+                hours.first,
+                (SHORT_LOOKBACK_DAYS * 24, LONG_LOOKBACK_DAYS * 24),
+                (self.horizon_months, Vec::new(), hours.committed_rate),
+            );
+            advice.provider = provider.to_string();
+            advice.currency = currency.to_string();
+            self.advice.push(advice);
+        }
+        if covered_any(&self.advice, provider) {
+            self.notes.push(format!(
+                "{provider}: the FOCUS bill names no commitment term, so its advice assumes one year for the break-even; money in {currency}"
+            ));
+        }
+        if daily {
+            self.notes.push(format!(
+                "{provider}'s bill is daily: each day's On-Demand cost is spread evenly over its hours, so the simulation sees steady usage where the day may have had peaks, and a commitment sized on it can be too large"
+            ));
         }
     }
 
@@ -553,6 +749,8 @@ impl CommitmentsReport {
             "advice": self.advice.iter().map(|a| {
                 let chosen = &a.advice.chosen;
                 json!({
+                    "provider": a.provider,
+                    "currency": a.currency,
                     "kind": a.kind,
                     "family": a.family,
                     "instance_type": a.instance_type,
@@ -678,11 +876,13 @@ impl CommitmentsReport {
                 "What to buy: the lower of the best commitments over {SHORT_LOOKBACK_DAYS} and {LONG_LOOKBACK_DAYS} days, simulated hour by hour"
             ),
             columns: vec![
+                "provider",
                 "kind",
                 "family",
                 "instance_type",
                 "term",
                 "hourly_commitment",
+                "currency",
                 "count",
                 "coverage",
                 "utilization",
@@ -698,20 +898,25 @@ impl CommitmentsReport {
                 .iter()
                 .map(|a| {
                     let c = &a.advice.chosen;
+                    // Money in the bill's currency: dollars as dollars, another as a decimal.
+                    let money =
+                        |v: f64| if a.currency == "USD" { usd(v) } else { Cell::Decimal(format!("{v:.6}")) };
                     vec![
+                        Cell::Text(a.provider.clone()),
                         Cell::Text(a.kind.to_string()),
                         Cell::Text(a.family.clone()),
                         Cell::Text(a.instance_type.clone()),
                         Cell::Text(a.term.clone()),
-                        usd(c.hourly_commitment),
+                        money(c.hourly_commitment),
+                        Cell::Text(a.currency.clone()),
                         a.count().map_or(Cell::Text(String::new()), Cell::Hours),
                         Cell::Ratio(Some(c.coverage)),
                         Cell::Ratio(Some(c.utilization)),
-                        usd(c.monthly_net_savings),
+                        money(c.monthly_net_savings),
                         c.break_even_months.map_or(Cell::Text(String::new()), Cell::Hours),
                         Cell::Count(a.advice.lookback_hours as f64 / 24.0),
                         Cell::Ratio(a.forecast.map(|f| f.utilization)),
-                        a.forecast.map_or(Cell::Text(String::new()), |f| usd(f.monthly_net_savings)),
+                        a.forecast.map_or(Cell::Text(String::new()), |f| money(f.monthly_net_savings)),
                         a.aws.as_ref().map_or(Cell::Text(String::new()), |aws| {
                             usd(aws.recommendation.hourly_commitment)
                         }),
@@ -722,6 +927,21 @@ impl CommitmentsReport {
         };
         [current, advice]
     }
+}
+
+/// The kind of a FOCUS bill's commitment, from its provider (the stored charges keep no
+/// CommitmentDiscountType).
+fn focus_kind(provider: &str) -> &'static str {
+    match provider {
+        "azure" => "reservation",
+        "gcp" => "committed_use_discount",
+        _ => "commitment",
+    }
+}
+
+/// Whether any advice is of `provider`'s.
+fn covered_any(advice: &[Advice], provider: &str) -> bool {
+    advice.iter().any(|a| a.provider == provider)
 }
 
 impl Advice {
@@ -739,7 +959,7 @@ fn advise(
     term: String,
     discount: f64,
     eligible: &[f64],
-    hours: &Hours,
+    first: i64,
     lookbacks: (usize, usize),
     (months, renews, instance_rate): (u32, Vec<String>, Option<f64>),
 ) -> Advice {
@@ -747,9 +967,11 @@ fn advise(
     let term_months = term_months(&term);
     let advice = engine::advise(eligible, discount, lookbacks, term_months);
     let long = &eligible[eligible.len().saturating_sub(lookbacks.1)..];
-    let forecast = forecast_hours(hours.first, eligible, months)
+    let forecast = forecast_hours(first, eligible, months)
         .map(|ahead| engine::simulate(&ahead, discount, advice.chosen.hourly_commitment, term_months));
     Advice {
+        provider: "aws".into(),
+        currency: "USD".into(),
         kind,
         family: family.to_string(),
         instance_type: instance_type.to_string(),
@@ -816,6 +1038,89 @@ mod tests {
             amortized_cost_micros: (amortized * 1e6) as i64,
             public_on_demand_cost_micros: (od * 1e6) as i64,
         }
+    }
+
+    /// A machine's charge period of a FOCUS bill: `hours` hours from `start`, at `list` and
+    /// `effective` a ran hour.
+    fn period(
+        instance: &str,
+        start: i64,
+        hours: i64,
+        ran: f64,
+        (status, pricing): (&str, &str),
+        list: f64,
+        effective: f64,
+    ) -> FocusUsage {
+        FocusUsage {
+            provider: "azure".into(),
+            billing_account: "a".into(),
+            instance: instance.into(),
+            instance_type: "T".into(),
+            gpu_model: "H100".into(),
+            pricing_category: pricing.into(),
+            commitment_status: status.into(),
+            start,
+            end: start + hours * 3600,
+            ran_hours: ran,
+            list_nanos: (list * ran * 1e9).round() as i64,
+            effective_nanos: (effective * ran * 1e9).round() as i64,
+        }
+    }
+
+    #[test]
+    fn a_focus_bills_machines_give_the_hours_a_further_commitment_could_cover() {
+        const USED: (&str, &str) = ("Used", "Committed");
+        const ON_DEMAND: (&str, &str) = ("", "Standard");
+        // One day. A reserved machine ran 20 of its 24 hours (a daily row, as Azure bills):
+        // 3.9838 a ran hour. Another ran On-Demand 8:00-20:00 billed by the hour, a third
+        // On-Demand all day in one daily row, both at 6.4254 a list hour; a Spot one is not
+        // eligible.
+        let mut rows = vec![
+            period("r", 0, 24, 20.0, USED, 6.4254, 3.9838),
+            period("d", 0, 24, 24.0, ON_DEMAND, 6.4254, 6.4254),
+            period("s", 0, 24, 24.0, ("", "Dynamic"), 6.4254, 1.2),
+        ];
+        rows.extend((8..20).map(|h| period("h", h * 3600, 1, 1.0, ON_DEMAND, 6.4254, 6.4254)));
+        let refs: Vec<&FocusUsage> = rows.iter().collect();
+        let hours = FocusHours::new(&refs, ("T", "H100"));
+        assert_eq!((hours.first, hours.eligible.len(), hours.daily), (0, 24, true));
+        // The daily row's 24 × 6.4254 spread over its hours, and the hourly rows where they ran.
+        assert!((hours.eligible[0] - 6.4254).abs() < 1e-9 && (hours.eligible[7] - 6.4254).abs() < 1e-9);
+        assert!(
+            (hours.eligible[8] - 2.0 * 6.4254).abs() < 1e-9
+                && (hours.eligible[19] - 2.0 * 6.4254).abs() < 1e-9
+        );
+        assert!((hours.eligible.iter().sum::<f64>() - 36.0 * 6.4254).abs() < 1e-9);
+        // The reservation's rate: 20 × 3.9838 over the 20 hours it ran.
+        assert!((hours.committed_rate.unwrap() - 3.9838).abs() < 1e-9);
+        assert!(FocusHours::new(&refs, ("T", "")).eligible.iter().all(|h| *h == 0.0));
+    }
+
+    #[test]
+    fn hour_by_hour_a_working_day_machine_is_not_worth_committing_to_spread_over_its_day_it_is() {
+        // 30 days of one machine On-Demand 8:00-20:00 at $1 a list hour, at 40 % off: half the
+        // hours use a commitment whole, and it pays only where more than 60 % do, so buy none.
+        // Billed as daily rows of 12 hours, each hour looks like half a machine, every hour:
+        // the best commitment is half a machine at the discounted rate, 0.5 × 0.6 = $0.30.
+        let hourly: Vec<FocusUsage> = (0..30)
+            .flat_map(|day| (8..20).map(move |h| (day, h)))
+            .map(|(day, h)| period("m", day * 86_400 + h * 3600, 1, 1.0, ("", "Standard"), 1.0, 1.0))
+            .collect();
+        let daily: Vec<FocusUsage> =
+            (0..30).map(|day| period("m", day * 86_400, 24, 12.0, ("", "Standard"), 1.0, 1.0)).collect();
+        let best = |rows: &[FocusUsage]| {
+            let refs: Vec<&FocusUsage> = rows.iter().collect();
+            let hours = FocusHours::new(&refs, ("T", "H100"));
+            engine::best(&hours.eligible, 0.4, 12).hourly_commitment
+        };
+        assert_eq!(best(&hourly), 0.0);
+        assert!((best(&daily) - 0.3).abs() < 1e-9, "{}", best(&daily));
+        // Running 20 hours a day (83 % of the hours), a whole machine is worth it: 1 × 0.6.
+        let long_days: Vec<FocusUsage> = (0..30)
+            .flat_map(|day| (0..20).map(move |h| (day, h)))
+            .map(|(day, h)| period("m", day * 86_400 + h * 3600, 1, 1.0, ("", "Standard"), 1.0, 1.0))
+            .collect();
+        assert!((best(&long_days) - 0.6).abs() < 1e-9);
     }
 
     #[test]

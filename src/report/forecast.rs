@@ -74,8 +74,9 @@ pub struct History {
     pub unconverted: Vec<String>,
     /// The planned changes (`gpuledger plan add`).
     pub plans: Vec<Plan>,
-    /// Per pool of the CUR's instances (provider `aws`, pool as the series name it), the
-    /// GPU-hours the bill's instance-hours provided each day from `first`: what capacity is.
+    /// Per pool (provider, pool as the series name it), the GPU-hours the bills provided each
+    /// day from `first`: the CUR's instance-hours, and the FOCUS bills' GPU machines' usage
+    /// (Spot where `Dynamic`, else On-Demand): what capacity is.
     pub provisioned: BTreeMap<(String, String), Vec<f64>>,
     /// Per pool (provider, pool), the GPU-hours of training workloads each day: what the Spot
     /// budgets weigh.
@@ -185,7 +186,15 @@ impl History {
         let mut unconverted = Vec::new();
         for month in &months {
             let instances = instance_days.get(month).map_or(&[][..], Vec::as_slice);
-            for (provider, day, usd) in Self::spend(store, *month, instances, &mut unconverted).await? {
+            let (spend, focus_gpus) = Self::spend(store, *month, instances, &mut unconverted).await?;
+            for (provider, pool, day, gpu_hours) in focus_gpus {
+                let day = (date(day) - first).num_days();
+                if day >= 0 && (day as usize) < days {
+                    provisioned.entry((provider, pool)).or_insert_with(|| vec![0.0; days])[day as usize] +=
+                        gpu_hours;
+                }
+            }
+            for (provider, day, usd) in spend {
                 let day = (date(day) - first).num_days();
                 if day < 0 || day as usize >= days {
                     continue;
@@ -205,13 +214,14 @@ impl History {
     /// purchases' `EffectiveCost` (tax, credits and adjustments are not in an amortized bill:
     /// [`crate::engine::bills::in_amortized_bill`]) but AWS's when the month has its CUR (the
     /// same bill twice), converted at the month's rate; a bill with no rate is named in
-    /// `unconverted` and left out.
+    /// `unconverted` and left out. Beside it, the GPU-hours the FOCUS bills' GPU machines
+    /// provided per provider, pool and day (rate or none): their capacity.
     async fn spend(
         store: &dyn Store,
         month: Period,
         instances: &[(i64, f64)],
         unconverted: &mut Vec<String>,
-    ) -> Result<Vec<(String, i64, f64)>, ReportError> {
+    ) -> Result<(Vec<(String, i64, f64)>, Vec<(String, String, i64, f64)>), ReportError> {
         let period = month.to_string();
         let mut out = Vec::new();
         let cur = store.bill(&period).await?;
@@ -225,10 +235,12 @@ impl History {
         }
         let rates = store.fx_rates().await?;
         let mut currencies = BTreeMap::new();
+        let mut read = std::collections::BTreeSet::new();
         for bill in store.bills(Some(&period)).await?.into_iter().filter(|b| b.format == "focus") {
             if cur.is_some() && bill.provider == "aws" {
                 continue;
             }
+            read.insert((bill.provider.clone(), bill.billing_account.clone()));
             let rate = (bill.currency != "USD")
                 .then(|| crate::domain::fx::rate_for(&rates, &bill.currency, "USD", &period).cloned());
             match rate {
@@ -239,21 +251,35 @@ impl History {
                 }
             }
         }
-        if !currencies.is_empty() {
+        let mut gpus = Vec::new();
+        if !read.is_empty() {
             let charges = store.bill_charges(&period, None).await?;
             for charge in
                 charges.into_iter().filter(|c| crate::engine::bills::in_amortized_bill(&c.charge_category))
             {
-                let Some(rate) = currencies.get(&(charge.provider.clone(), charge.billing_account.clone()))
-                else {
+                let bill = (charge.provider.clone(), charge.billing_account.clone());
+                if !read.contains(&bill) {
                     continue;
-                };
+                }
+                // A GPU machine's usage: its pool as the Kubernetes split names it (a node is
+                // Spot or On-Demand; a committed one runs On-Demand).
+                if charge.charge_category == "Usage" && charge.gpu_hours > 0.0 && !charge.gpu_model.is_empty()
+                {
+                    let option = if charge.pricing_category == "Dynamic" { "Spot" } else { "On-Demand" };
+                    gpus.push((
+                        charge.provider.clone(),
+                        format!("{} {option}", charge.gpu_model),
+                        charge.day,
+                        charge.gpu_hours,
+                    ));
+                }
+                let Some(rate) = currencies.get(&bill) else { continue };
                 let nanos =
                     rate.as_ref().map_or(charge.effective_nanos, |r| r.convert(charge.effective_nanos));
                 out.push((charge.provider, charge.day, nanos as f64 / 1e9));
             }
         }
-        Ok(out)
+        Ok((out, gpus))
     }
 }
 

@@ -50,6 +50,9 @@ pub struct AppState {
     /// AWS's own Savings Plan recommendation and where it came from (`serve
     /// --aws-recommendation`), shown beside the Plan page's advice.
     pub aws_recommendation: Option<Arc<(crate::sources::cost_explorer::PlanRecommendation, String)>>,
+    /// The Plan page's forecasts per horizon and scope, kept while the data generation holds,
+    /// so each of its downloads, pools and tables does not forecast again.
+    pub plans: Arc<pages::PlanCache>,
 }
 
 impl AppState {
@@ -62,6 +65,7 @@ impl AppState {
             auth: Arc::new(auth),
             fresh_wait: std::time::Duration::from_millis(200),
             aws_recommendation: None,
+            plans: Arc::new(pages::PlanCache::default()),
         }
     }
 }

@@ -335,8 +335,10 @@ async fn the_plan_page_is_the_reports_with_alerts_and_charts(url: &str, data: &s
     let recommendation =
         gpuledger::sources::cost_explorer::read_saved_recommendation(&text, "saved").unwrap();
     state.aws_recommendation = Some(std::sync::Arc::new((recommendation, "saved".to_string())));
+    let forecasts = state.plans.clone();
     let app = crate::app::TestApp::with_state(state);
     let page = app.fetch("/plan?format=json", None).await;
+    assert_eq!(forecasts.computations(), 1, "the first view forecasts");
     assert_eq!(page.status, 200, "{}", page.text());
     let page = page.json();
     assert_eq!(
@@ -468,7 +470,13 @@ async fn the_plan_page_is_the_reports_with_alerts_and_charts(url: &str, data: &s
     // A pool's own chart, and a horizon of one month.
     let h100 = app.fetch("/plan?pool=H100%20On-Demand", None).await.text();
     assert!(h100.contains("GPU-hours a day, H100 On-Demand"), "the pool's chart");
+    // The page, its pool's chart and a table's download read the one forecast of the horizon;
+    // another horizon is forecast anew.
+    let csv = app.fetch("/plan?format=csv&table=advice", None).await;
+    assert_eq!(csv.status, 200);
+    assert_eq!(forecasts.computations(), 1, "the HTML page, a pool and a CSV reuse the forecast");
     let one = app.fetch("/plan?months=1&format=json", None).await.json();
+    assert_eq!(forecasts.computations(), 2, "another horizon forecasts again");
     assert_eq!(one["horizon_months"], 1);
     assert_eq!(fleet_spend(&one)["months"].as_array().unwrap().len(), 1);
     let bad = app.fetch("/plan?pool=nope&format=json", None).await;

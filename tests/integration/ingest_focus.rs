@@ -707,6 +707,50 @@ async fn the_three_cloud_world_is_read_to_its_truth_in_every_providers_layout() 
     let json = commitments.to_json();
     let azure = json["current"].as_array().unwrap().iter().find(|c| c["provider"] == "azure").unwrap();
     assert_eq!((&azure["currency"], &azure["term_end"]), (&Value::from("EUR"), &Value::Null));
+
+    // What to buy on each, simulated hour by hour over the last 30 days of the bill's On-Demand
+    // hours of the covered type, at the discount its used hours had.
+    let advice = |provider: &str| {
+        json["advice"].as_array().unwrap().iter().find(|a| a["provider"] == provider).unwrap().clone()
+    };
+    let close = |value: &Value, expected: f64| (value.as_f64().unwrap() - expected).abs() < 1e-6;
+    // Google (whose rows name no machine type: the L4 machines' hours): a G2 node-hour lists at 8 × 0.024988 + 32 × 0.002927 + 0.5599 = 0.853468 and costs
+    // 0.537681 under the commitment (37.00045 % off). The third node runs On-Demand on
+    // weekdays 8:00-20:00: Oct 2-31 has 21 weekdays, 252 of the 720 hours, 215.073936 at list.
+    // A commitment pays only where more than 63 % of the hours use it all: 35 % do, so buy
+    // nothing more (spread over whole days, 21 of 30 days at half a node would have bought
+    // half a node).
+    let gcp = advice("gcp");
+    assert_eq!(
+        (&gcp["kind"], &gcp["family"], &gcp["instance_type"], &gcp["currency"]),
+        (
+            &Value::from("committed_use_discount"),
+            &Value::from("L4"),
+            &Value::from("Compute Engine instance"),
+            &Value::from("USD")
+        )
+    );
+    assert!(close(&gcp["discount"], 1.0 - 0.537681 / 0.853468), "{gcp}");
+    assert!(close(&gcp["eligible_on_demand"], 252.0 * 0.853468), "{gcp}");
+    assert_eq!((gcp["hours"].as_u64(), gcp["lookback_days"].as_f64()), (Some(720), Some(30.0)));
+    assert!(close(&gcp["hourly_commitment"], 0.0) && close(&gcp["coverage"], 0.0), "{gcp}");
+    // Azure: the one H100 node is reserved (3.9838 against 6.4254 a list hour, 38.0 % off) and
+    // no H100 hour ran On-Demand beside it: nothing to cover, nothing to buy, in euros.
+    let azure = advice("azure");
+    assert_eq!(
+        (&azure["kind"], &azure["family"], &azure["instance_type"], &azure["currency"]),
+        (
+            &Value::from("reservation"),
+            &Value::from("H100"),
+            &Value::from("Standard_NC40ads_H100_v5"),
+            &Value::from("EUR")
+        )
+    );
+    assert!(close(&azure["discount"], 1.0 - 3.9838 / 6.4254), "{azure}");
+    assert!(close(&azure["eligible_on_demand"], 0.0) && close(&azure["hourly_commitment"], 0.0), "{azure}");
+    let notes: Vec<&str> = json["notes"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(notes.iter().any(|n| n.starts_with("azure's bill is daily")), "{notes:?}");
+    assert!(!notes.iter().any(|n| n.starts_with("gcp's bill is daily")), "{notes:?}");
 }
 
 /// The three clouds in one ledger (#40, item 4): once the other clouds' FOCUS bills are in,
@@ -913,6 +957,42 @@ async fn the_other_clouds_bills_are_in_the_months_bill_and_chargeback() {
         assert!((usd_micros(&row["gpu_fleet_cost"]) - fleet).abs() <= 10_000, "{provider}: {row}");
         assert!(row["gpu_utilization"].is_null(), "{row}");
     }
+    // Capacity: the other clouds' pools are their GPU machines' hours in the bill, each
+    // provider's month summed its GPU-hours, its Spot pools its Spot GPU-hours.
+    let history = gpuledger::report::forecast::History::load(
+        store.as_ref(),
+        chrono::NaiveDate::from_ymd_opt(2026, 11, 15).unwrap(),
+    )
+    .await
+    .unwrap();
+    for provider in ["azure", "gcp", "oci"] {
+        let pools: Vec<(&String, f64)> = history
+            .provisioned
+            .iter()
+            .filter(|((p, _), _)| p == provider)
+            .map(|((_, pool), days)| (pool, days.iter().sum::<f64>()))
+            .collect();
+        let all: f64 = pools.iter().map(|(_, hours)| hours).sum();
+        let spot: f64 = pools.iter().filter(|(pool, _)| pool.ends_with(" Spot")).map(|(_, h)| h).sum();
+        let truth = &providers[provider];
+        assert!((all - truth["gpu_hours"].as_f64().unwrap()).abs() < 1e-6, "{provider}: {pools:?}");
+        assert!((spot - truth["spot_gpu_hours"].as_f64().unwrap()).abs() < 1e-6, "{provider}: {pools:?}");
+    }
+    // Google's G2 pool on a weekday: the two committed nodes all day and the third 8:00-20:00,
+    // 24 + 24 + 12 = 60 L4-hours, 2.5 GPUs; Azure's one reserved H100 all day at its peak.
+    let capacity = report(&["report", "capacity", "--format", "json"]);
+    let peak = |provider: &str, pool: &str| {
+        capacity["pools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["provider"] == provider && p["pool"] == pool)
+            .map(|p| p["gpus_peak"].as_f64().unwrap())
+    };
+    // (GKE's namespace shares of a node-hour sum back to it within a float's rounding.)
+    let near = |found: Option<f64>, gpus: f64| found.is_some_and(|g| (g - gpus).abs() < 1e-9);
+    assert!(near(peak("gcp", "L4 On-Demand"), 2.5), "{capacity}");
+    assert!(near(peak("azure", "H100 On-Demand"), 1.0), "{capacity}");
     // AWS's from the CUR's GPU instances (no metrics in this world: no utilization either).
     let aws_gpus = rows.iter().find(|r| r["provider"] == "aws").unwrap();
     assert!(aws_gpus["gpu_hours"].as_f64().unwrap() > 0.0 && usd_micros(&aws_gpus["gpu_fleet_cost"]) > 0);

@@ -10,7 +10,7 @@
 //! every client; a manager the series, budgets and planned changes of its clients; a client
 //! user its own GPU-hours only (no cost of the agency's, so no cost forecast).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use axum::response::Response;
 use chrono::{Datelike, NaiveDate};
@@ -57,66 +57,31 @@ pub async fn plan(page: Opening) -> Result<Response, WebError> {
     if client_user {
         content.title = format!("Your forecast: {}", viewer.clients.join(", "));
     }
-    let today = chrono::Utc::now().date_naive();
-    let mut history = match History::load(state.store.as_ref(), today).await {
-        Ok(history) => history,
-        Err(crate::report::ReportError::NotComputed(_)) => {
-            content.notes.push("Nothing is computed before this month yet: nothing to forecast from.".into());
-            empty_keys(&mut content, whole_fleet);
-            return answer(&state, &filters, &headers, &view, content).await;
-        }
-        Err(e) => return Err(e.into()),
+    let generation = super::super::generation(state.store.as_ref()).await?;
+    let key = format!("{months}|{}", viewer.cache_key());
+    let computed = state
+        .plans
+        .get_or_compute(&generation, key, || compute(state.clone(), months, viewer.scope.clone()))
+        .await?;
+    let Some(computed) = computed.as_ref() else {
+        content.notes.push("Nothing is computed before this month yet: nothing to forecast from.".into());
+        empty_keys(&mut content, whole_fleet);
+        return answer(&state, &filters, &headers, &view, content).await;
     };
-    // A scoped viewer's series are its clients' alone, and so are the planned changes it
-    // reads. (A client user's cost is forecast for its budget alone, then dropped.)
-    if !whole_fleet {
-        let scope = &viewer.scope;
-        history.series.retain(|(key, _), _| !key.client.is_empty() && scope.allows(&key.client));
-        history.plans.retain(|p| scope.allows(&p.client));
-        history.provisioned.clear();
-        history.training.clear();
-    }
-    let stored = if whole_fleet {
-        let commitments = state.store.commitment_months().await?;
-        let mut periods: Vec<String> = state.store.periods().await?.into_iter().map(|p| p.period).collect();
-        periods.sort();
-        let usage = match (periods.first(), periods.last()) {
-            (Some(first), Some(last)) => state.store.usage_hours(first, last).await?,
-            _ => Vec::new(),
-        };
-        let focus = crate::report::commitments::focus_months(state.store.as_ref()).await?;
-        Some((commitments, usage, focus))
-    } else {
-        None
-    };
-    let aws = state.aws_recommendation.clone();
-    let computed = tokio::task::spawn_blocking(move || {
-        let forecast = ForecastReport::build(&history, months, None, None);
-        let fleet = stored.map(|(commitments, usage, (focus, bills))| {
-            let mut report = CommitmentsReport::build(&commitments, &usage, months);
-            report.add_focus(&focus, &bills);
-            if let Some(aws) = aws.as_deref() {
-                report.compare_with_aws(aws.0.clone(), aws.1.clone());
-            }
-            (CapacityReport::build(&history, &forecast), SpotReport::build(&history, &forecast), report)
-        });
-        Computed { forecast, history, fleet }
-    })
-    .await
-    .map_err(|e| WebError::not_found(format!("the forecast could not be computed: {e}")))?;
-    let Computed { mut forecast, history, fleet } = computed;
+    let Computed { forecast, history, fleet } = computed;
+    let (mut forecast, history, fleet) = (forecast.clone(), history, fleet.as_ref());
     // The page's series: the fleet, each pool and each client (a client in a pool is in the
     // JSON twin and the CLI, not on the page).
     forecast.series.retain(|s| s.key.pool.is_empty() || s.key.client.is_empty());
-    let mut alerts = budget_alerts(&state, &view, &history, &forecast).await?;
+    let mut alerts = budget_alerts(&state, &view, history, &forecast).await?;
     if client_user {
         forecast.series.retain(|s| s.metric != "cost");
     }
-    if let Some((capacity, ..)) = &fleet {
+    if let Some((capacity, ..)) = fleet {
         alerts.extend(capacity_alerts(capacity));
     }
-    cards(&mut content, &forecast, fleet.as_ref(), &alerts, client_user);
-    charts_of(&mut content, &filters, &history, &forecast, fleet.as_ref(), client_user)?;
+    cards(&mut content, &forecast, fleet, &alerts, client_user);
+    charts_of(&mut content, &filters, history, &forecast, fleet, client_user)?;
     content.json.insert("history_end".into(), json!(forecast.history_end.to_string()));
     content.json.insert("horizon_months".into(), json!(months));
     content.json.insert("series".into(), forecast.to_json()["series"].clone());
@@ -126,7 +91,7 @@ pub async fn plan(page: Opening) -> Result<Response, WebError> {
         alert_report(&alerts),
     );
     content.stack("alerts");
-    if let Some((capacity, spot, commitments)) = &fleet {
+    if let Some((capacity, spot, commitments)) = fleet {
         // The pool first, a link to the page with its daily chart.
         let mut table = capacity.table();
         for row in &mut table.rows {
@@ -215,6 +180,104 @@ pub async fn plan(page: Opening) -> Result<Response, WebError> {
         }
     ));
     answer(&state, &filters, &headers, &view, content).await
+}
+
+/// The forecast, capacity, Spot budgets and commitments of one horizon and scope, from the
+/// stored history (none when nothing before this month is computed). A scoped viewer's
+/// history is its clients' alone before anything is forecast.
+async fn compute(state: AppState, months: u32, scope: Scope) -> Result<Option<Computed>, WebError> {
+    let whole_fleet = matches!(scope, Scope::All);
+    let today = chrono::Utc::now().date_naive();
+    let mut history = match History::load(state.store.as_ref(), today).await {
+        Ok(history) => history,
+        Err(crate::report::ReportError::NotComputed(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    // A scoped viewer's series are its clients' alone, and so are the planned changes it
+    // reads. (A client user's cost is forecast for its budget alone, then dropped.)
+    if !whole_fleet {
+        history.series.retain(|(key, _), _| !key.client.is_empty() && scope.allows(&key.client));
+        history.plans.retain(|p| scope.allows(&p.client));
+        history.provisioned.clear();
+        history.training.clear();
+    }
+    let stored = if whole_fleet {
+        let commitments = state.store.commitment_months().await?;
+        let mut periods: Vec<String> = state.store.periods().await?.into_iter().map(|p| p.period).collect();
+        periods.sort();
+        let usage = match (periods.first(), periods.last()) {
+            (Some(first), Some(last)) => state.store.usage_hours(first, last).await?,
+            _ => Vec::new(),
+        };
+        let focus = crate::report::commitments::focus_inputs(state.store.as_ref()).await?;
+        Some((commitments, usage, focus))
+    } else {
+        None
+    };
+    let aws = state.aws_recommendation.clone();
+    let computed = tokio::task::spawn_blocking(move || {
+        let forecast = ForecastReport::build(&history, months, None, None);
+        let fleet = stored.map(|(commitments, usage, focus)| {
+            let mut report = CommitmentsReport::build(&commitments, &usage, months);
+            report.add_focus(&focus);
+            if let Some(aws) = aws.as_deref() {
+                report.compare_with_aws(aws.0.clone(), aws.1.clone());
+            }
+            (CapacityReport::build(&history, &forecast), SpotReport::build(&history, &forecast), report)
+        });
+        Computed { forecast, history, fleet }
+    })
+    .await
+    .map_err(|e| WebError::not_found(format!("the forecast could not be computed: {e}")))?;
+    Ok(Some(computed))
+}
+
+/// What the Plan page computed, per horizon and viewer (role and scope), kept while the data
+/// generation it was computed at holds: the page's downloads, pools and tables read it instead
+/// of forecasting again (about a second on the demo). A crowd of first views computes it once.
+/// One key's computation: empty until its first view computed it (others wait on it).
+type PlanSlot = tokio::sync::OnceCell<Arc<Option<Computed>>>;
+
+#[derive(Default)]
+pub struct PlanCache {
+    /// The generation the entries are of, and per key its computation (done or under way).
+    entries: tokio::sync::Mutex<(String, HashMap<String, Arc<PlanSlot>>)>,
+    /// Computations run (for tests and `/metrics`-style checks).
+    computations: std::sync::atomic::AtomicU64,
+}
+
+impl PlanCache {
+    /// The computation of `key` at `generation`: the kept one, else `compute`'s (kept when it
+    /// succeeds). A new generation forgets every entry of the old.
+    async fn get_or_compute<F, Fut>(
+        &self,
+        generation: &str,
+        key: String,
+        compute: F,
+    ) -> Result<Arc<Option<Computed>>, WebError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<Option<Computed>, WebError>>,
+    {
+        let cell = {
+            let mut entries = self.entries.lock().await;
+            if entries.0 != generation {
+                *entries = (generation.to_string(), HashMap::new());
+            }
+            entries.1.entry(key).or_default().clone()
+        };
+        cell.get_or_try_init(|| async {
+            self.computations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            compute().await.map(Arc::new)
+        })
+        .await
+        .cloned()
+    }
+
+    /// How many times the page computed its forecast.
+    pub fn computations(&self) -> u64 {
+        self.computations.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// The JSON keys a page without history still answers.
@@ -432,14 +495,22 @@ fn cards(
             ..Card::default()
         });
         let ending = commitments.current.iter().filter(|c| c.ends_within_horizon).count();
-        let savings: f64 = commitments.advice.iter().map(|a| a.advice.chosen.monthly_net_savings).sum();
+        // In dollars: the advice in another currency (Azure's in euros) is in its table.
+        let savings: f64 = commitments
+            .advice
+            .iter()
+            .filter(|a| a.currency == "USD")
+            .map(|a| a.advice.chosen.monthly_net_savings)
+            .sum();
         content.cards.push(Card {
             label: "Commitments".into(),
             value: format!("{} a month to gain", usd(crate::money::nanos_from_usd(savings))),
             previous: format!("{} billed; {ending} end within the horizon", commitments.current.len()),
-            definition: "The advice's monthly net savings (Savings Plans and reservations to buy, renewals included), \
-                         simulated hour by hour over the bill's hours."
-                .into(),
+            definition:
+                "The advice's monthly net savings in USD (Savings Plans, reservations and committed use \
+                         discounts to buy, renewals included), simulated hour by hour over the bill's hours; \
+                         advice in another currency is in the table."
+                    .into(),
             ..Card::default()
         });
     }
