@@ -610,6 +610,9 @@ impl CommitmentsReport {
             );
             advice.provider = provider.to_string();
             advice.currency = currency.to_string();
+            if advice.advice.chosen.hourly_commitment == 0.0 {
+                self.notes.push(nothing_to_buy((provider, kind, &advice.family), &advice, &hours.eligible));
+            }
             self.advice.push(advice);
         }
         if covered_any(&self.advice, provider) {
@@ -937,6 +940,27 @@ fn focus_kind(provider: &str) -> &'static str {
         "gcp" => "committed_use_discount",
         _ => "commitment",
     }
+}
+
+/// Why the advice for a FOCUS bill's commitment buys nothing more: no On-Demand hour in the
+/// long lookback, or too few of them for any commitment to save (it saves only while more
+/// than 1 − discount of the hours use it whole).
+fn nothing_to_buy((provider, kind, family): (&str, &str, &str), advice: &Advice, eligible: &[f64]) -> String {
+    let long = &eligible[eligible.len().saturating_sub(advice.advice.long.hours)..];
+    let busy = long.iter().filter(|x| **x > 0.0).count();
+    if busy == 0 {
+        return format!(
+            "{provider}'s {kind} on {family}: no On-Demand hour of its machines in the last {} hours: nothing more to buy",
+            long.len()
+        );
+    }
+    format!(
+        "{provider}'s {kind} on {family}: On-Demand machines ran in {busy} of the last {} hours ({:.1} %), fewer than the {:.1} % a commitment {:.1} % off needs to save anything: nothing more to buy",
+        long.len(),
+        busy as f64 * 100.0 / long.len().max(1) as f64,
+        (1.0 - advice.discount) * 100.0,
+        advice.discount * 100.0
+    )
 }
 
 /// Whether any advice is of `provider`'s.

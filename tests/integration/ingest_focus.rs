@@ -751,6 +751,9 @@ async fn the_three_cloud_world_is_read_to_its_truth_in_every_providers_layout() 
     let notes: Vec<&str> = json["notes"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
     assert!(notes.iter().any(|n| n.starts_with("azure's bill is daily")), "{notes:?}");
     assert!(!notes.iter().any(|n| n.starts_with("gcp's bill is daily")), "{notes:?}");
+    // Each zero says why: 252 of 720 hours is 35.0 %, under the 63.0 % a 37.0 % discount needs.
+    assert!(notes.contains(&"gcp's committed_use_discount on L4: On-Demand machines ran in 252 of the last 720 hours (35.0 %), fewer than the 63.0 % a commitment 37.0 % off needs to save anything: nothing more to buy"), "{notes:?}");
+    assert!(notes.contains(&"azure's reservation on H100: no On-Demand hour of its machines in the last 720 hours: nothing more to buy"), "{notes:?}");
 }
 
 /// The three clouds in one ledger (#40, item 4): once the other clouds' FOCUS bills are in,
@@ -1049,6 +1052,18 @@ async fn the_other_clouds_bills_are_in_the_months_bill_and_chargeback() {
     let nope = gl(&["report", "bill", "--period", "2026-10", "--provider", "ibm"]);
     assert!(!nope.status.success());
     assert!(String::from_utf8_lossy(&nope.stderr).contains("aws, azure, gcp, oci"));
+    // The Plan page names another cloud's pool with its provider (Google and AWS both have an
+    // `A100 Spot`): its capacity row links to it, and a wrong pool lists them so.
+    let (status, plan) = crate::web::get(&web, "/plan?format=json").await;
+    assert_eq!(status, axum::http::StatusCode::OK, "{plan}");
+    let plan: Value = serde_json::from_str(&plan).unwrap();
+    let rows = plan["capacity"]["rows"].as_array().unwrap();
+    assert!(rows.iter().any(|r| r["provider"] == "gcp" && r["pool"] == "L4 On-Demand"), "{rows:?}");
+    let (status, pool) = crate::web::get(&web, "/plan?pool=L4%20On-Demand%20(gcp)&format=json").await;
+    assert_eq!(status, axum::http::StatusCode::OK, "{pool}");
+    let (status, wrong) = crate::web::get(&web, "/plan?pool=nope&format=json").await;
+    assert_eq!(status, axum::http::StatusCode::BAD_REQUEST);
+    assert!(wrong.contains("L4 On-Demand (gcp)") && wrong.contains("H100 On-Demand (azure)"), "{wrong}");
 
     // umbrella ran on three clouds: its Oracle shape (tagged) and GKE namespaces beside its
     // AWS pods. Chargeback keeps each provider's part of its tagged cost, to the cent of the

@@ -98,12 +98,11 @@ pub async fn plan(page: Opening) -> Result<Response, WebError> {
             row.swap(0, 1);
         }
         table.columns.swap(0, 1);
-        let links = table
-            .rows
+        let links = capacity
+            .pools
             .iter()
-            .map(|row| match row.first() {
-                Some(Cell::Text(pool)) => Some(format!("/plan?pool={}&months={months}", url_escape(pool))),
-                _ => None,
+            .map(|p| {
+                Some(format!("/plan?pool={}&months={months}", url_escape(&pool_label(&p.provider, &p.pool))))
             })
             .collect();
         content.tables.push((
@@ -389,7 +388,7 @@ fn capacity_alerts(capacity: &CapacityReport) -> Vec<Alert> {
             let day = p.first_exceeds.or(p.first_upper_exceeds)?;
             Some(Alert {
                 kind: "capacity",
-                subject: p.pool.clone(),
+                subject: pool_label(&p.provider, &p.pool),
                 when: day.to_string(),
                 limit: p.gpus_peak,
                 forecast: p.demand_peak,
@@ -556,26 +555,22 @@ fn charts_of(
         let title = format!("Monthly spend, history and forecast{}", accuracy(spend));
         content.charts.push(charts::forecast(&title, "USD", &monthly_steps(history, spend), &levels));
     }
-    let pools: Vec<&str> =
-        fleet.map(|(c, ..)| c.pools.iter().map(|p| p.pool.as_str()).collect()).unwrap_or_default();
+    let pools: Vec<String> = fleet
+        .map(|(c, ..)| c.pools.iter().map(|p| pool_label(&p.provider, &p.pool)).collect())
+        .unwrap_or_default();
     let asked = filters.pool.as_deref().map(str::trim).filter(|p| !p.is_empty());
     if let Some(pool) = asked
-        && !pools.contains(&pool)
+        && !pools.iter().any(|p| p == pool)
     {
-        return Err(WebError::bad(
-            "pool",
-            format!("no pool {pool:?}"),
-            pools.iter().map(|p| p.to_string()).collect(),
-        ));
+        return Err(WebError::bad("pool", format!("no pool {pool:?}"), pools));
     }
     let mut shown: Vec<&SeriesReport> = Vec::new();
     match asked {
-        Some(pool) => shown.extend(
-            forecast
-                .series
-                .iter()
-                .find(|s| s.key.pool == pool && s.key.client.is_empty() && s.metric == "gpu_hours"),
-        ),
+        Some(pool) => shown.extend(forecast.series.iter().find(|s| {
+            pool_label(&s.key.provider, &s.key.pool) == pool
+                && s.key.client.is_empty()
+                && s.metric == "gpu_hours"
+        })),
         None if fleet.is_some() => shown.extend(headline(forecast, "gpu_hours")),
         None => shown.extend(
             forecast.series.iter().filter(|s| s.key.pool.is_empty() && s.metric == "gpu_hours").take(4),
@@ -587,7 +582,10 @@ fn charts_of(
             let peak: f64 = capacity
                 .pools
                 .iter()
-                .filter(|p| series.key.pool.is_empty() || p.pool == series.key.pool)
+                .filter(|p| {
+                    series.key.pool.is_empty()
+                        || (p.provider == series.key.provider && p.pool == series.key.pool)
+                })
                 .map(|p| p.gpus_peak * 24.0)
                 .sum();
             if peak > 0.0 {
@@ -596,7 +594,7 @@ fn charts_of(
             }
         }
         let whose = match (&series.key.pool, &series.key.client) {
-            (p, _) if !p.is_empty() => p.clone(),
+            (p, _) if !p.is_empty() => pool_label(&series.key.provider, p),
             (_, c) if !c.is_empty() => c.clone(),
             _ => "every pool".into(),
         };
@@ -609,6 +607,12 @@ fn charts_of(
         ));
     }
     Ok(())
+}
+
+/// A pool as the page names it (`pool=`, alerts, chart titles): AWS's by its name, another
+/// provider's with the provider after it (`A100 Spot (gcp)`), since clouds share pool names.
+fn pool_label(provider: &str, pool: &str) -> String {
+    if provider.is_empty() || provider == "aws" { pool.to_string() } else { format!("{pool} ({provider})") }
 }
 
 /// What a chart's title says of its forecast's accuracy: the chosen method's MAPE of the
