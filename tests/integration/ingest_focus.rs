@@ -1064,6 +1064,25 @@ async fn the_other_clouds_bills_are_in_the_months_bill_and_chargeback() {
     let (status, wrong) = crate::web::get(&web, "/plan?pool=nope&format=json").await;
     assert_eq!(status, axum::http::StatusCode::BAD_REQUEST);
     assert!(wrong.contains("L4 On-Demand (gcp)") && wrong.contains("H100 On-Demand (azure)"), "{wrong}");
+    // Its commitments in USD (the card and the spend chart's line): Azure's euros at the
+    // month's 1.0842, the rate named; the rest as billed.
+    let commitments = report(&["report", "commitments", "--format", "json"]);
+    let hourly: f64 = commitments["current"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let rate = if c["currency"] == "EUR" { 1.0842 } else { 1.0 };
+            c["hourly_commitment"].as_f64().unwrap() * rate
+        })
+        .sum();
+    let in_usd = &plan["commitments_in_usd"];
+    assert!((in_usd["hourly_commitment"].as_f64().unwrap() - hourly).abs() < 1e-5, "{in_usd} {hourly}");
+    assert_eq!(
+        in_usd["rates"],
+        serde_json::json!([{"currency": "EUR", "rate": "1.0842", "effective_from": "2026-10"}])
+    );
+    assert_eq!(in_usd["left_out"], serde_json::json!([]));
 
     // umbrella ran on three clouds: its Oracle shape (tagged) and GKE namespaces beside its
     // AWS pods. Chargeback keeps each provider's part of its tagged cost, to the cent of the

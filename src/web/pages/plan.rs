@@ -34,6 +34,78 @@ struct Computed {
     history: History,
     /// The fleet's parts: for a viewer who sees every client only.
     fleet: Option<(CapacityReport, SpotReport, CommitmentsReport)>,
+    /// The commitments' figures in USD, for the fleet's card and spend chart.
+    in_usd: Option<CommitmentsInUsd>,
+}
+
+/// The fleet's reports and its commitments in USD, as the cards and charts read them.
+type Fleet<'a> = Option<(&'a (CapacityReport, SpotReport, CommitmentsReport), &'a CommitmentsInUsd)>;
+
+/// The commitments billed and advised, in USD: another currency's at the rate in force for
+/// the history's last month (the rate shown), one without a rate left out and named.
+#[derive(Debug, Clone, Default)]
+struct CommitmentsInUsd {
+    /// Σ the advice's monthly net savings.
+    monthly_net_savings: f64,
+    /// Σ the commitments billed in the latest month, an hour.
+    hourly_commitment: f64,
+    /// Each currency converted: (currency, rate, the month it took effect).
+    rates: Vec<(String, String, String)>,
+    /// The currencies with no rate for the month.
+    left_out: Vec<String>,
+}
+
+impl CommitmentsInUsd {
+    fn of(commitments: &CommitmentsReport, rates: &[crate::domain::fx::FxRate], period: &str) -> Self {
+        let mut out = CommitmentsInUsd::default();
+        let mut usd = |currency: &str, amount: f64| -> f64 {
+            if currency == "USD" {
+                return amount;
+            }
+            match crate::domain::fx::rate_for(rates, currency, "USD", period) {
+                Some(rate) => {
+                    let used = (currency.to_string(), rate.rate.clone(), rate.effective_from.clone());
+                    if !out.rates.contains(&used) {
+                        out.rates.push(used);
+                    }
+                    rate.convert(crate::money::nanos_from_usd(amount)) as f64 / 1e9
+                }
+                None => {
+                    if !out.left_out.iter().any(|c| c == currency) {
+                        out.left_out.push(currency.to_string());
+                    }
+                    0.0
+                }
+            }
+        };
+        let savings: f64 =
+            commitments.advice.iter().map(|a| usd(&a.currency, a.advice.chosen.monthly_net_savings)).sum();
+        let hourly: f64 =
+            commitments.current.iter().map(|c| usd(&c.currency, c.latest.hourly_micros() / 1e6)).sum();
+        out.monthly_net_savings = savings;
+        out.hourly_commitment = hourly;
+        out
+    }
+
+    /// What a reader is told of the conversion, empty when all is in USD.
+    fn said(&self) -> String {
+        let mut parts: Vec<String> = self
+            .rates
+            .iter()
+            .map(|(currency, rate, from)| format!("{currency} at {rate} USD (the rate from {from})"))
+            .collect();
+        parts.extend(self.left_out.iter().map(|c| format!("{c} left out (no rate for the month)")));
+        if parts.is_empty() { String::new() } else { format!(" In USD: {}.", parts.join(", ")) }
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "monthly_net_savings": (self.monthly_net_savings * 1e6).round() / 1e6,
+            "hourly_commitment": (self.hourly_commitment * 1e6).round() / 1e6,
+            "rates": self.rates.iter().map(|(currency, rate, from)| json!({"currency": currency, "rate": rate, "effective_from": from})).collect::<Vec<_>>(),
+            "left_out": self.left_out,
+        })
+    }
 }
 
 /// Plan: forecasts, capacity, commitments and their advice, Spot budgets, alerts.
@@ -68,7 +140,7 @@ pub async fn plan(page: Opening) -> Result<Response, WebError> {
         empty_keys(&mut content, whole_fleet);
         return answer(&state, &filters, &headers, &view, content).await;
     };
-    let Computed { forecast, history, fleet } = computed;
+    let Computed { forecast, history, fleet, in_usd } = computed;
     let (mut forecast, history, fleet) = (forecast.clone(), history, fleet.as_ref());
     // The page's series: the fleet, each pool and each client (a client in a pool is in the
     // JSON twin and the CLI, not on the page).
@@ -80,8 +152,11 @@ pub async fn plan(page: Opening) -> Result<Response, WebError> {
     if let Some((capacity, ..)) = fleet {
         alerts.extend(capacity_alerts(capacity));
     }
-    cards(&mut content, &forecast, fleet, &alerts, client_user);
-    charts_of(&mut content, &filters, history, &forecast, fleet, client_user)?;
+    cards(&mut content, &forecast, fleet.zip(in_usd.as_ref()), &alerts, client_user);
+    charts_of(&mut content, &filters, history, &forecast, fleet.zip(in_usd.as_ref()), client_user)?;
+    if let Some(in_usd) = in_usd {
+        content.json.insert("commitments_in_usd".into(), in_usd.to_json());
+    }
     content.json.insert("history_end".into(), json!(forecast.history_end.to_string()));
     content.json.insert("horizon_months".into(), json!(months));
     content.json.insert("series".into(), forecast.to_json()["series"].clone());
@@ -214,6 +289,7 @@ async fn compute(state: AppState, months: u32, scope: Scope) -> Result<Option<Co
         None
     };
     let aws = state.aws_recommendation.clone();
+    let rates = state.store.fx_rates().await?;
     let computed = tokio::task::spawn_blocking(move || {
         let forecast = ForecastReport::build(&history, months, None, None);
         let fleet = stored.map(|(commitments, usage, focus)| {
@@ -224,7 +300,9 @@ async fn compute(state: AppState, months: u32, scope: Scope) -> Result<Option<Co
             }
             (CapacityReport::build(&history, &forecast), SpotReport::build(&history, &forecast), report)
         });
-        Computed { forecast, history, fleet }
+        let last_month = forecast.history_end.format("%Y-%m").to_string();
+        let in_usd = fleet.as_ref().map(|(_, _, c)| CommitmentsInUsd::of(c, &rates, &last_month));
+        Computed { forecast, history, fleet, in_usd }
     })
     .await
     .map_err(|e| WebError::not_found(format!("the forecast could not be computed: {e}")))?;
@@ -438,7 +516,7 @@ fn headline<'a>(forecast: &'a ForecastReport, metric: &str) -> Option<&'a Series
 fn cards(
     content: &mut Content,
     forecast: &ForecastReport,
-    fleet: Option<&(CapacityReport, SpotReport, CommitmentsReport)>,
+    fleet: Fleet<'_>,
     alerts: &[Alert],
     client_user: bool,
 ) {
@@ -482,7 +560,7 @@ fn cards(
             ..Card::default()
         });
     }
-    if let Some((capacity, _, commitments)) = fleet {
+    if let Some(((capacity, _, commitments), in_usd)) = fleet {
         let short = capacity.pools.iter().filter(|p| p.first_exceeds.is_some()).count();
         content.cards.push(Card {
             label: "Capacity".into(),
@@ -494,22 +572,15 @@ fn cards(
             ..Card::default()
         });
         let ending = commitments.current.iter().filter(|c| c.ends_within_horizon).count();
-        // In dollars: the advice in another currency (Azure's in euros) is in its table.
-        let savings: f64 = commitments
-            .advice
-            .iter()
-            .filter(|a| a.currency == "USD")
-            .map(|a| a.advice.chosen.monthly_net_savings)
-            .sum();
         content.cards.push(Card {
             label: "Commitments".into(),
-            value: format!("{} a month to gain", usd(crate::money::nanos_from_usd(savings))),
+            value: format!("{} a month to gain", usd(crate::money::nanos_from_usd(in_usd.monthly_net_savings))),
             previous: format!("{} billed; {ending} end within the horizon", commitments.current.len()),
-            definition:
-                "The advice's monthly net savings in USD (Savings Plans, reservations and committed use \
-                         discounts to buy, renewals included), simulated hour by hour over the bill's hours; \
-                         advice in another currency is in the table."
-                    .into(),
+            definition: format!(
+                "The advice's monthly net savings (Savings Plans, reservations and committed use discounts to buy, \
+                 renewals included), simulated hour by hour over the bill's hours.{}",
+                in_usd.said()
+            ),
             ..Card::default()
         });
     }
@@ -534,19 +605,14 @@ fn charts_of(
     filters: &Filters,
     history: &History,
     forecast: &ForecastReport,
-    fleet: Option<&(CapacityReport, SpotReport, CommitmentsReport)>,
+    fleet: Fleet<'_>,
     client_user: bool,
 ) -> Result<(), WebError> {
     if !client_user && let Some(spend) = headline(forecast, SPEND) {
         let mut levels = Vec::new();
-        if let Some((_, _, commitments)) = fleet {
-            // (In USD: a commitment billed in another currency is left out of the line.)
-            let hourly: f64 = commitments
-                .current
-                .iter()
-                .filter(|c| c.currency == "USD")
-                .map(|c| c.latest.hourly_micros() / 1e6)
-                .sum();
+        if let Some((_, in_usd)) = fleet {
+            // In USD, another currency's at the month's rate (the card says which).
+            let hourly = in_usd.hourly_commitment;
             if hourly > 0.0 {
                 // The commitments' fees a month (730 hours).
                 levels.push((hourly * 730.0, "commitments"));
@@ -556,7 +622,7 @@ fn charts_of(
         content.charts.push(charts::forecast(&title, "USD", &monthly_steps(history, spend), &levels));
     }
     let pools: Vec<String> = fleet
-        .map(|(c, ..)| c.pools.iter().map(|p| pool_label(&p.provider, &p.pool)).collect())
+        .map(|((c, ..), _)| c.pools.iter().map(|p| pool_label(&p.provider, &p.pool)).collect())
         .unwrap_or_default();
     let asked = filters.pool.as_deref().map(str::trim).filter(|p| !p.is_empty());
     if let Some(pool) = asked
@@ -578,7 +644,7 @@ fn charts_of(
     }
     for series in shown {
         let mut levels = Vec::new();
-        if let Some((capacity, ..)) = fleet {
+        if let Some(((capacity, ..), _)) = fleet {
             let peak: f64 = capacity
                 .pools
                 .iter()
