@@ -193,6 +193,24 @@ pub async fn plan(page: Opening) -> Result<Response, WebError> {
             Report::of(advice),
         );
         content.stack("advice");
+        // The purchase and its outcome; the term, count, lookback and the forecast's outcome
+        // behind "all columns" (the downloads have every one).
+        content.default_columns(
+            "advice",
+            &[
+                "provider",
+                "kind",
+                "family",
+                "instance_type",
+                "hourly_commitment",
+                "currency",
+                "coverage",
+                "utilization",
+                "monthly_net_savings",
+                "break_even_months",
+                "aws_hourly_commitment",
+            ],
+        );
         for aws in commitments.advice.iter().filter_map(|a| a.aws.as_ref()) {
             for reason in &aws.reasons {
                 content.notes.push(format!("Against AWS's recommendation ({}): {reason}", aws.source));
@@ -203,6 +221,23 @@ pub async fn plan(page: Opening) -> Result<Response, WebError> {
             "commitments",
             "Savings Plans and reservations billed in the latest month",
             Report::of(current),
+        );
+        // Their ids (an ARN, an Azure reservation's path) behind "all columns".
+        content.default_columns(
+            "commitments",
+            &[
+                "provider",
+                "kind",
+                "family",
+                "instance_type",
+                "term",
+                "term_end",
+                "count",
+                "hourly_commitment",
+                "currency",
+                "utilization",
+                "ends_within_horizon",
+            ],
         );
         content.table(
             "spot",
