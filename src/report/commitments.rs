@@ -50,6 +50,21 @@ use crate::period::Period;
 use crate::sources::cost_explorer::PlanRecommendation;
 use crate::store::{Bill, BillCharge, CommitmentMonth, PurchaseOption, Store, UsageHour};
 
+/// The columns of the commitments billed, but their id (the table's last).
+pub const CURRENT_COLUMNS: [&str; 11] = [
+    "provider",
+    "kind",
+    "family",
+    "instance_type",
+    "term",
+    "term_end",
+    "count",
+    "hourly_commitment",
+    "currency",
+    "utilization",
+    "ends_within_horizon",
+];
+
 /// The two lookbacks, days: the lower of their best commitments is advised.
 pub const SHORT_LOOKBACK_DAYS: usize = 7;
 pub const LONG_LOOKBACK_DAYS: usize = 30;
@@ -337,23 +352,40 @@ impl FocusHours {
     }
 }
 
-impl CommitmentsReport {
-    pub async fn load(store: &dyn Store, months: u32) -> anyhow::Result<CommitmentsReport> {
+/// Everything the report reads from the store: the CUR's commitment months, its hourly
+/// instance-hours over every stored period, and the FOCUS bills' [`FocusInputs`].
+#[derive(Debug, Clone, Default)]
+pub struct CommitmentInputs {
+    pub commitments: Vec<(String, CommitmentMonth)>,
+    pub usage: Vec<UsageHour>,
+    pub focus: FocusInputs,
+}
+
+impl CommitmentInputs {
+    pub async fn read(store: &dyn Store) -> Result<CommitmentInputs, crate::store::StoreError> {
         let commitments = store.commitment_months().await?;
-        let mut periods: Vec<String> =
-            store.periods().await?.into_iter().map(|p| p.period).collect::<Vec<_>>();
+        let mut periods: Vec<String> = store.periods().await?.into_iter().map(|p| p.period).collect();
         periods.sort();
         let usage = match (periods.first(), periods.last()) {
             (Some(first), Some(last)) => store.usage_hours(first, last).await?,
             _ => Vec::new(),
         };
-        let focus = focus_inputs(store).await?;
-        Ok(tokio::task::spawn_blocking(move || {
-            let mut report = CommitmentsReport::build(&commitments, &usage, months);
-            report.add_focus(&focus);
-            report
-        })
-        .await?)
+        Ok(CommitmentInputs { commitments, usage, focus: focus_inputs(store).await? })
+    }
+}
+
+impl CommitmentsReport {
+    pub async fn load(store: &dyn Store, months: u32) -> anyhow::Result<CommitmentsReport> {
+        let inputs = CommitmentInputs::read(store).await?;
+        Ok(tokio::task::spawn_blocking(move || CommitmentsReport::from_inputs(&inputs, months)).await?)
+    }
+
+    /// The report from what [`CommitmentInputs::read`] read: the CUR's commitments and the
+    /// FOCUS bills'.
+    pub fn from_inputs(inputs: &CommitmentInputs, months: u32) -> CommitmentsReport {
+        let mut report = CommitmentsReport::build(&inputs.commitments, &inputs.usage, months);
+        report.add_focus(&inputs.focus);
+        report
     }
 
     /// The report from the stored commitment months and instance-hours, `months` ahead of the
@@ -827,20 +859,7 @@ impl CommitmentsReport {
         let end = self.history_end.map(|d| d.to_string()).unwrap_or_default();
         let current = Table {
             title: format!("Savings Plans and reservations billed in the latest month (to {end})"),
-            columns: vec![
-                "provider",
-                "kind",
-                "family",
-                "instance_type",
-                "term",
-                "term_end",
-                "count",
-                "hourly_commitment",
-                "currency",
-                "utilization",
-                "ends_within_horizon",
-                "id",
-            ],
+            columns: CURRENT_COLUMNS.iter().copied().chain(["id"]).collect(),
             rows: self
                 .current
                 .iter()

@@ -223,22 +223,7 @@ pub async fn plan(page: Opening) -> Result<Response, WebError> {
             Report::of(current),
         );
         // Their ids (an ARN, an Azure reservation's path) behind "all columns".
-        content.default_columns(
-            "commitments",
-            &[
-                "provider",
-                "kind",
-                "family",
-                "instance_type",
-                "term",
-                "term_end",
-                "count",
-                "hourly_commitment",
-                "currency",
-                "utilization",
-                "ends_within_horizon",
-            ],
-        );
+        content.default_columns("commitments", &crate::report::commitments::CURRENT_COLUMNS);
         content.table(
             "spot",
             "Spot budgets: training on Spot against the 50 % target",
@@ -311,15 +296,7 @@ async fn compute(state: AppState, months: u32, scope: Scope) -> Result<Option<Co
         history.training.clear();
     }
     let stored = if whole_fleet {
-        let commitments = state.store.commitment_months().await?;
-        let mut periods: Vec<String> = state.store.periods().await?.into_iter().map(|p| p.period).collect();
-        periods.sort();
-        let usage = match (periods.first(), periods.last()) {
-            (Some(first), Some(last)) => state.store.usage_hours(first, last).await?,
-            _ => Vec::new(),
-        };
-        let focus = crate::report::commitments::focus_inputs(state.store.as_ref()).await?;
-        Some((commitments, usage, focus))
+        Some(crate::report::commitments::CommitmentInputs::read(state.store.as_ref()).await?)
     } else {
         None
     };
@@ -327,9 +304,8 @@ async fn compute(state: AppState, months: u32, scope: Scope) -> Result<Option<Co
     let rates = state.store.fx_rates().await?;
     let computed = tokio::task::spawn_blocking(move || {
         let forecast = ForecastReport::build(&history, months, None, None);
-        let fleet = stored.map(|(commitments, usage, focus)| {
-            let mut report = CommitmentsReport::build(&commitments, &usage, months);
-            report.add_focus(&focus);
+        let fleet = stored.map(|inputs| {
+            let mut report = CommitmentsReport::from_inputs(&inputs, months);
             if let Some(aws) = aws.as_deref() {
                 report.compare_with_aws(aws.0.clone(), aws.1.clone());
             }
