@@ -999,10 +999,13 @@ pub struct CommitmentsArgs {
     /// AWS's own recommendation to compare with, saved from `aws ce
     /// get-savings-plans-purchase-recommendation --savings-plans-type COMPUTE_SP
     /// --term-in-years ONE_YEAR --payment-option NO_UPFRONT --lookback-period-in-days
-    /// THIRTY_DAYS`.
+    /// THIRTY_DAYS`, or from `aws ce get-reservation-purchase-recommendation --service
+    /// "Amazon Elastic Compute Cloud - Compute" --term-in-years ONE_YEAR --payment-option
+    /// NO_UPFRONT --lookback-period-in-days THIRTY_DAYS`; give it once for each.
     #[arg(long, conflicts_with = "aws_cost_explorer")]
-    pub aws_recommendation: Option<std::path::PathBuf>,
-    /// Ask Cost Explorer for its recommendation (one request, which AWS charges for).
+    pub aws_recommendation: Vec<std::path::PathBuf>,
+    /// Ask Cost Explorer for its Savings Plan and reservation recommendations (two requests,
+    /// which AWS charges for).
     #[arg(long)]
     pub aws_cost_explorer: bool,
     /// A Cost Explorer-compatible endpoint.
@@ -1245,10 +1248,12 @@ pub struct ServeArgs {
     /// when the schema is older than this gpuledger.
     #[arg(long, env = "GPULEDGER_NO_MIGRATE")]
     pub no_migrate: bool,
-    /// AWS's Savings Plan recommendation saved from Cost Explorer (the JSON answer of
-    /// `GetSavingsPlansPurchaseRecommendation`), shown beside the Plan page's advice.
-    #[arg(long, env = "GPULEDGER_AWS_RECOMMENDATION")]
-    pub aws_recommendation: Option<PathBuf>,
+    /// AWS's Savings Plan or reservation recommendation saved from Cost Explorer (the JSON
+    /// answer of `GetSavingsPlansPurchaseRecommendation` or
+    /// `GetReservationPurchaseRecommendation`), shown beside the Plan page's advice; give it
+    /// once for each (in the environment, the paths separated by commas).
+    #[arg(long, env = "GPULEDGER_AWS_RECOMMENDATION", value_delimiter = ',')]
+    pub aws_recommendation: Vec<PathBuf>,
     #[command(flatten)]
     pub auth: AuthArgs,
 }

@@ -103,21 +103,22 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
         }
         ReportCommand::Commitments(args) => {
             use crate::sources::cost_explorer::{CeOptions, CostExplorer};
-            let aws = match (&args.aws_recommendation, args.aws_cost_explorer) {
-                (Some(path), _) => Some(saved_recommendation(path)?),
-                (None, true) => {
-                    let options =
-                        CeOptions { endpoint_url: args.ce_endpoint_url.clone(), ..CeOptions::default() };
-                    let client = CostExplorer::connect(&options).await;
-                    let lookback = crate::report::commitments::LONG_LOOKBACK_DAYS as u32;
-                    Some((client.savings_plans_recommendation(lookback).await?, "Cost Explorer".to_string()))
+            let aws = if args.aws_cost_explorer {
+                // Two requests: the Compute Savings Plan's recommendation and the reservations'.
+                let options =
+                    CeOptions { endpoint_url: args.ce_endpoint_url.clone(), ..CeOptions::default() };
+                let client = CostExplorer::connect(&options).await;
+                let lookback = crate::report::commitments::LONG_LOOKBACK_DAYS as u32;
+                let source = || "Cost Explorer".to_string();
+                crate::report::commitments::AwsRecommendations {
+                    savings_plan: Some((client.savings_plans_recommendation(lookback).await?, source())),
+                    reservations: Some((client.reservation_recommendation(lookback).await?, source())),
                 }
-                (None, false) => None,
+            } else {
+                saved_recommendations(&args.aws_recommendation)?
             };
             let mut report = crate::report::commitments::CommitmentsReport::load(store, args.months).await?;
-            if let Some((recommendation, source)) = aws {
-                report.compare_with_aws(recommendation, source);
-            }
+            report.compare_with_aws(&aws);
             print!("{}", report.render(args.format));
             return Ok(());
         }
@@ -139,15 +140,33 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
     Ok(())
 }
 
-/// AWS's recommendation saved in `path` (`--aws-recommendation`), and where it came from.
-pub(super) fn saved_recommendation(
-    path: &std::path::Path,
-) -> anyhow::Result<(crate::sources::cost_explorer::PlanRecommendation, String)> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| UsageError(format!("--aws-recommendation {}: {e}", path.display())))?;
-    let location = path.display().to_string();
-    let recommendation = crate::sources::cost_explorer::read_saved_recommendation(&text, &location)?;
-    Ok((recommendation, format!("saved answer {location}")))
+/// AWS's recommendations saved in `paths` (`--aws-recommendation`, each a Savings Plan or a
+/// reservation answer, told apart by what it holds), and where each came from.
+pub(super) fn saved_recommendations(
+    paths: &[std::path::PathBuf],
+) -> anyhow::Result<crate::report::commitments::AwsRecommendations> {
+    use crate::sources::{cost_explorer, reservation_recommendation as reservations};
+    let mut found = crate::report::commitments::AwsRecommendations::default();
+    for path in paths {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| UsageError(format!("--aws-recommendation {}: {e}", path.display())))?;
+        let location = path.display().to_string();
+        let source = format!("saved answer {location}");
+        let twice =
+            |what: &str| UsageError(format!("--aws-recommendation {location}: a second {what} answer"));
+        if reservations::is_reservation_answer(&text) {
+            let answer = reservations::read_saved(&text, &location)?;
+            if found.reservations.replace((answer, source)).is_some() {
+                return Err(twice("reservation").into());
+            }
+        } else {
+            let answer = cost_explorer::read_saved_recommendation(&text, &location)?;
+            if found.savings_plan.replace((answer, source)).is_some() {
+                return Err(twice("Savings Plan").into());
+            }
+        }
+    }
+    Ok(found)
 }
 
 /// The rollups of `--period`, or of `--from`/`--to`; a bad range is a usage error (exit 2).

@@ -13,8 +13,9 @@ use crate::web;
 pub(super) async fn serve(store: Box<dyn Store>, args: ServeArgs) -> anyhow::Result<()> {
     let auth = auth_config(&args.auth, args.listen)?;
     let mut state = web::AppState::new(store, auth);
-    if let Some(path) = &args.aws_recommendation {
-        state.aws_recommendation = Some(std::sync::Arc::new(super::report::saved_recommendation(path)?));
+    if !args.aws_recommendation.is_empty() {
+        state.aws_recommendation =
+            Some(std::sync::Arc::new(super::report::saved_recommendations(&args.aws_recommendation)?));
     }
     web::serve(state, args.listen).await
 }
@@ -259,11 +260,16 @@ pub(super) async fn demo(store: Box<dyn Store>, args: DemoArgs) -> anyhow::Resul
         demo_users(store.as_ref(), &args.data).await?;
     }
     let mut state = web::AppState::new(store, auth);
-    // The generator's saved answer of Cost Explorer's Savings Plan recommendation.
-    let recommendation = args.data.join("savings-plans-recommendation.json");
-    if recommendation.exists() {
-        state.aws_recommendation =
-            Some(std::sync::Arc::new(super::report::saved_recommendation(&recommendation)?));
+    // The generator's saved answers of Cost Explorer's Savings Plan and reservation
+    // recommendations.
+    let saved: Vec<std::path::PathBuf> =
+        ["savings-plans-recommendation.json", "reservation-recommendation.json"]
+            .iter()
+            .map(|name| args.data.join(name))
+            .filter(|path| path.exists())
+            .collect();
+    if !saved.is_empty() {
+        state.aws_recommendation = Some(std::sync::Arc::new(super::report::saved_recommendations(&saved)?));
     }
     web::serve(state, args.listen).await
 }

@@ -133,10 +133,53 @@ pub struct Advice {
     pub lookback_hours: usize,
 }
 
-pub fn advise(on_demand: &[f64], discount: f64, (short, long): (usize, usize), term_months: u32) -> Advice {
+/// The best commitment in whole units of `unit` (one reserved instance's rate an hour): net
+/// savings are concave in the commitment, so it is the whole number of units just below or
+/// just above [`best`]'s, whichever saves more (the fewer when equal).
+pub fn best_in_units(on_demand: &[f64], discount: f64, term_months: u32, unit: f64) -> Outcome {
+    let free = best(on_demand, discount, term_months);
+    if unit <= 0.0 {
+        return free;
+    }
+    let units = free.hourly_commitment / unit;
+    // An hour of n instances is n units to within the rates' rounding: n, not n - 1.
+    let (below, above) = if (units - units.round()).abs() < 1e-9 {
+        (units.round(), units.round())
+    } else {
+        (units.floor(), units.ceil())
+    };
+    let (fewer, more) = (
+        simulate(on_demand, discount, below * unit, term_months),
+        simulate(on_demand, discount, above * unit, term_months),
+    );
+    if more.net_savings > fewer.net_savings + 1e-12 { more } else { fewer }
+}
+
+pub fn advise(on_demand: &[f64], discount: f64, lookbacks: (usize, usize), term_months: u32) -> Advice {
+    advise_with(on_demand, discount, lookbacks, term_months, &|hours| best(hours, discount, term_months))
+}
+
+/// [`advise`] in whole units of `unit` ([`best_in_units`]): a reservation's whole instances.
+pub fn advise_in_units(
+    on_demand: &[f64],
+    discount: f64,
+    lookbacks: (usize, usize),
+    term_months: u32,
+    unit: f64,
+) -> Advice {
+    let best = |hours: &[f64]| best_in_units(hours, discount, term_months, unit);
+    advise_with(on_demand, discount, lookbacks, term_months, &best)
+}
+
+fn advise_with(
+    on_demand: &[f64],
+    discount: f64,
+    (short, long): (usize, usize),
+    term_months: u32,
+    best: &dyn Fn(&[f64]) -> Outcome,
+) -> Advice {
     let tail = |hours: usize| &on_demand[on_demand.len().saturating_sub(hours)..];
-    let (short_best, long_best) =
-        (best(tail(short), discount, term_months), best(tail(long), discount, term_months));
+    let (short_best, long_best) = (best(tail(short)), best(tail(long)));
     let (commitment, lookback_hours) = if short_best.hourly_commitment < long_best.hourly_commitment {
         (short_best.hourly_commitment, tail(short).len())
     } else {
@@ -153,6 +196,27 @@ pub fn advise(on_demand: &[f64], discount: f64, (short, long): (usize, usize), t
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reservation_is_bought_in_whole_instances() {
+        // An instance at $1 On-Demand, $0.60 reserved (40 % off); 20 hours of 1.5 instances,
+        // then 10 of one. A free commitment takes 1.5 instances ($0.90: 40 - 27 = 13 saved).
+        // In whole instances: one saves 30 - 0.6 × 30 = 12; two save (20 × 1.5 + 10) - 1.2 ×
+        // 30 = 40 - 36 = 4. So one.
+        let hours: Vec<f64> = (0..30).map(|h| if h < 20 { 1.5 } else { 1.0 }).collect();
+        assert!((best(&hours, 0.4, 12).hourly_commitment - 0.9).abs() < 1e-12);
+        let whole = best_in_units(&hours, 0.4, 12, 0.6);
+        assert!(
+            (whole.hourly_commitment - 0.6).abs() < 1e-12 && (whole.net_savings - 12.0).abs() < 1e-9,
+            "{whole:?}"
+        );
+        assert!((simulate(&hours, 0.4, 1.2, 12).net_savings - 4.0).abs() < 1e-9);
+        // Three instances an hour at rates that do not divide exactly are three, not two.
+        let rate = 3.5166;
+        let three = vec![3.0 * 5.672; 48];
+        let bought = best_in_units(&three, 1.0 - rate / 5.672, 12, rate);
+        assert!((bought.hourly_commitment / rate - 3.0).abs() < 1e-9, "{bought:?}");
+    }
 
     #[test]
     fn a_commitment_hour_by_hour_as_worked_by_hand() {

@@ -48,6 +48,7 @@ use crate::engine::forecast;
 use crate::money::{Nanos, nanos_from_usd};
 use crate::period::Period;
 use crate::sources::cost_explorer::PlanRecommendation;
+use crate::sources::reservation_recommendation::{RecommendedReservation, ReservationRecommendation};
 use crate::store::{Bill, BillCharge, CommitmentMonth, PurchaseOption, Store, UsageHour};
 
 /// The columns of the commitments billed, but their id (the table's last).
@@ -116,7 +117,7 @@ pub struct Advice {
 /// AWS's recommendation beside gpuledger's advice.
 #[derive(Debug, Clone)]
 pub struct AwsComparison {
-    pub recommendation: PlanRecommendation,
+    pub recommendation: AwsRecommended,
     /// Where it came from: Cost Explorer, or a saved answer's file.
     pub source: String,
     /// gpuledger's commitment less AWS's, dollars an hour; and gpuledger's best over the same
@@ -133,6 +134,50 @@ pub struct CommitmentsReport {
     pub current: Vec<Current>,
     pub advice: Vec<Advice>,
     pub notes: Vec<String>,
+    /// The first of the bill's hours, and per instance type billed On-Demand its rate an
+    /// instance-hour and its On-Demand cost hour by hour: what a reservation AWS recommends
+    /// (at its price) is simulated against.
+    first_hour: i64,
+    on_demand: BTreeMap<String, (f64, Vec<f64>)>,
+}
+
+/// AWS's own recommendations to set beside the advice, each with where it came from.
+#[derive(Debug, Clone, Default)]
+pub struct AwsRecommendations {
+    pub savings_plan: Option<(PlanRecommendation, String)>,
+    pub reservations: Option<(ReservationRecommendation, String)>,
+}
+
+/// One of AWS's recommendations: its Compute Savings Plan, or its reservations of one
+/// instance type (none when AWS recommends none of it).
+#[derive(Debug, Clone)]
+pub enum AwsRecommended {
+    SavingsPlan(PlanRecommendation),
+    Reservation(ReservationRecommendation),
+}
+
+impl AwsRecommended {
+    /// What AWS recommends committing an hour.
+    pub fn hourly_commitment(&self) -> f64 {
+        match self {
+            AwsRecommended::SavingsPlan(r) => r.hourly_commitment,
+            AwsRecommended::Reservation(r) => r.details.iter().map(|d| d.hourly_commitment).sum(),
+        }
+    }
+
+    fn lookback_days(&self) -> u32 {
+        match self {
+            AwsRecommended::SavingsPlan(r) => r.lookback_days,
+            AwsRecommended::Reservation(r) => r.lookback_days,
+        }
+    }
+
+    fn generated_at(&self) -> &str {
+        match self {
+            AwsRecommended::SavingsPlan(r) => &r.generated_at,
+            AwsRecommended::Reservation(r) => &r.generated_at,
+        }
+    }
 }
 
 /// The bill's instance-hours hour by hour from `first` (UTC epoch seconds), per instance type
@@ -451,14 +496,27 @@ impl CommitmentsReport {
         if hours.len == 0 {
             notes.push("no instance-hours stored: nothing to simulate a commitment against".into());
         }
+        // The families of the EC2 Instance Savings Plans billed: their covered hours are taken
+        // as theirs, the other covered hours as the Compute plan's (the stored instance-hours
+        // say only that a Savings Plan covered them).
+        let instance_families: std::collections::BTreeSet<String> = current
+            .iter()
+            .filter(|c| {
+                c.latest.kind == "savings_plan"
+                    && !matches!(c.latest.family.as_str(), "Compute" | "SageMaker")
+            })
+            .map(|c| c.latest.family.clone())
+            .collect();
+        let family_of = |instance_type: &str| instance_type.split('.').next().unwrap_or("").to_string();
+        let under_instance_plan = |instance_type: &str| instance_families.contains(&family_of(instance_type));
         // The Compute Savings Plan.
         let is_plan = |c: &CommitmentMonth| c.kind == "savings_plan" && c.family == "Compute";
-        match hours.discount(|_, option| option == PurchaseOption::SavingsPlans) {
+        match hours.discount(|t, option| option == PurchaseOption::SavingsPlans && !under_instance_plan(t)) {
             Some(discount) if hours.len > 0 => {
                 let share = ending_share(&is_plan);
-                let eligible = hours.eligible(|_, option| match option {
+                let eligible = hours.eligible(|t, option| match option {
                     PurchaseOption::OnDemand => 1.0,
-                    PurchaseOption::SavingsPlans => share,
+                    PurchaseOption::SavingsPlans if !under_instance_plan(t) => share,
                     _ => 0.0,
                 });
                 let term = current
@@ -480,10 +538,53 @@ impl CommitmentsReport {
                 advice.push(plan);
             }
             _ if hours.len > 0 => notes.push(
-                "no instance-hour under a Savings Plan in the bill: its discount cannot be read from it, so no plan is advised"
+                "no instance-hour under a Compute Savings Plan in the bill: its discount cannot be read from it, so no plan is advised"
                     .into(),
             ),
             _ => {}
+        }
+        // An EC2 Instance Savings Plan of each family one is billed for.
+        for family in &instance_families {
+            let in_family = |t: &str| family_of(t) == *family;
+            let Some(discount) = hours.discount(|t, o| in_family(t) && o == PurchaseOption::SavingsPlans)
+            else {
+                notes.push(format!(
+                    "the EC2 Instance Savings Plan of {family}: no instance-hour of the family under a Savings Plan in the stored hours, so no discount to advise from"
+                ));
+                continue;
+            };
+            let of_family = |c: &CommitmentMonth| c.kind == "savings_plan" && c.family == *family;
+            let share = ending_share(&of_family);
+            let eligible = hours.eligible(|t, option| match option {
+                _ if !in_family(t) => 0.0,
+                PurchaseOption::OnDemand => 1.0,
+                PurchaseOption::SavingsPlans => share,
+                _ => 0.0,
+            });
+            let term = current
+                .iter()
+                .find(|c| of_family(&c.latest))
+                .map_or("1yr".to_string(), |c| c.latest.purchase_term.clone());
+            let mut plan = advise(
+                ("savings_plan", family, ""),
+                term,
+                discount,
+                &eligible,
+                hours.first,
+                lookbacks,
+                (months, renewing(&of_family), None),
+            );
+            if !plan.renews.is_empty() {
+                plan.on_demand_only =
+                    hours.eligible(|t, option| f64::from(in_family(t) && option == PurchaseOption::OnDemand));
+            }
+            advice.push(plan);
+        }
+        if !instance_families.is_empty() {
+            notes.push(format!(
+                "EC2 Instance Savings Plans of {}: the stored instance-hours say only that a Savings Plan covered them, so a family's covered hours are taken as its EC2 Instance plan's and the others' as the Compute plan's; their On-Demand hours count in both advices, which are alternatives for them",
+                instance_families.iter().cloned().collect::<Vec<_>>().join(", ")
+            ));
         }
         // A reservation of each instance type reserved.
         let reserved: Vec<String> = hours
@@ -511,7 +612,7 @@ impl CommitmentsReport {
                 .map_or("1yr".to_string(), |c| c.latest.purchase_term.clone());
             let family = instance_type.split('.').next().unwrap_or("").to_string();
             let rate = hours.on_demand_rate(&instance_type).map(|od| od * (1.0 - discount));
-            advice.push(advise(
+            let mut reservation = advise(
                 ("reservation", &family, &instance_type),
                 term,
                 discount,
@@ -519,7 +620,13 @@ impl CommitmentsReport {
                 hours.first,
                 lookbacks,
                 (months, renewing(&of_type), rate),
-            ));
+            );
+            if !reservation.renews.is_empty() {
+                reservation.on_demand_only = hours.eligible(|t, option| {
+                    f64::from(t == instance_type && option == PurchaseOption::OnDemand)
+                });
+            }
+            advice.push(reservation);
         }
         if advice.iter().any(|a| a.forecast.is_none()) && hours.len > 0 {
             notes.push(format!(
@@ -527,7 +634,27 @@ impl CommitmentsReport {
                 forecast::MIN_HISTORY_DAYS
             ));
         }
-        CommitmentsReport { history_end, horizon_months: months, current, advice, notes }
+        let on_demand = hours
+            .by
+            .keys()
+            .filter(|(_, option)| *option == PurchaseOption::OnDemand)
+            .filter_map(|(t, _)| {
+                let rate = hours.on_demand_rate(t)?;
+                Some((
+                    t.clone(),
+                    (rate, hours.eligible(|u, o| f64::from(u == t && o == PurchaseOption::OnDemand))),
+                ))
+            })
+            .collect();
+        CommitmentsReport {
+            history_end,
+            horizon_months: months,
+            current,
+            advice,
+            notes,
+            first_hour: hours.first,
+            on_demand,
+        }
     }
 
     /// Adds the other clouds' commitments from their FOCUS bills (each month's charges of
@@ -659,9 +786,21 @@ impl CommitmentsReport {
         }
     }
 
-    /// Sets AWS's Compute Savings Plan recommendation beside the plan's advice, with the
-    /// reasons they differ: the lookback rule, renewals, and what each prices.
-    pub fn compare_with_aws(&mut self, recommendation: PlanRecommendation, source: String) {
+    /// Sets AWS's recommendations beside the advice: its Compute Savings Plan beside the
+    /// plan's, its reservations beside each reserved type's, and a reservation of a type the
+    /// bill has none of advised at AWS's price.
+    pub fn compare_with_aws(&mut self, aws: &AwsRecommendations) {
+        if let Some((recommendation, source)) = &aws.savings_plan {
+            self.compare_plan(recommendation.clone(), source.clone());
+        }
+        if let Some((recommendation, source)) = &aws.reservations {
+            self.compare_reservations(recommendation, source);
+        }
+    }
+
+    /// AWS's Compute Savings Plan recommendation beside the plan's advice, with the reasons
+    /// they differ: the lookback rule, renewals, and what each prices.
+    fn compare_plan(&mut self, recommendation: PlanRecommendation, source: String) {
         let history_end = self.history_end;
         let Some(advice) = self.advice.iter_mut().find(|a| a.kind == "savings_plan" && a.family == "Compute")
         else {
@@ -671,67 +810,78 @@ impl CommitmentsReport {
             ));
             return;
         };
-        let aws = recommendation.hourly_commitment;
-        let ours = advice.advice.chosen.hourly_commitment;
-        let lookback = |days: u32| days as usize * 24;
-        // gpuledger's best over AWS's lookback, from what AWS recommends from: the On-Demand
-        // hours without the renewals.
-        let same = if advice.on_demand_only.is_empty() {
-            [&advice.advice.short, &advice.advice.long]
-                .into_iter()
-                .find(|o| o.hours == lookback(recommendation.lookback_days))
-                .map(|o| o.hourly_commitment)
-        } else {
-            let hours = &advice.on_demand_only;
-            let tail = &hours[hours.len().saturating_sub(lookback(recommendation.lookback_days))..];
-            Some(engine::best(tail, advice.discount, advice.term_months).hourly_commitment)
+        let pricing = "AWS prices each hour at each instance family's Savings Plan rate and counts usage the stored bill does not have (Fargate, Lambda, hours since its last delivery)";
+        advice.aws = Some(comparison(
+            advice,
+            AwsRecommended::SavingsPlan(recommendation),
+            source,
+            history_end,
+            pricing,
+        ));
+    }
+
+    /// AWS's reservations beside each reserved type's advice (none where AWS recommends
+    /// none of it); a type AWS recommends that the bill reserves none of is advised at AWS's
+    /// price, simulated over the bill's On-Demand hours of it as any advice is.
+    fn compare_reservations(&mut self, recommendation: &ReservationRecommendation, source: &str) {
+        let history_end = self.history_end;
+        let of_type = |instance_type: &str| ReservationRecommendation {
+            details: recommendation
+                .details
+                .iter()
+                .filter(|d| d.instance_type == instance_type)
+                .cloned()
+                .collect(),
+            ..recommendation.clone()
         };
-        let mut reasons = Vec::new();
-        if advice.advice.lookback_hours == advice.advice.short.hours
-            && advice.advice.short.hours < advice.advice.long.hours
-        {
-            reasons.push(format!(
-                "gpuledger takes the lower of its {SHORT_LOOKBACK_DAYS}- and {LONG_LOOKBACK_DAYS}-day best commitments: the last {SHORT_LOOKBACK_DAYS} days' (${:.3}) is below the {LONG_LOOKBACK_DAYS} days' (${:.3}), so it does not commit to usage that has fallen; AWS recommends from its {} days alone",
-                advice.advice.short.hourly_commitment, advice.advice.long.hourly_commitment, recommendation.lookback_days
+        for advice in self.advice.iter_mut().filter(|a| a.provider == "aws" && a.kind == "reservation") {
+            let pricing = "AWS prices each hour at its own reservation rate and counts hours since the stored bill's last delivery";
+            let theirs = AwsRecommended::Reservation(of_type(&advice.instance_type));
+            advice.aws = Some(comparison(advice, theirs, source.to_string(), history_end, pricing));
+        }
+        let mut priced = Vec::new();
+        for detail in &recommendation.details {
+            if self.advice.iter().any(|a| a.kind == "reservation" && a.instance_type == detail.instance_type)
+            {
+                continue;
+            }
+            let (Some((on_demand_rate, eligible)), Some(rate)) =
+                (self.on_demand.get(&detail.instance_type), detail.instance_rate())
+            else {
+                self.notes.push(format!(
+                    "AWS recommends {} {} reservations ({source}); the stored bill has no On-Demand hour of that type to simulate them against",
+                    detail.count, detail.instance_type
+                ));
+                continue;
+            };
+            let family = detail.instance_type.split('.').next().unwrap_or("").to_string();
+            let mut advice = advise(
+                ("reservation", &family, &detail.instance_type),
+                "1yr".into(),
+                1.0 - rate / on_demand_rate,
+                eligible,
+                self.first_hour,
+                (SHORT_LOOKBACK_DAYS * 24, LONG_LOOKBACK_DAYS * 24),
+                (self.horizon_months, Vec::new(), Some(rate)),
+            );
+            let pricing = "both price at AWS's reservation rate; gpuledger counts the stored bill's On-Demand instance-hours";
+            let theirs = AwsRecommended::Reservation(of_type(&detail.instance_type));
+            advice.aws = Some(comparison(&advice, theirs, source.to_string(), history_end, pricing));
+            priced.push(detail.instance_type.clone());
+            self.advice.push(advice);
+        }
+        if !priced.is_empty() {
+            self.notes.push(format!(
+                "the bill reserves no {}: its reservation's advice is priced at AWS's recommendation's rate ({source}), simulated over the bill's On-Demand hours of it",
+                priced.join(", ")
             ));
-        }
-        if !advice.renews.is_empty() {
-            reasons.push(format!(
-                "gpuledger's includes renewing {} (ending within the horizon): the usage it covers is counted as On-Demand; AWS recommends for On-Demand spend only, on top of the commitments in force",
-                advice.renews.join(", ")
-            ));
-        }
-        match same {
-            Some(best) if (best - aws).abs() <= 0.01 => reasons.push(format!(
-                "over the same {} days of On-Demand usage gpuledger's best commitment (${best:.3}) is AWS's to within a cent an hour",
-                recommendation.lookback_days
-            )),
-            Some(best) => reasons.push(format!(
-                "over the same {} days of On-Demand usage the best commitments differ by ${:.3} an hour: AWS prices each hour at each instance family's Savings Plan rate and counts usage the stored bill does not have (Fargate, Lambda, hours since its last delivery); gpuledger applies the bill's average discount ({:.2} %) to the EC2 instance-hours it holds",
-                recommendation.lookback_days,
-                best - aws,
-                advice.discount * 100.0
-            )),
-            None => reasons.push(format!(
-                "AWS looked back {} days; gpuledger over {SHORT_LOOKBACK_DAYS} and {LONG_LOOKBACK_DAYS}",
-                recommendation.lookback_days
-            )),
-        }
-        let generated = recommendation.generated_at.get(..10).unwrap_or_default();
-        if let Some(end) = history_end.map(|d| (d + chrono::Days::new(1)).to_string()) {
-            if !generated.is_empty() && generated != end {
-                reasons.push(format!(
-                    "AWS's answer was made on {generated}; the stored bill's hours end on {end}: different days are looked back over"
+            if self.advice.iter().any(|a| a.kind == "savings_plan" && a.provider == "aws") {
+                self.notes.push(format!(
+                    "the Compute Savings Plan's advice counts the On-Demand hours of {} too: a reservation of them is an alternative for those hours, not an addition",
+                    priced.join(", ")
                 ));
             }
         }
-        advice.aws = Some(AwsComparison {
-            difference: ours - aws,
-            same_lookback_difference: same.map(|best| best - aws),
-            recommendation,
-            source,
-            reasons,
-        });
     }
 
     pub fn to_json(&self) -> Value {
@@ -805,22 +955,42 @@ impl CommitmentsReport {
                     "long": outcome(&a.advice.long),
                     "forecast": a.forecast.as_ref().map(outcome),
                     "aws_recommendation": a.aws.as_ref().map(|aws| {
-                        let r = &aws.recommendation;
-                        json!({
-                            "source": aws.source,
-                            "savings_plans_type": r.savings_plans_type,
-                            "term": r.term,
-                            "payment_option": r.payment_option,
-                            "lookback_days": r.lookback_days,
-                            "hourly_commitment": round(r.hourly_commitment),
-                            "estimated_average_utilization": r.estimated_average_utilization.map(round),
-                            "estimated_monthly_savings": r.estimated_monthly_savings.map(round),
-                            "estimated_savings_percentage": r.estimated_savings_percentage.map(round),
-                            "generated_at": r.generated_at,
-                            "difference": round(aws.difference),
-                            "same_lookback_difference": aws.same_lookback_difference.map(round),
-                            "reasons": aws.reasons,
-                        })
+                        let mut theirs = match &aws.recommendation {
+                            AwsRecommended::SavingsPlan(r) => json!({
+                                "savings_plans_type": r.savings_plans_type,
+                                "term": r.term,
+                                "payment_option": r.payment_option,
+                                "lookback_days": r.lookback_days,
+                                "hourly_commitment": round(r.hourly_commitment),
+                                "estimated_average_utilization": r.estimated_average_utilization.map(round),
+                                "estimated_monthly_savings": r.estimated_monthly_savings.map(round),
+                                "estimated_savings_percentage": r.estimated_savings_percentage.map(round),
+                                "generated_at": r.generated_at,
+                            }),
+                            AwsRecommended::Reservation(r) => {
+                                let sum = |f: &dyn Fn(&RecommendedReservation) -> Option<f64>| {
+                                    r.details.iter().map(f).try_fold(0.0, |t, v| v.map(|v| t + v))
+                                };
+                                let count: f64 = r.details.iter().map(|d| d.count).sum();
+                                let used: Option<f64> = sum(&|d| d.average_utilization.map(|u| u * d.count));
+                                json!({
+                                    "term": r.term,
+                                    "payment_option": r.payment_option,
+                                    "lookback_days": r.lookback_days,
+                                    "count": count,
+                                    "hourly_commitment": round(aws.recommendation.hourly_commitment()),
+                                    "estimated_average_utilization": used.filter(|_| count > 0.0).map(|u| round(u / count)),
+                                    "estimated_monthly_savings": sum(&|d| d.monthly_savings).map(round),
+                                    "regions": r.details.iter().map(|d| d.region.clone()).collect::<Vec<_>>(),
+                                    "generated_at": r.generated_at,
+                                })
+                            }
+                        };
+                        theirs["source"] = aws.source.clone().into();
+                        theirs["difference"] = round(aws.difference).into();
+                        theirs["same_lookback_difference"] = aws.same_lookback_difference.map(round).into();
+                        theirs["reasons"] = aws.reasons.clone().into();
+                        theirs
                     }),
                 })
             }).collect::<Vec<_>>(),
@@ -940,7 +1110,7 @@ impl CommitmentsReport {
                         Cell::Ratio(a.forecast.map(|f| f.utilization)),
                         a.forecast.map_or(Cell::Text(String::new()), |f| money(f.monthly_net_savings)),
                         a.aws.as_ref().map_or(Cell::Text(String::new()), |aws| {
-                            usd(aws.recommendation.hourly_commitment)
+                            usd(aws.recommendation.hourly_commitment())
                         }),
                     ]
                 })
@@ -948,6 +1118,93 @@ impl CommitmentsReport {
             totals: Vec::new(),
         };
         [current, advice]
+    }
+}
+
+/// gpuledger's advice against one of AWS's recommendations, and the reasons they differ:
+/// gpuledger's lower of two lookbacks, its renewals, and over AWS's own lookback of
+/// On-Demand usage gpuledger's best against AWS's (`pricing` says what each prices).
+fn comparison(
+    advice: &Advice,
+    recommendation: AwsRecommended,
+    source: String,
+    history_end: Option<NaiveDate>,
+    pricing: &str,
+) -> AwsComparison {
+    let aws = recommendation.hourly_commitment();
+    let days = recommendation.lookback_days();
+    let ours = advice.advice.chosen.hourly_commitment;
+    let lookback = days as usize * 24;
+    // gpuledger's best over AWS's lookback, from what AWS recommends from: the On-Demand
+    // hours without the renewals.
+    let same = if advice.on_demand_only.is_empty() {
+        [&advice.advice.short, &advice.advice.long]
+            .into_iter()
+            .find(|o| o.hours == lookback)
+            .map(|o| o.hourly_commitment)
+    } else {
+        let hours = &advice.on_demand_only;
+        let tail = &hours[hours.len().saturating_sub(lookback)..];
+        Some(engine::best(tail, advice.discount, advice.term_months).hourly_commitment)
+    };
+    let mut reasons = Vec::new();
+    if let AwsRecommended::Reservation(r) = &recommendation {
+        if r.details.is_empty() {
+            reasons.push(format!(
+                "AWS recommends no {} reservation: none ran On-Demand enough of its {days} days to save",
+                advice.instance_type
+            ));
+        }
+        if r.details.len() > 1 {
+            let each: Vec<String> =
+                r.details.iter().map(|d| format!("{} in {}", d.count, d.region)).collect();
+            reasons.push(format!(
+                "AWS recommends them per region ({}); the stored instance-hours keep no region, so gpuledger simulates the type's hours in all of them together, which can buy fewer where the regions' busy hours differ",
+                each.join(", ")
+            ));
+        }
+    }
+    if advice.advice.lookback_hours == advice.advice.short.hours
+        && advice.advice.short.hours < advice.advice.long.hours
+    {
+        reasons.push(format!(
+            "gpuledger takes the lower of its {SHORT_LOOKBACK_DAYS}- and {LONG_LOOKBACK_DAYS}-day best commitments: the last {SHORT_LOOKBACK_DAYS} days' (${:.3}) is below the {LONG_LOOKBACK_DAYS} days' (${:.3}), so it does not commit to usage that has fallen; AWS recommends from its {days} days alone",
+            advice.advice.short.hourly_commitment, advice.advice.long.hourly_commitment
+        ));
+    }
+    if !advice.renews.is_empty() {
+        reasons.push(format!(
+            "gpuledger's includes renewing {} (ending within the horizon): the usage it covers is counted as On-Demand; AWS recommends for On-Demand usage only, on top of the commitments in force",
+            advice.renews.join(", ")
+        ));
+    }
+    match same {
+        Some(best) if (best - aws).abs() <= 0.01 => reasons.push(format!(
+            "over the same {days} days of On-Demand usage gpuledger's best commitment (${best:.3}) is AWS's to within a cent an hour"
+        )),
+        Some(best) => reasons.push(format!(
+            "over the same {days} days of On-Demand usage the best commitments differ by ${:.3} an hour: {pricing}; gpuledger applies a discount of {:.2} % to the EC2 instance-hours it holds",
+            best - aws,
+            advice.discount * 100.0
+        )),
+        None => reasons.push(format!(
+            "AWS looked back {days} days; gpuledger over {SHORT_LOOKBACK_DAYS} and {LONG_LOOKBACK_DAYS}"
+        )),
+    }
+    let generated = recommendation.generated_at().get(..10).unwrap_or_default();
+    if let Some(end) = history_end.map(|d| (d + chrono::Days::new(1)).to_string()) {
+        if !generated.is_empty() && generated != end {
+            reasons.push(format!(
+                "AWS's answer was made on {generated}; the stored bill's hours end on {end}: different days are looked back over"
+            ));
+        }
+    }
+    AwsComparison {
+        difference: ours - aws,
+        same_lookback_difference: same.map(|best| best - aws),
+        recommendation,
+        source,
+        reasons,
     }
 }
 
@@ -1008,7 +1265,14 @@ fn advise(
 ) -> Advice {
     let term = if term.is_empty() { "1yr".to_string() } else { term };
     let term_months = term_months(&term);
-    let advice = engine::advise(eligible, discount, lookbacks, term_months);
+    // A reservation is of whole instances; a plan's or a committed use discount's commitment
+    // is any amount an hour.
+    let advice = match instance_rate {
+        Some(rate) if kind == "reservation" => {
+            engine::advise_in_units(eligible, discount, lookbacks, term_months, rate)
+        }
+        _ => engine::advise(eligible, discount, lookbacks, term_months),
+    };
     let long = &eligible[eligible.len().saturating_sub(lookbacks.1)..];
     let forecast = forecast_hours(first, eligible, months)
         .map(|ahead| engine::simulate(&ahead, discount, advice.chosen.hourly_commitment, term_months));

@@ -61,7 +61,7 @@ pub struct Answer {
 
 /// A Cost Explorer client.
 pub struct CostExplorer {
-    client: aws_sdk_costexplorer::Client,
+    pub(super) client: aws_sdk_costexplorer::Client,
 }
 
 /// UTC epoch seconds of a day's midnight.
@@ -141,11 +141,7 @@ impl CostExplorer {
         &self,
         lookback_days: u32,
     ) -> Result<PlanRecommendation, CeError> {
-        let lookback = match lookback_days {
-            7 => LookbackPeriodInDays::SevenDays,
-            60 => LookbackPeriodInDays::SixtyDays,
-            _ => LookbackPeriodInDays::ThirtyDays,
-        };
+        let lookback = lookback_period(lookback_days);
         let today = chrono::Utc::now().date_naive();
         let answer = self
             .client
@@ -198,15 +194,7 @@ fn plan_recommendation(
     generated_at: &str,
     what: &str,
 ) -> Result<PlanRecommendation, CeError> {
-    let number = |field: &str, text: Option<&str>| -> Result<Option<f64>, CeError> {
-        match text.map(str::trim).filter(|t| !t.is_empty()) {
-            None => Ok(None),
-            Some(t) => t.parse::<f64>().map(Some).map_err(|_| CeError::Invalid {
-                request: 0,
-                message: format!("{what}: {field} {t:?} is not a number"),
-            }),
-        }
-    };
+    let number = |field: &str, text: Option<&str>| number(what, field, text);
     let details = recommendation.savings_plans_purchase_recommendation_details();
     let (mut hourly, mut weighted_use, mut monthly) = (0.0, 0.0, None::<f64>);
     for detail in details {
@@ -233,19 +221,7 @@ fn plan_recommendation(
             .unwrap_or_default(),
         term: recommendation.term_in_years().map(|t| t.as_str().to_string()).unwrap_or_default(),
         payment_option: recommendation.payment_option().map(|t| t.as_str().to_string()).unwrap_or_default(),
-        lookback_days: match lookback {
-            "SEVEN_DAYS" => 7,
-            "THIRTY_DAYS" => 30,
-            "SIXTY_DAYS" => 60,
-            other => {
-                return Err(CeError::Invalid {
-                    request: 0,
-                    message: format!(
-                        "{what}: LookbackPeriodInDays {other:?} is none of SEVEN_DAYS, THIRTY_DAYS, SIXTY_DAYS"
-                    ),
-                });
-            }
-        },
+        lookback_days: lookback_days(what, lookback)?,
         hourly_commitment: hourly,
         estimated_average_utilization: (hourly > 0.0).then(|| weighted_use / hourly),
         estimated_monthly_savings: monthly,
@@ -261,6 +237,42 @@ fn plan_recommendation(
             .flatten(),
         generated_at: generated_at.to_string(),
     })
+}
+
+/// A number Cost Explorer wrote as text (none when empty), `field` of `what` named when it is
+/// not one.
+pub(super) fn number(what: &str, field: &str, text: Option<&str>) -> Result<Option<f64>, CeError> {
+    match text.map(str::trim).filter(|t| !t.is_empty()) {
+        None => Ok(None),
+        Some(t) => t.parse::<f64>().map(Some).map_err(|_| CeError::Invalid {
+            request: 0,
+            message: format!("{what}: {field} {t:?} is not a number"),
+        }),
+    }
+}
+
+/// The days a recommendation looked back over (`LookbackPeriodInDays`).
+pub(super) fn lookback_days(what: &str, lookback: &str) -> Result<u32, CeError> {
+    match lookback {
+        "SEVEN_DAYS" => Ok(7),
+        "THIRTY_DAYS" => Ok(30),
+        "SIXTY_DAYS" => Ok(60),
+        other => Err(CeError::Invalid {
+            request: 0,
+            message: format!(
+                "{what}: LookbackPeriodInDays {other:?} is none of SEVEN_DAYS, THIRTY_DAYS, SIXTY_DAYS"
+            ),
+        }),
+    }
+}
+
+/// Cost Explorer's lookback for `days` (7, 60, else 30).
+pub(super) fn lookback_period(days: u32) -> LookbackPeriodInDays {
+    match days {
+        7 => LookbackPeriodInDays::SevenDays,
+        60 => LookbackPeriodInDays::SixtyDays,
+        _ => LookbackPeriodInDays::ThirtyDays,
+    }
 }
 
 /// Reads a saved `GetSavingsPlansPurchaseRecommendation` answer (what `aws ce

@@ -11,6 +11,7 @@ pub mod focus;
 pub mod focus_file;
 pub mod objects;
 pub mod prometheus;
+pub mod reservation_recommendation;
 pub mod spark;
 
 /// The AWS SDK's shared configuration from the default chain (environment, profile, IRSA on

@@ -10,7 +10,9 @@ use crate::split::{self, Capacity, PodUsage, Resource};
 
 use super::ChunkedSink;
 use super::cur_file::{CurBatch, CurFormat, CurRow};
-use super::fleet::{CLUSTERS, Purchase, RESERVED_RATE, SAVINGS_PLAN_RATE, WORKLOADS, World};
+use super::fleet::{
+    CLUSTERS, INSTANCE_PLAN_RATE, Purchase, RESERVED_RATE, SAVINGS_PLAN_RATE, WORKLOADS, World,
+};
 use super::rng;
 use super::truth::Truth;
 
@@ -51,6 +53,9 @@ fn pricing(world: &World, node_index: usize) -> NodePricing {
     let effective = match node.purchase {
         Purchase::OnDemand => on_demand,
         Purchase::Spot => round4(on_demand * spot_factor),
+        Purchase::SavingsPlan if world.instance_plan(node.pool).is_some() => {
+            round4(on_demand * INSTANCE_PLAN_RATE)
+        }
         Purchase::SavingsPlan => round4(on_demand * SAVINGS_PLAN_RATE),
         Purchase::Reserved => round4(on_demand * RESERVED_RATE),
     };
@@ -61,8 +66,10 @@ fn pricing(world: &World, node_index: usize) -> NodePricing {
             itype.name, cluster.region_name, node.availability_zone
         ),
         Purchase::SavingsPlan => format!(
-            "ComputeSP: {effective} per hour for Linux {} Instance Hour in {}",
-            itype.name, cluster.region
+            "{}: {effective} per hour for Linux {} Instance Hour in {}",
+            if world.instance_plan(node.pool).is_some() { "EC2InstanceSP" } else { "ComputeSP" },
+            itype.name,
+            cluster.region
         ),
         Purchase::Reserved => {
             format!("USD 0.0 per Linux/UNIX (Amazon VPC), {} reserved instance applied", itype.name)
@@ -70,7 +77,7 @@ fn pricing(world: &World, node_index: usize) -> NodePricing {
         Purchase::OnDemand => format!("${on_demand} per On Demand Linux {} Instance Hour", itype.name),
     };
     let commitment_arn = match node.purchase {
-        Purchase::SavingsPlan => world.savings_plan().map(|c| c.arn.clone()),
+        Purchase::SavingsPlan => world.plan_of(node.pool).map(|c| c.arn.clone()),
         Purchase::Reserved => world.reservation(node.pool).map(|c| c.arn.clone()),
         Purchase::OnDemand | Purchase::Spot => None,
     }
@@ -102,6 +109,12 @@ fn pricing(world: &World, node_index: usize) -> NodePricing {
     }
 }
 
+/// Whether a node is covered by the Compute Savings Plan (a Savings Plan node without an EC2
+/// Instance plan of its pool's).
+fn compute_plan_node(world: &World, node: &super::fleet::Node) -> bool {
+    node.purchase == Purchase::SavingsPlan && world.instance_plan(node.pool).is_none()
+}
+
 /// Whether a node's hour is billed, and if so whether it is booting: a GPU node comes up
 /// the hour before its first pod lands (billed, no split rows).
 fn billed(node: &super::fleet::Node, hour: u32) -> Option<bool> {
@@ -112,12 +125,13 @@ fn billed(node: &super::fleet::Node, hour: u32) -> Option<bool> {
     (running || booting).then_some(booting)
 }
 
-/// The share of each hour of a Savings Plan node that the plan covers: all of it while the
-/// plan's nodes cost no more than its hourly commitment at its rate, else the commitment's
-/// share of what they cost, the rest billed On-Demand in a line of its own, as AWS does. The
-/// share is a whole percent, rounded down (the plan is never overspent): rates of four
-/// decimals times it are whole micro-dollars, so every line is exact where the ingest keeps
-/// micro-dollars.
+/// The share of each hour of a Compute Savings Plan node that the plan covers: all of it
+/// while the plan's nodes cost no more than its hourly commitment at its rate, else the
+/// commitment's share of what they cost, the rest billed On-Demand in a line of its own, as
+/// AWS does. The share is a whole percent, rounded down (the plan is never overspent): rates
+/// of four decimals times it are whole micro-dollars, so every line is exact where the ingest
+/// keeps micro-dollars. (An EC2 Instance plan is sized for all its pool's nodes: it covers
+/// every hour of them.)
 fn savings_plan_coverage(world: &World, pricing: &[NodePricing]) -> Vec<f64> {
     let commitment = world.savings_plan().map_or(0.0, |plan| plan.hourly);
     (0..world.billed_hours)
@@ -126,7 +140,7 @@ fn savings_plan_coverage(world: &World, pricing: &[NodePricing]) -> Vec<f64> {
                 .nodes
                 .iter()
                 .zip(pricing)
-                .filter(|(node, _)| node.purchase == Purchase::SavingsPlan && billed(node, hour).is_some())
+                .filter(|(node, _)| compute_plan_node(world, node) && billed(node, hour).is_some())
                 .map(|(_, price)| price.effective)
                 .sum();
             if at_plan_rate <= commitment { 1.0 } else { (commitment / at_plan_rate * 100.0).floor() / 100.0 }
@@ -168,7 +182,8 @@ struct BillTotals {
     amortized: f64,
     /// Σ unblended of usage rows, the base of the enterprise discount.
     discountable: f64,
-    savings_plan_used: f64,
+    /// Per Savings Plan (its ARN), the commitment its covered hours used.
+    savings_plan_used: std::collections::BTreeMap<String, f64>,
     /// Reserved-instance hours used, per reserved pool.
     reserved_hours: std::collections::BTreeMap<&'static str, f64>,
 }
@@ -288,8 +303,7 @@ pub fn write_month(
                     line_item_usage_account_name: cluster.account_name,
                     ..hour_row
                 };
-                let covered =
-                    if node.purchase == Purchase::SavingsPlan { plan_coverage[hour as usize] } else { 1.0 };
+                let covered = if compute_plan_node(world, node) { plan_coverage[hour as usize] } else { 1.0 };
                 let amortized = price.effective * covered + price.on_demand * (1.0 - covered);
                 next_id(&mut row_id);
                 let parent_row = match node.purchase {
@@ -343,7 +357,8 @@ pub fn write_month(
                 totals.amortized += amortized;
                 match node.purchase {
                     Purchase::SavingsPlan => {
-                        totals.savings_plan_used += price.effective * covered;
+                        *totals.savings_plan_used.entry(price.commitment_arn.clone()).or_default() +=
+                            price.effective * covered;
                         next_id(&mut row_id);
                         batch.push(&CurRow {
                             identity_line_item_id: &row_id,
@@ -833,17 +848,37 @@ fn monthly_rows(
             }
             _ => {
                 let fee = round_micro(commitment.hourly * hours);
+                let used = totals.savings_plan_used.get(&commitment.arn).copied().unwrap_or(0.0);
+                // An EC2 Instance plan names its family and region.
+                let (description, usage_type, offering, family, region) = match commitment.instance_type {
+                    Some(t) => (
+                        "1 year No Upfront EC2 Instance Savings Plan",
+                        "EC2InstanceSP:1yrNoUpfront",
+                        "EC2InstanceSavingsPlans",
+                        t.family,
+                        CLUSTERS[commitment.cluster].region,
+                    ),
+                    None => (
+                        "1 year No Upfront Compute Savings Plan",
+                        "ComputeSP:1yrNoUpfront",
+                        "ComputeSavingsPlans",
+                        "",
+                        "",
+                    ),
+                };
                 let row = CurRow {
                     line_item_line_item_type: "SavingsPlanRecurringFee",
-                    line_item_line_item_description: "1 year No Upfront Compute Savings Plan",
+                    line_item_line_item_description: description,
                     line_item_product_code: "ComputeSavingsPlans",
-                    line_item_usage_type: "ComputeSP:1yrNoUpfront",
+                    line_item_usage_type: usage_type,
                     line_item_usage_amount: Some(hours),
                     savings_plan_savings_plan_a_r_n: &commitment.arn,
                     savings_plan_total_commitment_to_date: Some(fee),
-                    savings_plan_used_commitment: Some(totals.savings_plan_used),
+                    savings_plan_used_commitment: Some(used),
                     savings_plan_recurring_commitment_for_billing_period: Some(fee),
-                    savings_plan_offering_type: "ComputeSavingsPlans",
+                    savings_plan_offering_type: offering,
+                    savings_plan_instance_type_family: family,
+                    savings_plan_region: region,
                     savings_plan_purchase_term: "1yr",
                     savings_plan_payment_option: "No Upfront",
                     savings_plan_start_time: &start_time,
@@ -852,10 +887,13 @@ fn monthly_rows(
                     line_item_usage_account_name: PAYER_ACCOUNT.1,
                     ..month
                 };
-                (fee, totals.savings_plan_used, row)
+                (fee, used, row)
             }
         };
-        let usage_type = commitment.instance_type.map(|t| format!("HeavyUsage:{}", t.name));
+        let usage_type = commitment
+            .instance_type
+            .filter(|_| commitment.purchase == Purchase::Reserved)
+            .map(|t| format!("HeavyUsage:{}", t.name));
         next_id(row_id);
         batch.push(&CurRow {
             identity_line_item_id: row_id,
@@ -1023,7 +1061,7 @@ mod tests {
                 .nodes
                 .iter()
                 .zip(&pricing)
-                .filter(|(n, _)| n.purchase == Purchase::SavingsPlan && billed(n, hour as u32).is_some())
+                .filter(|(n, _)| compute_plan_node(&world, n) && billed(n, hour as u32).is_some())
                 .map(|(_, p)| p.effective)
                 .sum();
             let used = at_plan_rate * covered;

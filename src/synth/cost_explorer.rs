@@ -69,6 +69,9 @@ pub struct CeTally {
     /// Per hour, the public On-Demand cost of the EC2 instance usage billed On-Demand: what
     /// a new Compute Savings Plan could cover.
     on_demand_hours: BTreeMap<i64, f64>,
+    /// Per instance type and region, its public On-Demand rate and its On-Demand
+    /// instance-hours hour by hour: what a new reservation could cover.
+    on_demand_instances: BTreeMap<(String, String), (f64, BTreeMap<i64, f64>)>,
 }
 
 impl CeTally {
@@ -95,6 +98,10 @@ impl CeTally {
         {
             *self.on_demand_hours.entry(start).or_default() +=
                 row.pricing_public_on_demand_cost.unwrap_or(0.0);
+            let key = (row.product_instance_type.to_string(), row.product_region_code.to_string());
+            let (rate, hours) = self.on_demand_instances.entry(key).or_default();
+            *rate = row.pricing_public_on_demand_rate.parse().unwrap_or(*rate);
+            *hours.entry(start).or_default() += row.line_item_usage_amount.unwrap_or(0.0);
         }
         let day = start - start.rem_euclid(86_400);
         let unblended = row.line_item_unblended_cost.unwrap_or(0.0);
@@ -110,6 +117,13 @@ impl CeTally {
     pub fn merge(&mut self, other: CeTally) {
         for (hour, cost) in other.on_demand_hours {
             *self.on_demand_hours.entry(hour).or_default() += cost;
+        }
+        for (key, (rate, hours)) in other.on_demand_instances {
+            let (known, mine) = self.on_demand_instances.entry(key).or_default();
+            *known = rate;
+            for (hour, count) in hours {
+                *mine.entry(hour).or_default() += count;
+            }
         }
         for ((day, service, account), sums) in other.cells {
             let (id, name) = &other.accounts[account];
@@ -293,5 +307,118 @@ pub fn savings_plans_recommendation(tally: &CeTally, payer: &str, seed: u64) -> 
                 "EstimatedOnDemandCostWithCurrentCommitment": text(total),
             },
         },
+    }))
+}
+
+/// An instance size's normalization factor (AWS's size-flexibility table: `large` is 4,
+/// each doubling doubles it), 0 for a size the table does not list.
+fn normalization_factor(instance_type: &str) -> f64 {
+    match instance_type.split('.').nth(1).unwrap_or("") {
+        "nano" => 0.25,
+        "micro" => 0.5,
+        "small" => 1.0,
+        "medium" => 2.0,
+        "large" => 4.0,
+        "xlarge" => 8.0,
+        size => size.strip_suffix("xlarge").and_then(|n| n.parse::<f64>().ok()).map_or(0.0, |n| n * 8.0),
+    }
+}
+
+/// What `GetReservationPurchaseRecommendation` would answer at the end of the tallied months
+/// for one-year, No Upfront, Standard EC2 reservations over the payer's last 30 days (what
+/// `aws ce get-reservation-purchase-recommendation --service "Amazon Elastic Compute Cloud -
+/// Compute" --term-in-years ONE_YEAR --payment-option NO_UPFRONT --lookback-period-in-days
+/// THIRTY_DAYS` prints), made the way AWS says it makes it: per instance type and region, the
+/// On-Demand instances running each hour, and the whole number of reservations (at the
+/// fleet's reservation rate, 62 % of On-Demand to four places) that would have saved the
+/// most over the lookback. A type whose best number is 0 is not listed.
+///
+/// The number is found by trying each from 0 to the most instances run in an hour: a search
+/// of its own, apart from gpuledger's quantile.
+pub fn reservation_recommendation(tally: &CeTally, payer: &str, seed: u64) -> Option<Value> {
+    let last = *tally.on_demand_hours.keys().next_back()?;
+    let first = *tally.on_demand_hours.keys().next()?;
+    let from = (last + 3600 - RECOMMENDATION_LOOKBACK_DAYS * 86_400).max(first);
+    let hours = ((last - from) / 3600 + 1) as f64;
+    let text = |v: f64| format!("{v:.10}");
+    let percent = |v: f64| format!("{:.2}", v * 100.0);
+    let mut ids = super::rng::Rng::derive(seed, &[61, last as u64]);
+    let (mut details, mut saved_total, mut on_demand_total) = (Vec::new(), 0.0, 0.0);
+    for ((instance_type, region), (rate, running)) in &tally.on_demand_instances {
+        let used: Vec<f64> =
+            (from..=last).step_by(3600).map(|hour| running.get(&hour).copied().unwrap_or(0.0)).collect();
+        let reserved_rate = (rate * super::fleet::RESERVED_RATE * 1e4).round() / 1e4;
+        let savings = |n: f64| -> f64 { used.iter().map(|u| n.min(*u) * rate - n * reserved_rate).sum() };
+        let most = used.iter().copied().fold(0.0, f64::max);
+        let (count, saved) = (0..=most.ceil() as i64).map(|n| n as f64).fold((0.0, 0.0), |best, n| {
+            let s = savings(n);
+            if s > best.1 { (n, s) } else { best }
+        });
+        let on_demand: f64 = used.iter().sum::<f64>() * rate;
+        on_demand_total += on_demand;
+        if count == 0.0 {
+            continue;
+        }
+        saved_total += saved;
+        let covered: f64 = used.iter().map(|u| count.min(*u)).sum();
+        let monthly = 730.0 / hours;
+        let factor = normalization_factor(instance_type);
+        let units = |n: f64| format!("{}", n * factor);
+        let instances = |n: f64| format!("{n}");
+        let fewest = used.iter().copied().fold(f64::INFINITY, f64::min);
+        let average = used.iter().sum::<f64>() / hours;
+        details.push(json!({
+            "AccountId": payer,
+            "InstanceDetails": {"EC2InstanceDetails": {
+                "Family": instance_type.split('.').next().unwrap_or_default(),
+                "InstanceType": instance_type,
+                "Region": region,
+                "Platform": "Linux/UNIX",
+                "Tenancy": "Shared",
+                "CurrentGeneration": true,
+                "SizeFlexEligible": true,
+            }},
+            "RecommendedNumberOfInstancesToPurchase": instances(count),
+            "RecommendedNormalizedUnitsToPurchase": units(count),
+            "MinimumNumberOfInstancesUsedPerHour": instances(fewest),
+            "MinimumNormalizedUnitsUsedPerHour": units(fewest),
+            "MaximumNumberOfInstancesUsedPerHour": instances(most),
+            "MaximumNormalizedUnitsUsedPerHour": units(most),
+            "AverageNumberOfInstancesUsedPerHour": text(average),
+            "AverageNormalizedUnitsUsedPerHour": text(average * factor),
+            "AverageUtilization": percent(covered / (count * hours)),
+            "EstimatedBreakEvenInMonths": "0.0",
+            "CurrencyCode": "USD",
+            "EstimatedMonthlySavingsAmount": text(saved * monthly),
+            "EstimatedMonthlySavingsPercentage": percent(saved / on_demand),
+            "EstimatedMonthlyOnDemandCost": text(on_demand * monthly),
+            "EstimatedReservationCostForLookbackPeriod": text(on_demand - saved),
+            "UpfrontCost": "0.0",
+            "RecurringStandardMonthlyCost": text(count * reserved_rate * 730.0),
+        }));
+    }
+    let generated =
+        chrono::DateTime::from_timestamp(last + 3600, 0)?.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let monthly_savings = saved_total * 730.0 / hours;
+    Some(json!({
+        "Metadata": {
+            "RecommendationId": ids.uuid(),
+            "GenerationTimestamp": generated,
+            "LookbackPeriodInDays": "THIRTY_DAYS",
+        },
+        "Recommendations": [{
+            "AccountScope": "PAYER",
+            "LookbackPeriodInDays": "THIRTY_DAYS",
+            "TermInYears": "ONE_YEAR",
+            "PaymentOption": "NO_UPFRONT",
+            "ServiceSpecification": {"EC2Specification": {"OfferingClass": "STANDARD"}},
+            "RecommendationDetails": details,
+            "RecommendationSummary": {
+                "TotalEstimatedMonthlySavingsAmount": text(monthly_savings),
+                "TotalEstimatedMonthlySavingsPercentage":
+                    percent(if on_demand_total > 0.0 { saved_total / on_demand_total } else { 0.0 }),
+                "CurrencyCode": "USD",
+            },
+        }],
     }))
 }

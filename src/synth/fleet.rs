@@ -275,6 +275,9 @@ struct PoolSpec {
     /// Time-slicing: the device plugin advertises this many replicas of each GPU and each pod
     /// requests one (`nvidia.com/gpu: 1`), so up to this many pods share one GPU. 1: no sharing.
     replicas: u32,
+    /// A Savings Plan pool covered by an EC2 Instance Savings Plan of its own (its family in
+    /// its region, sized for all its nodes) rather than by the Compute Savings Plan.
+    instance_plan: bool,
 }
 
 const POOLS: &[PoolSpec] = &[
@@ -288,6 +291,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[0, 3],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "train-a100-spot",
@@ -299,6 +303,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[1, 2],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "train-a100-ondemand",
@@ -310,6 +315,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[3, 4],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "infer-a10g",
@@ -321,6 +327,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[5, 6],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "infer-l4",
@@ -332,6 +339,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[7, 8],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "infer-a100",
@@ -343,6 +351,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[9],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "notebooks",
@@ -354,6 +363,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[10, 11, 12],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "batch-l4-spot",
@@ -365,6 +375,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[13, 14],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "west-infer-l40s",
@@ -376,6 +387,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[6, 8],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "west-train-a10g-spot",
@@ -387,6 +399,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[2, 4],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "general",
@@ -398,6 +411,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[15, 16, 17, 18],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "general-ondemand",
@@ -409,6 +423,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[15, 16, 17],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "cpu-spot",
@@ -420,6 +435,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[19, 20],
         churns_at_large: true,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "west-general",
@@ -431,6 +447,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[15, 16],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "infer-ocr-l4",
@@ -442,6 +459,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[30],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "west-infer-ocr-l4",
@@ -453,6 +471,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[30],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     // The demo's own pools (the story `gpuledger demo` tells): before the fixes, training on
     // On-Demand A100s and inference and notebooks on an A100 node; after, training on Spot
@@ -467,6 +486,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[0, 1, 2, 3, 4],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "demo-infer-a100",
@@ -478,6 +498,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[5, 6, 7, 8, 9, 10, 11, 12],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "demo-notebooks-a10g",
@@ -489,6 +510,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[10, 11, 12],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "demo-train-a100-spot",
@@ -500,6 +522,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[0, 1, 2, 4],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "demo-train-a10g-ondemand",
@@ -511,6 +534,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[3],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "demo-infer-l4",
@@ -522,6 +546,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[5, 6, 7, 8, 9],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     PoolSpec {
         name: "demo-notebooks-l4",
@@ -533,6 +558,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[10, 11, 12],
         churns_at_large: false,
         replicas: 1,
+        instance_plan: false,
     },
     // Time-sliced notebooks (small and large scale): each L4 advertised as four replicas, so
     // the bill sees up to four GPUs requested on a one-GPU instance and divides by them.
@@ -546,6 +572,7 @@ const POOLS: &[PoolSpec] = &[
         workloads: &[31, 32],
         churns_at_large: false,
         replicas: 4,
+        instance_plan: false,
     },
 ];
 
@@ -671,17 +698,34 @@ fn weekday(seconds: i64) -> i64 {
 }
 
 /// The pools only the planning world has ([`Growth`]).
-const GROWTH_POOLS: &[PoolSpec] = &[PoolSpec {
-    name: "retrain-h100",
-    cluster: 0,
-    instance_type: "p5.48xlarge",
-    purchase: Purchase::OnDemand,
-    nodes: [1, 1, 2, 8],
-    per_pod: 8,
-    workloads: &[1],
-    churns_at_large: false,
-    replicas: 1,
-}];
+const GROWTH_POOLS: &[PoolSpec] = &[
+    PoolSpec {
+        name: "retrain-h100",
+        cluster: 0,
+        instance_type: "p5.48xlarge",
+        purchase: Purchase::OnDemand,
+        nodes: [1, 1, 2, 8],
+        per_pod: 8,
+        workloads: &[1],
+        churns_at_large: false,
+        replicas: 1,
+        instance_plan: false,
+    },
+    // An EC2 Instance Savings Plan's pool: L40S inference in the west, beside the On-Demand
+    // one there (west-infer-l40s), whose hours a larger plan of the family could cover.
+    PoolSpec {
+        name: "west-serve-l40s",
+        cluster: 1,
+        instance_type: "g6e.12xlarge",
+        purchase: Purchase::SavingsPlan,
+        nodes: [1, 1, 1, 2],
+        per_pod: 1,
+        workloads: &[7],
+        churns_at_large: false,
+        replicas: 1,
+        instance_plan: true,
+    },
+];
 
 pub struct World {
     pub seed: u64,
@@ -707,6 +751,9 @@ pub const PAYER_ACCOUNT: (&str, &str) = ("111111111111", "Example Corp");
 /// What an hour costs under a Savings Plan or a reservation, as a share of On-Demand.
 pub const SAVINGS_PLAN_RATE: f64 = 0.71;
 pub const RESERVED_RATE: f64 = 0.62;
+/// An EC2 Instance Savings Plan's rate: one family in one region, so a deeper discount than
+/// the Compute plan's.
+pub const INSTANCE_PLAN_RATE: f64 = 0.66;
 /// The Savings Plan's hourly commitment is this share of what the nodes of its pools there
 /// when it was bought cost an hour at its rate: at the fleet's busy hours the rest is billed
 /// On-Demand, at its quiet ones some commitment goes unused.
@@ -726,7 +773,7 @@ pub struct Commitment {
     pub arn: String,
     /// [`Purchase::SavingsPlan`] or [`Purchase::Reserved`].
     pub purchase: Purchase,
-    /// The reserved pool (none for the Savings Plan).
+    /// The reserved pool, or the EC2 Instance Savings Plan's (none for the Compute plan).
     pub pool: Option<&'static str>,
     pub instance_type: Option<&'static InstanceType>,
     /// The cluster whose account buys a reservation (the Savings Plan is the payer's).
@@ -847,12 +894,30 @@ impl World {
                     count,
                 });
             }
+            if pool.instance_plan && count > 0 {
+                // Bought with the Compute plan, for every node of the pool.
+                world.commitments.push(Commitment {
+                    arn: format!(
+                        "arn:aws:savingsplans::{}:savingsplan/{}",
+                        PAYER_ACCOUNT.0,
+                        Rng::derive(seed, &[24, pool_index as u64, plan_start as u64]).uuid()
+                    ),
+                    purchase: Purchase::SavingsPlan,
+                    pool: Some(pool.name),
+                    instance_type: Some(instance_type),
+                    cluster: pool.cluster,
+                    start: plan_start,
+                    end: plan_end,
+                    hourly: f64::from(count) * round4(instance_type.on_demand_hourly * INSTANCE_PLAN_RATE),
+                    count: 1,
+                });
+            }
             for node_number in 0..count {
                 // In the planning world a node is there from when it joins (on the hour).
                 let phase = rng::unit(seed, &[9, pool_index as u64]);
                 let bought =
                     growth.is_none_or(|g| g.joins_at(node_number, count, phase) <= plan_start.max(g.start()));
-                if pool.purchase == Purchase::SavingsPlan && bought {
+                if pool.purchase == Purchase::SavingsPlan && !pool.instance_plan && bought {
                     plan_base += round4(instance_type.on_demand_hourly * SAVINGS_PLAN_RATE);
                 }
                 let joins =
@@ -940,14 +1005,25 @@ impl World {
         world
     }
 
-    /// The Savings Plan in force, if the fleet has one.
+    /// The Compute Savings Plan in force, if the fleet has one.
     pub fn savings_plan(&self) -> Option<&Commitment> {
-        self.commitments.iter().find(|c| c.purchase == Purchase::SavingsPlan)
+        self.commitments.iter().find(|c| c.purchase == Purchase::SavingsPlan && c.pool.is_none())
+    }
+
+    /// The EC2 Instance Savings Plan of `pool`, if it has one.
+    pub fn instance_plan(&self, pool: &str) -> Option<&Commitment> {
+        self.commitments.iter().find(|c| c.purchase == Purchase::SavingsPlan && c.pool == Some(pool))
+    }
+
+    /// The Savings Plan that covers a node of `pool`: its own EC2 Instance plan, else the
+    /// Compute plan.
+    pub fn plan_of(&self, pool: &str) -> Option<&Commitment> {
+        self.instance_plan(pool).or_else(|| self.savings_plan())
     }
 
     /// The reservation of `pool`, if it has one.
     pub fn reservation(&self, pool: &str) -> Option<&Commitment> {
-        self.commitments.iter().find(|c| c.pool == Some(pool))
+        self.commitments.iter().find(|c| c.purchase == Purchase::Reserved && c.pool == Some(pool))
     }
 
     /// Fills one slot of a node with a sequence of pods separated by idle gaps, from `from`
@@ -1417,7 +1493,16 @@ mod tests {
         assert_eq!(november.savings_plan().unwrap().start, start("2024-12"));
         // In the planning world the plan bought on 2025-12-01 is sized on the nodes there then:
         // both H100 and the general pool's first: 70 % of $140.1597 is $98.11.
-        assert_eq!(grown("2026-07").savings_plan().unwrap().hourly, 98.11);
+        let july = grown("2026-07");
+        assert_eq!(july.savings_plan().unwrap().hourly, 98.11);
+        // Its west-serve-l40s pool has an EC2 Instance plan of its own, not counted in the
+        // Compute plan: one g6e.12xlarge at 66 % of $10.4926, $6.9251 an hour.
+        let own = july.instance_plan("west-serve-l40s").unwrap();
+        assert_eq!((own.hourly, own.instance_type.map(|t| t.family)), (6.9251, Some("g6e")));
+        assert_eq!((own.start, own.end), (start("2025-12"), start("2026-12")));
+        assert_eq!(july.plan_of("west-serve-l40s").unwrap().arn, own.arn);
+        assert_eq!(july.plan_of("train-h100").unwrap().arn, july.savings_plan().unwrap().arn);
+        assert!(october.instance_plan("west-serve-l40s").is_none());
     }
 
     #[test]

@@ -170,7 +170,7 @@ impl CommitmentTruth {
             id: commitment.arn.clone(),
             kind: if reservation { "reservation" } else { "savings_plan" },
             family: commitment.instance_type.map_or("Compute", |t| t.family),
-            instance_type: commitment.instance_type.map(|t| t.name),
+            instance_type: commitment.instance_type.filter(|_| reservation).map(|t| t.name),
             hourly_commitment: commitment.hourly * f64::from(commitment.count),
             count: commitment.count,
             term_start: time(commitment.start),

@@ -49,7 +49,7 @@ pub struct AppState {
     pub fresh_wait: std::time::Duration,
     /// AWS's own Savings Plan recommendation and where it came from (`serve
     /// --aws-recommendation`), shown beside the Plan page's advice.
-    pub aws_recommendation: Option<Arc<(crate::sources::cost_explorer::PlanRecommendation, String)>>,
+    pub aws_recommendation: Option<Arc<crate::report::commitments::AwsRecommendations>>,
     /// The Plan page's forecasts per horizon and scope, kept while the data generation holds,
     /// so each of its downloads, pools and tables does not forecast again.
     pub plans: Arc<pages::PlanCache>,

@@ -303,9 +303,10 @@ async fn a_bad_answer_or_no_answer_stores_nothing() {
 /// The requests a local server saw: each one's `X-Amz-Target` and JSON body.
 type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>;
 
-/// A local Cost Explorer for `GetSavingsPlansPurchaseRecommendation`: answers `answer` and
-/// keeps each request's target header and body.
-fn recommendation_server(answer: String) -> (String, Seen) {
+/// A local Cost Explorer for the recommendations: answers each operation (the
+/// `X-Amz-Target` after its service's name) what `answers` gives it, and keeps each
+/// request's target header and body.
+fn recommendation_server(answers: Vec<(&'static str, String)>) -> (String, Seen) {
     use std::io::{BufRead, BufReader, Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -332,7 +333,9 @@ fn recommendation_server(answer: String) -> (String, Seen) {
             if reader.read_exact(&mut body).is_err() {
                 continue;
             }
-            kept.lock().unwrap().push((target, serde_json::from_slice(&body).unwrap_or(Value::Null)));
+            kept.lock().unwrap().push((target.clone(), serde_json::from_slice(&body).unwrap_or(Value::Null)));
+            let operation = target.rsplit('.').next().unwrap_or_default();
+            let answer = answers.iter().find(|(o, _)| *o == operation).map_or("{}", |(_, a)| a.as_str());
             let mut stream = stream;
             let _ = stream.write_all(
                 format!(
@@ -346,11 +349,11 @@ fn recommendation_server(answer: String) -> (String, Seen) {
     (url, seen)
 }
 
-/// `report commitments --aws-cost-explorer`: AWS's Savings Plan recommendation asked through
-/// the real SDK (one request, a one-year No Upfront Compute plan over 30 days), read as the
-/// saved answer is, and set beside gpuledger's advice.
+/// `report commitments --aws-cost-explorer`: AWS's Savings Plan and reservation
+/// recommendations asked through the real SDK (two requests, one-year No Upfront over 30
+/// days), read as the saved answers are, and set beside gpuledger's advice.
 #[test]
-fn aws_savings_plans_recommendation_through_the_sdk_is_read_as_the_saved_answer() {
+fn aws_recommendations_through_the_sdk_are_read_as_the_saved_answers() {
     let dir = tempfile::tempdir().unwrap();
     generate(dir.path(), Scale::Small, CurFormat::Parquet, 1, 42);
     let url = format!("sqlite:{}", dir.path().join("ledger.db").display());
@@ -359,7 +362,12 @@ fn aws_savings_plans_recommendation_through_the_sdk_is_read_as_the_saved_answer(
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let saved = dir.path().join("savings-plans-recommendation.json");
     let answer = std::fs::read_to_string(&saved).unwrap();
-    let (endpoint, seen) = recommendation_server(answer.clone());
+    let saved_reservations = dir.path().join("reservation-recommendation.json");
+    let reservations = std::fs::read_to_string(&saved_reservations).unwrap();
+    let (endpoint, seen) = recommendation_server(vec![
+        ("GetSavingsPlansPurchaseRecommendation", answer.clone()),
+        ("GetReservationPurchaseRecommendation", reservations.clone()),
+    ]);
     let report = |args: &[&str]| {
         let output = std::process::Command::new(env!("CARGO_BIN_EXE_gpuledger"))
             .args(["--database-url", &url, "report", "commitments", "--format", "json"])
@@ -373,14 +381,35 @@ fn aws_savings_plans_recommendation_through_the_sdk_is_read_as_the_saved_answer(
         succeeded(&output)
     };
     let asked = report(&["--aws-cost-explorer", "--ce-endpoint-url", &endpoint]);
-    let read = report(&["--aws-recommendation", saved.to_str().unwrap()]);
+    let read = report(&[
+        "--aws-recommendation",
+        saved.to_str().unwrap(),
+        "--aws-recommendation",
+        saved_reservations.to_str().unwrap(),
+    ]);
     let requests = seen.lock().unwrap().clone();
-    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(requests.len(), 2, "{requests:?}");
     assert_eq!(requests[0].0, "AWSInsightsIndexService.GetSavingsPlansPurchaseRecommendation");
     assert_eq!(
         requests[0].1,
         json!({"SavingsPlansType": "COMPUTE_SP", "TermInYears": "ONE_YEAR", "PaymentOption": "NO_UPFRONT", "LookbackPeriodInDays": "THIRTY_DAYS"})
     );
+    assert_eq!(requests[1].0, "AWSInsightsIndexService.GetReservationPurchaseRecommendation");
+    assert_eq!(
+        requests[1].1,
+        json!({"Service": "Amazon Elastic Compute Cloud - Compute", "AccountScope": "PAYER", "TermInYears": "ONE_YEAR",
+            "PaymentOption": "NO_UPFRONT", "LookbackPeriodInDays": "THIRTY_DAYS",
+            "ServiceSpecification": {"EC2Specification": {"OfferingClass": "STANDARD"}}})
+    );
+    // Every advice's AWS figures are the same asked as read.
+    let (all_asked, all_read) = (asked["advice"].as_array().unwrap(), read["advice"].as_array().unwrap());
+    assert_eq!(all_asked.len(), all_read.len());
+    for (a, r) in all_asked.iter().zip(all_read) {
+        let (mut a, r) = (a["aws_recommendation"].clone(), &r["aws_recommendation"]);
+        assert!(!a.is_null(), "{r}");
+        a["source"] = r["source"].clone();
+        assert_eq!(&a, r);
+    }
     let plan = |report: &Value| {
         report["advice"].as_array().unwrap().iter().find(|a| a["kind"] == "savings_plan").unwrap().clone()
     };
@@ -416,4 +445,89 @@ fn aws_savings_plans_recommendation_through_the_sdk_is_read_as_the_saved_answer(
     assert!(reasons.iter().any(|r| r.as_str().unwrap().contains("renewing")), "{reasons:?}");
     let more = from_file["difference"].as_f64().unwrap();
     assert!(more > 0.5 * 99.64 && more < 1.5 * 99.64, "{from_file}");
+}
+
+/// AWS's reservation recommendation on the small world: each type AWS recommends reserving
+/// (whole instances, its own search over the counts) that the bill reserves none of is
+/// advised by gpuledger at AWS's rate, and over the same 30 days of On-Demand instance-hours
+/// gpuledger's quantile buys as many, as much used; the reserved g5.12xlarge, which never
+/// ran On-Demand, AWS recommends none of, and gpuledger none more.
+#[test]
+fn aws_reservation_recommendation_is_set_beside_the_reservations_advice() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path(), Scale::Small, CurFormat::Parquet, 1, 42);
+    let url = format!("sqlite:{}", dir.path().join("ledger.db").display());
+    let root = export_root(dir.path()).display().to_string();
+    let output = crate::ingest_cur::run(&["--database-url", &url, "ingest", "cur", &root]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let saved = dir.path().join("reservation-recommendation.json");
+    let output = crate::ingest_cur::run(&[
+        "--database-url",
+        &url,
+        "report",
+        "commitments",
+        "--format",
+        "json",
+        "--aws-recommendation",
+        saved.to_str().unwrap(),
+    ]);
+    let report = succeeded(&output);
+    let aws: Value = serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    let details = aws["Recommendations"][0]["RecommendationDetails"].as_array().unwrap();
+    assert!(!details.is_empty(), "{aws}");
+    let number = |v: &Value| v.as_str().unwrap().parse::<f64>().unwrap();
+    let advice = report["advice"].as_array().unwrap();
+    // AWS's per type: its regions' counts, what they cost an hour, and the hours they would
+    // have used (utilization × count × 720).
+    let mut by_type: std::collections::BTreeMap<&str, (f64, f64, f64, usize)> = Default::default();
+    for detail in details {
+        let instance_type = detail["InstanceDetails"]["EC2InstanceDetails"]["InstanceType"].as_str().unwrap();
+        let count = number(&detail["RecommendedNumberOfInstancesToPurchase"]);
+        let sums = by_type.entry(instance_type).or_default();
+        sums.0 += count;
+        sums.1 += number(&detail["RecurringStandardMonthlyCost"]) / 730.0;
+        sums.2 += number(&detail["AverageUtilization"]) / 100.0 * count * 720.0;
+        sums.3 += 1;
+    }
+    for (instance_type, (count, hourly, used_hours, regions)) in by_type {
+        let ours = advice
+            .iter()
+            .find(|a| a["kind"] == "reservation" && a["instance_type"] == instance_type)
+            .unwrap_or_else(|| panic!("no advice for {instance_type}: {advice:?}"));
+        let theirs = &ours["aws_recommendation"];
+        assert_eq!(theirs["count"].as_f64(), Some(count), "{theirs}");
+        // One reservation's rate, AWS's: its recurring monthly cost over 730 hours and its count.
+        let rate = hourly / count;
+        let long = &ours["long"];
+        assert_eq!(long["hours"], 720, "{ours}");
+        let bought = long["hourly_commitment"].as_f64().unwrap() / rate;
+        assert!(
+            (bought - count).abs() < 1e-6,
+            "{instance_type}: gpuledger buys {bought}, AWS {count}: {ours}"
+        );
+        // AWS writes utilization to a hundredth of a percent.
+        let used = used_hours / (count * 720.0);
+        assert!(
+            (long["utilization"].as_f64().unwrap() - used).abs() <= 5e-5 * regions as f64,
+            "{ours} {theirs}"
+        );
+        assert!(theirs["same_lookback_difference"].as_f64().unwrap().abs() < 1e-6, "{theirs}");
+        if regions > 1 {
+            let reasons = theirs["reasons"].as_array().unwrap();
+            assert!(reasons.iter().any(|r| r.as_str().unwrap().contains("per region")), "{theirs}");
+        }
+    }
+    let reserved = advice.iter().find(|a| a["instance_type"] == "g5.12xlarge").unwrap();
+    let theirs = &reserved["aws_recommendation"];
+    assert_eq!(
+        (&theirs["count"], &reserved["hourly_commitment"]),
+        (&Value::from(0.0), &Value::from(0.0)),
+        "{reserved}"
+    );
+    assert!(
+        theirs["reasons"][0].as_str().unwrap().starts_with("AWS recommends no g5.12xlarge reservation"),
+        "{theirs}"
+    );
+    let notes: Vec<&str> = report["notes"].as_array().unwrap().iter().filter_map(|n| n.as_str()).collect();
+    assert!(notes.iter().any(|n| n.contains("priced at AWS's recommendation's rate")), "{notes:?}");
 }

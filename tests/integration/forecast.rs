@@ -319,6 +319,7 @@ async fn the_plan_page_is_the_reports_with_alerts_and_charts(url: &str, data: &s
     let forecast = cli(&["report", "forecast", "--months", "3", "--format", "json"]);
     let capacity = cli(&["report", "capacity", "--months", "3", "--format", "json"]);
     let saved = data.join("savings-plans-recommendation.json");
+    let saved_reservations = data.join("reservation-recommendation.json");
     let commitments = cli(&[
         "report",
         "commitments",
@@ -328,13 +329,21 @@ async fn the_plan_page_is_the_reports_with_alerts_and_charts(url: &str, data: &s
         "json",
         "--aws-recommendation",
         &saved.display().to_string(),
+        "--aws-recommendation",
+        &saved_reservations.display().to_string(),
     ]);
     let mut state =
         gpuledger::web::AppState::new(helpers::connect(url).await, gpuledger::web::AuthConfig::off());
     let text = std::fs::read_to_string(&saved).unwrap();
     let recommendation =
         gpuledger::sources::cost_explorer::read_saved_recommendation(&text, "saved").unwrap();
-    state.aws_recommendation = Some(std::sync::Arc::new((recommendation, "saved".to_string())));
+    let text = std::fs::read_to_string(&saved_reservations).unwrap();
+    let reservations = gpuledger::sources::reservation_recommendation::read_saved(&text, "saved").unwrap();
+    state.aws_recommendation =
+        Some(std::sync::Arc::new(gpuledger::report::commitments::AwsRecommendations {
+            savings_plan: Some((recommendation, "saved".to_string())),
+            reservations: Some((reservations, "saved".to_string())),
+        }));
     let forecasts = state.plans.clone();
     let app = crate::app::TestApp::with_state(state);
     let page = app.fetch("/plan?format=json", None).await;
@@ -425,13 +434,24 @@ async fn the_plan_page_is_the_reports_with_alerts_and_charts(url: &str, data: &s
     // The advice as `report commitments`, AWS's figure beside it.
     let advice = page["advice"]["rows"].as_array().unwrap();
     for theirs in commitments["advice"].as_array().unwrap() {
-        let ours =
-            advice.iter().find(|a| a["kind"] == theirs["kind"] && a["family"] == theirs["family"]).unwrap();
+        let ours = advice
+            .iter()
+            .find(|a| {
+                a["kind"] == theirs["kind"]
+                    && a["family"] == theirs["family"]
+                    && a["instance_type"] == theirs["instance_type"]
+            })
+            .unwrap_or_else(|| panic!("{theirs} not on the page: {advice:?}"));
         let hourly = ours["hourly_commitment"].as_str().unwrap().parse::<f64>().unwrap();
         assert!((hourly - theirs["hourly_commitment"].as_f64().unwrap()).abs() < 1e-6, "{ours} {theirs}");
     }
-    let plan = advice.iter().find(|a| a["kind"] == "savings_plan").unwrap();
-    let aws = commitments["advice"].as_array().unwrap().iter().find(|a| a["kind"] == "savings_plan").unwrap();
+    let plan = advice.iter().find(|a| a["kind"] == "savings_plan" && a["family"] == "Compute").unwrap();
+    let aws = commitments["advice"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["kind"] == "savings_plan" && a["family"] == "Compute")
+        .unwrap();
     let aws_hourly = plan["aws_hourly_commitment"].as_str().unwrap().parse::<f64>().unwrap();
     assert!((aws_hourly - aws["aws_recommendation"]["hourly_commitment"].as_f64().unwrap()).abs() < 1e-6);
     // hooli's plan, with its author.
@@ -484,19 +504,21 @@ async fn the_plan_page_is_the_reports_with_alerts_and_charts(url: &str, data: &s
     assert!(bad.json()["choices"].as_array().unwrap().contains(&Value::from("H100 On-Demand")));
 }
 
-/// July's On-Demand EC2 instance-hours of the planning world at public On-Demand prices, hour
-/// by hour from the CUR file itself: the usage a new Savings Plan could cover.
-fn july_on_demand_hours(data: &std::path::Path) -> BTreeMap<i64, f64> {
+/// July's On-Demand EC2 instance-hours of the planning world (of one instance family, or all)
+/// at public On-Demand prices, hour by hour from the CUR file itself: the usage a new Savings
+/// Plan could cover.
+fn july_on_demand_hours(data: &std::path::Path, family: Option<&'static str>) -> BTreeMap<i64, f64> {
     // polars' reader blocks, which the test's single-threaded runtime refuses: a thread of its own.
     let folder = data.join("cur/gpuledger-cur2/data/BILLING_PERIOD=2026-07");
-    std::thread::spawn(move || on_demand_hours(&folder)).join().unwrap()
+    std::thread::spawn(move || on_demand_hours(&folder, family)).join().unwrap()
 }
 
-fn on_demand_hours(folder: &std::path::Path) -> BTreeMap<i64, f64> {
+fn on_demand_hours(folder: &std::path::Path, family: Option<&str>) -> BTreeMap<i64, f64> {
     use polars::prelude::*;
     let mut hours = BTreeMap::new();
     for file in std::fs::read_dir(folder).unwrap() {
         let path = file.unwrap().path();
+        let of_family = family.map_or(lit(true), |f| col("product_instance_family").eq(lit(f.to_string())));
         let frame = LazyFrame::scan_parquet(path.to_str().unwrap().into(), Default::default())
             .unwrap()
             .filter(
@@ -504,7 +526,8 @@ fn on_demand_hours(folder: &std::path::Path) -> BTreeMap<i64, f64> {
                     .eq(lit("RunInstances"))
                     .and(col("line_item_line_item_type").eq(lit("Usage")))
                     .and(col("product_product_family").eq(lit("Compute Instance")))
-                    .and(col("pricing_term").eq(lit("OnDemand"))),
+                    .and(col("pricing_term").eq(lit("OnDemand")))
+                    .and(of_family),
             )
             .group_by([col("line_item_usage_start_date").cast(DataType::Int64).alias("hour")])
             .agg([col("pricing_public_on_demand_cost").sum()])
@@ -525,6 +548,7 @@ fn on_demand_hours(folder: &std::path::Path) -> BTreeMap<i64, f64> {
 /// hours in the CUR file.
 fn commitments_are_the_bills_and_the_advice_is_its_hours(url: &str, truth: &Value, data: &std::path::Path) {
     let saved = data.join("savings-plans-recommendation.json").display().to_string();
+    let saved_reservations = data.join("reservation-recommendation.json").display().to_string();
     let output = run(&[
         "--database-url",
         url,
@@ -536,6 +560,8 @@ fn commitments_are_the_bills_and_the_advice_is_its_hours(url: &str, truth: &Valu
         "json",
         "--aws-recommendation",
         &saved,
+        "--aws-recommendation",
+        &saved_reservations,
     ]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
@@ -553,7 +579,8 @@ fn commitments_are_the_bills_and_the_advice_is_its_hours(url: &str, truth: &Valu
     };
     let close = |a: &Value, b: f64| (a.as_f64().unwrap() - b).abs() < 1e-6;
     let current = report["current"].as_array().unwrap();
-    assert_eq!(current.len(), 2, "{current:?}");
+    // The Compute plan, the EC2 Instance plan of g6e (west-serve-l40s's) and the reservation.
+    assert_eq!(current.len(), 3, "{current:?}");
     for c in current {
         let id = c["id"].as_str().unwrap();
         let months_billed = billed(id);
@@ -573,7 +600,7 @@ fn commitments_are_the_bills_and_the_advice_is_its_hours(url: &str, truth: &Valu
             assert!(close(&row["used"], t["used"].as_f64().unwrap()), "{row} {t}");
         }
     }
-    let plan = current.iter().find(|c| c["kind"] == "savings_plan").unwrap();
+    let plan = current.iter().find(|c| c["kind"] == "savings_plan" && c["family"] == "Compute").unwrap();
     let reservation = current.iter().find(|c| c["kind"] == "reservation").unwrap();
     // The plan's term began on 2025-12-01: November was the last month of the term before,
     // another ARN.
@@ -603,15 +630,31 @@ fn commitments_are_the_bills_and_the_advice_is_its_hours(url: &str, truth: &Valu
         close(&renew["utilization"], 1.0) && renew["forecast"]["utilization"].as_f64().unwrap() > 0.95,
         "{renew}"
     );
+    // No g5.12xlarge ran On-Demand: AWS recommends none of it, gpuledger's best over the same
+    // 30 days without the renewal is none too; the three are the renewal.
+    let theirs = &renew["aws_recommendation"];
+    assert_eq!(
+        (&theirs["count"], &theirs["hourly_commitment"]),
+        (&Value::from(0.0), &Value::from(0.0)),
+        "{theirs}"
+    );
+    assert!(
+        close(&theirs["same_lookback_difference"], 0.0) && close(&theirs["difference"], 3.0 * 3.5166),
+        "{theirs}"
+    );
+    let reasons: Vec<&str> =
+        theirs["reasons"].as_array().unwrap().iter().filter_map(|r| r.as_str()).collect();
+    assert!(reasons[0].starts_with("AWS recommends no g5.12xlarge reservation"), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r.contains("renewing")), "{reasons:?}");
 
     // The plan's discount is the bill's: 29 % off, to the four places of each type's rate.
-    let more = advice.iter().find(|a| a["kind"] == "savings_plan").unwrap();
+    let more = advice.iter().find(|a| a["kind"] == "savings_plan" && a["family"] == "Compute").unwrap();
     let discount = more["discount"].as_f64().unwrap();
     assert!((discount - 0.29).abs() < 1e-4, "{more}");
     assert_eq!((&more["family"], &more["renews"]), (&Value::from("Compute"), &serde_json::json!([])));
     // The last 30 days (720 hours of July) of On-Demand usage, from the file; the advice as
     // the simulation makes it of them.
-    let july = july_on_demand_hours(data);
+    let july = july_on_demand_hours(data, None);
     let start =
         NaiveDate::from_ymd_opt(2026, 7, 2).unwrap().and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp();
     let hours: Vec<f64> = (0..720).map(|h| july.get(&(start + h * 3600)).copied().unwrap_or(0.0)).collect();
@@ -637,6 +680,25 @@ fn commitments_are_the_bills_and_the_advice_is_its_hours(url: &str, truth: &Valu
         "{aws}"
     );
     assert!(aws["reasons"][0].as_str().unwrap().contains("to within a cent"), "{aws}");
+
+    // The EC2 Instance plan of g6e: its discount from the family's own covered hours (66 % of
+    // $10.4926 to four places, $6.9251: 34.0002 % off; the Compute plan's stays 29 % above,
+    // the g6e hours left out of it), its advice from the family's On-Demand hours in July's
+    // file (west-infer-l40s's two nodes).
+    let instance = advice.iter().find(|a| a["kind"] == "savings_plan" && a["family"] == "g6e").unwrap();
+    let discount = instance["discount"].as_f64().unwrap();
+    assert!((discount - (1.0 - 6.9251 / 10.4926)).abs() < 1e-6, "{instance}");
+    let g6e = july_on_demand_hours(data, Some("g6e"));
+    let hours: Vec<f64> = (0..720).map(|h| g6e.get(&(start + h * 3600)).copied().unwrap_or(0.0)).collect();
+    assert!(hours.iter().sum::<f64>() > 0.0);
+    let expected = gpuledger::engine::commitments::advise(&hours, discount, (168, 720), 12).chosen;
+    assert!(near(&instance["eligible_on_demand"], expected.on_demand), "{instance} {expected:?}");
+    assert!(near(&instance["hourly_commitment"], expected.hourly_commitment), "{instance} {expected:?}");
+    assert!(
+        near(&instance["coverage"], expected.coverage)
+            && near(&instance["utilization"], expected.utilization),
+        "{instance} {expected:?}"
+    );
 }
 
 /// `plan add|list|remove` on the planning world's history (to 2026-07): a new client's

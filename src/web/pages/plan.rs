@@ -307,7 +307,7 @@ async fn compute(state: AppState, months: u32, scope: Scope) -> Result<Option<Co
         let fleet = stored.map(|inputs| {
             let mut report = CommitmentsReport::from_inputs(&inputs, months);
             if let Some(aws) = aws.as_deref() {
-                report.compare_with_aws(aws.0.clone(), aws.1.clone());
+                report.compare_with_aws(aws);
             }
             (CapacityReport::build(&history, &forecast), SpotReport::build(&history, &forecast), report)
         });
