@@ -33,8 +33,10 @@
 //! "utilization", "ends_within_horizon", "months": [{"month", "fee", "used", "utilization"}]}],
 //! "advice": [{"provider", "currency", "kind", "family", "instance_type", "term", "hourly_commitment", "count",
 //! "coverage", "utilization", "monthly_net_savings", "break_even_months", "lookback_days",
-//! "discount", "hours", "eligible_on_demand", "renews", "short", "long", "forecast",
-//! "aws_recommendation"}], "notes"}`. Money in the bill's currency (`currency`: USD for AWS's).
+//! "discount", "discount_from", "hours", "eligible_on_demand", "renews", "short", "long", "forecast",
+//! "aws_recommendation"}], "notes"}`: `discount_from` is `bill`, or `aws_recommendation` for a
+//! reservation of a type the bill has none of (an alternative to the Compute plan's advice for
+//! the same hours where there is one, not counted with it on the Plan page). Money in the bill's currency (`currency`: USD for AWS's).
 
 use std::collections::BTreeMap;
 
@@ -112,6 +114,9 @@ pub struct Advice {
     /// When the advice renews commitments: the eligible hours without them (what AWS
     /// recommends from); else empty, the eligible hours being those.
     pub on_demand_only: Vec<f64>,
+    /// Priced at AWS's recommendation's rate (the bill has none of it): an alternative to the
+    /// Compute plan's advice for the same On-Demand hours, not an addition to it.
+    pub alternative: bool,
 }
 
 /// AWS's recommendation beside gpuledger's advice.
@@ -867,6 +872,7 @@ impl CommitmentsReport {
             let pricing = "both price at AWS's reservation rate; gpuledger counts the stored bill's On-Demand instance-hours";
             let theirs = AwsRecommended::Reservation(of_type(&detail.instance_type));
             advice.aws = Some(comparison(&advice, theirs, source.to_string(), history_end, pricing));
+            advice.alternative = self.advice.iter().any(|a| a.provider == "aws" && a.kind == "savings_plan");
             priced.push(detail.instance_type.clone());
             self.advice.push(advice);
         }
@@ -877,7 +883,7 @@ impl CommitmentsReport {
             ));
             if self.advice.iter().any(|a| a.kind == "savings_plan" && a.provider == "aws") {
                 self.notes.push(format!(
-                    "the Compute Savings Plan's advice counts the On-Demand hours of {} too: a reservation of them is an alternative for those hours, not an addition",
+                    "the Savings Plan's advice counts the On-Demand hours of {} too: a reservation of them is an alternative for those hours, not an addition (the Plan page does not add its savings)",
                     priced.join(", ")
                 ));
             }
@@ -948,6 +954,7 @@ impl CommitmentsReport {
                     "break_even_months": chosen.break_even_months.map(round),
                     "lookback_days": a.advice.lookback_hours as f64 / 24.0,
                     "discount": round(a.discount),
+                    "discount_from": if a.alternative { "aws_recommendation" } else { "bill" },
                     "hours": chosen.hours,
                     "eligible_on_demand": round(a.eligible_on_demand),
                     "renews": a.renews,
@@ -971,7 +978,7 @@ impl CommitmentsReport {
                                 let sum = |f: &dyn Fn(&RecommendedReservation) -> Option<f64>| {
                                     r.details.iter().map(f).try_fold(0.0, |t, v| v.map(|v| t + v))
                                 };
-                                let count: f64 = r.details.iter().map(|d| d.count).sum();
+                                let count: f64 = r.details.iter().map(|d| d.count).sum::<f64>() + 0.0;
                                 let used: Option<f64> = sum(&|d| d.average_utilization.map(|u| u * d.count));
                                 json!({
                                     "term": r.term,
@@ -1292,6 +1299,7 @@ fn advise(
         aws: None,
         term_months,
         on_demand_only: Vec::new(),
+        alternative: false,
     }
 }
 

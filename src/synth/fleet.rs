@@ -964,7 +964,8 @@ impl World {
                 } else {
                     pool.per_pod
                 };
-                let retrains = GROWTH_POOLS.iter().any(|p| p.name == pool.name);
+                // The retraining pool runs acme's weekend fine-tunes; the others as any pool.
+                let retrains = pool.name == "retrain-h100";
                 for slot in 0..slots {
                     let place = (slot, slot + node_number * slots);
                     if retrains {

@@ -496,6 +496,7 @@ fn aws_reservation_recommendation_is_set_beside_the_reservations_advice() {
             .unwrap_or_else(|| panic!("no advice for {instance_type}: {advice:?}"));
         let theirs = &ours["aws_recommendation"];
         assert_eq!(theirs["count"].as_f64(), Some(count), "{theirs}");
+        assert_eq!(ours["discount_from"], "aws_recommendation", "{ours}");
         // One reservation's rate, AWS's: its recurring monthly cost over 730 hours and its count.
         let rate = hourly / count;
         let long = &ours["long"];
@@ -518,6 +519,7 @@ fn aws_reservation_recommendation_is_set_beside_the_reservations_advice() {
         }
     }
     let reserved = advice.iter().find(|a| a["instance_type"] == "g5.12xlarge").unwrap();
+    assert_eq!(reserved["discount_from"], "bill", "{reserved}");
     let theirs = &reserved["aws_recommendation"];
     assert_eq!(
         (&theirs["count"], &reserved["hourly_commitment"]),

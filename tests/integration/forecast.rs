@@ -445,6 +445,18 @@ async fn the_plan_page_is_the_reports_with_alerts_and_charts(url: &str, data: &s
         let hourly = ours["hourly_commitment"].as_str().unwrap().parse::<f64>().unwrap();
         assert!((hourly - theirs["hourly_commitment"].as_f64().unwrap()).abs() < 1e-6, "{ours} {theirs}");
     }
+    // The Commitments card adds the advice whose discount is the bill's: a reservation priced
+    // at AWS's rate is an alternative to the Compute plan for the same hours.
+    let all = commitments["advice"].as_array().unwrap();
+    let sum = |from: &str| -> f64 {
+        all.iter()
+            .filter(|a| a["discount_from"] == from)
+            .map(|a| a["monthly_net_savings"].as_f64().unwrap())
+            .sum()
+    };
+    assert!(sum("aws_recommendation") > 0.0, "{all:?}");
+    let card = page["commitments_in_usd"]["monthly_net_savings"].as_f64().unwrap();
+    assert!((card - sum("bill")).abs() < 1e-4, "{card} {}", sum("bill"));
     let plan = advice.iter().find(|a| a["kind"] == "savings_plan" && a["family"] == "Compute").unwrap();
     let aws = commitments["advice"]
         .as_array()

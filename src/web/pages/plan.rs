@@ -78,8 +78,14 @@ impl CommitmentsInUsd {
                 }
             }
         };
-        let savings: f64 =
-            commitments.advice.iter().map(|a| usd(&a.currency, a.advice.chosen.monthly_net_savings)).sum();
+        // A reservation priced at AWS's rate is an alternative to the Compute plan's advice for
+        // the same On-Demand hours: not added to it.
+        let savings: f64 = commitments
+            .advice
+            .iter()
+            .filter(|a| !a.alternative)
+            .map(|a| usd(&a.currency, a.advice.chosen.monthly_net_savings))
+            .sum();
         let hourly: f64 =
             commitments.current.iter().map(|c| usd(&c.currency, c.latest.hourly_micros() / 1e6)).sum();
         out.monthly_net_savings = savings;
@@ -589,7 +595,8 @@ fn cards(
             previous: format!("{} billed; {ending} end within the horizon", commitments.current.len()),
             definition: format!(
                 "The advice's monthly net savings (Savings Plans, reservations and committed use discounts to buy, \
-                 renewals included), simulated hour by hour over the bill's hours.{}",
+                 renewals included), simulated hour by hour over the bill's hours; reservations priced at AWS's \
+                 rate are alternatives to the Compute plan for the same hours, not added.{}",
                 in_usd.said()
             ),
             ..Card::default()
