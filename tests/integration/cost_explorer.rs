@@ -349,17 +349,25 @@ fn recommendation_server(answers: Vec<(&'static str, String)>) -> (String, Seen)
     (url, seen)
 }
 
-/// `report commitments --aws-cost-explorer`: AWS's Savings Plan and reservation
-/// recommendations asked through the real SDK (two requests, one-year No Upfront over 30
-/// days), read as the saved answers are, and set beside gpuledger's advice.
-#[test]
-fn aws_recommendations_through_the_sdk_are_read_as_the_saved_answers() {
+/// The small world's month (seed 42) generated into a temporary folder and its CUR ingested
+/// into SQLite there: the folder (with the generator's saved Cost Explorer answers) and the
+/// database URL.
+fn small_world_ledger() -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     generate(dir.path(), Scale::Small, CurFormat::Parquet, 1, 42);
     let url = format!("sqlite:{}", dir.path().join("ledger.db").display());
     let root = export_root(dir.path()).display().to_string();
     let output = crate::ingest_cur::run(&["--database-url", &url, "ingest", "cur", &root]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    (dir, url)
+}
+
+/// `report commitments --aws-cost-explorer`: AWS's Savings Plan and reservation
+/// recommendations asked through the real SDK (two requests, one-year No Upfront over 30
+/// days), read as the saved answers are, and set beside gpuledger's advice.
+#[test]
+fn aws_recommendations_through_the_sdk_are_read_as_the_saved_answers() {
+    let (dir, url) = small_world_ledger();
     let saved = dir.path().join("savings-plans-recommendation.json");
     let answer = std::fs::read_to_string(&saved).unwrap();
     let saved_reservations = dir.path().join("reservation-recommendation.json");
@@ -454,12 +462,7 @@ fn aws_recommendations_through_the_sdk_are_read_as_the_saved_answers() {
 /// ran On-Demand, AWS recommends none of, and gpuledger none more.
 #[test]
 fn aws_reservation_recommendation_is_set_beside_the_reservations_advice() {
-    let dir = tempfile::tempdir().unwrap();
-    generate(dir.path(), Scale::Small, CurFormat::Parquet, 1, 42);
-    let url = format!("sqlite:{}", dir.path().join("ledger.db").display());
-    let root = export_root(dir.path()).display().to_string();
-    let output = crate::ingest_cur::run(&["--database-url", &url, "ingest", "cur", &root]);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let (dir, url) = small_world_ledger();
     let saved = dir.path().join("reservation-recommendation.json");
     let output = crate::ingest_cur::run(&[
         "--database-url",
