@@ -114,9 +114,8 @@ pub struct Advice {
     /// When the advice renews commitments: the eligible hours without them (what AWS
     /// recommends from); else empty, the eligible hours being those.
     pub on_demand_only: Vec<f64>,
-    /// Priced at AWS's recommendation's rate (the bill has none of it): an alternative to the
-    /// Compute plan's advice for the same On-Demand hours, not an addition to it.
-    pub alternative: bool,
+    /// A reservation priced at AWS's recommendation's rate (the bill has none of its type).
+    pub priced_by_aws: bool,
 }
 
 /// AWS's recommendation beside gpuledger's advice.
@@ -872,7 +871,7 @@ impl CommitmentsReport {
             let pricing = "both price at AWS's reservation rate; gpuledger counts the stored bill's On-Demand instance-hours";
             let theirs = AwsRecommended::Reservation(of_type(&detail.instance_type));
             advice.aws = Some(comparison(&advice, theirs, source.to_string(), history_end, pricing));
-            advice.alternative = self.advice.iter().any(|a| a.provider == "aws" && a.kind == "savings_plan");
+            advice.priced_by_aws = true;
             priced.push(detail.instance_type.clone());
             self.advice.push(advice);
         }
@@ -888,6 +887,17 @@ impl CommitmentsReport {
                 ));
             }
         }
+    }
+
+    /// The advice whose savings add up: all of it, but a reservation priced at AWS's rate
+    /// where there is Compute plan advice, which counts the same On-Demand hours (the
+    /// reservation is an alternative to it, not an addition).
+    pub fn counted_advice(&self) -> impl Iterator<Item = &Advice> {
+        let plan = self
+            .advice
+            .iter()
+            .any(|a| a.provider == "aws" && a.kind == "savings_plan" && a.family == "Compute");
+        self.advice.iter().filter(move |a| !(plan && a.priced_by_aws))
     }
 
     pub fn to_json(&self) -> Value {
@@ -954,7 +964,7 @@ impl CommitmentsReport {
                     "break_even_months": chosen.break_even_months.map(round),
                     "lookback_days": a.advice.lookback_hours as f64 / 24.0,
                     "discount": round(a.discount),
-                    "discount_from": if a.alternative { "aws_recommendation" } else { "bill" },
+                    "discount_from": if a.priced_by_aws { "aws_recommendation" } else { "bill" },
                     "hours": chosen.hours,
                     "eligible_on_demand": round(a.eligible_on_demand),
                     "renews": a.renews,
@@ -1299,7 +1309,7 @@ fn advise(
         aws: None,
         term_months,
         on_demand_only: Vec::new(),
-        alternative: false,
+        priced_by_aws: false,
     }
 }
 

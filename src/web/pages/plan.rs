@@ -78,14 +78,9 @@ impl CommitmentsInUsd {
                 }
             }
         };
-        // A reservation priced at AWS's rate is an alternative to the Compute plan's advice for
-        // the same On-Demand hours: not added to it.
-        let savings: f64 = commitments
-            .advice
-            .iter()
-            .filter(|a| !a.alternative)
-            .map(|a| usd(&a.currency, a.advice.chosen.monthly_net_savings))
-            .sum();
+        // Only what adds up: a reservation priced at AWS's rate is the Compute plan's alternative.
+        let savings: f64 =
+            commitments.counted_advice().map(|a| usd(&a.currency, a.advice.chosen.monthly_net_savings)).sum();
         let hourly: f64 =
             commitments.current.iter().map(|c| usd(&c.currency, c.latest.hourly_micros() / 1e6)).sum();
         out.monthly_net_savings = savings;
