@@ -16,7 +16,7 @@ use crate::period::Period;
 use crate::sources::cur::{self as cur_source, CurError, invalid};
 use crate::sources::focus::{self, Charge, Deviations, Layout, Version};
 use crate::sources::objects::{LocalFolder, ObjectStore, S3Options, S3Store};
-use crate::store::{Bill, BillCharge, BillVmDay, IngestOutcome, NewIngestRun, Store, VmPeriod};
+use crate::store::{Bill, BillCharge, BillVmDay, IngestOutcome, NewIngestRun, Store, TEXTS, VmPeriod};
 
 /// What `gpuledger ingest focus` was asked to do.
 #[derive(Debug, Clone, Default)]
@@ -168,7 +168,7 @@ const TAGS: usize = 11;
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct ChargeKey {
     day: i64,
-    text: [String; 13],
+    text: [String; TEXTS],
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -231,7 +231,7 @@ impl ChargeSums {
 impl BillSums {
     /// The index of the charge group of a row of `day` and `text`, whose tags have the number
     /// `tags_id` in its file, added if new; `key` is scratch space.
-    fn group(&mut self, key: &mut Vec<u8>, day: i64, text: &[&str; 13], tags_id: u32) -> usize {
+    fn group(&mut self, key: &mut Vec<u8>, day: i64, text: &[&str; TEXTS], tags_id: u32) -> usize {
         key.clear();
         key.extend_from_slice(&day.to_le_bytes());
         key.extend_from_slice(&tags_id.to_le_bytes());
@@ -632,6 +632,8 @@ impl focus::Visitor for FileRows<'_> {
             charge.consumed_unit,
             &charge.tags,
             class.gpu.map_or("", |(model, _)| model),
+            charge.commitment_discount_id,
+            charge.commitment_discount_type,
         ];
         let group = bill.group(key, day, &text, charge.tags_id);
         // A compute usage row may be a virtual machine's (its `ResourceId` says, row by row):
@@ -1020,6 +1022,8 @@ async fn ingest_delivery(
                     consumed_unit,
                     tags,
                     gpu_model,
+                    commitment_discount_id,
+                    commitment_discount_type,
                 ] = key.text;
                 BillCharge {
                     provider: provider.clone(),
@@ -1038,6 +1042,8 @@ async fn ingest_delivery(
                     consumed_unit,
                     tags,
                     gpu_model,
+                    commitment_discount_id,
+                    commitment_discount_type,
                     gpu_hours: sums.gpu_hours,
                     consumed_quantity: sums.consumed_quantity,
                     charges: sums.charges,

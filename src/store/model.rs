@@ -406,6 +406,9 @@ impl Bill {
 /// machines' costs (FOCUS bills only; a CUR bill's lines are its period's tables).
 pub type BillReplacement = (Bill, Vec<BillCharge>, Vec<BillVmDay>);
 
+/// How many texts a [`BillCharge`] is grouped by (its tags among them).
+pub const TEXTS: usize = 15;
+
 /// A FOCUS bill's charges of one day summed per what they can be grouped by.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct BillCharge {
@@ -431,6 +434,11 @@ pub struct BillCharge {
     /// The GPU model of the GPU instance the charges are for (`catalog::gpu_charge`), empty
     /// for anything else.
     pub gpu_model: String,
+    /// The commitment discount the charges are of (its purchase, its used or unused hours) as
+    /// the bill names it, and its type in the provider's words (`Reservation`, `Committed Use
+    /// Discount`); empty for others, and for bills ingested before they were kept.
+    pub commitment_discount_id: String,
+    pub commitment_discount_type: String,
     /// The GPU-hours they stand for (0 for a GPU instance's vCPU and memory lines where the
     /// provider bills GPUs apart).
     pub gpu_hours: f64,
@@ -457,7 +465,7 @@ impl BillCharge {
         Self::key_of(0, &self.untagged_texts())
     }
 
-    fn untagged_texts(&self) -> [&str; 13] {
+    fn untagged_texts(&self) -> [&str; TEXTS] {
         [
             &self.sub_account_id,
             &self.sub_account_name,
@@ -472,12 +480,16 @@ impl BillCharge {
             &self.consumed_unit,
             "",
             &self.gpu_model,
+            &self.commitment_discount_id,
+            &self.commitment_discount_type,
         ]
     }
 
-    /// The digest of a day and a group's 13 texts in the order of its fields (the tags
-    /// empty for [`BillCharge::untagged_key`]).
-    pub fn key_of(day: i64, text: &[&str; 13]) -> String {
+    /// The digest of a day and a group's [`TEXTS`] texts in the order of its fields (the
+    /// tags empty for [`BillCharge::untagged_key`]). The commitment discount's id and type
+    /// count only when not empty, so a group without them has the key it had before they
+    /// were kept (the keys stored with its machines' days still name it).
+    pub fn key_of(day: i64, text: &[&str; TEXTS]) -> String {
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
         let mut eat = |bytes: &[u8]| {
             for b in bytes {
@@ -486,7 +498,13 @@ impl BillCharge {
             }
         };
         eat(&day.to_le_bytes());
-        for t in text {
+        let (before, since) = text.split_at(13);
+        for t in before {
+            eat(t.as_bytes());
+            eat(&[0x1f]);
+        }
+        for (i, t) in since.iter().enumerate().filter(|(_, t)| !t.is_empty()) {
+            eat(&[0x1e, i as u8]);
             eat(t.as_bytes());
             eat(&[0x1f]);
         }
@@ -1773,7 +1791,50 @@ pub struct ChargebackSnapshot {
 
 #[cfg(test)]
 mod tests {
-    use super::{BillVmDay, KubePodDay, KubePodHour, VmPeriod};
+    use super::{BillCharge, BillVmDay, KubePodDay, KubePodHour, VmPeriod};
+
+    #[test]
+    fn a_charge_group_without_a_commitment_keeps_the_key_it_had_before_commitments_were_kept() {
+        // The digest as it was of 13 texts: FNV-1a over the day and each text with 0x1f after it.
+        let fnv = |day: i64, texts: &[&str]| {
+            let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+            let bytes = texts.iter().flat_map(|t| t.bytes().chain([0x1f]));
+            for b in day.to_le_bytes().into_iter().chain(bytes) {
+                hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+            format!("{hash:016x}")
+        };
+        let group = BillCharge {
+            day: 86_400,
+            service_name: "Virtual Machines".into(),
+            charge_category: "Usage".into(),
+            resource_type: "Standard_NC40ads_H100_v5".into(),
+            gpu_model: "H100".into(),
+            ..BillCharge::default()
+        };
+        let texts = [
+            "",
+            "",
+            "Virtual Machines",
+            "",
+            "Usage",
+            "",
+            "",
+            "",
+            "",
+            "Standard_NC40ads_H100_v5",
+            "",
+            "",
+            "H100",
+        ];
+        assert_eq!(group.untagged_key(), fnv(86_400, &texts));
+        assert_eq!(group.month_key(), fnv(0, &texts));
+        // A commitment's id or type makes it another group, each its own.
+        let reserved = BillCharge { commitment_discount_id: "r1".into(), ..group.clone() };
+        let typed = BillCharge { commitment_discount_type: "r1".into(), ..group.clone() };
+        assert_ne!(reserved.untagged_key(), group.untagged_key());
+        assert_ne!(reserved.untagged_key(), typed.untagged_key());
+    }
 
     #[test]
     fn vm_periods_unpack_as_packed() {
