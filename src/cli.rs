@@ -997,15 +997,16 @@ pub struct CommitmentsArgs {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=3))]
     pub months: u32,
     /// AWS's own recommendation to compare with, saved from `aws ce
-    /// get-savings-plans-purchase-recommendation --savings-plans-type COMPUTE_SP
-    /// --term-in-years ONE_YEAR --payment-option NO_UPFRONT --lookback-period-in-days
-    /// THIRTY_DAYS`, or from `aws ce get-reservation-purchase-recommendation --service
-    /// "Amazon Elastic Compute Cloud - Compute" --term-in-years ONE_YEAR --payment-option
-    /// NO_UPFRONT --lookback-period-in-days THIRTY_DAYS`; give it once for each.
+    /// get-savings-plans-purchase-recommendation --savings-plans-type COMPUTE_SP` (or
+    /// `EC2_INSTANCE_SP`) `--term-in-years ONE_YEAR --payment-option NO_UPFRONT
+    /// --lookback-period-in-days THIRTY_DAYS`, or from `aws ce
+    /// get-reservation-purchase-recommendation --service "Amazon Elastic Compute Cloud -
+    /// Compute" --term-in-years ONE_YEAR --payment-option NO_UPFRONT
+    /// --lookback-period-in-days THIRTY_DAYS`; give it once for each.
     #[arg(long, conflicts_with = "aws_cost_explorer")]
     pub aws_recommendation: Vec<std::path::PathBuf>,
-    /// Ask Cost Explorer for its Savings Plan and reservation recommendations (two requests,
-    /// which AWS charges for).
+    /// Ask Cost Explorer for its Compute and EC2 Instance Savings Plan and reservation
+    /// recommendations (three requests, which AWS charges for).
     #[arg(long)]
     pub aws_cost_explorer: bool,
     /// A Cost Explorer-compatible endpoint.
@@ -1248,8 +1249,8 @@ pub struct ServeArgs {
     /// when the schema is older than this gpuledger.
     #[arg(long, env = "GPULEDGER_NO_MIGRATE")]
     pub no_migrate: bool,
-    /// AWS's Savings Plan or reservation recommendation saved from Cost Explorer (the JSON
-    /// answer of `GetSavingsPlansPurchaseRecommendation` or
+    /// AWS's Savings Plan (Compute or EC2 Instance) or reservation recommendation saved from
+    /// Cost Explorer (the JSON answer of `GetSavingsPlansPurchaseRecommendation` or
     /// `GetReservationPurchaseRecommendation`), shown beside the Plan page's advice; give it
     /// once for each (in the environment, the paths separated by commas).
     #[arg(long, env = "GPULEDGER_AWS_RECOMMENDATION", value_delimiter = ',')]

@@ -104,14 +104,18 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
         ReportCommand::Commitments(args) => {
             use crate::sources::cost_explorer::{CeOptions, CostExplorer};
             let aws = if args.aws_cost_explorer {
-                // Two requests: the Compute Savings Plan's recommendation and the reservations'.
+                // Three requests: the Compute Savings Plan's recommendation, the EC2 Instance
+                // Savings Plans' and the reservations'.
+                use crate::sources::cost_explorer::SavingsPlansType;
                 let options =
                     CeOptions { endpoint_url: args.ce_endpoint_url.clone(), ..CeOptions::default() };
                 let client = CostExplorer::connect(&options).await;
                 let lookback = crate::report::commitments::LONG_LOOKBACK_DAYS as u32;
                 let source = || "Cost Explorer".to_string();
+                let plans = |kind| client.savings_plans_recommendation(kind, lookback);
                 crate::report::commitments::AwsRecommendations {
-                    savings_plan: Some((client.savings_plans_recommendation(lookback).await?, source())),
+                    savings_plan: Some((plans(SavingsPlansType::ComputeSp).await?, source())),
+                    instance_plans: Some((plans(SavingsPlansType::Ec2InstanceSp).await?, source())),
                     reservations: Some((client.reservation_recommendation(lookback).await?, source())),
                 }
             } else {
@@ -140,8 +144,9 @@ pub(super) async fn run(store: &dyn Store, command: ReportCommand) -> anyhow::Re
     Ok(())
 }
 
-/// AWS's recommendations saved in `paths` (`--aws-recommendation`, each a Savings Plan or a
-/// reservation answer, told apart by what it holds), and where each came from.
+/// AWS's recommendations saved in `paths` (`--aws-recommendation`, each a Compute or EC2
+/// Instance Savings Plan answer or a reservation answer, told apart by what it holds), and
+/// where each came from.
 pub(super) fn saved_recommendations(
     paths: &[std::path::PathBuf],
 ) -> anyhow::Result<crate::report::commitments::AwsRecommendations> {
@@ -161,8 +166,13 @@ pub(super) fn saved_recommendations(
             }
         } else {
             let answer = cost_explorer::read_saved_recommendation(&text, &location)?;
-            if found.savings_plan.replace((answer, source)).is_some() {
-                return Err(twice("Savings Plan").into());
+            let (slot, what) = if answer.savings_plans_type == "EC2_INSTANCE_SP" {
+                (&mut found.instance_plans, "EC2 Instance Savings Plan")
+            } else {
+                (&mut found.savings_plan, "Compute Savings Plan")
+            };
+            if slot.replace((answer, source)).is_some() {
+                return Err(twice(what).into());
             }
         }
     }

@@ -260,14 +260,17 @@ pub(super) async fn demo(store: Box<dyn Store>, args: DemoArgs) -> anyhow::Resul
         demo_users(store.as_ref(), &args.data).await?;
     }
     let mut state = web::AppState::new(store, auth);
-    // The generator's saved answers of Cost Explorer's Savings Plan and reservation
-    // recommendations.
-    let saved: Vec<std::path::PathBuf> =
-        ["savings-plans-recommendation.json", "reservation-recommendation.json"]
-            .iter()
-            .map(|name| args.data.join(name))
-            .filter(|path| path.exists())
-            .collect();
+    // The generator's saved answers of Cost Explorer's Savings Plan (Compute, EC2 Instance)
+    // and reservation recommendations.
+    let saved: Vec<std::path::PathBuf> = [
+        "savings-plans-recommendation.json",
+        "instance-savings-plans-recommendation.json",
+        "reservation-recommendation.json",
+    ]
+    .iter()
+    .map(|name| args.data.join(name))
+    .filter(|path| path.exists())
+    .collect();
     if !saved.is_empty() {
         state.aws_recommendation = Some(std::sync::Arc::new(super::report::saved_recommendations(&saved)?));
     }

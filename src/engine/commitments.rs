@@ -61,6 +61,18 @@ pub fn hour(commitment: f64, eligible: f64) -> (f64, f64, f64) {
     (used, commitment - used, eligible - used)
 }
 
+/// Each hour's eligible usage (at on-demand prices) that `commitment` at `discount` leaves
+/// uncovered: what a commitment applied after it can still cover. Less than a billionth of
+/// the currency is the rates' rounding, not usage: none.
+pub fn uncovered(on_demand: &[f64], discount: f64, commitment: f64) -> Vec<f64> {
+    let keep = 1.0 - discount;
+    on_demand
+        .iter()
+        .map(|&x| hour(commitment, x * keep).2 / keep)
+        .map(|left| if left < 1e-9 { 0.0 } else { left })
+        .collect()
+}
+
 /// Simulates `commitment` hour by hour against `on_demand` (each hour's eligible usage at
 /// on-demand prices) at `discount` (0 ≤ d < 1), for a term of `term_months`.
 pub fn simulate(on_demand: &[f64], discount: f64, commitment: f64, term_months: u32) -> Outcome {
@@ -216,6 +228,18 @@ mod tests {
         let three = vec![3.0 * 5.672; 48];
         let bought = best_in_units(&three, 1.0 - rate / 5.672, 12, rate);
         assert!((bought.hourly_commitment / rate - 3.0).abs() < 1e-9, "{bought:?}");
+    }
+
+    #[test]
+    fn what_a_commitment_leaves_is_what_it_does_not_cover() {
+        // $0.60 an hour at 40 % off covers $1 of on-demand usage an hour: of $1.50 it leaves
+        // 0.50, of $0.80 nothing, of nothing nothing.
+        let left = uncovered(&[1.5, 0.8, 0.0], 0.4, 0.6);
+        assert!(left.iter().zip([0.5, 0.0, 0.0]).all(|(l, e)| (l - e).abs() < 1e-12), "{left:?}");
+        // Three reserved instances at $3.5166 (of $5.672 On-Demand) cover three instances'
+        // hour whole, though the rates do not divide exactly: nothing is left for the next.
+        let three = 3.0 * 5.672;
+        assert_eq!(uncovered(&[three], 1.0 - 3.5166 / 5.672, 3.0 * 3.5166), vec![0.0]);
     }
 
     #[test]

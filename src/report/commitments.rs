@@ -143,12 +143,18 @@ pub struct CommitmentsReport {
     /// (at its price) is simulated against.
     first_hour: i64,
     on_demand: BTreeMap<String, (f64, Vec<f64>)>,
+    /// Per instance type, the hours no billed commitment will cover after the horizon's
+    /// endings (its On-Demand hours and the ending share of its covered ones), hour by hour
+    /// from `first_hour`: what [`CommitmentsReport::together`] sizes against.
+    open: BTreeMap<String, Vec<f64>>,
 }
 
 /// AWS's own recommendations to set beside the advice, each with where it came from.
 #[derive(Debug, Clone, Default)]
 pub struct AwsRecommendations {
     pub savings_plan: Option<(PlanRecommendation, String)>,
+    /// Its EC2 Instance Savings Plans (`EC2_INSTANCE_SP`), per family and region.
+    pub instance_plans: Option<(PlanRecommendation, String)>,
     pub reservations: Option<(ReservationRecommendation, String)>,
 }
 
@@ -253,8 +259,8 @@ fn term_months(term: &str) -> u32 {
 }
 
 /// A FOCUS bill's commitment in a month: EffectiveCost of its `Used` and `Unused` hours
-/// (nano-units), and of the used ones per instance type and GPU model.
-type FocusTally = (i64, i64, BTreeMap<(String, String), i64>);
+/// (nano-units), its kind, and the used ones' per instance type and GPU model.
+type FocusTally = (i64, i64, &'static str, BTreeMap<(String, String), i64>);
 
 /// A virtual machine's charge period in a FOCUS bill with a commitment (`bill_vm_costs`),
 /// with what its charge group says: the usage a commitment covered or could cover, hour by
@@ -511,7 +517,6 @@ impl CommitmentsReport {
             })
             .map(|c| c.latest.family.clone())
             .collect();
-        let family_of = |instance_type: &str| instance_type.split('.').next().unwrap_or("").to_string();
         let under_instance_plan = |instance_type: &str| instance_families.contains(&family_of(instance_type));
         // The Compute Savings Plan.
         let is_plan = |c: &CommitmentMonth| c.kind == "savings_plan" && c.family == "Compute";
@@ -586,7 +591,7 @@ impl CommitmentsReport {
         }
         if !instance_families.is_empty() {
             notes.push(format!(
-                "EC2 Instance Savings Plans of {}: the stored instance-hours say only that a Savings Plan covered them, so a family's covered hours are taken as its EC2 Instance plan's and the others' as the Compute plan's; their On-Demand hours count in both advices, which are alternatives for them",
+                "EC2 Instance Savings Plans of {}: the stored instance-hours say only that a Savings Plan covered them, so a family's covered hours are taken as its EC2 Instance plan's and the others' as the Compute plan's; their On-Demand hours count in both advices alone; bought together (the together columns, which the Plan page adds up) the EC2 Instance plan is sized first and the Compute plan on the hours it leaves",
                 instance_families.iter().cloned().collect::<Vec<_>>().join(", ")
             ));
         }
@@ -614,7 +619,7 @@ impl CommitmentsReport {
                 .iter()
                 .find(|c| of_type(&c.latest))
                 .map_or("1yr".to_string(), |c| c.latest.purchase_term.clone());
-            let family = instance_type.split('.').next().unwrap_or("").to_string();
+            let family = family_of(&instance_type);
             let rate = hours.on_demand_rate(&instance_type).map(|od| od * (1.0 - discount));
             let mut reservation = advise(
                 ("reservation", &family, &instance_type),
@@ -638,6 +643,32 @@ impl CommitmentsReport {
                 forecast::MIN_HISTORY_DAYS
             ));
         }
+        // Per instance type, the hours no billed commitment will cover once those ending within
+        // the horizon have ended: its On-Demand hours and the ending share of its covered ones
+        // (what the advice bought together is sized against).
+        let compute_share = ending_share(&is_plan);
+        let types: std::collections::BTreeSet<&String> = hours.by.keys().map(|(t, _)| t).collect();
+        let open = types
+            .into_iter()
+            .map(|instance_type| {
+                let family = family_of(instance_type);
+                let plan_share = if instance_families.contains(&family) {
+                    ending_share(&|c| c.kind == "savings_plan" && c.family == family)
+                } else {
+                    compute_share
+                };
+                let reserved_share =
+                    ending_share(&|c| c.kind == "reservation" && c.instance_type == *instance_type);
+                let series = hours.eligible(|t, option| match option {
+                    _ if t != instance_type => 0.0,
+                    PurchaseOption::OnDemand => 1.0,
+                    PurchaseOption::SavingsPlans => plan_share,
+                    PurchaseOption::Reserved => reserved_share,
+                    _ => 0.0,
+                });
+                (instance_type.clone(), series)
+            })
+            .collect();
         let on_demand = hours
             .by
             .keys()
@@ -658,6 +689,7 @@ impl CommitmentsReport {
             notes,
             first_hour: hours.first,
             on_demand,
+            open,
         }
     }
 
@@ -666,29 +698,37 @@ impl CommitmentsReport {
     /// EffectiveCost in the bill's currency. FOCUS names no term, so its end is not known.
     pub fn add_focus(&mut self, focus: &FocusInputs) {
         let (months, bills) = (&focus.months, &focus.bills);
-        let mut found: BTreeMap<(String, String), Vec<(String, CommitmentMonth)>> = BTreeMap::new();
+        // Per bill and commitment (the bill's CommitmentDiscountId; one per bill where its
+        // charges name none), each month of it.
+        type Found = BTreeMap<(String, String, String), Vec<(String, CommitmentMonth)>>;
+        let mut found: Found = BTreeMap::new();
         for (period, charges) in months {
             let Ok(month) = period.parse::<Period>() else { continue };
-            let mut by_bill: BTreeMap<(String, String), FocusTally> = BTreeMap::new();
+            let mut by_commitment: BTreeMap<(String, String, String), FocusTally> = BTreeMap::new();
             // AWS's commitments are the CUR's, with their ARNs and terms.
             for c in charges.iter().filter(|c| is_focus_commitment(c)) {
                 let status = c.commitment_discount_status.as_str();
-                let entry = by_bill.entry((c.provider.clone(), c.billing_account.clone())).or_default();
+                let key = (c.provider.clone(), c.billing_account.clone(), c.commitment_discount_id.clone());
+                let entry =
+                    by_commitment.entry(key).or_insert_with(|| (0, 0, focus_kind(c), BTreeMap::new()));
                 if status == "Used" {
                     entry.0 += c.effective_nanos;
                     let covered = (c.resource_type.clone(), c.gpu_model.clone());
-                    *entry.2.entry(covered).or_default() += c.effective_nanos;
+                    *entry.3.entry(covered).or_default() += c.effective_nanos;
                 } else {
                     entry.1 += c.effective_nanos;
                 }
             }
-            for ((provider, account), (used, unused, types)) in by_bill {
+            for ((provider, account, id), (used, unused, kind, types)) in by_commitment {
                 // The type whose hours it covered most; its GPU model is the family.
                 let (instance_type, gpu_model) =
                     types.into_iter().max_by_key(|(_, nanos)| *nanos).map(|(t, _)| t).unwrap_or_default();
-                let kind = focus_kind(&provider);
                 let commitment = CommitmentMonth {
-                    id: format!("{provider}:{account}:{instance_type}"),
+                    id: if id.is_empty() {
+                        format!("{provider}:{account}:{instance_type}")
+                    } else {
+                        id.clone()
+                    },
                     kind: kind.into(),
                     offering: String::new(),
                     family: if gpu_model.is_empty() { instance_type.clone() } else { gpu_model },
@@ -703,17 +743,20 @@ impl CommitmentsReport {
                     fee_micros: crate::money::micros_from_nanos(used + unused),
                     used_micros: crate::money::micros_from_nanos(used),
                 };
-                found.entry((provider, account)).or_default().push((period.clone(), commitment));
+                found.entry((provider, account, id)).or_default().push((period.clone(), commitment));
             }
         }
-        for ((provider, account), mut stored) in found {
+        let mut advised = std::collections::BTreeSet::new();
+        for ((provider, account, _), mut stored) in found {
             stored.sort_by(|a, b| a.0.cmp(&b.0));
             let Some((_, latest)) = stored.last().cloned() else { continue };
             let currency = bills
                 .iter()
                 .find(|b| b.provider == provider && b.billing_account == account)
                 .map_or(String::new(), |b| b.currency.clone());
-            self.advise_focus((&provider, &account, &currency), months, &focus.usage);
+            if advised.insert((provider.clone(), account.clone())) {
+                self.advise_focus((&provider, &account, &currency), months, &focus.usage);
+            }
             self.current.push(Current {
                 provider,
                 currency,
@@ -733,20 +776,22 @@ impl CommitmentsReport {
         months: &[(String, Vec<BillCharge>)],
         usage: &[FocusUsage],
     ) {
-        // Σ EffectiveCost and ListCost of the `Used` charges per covered type and GPU model.
-        let mut covered: BTreeMap<(String, String), (i64, i64)> = BTreeMap::new();
+        // Σ EffectiveCost and ListCost of the `Used` charges per covered type and GPU model,
+        // and the kind of the commitment that covered it.
+        let mut covered: BTreeMap<(String, String), (i64, i64, &'static str)> = BTreeMap::new();
         for c in months.iter().flat_map(|(_, charges)| charges).filter(|c| {
             c.provider == provider && c.billing_account == account && c.commitment_discount_status == "Used"
         }) {
-            let sums = covered.entry((c.resource_type.clone(), c.gpu_model.clone())).or_default();
+            let sums = covered
+                .entry((c.resource_type.clone(), c.gpu_model.clone()))
+                .or_insert_with(|| (0, 0, focus_kind(c)));
             sums.0 += c.effective_nanos;
             sums.1 += c.list_nanos;
         }
         let usage: Vec<&FocusUsage> =
             usage.iter().filter(|u| u.provider == provider && u.billing_account == account).collect();
-        let kind = focus_kind(provider);
         let mut daily = false;
-        for ((instance_type, gpu_model), (effective, list)) in covered {
+        for ((instance_type, gpu_model), (effective, list, kind)) in covered {
             if list <= 0 || effective >= list {
                 self.notes.push(format!(
                     "{provider}'s {kind} on {instance_type}: its used hours cost no less than at list prices, so no discount to advise from"
@@ -797,8 +842,79 @@ impl CommitmentsReport {
         if let Some((recommendation, source)) = &aws.savings_plan {
             self.compare_plan(recommendation.clone(), source.clone());
         }
+        if let Some((recommendation, source)) = &aws.instance_plans {
+            self.compare_instance_plans(recommendation, source);
+        }
         if let Some((recommendation, source)) = &aws.reservations {
             self.compare_reservations(recommendation, source);
+        }
+    }
+
+    /// AWS's EC2 Instance Savings Plans beside each family's plan advice (none where AWS
+    /// recommends none of it); a family AWS recommends a plan of that the bill has none of is
+    /// advised at the discount AWS's estimate implies ([`RecommendedPlan::discount`]),
+    /// simulated over the bill's On-Demand hours of the family as any advice is.
+    fn compare_instance_plans(&mut self, recommendation: &PlanRecommendation, source: &str) {
+        let history_end = self.history_end;
+        let is_instance_plan =
+            |a: &Advice| a.provider == "aws" && a.kind == "savings_plan" && a.family != "Compute";
+        for advice in self.advice.iter_mut().filter(|a| is_instance_plan(a)) {
+            let pricing = "AWS prices each hour at the family's own Savings Plan rates and counts hours since the stored bill's last delivery";
+            let theirs = AwsRecommended::SavingsPlan(recommendation.of_family(&advice.family));
+            advice.aws = Some(comparison(advice, theirs, source.to_string(), history_end, pricing));
+        }
+        let mut families: Vec<&str> = recommendation
+            .plans
+            .iter()
+            .map(|p| p.instance_family.as_str())
+            .filter(|f| !f.is_empty())
+            .collect();
+        families.sort_unstable();
+        families.dedup();
+        let mut priced = Vec::new();
+        for family in families {
+            if self.advice.iter().any(|a| is_instance_plan(a) && a.family == family) {
+                continue;
+            }
+            let theirs = recommendation.of_family(family);
+            let mut eligible: Vec<f64> = Vec::new();
+            for (_, hours) in self.on_demand.iter().filter(|(t, _)| family_of(t) == family).map(|(_, v)| v) {
+                eligible.resize(hours.len(), 0.0);
+                eligible.iter_mut().zip(hours).for_each(|(e, h)| *e += h);
+            }
+            let Some(discount) = theirs.discount().filter(|_| !eligible.is_empty()) else {
+                self.notes.push(format!(
+                    "AWS recommends an EC2 Instance Savings Plan of {family} (${:.3} an hour, {source}); the stored bill has no On-Demand hour of the family, or AWS's estimate no discount, to simulate it against",
+                    theirs.hourly_commitment
+                ));
+                continue;
+            };
+            let mut advice = advise(
+                ("savings_plan", family, ""),
+                "1yr".into(),
+                discount,
+                &eligible,
+                self.first_hour,
+                (SHORT_LOOKBACK_DAYS * 24, LONG_LOOKBACK_DAYS * 24),
+                (self.horizon_months, Vec::new(), None),
+            );
+            let pricing = "both price at the discount AWS's estimate implies; gpuledger counts the stored bill's On-Demand instance-hours of the family";
+            advice.aws = Some(comparison(
+                &advice,
+                AwsRecommended::SavingsPlan(theirs),
+                source.to_string(),
+                history_end,
+                pricing,
+            ));
+            advice.priced_by_aws = true;
+            priced.push(family.to_string());
+            self.advice.push(advice);
+        }
+        if !priced.is_empty() {
+            self.notes.push(format!(
+                "the bill has no EC2 Instance Savings Plan of {}: each is advised at the discount AWS's recommendation implies ({source}: 1 − its cost × its utilization ÷ the On-Demand cost it covers), simulated over the bill's On-Demand hours of the family; the Compute plan's advice counts those hours too (bought together, the EC2 Instance plan is sized first)",
+                priced.join(", ")
+            ));
         }
     }
 
@@ -858,7 +974,7 @@ impl CommitmentsReport {
                 ));
                 continue;
             };
-            let family = detail.instance_type.split('.').next().unwrap_or("").to_string();
+            let family = family_of(&detail.instance_type);
             let mut advice = advise(
                 ("reservation", &family, &detail.instance_type),
                 "1yr".into(),
@@ -882,22 +998,71 @@ impl CommitmentsReport {
             ));
             if self.advice.iter().any(|a| a.kind == "savings_plan" && a.provider == "aws") {
                 self.notes.push(format!(
-                    "the Savings Plan's advice counts the On-Demand hours of {} too: a reservation of them is an alternative for those hours, not an addition (the Plan page does not add its savings)",
+                    "the Savings Plan's advice counts the On-Demand hours of {} too: alone, each advice counts them; bought together (the together columns, which the Plan page adds up) the reservations are sized first and the Compute plan on the hours they leave",
                     priced.join(", ")
                 ));
             }
         }
     }
 
-    /// The advice whose savings add up: all of it, but a reservation priced at AWS's rate
-    /// where there is Compute plan advice, which counts the same On-Demand hours (the
-    /// reservation is an alternative to it, not an addition).
-    pub fn counted_advice(&self) -> impl Iterator<Item = &Advice> {
-        let plan = self
-            .advice
-            .iter()
-            .any(|a| a.provider == "aws" && a.kind == "savings_plan" && a.family == "Compute");
-        self.advice.iter().filter(move |a| !(plan && a.priced_by_aws))
+    /// The advice bought together, one outcome per advice (in its order). Each advice alone
+    /// is sized on all the hours it could cover, so an EC2 Instance Savings Plan, a
+    /// reservation and the Compute plan count the same On-Demand hours and their savings do
+    /// not add up. AWS applies a bill's reservations first, then its EC2 Instance Savings
+    /// Plans, then its Compute Savings Plan; bought together, each is sized (by the same
+    /// lookback rule, a reservation in whole instances) on the hours those applied before it
+    /// leave uncovered, from each type's [`open`](Self::open) hours. A FOCUS bill's advice,
+    /// on other hours, is as it stands.
+    pub fn together(&self) -> Vec<engine::Advice> {
+        let lookbacks = (SHORT_LOOKBACK_DAYS * 24, LONG_LOOKBACK_DAYS * 24);
+        // The order AWS applies them in; none for another bill's advice.
+        let stage = |a: &Advice| match (a.provider.as_str(), a.kind, a.family.as_str()) {
+            ("aws", "reservation", _) => Some(0),
+            ("aws", "savings_plan", "Compute") => Some(2),
+            ("aws", "savings_plan", _) => Some(1),
+            _ => None,
+        };
+        let mut order: Vec<usize> = (0..self.advice.len()).collect();
+        order.sort_by_key(|&i| stage(&self.advice[i]));
+        let mut open = self.open.clone();
+        let mut out: Vec<engine::Advice> = self.advice.iter().map(|a| a.advice).collect();
+        for i in order {
+            let a = &self.advice[i];
+            let Some(stage) = stage(a) else { continue };
+            let types: Vec<String> = open
+                .keys()
+                .filter(|t| match stage {
+                    0 => **t == a.instance_type,
+                    1 => family_of(t) == a.family,
+                    _ => true,
+                })
+                .cloned()
+                .collect();
+            let mut hours = Vec::new();
+            for t in &types {
+                let series = &open[t];
+                hours.resize(series.len(), 0.0);
+                hours.iter_mut().zip(series).for_each(|(h, x)| *h += x);
+            }
+            let sized = match a.instance_rate {
+                Some(rate) if a.kind == "reservation" => {
+                    engine::advise_in_units(&hours, a.discount, lookbacks, a.term_months, rate)
+                }
+                _ => engine::advise(&hours, a.discount, lookbacks, a.term_months),
+            };
+            // What it covers is taken from each type's hours in proportion to them.
+            let left = engine::uncovered(&hours, a.discount, sized.chosen.hourly_commitment);
+            for t in &types {
+                let series = open.get_mut(t).expect("a type of the open hours");
+                for ((x, all), rest) in series.iter_mut().zip(&hours).zip(&left) {
+                    if *all > 0.0 {
+                        *x *= rest / all;
+                    }
+                }
+            }
+            out[i] = sized;
+        }
+        out
     }
 
     pub fn to_json(&self) -> Value {
@@ -918,9 +1083,18 @@ impl CommitmentsReport {
                 "break_even_months": o.break_even_months.map(round),
             })
         };
+        let together = self.together();
+        let mut together_total: BTreeMap<&str, f64> = BTreeMap::new();
+        for (a, t) in self.advice.iter().zip(&together) {
+            *together_total.entry(a.currency.as_str()).or_default() += t.chosen.monthly_net_savings;
+        }
         json!({
             "history_end": self.history_end.map(|d| d.to_string()),
             "horizon_months": self.horizon_months,
+            "together": together_total.iter().map(|(currency, savings)| json!({
+                "currency": currency,
+                "monthly_net_savings": round(*savings),
+            })).collect::<Vec<_>>(),
             "current": self.current.iter().map(|c| {
                 let l = &c.latest;
                 json!({
@@ -947,8 +1121,11 @@ impl CommitmentsReport {
                     })).collect::<Vec<_>>(),
                 })
             }).collect::<Vec<_>>(),
-            "advice": self.advice.iter().map(|a| {
+            "advice": self.advice.iter().zip(&together).map(|(a, t)| {
                 let chosen = &a.advice.chosen;
+                let mut bought = outcome(&t.chosen);
+                bought["count"] = a.count_of(t.chosen.hourly_commitment).map(round).into();
+                bought["lookback_days"] = (t.lookback_hours as f64 / 24.0).into();
                 json!({
                     "provider": a.provider,
                     "currency": a.currency,
@@ -971,6 +1148,7 @@ impl CommitmentsReport {
                     "short": outcome(&a.advice.short),
                     "long": outcome(&a.advice.long),
                     "forecast": a.forecast.as_ref().map(outcome),
+                    "together": bought,
                     "aws_recommendation": a.aws.as_ref().map(|aws| {
                         let mut theirs = match &aws.recommendation {
                             AwsRecommended::SavingsPlan(r) => json!({
@@ -982,6 +1160,7 @@ impl CommitmentsReport {
                                 "estimated_average_utilization": r.estimated_average_utilization.map(round),
                                 "estimated_monthly_savings": r.estimated_monthly_savings.map(round),
                                 "estimated_savings_percentage": r.estimated_savings_percentage.map(round),
+                                "regions": r.plans.iter().filter(|p| !p.region.is_empty()).map(|p| p.region.clone()).collect::<Vec<_>>(),
                                 "generated_at": r.generated_at,
                             }),
                             AwsRecommended::Reservation(r) => {
@@ -1082,7 +1261,7 @@ impl CommitmentsReport {
         };
         let advice = Table {
             title: format!(
-                "What to buy: the lower of the best commitments over {SHORT_LOOKBACK_DAYS} and {LONG_LOOKBACK_DAYS} days, simulated hour by hour"
+                "What to buy: the lower of the best commitments over {SHORT_LOOKBACK_DAYS} and {LONG_LOOKBACK_DAYS} days, simulated hour by hour; together: each sized on the hours left by those AWS applies before it (reservations, then EC2 Instance Savings Plans, then the Compute plan)"
             ),
             columns: vec![
                 "provider",
@@ -1101,11 +1280,16 @@ impl CommitmentsReport {
                 "forecast_utilization",
                 "forecast_monthly_net_savings",
                 "aws_hourly_commitment",
+                "together_hourly_commitment",
+                "together_count",
+                "together_utilization",
+                "together_monthly_net_savings",
             ],
             rows: self
                 .advice
                 .iter()
-                .map(|a| {
+                .zip(self.together())
+                .map(|(a, t)| {
                     let c = &a.advice.chosen;
                     // Money in the bill's currency: dollars as dollars, another as a decimal.
                     let money =
@@ -1129,6 +1313,10 @@ impl CommitmentsReport {
                         a.aws.as_ref().map_or(Cell::Text(String::new()), |aws| {
                             usd(aws.recommendation.hourly_commitment())
                         }),
+                        money(t.chosen.hourly_commitment),
+                        a.count_of(t.chosen.hourly_commitment).map_or(Cell::Text(String::new()), Cell::Hours),
+                        Cell::Ratio(Some(t.chosen.utilization)),
+                        money(t.chosen.monthly_net_savings),
                     ]
                 })
                 .collect(),
@@ -1165,18 +1353,27 @@ fn comparison(
         Some(engine::best(tail, advice.discount, advice.term_months).hourly_commitment)
     };
     let mut reasons = Vec::new();
-    if let AwsRecommended::Reservation(r) = &recommendation {
-        if r.details.is_empty() {
-            reasons.push(format!(
-                "AWS recommends no {} reservation: none ran On-Demand enough of its {days} days to save",
-                advice.instance_type
-            ));
+    // What AWS recommends of the advice's EC2 Instance plan family or reserved type, region by
+    // region.
+    let per_region: Option<(String, Vec<String>)> = match &recommendation {
+        AwsRecommended::SavingsPlan(r) if r.savings_plans_type == "EC2_INSTANCE_SP" => Some((
+            format!("no EC2 Instance Savings Plan of {}", advice.family),
+            r.plans.iter().map(|p| format!("${:.3} in {}", p.hourly_commitment, p.region)).collect(),
+        )),
+        AwsRecommended::Reservation(r) => Some((
+            format!("no {} reservation", advice.instance_type),
+            r.details.iter().map(|d| format!("{} in {}", d.count, d.region)).collect(),
+        )),
+        AwsRecommended::SavingsPlan(_) => None,
+    };
+    if let Some((none, each)) = per_region {
+        if each.is_empty() {
+            reasons
+                .push(format!("AWS recommends {none}: none ran On-Demand enough of its {days} days to save"));
         }
-        if r.details.len() > 1 {
-            let each: Vec<String> =
-                r.details.iter().map(|d| format!("{} in {}", d.count, d.region)).collect();
+        if each.len() > 1 {
             reasons.push(format!(
-                "AWS recommends them per region ({}); the stored instance-hours keep no region, so gpuledger simulates the type's hours in all of them together, which can buy fewer where the regions' busy hours differ",
+                "AWS recommends them per region ({}); the stored instance-hours keep no region, so gpuledger simulates the hours of all its regions together, which can buy less where the regions' busy hours differ",
                 each.join(", ")
             ));
         }
@@ -1225,13 +1422,30 @@ fn comparison(
     }
 }
 
-/// The kind of a FOCUS bill's commitment, from its provider (the stored charges keep no
-/// CommitmentDiscountType).
-fn focus_kind(provider: &str) -> &'static str {
-    match provider {
-        "azure" => "reservation",
-        "gcp" => "committed_use_discount",
-        _ => "commitment",
+/// An EC2 instance type's family: `g6e` of `g6e.12xlarge`.
+fn family_of(instance_type: &str) -> String {
+    instance_type.split('.').next().unwrap_or("").to_string()
+}
+
+/// The kind of a FOCUS charge's commitment, from its CommitmentDiscountType (in the
+/// provider's words: Azure's `Reservation`, Google's `Committed Use Discount`, AWS's `Savings
+/// Plan`), else, for a bill ingested before the type was kept, from its provider.
+fn focus_kind(c: &BillCharge) -> &'static str {
+    let named = c.commitment_discount_type.to_ascii_lowercase();
+    if named.contains("reserv") {
+        "reservation"
+    } else if named.contains("committed use") {
+        "committed_use_discount"
+    } else if named.contains("savings plan") {
+        "savings_plan"
+    } else if !named.is_empty() {
+        "commitment"
+    } else {
+        match c.provider.as_str() {
+            "azure" => "reservation",
+            "gcp" => "committed_use_discount",
+            _ => "commitment",
+        }
     }
 }
 
@@ -1265,7 +1479,12 @@ impl Advice {
     /// Reserved instances the commitment buys (a reservation's commitment ÷ one instance's
     /// rate).
     pub fn count(&self) -> Option<f64> {
-        self.instance_rate.filter(|r| *r > 0.0).map(|rate| self.advice.chosen.hourly_commitment / rate)
+        self.count_of(self.advice.chosen.hourly_commitment)
+    }
+
+    /// Reserved instances an hourly commitment of the advice's kind buys.
+    fn count_of(&self, hourly_commitment: f64) -> Option<f64> {
+        self.instance_rate.filter(|r| *r > 0.0).map(|rate| hourly_commitment / rate)
     }
 }
 
@@ -1477,6 +1696,43 @@ mod tests {
         });
         assert_eq!(renewing, vec![9.0, 5.0]);
         assert_eq!(hours.on_demand_rate("g5.12xlarge"), Some(5.672));
+    }
+
+    #[test]
+    fn bought_together_the_compute_plan_is_sized_on_the_hours_the_reservation_leaves() {
+        // Two days, every hour: a Compute plan covers $10 of c5 for $7 (30 % off); one m5 is
+        // reserved ($1 On-Demand for $0.60, 40 % off) and another runs On-Demand ($1); a t3
+        // runs On-Demand ($0.50).
+        let rows: Vec<UsageHour> = (0..48)
+            .flat_map(|h| {
+                [
+                    hour(h * 3600, "c5.xlarge", PurchaseOption::SavingsPlans, 10.0, 7.0),
+                    hour(h * 3600, "m5.large", PurchaseOption::Reserved, 1.0, 0.6),
+                    hour(h * 3600, "m5.large", PurchaseOption::OnDemand, 1.0, 1.0),
+                    hour(h * 3600, "t3.large", PurchaseOption::OnDemand, 0.5, 0.5),
+                ]
+            })
+            .collect();
+        let report = CommitmentsReport::build(&[], &rows, 1);
+        let [plan, reservation] = &report.advice[..] else { panic!("{:?}", report.advice) };
+        assert_eq!((plan.family.as_str(), reservation.instance_type.as_str()), ("Compute", "m5.large"));
+        // Alone, each counts the m5 On-Demand hour: the plan covers its $1 and the t3's $0.50
+        // ($1.05 an hour, 0.45 saved), the reservation one m5 ($0.60, 0.40 saved).
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        assert!(near(plan.advice.chosen.hourly_commitment, 1.05), "{plan:?}");
+        assert!(near(plan.advice.chosen.monthly_net_savings, 0.45 * 730.0));
+        assert!(near(reservation.advice.chosen.hourly_commitment, 0.6), "{reservation:?}");
+        assert!(near(reservation.advice.chosen.monthly_net_savings, 0.4 * 730.0));
+        // Together, the reservation (applied first) takes the m5 hour and the plan is sized on
+        // the t3's $0.50: $0.35 an hour, 0.15 saved. 0.55 a month-hour, not 0.85.
+        let [plan_together, reservation_together] = &report.together()[..] else { panic!() };
+        assert_eq!(reservation_together.chosen, reservation.advice.chosen);
+        assert!(near(plan_together.chosen.hourly_commitment, 0.35), "{plan_together:?}");
+        assert!(near(plan_together.chosen.utilization, 1.0));
+        assert!(near(plan_together.chosen.monthly_net_savings, 0.15 * 730.0));
+        let json = report.to_json();
+        assert!(near(json["together"][0]["monthly_net_savings"].as_f64().unwrap(), 401.5), "{json}");
+        assert_eq!(json["advice"][1]["together"]["count"], 1.0);
     }
 
     #[test]

@@ -8,11 +8,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+pub use aws_sdk_costexplorer::types::SupportedSavingsPlansType as SavingsPlansType;
 use aws_sdk_costexplorer::types::{
     DateInterval, DimensionValuesWithAttributes, Granularity, Group, GroupDefinition, GroupDefinitionType,
-    LookbackPeriodInDays, MetricValue, PaymentOption, ResultByTime, SavingsPlansPurchaseRecommendation,
-    SavingsPlansPurchaseRecommendationDetail, SavingsPlansPurchaseRecommendationSummary,
-    SupportedSavingsPlansType, TermInYears,
+    LookbackPeriodInDays, MetricValue, PaymentOption, ResultByTime, SavingsPlansDetails,
+    SavingsPlansPurchaseRecommendation, SavingsPlansPurchaseRecommendationDetail,
+    SavingsPlansPurchaseRecommendationSummary, SupportedSavingsPlansType, TermInYears,
 };
 use chrono::NaiveDate;
 
@@ -135,10 +136,12 @@ impl CostExplorer {
         Ok(pages.finish())
     }
 
-    /// AWS's recommendation of a one-year, No Upfront Compute Savings Plan for the payer
-    /// account over the last `lookback_days` (7, 30 or 60): one request.
+    /// AWS's recommendation of one-year, No Upfront Savings Plans of `kind` (the Compute
+    /// plan, or EC2 Instance plans per family and region) for the payer account over the last
+    /// `lookback_days` (7, 30 or 60): one request.
     pub async fn savings_plans_recommendation(
         &self,
+        kind: SupportedSavingsPlansType,
         lookback_days: u32,
     ) -> Result<PlanRecommendation, CeError> {
         let lookback = lookback_period(lookback_days);
@@ -146,7 +149,7 @@ impl CostExplorer {
         let answer = self
             .client
             .get_savings_plans_purchase_recommendation()
-            .savings_plans_type(SupportedSavingsPlansType::ComputeSp)
+            .savings_plans_type(kind)
             .term_in_years(TermInYears::OneYear)
             .payment_option(PaymentOption::NoUpfront)
             .lookback_period_in_days(lookback)
@@ -169,11 +172,12 @@ impl CostExplorer {
     }
 }
 
-/// AWS's Compute Savings Plan recommendation (`GetSavingsPlansPurchaseRecommendation`): its
-/// terms and figures, rates as fractions (AWS writes percentages).
+/// AWS's Savings Plan recommendation (`GetSavingsPlansPurchaseRecommendation`, of the
+/// Compute plan or of EC2 Instance plans): its terms and figures, rates as fractions (AWS
+/// writes percentages).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PlanRecommendation {
-    /// `COMPUTE_SP`, `ONE_YEAR`, `NO_UPFRONT` as AWS names them.
+    /// `COMPUTE_SP` or `EC2_INSTANCE_SP`, `ONE_YEAR`, `NO_UPFRONT` as AWS names them.
     pub savings_plans_type: String,
     pub term: String,
     pub payment_option: String,
@@ -186,6 +190,89 @@ pub struct PlanRecommendation {
     pub estimated_savings_percentage: Option<f64>,
     pub current_average_hourly_on_demand_spend: Option<f64>,
     pub generated_at: String,
+    /// Each plan recommended (one for the Compute plan, one per family and region for EC2
+    /// Instance plans).
+    pub plans: Vec<RecommendedPlan>,
+}
+
+/// One plan of a recommendation (`SavingsPlansPurchaseRecommendationDetails`): an EC2
+/// Instance plan's family and region (empty for the Compute plan), its commitment, and AWS's
+/// estimates over the lookback, in dollars.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RecommendedPlan {
+    pub instance_family: String,
+    pub region: String,
+    pub hourly_commitment: f64,
+    pub estimated_average_utilization: Option<f64>,
+    pub estimated_monthly_savings: Option<f64>,
+    /// The plan's cost, the On-Demand cost it would leave, and the On-Demand cost without it.
+    pub estimated_sp_cost: Option<f64>,
+    pub estimated_on_demand_cost: Option<f64>,
+    pub estimated_on_demand_cost_with_current_commitment: Option<f64>,
+}
+
+impl PlanRecommendation {
+    /// The recommendation's plans of one EC2 instance family (none when AWS recommends none
+    /// of it), their commitments and estimates summed.
+    pub fn of_family(&self, family: &str) -> PlanRecommendation {
+        let plans: Vec<RecommendedPlan> =
+            self.plans.iter().filter(|p| p.instance_family == family).cloned().collect();
+        let hourly: f64 = plans.iter().map(|p| p.hourly_commitment).sum::<f64>() + 0.0;
+        let sum = |f: &dyn Fn(&RecommendedPlan) -> Option<f64>| {
+            plans.iter().map(f).try_fold(0.0, |t, v| v.map(|v| t + v))
+        };
+        let used = sum(&|p| p.estimated_average_utilization.map(|u| u * p.hourly_commitment));
+        PlanRecommendation {
+            hourly_commitment: hourly,
+            estimated_average_utilization: used.filter(|_| hourly > 0.0).map(|u| u / hourly),
+            estimated_monthly_savings: if plans.is_empty() {
+                Some(0.0)
+            } else {
+                sum(&|p| p.estimated_monthly_savings)
+            },
+            estimated_savings_percentage: None,
+            current_average_hourly_on_demand_spend: None,
+            plans,
+            ..self.clone()
+        }
+    }
+
+    /// The discount AWS's estimate implies over all its plans ([`RecommendedPlan::discount`]
+    /// of their sums).
+    pub fn discount(&self) -> Option<f64> {
+        let total = RecommendedPlan {
+            estimated_sp_cost: Some(0.0),
+            estimated_on_demand_cost: Some(0.0),
+            estimated_on_demand_cost_with_current_commitment: Some(0.0),
+            estimated_average_utilization: Some(1.0),
+            ..RecommendedPlan::default()
+        };
+        // Σ used commitment stands in for the cost at full use.
+        let summed = self.plans.iter().try_fold(total, |mut t, p| {
+            t.estimated_sp_cost =
+                Some(t.estimated_sp_cost? + p.estimated_sp_cost? * p.estimated_average_utilization?);
+            t.estimated_on_demand_cost = Some(t.estimated_on_demand_cost? + p.estimated_on_demand_cost?);
+            t.estimated_on_demand_cost_with_current_commitment = Some(
+                t.estimated_on_demand_cost_with_current_commitment?
+                    + p.estimated_on_demand_cost_with_current_commitment?,
+            );
+            Some(t)
+        })?;
+        summed.discount()
+    }
+}
+
+impl RecommendedPlan {
+    /// The discount AWS's estimate implies: 1 − the commitment the plan would use (its cost ×
+    /// its utilization) ÷ the On-Demand cost it would cover (the On-Demand cost without it
+    /// less what it leaves). AWS writes the utilization to 0.01 %, so the discount is as
+    /// close.
+    pub fn discount(&self) -> Option<f64> {
+        let covered =
+            self.estimated_on_demand_cost_with_current_commitment? - self.estimated_on_demand_cost?;
+        let used = self.estimated_sp_cost? * self.estimated_average_utilization?;
+        (covered > 0.0 && used > 0.0).then(|| 1.0 - used / covered)
+    }
 }
 
 /// The recommendation of an answer, its numbers parsed (`what` names the answer in errors).
@@ -197,20 +284,34 @@ fn plan_recommendation(
     let number = |field: &str, text: Option<&str>| number(what, field, text);
     let details = recommendation.savings_plans_purchase_recommendation_details();
     let (mut hourly, mut weighted_use, mut monthly) = (0.0, 0.0, None::<f64>);
+    let mut plans = Vec::new();
     for detail in details {
         let commitment =
             number("HourlyCommitmentToPurchase", detail.hourly_commitment_to_purchase())?.unwrap_or(0.0);
         hourly += commitment;
-        if let Some(use_percent) =
-            number("EstimatedAverageUtilization", detail.estimated_average_utilization())?
-        {
-            weighted_use += commitment * use_percent / 100.0;
+        let utilization = number("EstimatedAverageUtilization", detail.estimated_average_utilization())?
+            .map(|percent| percent / 100.0);
+        if let Some(utilization) = utilization {
+            weighted_use += commitment * utilization;
         }
-        if let Some(saved) =
-            number("EstimatedMonthlySavingsAmount", detail.estimated_monthly_savings_amount())?
-        {
+        let saved = number("EstimatedMonthlySavingsAmount", detail.estimated_monthly_savings_amount())?;
+        if let Some(saved) = saved {
             monthly = Some(monthly.unwrap_or(0.0) + saved);
         }
+        let plan = detail.savings_plans_details();
+        plans.push(RecommendedPlan {
+            instance_family: plan.and_then(|p| p.instance_family()).unwrap_or_default().to_string(),
+            region: plan.and_then(|p| p.region()).unwrap_or_default().to_string(),
+            hourly_commitment: commitment,
+            estimated_average_utilization: utilization,
+            estimated_monthly_savings: saved,
+            estimated_sp_cost: number("EstimatedSPCost", detail.estimated_sp_cost())?,
+            estimated_on_demand_cost: number("EstimatedOnDemandCost", detail.estimated_on_demand_cost())?,
+            estimated_on_demand_cost_with_current_commitment: number(
+                "EstimatedOnDemandCostWithCurrentCommitment",
+                detail.estimated_on_demand_cost_with_current_commitment(),
+            )?,
+        });
     }
     let summary = recommendation.savings_plans_purchase_recommendation_summary();
     let lookback = recommendation.lookback_period_in_days().map(|l| l.as_str()).unwrap_or_default();
@@ -236,6 +337,7 @@ fn plan_recommendation(
             .transpose()?
             .flatten(),
         generated_at: generated_at.to_string(),
+        plans,
     })
 }
 
@@ -313,6 +415,19 @@ pub fn read_saved_recommendation(text: &str, location: &str) -> Result<PlanRecom
                     detail,
                     "CurrentAverageHourlyOnDemandSpend",
                 ))
+                .set_estimated_sp_cost(text_of(detail, "EstimatedSPCost"))
+                .set_estimated_on_demand_cost(text_of(detail, "EstimatedOnDemandCost"))
+                .set_estimated_on_demand_cost_with_current_commitment(text_of(
+                    detail,
+                    "EstimatedOnDemandCostWithCurrentCommitment",
+                ))
+                .set_savings_plans_details(detail.get("SavingsPlansDetails").map(|plan| {
+                    SavingsPlansDetails::builder()
+                        .set_region(text_of(plan, "Region"))
+                        .set_instance_family(text_of(plan, "InstanceFamily"))
+                        .set_offering_id(text_of(plan, "OfferingId"))
+                        .build()
+                }))
                 .build(),
         );
     }

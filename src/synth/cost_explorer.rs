@@ -228,15 +228,63 @@ pub const RECOMMENDATION_LOOKBACK_DAYS: i64 = 30;
 /// The commitment is found by trying every cent up to the busiest hour, then every tenth of
 /// a cent around the best: a search of its own, apart from gpuledger's quantile.
 pub fn savings_plans_recommendation(tally: &CeTally, payer: &str, seed: u64) -> Option<Value> {
-    let last = *tally.on_demand_hours.keys().next_back()?;
-    let first = *tally.on_demand_hours.keys().next()?;
-    // The last 30 days, or every hour there is when fewer.
-    let from = (last + 3600 - RECOMMENDATION_LOOKBACK_DAYS * 86_400).max(first);
+    let (from, last) = lookback(tally)?;
     let on_demand: Vec<f64> = (from..=last)
         .step_by(3600)
         .map(|hour| tally.on_demand_hours.get(&hour).copied().unwrap_or(0.0))
         .collect();
     let rate = super::fleet::SAVINGS_PLAN_RATE;
+    let (commitment, saved) = best_commitment(&on_demand, rate);
+    let mut ids = super::rng::Rng::derive(seed, &[60, last as u64]);
+    let details = json!({"OfferingId": ids.uuid()});
+    let detail = plan_detail(&on_demand, rate, (commitment, saved), payer, details, &mut ids);
+    plan_answer("COMPUTE_SP", vec![detail], last, &mut ids)
+}
+
+/// What `GetSavingsPlansPurchaseRecommendation` would answer for one-year, No Upfront EC2
+/// Instance Savings Plans (`--savings-plans-type EC2_INSTANCE_SP`) over the payer's last 30
+/// days, made as [`savings_plans_recommendation`] is, per instance family and region: its
+/// On-Demand usage each hour at the fleet's EC2 Instance plan rate (66 % of On-Demand), and
+/// the hourly commitment that would have saved the most. A family and region whose best is
+/// nothing is not listed.
+pub fn instance_plans_recommendation(tally: &CeTally, payer: &str, seed: u64) -> Option<Value> {
+    let (from, last) = lookback(tally)?;
+    let mut by_family: BTreeMap<(&str, &str), Vec<f64>> = BTreeMap::new();
+    for ((instance_type, region), (rate, running)) in &tally.on_demand_instances {
+        let family = instance_type.split('.').next().unwrap_or_default();
+        let hours = by_family
+            .entry((family, region))
+            .or_insert_with(|| vec![0.0; ((last - from) / 3600 + 1) as usize]);
+        for (hour, cost) in (from..=last).step_by(3600).zip(hours.iter_mut()) {
+            *cost += running.get(&hour).copied().unwrap_or(0.0) * rate;
+        }
+    }
+    let rate = super::fleet::INSTANCE_PLAN_RATE;
+    let mut ids = super::rng::Rng::derive(seed, &[62, last as u64]);
+    let mut details = Vec::new();
+    for ((family, region), on_demand) in by_family {
+        let (commitment, saved) = best_commitment(&on_demand, rate);
+        if commitment <= 0.0 {
+            continue;
+        }
+        let plan = json!({"Region": region, "InstanceFamily": family, "OfferingId": ids.uuid()});
+        details.push(plan_detail(&on_demand, rate, (commitment, saved), payer, plan, &mut ids));
+    }
+    plan_answer("EC2_INSTANCE_SP", details, last, &mut ids)
+}
+
+/// The first and last hour of AWS's lookback: the last 30 days of the tallied On-Demand
+/// hours, or every hour there is when fewer.
+fn lookback(tally: &CeTally) -> Option<(i64, i64)> {
+    let last = *tally.on_demand_hours.keys().next_back()?;
+    let first = *tally.on_demand_hours.keys().next()?;
+    Some(((last + 3600 - RECOMMENDATION_LOOKBACK_DAYS * 86_400).max(first), last))
+}
+
+/// The hourly commitment (to the tenth of a cent) at `rate` × On-Demand that would have saved
+/// the most over `on_demand`'s hours, and what it saves: every cent up to the busiest hour,
+/// then every tenth of a cent around the best.
+fn best_commitment(on_demand: &[f64], rate: f64) -> (f64, f64) {
     let at_plan_rates: Vec<f64> = on_demand.iter().map(|x| x * rate).collect();
     // Savings over the lookback of `c` an hour: the On-Demand cost it covers less its cost.
     let savings = |c: f64| -> f64 { at_plan_rates.iter().map(|v| c.min(*v) / rate - c).sum() };
@@ -248,19 +296,28 @@ pub fn savings_plans_recommendation(tally: &CeTally, payer: &str, seed: u64) -> 
         })
     };
     let (cents, _) = best_of(&mut (0..=(busiest * 100.0).ceil() as i64).map(|c| c as f64 / 100.0));
-    let (commitment, saved) = best_of(
-        &mut (-10..=10).map(|m| ((cents * 1000.0).round() + f64::from(m)) / 1000.0).filter(|c| *c >= 0.0),
-    );
+    best_of(&mut (-10..=10).map(|m| ((cents * 1000.0).round() + f64::from(m)) / 1000.0).filter(|c| *c >= 0.0))
+}
+
+/// One `SavingsPlansPurchaseRecommendationDetail`: a plan of `commitment` an hour (saving
+/// `saved` over the lookback) at `rate` × On-Demand, against `on_demand`'s hours.
+fn plan_detail(
+    on_demand: &[f64],
+    rate: f64,
+    (commitment, saved): (f64, f64),
+    payer: &str,
+    plan: Value,
+    ids: &mut super::rng::Rng,
+) -> Value {
     let hours = on_demand.len() as f64;
     let total: f64 = on_demand.iter().sum();
-    let used: f64 = at_plan_rates.iter().map(|v| commitment.min(*v)).sum();
+    let used: f64 = on_demand.iter().map(|x| commitment.min(x * rate)).sum();
     let plan_cost = commitment * hours;
     let remaining = total - used / rate;
     let text = |v: f64| format!("{v:.10}");
     let percent = |v: f64| format!("{:.2}", v * 100.0);
-    let mut ids = super::rng::Rng::derive(seed, &[60, last as u64]);
-    let detail = json!({
-        "SavingsPlansDetails": {"OfferingId": ids.uuid()},
+    json!({
+        "SavingsPlansDetails": plan,
         "AccountId": payer,
         "UpfrontCost": "0.0",
         "EstimatedROI": percent(if plan_cost > 0.0 { saved / plan_cost } else { 0.0 }),
@@ -277,9 +334,25 @@ pub fn savings_plans_recommendation(tally: &CeTally, payer: &str, seed: u64) -> 
         "CurrentMaximumHourlyOnDemandSpend": text(on_demand.iter().copied().fold(0.0, f64::max)),
         "CurrentAverageHourlyOnDemandSpend": text(total / hours),
         "RecommendationDetailId": ids.uuid(),
-    });
+    })
+}
+
+/// A `GetSavingsPlansPurchaseRecommendation` answer of `details`, generated the hour after
+/// `last`, with their summary.
+fn plan_answer(kind: &str, details: Vec<Value>, last: i64, ids: &mut super::rng::Rng) -> Option<Value> {
+    let sum =
+        |key: &str| -> f64 { details.iter().filter_map(|d| d[key].as_str()?.parse::<f64>().ok()).sum() };
+    let text = |v: f64| format!("{v:.10}");
+    let (plan_cost, remaining, total, saved) = (
+        sum("EstimatedSPCost"),
+        sum("EstimatedOnDemandCost"),
+        sum("EstimatedOnDemandCostWithCurrentCommitment"),
+        sum("EstimatedSavingsAmount"),
+    );
+    let (commitment, monthly) = (sum("HourlyCommitmentToPurchase"), sum("EstimatedMonthlySavingsAmount"));
     let generated =
         chrono::DateTime::from_timestamp(last + 3600, 0)?.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let percent = |v: f64| format!("{:.2}", v * 100.0);
     Some(json!({
         "Metadata": {
             "RecommendationId": ids.uuid(),
@@ -288,24 +361,24 @@ pub fn savings_plans_recommendation(tally: &CeTally, payer: &str, seed: u64) -> 
         },
         "SavingsPlansPurchaseRecommendation": {
             "AccountScope": "PAYER",
-            "SavingsPlansType": "COMPUTE_SP",
+            "SavingsPlansType": kind,
             "TermInYears": "ONE_YEAR",
             "PaymentOption": "NO_UPFRONT",
             "LookbackPeriodInDays": "THIRTY_DAYS",
-            "SavingsPlansPurchaseRecommendationDetails": [detail],
             "SavingsPlansPurchaseRecommendationSummary": {
-                "EstimatedROI": detail["EstimatedROI"],
+                "EstimatedROI": percent(if plan_cost > 0.0 { saved / plan_cost } else { 0.0 }),
                 "CurrencyCode": "USD",
                 "EstimatedTotalCost": text(plan_cost + remaining),
                 "CurrentOnDemandSpend": text(total),
                 "EstimatedSavingsAmount": text(saved),
-                "TotalRecommendationCount": "1",
+                "TotalRecommendationCount": details.len().to_string(),
                 "DailyCommitmentToPurchase": format!("{:.3}", commitment * 24.0),
                 "HourlyCommitmentToPurchase": format!("{commitment:.3}"),
-                "EstimatedSavingsPercentage": detail["EstimatedSavingsPercentage"],
-                "EstimatedMonthlySavingsAmount": text(saved * 730.0 / hours),
+                "EstimatedSavingsPercentage": percent(if total > 0.0 { saved / total } else { 0.0 }),
+                "EstimatedMonthlySavingsAmount": text(monthly),
                 "EstimatedOnDemandCostWithCurrentCommitment": text(total),
             },
+            "SavingsPlansPurchaseRecommendationDetails": details,
         },
     }))
 }
@@ -336,9 +409,7 @@ fn normalization_factor(instance_type: &str) -> f64 {
 /// The number is found by trying each from 0 to the most instances run in an hour: a search
 /// of its own, apart from gpuledger's quantile.
 pub fn reservation_recommendation(tally: &CeTally, payer: &str, seed: u64) -> Option<Value> {
-    let last = *tally.on_demand_hours.keys().next_back()?;
-    let first = *tally.on_demand_hours.keys().next()?;
-    let from = (last + 3600 - RECOMMENDATION_LOOKBACK_DAYS * 86_400).max(first);
+    let (from, last) = lookback(tally)?;
     let hours = ((last - from) / 3600 + 1) as f64;
     let text = |v: f64| format!("{v:.10}");
     let percent = |v: f64| format!("{:.2}", v * 100.0);

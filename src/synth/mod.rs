@@ -12,6 +12,7 @@
 //! <out>/cost-explorer.json   (GetCostAndUsage, daily, by SERVICE and LINKED_ACCOUNT)
 //! <out>/savings-plans-recommendation.json   (GetSavingsPlansPurchaseRecommendation, Compute SP)
 //! <out>/reservation-recommendation.json      (GetReservationPurchaseRecommendation, EC2 reservations)
+//! <out>/instance-savings-plans-recommendation.json (GetSavingsPlansPurchaseRecommendation, EC2 Instance SP)
 //! <out>/truth.json
 //! <out>/azure/gpu-overflow-focus/<YYYYMMDD-YYYYMMDD>/<run>/{manifest.json,part_0_0001.csv.gz}
 //! <out>/gcp/gcp_billing_export_focus_<account>/<YYYY-MM>-000000000000.parquet
@@ -299,6 +300,13 @@ pub fn generate(
         cost_explorer::reservation_recommendation(&cost_explorer, bill::PAYER_ACCOUNT.0, options.seed)
     {
         let path = options.out.join("reservation-recommendation.json");
+        fs::write(&path, serde_json::to_string_pretty(&answer).unwrap_or_default())
+            .map_err(io_error(&path))?;
+    }
+    if let Some(answer) =
+        cost_explorer::instance_plans_recommendation(&cost_explorer, bill::PAYER_ACCOUNT.0, options.seed)
+    {
+        let path = options.out.join("instance-savings-plans-recommendation.json");
         fs::write(&path, serde_json::to_string_pretty(&answer).unwrap_or_default())
             .map_err(io_error(&path))?;
     }

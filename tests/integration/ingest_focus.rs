@@ -690,6 +690,9 @@ async fn the_three_cloud_world_is_read_to_its_truth_in_every_providers_layout() 
             (c.latest.kind.as_str(), c.currency.as_str()),
             (kind, expected["currency"].as_str().unwrap())
         );
+        // Under the bill's own CommitmentDiscountId, its kind from its CommitmentDiscountType.
+        assert_eq!(c.latest.id, expected["commitment_id"].as_str().unwrap());
+        assert!(!expected["commitment_type"].as_str().unwrap().is_empty());
         let micros = gpuledger::money::micros_from_nanos;
         assert_eq!(
             (c.latest.fee_micros, c.latest.used_micros),

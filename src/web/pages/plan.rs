@@ -45,7 +45,7 @@ type Fleet<'a> = Option<(&'a (CapacityReport, SpotReport, CommitmentsReport), &'
 /// the history's last month (the rate shown), one without a rate left out and named.
 #[derive(Debug, Clone, Default)]
 struct CommitmentsInUsd {
-    /// Σ the advice's monthly net savings.
+    /// Σ the advice's monthly net savings bought together ([`CommitmentsReport::together`]).
     monthly_net_savings: f64,
     /// Σ the commitments billed in the latest month, an hour.
     hourly_commitment: f64,
@@ -78,9 +78,13 @@ impl CommitmentsInUsd {
                 }
             }
         };
-        // Only what adds up: a reservation priced at AWS's rate is the Compute plan's alternative.
-        let savings: f64 =
-            commitments.counted_advice().map(|a| usd(&a.currency, a.advice.chosen.monthly_net_savings)).sum();
+        // The advice bought together: alone, the plans and reservations count the same hours.
+        let savings: f64 = commitments
+            .advice
+            .iter()
+            .zip(commitments.together())
+            .map(|(a, t)| usd(&a.currency, t.chosen.monthly_net_savings))
+            .sum();
         let hourly: f64 =
             commitments.current.iter().map(|c| usd(&c.currency, c.latest.hourly_micros() / 1e6)).sum();
         out.monthly_net_savings = savings;
@@ -190,12 +194,13 @@ pub async fn plan(page: Opening) -> Result<Response, WebError> {
         let [current, advice] = commitments.tables();
         content.table(
             "advice",
-            "What to buy, simulated hour by hour (AWS's own recommendation beside it)",
+            "What to buy, simulated hour by hour (AWS's own recommendation beside it; together: each sized on the hours left by those AWS applies first)",
             Report::of(advice),
         );
         content.stack("advice");
-        // The purchase and its outcome; the term, count, lookback and the forecast's outcome
-        // behind "all columns" (the downloads have every one).
+        // The purchase alone and bought together; the term, count, coverage, break-even,
+        // lookback and the forecast's outcome behind "all columns" (the downloads have every
+        // one), so the table fits a laptop's width.
         content.default_columns(
             "advice",
             &[
@@ -205,11 +210,11 @@ pub async fn plan(page: Opening) -> Result<Response, WebError> {
                 "instance_type",
                 "hourly_commitment",
                 "currency",
-                "coverage",
                 "utilization",
                 "monthly_net_savings",
-                "break_even_months",
                 "aws_hourly_commitment",
+                "together_hourly_commitment",
+                "together_monthly_net_savings",
             ],
         );
         for aws in commitments.advice.iter().filter_map(|a| a.aws.as_ref()) {
@@ -589,9 +594,10 @@ fn cards(
             value: format!("{} a month to gain", usd(crate::money::nanos_from_usd(in_usd.monthly_net_savings))),
             previous: format!("{} billed; {ending} end within the horizon", commitments.current.len()),
             definition: format!(
-                "The advice's monthly net savings (Savings Plans, reservations and committed use discounts to buy, \
-                 renewals included), simulated hour by hour over the bill's hours; reservations priced at AWS's \
-                 rate are alternatives to the Compute plan for the same hours, not added.{}",
+                "The advice's monthly net savings bought together (Savings Plans, reservations and committed use \
+                 discounts, renewals included), simulated hour by hour over the bill's hours: in the order AWS \
+                 applies them (reservations, EC2 Instance Savings Plans, the Compute plan), each sized on the \
+                 hours those before it leave.{}",
                 in_usd.said()
             ),
             ..Card::default()
