@@ -118,6 +118,15 @@ pub struct Advice {
     pub priced_by_aws: bool,
 }
 
+/// An advice bought together with the rest ([`CommitmentsReport::together`]): what it buys
+/// and does on the hours the ones before it leave, or nothing when it is left out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bought {
+    pub advice: engine::Advice,
+    /// Left out: buying it lowers what all of them save.
+    pub left_out: bool,
+}
+
 /// AWS's recommendation beside gpuledger's advice.
 #[derive(Debug, Clone)]
 pub struct AwsComparison {
@@ -1005,23 +1014,48 @@ impl CommitmentsReport {
         }
     }
 
-    /// The advice bought together, one outcome per advice (in its order). Each advice alone
-    /// is sized on all the hours it could cover, so an EC2 Instance Savings Plan, a
-    /// reservation and the Compute plan count the same On-Demand hours and their savings do
-    /// not add up. AWS applies a bill's reservations first, then its EC2 Instance Savings
-    /// Plans, then its Compute Savings Plan; bought together, each is sized (by the same
-    /// lookback rule, a reservation in whole instances) on the hours those applied before it
-    /// leave uncovered, from each type's [`open`](Self::open) hours. A FOCUS bill's advice,
+    /// The advice bought together, one per advice (in its order). Each advice alone is sized
+    /// on all the hours it could cover, so an EC2 Instance Savings Plan, a reservation and the
+    /// Compute plan count the same On-Demand hours and their savings do not add up. AWS
+    /// applies a bill's reservations first, then its EC2 Instance Savings Plans, then its
+    /// Compute Savings Plan; bought together, each is sized (by the same lookback rule, a
+    /// reservation in whole instances) on the hours those applied before it leave uncovered,
+    /// from each type's [`open`](Self::open) hours. A reservation or EC2 Instance plan whose
+    /// purchase lowers what all of them save (it takes hours a later one would cover for
+    /// more: a whole reservation half used where a plan fits the hours) is left out, one at a
+    /// time, the one whose leaving saves most first, until none does. A FOCUS bill's advice,
     /// on other hours, is as it stands.
-    pub fn together(&self) -> Vec<engine::Advice> {
+    pub fn together(&self) -> Vec<Bought> {
+        let saved =
+            |sized: &[engine::Advice]| -> f64 { sized.iter().map(|a| a.chosen.monthly_net_savings).sum() };
+        let mut left_out = vec![false; self.advice.len()];
+        let mut sized = self.in_order(&left_out);
+        loop {
+            let mut better: Option<(f64, usize, Vec<engine::Advice>)> = None;
+            for (i, a) in self.advice.iter().enumerate() {
+                let leavable = matches!(stage(a), Some(0 | 1)) && sized[i].chosen.hourly_commitment > 0.0;
+                if left_out[i] || !leavable {
+                    continue;
+                }
+                left_out[i] = true;
+                let without = self.in_order(&left_out);
+                left_out[i] = false;
+                let total = saved(&without);
+                if total > better.as_ref().map_or(saved(&sized), |b| b.0) + 1e-6 {
+                    better = Some((total, i, without));
+                }
+            }
+            let Some((_, i, without)) = better else { break };
+            left_out[i] = true;
+            sized = without;
+        }
+        sized.into_iter().zip(left_out).map(|(advice, left_out)| Bought { advice, left_out }).collect()
+    }
+
+    /// The advice sized in AWS's order on the hours each leaves (`left_out` buying nothing),
+    /// as [`CommitmentsReport::together`] describes.
+    fn in_order(&self, left_out: &[bool]) -> Vec<engine::Advice> {
         let lookbacks = (SHORT_LOOKBACK_DAYS * 24, LONG_LOOKBACK_DAYS * 24);
-        // The order AWS applies them in; none for another bill's advice.
-        let stage = |a: &Advice| match (a.provider.as_str(), a.kind, a.family.as_str()) {
-            ("aws", "reservation", _) => Some(0),
-            ("aws", "savings_plan", "Compute") => Some(2),
-            ("aws", "savings_plan", _) => Some(1),
-            _ => None,
-        };
         let mut order: Vec<usize> = (0..self.advice.len()).collect();
         order.sort_by_key(|&i| stage(&self.advice[i]));
         let mut open = self.open.clone();
@@ -1043,6 +1077,12 @@ impl CommitmentsReport {
                 let series = &open[t];
                 hours.resize(series.len(), 0.0);
                 hours.iter_mut().zip(series).for_each(|(h, x)| *h += x);
+            }
+            if left_out[i] {
+                let long = &hours[hours.len().saturating_sub(lookbacks.1)..];
+                let none = engine::simulate(long, a.discount, 0.0, a.term_months);
+                out[i] = engine::Advice { short: none, long: none, chosen: none, lookback_hours: long.len() };
+                continue;
             }
             let sized = match a.instance_rate {
                 Some(rate) if a.kind == "reservation" => {
@@ -1086,7 +1126,7 @@ impl CommitmentsReport {
         let together = self.together();
         let mut together_total: BTreeMap<&str, f64> = BTreeMap::new();
         for (a, t) in self.advice.iter().zip(&together) {
-            *together_total.entry(a.currency.as_str()).or_default() += t.chosen.monthly_net_savings;
+            *together_total.entry(a.currency.as_str()).or_default() += t.advice.chosen.monthly_net_savings;
         }
         json!({
             "history_end": self.history_end.map(|d| d.to_string()),
@@ -1123,9 +1163,10 @@ impl CommitmentsReport {
             }).collect::<Vec<_>>(),
             "advice": self.advice.iter().zip(&together).map(|(a, t)| {
                 let chosen = &a.advice.chosen;
-                let mut bought = outcome(&t.chosen);
-                bought["count"] = a.count_of(t.chosen.hourly_commitment).map(round).into();
-                bought["lookback_days"] = (t.lookback_hours as f64 / 24.0).into();
+                let mut bought = outcome(&t.advice.chosen);
+                bought["count"] = a.count_of(t.advice.chosen.hourly_commitment).map(round).into();
+                bought["lookback_days"] = (t.advice.lookback_hours as f64 / 24.0).into();
+                bought["left_out"] = t.left_out.into();
                 json!({
                     "provider": a.provider,
                     "currency": a.currency,
@@ -1284,6 +1325,7 @@ impl CommitmentsReport {
                 "together_count",
                 "together_utilization",
                 "together_monthly_net_savings",
+                "together_left_out",
             ],
             rows: self
                 .advice
@@ -1313,10 +1355,12 @@ impl CommitmentsReport {
                         a.aws.as_ref().map_or(Cell::Text(String::new()), |aws| {
                             usd(aws.recommendation.hourly_commitment())
                         }),
-                        money(t.chosen.hourly_commitment),
-                        a.count_of(t.chosen.hourly_commitment).map_or(Cell::Text(String::new()), Cell::Hours),
-                        Cell::Ratio(Some(t.chosen.utilization)),
-                        money(t.chosen.monthly_net_savings),
+                        money(t.advice.chosen.hourly_commitment),
+                        a.count_of(t.advice.chosen.hourly_commitment)
+                            .map_or(Cell::Text(String::new()), Cell::Hours),
+                        Cell::Ratio(Some(t.advice.chosen.utilization)),
+                        money(t.advice.chosen.monthly_net_savings),
+                        Cell::Flag(t.left_out),
                     ]
                 })
                 .collect(),
@@ -1419,6 +1463,17 @@ fn comparison(
         recommendation,
         source,
         reasons,
+    }
+}
+
+/// Where AWS applies an advice's commitment: its reservations first (0), then its EC2
+/// Instance Savings Plans (1), then its Compute Savings Plan (2); none for another bill's.
+fn stage(a: &Advice) -> Option<u8> {
+    match (a.provider.as_str(), a.kind, a.family.as_str()) {
+        ("aws", "reservation", _) => Some(0),
+        ("aws", "savings_plan", "Compute") => Some(2),
+        ("aws", "savings_plan", _) => Some(1),
+        _ => None,
     }
 }
 
@@ -1698,21 +1753,29 @@ mod tests {
         assert_eq!(hours.on_demand_rate("g5.12xlarge"), Some(5.672));
     }
 
+    /// `hours` hours of the same instance-hours: (type, purchase option, On-Demand, amortized).
+    fn every_hour(hours: i64, each: &[(&str, PurchaseOption, f64, f64)]) -> Vec<UsageHour> {
+        (0..hours)
+            .flat_map(|h| {
+                each.iter().map(move |&(t, option, od, amortized)| hour(h * 3600, t, option, od, amortized))
+            })
+            .collect()
+    }
+
     #[test]
     fn bought_together_the_compute_plan_is_sized_on_the_hours_the_reservation_leaves() {
         // Two days, every hour: a Compute plan covers $10 of c5 for $7 (30 % off); one m5 is
         // reserved ($1 On-Demand for $0.60, 40 % off) and another runs On-Demand ($1); a t3
         // runs On-Demand ($0.50).
-        let rows: Vec<UsageHour> = (0..48)
-            .flat_map(|h| {
-                [
-                    hour(h * 3600, "c5.xlarge", PurchaseOption::SavingsPlans, 10.0, 7.0),
-                    hour(h * 3600, "m5.large", PurchaseOption::Reserved, 1.0, 0.6),
-                    hour(h * 3600, "m5.large", PurchaseOption::OnDemand, 1.0, 1.0),
-                    hour(h * 3600, "t3.large", PurchaseOption::OnDemand, 0.5, 0.5),
-                ]
-            })
-            .collect();
+        let rows = every_hour(
+            48,
+            &[
+                ("c5.xlarge", PurchaseOption::SavingsPlans, 10.0, 7.0),
+                ("m5.large", PurchaseOption::Reserved, 1.0, 0.6),
+                ("m5.large", PurchaseOption::OnDemand, 1.0, 1.0),
+                ("t3.large", PurchaseOption::OnDemand, 0.5, 0.5),
+            ],
+        );
         let report = CommitmentsReport::build(&[], &rows, 1);
         let [plan, reservation] = &report.advice[..] else { panic!("{:?}", report.advice) };
         assert_eq!((plan.family.as_str(), reservation.instance_type.as_str()), ("Compute", "m5.large"));
@@ -1725,7 +1788,8 @@ mod tests {
         assert!(near(reservation.advice.chosen.monthly_net_savings, 0.4 * 730.0));
         // Together, the reservation (applied first) takes the m5 hour and the plan is sized on
         // the t3's $0.50: $0.35 an hour, 0.15 saved. 0.55 a month-hour, not 0.85.
-        let [plan_together, reservation_together] = &report.together()[..] else { panic!() };
+        let together: Vec<engine::Advice> = report.together().iter().map(|b| b.advice).collect();
+        let [plan_together, reservation_together] = &together[..] else { panic!() };
         assert_eq!(reservation_together.chosen, reservation.advice.chosen);
         assert!(near(plan_together.chosen.hourly_commitment, 0.35), "{plan_together:?}");
         assert!(near(plan_together.chosen.utilization, 1.0));
@@ -1733,6 +1797,31 @@ mod tests {
         let json = report.to_json();
         assert!(near(json["together"][0]["monthly_net_savings"].as_f64().unwrap(), 401.5), "{json}");
         assert_eq!(json["advice"][1]["together"]["count"], 1.0);
+    }
+
+    #[test]
+    fn bought_together_a_reservation_that_lowers_the_savings_is_left_out() {
+        // Two days: the Compute plan 30 % off (c5), an m5 reserved at only 20 % off ($1 for
+        // $0.80) and another m5 On-Demand. Alone: one more reserved m5 saves 0.20 an hour, the
+        // plan over the m5's $1 ($0.70) 0.30. In AWS's order the reservation would take the
+        // hour and leave the plan nothing (0.20 in all): left out, the plan saves 0.30.
+        let rows = every_hour(
+            48,
+            &[
+                ("c5.xlarge", PurchaseOption::SavingsPlans, 10.0, 7.0),
+                ("m5.large", PurchaseOption::Reserved, 1.0, 0.8),
+                ("m5.large", PurchaseOption::OnDemand, 1.0, 1.0),
+            ],
+        );
+        let report = CommitmentsReport::build(&[], &rows, 1);
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        let [plan, reservation] = &report.advice[..] else { panic!("{:?}", report.advice) };
+        assert!(near(reservation.advice.chosen.monthly_net_savings, 0.2 * 730.0), "{reservation:?}");
+        assert!(near(plan.advice.chosen.monthly_net_savings, 0.3 * 730.0), "{plan:?}");
+        let [plan_together, reservation_together] = &report.together()[..] else { panic!() };
+        assert!(reservation_together.left_out && !plan_together.left_out);
+        assert_eq!(reservation_together.advice.chosen.hourly_commitment, 0.0);
+        assert_eq!(plan_together.advice.chosen, plan.advice.chosen);
     }
 
     #[test]

@@ -742,6 +742,28 @@ fn commitments_are_the_bills_and_the_advice_is_its_hours(url: &str, truth: &Valu
         assert!(near(&plan["hourly_commitment"], expected.hourly_commitment), "{plan} {expected:?}");
         assert!(near(&plan["monthly_net_savings"], expected.monthly_net_savings), "{plan} {expected:?}");
     }
+    // Bought together: AWS's one p5.48xlarge reservation (a whole instance, used two hours in
+    // three) would take the hours the p5 plan fits, saving less than the plan does alone, so
+    // it is left out and the plan bought as alone (nothing else covers p5 before it).
+    let of = |kind: &str, key: &str, value: &str| {
+        advice
+            .iter()
+            .find(|a| a["kind"] == kind && a[key] == value)
+            .unwrap_or_else(|| panic!("{kind} {value}"))
+    };
+    let (p5_reservation, p5_plan) =
+        (of("reservation", "instance_type", "p5.48xlarge"), of("savings_plan", "family", "p5"));
+    assert!(
+        p5_reservation["monthly_net_savings"].as_f64().unwrap()
+            < p5_plan["monthly_net_savings"].as_f64().unwrap(),
+        "{p5_reservation} {p5_plan}"
+    );
+    assert_eq!(
+        (&p5_reservation["together"]["left_out"], &p5_reservation["together"]["hourly_commitment"]),
+        (&Value::Bool(true), &Value::from(0.0))
+    );
+    assert_eq!(p5_plan["together"]["hourly_commitment"], p5_plan["hourly_commitment"], "{p5_plan}");
+    assert_eq!(p5_plan["together"]["left_out"], Value::Bool(false));
 }
 
 /// `plan add|list|remove` on the planning world's history (to 2026-07): a new client's

@@ -83,7 +83,7 @@ impl CommitmentsInUsd {
             .advice
             .iter()
             .zip(commitments.together())
-            .map(|(a, t)| usd(&a.currency, t.chosen.monthly_net_savings))
+            .map(|(a, t)| usd(&a.currency, t.advice.chosen.monthly_net_savings))
             .sum();
         let hourly: f64 =
             commitments.current.iter().map(|c| usd(&c.currency, c.latest.hourly_micros() / 1e6)).sum();
