@@ -861,7 +861,7 @@ impl CommitmentsReport {
 
     /// AWS's EC2 Instance Savings Plans beside each family's plan advice (none where AWS
     /// recommends none of it); a family AWS recommends a plan of that the bill has none of is
-    /// advised at the discount AWS's estimate implies ([`RecommendedPlan::discount`]),
+    /// advised at the discount AWS's estimate implies ([`PlanRecommendation::discount`]),
     /// simulated over the bill's On-Demand hours of the family as any advice is.
     fn compare_instance_plans(&mut self, recommendation: &PlanRecommendation, source: &str) {
         let history_end = self.history_end;

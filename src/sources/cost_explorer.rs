@@ -225,11 +225,7 @@ impl PlanRecommendation {
         PlanRecommendation {
             hourly_commitment: hourly,
             estimated_average_utilization: used.filter(|_| hourly > 0.0).map(|u| u / hourly),
-            estimated_monthly_savings: if plans.is_empty() {
-                Some(0.0)
-            } else {
-                sum(&|p| p.estimated_monthly_savings)
-            },
+            estimated_monthly_savings: sum(&|p| p.estimated_monthly_savings),
             estimated_savings_percentage: None,
             current_average_hourly_on_demand_spend: None,
             plans,
@@ -237,40 +233,16 @@ impl PlanRecommendation {
         }
     }
 
-    /// The discount AWS's estimate implies over all its plans ([`RecommendedPlan::discount`]
-    /// of their sums).
+    /// The discount AWS's estimate implies: 1 − the commitment its plans would use (each
+    /// one's cost × its utilization) ÷ the On-Demand cost they would cover (the On-Demand cost
+    /// without them less what they leave). AWS writes the utilization to 0.01 %, so the
+    /// discount is as close; none when a plan lacks a figure or nothing would be covered.
     pub fn discount(&self) -> Option<f64> {
-        let total = RecommendedPlan {
-            estimated_sp_cost: Some(0.0),
-            estimated_on_demand_cost: Some(0.0),
-            estimated_on_demand_cost_with_current_commitment: Some(0.0),
-            estimated_average_utilization: Some(1.0),
-            ..RecommendedPlan::default()
-        };
-        // Σ used commitment stands in for the cost at full use.
-        let summed = self.plans.iter().try_fold(total, |mut t, p| {
-            t.estimated_sp_cost =
-                Some(t.estimated_sp_cost? + p.estimated_sp_cost? * p.estimated_average_utilization?);
-            t.estimated_on_demand_cost = Some(t.estimated_on_demand_cost? + p.estimated_on_demand_cost?);
-            t.estimated_on_demand_cost_with_current_commitment = Some(
-                t.estimated_on_demand_cost_with_current_commitment?
-                    + p.estimated_on_demand_cost_with_current_commitment?,
-            );
-            Some(t)
-        })?;
-        summed.discount()
-    }
-}
-
-impl RecommendedPlan {
-    /// The discount AWS's estimate implies: 1 − the commitment the plan would use (its cost ×
-    /// its utilization) ÷ the On-Demand cost it would cover (the On-Demand cost without it
-    /// less what it leaves). AWS writes the utilization to 0.01 %, so the discount is as
-    /// close.
-    pub fn discount(&self) -> Option<f64> {
-        let covered =
-            self.estimated_on_demand_cost_with_current_commitment? - self.estimated_on_demand_cost?;
-        let used = self.estimated_sp_cost? * self.estimated_average_utilization?;
+        let (mut used, mut covered) = (0.0, 0.0);
+        for p in &self.plans {
+            used += p.estimated_sp_cost? * p.estimated_average_utilization?;
+            covered += p.estimated_on_demand_cost_with_current_commitment? - p.estimated_on_demand_cost?;
+        }
         (covered > 0.0 && used > 0.0).then(|| 1.0 - used / covered)
     }
 }
