@@ -43,9 +43,9 @@ pub const SPLIT_TOLERANCE: f64 = 1e-4;
 /// Running state of one instance-hour from its (possibly several) parent lines; money in
 /// nano-dollars, rounded once at the end.
 struct InstanceBuilder {
-    /// Interned cluster, instance type, GPU model and usage account (a month holds hundreds
+    /// Interned cluster, instance type, GPU model, usage account and region (a month holds hundreds
     /// of thousands of instance-hours: their strings are made at the end).
-    texts: [u32; 4],
+    texts: [u32; 5],
     /// The option of the instance-hour's first line: its pods' own option.
     purchase_option: PurchaseOption,
     gpu_count: i64,
@@ -444,6 +444,7 @@ impl PeriodBuilder {
             self.strings.id(&instance_type),
             self.strings.id(known.map_or("", |t| t.gpu_model)),
             self.strings.id(c.text(Col::LineItemUsageAccountId, row)),
+            self.strings.id(c.text(Col::ProductRegionCode, row)),
         ];
         self.instances.insert(
             key,
@@ -826,7 +827,7 @@ impl PeriodBuilder {
         let mut instance_hours = Vec::with_capacity(self.instances.len());
         let mut parents = HashMap::with_capacity_and_hasher(self.instances.len(), Default::default());
         for (key, builder) in std::mem::take(&mut self.instances) {
-            let [cluster, instance_type, gpu_model, account] = builder.texts;
+            let [cluster, instance_type, gpu_model, account, region] = builder.texts;
             let text = |id: u32| self.strings.get(id).to_string();
             let cost = |nanos: i128| micros(nanos, "an instance-hour's cost");
             // One row per purchase option the hour was billed under.
@@ -843,6 +844,7 @@ impl PeriodBuilder {
                     memory_gib: builder.memory_gib,
                     purchase_option: *purchase_option,
                     usage_account_id: text(account),
+                    region: text(region),
                     usage_hours: parts.usage_hours,
                     unblended_cost_micros: cost(parts.unblended_nanos)?,
                     amortized_cost_micros: cost(parts.amortized_nanos)?,

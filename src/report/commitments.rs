@@ -7,8 +7,9 @@
 //! horizon is flagged.
 //!
 //! **Advice**, per kind and family the bill gives a discount for: the Compute Savings Plan
-//! (from its covered lines) and a reservation of each instance type reserved (from its
-//! discounted lines).
+//! (from its covered lines, every region), an EC2 Instance Savings Plan of each family and
+//! region billed, and a reservation of each instance type reserved in each region (from its
+//! discounted lines): a reservation or EC2 Instance plan covers its own region's hours only.
 //! - **Eligible usage**, hour by hour from the bill's instance-hours: the On-Demand usage a new
 //!   commitment could cover, at public On-Demand prices (every instance type for the plan,
 //!   the reserved type for a reservation). Usage under a commitment that ends within the
@@ -29,9 +30,9 @@
 //!   day's row spread evenly over its hours; a year's term is assumed (FOCUS names none).
 //!
 //! JSON: `{"history_end", "horizon_months", "current": [{"id", "kind", "offering", "family",
-//! "instance_type", "term", "term_start", "term_end", "count", "hourly_commitment",
+//! "instance_type", "region", "term", "term_start", "term_end", "count", "hourly_commitment",
 //! "utilization", "ends_within_horizon", "months": [{"month", "fee", "used", "utilization"}]}],
-//! "advice": [{"provider", "currency", "kind", "family", "instance_type", "term", "hourly_commitment", "count",
+//! "advice": [{"provider", "currency", "kind", "family", "instance_type", "region", "term", "hourly_commitment", "count",
 //! "coverage", "utilization", "monthly_net_savings", "break_even_months", "lookback_days",
 //! "discount", "discount_from", "hours", "eligible_on_demand", "renews", "short", "long", "forecast",
 //! "aws_recommendation"}], "notes"}`: `discount_from` is `bill`, or `aws_recommendation` for a
@@ -54,11 +55,12 @@ use crate::sources::reservation_recommendation::{RecommendedReservation, Reserva
 use crate::store::{Bill, BillCharge, CommitmentMonth, PurchaseOption, Store, UsageHour};
 
 /// The columns of the commitments billed, but their id (the table's last).
-pub const CURRENT_COLUMNS: [&str; 11] = [
+pub const CURRENT_COLUMNS: [&str; 12] = [
     "provider",
     "kind",
     "family",
     "instance_type",
+    "region",
     "term",
     "term_end",
     "count",
@@ -97,6 +99,9 @@ pub struct Advice {
     pub family: String,
     /// A reservation's instance type, empty for the plan.
     pub instance_type: String,
+    /// The region a reservation or EC2 Instance Savings Plan covers; empty for the Compute
+    /// plan (every region), another cloud's, and hours stored without their region.
+    pub region: String,
     pub term: String,
     pub discount: f64,
     /// Σ eligible usage at On-Demand prices over the long lookback.
@@ -151,11 +156,11 @@ pub struct CommitmentsReport {
     /// instance-hour and its On-Demand cost hour by hour: what a reservation AWS recommends
     /// (at its price) is simulated against.
     first_hour: i64,
-    on_demand: BTreeMap<String, (f64, Vec<f64>)>,
-    /// Per instance type, the hours no billed commitment will cover after the horizon's
-    /// endings (its On-Demand hours and the ending share of its covered ones), hour by hour
-    /// from `first_hour`: what [`CommitmentsReport::together`] sizes against.
-    open: BTreeMap<String, Vec<f64>>,
+    on_demand: BTreeMap<Place, (f64, Vec<f64>)>,
+    /// Per instance type and region, the hours no billed commitment will cover after the
+    /// horizon's endings (its On-Demand hours and the ending share of its covered ones), hour
+    /// by hour from `first_hour`: what [`CommitmentsReport::together`] sizes against.
+    open: BTreeMap<Place, Vec<f64>>,
 }
 
 /// AWS's own recommendations to set beside the advice, each with where it came from.
@@ -199,14 +204,24 @@ impl AwsRecommended {
     }
 }
 
-/// The bill's instance-hours hour by hour from `first` (UTC epoch seconds), per instance type
-/// and purchase option: (public On-Demand cost, amortized cost), USD.
+/// Where instance-hours ran: an instance type and a region (empty for hours stored before
+/// migration 0042, which counts every region's hours together).
+type Place = (String, String);
+
+/// Whether a commitment of one region covers hours of another: the same region, or either
+/// not known (hours stored before their region was).
+fn same_region(a: &str, b: &str) -> bool {
+    a.is_empty() || b.is_empty() || a == b
+}
+
+/// The bill's instance-hours hour by hour from `first` (UTC epoch seconds), per instance
+/// type, region and purchase option: (public On-Demand cost, amortized cost), USD.
 struct Hours {
     first: i64,
     len: usize,
-    by: BTreeMap<(String, PurchaseOption), Vec<(f64, f64)>>,
-    /// Per instance type, Σ public On-Demand cost and Σ instance-hours.
-    rates: BTreeMap<String, (f64, f64)>,
+    by: BTreeMap<(Place, PurchaseOption), Vec<(f64, f64)>>,
+    /// Per instance type and region, Σ public On-Demand cost and Σ instance-hours.
+    rates: BTreeMap<Place, (f64, f64)>,
 }
 
 impl Hours {
@@ -214,15 +229,14 @@ impl Hours {
         let first = rows.iter().map(|r| r.hour).min().unwrap_or(0);
         let last = rows.iter().map(|r| r.hour).max().unwrap_or(first);
         let len = if rows.is_empty() { 0 } else { ((last - first) / 3600 + 1) as usize };
-        let mut by: BTreeMap<(String, PurchaseOption), Vec<(f64, f64)>> = BTreeMap::new();
-        let mut rates: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+        let mut by: BTreeMap<(Place, PurchaseOption), Vec<(f64, f64)>> = BTreeMap::new();
+        let mut rates: BTreeMap<Place, (f64, f64)> = BTreeMap::new();
         for row in rows {
-            let rate = rates.entry(row.instance_type.clone()).or_default();
+            let place = (row.instance_type.clone(), row.region.clone());
+            let rate = rates.entry(place.clone()).or_default();
             rate.0 += row.public_on_demand_cost_micros as f64 / 1e6;
             rate.1 += row.usage_hours;
-            let series = by
-                .entry((row.instance_type.clone(), row.purchase_option))
-                .or_insert_with(|| vec![(0.0, 0.0); len]);
+            let series = by.entry((place, row.purchase_option)).or_insert_with(|| vec![(0.0, 0.0); len]);
             let cell = &mut series[((row.hour - first) / 3600) as usize];
             cell.0 += row.public_on_demand_cost_micros as f64 / 1e6;
             cell.1 += row.amortized_cost_micros as f64 / 1e6;
@@ -230,11 +244,12 @@ impl Hours {
         Hours { first, len, by, rates }
     }
 
-    /// Each hour's Σ over the series of its public On-Demand cost × the series' `weight` (0: left out).
-    fn eligible(&self, weight: impl Fn(&str, PurchaseOption) -> f64) -> Vec<f64> {
+    /// Each hour's Σ over the series of its public On-Demand cost × the series' `weight`
+    /// (of its instance type, region and purchase option; 0: left out).
+    fn eligible(&self, weight: impl Fn(&str, &str, PurchaseOption) -> f64) -> Vec<f64> {
         let mut hours = vec![0.0; self.len];
-        for ((instance_type, option), series) in &self.by {
-            let w = weight(instance_type, *option);
+        for (((instance_type, region), option), series) in &self.by {
+            let w = weight(instance_type, region, *option);
             if w > 0.0 {
                 for (hour, (on_demand, _)) in hours.iter_mut().zip(series) {
                     *hour += w * on_demand;
@@ -245,20 +260,20 @@ impl Hours {
     }
 
     /// 1 − Σ amortized ÷ Σ public On-Demand of the series `select` picks; none without any.
-    fn discount(&self, select: impl Fn(&str, PurchaseOption) -> bool) -> Option<f64> {
+    fn discount(&self, select: impl Fn(&str, &str, PurchaseOption) -> bool) -> Option<f64> {
         let (on_demand, amortized) = self
             .by
             .iter()
-            .filter(|((t, o), _)| select(t, *o))
+            .filter(|(((t, r), o), _)| select(t, r, *o))
             .flat_map(|(_, s)| s.iter())
             .fold((0.0, 0.0), |(a, b), (od, am)| (a + od, b + am));
         (on_demand > 0.0).then(|| 1.0 - amortized / on_demand)
     }
 
-    /// One instance of `instance_type` an hour at public On-Demand prices: Σ its public
+    /// One instance of a type in a region an hour at public On-Demand prices: Σ its public
     /// On-Demand cost ÷ Σ its instance-hours.
-    fn on_demand_rate(&self, instance_type: &str) -> Option<f64> {
-        self.rates.get(instance_type).filter(|(_, usage)| *usage > 0.0).map(|(cost, usage)| cost / usage)
+    fn on_demand_rate(&self, place: &Place) -> Option<f64> {
+        self.rates.get(place).filter(|(_, usage)| *usage > 0.0).map(|(cost, usage)| cost / usage)
     }
 }
 
@@ -515,26 +530,29 @@ impl CommitmentsReport {
         if hours.len == 0 {
             notes.push("no instance-hours stored: nothing to simulate a commitment against".into());
         }
-        // The families of the EC2 Instance Savings Plans billed: their covered hours are taken
-        // as theirs, the other covered hours as the Compute plan's (the stored instance-hours
-        // say only that a Savings Plan covered them).
-        let instance_families: std::collections::BTreeSet<String> = current
+        // The families and regions of the EC2 Instance Savings Plans billed: their covered
+        // hours are taken as theirs, the other covered hours as the Compute plan's (the stored
+        // instance-hours say only that a Savings Plan covered them).
+        let instance_plans: std::collections::BTreeSet<(String, String)> = current
             .iter()
             .filter(|c| {
                 c.latest.kind == "savings_plan"
                     && !matches!(c.latest.family.as_str(), "Compute" | "SageMaker")
             })
-            .map(|c| c.latest.family.clone())
+            .map(|c| (c.latest.family.clone(), c.latest.region.clone()))
             .collect();
-        let under_instance_plan = |instance_type: &str| instance_families.contains(&family_of(instance_type));
+        let under_instance_plan = |instance_type: &str, region: &str| {
+            let family = family_of(instance_type);
+            instance_plans.iter().any(|(f, r)| *f == family && same_region(r, region))
+        };
         // The Compute Savings Plan.
         let is_plan = |c: &CommitmentMonth| c.kind == "savings_plan" && c.family == "Compute";
-        match hours.discount(|t, option| option == PurchaseOption::SavingsPlans && !under_instance_plan(t)) {
+        match hours.discount(|t, r, option| option == PurchaseOption::SavingsPlans && !under_instance_plan(t, r)) {
             Some(discount) if hours.len > 0 => {
                 let share = ending_share(&is_plan);
-                let eligible = hours.eligible(|t, option| match option {
+                let eligible = hours.eligible(|t, r, option| match option {
                     PurchaseOption::OnDemand => 1.0,
-                    PurchaseOption::SavingsPlans if !under_instance_plan(t) => share,
+                    PurchaseOption::SavingsPlans if !under_instance_plan(t, r) => share,
                     _ => 0.0,
                 });
                 let term = current
@@ -551,7 +569,8 @@ impl CommitmentsReport {
                     (months, renewing(&is_plan), None),
                 );
                 if !plan.renews.is_empty() {
-                    plan.on_demand_only = hours.eligible(|_, option| f64::from(option == PurchaseOption::OnDemand));
+                    plan.on_demand_only =
+                        hours.eligible(|_, _, option| f64::from(option == PurchaseOption::OnDemand));
                 }
                 advice.push(plan);
             }
@@ -561,27 +580,30 @@ impl CommitmentsReport {
             ),
             _ => {}
         }
-        // An EC2 Instance Savings Plan of each family one is billed for.
-        for family in &instance_families {
-            let in_family = |t: &str| family_of(t) == *family;
-            let Some(discount) = hours.discount(|t, o| in_family(t) && o == PurchaseOption::SavingsPlans)
+        // An EC2 Instance Savings Plan of each family and region one is billed for.
+        for (family, region) in &instance_plans {
+            let in_plan = |t: &str, r: &str| family_of(t) == *family && same_region(region, r);
+            let Some(discount) = hours.discount(|t, r, o| in_plan(t, r) && o == PurchaseOption::SavingsPlans)
             else {
                 notes.push(format!(
-                    "the EC2 Instance Savings Plan of {family}: no instance-hour of the family under a Savings Plan in the stored hours, so no discount to advise from"
+                    "the EC2 Instance Savings Plan of {family}{}: no instance-hour of the family under a Savings Plan in the stored hours, so no discount to advise from",
+                    in_region(region)
                 ));
                 continue;
             };
-            let of_family = |c: &CommitmentMonth| c.kind == "savings_plan" && c.family == *family;
-            let share = ending_share(&of_family);
-            let eligible = hours.eligible(|t, option| match option {
-                _ if !in_family(t) => 0.0,
+            let of_plan = |c: &CommitmentMonth| {
+                c.kind == "savings_plan" && c.family == *family && same_region(&c.region, region)
+            };
+            let share = ending_share(&of_plan);
+            let eligible = hours.eligible(|t, r, option| match option {
+                _ if !in_plan(t, r) => 0.0,
                 PurchaseOption::OnDemand => 1.0,
                 PurchaseOption::SavingsPlans => share,
                 _ => 0.0,
             });
             let term = current
                 .iter()
-                .find(|c| of_family(&c.latest))
+                .find(|c| of_plan(&c.latest))
                 .map_or("1yr".to_string(), |c| c.latest.purchase_term.clone());
             let mut plan = advise(
                 ("savings_plan", family, ""),
@@ -590,36 +612,43 @@ impl CommitmentsReport {
                 &eligible,
                 hours.first,
                 lookbacks,
-                (months, renewing(&of_family), None),
+                (months, renewing(&of_plan), None),
             );
+            plan.region = region.clone();
             if !plan.renews.is_empty() {
-                plan.on_demand_only =
-                    hours.eligible(|t, option| f64::from(in_family(t) && option == PurchaseOption::OnDemand));
+                plan.on_demand_only = hours
+                    .eligible(|t, r, option| f64::from(in_plan(t, r) && option == PurchaseOption::OnDemand));
             }
             advice.push(plan);
         }
-        if !instance_families.is_empty() {
+        if !instance_plans.is_empty() {
+            let mut families: Vec<&str> = instance_plans.iter().map(|(f, _)| f.as_str()).collect();
+            families.dedup();
             notes.push(format!(
-                "EC2 Instance Savings Plans of {}: the stored instance-hours say only that a Savings Plan covered them, so a family's covered hours are taken as its EC2 Instance plan's and the others' as the Compute plan's; their On-Demand hours count in both advices alone; bought together (the together columns, which the Plan page adds up) the EC2 Instance plan is sized first and the Compute plan on the hours it leaves",
-                instance_families.iter().cloned().collect::<Vec<_>>().join(", ")
+                "EC2 Instance Savings Plans of {}: the stored instance-hours say only that a Savings Plan covered them, so a family's covered hours in its plan's region are taken as its EC2 Instance plan's and the others' as the Compute plan's; their On-Demand hours count in both advices alone; bought together (the together columns, which the Plan page adds up) the EC2 Instance plan is sized first and the Compute plan on the hours it leaves",
+                families.join(", ")
             ));
         }
-        // A reservation of each instance type reserved.
-        let reserved: Vec<String> = hours
+        // A reservation of each instance type reserved, in each region it is.
+        let reserved: Vec<Place> = hours
             .by
             .keys()
             .filter(|(_, option)| *option == PurchaseOption::Reserved)
-            .map(|(t, _)| t.clone())
+            .map(|(place, _)| place.clone())
             .collect();
-        for instance_type in reserved {
-            let Some(discount) = hours.discount(|t, o| t == instance_type && o == PurchaseOption::Reserved)
+        for place in reserved {
+            let (instance_type, region) = (&place.0, &place.1);
+            let of_place = |t: &str, r: &str| t == instance_type && same_region(region, r);
+            let Some(discount) = hours.discount(|t, r, o| of_place(t, r) && o == PurchaseOption::Reserved)
             else {
                 continue;
             };
-            let of_type = |c: &CommitmentMonth| c.kind == "reservation" && c.instance_type == instance_type;
+            let of_type = |c: &CommitmentMonth| {
+                c.kind == "reservation" && c.instance_type == *instance_type && same_region(&c.region, region)
+            };
             let share = ending_share(&of_type);
-            let eligible = hours.eligible(|t, option| match option {
-                _ if t != instance_type => 0.0,
+            let eligible = hours.eligible(|t, r, option| match option {
+                _ if !of_place(t, r) => 0.0,
                 PurchaseOption::OnDemand => 1.0,
                 PurchaseOption::Reserved => share,
                 _ => 0.0,
@@ -628,10 +657,10 @@ impl CommitmentsReport {
                 .iter()
                 .find(|c| of_type(&c.latest))
                 .map_or("1yr".to_string(), |c| c.latest.purchase_term.clone());
-            let family = family_of(&instance_type);
-            let rate = hours.on_demand_rate(&instance_type).map(|od| od * (1.0 - discount));
+            let family = family_of(instance_type);
+            let rate = hours.on_demand_rate(&place).map(|od| od * (1.0 - discount));
             let mut reservation = advise(
-                ("reservation", &family, &instance_type),
+                ("reservation", &family, instance_type),
                 term,
                 discount,
                 &eligible,
@@ -639,10 +668,10 @@ impl CommitmentsReport {
                 lookbacks,
                 (months, renewing(&of_type), rate),
             );
+            reservation.region = region.clone();
             if !reservation.renews.is_empty() {
-                reservation.on_demand_only = hours.eligible(|t, option| {
-                    f64::from(t == instance_type && option == PurchaseOption::OnDemand)
-                });
+                reservation.on_demand_only = hours
+                    .eligible(|t, r, option| f64::from(of_place(t, r) && option == PurchaseOption::OnDemand));
             }
             advice.push(reservation);
         }
@@ -652,42 +681,54 @@ impl CommitmentsReport {
                 forecast::MIN_HISTORY_DAYS
             ));
         }
-        // Per instance type, the hours no billed commitment will cover once those ending within
-        // the horizon have ended: its On-Demand hours and the ending share of its covered ones
-        // (what the advice bought together is sized against).
+        if hours.by.keys().any(|((_, region), _)| region.is_empty()) {
+            notes.push(
+                "instance-hours stored before their region was (migration 0042) count every region's hours together: a reservation or EC2 Instance Savings Plan, which covers its own region's, can be advised larger than one region can use; ingest those months again with --force to size them per region"
+                    .into(),
+            );
+        }
+        // Per instance type and region, the hours no billed commitment will cover once those
+        // ending within the horizon have ended: its On-Demand hours and the ending share of its
+        // covered ones (what the advice bought together is sized against).
         let compute_share = ending_share(&is_plan);
-        let types: std::collections::BTreeSet<&String> = hours.by.keys().map(|(t, _)| t).collect();
-        let open = types
+        let places: std::collections::BTreeSet<&Place> = hours.by.keys().map(|(place, _)| place).collect();
+        let open = places
             .into_iter()
-            .map(|instance_type| {
+            .map(|place| {
+                let (instance_type, region) = (&place.0, &place.1);
                 let family = family_of(instance_type);
-                let plan_share = if instance_families.contains(&family) {
-                    ending_share(&|c| c.kind == "savings_plan" && c.family == family)
+                let plan_share = if under_instance_plan(instance_type, region) {
+                    ending_share(&|c| {
+                        c.kind == "savings_plan" && c.family == family && same_region(&c.region, region)
+                    })
                 } else {
                     compute_share
                 };
-                let reserved_share =
-                    ending_share(&|c| c.kind == "reservation" && c.instance_type == *instance_type);
-                let series = hours.eligible(|t, option| match option {
-                    _ if t != instance_type => 0.0,
+                let reserved_share = ending_share(&|c| {
+                    c.kind == "reservation"
+                        && c.instance_type == *instance_type
+                        && same_region(&c.region, region)
+                });
+                let series = hours.eligible(|t, r, option| match option {
+                    _ if t != instance_type || r != region => 0.0,
                     PurchaseOption::OnDemand => 1.0,
                     PurchaseOption::SavingsPlans => plan_share,
                     PurchaseOption::Reserved => reserved_share,
                     _ => 0.0,
                 });
-                (instance_type.clone(), series)
+                (place.clone(), series)
             })
             .collect();
         let on_demand = hours
             .by
             .keys()
             .filter(|(_, option)| *option == PurchaseOption::OnDemand)
-            .filter_map(|(t, _)| {
-                let rate = hours.on_demand_rate(t)?;
-                Some((
-                    t.clone(),
-                    (rate, hours.eligible(|u, o| f64::from(u == t && o == PurchaseOption::OnDemand))),
-                ))
+            .filter_map(|(place, _)| {
+                let rate = hours.on_demand_rate(place)?;
+                let series = hours.eligible(|t, r, o| {
+                    f64::from(t == place.0 && r == place.1 && o == PurchaseOption::OnDemand)
+                });
+                Some((place.clone(), (rate, series)))
             })
             .collect();
         CommitmentsReport {
@@ -869,31 +910,43 @@ impl CommitmentsReport {
             |a: &Advice| a.provider == "aws" && a.kind == "savings_plan" && a.family != "Compute";
         for advice in self.advice.iter_mut().filter(|a| is_instance_plan(a)) {
             let pricing = "AWS prices each hour at the family's own Savings Plan rates and counts hours since the stored bill's last delivery";
-            let theirs = AwsRecommended::SavingsPlan(recommendation.of_family(&advice.family));
+            let theirs =
+                AwsRecommended::SavingsPlan(recommendation.of_family(&advice.family, &advice.region));
             advice.aws = Some(comparison(advice, theirs, source.to_string(), history_end, pricing));
         }
-        let mut families: Vec<&str> = recommendation
+        let mut plans: Vec<(&str, &str)> = recommendation
             .plans
             .iter()
-            .map(|p| p.instance_family.as_str())
-            .filter(|f| !f.is_empty())
+            .map(|p| (p.instance_family.as_str(), p.region.as_str()))
+            .filter(|(f, _)| !f.is_empty())
             .collect();
-        families.sort_unstable();
-        families.dedup();
+        plans.sort_unstable();
+        plans.dedup();
         let mut priced = Vec::new();
-        for family in families {
-            if self.advice.iter().any(|a| is_instance_plan(a) && a.family == family) {
+        for (family, region) in plans {
+            let covered =
+                |a: &Advice| is_instance_plan(a) && a.family == family && same_region(&a.region, region);
+            if self.advice.iter().any(covered) {
                 continue;
             }
-            let theirs = recommendation.of_family(family);
+            // The bill's On-Demand hours of the family in the plan's region (in every region,
+            // for hours stored without theirs).
             let mut eligible: Vec<f64> = Vec::new();
-            for (_, hours) in self.on_demand.iter().filter(|(t, _)| family_of(t) == family).map(|(_, v)| v) {
-                eligible.resize(hours.len(), 0.0);
-                eligible.iter_mut().zip(hours).for_each(|(e, h)| *e += h);
+            let mut hours_region = region;
+            for ((t, r), (_, hours)) in &self.on_demand {
+                if family_of(t) == family && same_region(region, r) {
+                    if r.is_empty() {
+                        hours_region = "";
+                    }
+                    eligible.resize(hours.len(), 0.0);
+                    eligible.iter_mut().zip(hours).for_each(|(e, h)| *e += h);
+                }
             }
+            let theirs = recommendation.of_family(family, hours_region);
             let Some(discount) = theirs.discount().filter(|_| !eligible.is_empty()) else {
                 self.notes.push(format!(
-                    "AWS recommends an EC2 Instance Savings Plan of {family} (${:.3} an hour, {source}); the stored bill has no On-Demand hour of the family, or AWS's estimate no discount, to simulate it against",
+                    "AWS recommends an EC2 Instance Savings Plan of {family}{} (${:.3} an hour, {source}); the stored bill has no On-Demand hour of the family there, or AWS's estimate no discount, to simulate it against",
+                    in_region(region),
                     theirs.hourly_commitment
                 ));
                 continue;
@@ -907,6 +960,7 @@ impl CommitmentsReport {
                 (SHORT_LOOKBACK_DAYS * 24, LONG_LOOKBACK_DAYS * 24),
                 (self.horizon_months, Vec::new(), None),
             );
+            advice.region = hours_region.to_string();
             let pricing = "both price at the discount AWS's estimate implies; gpuledger counts the stored bill's On-Demand instance-hours of the family";
             advice.aws = Some(comparison(
                 &advice,
@@ -916,7 +970,7 @@ impl CommitmentsReport {
                 pricing,
             ));
             advice.priced_by_aws = true;
-            priced.push(family.to_string());
+            priced.push(format!("{family}{}", in_region(hours_region)));
             self.advice.push(advice);
         }
         if !priced.is_empty() {
@@ -954,32 +1008,43 @@ impl CommitmentsReport {
     /// price, simulated over the bill's On-Demand hours of it as any advice is.
     fn compare_reservations(&mut self, recommendation: &ReservationRecommendation, source: &str) {
         let history_end = self.history_end;
-        let of_type = |instance_type: &str| ReservationRecommendation {
+        let of_place = |instance_type: &str, region: &str| ReservationRecommendation {
             details: recommendation
                 .details
                 .iter()
-                .filter(|d| d.instance_type == instance_type)
+                .filter(|d| d.instance_type == instance_type && same_region(region, &d.region))
                 .cloned()
                 .collect(),
             ..recommendation.clone()
         };
         for advice in self.advice.iter_mut().filter(|a| a.provider == "aws" && a.kind == "reservation") {
             let pricing = "AWS prices each hour at its own reservation rate and counts hours since the stored bill's last delivery";
-            let theirs = AwsRecommended::Reservation(of_type(&advice.instance_type));
+            let theirs = AwsRecommended::Reservation(of_place(&advice.instance_type, &advice.region));
             advice.aws = Some(comparison(advice, theirs, source.to_string(), history_end, pricing));
         }
         let mut priced = Vec::new();
         for detail in &recommendation.details {
-            if self.advice.iter().any(|a| a.kind == "reservation" && a.instance_type == detail.instance_type)
-            {
+            if self.advice.iter().any(|a| {
+                a.kind == "reservation"
+                    && a.instance_type == detail.instance_type
+                    && same_region(&a.region, &detail.region)
+            }) {
                 continue;
             }
-            let (Some((on_demand_rate, eligible)), Some(rate)) =
-                (self.on_demand.get(&detail.instance_type), detail.instance_rate())
+            // The bill's On-Demand hours of the type in the detail's region (or, stored
+            // without theirs, in every region).
+            let hours = self
+                .on_demand
+                .iter()
+                .find(|((t, r), _)| *t == detail.instance_type && same_region(&detail.region, r));
+            let (Some(((_, hours_region), (on_demand_rate, eligible))), Some(rate)) =
+                (hours, detail.instance_rate())
             else {
                 self.notes.push(format!(
-                    "AWS recommends {} {} reservations ({source}); the stored bill has no On-Demand hour of that type to simulate them against",
-                    detail.count, detail.instance_type
+                    "AWS recommends {} {} reservations{} ({source}); the stored bill has no On-Demand hour of that type there to simulate them against",
+                    detail.count,
+                    detail.instance_type,
+                    in_region(&detail.region)
                 ));
                 continue;
             };
@@ -993,11 +1058,12 @@ impl CommitmentsReport {
                 (SHORT_LOOKBACK_DAYS * 24, LONG_LOOKBACK_DAYS * 24),
                 (self.horizon_months, Vec::new(), Some(rate)),
             );
+            advice.region = hours_region.clone();
             let pricing = "both price at AWS's reservation rate; gpuledger counts the stored bill's On-Demand instance-hours";
-            let theirs = AwsRecommended::Reservation(of_type(&detail.instance_type));
+            let theirs = AwsRecommended::Reservation(of_place(&detail.instance_type, hours_region));
             advice.aws = Some(comparison(&advice, theirs, source.to_string(), history_end, pricing));
             advice.priced_by_aws = true;
-            priced.push(detail.instance_type.clone());
+            priced.push(format!("{}{}", detail.instance_type, in_region(hours_region)));
             self.advice.push(advice);
         }
         if !priced.is_empty() {
@@ -1063,11 +1129,13 @@ impl CommitmentsReport {
         for i in order {
             let a = &self.advice[i];
             let Some(stage) = stage(a) else { continue };
-            let types: Vec<String> = open
+            // A reservation covers its type in its region, an EC2 Instance plan its family in
+            // its region, the Compute plan every type in every region.
+            let types: Vec<Place> = open
                 .keys()
-                .filter(|t| match stage {
-                    0 => **t == a.instance_type,
-                    1 => family_of(t) == a.family,
+                .filter(|(t, r)| match stage {
+                    0 => *t == a.instance_type && same_region(&a.region, r),
+                    1 => family_of(t) == a.family && same_region(&a.region, r),
                     _ => true,
                 })
                 .cloned()
@@ -1145,6 +1213,7 @@ impl CommitmentsReport {
                     "offering": l.offering,
                     "family": l.family,
                     "instance_type": l.instance_type,
+                    "region": l.region,
                     "term": l.purchase_term,
                     "payment_option": l.payment_option,
                     "term_start": time(l.term_start),
@@ -1173,6 +1242,7 @@ impl CommitmentsReport {
                     "kind": a.kind,
                     "family": a.family,
                     "instance_type": a.instance_type,
+                    "region": a.region,
                     "term": a.term,
                     "hourly_commitment": round(chosen.hourly_commitment),
                     "count": a.count().map(round),
@@ -1277,6 +1347,7 @@ impl CommitmentsReport {
                         Cell::Text(l.kind.clone()),
                         Cell::Text(l.family.clone()),
                         Cell::Text(l.instance_type.clone()),
+                        Cell::Text(l.region.clone()),
                         Cell::Text(l.purchase_term.clone()),
                         Cell::Text(
                             (l.term_end > 0)
@@ -1309,6 +1380,7 @@ impl CommitmentsReport {
                 "kind",
                 "family",
                 "instance_type",
+                "region",
                 "term",
                 "hourly_commitment",
                 "currency",
@@ -1341,6 +1413,7 @@ impl CommitmentsReport {
                         Cell::Text(a.kind.to_string()),
                         Cell::Text(a.family.clone()),
                         Cell::Text(a.instance_type.clone()),
+                        Cell::Text(a.region.clone()),
                         Cell::Text(a.term.clone()),
                         money(c.hourly_commitment),
                         Cell::Text(a.currency.clone()),
@@ -1397,15 +1470,15 @@ fn comparison(
         Some(engine::best(tail, advice.discount, advice.term_months).hourly_commitment)
     };
     let mut reasons = Vec::new();
-    // What AWS recommends of the advice's EC2 Instance plan family or reserved type, region by
-    // region.
+    // What AWS recommends of the advice's EC2 Instance plan family or reserved type in its
+    // region (every region's, for hours stored without theirs), region by region.
     let per_region: Option<(String, Vec<String>)> = match &recommendation {
         AwsRecommended::SavingsPlan(r) if r.savings_plans_type == "EC2_INSTANCE_SP" => Some((
-            format!("no EC2 Instance Savings Plan of {}", advice.family),
+            format!("no EC2 Instance Savings Plan of {}{}", advice.family, in_region(&advice.region)),
             r.plans.iter().map(|p| format!("${:.3} in {}", p.hourly_commitment, p.region)).collect(),
         )),
         AwsRecommended::Reservation(r) => Some((
-            format!("no {} reservation", advice.instance_type),
+            format!("no {} reservation{}", advice.instance_type, in_region(&advice.region)),
             r.details.iter().map(|d| format!("{} in {}", d.count, d.region)).collect(),
         )),
         AwsRecommended::SavingsPlan(_) => None,
@@ -1417,7 +1490,7 @@ fn comparison(
         }
         if each.len() > 1 {
             reasons.push(format!(
-                "AWS recommends them per region ({}); the stored instance-hours keep no region, so gpuledger simulates the hours of all its regions together, which can buy less where the regions' busy hours differ",
+                "AWS recommends them per region ({}); these instance-hours were stored without their region (before migration 0042), so gpuledger simulates the hours of all its regions together, which can buy less where the regions' busy hours differ",
                 each.join(", ")
             ));
         }
@@ -1475,6 +1548,11 @@ fn stage(a: &Advice) -> Option<u8> {
         ("aws", "savings_plan", _) => Some(1),
         _ => None,
     }
+}
+
+/// ` in <region>`, or nothing when the region is not known.
+fn in_region(region: &str) -> String {
+    if region.is_empty() { String::new() } else { format!(" in {region}") }
 }
 
 /// An EC2 instance type's family: `g6e` of `g6e.12xlarge`.
@@ -1573,6 +1651,7 @@ fn advise(
         kind,
         family: family.to_string(),
         instance_type: instance_type.to_string(),
+        region: String::new(),
         term,
         discount,
         eligible_on_demand: long.iter().sum(),
@@ -1632,6 +1711,7 @@ mod tests {
         UsageHour {
             hour,
             instance_type: instance_type.into(),
+            region: "us-east-1".into(),
             purchase_option: option,
             usage_hours: 1.0,
             amortized_cost_micros: (amortized * 1e6) as i64,
@@ -1734,23 +1814,23 @@ mod tests {
             hour(3600, "g5.12xlarge", PurchaseOption::Reserved, 5.672, 3.5166),
         ];
         let hours = Hours::new(&rows);
-        let plan = hours.discount(|_, o| o == PurchaseOption::SavingsPlans).unwrap();
+        let plan = hours.discount(|_, _, o| o == PurchaseOption::SavingsPlans).unwrap();
         assert!((plan - 0.29).abs() < 1e-9, "{plan}");
-        let reserved = hours.discount(|t, o| t == "g5.12xlarge" && o == PurchaseOption::Reserved).unwrap();
+        let reserved = hours.discount(|t, _, o| t == "g5.12xlarge" && o == PurchaseOption::Reserved).unwrap();
         // 3.5166 is 62 % of 5.672 rounded to four places, as the bill's rate is.
         assert!(
             (reserved - (1.0 - 3.5166 / 5.672)).abs() < 1e-12 && (reserved - 0.38).abs() < 1e-5,
             "{reserved}"
         );
         // On-Demand only, then with half the plan ending: its covered usage counts by half.
-        assert_eq!(hours.eligible(|_, o| f64::from(o == PurchaseOption::OnDemand)), vec![4.0, 0.0]);
-        let renewing = hours.eligible(|_, o| match o {
+        assert_eq!(hours.eligible(|_, _, o| f64::from(o == PurchaseOption::OnDemand)), vec![4.0, 0.0]);
+        let renewing = hours.eligible(|_, _, o| match o {
             PurchaseOption::OnDemand => 1.0,
             PurchaseOption::SavingsPlans => 0.5,
             _ => 0.0,
         });
         assert_eq!(renewing, vec![9.0, 5.0]);
-        assert_eq!(hours.on_demand_rate("g5.12xlarge"), Some(5.672));
+        assert_eq!(hours.on_demand_rate(&("g5.12xlarge".into(), "us-east-1".into())), Some(5.672));
     }
 
     /// `hours` hours of the same instance-hours: (type, purchase option, On-Demand, amortized).
@@ -1822,6 +1902,46 @@ mod tests {
         assert!(reservation_together.left_out && !plan_together.left_out);
         assert_eq!(reservation_together.advice.chosen.hourly_commitment, 0.0);
         assert_eq!(plan_together.advice.chosen, plan.advice.chosen);
+    }
+
+    #[test]
+    fn a_reservation_is_sized_on_its_own_regions_hours() {
+        // Two days, every hour: one m5 reserved in us-east-1 ($1 On-Demand for $0.60, 40 %
+        // off) and another On-Demand there, a third On-Demand in us-west-2; the Compute plan
+        // 30 % off (c5).
+        let mut rows = every_hour(
+            48,
+            &[
+                ("c5.xlarge", PurchaseOption::SavingsPlans, 10.0, 7.0),
+                ("m5.large", PurchaseOption::Reserved, 1.0, 0.6),
+                ("m5.large", PurchaseOption::OnDemand, 1.0, 1.0),
+                ("m5.large", PurchaseOption::OnDemand, 1.0, 1.0),
+            ],
+        );
+        rows.iter_mut().skip(3).step_by(4).for_each(|row| row.region = "us-west-2".into());
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        let report = CommitmentsReport::build(&[], &rows, 1);
+        let [plan, reservation] = &report.advice[..] else { panic!("{:?}", report.advice) };
+        assert_eq!((plan.region.as_str(), reservation.region.as_str()), ("", "us-east-1"));
+        // The reservation covers the one On-Demand m5 of its region: 1 instance, 0.40 saved.
+        assert!(near(reservation.count().unwrap(), 1.0), "{reservation:?}");
+        assert!(near(reservation.advice.chosen.monthly_net_savings, 0.4 * 730.0));
+        // The plan covers both regions' On-Demand m5s: $1.40 an hour, 0.60 saved.
+        assert!(near(plan.advice.chosen.hourly_commitment, 1.4), "{plan:?}");
+        // Together the reservation takes the east m5, the plan the west one ($0.70, 0.30
+        // saved): 0.70 an hour, $511 a month.
+        let together = report.to_json();
+        assert!(near(together["together"][0]["monthly_net_savings"].as_f64().unwrap(), 511.0), "{together}");
+        assert!(near(together["advice"][0]["together"]["hourly_commitment"].as_f64().unwrap(), 0.7));
+        assert_eq!(together["advice"][1]["region"], "us-east-1");
+        assert!(!report.notes.iter().any(|n| n.contains("migration 0042")), "{:?}", report.notes);
+        // Hours stored without their region count both m5s for the reservation (2
+        // instances), and the report says why.
+        rows.iter_mut().for_each(|row| row.region.clear());
+        let before = CommitmentsReport::build(&[], &rows, 1);
+        let reservation = &before.advice[1];
+        assert!(near(reservation.count().unwrap(), 2.0), "{reservation:?}");
+        assert!(before.notes.iter().any(|n| n.contains("migration 0042")), "{:?}", before.notes);
     }
 
     #[test]

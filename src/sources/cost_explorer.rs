@@ -212,11 +212,16 @@ pub struct RecommendedPlan {
 }
 
 impl PlanRecommendation {
-    /// The recommendation's plans of one EC2 instance family (none when AWS recommends none
-    /// of it), their commitments and estimates summed.
-    pub fn of_family(&self, family: &str) -> PlanRecommendation {
-        let plans: Vec<RecommendedPlan> =
-            self.plans.iter().filter(|p| p.instance_family == family).cloned().collect();
+    /// The recommendation's plans of one EC2 instance family in one region (every region's
+    /// when `region` is empty; none when AWS recommends none), their commitments and
+    /// estimates summed.
+    pub fn of_family(&self, family: &str, region: &str) -> PlanRecommendation {
+        let plans: Vec<RecommendedPlan> = self
+            .plans
+            .iter()
+            .filter(|p| p.instance_family == family && (region.is_empty() || p.region == region))
+            .cloned()
+            .collect();
         let hourly: f64 = plans.iter().map(|p| p.hourly_commitment).sum::<f64>() + 0.0;
         let sum = |f: &dyn Fn(&RecommendedPlan) -> Option<f64>| {
             plans.iter().map(f).try_fold(0.0, |t, v| v.map(|v| t + v))

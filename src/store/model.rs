@@ -229,6 +229,9 @@ pub struct InstanceHour {
     pub purchase_option: PurchaseOption,
     /// The account the instance is billed to (`line_item_usage_account_id`).
     pub usage_account_id: String,
+    /// The region it ran in (`product_region_code`; empty for hours stored before migration
+    /// 0042).
+    pub region: String,
     /// Fraction of the hour the instance ran (CUR `line_item_usage_amount`).
     pub usage_hours: f64,
     pub unblended_cost_micros: i64,
@@ -345,6 +348,8 @@ pub struct UsageHour {
     /// UTC epoch seconds of the hour.
     pub hour: i64,
     pub instance_type: String,
+    /// The region (empty for hours stored before migration 0042).
+    pub region: String,
     pub purchase_option: PurchaseOption,
     pub usage_hours: f64,
     pub amortized_cost_micros: i64,

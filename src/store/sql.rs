@@ -423,7 +423,7 @@ table!(PodRecord in "cost_pods" keyed by period {
 table!(InstanceHour in "instance_hours" keyed by period {
     hour, cluster, instance_id, instance_type, gpu_model, gpu_count, vcpu, memory_gib,
     purchase_option, usage_hours, unblended_cost_micros, amortized_cost_micros,
-    net_amortized_cost_micros, public_on_demand_cost_micros, usage_account_id,
+    net_amortized_cost_micros, public_on_demand_cost_micros, usage_account_id, region,
 } order by "hour, instance_id");
 
 table!(OtherCost in "other_costs" keyed by period {
@@ -468,19 +468,21 @@ pub(crate) fn select_usage_window<T: Table>() -> String {
 from_row!(UsageHour {
     hour,
     instance_type,
+    region,
     purchase_option,
     usage_hours,
     amortized_cost_micros,
     public_on_demand_cost_micros,
 });
 
-/// The instance-hours of periods `[$1, $2]` per hour, instance type and purchase option.
-pub(crate) const SELECT_USAGE_HOURS: &str = "SELECT hour, instance_type, purchase_option, \
+/// The instance-hours of periods `[$1, $2]` per hour, instance type, region and purchase
+/// option.
+pub(crate) const SELECT_USAGE_HOURS: &str = "SELECT hour, instance_type, region, purchase_option, \
      SUM(usage_hours) AS usage_hours, \
      CAST(SUM(amortized_cost_micros) AS BIGINT) AS amortized_cost_micros, \
      CAST(SUM(public_on_demand_cost_micros) AS BIGINT) AS public_on_demand_cost_micros \
      FROM instance_hours WHERE period >= $1 AND period <= $2 \
-     GROUP BY hour, instance_type, purchase_option ORDER BY hour, instance_type, purchase_option";
+     GROUP BY hour, instance_type, region, purchase_option ORDER BY hour, instance_type, region, purchase_option";
 
 pub(crate) const SELECT_COMMITMENT_PERIODS: &str = "SELECT DISTINCT period FROM commitments ORDER BY period";
 
@@ -715,6 +717,7 @@ mod tests {
             memory_gib: 0,
             purchase_option: crate::store::PurchaseOption::Unknown,
             usage_account_id: String::new(),
+            region: String::new(),
             usage_hours: 0.0,
             unblended_cost_micros: 0,
             amortized_cost_micros: 0,
@@ -723,7 +726,7 @@ mod tests {
         };
         let checks = [
             ("cost_pods", columns_and_binds(&normalized.pods[0]), 14),
-            ("instance_hours", columns_and_binds(&instance), 16),
+            ("instance_hours", columns_and_binds(&instance), 17),
             ("bill_lines", columns_and_binds(&BillLine::default()), 11),
             ("bill_days", columns_and_binds(&BillDay::default()), 6),
             ("commitments", columns_and_binds(&CommitmentMonth::default()), 15),

@@ -447,6 +447,7 @@ async fn the_plan_page_is_the_reports_with_alerts_and_charts(url: &str, data: &s
                 a["kind"] == theirs["kind"]
                     && a["family"] == theirs["family"]
                     && a["instance_type"] == theirs["instance_type"]
+                    && a["region"] == theirs["region"]
             })
             .unwrap_or_else(|| panic!("{theirs} not on the page: {advice:?}"));
         let hourly = ours["hourly_commitment"].as_str().unwrap().parse::<f64>().unwrap();
@@ -520,22 +521,26 @@ async fn the_plan_page_is_the_reports_with_alerts_and_charts(url: &str, data: &s
     assert!(bad.json()["choices"].as_array().unwrap().contains(&Value::from("H100 On-Demand")));
 }
 
-/// July's On-Demand EC2 instance-hours of the planning world (of one instance family, or all)
-/// at public On-Demand prices, hour by hour from the CUR file itself: the usage a new Savings
-/// Plan could cover.
-fn july_on_demand_hours(data: &std::path::Path, family: Option<&str>) -> BTreeMap<i64, f64> {
+/// July's On-Demand EC2 instance-hours of the planning world (of one instance family in one
+/// region, or all) at public On-Demand prices, hour by hour from the CUR file itself: the
+/// usage a new Savings Plan could cover.
+fn july_on_demand_hours(data: &std::path::Path, family: Option<(&str, &str)>) -> BTreeMap<i64, f64> {
     // polars' reader blocks, which the test's single-threaded runtime refuses: a thread of its own.
     let folder = data.join("cur/gpuledger-cur2/data/BILLING_PERIOD=2026-07");
-    let family = family.map(str::to_string);
-    std::thread::spawn(move || on_demand_hours(&folder, family.as_deref())).join().unwrap()
+    let family = family.map(|(f, r)| (f.to_string(), r.to_string()));
+    std::thread::spawn(move || on_demand_hours(&folder, family)).join().unwrap()
 }
 
-fn on_demand_hours(folder: &std::path::Path, family: Option<&str>) -> BTreeMap<i64, f64> {
+fn on_demand_hours(folder: &std::path::Path, family: Option<(String, String)>) -> BTreeMap<i64, f64> {
     use polars::prelude::*;
     let mut hours = BTreeMap::new();
     for file in std::fs::read_dir(folder).unwrap() {
         let path = file.unwrap().path();
-        let of_family = family.map_or(lit(true), |f| col("product_instance_family").eq(lit(f.to_string())));
+        let of_family = family.as_ref().map_or(lit(true), |(f, r)| {
+            col("product_instance_family")
+                .eq(lit(f.clone()))
+                .and(col("product_region_code").eq(lit(r.clone())))
+        });
         let frame = LazyFrame::scan_parquet(path.to_str().unwrap().into(), Default::default())
             .unwrap()
             .filter(
@@ -708,7 +713,8 @@ fn commitments_are_the_bills_and_the_advice_is_its_hours(url: &str, truth: &Valu
     let instance = advice.iter().find(|a| a["kind"] == "savings_plan" && a["family"] == "g6e").unwrap();
     let discount = instance["discount"].as_f64().unwrap();
     assert!((discount - (1.0 - 6.9251 / 10.4926)).abs() < 1e-6, "{instance}");
-    let g6e = july_on_demand_hours(data, Some("g6e"));
+    assert_eq!(instance["region"], "us-west-2", "{instance}");
+    let g6e = july_on_demand_hours(data, Some(("g6e", "us-west-2")));
     let hours: Vec<f64> = (0..720).map(|h| g6e.get(&(start + h * 3600)).copied().unwrap_or(0.0)).collect();
     assert!(hours.iter().sum::<f64>() > 0.0);
     let expected = gpuledger::engine::commitments::advise(&hours, discount, (168, 720), 12).chosen;
@@ -732,10 +738,11 @@ fn commitments_are_the_bills_and_the_advice_is_its_hours(url: &str, truth: &Valu
         .collect();
     assert!(!priced.is_empty(), "{advice:?}");
     for plan in priced {
-        let family = plan["family"].as_str().unwrap();
+        let (family, region) = (plan["family"].as_str().unwrap(), plan["region"].as_str().unwrap());
         let discount = plan["discount"].as_f64().unwrap();
         assert!((discount - 0.34).abs() < 1e-4, "{plan}");
-        let of_family = july_on_demand_hours(data, Some(family));
+        assert_eq!(plan["aws_recommendation"]["regions"], serde_json::json!([region]), "{plan}");
+        let of_family = july_on_demand_hours(data, Some((family, region)));
         let hours: Vec<f64> =
             (0..720).map(|h| of_family.get(&(start + h * 3600)).copied().unwrap_or(0.0)).collect();
         let expected = gpuledger::engine::commitments::advise(&hours, discount, (168, 720), 12).chosen;

@@ -81,6 +81,7 @@ fn instance_hour(hour: i64, amortized_cost_micros: i64) -> InstanceHour {
         memory_gib: 192,
         purchase_option: gpuledger::store::PurchaseOption::OnDemand,
         usage_account_id: "111122223333".to_string(),
+        region: "us-east-1".to_string(),
         usage_hours: 1.0,
         unblended_cost_micros: INSTANCE_HOUR_MICROS,
         amortized_cost_micros,
