@@ -15,9 +15,12 @@
 //!   `AllocatedResourceName` (namespace/pod) and `AllocatedTags` (cluster, namespace,
 //!   workload, client). Every summable column of the allocated charges adds up to the origin
 //!   charge's exactly (largest remainder on nano-units), so the file still sums to the bill.
+//! - **A commitment discount's** id, type and category are the bill's (`CommitmentDiscountId`,
+//!   `CommitmentDiscountType`, `CommitmentDiscountCategory`), null for a bill ingested before
+//!   they were kept (migrations 0041 and 0043) and for the CUR's lines.
 //! - **What the stored bill does not keep** is null (`PricingQuantity`/`PricingUnit`, `SkuId`,
-//!   `SkuPriceId`, unit prices, the commitment's id, name, type and category, `RegionName`,
-//!   `AvailabilityZone`) or derived: `ChargeFrequency` from the charge category, `ChargeDescription` from the
+//!   `SkuPriceId`, unit prices, the commitment's name, `RegionName`, `AvailabilityZone`) or
+//!   derived: `ChargeFrequency` from the charge category, `ChargeDescription` from the
 //!   service and resource type, the provider's names from its id.
 //!
 //! - **Streamed**: rows go to the file as they are made, typed (amounts as nano-units, times
@@ -124,6 +127,9 @@ const LIST: usize = column("ListCost");
 const CONTRACTED: usize = column("ContractedCost");
 const CONSUMED: usize = column("ConsumedQuantity");
 const RESOURCE_NAME: usize = column("ResourceName");
+const COMMITMENT_CATEGORY: usize = column("CommitmentDiscountCategory");
+const COMMITMENT_ID: usize = column("CommitmentDiscountId");
+const COMMITMENT_TYPE: usize = column("CommitmentDiscountType");
 const METHOD: usize = column("AllocatedMethodId");
 const DETAILS: usize = column("AllocatedMethodDetails");
 const ALLOCATED_ID: usize = column("AllocatedResourceId");
@@ -471,6 +477,11 @@ fn charge_row<'a>(
         tags,
     ];
     row[..named.len()].copy_from_slice(&named);
+    // The commitment discount as the bill named it (a bill ingested before migrations 0041 and
+    // 0043 kept none).
+    row[COMMITMENT_CATEGORY] = text(&charge.commitment_discount_category);
+    row[COMMITMENT_ID] = text(&charge.commitment_discount_id);
+    row[COMMITMENT_TYPE] = text(&charge.commitment_discount_type);
     // AvailabilityZone to SkuPriceId are not kept, but a VM's name (its id); the Allocated*
     // columns are filled on allocated charges.
     row[RESOURCE_NAME] = text(resource_id);

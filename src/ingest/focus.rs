@@ -634,6 +634,7 @@ impl focus::Visitor for FileRows<'_> {
             class.gpu.map_or("", |(model, _)| model),
             charge.commitment_discount_id,
             charge.commitment_discount_type,
+            charge.commitment_discount_category.unwrap_or(""),
         ];
         let group = bill.group(key, day, &text, charge.tags_id);
         // A compute usage row may be a virtual machine's (its `ResourceId` says, row by row):
@@ -1024,6 +1025,7 @@ async fn ingest_delivery(
                     gpu_model,
                     commitment_discount_id,
                     commitment_discount_type,
+                    commitment_discount_category,
                 ] = key.text;
                 BillCharge {
                     provider: provider.clone(),
@@ -1044,6 +1046,7 @@ async fn ingest_delivery(
                     gpu_model,
                     commitment_discount_id,
                     commitment_discount_type,
+                    commitment_discount_category,
                     gpu_hours: sums.gpu_hours,
                     consumed_quantity: sums.consumed_quantity,
                     charges: sums.charges,

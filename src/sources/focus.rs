@@ -47,6 +47,7 @@ pub enum Col {
     ChargeFrequency,
     CommitmentDiscountId,
     CommitmentDiscountType,
+    CommitmentDiscountCategory,
     CommitmentDiscountStatus,
     ConsumedQuantity,
     ConsumedUnit,
@@ -64,7 +65,7 @@ pub enum Col {
 pub const REQUIRED: usize = 8;
 
 /// Column names in [`Col`] order.
-pub const COLUMN_NAMES: [&str; 36] = [
+pub const COLUMN_NAMES: [&str; 37] = [
     "BilledCost",
     "EffectiveCost",
     "BillingCurrency",
@@ -93,6 +94,7 @@ pub const COLUMN_NAMES: [&str; 36] = [
     "ChargeFrequency",
     "CommitmentDiscountId",
     "CommitmentDiscountType",
+    "CommitmentDiscountCategory",
     "CommitmentDiscountStatus",
     "ConsumedQuantity",
     "ConsumedUnit",
@@ -289,6 +291,8 @@ pub fn provider_name(id: &str) -> &str {
 pub const CHARGE_CATEGORIES: [&str; 5] = ["Usage", "Purchase", "Tax", "Credit", "Adjustment"];
 pub const PRICING_CATEGORIES: [&str; 4] = ["Standard", "Dynamic", "Committed", "Other"];
 pub const COMMITMENT_STATUSES: [&str; 2] = ["Used", "Unused"];
+/// FOCUS's `CommitmentDiscountCategory` values.
+pub const COMMITMENT_CATEGORIES: [&str; 2] = ["Spend", "Usage"];
 pub const CHARGE_CLASSES: [&str; 1] = ["Correction"];
 pub const CHARGE_FREQUENCIES: [&str; 3] = ["One-Time", "Recurring", "Usage-Based"];
 
@@ -371,6 +375,7 @@ pub struct Charge<'a> {
     pub commitment_discount_status: Option<&'static str>,
     pub commitment_discount_id: &'a str,
     pub commitment_discount_type: &'a str,
+    pub commitment_discount_category: Option<&'static str>,
     pub sub_account_id: &'a str,
     pub sub_account_name: &'a str,
     pub service_name: &'a str,
@@ -555,7 +560,7 @@ fn naming_keys(texts: &[Option<&polars_arrow::array::Utf8ViewArray>], rows: usiz
 }
 
 /// The text columns [`read_row`] reads whose values it keeps: a row's naming.
-const NAMING: [Col; 21] = [
+const NAMING: [Col; 22] = [
     Col::ServiceProviderName,
     Col::ProviderName,
     Col::ChargeCategory,
@@ -566,6 +571,7 @@ const NAMING: [Col; 21] = [
     Col::ChargeFrequency,
     Col::PricingCategory,
     Col::CommitmentDiscountStatus,
+    Col::CommitmentDiscountCategory,
     Col::SubAccountId,
     Col::SubAccountName,
     Col::ServiceName,
@@ -1013,6 +1019,13 @@ fn read_row<'a>(
         )?,
         commitment_discount_id: text(c, Col::CommitmentDiscountId, row, deviations),
         commitment_discount_type: text(c, Col::CommitmentDiscountType, row, deviations),
+        commitment_discount_category: one_of(
+            c,
+            Col::CommitmentDiscountCategory,
+            row,
+            &COMMITMENT_CATEGORIES,
+            deviations,
+        )?,
         sub_account_id: text(c, Col::SubAccountId, row, deviations),
         sub_account_name: text(c, Col::SubAccountName, row, deviations),
         service_name: text(c, Col::ServiceName, row, deviations),

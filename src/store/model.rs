@@ -412,7 +412,7 @@ impl Bill {
 pub type BillReplacement = (Bill, Vec<BillCharge>, Vec<BillVmDay>);
 
 /// How many texts a [`BillCharge`] is grouped by (its tags among them).
-pub const TEXTS: usize = 15;
+pub const TEXTS: usize = 16;
 
 /// A FOCUS bill's charges of one day summed per what they can be grouped by.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
@@ -440,10 +440,12 @@ pub struct BillCharge {
     /// for anything else.
     pub gpu_model: String,
     /// The commitment discount the charges are of (its purchase, its used or unused hours) as
-    /// the bill names it, and its type in the provider's words (`Reservation`, `Committed Use
-    /// Discount`); empty for others, and for bills ingested before they were kept.
+    /// the bill names it, its type in the provider's words (`Reservation`, `Committed Use
+    /// Discount`) and its category (`Spend`, `Usage`); empty for others, and for bills
+    /// ingested before they were kept (the category: migration 0043).
     pub commitment_discount_id: String,
     pub commitment_discount_type: String,
+    pub commitment_discount_category: String,
     /// The GPU-hours they stand for (0 for a GPU instance's vCPU and memory lines where the
     /// provider bills GPUs apart).
     pub gpu_hours: f64,
@@ -487,13 +489,14 @@ impl BillCharge {
             &self.gpu_model,
             &self.commitment_discount_id,
             &self.commitment_discount_type,
+            &self.commitment_discount_category,
         ]
     }
 
     /// The digest of a day and a group's [`TEXTS`] texts in the order of its fields (the
-    /// tags empty for [`BillCharge::untagged_key`]). The commitment discount's id and type
-    /// count only when not empty, so a group without them has the key it had before they
-    /// were kept (the keys stored with its machines' days still name it).
+    /// tags empty for [`BillCharge::untagged_key`]). The commitment discount's id, type and
+    /// category count only when not empty, so a group without them has the key it had before
+    /// they were kept (the keys stored with its machines' days still name it).
     pub fn key_of(day: i64, text: &[&str; TEXTS]) -> String {
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
         let mut eat = |bytes: &[u8]| {
@@ -1837,8 +1840,11 @@ mod tests {
         // A commitment's id or type makes it another group, each its own.
         let reserved = BillCharge { commitment_discount_id: "r1".into(), ..group.clone() };
         let typed = BillCharge { commitment_discount_type: "r1".into(), ..group.clone() };
+        let categorized = BillCharge { commitment_discount_category: "r1".into(), ..group.clone() };
         assert_ne!(reserved.untagged_key(), group.untagged_key());
         assert_ne!(reserved.untagged_key(), typed.untagged_key());
+        assert_ne!(categorized.untagged_key(), typed.untagged_key());
+        assert_ne!(categorized.untagged_key(), group.untagged_key());
     }
 
     #[test]

@@ -379,8 +379,9 @@ table!(Bill in "bills" {
 table!(BillCharge in "bill_charges" keyed by period {
     provider, billing_account, day, sub_account_id, sub_account_name, service_name, service_category,
     charge_category, charge_class, pricing_category, commitment_discount_status, region, resource_type,
-    consumed_unit, tags, gpu_model, commitment_discount_id, commitment_discount_type, gpu_hours,
-    consumed_quantity, charges, billed_nanos, effective_nanos, list_nanos, contracted_nanos,
+    consumed_unit, tags, gpu_model, commitment_discount_id, commitment_discount_type,
+    commitment_discount_category, gpu_hours, consumed_quantity, charges, billed_nanos,
+    effective_nanos, list_nanos, contracted_nanos,
 } order by "provider, billing_account, day, service_name, charge_category");
 
 table!(BillVmDay in "bill_vm_days" keyed by period {
@@ -733,7 +734,7 @@ mod tests {
             ("ce_costs", columns_and_binds(&CeCost::default()), 6),
             ("bills", columns_and_binds(&Bill::default()), 16),
             ("fx_rates", columns_and_binds(&crate::domain::fx::FxRate::default()), 7),
-            ("bill_charges", columns_and_binds(&BillCharge::default()), 26),
+            ("bill_charges", columns_and_binds(&BillCharge::default()), 27),
             ("bill_vm_days", columns_and_binds(&BillVmDay::default()), 8),
             ("ce_days", columns_and_binds(&CeDay::default()), 3),
             ("alerts", columns_and_binds(&Alert::default()), 11),

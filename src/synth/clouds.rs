@@ -125,8 +125,9 @@ pub(super) struct CloudWorld {
     pub(super) hourly: bool,
     pub(super) pools: &'static [Pool],
     pub(super) flats: &'static [Flat],
-    /// The commitment's id and type (Azure reservation, Google CUD).
-    pub(super) commitment: (&'static str, &'static str),
+    /// The commitment's id, type and category (Azure's reservation and Google's
+    /// resource-based committed use discount are of usage: `Usage`).
+    pub(super) commitment: (&'static str, &'static str, &'static str),
 }
 
 const fn nanos(units: i64, nano_fraction: i64) -> i64 {
@@ -224,6 +225,7 @@ const AZURE: CloudWorld = CloudWorld {
     commitment: (
         "/providers/Microsoft.Capacity/reservationOrders/3c5e7a90-1b2d-4f60-8a7c-9e0b1d2f3a4c/reservations/8b2d4f60-7a9c-4e1b-b3d5-f7a9c1e3b5d7",
         "Reservation",
+        "Usage",
     ),
 };
 
@@ -354,7 +356,11 @@ const GCP: CloudWorld = CloudWorld {
             hourly: false,
         },
     ],
-    commitment: ("projects/agency-gpu-us/regions/us-central1/commitments/g2-l4-1y", "Committed Use Discount"),
+    commitment: (
+        "projects/agency-gpu-us/regions/us-central1/commitments/g2-l4-1y",
+        "Committed Use Discount",
+        "Usage",
+    ),
 };
 
 const OCI: CloudWorld = CloudWorld {
@@ -403,7 +409,7 @@ const OCI: CloudWorld = CloudWorld {
             hourly: false,
         },
     ],
-    commitment: ("", ""),
+    commitment: ("", "", ""),
 };
 
 pub(super) fn world(provider: Provider) -> Option<&'static CloudWorld> {
@@ -469,11 +475,12 @@ pub struct ProviderTruth {
     /// Effective cost per node pool (`""`: what no pool ran: control plane, storage, network,
     /// unused commitment).
     pub by_pool: BTreeMap<String, String>,
-    /// The commitment's month (Azure's reservation, Google's committed use discount): its id
-    /// and type, and the EffectiveCost of its hours run (`Used`) and not run (`Unused`), in
+    /// The commitment's month (Azure's reservation, Google's committed use discount): its id,
+    /// type and category, and the EffectiveCost of its hours run (`Used`) and not run (`Unused`), in
     /// the bill's currency; empty for a bill without one.
     pub commitment_id: String,
     pub commitment_type: String,
+    pub commitment_category: String,
     pub commitment_used: String,
     pub commitment_unused: String,
     /// With `--kube-state-metrics`: the cluster's Kubernetes series and what gpuledger's
@@ -554,6 +561,7 @@ impl Tally {
             by_pool: texts(self.by_pool),
             commitment_id: world.commitment.0.into(),
             commitment_type: world.commitment.1.into(),
+            commitment_category: world.commitment.2.into(),
             commitment_used: nano_text(self.commitment_used),
             commitment_unused: nano_text(self.commitment_unused),
             kubernetes: None,
@@ -907,7 +915,7 @@ fn month_lines(world: &CloudWorld, seed: u64, period: Period, hours: u32) -> Vec
 
 /// The FOCUS columns each provider writes here, in order; Google and Oracle write 1.0's
 /// columns (the SKU's description in `ChargeDescription`), Azure 1.2's.
-const COLUMNS: [&str; 34] = [
+const COLUMNS: [&str; 35] = [
     "BilledCost",
     "EffectiveCost",
     "ListCost",
@@ -926,6 +934,7 @@ const COLUMNS: [&str; 34] = [
     "PricingCategory",
     "CommitmentDiscountId",
     "CommitmentDiscountType",
+    "CommitmentDiscountCategory",
     "CommitmentDiscountStatus",
     "ConsumedQuantity",
     "ConsumedUnit",
@@ -969,6 +978,7 @@ fn row(world: &CloudWorld, period: Period, line: &Line) -> Vec<Option<String>> {
         line.pricing.map(str::to_string),
         line.commitment.then(|| world.commitment.0.to_string()),
         line.commitment.then(|| world.commitment.1.to_string()),
+        line.commitment.then(|| world.commitment.2.to_string()),
         line.commitment_status.map(str::to_string),
         quantity.clone(),
         some(line.unit).filter(|_| quantity.is_some()),

@@ -42,7 +42,7 @@ pub struct FocusBatch {
     rows: usize,
 }
 
-const TEXT: [&str; 25] = [
+const TEXT: [&str; 26] = [
     "BillingAccountId",
     "BillingAccountName",
     "BillingCurrency",
@@ -54,6 +54,7 @@ const TEXT: [&str; 25] = [
     "PricingUnit",
     "CommitmentDiscountId",
     "CommitmentDiscountType",
+    "CommitmentDiscountCategory",
     "CommitmentDiscountStatus",
     "ConsumedUnit",
     "InvoiceId",
@@ -208,7 +209,13 @@ impl FocusBatch {
             .map(|(k, v)| (k.strip_prefix("user_").unwrap_or(k), v.as_str()))
             .collect();
         let some = |text: &str| (!text.is_empty()).then(|| text.to_string());
-        let text: [Option<String>; 25] = [
+        // A Savings Plan commits to spend, a reservation to usage.
+        let category = match row.commitment_type {
+            "Savings Plan" => Some("Spend".to_string()),
+            "Reservation" => Some("Usage".to_string()),
+            _ => None,
+        };
+        let text: [Option<String>; 26] = [
             some(cur.bill_payer_account_id),
             some(cur.bill_payer_account_name),
             some(cur.line_item_currency_code),
@@ -220,6 +227,7 @@ impl FocusBatch {
             some(cur.pricing_unit),
             some(row.commitment_id),
             some(row.commitment_type),
+            category,
             row.commitment_status.map(str::to_string),
             row.consumed.and(some(cur.pricing_unit)),
             some(cur.bill_invoice_id),

@@ -693,6 +693,17 @@ async fn the_three_cloud_world_is_read_to_its_truth_in_every_providers_layout() 
         // Under the bill's own CommitmentDiscountId, its kind from its CommitmentDiscountType.
         assert_eq!(c.latest.id, expected["commitment_id"].as_str().unwrap());
         assert!(!expected["commitment_type"].as_str().unwrap().is_empty());
+        // Its charges keep the bill's CommitmentDiscountCategory.
+        let charges = store.month_charges("2026-10", Some(provider)).await.unwrap();
+        let categories: std::collections::BTreeSet<&str> = charges
+            .iter()
+            .filter(|g| g.commitment_discount_id == c.latest.id)
+            .map(|g| g.commitment_discount_category.as_str())
+            .collect();
+        assert_eq!(
+            categories.into_iter().collect::<Vec<_>>(),
+            [expected["commitment_category"].as_str().unwrap()]
+        );
         let micros = gpuledger::money::micros_from_nanos;
         assert_eq!(
             (c.latest.fee_micros, c.latest.used_micros),

@@ -987,6 +987,30 @@ async fn check_focus_export(url: &str, dir: &Path, truth: &Value, store: &dyn gp
             .sum();
         assert_eq!(sum, bill.effective_nanos, "{} in the Parquet file", bill.provider);
     }
+    // Each commitment discount under the bill's own id, type and category (Azure's
+    // reservation, Google's committed use discount: both of usage), its used and unused
+    // hours' EffectiveCost the truth's; no row names an id without a category.
+    let commitment = ["CommitmentDiscountId", "CommitmentDiscountType", "CommitmentDiscountCategory"];
+    let [ids, types, categories] = commitment.map(text);
+    let statuses = text("CommitmentDiscountStatus");
+    for provider in ["azure", "gcp"] {
+        let expected = &truth["providers"][provider];
+        let id = expected["commitment_id"].as_str().unwrap();
+        let rows: Vec<usize> = (0..frame.height()).filter(|&i| ids[i].as_deref() == Some(id)).collect();
+        assert!(!rows.is_empty(), "{provider}: no row of {id}");
+        for &i in &rows {
+            assert_eq!(
+                (types[i].as_deref(), categories[i].as_deref()),
+                (expected["commitment_type"].as_str(), expected["commitment_category"].as_str()),
+                "{provider}"
+            );
+        }
+        assert_eq!(expected["commitment_category"], "Usage");
+        let hours: i64 = rows.iter().filter(|&&i| statuses[i].is_some()).map(|&i| effective[i]).sum();
+        let (used, unused) = (nanos(&expected["commitment_used"]), nanos(&expected["commitment_unused"]));
+        assert_eq!(hours, used + unused, "{provider}");
+    }
+    assert!((0..frame.height()).all(|i| ids[i].is_some() == categories[i].is_some()));
     // The allocated charges: per origin (a VM's charge period) exactly its cost; per cluster
     // the node cost; per namespace the truth.
     let allocated: Vec<usize> = (0..frame.height()).filter(|&i| method[i].is_some()).collect();

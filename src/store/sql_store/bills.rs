@@ -22,7 +22,8 @@ macro_rules! month_group {
     () => {
         "provider, billing_account, sub_account_id, sub_account_name, service_name, service_category, \
          charge_category, charge_class, pricing_category, commitment_discount_status, region, resource_type, \
-         consumed_unit, tags, gpu_model, commitment_discount_id, commitment_discount_type"
+         consumed_unit, tags, gpu_model, commitment_discount_id, commitment_discount_type, \
+         commitment_discount_category"
     };
 }
 const MONTH_CHARGES: &str = concat!(
