@@ -27,7 +27,7 @@ use crate::store::{IngestRun, Rollups, RunStatus, Store, StoreError};
 
 pub use auth::{AuthConfig, AuthMode, SESSION_COOKIE, Viewer, cookie, first_start};
 pub use error::WebError;
-pub use pages::url_escape;
+pub use pages::{url_escape, warm_plan};
 
 /// What every handler shares. Cheap to clone.
 #[derive(Clone)]
@@ -562,7 +562,8 @@ async fn warm(state: &AppState) {
 
 /// Warms the cache again whenever the data revision moves (a compute, an ingest, a
 /// setting), checking every 2 seconds (one small query): only the periods that changed are
-/// read again. Meanwhile pages answer from the previous rollups and say so.
+/// read again, then the Plan page's default forecast is made. Meanwhile pages answer from the
+/// previous rollups and say so.
 async fn keep_warm(state: AppState) {
     let mut seen = state.store.data_revision().await.unwrap_or_default();
     loop {
@@ -571,6 +572,7 @@ async fn keep_warm(state: AppState) {
         if revision != seen {
             seen = revision;
             reload(state.clone()).await;
+            pages::warm_plan(&state).await;
         }
     }
 }
@@ -625,6 +627,10 @@ pub async fn serve(state: AppState, address: SocketAddr) -> anyhow::Result<()> {
     let base = format!("http://{}", listener.local_addr()?);
     auth::first_start(&state, &base).await?;
     warm(&state).await;
+    tokio::spawn({
+        let state = state.clone();
+        async move { pages::warm_plan(&state).await }
+    });
     tokio::spawn(keep_warm(state.clone()));
     println!("gpuledger dashboard serving on {base}");
     listen::serve(listener, router(state), listen::HEADER_READ_TIMEOUT, shutdown_signal()).await?;

@@ -46,7 +46,7 @@ pub use invoices::{
     terms as invoice_terms,
 };
 pub use overview::overview;
-pub use plan::{PlanCache, plan};
+pub use plan::{PlanCache, plan, warm_plan};
 pub use savings::savings;
 
 /// The filters of every page, all in the URL.

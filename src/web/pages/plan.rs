@@ -135,10 +135,11 @@ pub async fn plan(page: Opening) -> Result<Response, WebError> {
         content.title = format!("Your forecast: {}", viewer.clients.join(", "));
     }
     let generation = super::super::generation(state.store.as_ref()).await?;
-    let key = format!("{months}|{}", viewer.cache_key());
     let computed = state
         .plans
-        .get_or_compute(&generation, key, || compute(state.clone(), months, viewer.scope.clone()))
+        .get_or_compute(&generation, plan_key(months, &viewer.scope), || {
+            compute(state.clone(), months, viewer.scope.clone())
+        })
         .await?;
     let Some(computed) = computed.as_ref() else {
         content.notes.push("Nothing is computed before this month yet: nothing to forecast from.".into());
@@ -208,6 +209,7 @@ pub async fn plan(page: Opening) -> Result<Response, WebError> {
                 "kind",
                 "family",
                 "instance_type",
+                "region",
                 "hourly_commitment",
                 "currency",
                 "utilization",
@@ -326,7 +328,29 @@ async fn compute(state: AppState, months: u32, scope: Scope) -> Result<Option<Co
     Ok(Some(computed))
 }
 
-/// What the Plan page computed, per horizon and viewer (role and scope), kept while the data
+/// The key of a horizon's computation for a scope: what [`compute`] reads depends on the
+/// scope alone (a role sees less of it, after).
+fn plan_key(months: u32, scope: &Scope) -> String {
+    format!("{months}|{}", scope.key())
+}
+
+/// Computes the Plan page's default horizon (three months) for the whole fleet as its first
+/// view would, so that view reads it: the server does so in the background when it starts
+/// and whenever the data changes (about a second on the demo).
+pub async fn warm_plan(state: &AppState) {
+    let started = std::time::Instant::now();
+    let Ok(generation) = super::super::generation(state.store.as_ref()).await else { return };
+    let computed = state
+        .plans
+        .get_or_compute(&generation, plan_key(3, &Scope::All), || compute(state.clone(), 3, Scope::All))
+        .await;
+    match computed {
+        Ok(_) => tracing::info!(seconds = started.elapsed().as_secs_f64(), "plan forecast warm"),
+        Err(error) => tracing::warn!(%error, "warming the plan forecast"),
+    }
+}
+
+/// What the Plan page computed, per horizon and scope, kept while the data
 /// generation it was computed at holds: the page's downloads, pools and tables read it instead
 /// of forecasting again (about a second on the demo). A crowd of first views computes it once.
 /// One key's computation: empty until its first view computed it (others wait on it).
