@@ -178,6 +178,9 @@ pub struct TableView {
     pub first_total: usize,
     /// Whether each column holds a state (an alert's, an invoice's, a run's), shown as a badge.
     pub badges: Vec<bool>,
+    /// Whether each column holds short codes that read whole (a region, an instance type):
+    /// not broken at their hyphens and dots.
+    pub codes: Vec<bool>,
     pub csv_href: String,
     pub xlsx_href: String,
     /// Where this page of a long table sits, and links to the others.
@@ -1051,6 +1054,7 @@ fn table_view(id: &str, caption: &str, table: &Table, links: &[Option<String>], 
         },
         first_total: rows.len() - table.totals.len().min(rows.len()),
         badges: columns.iter().map(|c| ["state", "status", "severity"].contains(c)).collect(),
+        codes: columns.iter().map(|c| ["region", "instance_type"].contains(c)).collect(),
         rows: rows.into_iter().zip(links.chain(std::iter::repeat(None))).collect(),
         csv_href: href(path, query, &format!("format=csv&table={id}")),
         xlsx_href: href(path, query, &format!("format=xlsx&table={id}")),
