@@ -128,9 +128,17 @@ pub struct Advice {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bought {
     pub advice: engine::Advice,
-    /// Left out: buying it lowers what all of them save.
+    /// Left out: buying it at all lowers what all of them save.
     pub left_out: bool,
+    /// Bought smaller than the lookback rule sizes it on the hours left to it: its full size
+    /// lowers what all of them save.
+    pub resized: bool,
 }
+
+/// The fractions of a reservation's or EC2 Instance plan's size bought together tries
+/// instead ([`CommitmentsReport::together`]); a reservation's in whole instances, and one
+/// instance fewer.
+pub const RESIZINGS: [f64; 4] = [0.0, 0.25, 0.5, 0.75];
 
 /// AWS's recommendation beside gpuledger's advice.
 #[derive(Debug, Clone)]
@@ -1087,40 +1095,54 @@ impl CommitmentsReport {
     /// Compute Savings Plan; bought together, each is sized (by the same lookback rule, a
     /// reservation in whole instances) on the hours those applied before it leave uncovered,
     /// from each type's [`open`](Self::open) hours. A reservation or EC2 Instance plan whose
-    /// purchase lowers what all of them save (it takes hours a later one would cover for
-    /// more: a whole reservation half used where a plan fits the hours) is left out, one at a
-    /// time, the one whose leaving saves most first, until none does. A FOCUS bill's advice,
-    /// on other hours, is as it stands.
+    /// purchase at that size lowers what all of them save (it takes hours a later one would
+    /// cover for more: a whole reservation half used where a plan fits the hours) is bought
+    /// smaller, or left out: [`RESIZINGS`] of its size are tried, one commitment at a time,
+    /// the change that saves most first, until none saves more. A FOCUS bill's advice, on
+    /// other hours, is as it stands.
     pub fn together(&self) -> Vec<Bought> {
         let saved =
             |sized: &[engine::Advice]| -> f64 { sized.iter().map(|a| a.chosen.monthly_net_savings).sum() };
-        let mut left_out = vec![false; self.advice.len()];
-        let mut sized = self.in_order(&left_out);
-        loop {
-            let mut better: Option<(f64, usize, Vec<engine::Advice>)> = None;
+        let mut fixed: Vec<Option<f64>> = vec![None; self.advice.len()];
+        let mut sized = self.in_order(&fixed);
+        // Each change saves more than the last state, so the rounds end; a bound all the same.
+        for _ in 0..4 * self.advice.len() {
+            let mut better: Option<(f64, usize, f64, Vec<engine::Advice>)> = None;
             for (i, a) in self.advice.iter().enumerate() {
-                let leavable = matches!(stage(a), Some(0 | 1)) && sized[i].chosen.hourly_commitment > 0.0;
-                if left_out[i] || !leavable {
+                let size = sized[i].chosen.hourly_commitment;
+                if !matches!(stage(a), Some(0 | 1)) || size <= 0.0 {
                     continue;
                 }
-                left_out[i] = true;
-                let without = self.in_order(&left_out);
-                left_out[i] = false;
-                let total = saved(&without);
-                if total > better.as_ref().map_or(saved(&sized), |b| b.0) + 1e-6 {
-                    better = Some((total, i, without));
+                let before = fixed[i];
+                for smaller in a.resizings(size) {
+                    fixed[i] = Some(smaller);
+                    let trial = self.in_order(&fixed);
+                    let total = saved(&trial);
+                    if total > better.as_ref().map_or(saved(&sized), |b| b.0) + 1e-6 {
+                        better = Some((total, i, smaller, trial));
+                    }
                 }
+                fixed[i] = before;
             }
-            let Some((_, i, without)) = better else { break };
-            left_out[i] = true;
-            sized = without;
+            let Some((_, i, smaller, trial)) = better else { break };
+            fixed[i] = Some(smaller);
+            sized = trial;
         }
-        sized.into_iter().zip(left_out).map(|(advice, left_out)| Bought { advice, left_out }).collect()
+        sized
+            .into_iter()
+            .zip(fixed)
+            .map(|(advice, fixed)| Bought {
+                left_out: fixed == Some(0.0),
+                resized: fixed.is_some_and(|c| c > 0.0),
+                advice,
+            })
+            .collect()
     }
 
-    /// The advice sized in AWS's order on the hours each leaves (`left_out` buying nothing),
-    /// as [`CommitmentsReport::together`] describes.
-    fn in_order(&self, left_out: &[bool]) -> Vec<engine::Advice> {
+    /// The advice sized in AWS's order on the hours each leaves, each at the commitment
+    /// `fixed` gives it or else by the lookback rule, as [`CommitmentsReport::together`]
+    /// describes.
+    fn in_order(&self, fixed: &[Option<f64>]) -> Vec<engine::Advice> {
         let lookbacks = (SHORT_LOOKBACK_DAYS * 24, LONG_LOOKBACK_DAYS * 24);
         let mut order: Vec<usize> = (0..self.advice.len()).collect();
         order.sort_by_key(|&i| stage(&self.advice[i]));
@@ -1146,17 +1168,18 @@ impl CommitmentsReport {
                 hours.resize(series.len(), 0.0);
                 hours.iter_mut().zip(series).for_each(|(h, x)| *h += x);
             }
-            if left_out[i] {
-                let long = &hours[hours.len().saturating_sub(lookbacks.1)..];
-                let none = engine::simulate(long, a.discount, 0.0, a.term_months);
-                out[i] = engine::Advice { short: none, long: none, chosen: none, lookback_hours: long.len() };
-                continue;
-            }
-            let sized = match a.instance_rate {
-                Some(rate) if a.kind == "reservation" => {
-                    engine::advise_in_units(&hours, a.discount, lookbacks, a.term_months, rate)
+            let sized = match fixed[i] {
+                Some(commitment) => {
+                    let long = &hours[hours.len().saturating_sub(lookbacks.1)..];
+                    let at = engine::simulate(long, a.discount, commitment, a.term_months);
+                    engine::Advice { short: at, long: at, chosen: at, lookback_hours: long.len() }
                 }
-                _ => engine::advise(&hours, a.discount, lookbacks, a.term_months),
+                None => match a.instance_rate {
+                    Some(rate) if a.kind == "reservation" => {
+                        engine::advise_in_units(&hours, a.discount, lookbacks, a.term_months, rate)
+                    }
+                    _ => engine::advise(&hours, a.discount, lookbacks, a.term_months),
+                },
             };
             // What it covers is taken from each type's hours in proportion to them.
             let left = engine::uncovered(&hours, a.discount, sized.chosen.hourly_commitment);
@@ -1236,6 +1259,7 @@ impl CommitmentsReport {
                 bought["count"] = a.count_of(t.advice.chosen.hourly_commitment).map(round).into();
                 bought["lookback_days"] = (t.advice.lookback_hours as f64 / 24.0).into();
                 bought["left_out"] = t.left_out.into();
+                bought["resized"] = t.resized.into();
                 json!({
                     "provider": a.provider,
                     "currency": a.currency,
@@ -1398,6 +1422,7 @@ impl CommitmentsReport {
                 "together_utilization",
                 "together_monthly_net_savings",
                 "together_left_out",
+                "together_resized",
             ],
             rows: self
                 .advice
@@ -1434,6 +1459,7 @@ impl CommitmentsReport {
                         Cell::Ratio(Some(t.advice.chosen.utilization)),
                         money(t.advice.chosen.monthly_net_savings),
                         Cell::Flag(t.left_out),
+                        Cell::Flag(t.resized),
                     ]
                 })
                 .collect(),
@@ -1609,6 +1635,29 @@ fn covered_any(advice: &[Advice], provider: &str) -> bool {
 }
 
 impl Advice {
+    /// The smaller commitments bought together tries in place of `size` ([`RESIZINGS`] of
+    /// it; a reservation's in whole instances, one instance fewer among them), smallest
+    /// first.
+    fn resizings(&self, size: f64) -> Vec<f64> {
+        let mut sizes: Vec<f64> = match self.instance_rate.filter(|r| *r > 0.0 && self.kind == "reservation")
+        {
+            Some(rate) => {
+                let count = (size / rate).round();
+                RESIZINGS
+                    .iter()
+                    .map(|f| (count * f).floor())
+                    .chain([count - 1.0])
+                    .filter(|n| *n >= 0.0 && *n < count)
+                    .map(|n| n * rate)
+                    .collect()
+            }
+            None => RESIZINGS.iter().map(|f| size * f).collect(),
+        };
+        sizes.sort_by(f64::total_cmp);
+        sizes.dedup();
+        sizes
+    }
+
     /// Reserved instances the commitment buys (a reservation's commitment ÷ one instance's
     /// rate).
     pub fn count(&self) -> Option<f64> {
@@ -1902,6 +1951,44 @@ mod tests {
         assert!(reservation_together.left_out && !plan_together.left_out);
         assert_eq!(reservation_together.advice.chosen.hourly_commitment, 0.0);
         assert_eq!(plan_together.advice.chosen, plan.advice.chosen);
+    }
+
+    #[test]
+    fn bought_together_a_reservation_that_takes_hours_the_plan_fits_is_bought_smaller() {
+        // 50 hours in five cycles of ten: one m5 reserved ($1 On-Demand for $0.60, 40 % off),
+        // one m5 On-Demand every hour, a second m5 On-Demand the first seven hours of each
+        // ten and a c5 On-Demand the other three; the Compute plan 30 % off.
+        let mut rows = Vec::new();
+        for h in 0..50 {
+            rows.push(hour(h * 3600, "c5.xlarge", PurchaseOption::SavingsPlans, 10.0, 7.0));
+            rows.push(hour(h * 3600, "m5.large", PurchaseOption::Reserved, 1.0, 0.6));
+            let second = if h % 10 < 7 { "m5.large" } else { "c5.xlarge" };
+            rows.push(hour(h * 3600, "m5.large", PurchaseOption::OnDemand, 1.0, 1.0));
+            rows.push(hour(h * 3600, second, PurchaseOption::OnDemand, 1.0, 1.0));
+        }
+        let report = CommitmentsReport::build(&[], &rows, 1);
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        let [plan, reservation] = &report.advice[..] else { panic!("{:?}", report.advice) };
+        // Alone: two m5s reserved (the second used 70 % of the hours: 0.40 + 0.10 saved an
+        // hour); the plan over the $2 every hour ($1.40, 0.60 saved).
+        assert!(near(reservation.count().unwrap(), 2.0), "{reservation:?}");
+        assert!(near(reservation.advice.chosen.monthly_net_savings, 0.5 * 730.0));
+        assert!(near(plan.advice.chosen.hourly_commitment, 1.4), "{plan:?}");
+        // In AWS's order the two m5s leave the plan the c5's three hours in ten, too few to
+        // save (0.50 in all); without the reservation the plan saves 0.60; with one m5
+        // reserved (0.40) the plan fits the $1 the second m5 and the c5 make every hour
+        // ($0.70, 0.30 saved): 0.70 an hour, $511 a month.
+        let [plan_together, reservation_together] = &report.together()[..] else { panic!() };
+        assert!(reservation_together.resized && !reservation_together.left_out);
+        assert!(near(
+            reservation.count_of(reservation_together.advice.chosen.hourly_commitment).unwrap(),
+            1.0
+        ));
+        assert!(near(plan_together.advice.chosen.hourly_commitment, 0.7), "{plan_together:?}");
+        assert!(near(plan_together.advice.chosen.utilization, 1.0));
+        let json = report.to_json();
+        assert!(near(json["together"][0]["monthly_net_savings"].as_f64().unwrap(), 511.0), "{json}");
+        assert_eq!(json["advice"][1]["together"]["resized"], true);
     }
 
     #[test]
