@@ -128,6 +128,9 @@ pub struct Advice {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bought {
     pub advice: engine::Advice,
+    /// Its commitment against the forecast of the hours left to it (as the advice alone is
+    /// against the forecast of all its hours), when there is a forecast.
+    pub forecast: Option<Outcome>,
     /// Left out: buying it at all lowers what all of them save.
     pub left_out: bool,
     /// Bought smaller than the lookback rule sizes it on the hours left to it: its full size
@@ -169,6 +172,9 @@ pub struct CommitmentsReport {
     /// horizon's endings (its On-Demand hours and the ending share of its covered ones), hour
     /// by hour from `first_hour`: what [`CommitmentsReport::together`] sizes against.
     open: BTreeMap<Place, Vec<f64>>,
+    /// [`CommitmentsReport::together`], worked out on its first call (a change of the advice
+    /// forgets it).
+    bought: std::sync::OnceLock<Vec<Bought>>,
 }
 
 /// AWS's own recommendations to set beside the advice, each with where it came from.
@@ -748,6 +754,7 @@ impl CommitmentsReport {
             first_hour: hours.first,
             on_demand,
             open,
+            bought: std::sync::OnceLock::new(),
         }
     }
 
@@ -755,6 +762,7 @@ impl CommitmentsReport {
     /// every FOCUS bill, and the bills; AWS's are the CUR's): per bill, the hours a commitment ran (`Used`) and did not (`Unused`), at their
     /// EffectiveCost in the bill's currency. FOCUS names no term, so its end is not known.
     pub fn add_focus(&mut self, focus: &FocusInputs) {
+        self.bought = std::sync::OnceLock::new();
         let (months, bills) = (&focus.months, &focus.bills);
         // Per bill and commitment (the bill's CommitmentDiscountId; one per bill where its
         // charges name none), each month of it.
@@ -897,6 +905,7 @@ impl CommitmentsReport {
     /// plan's, its reservations beside each reserved type's, and a reservation of a type the
     /// bill has none of advised at AWS's price.
     pub fn compare_with_aws(&mut self, aws: &AwsRecommendations) {
+        self.bought = std::sync::OnceLock::new();
         if let Some((recommendation, source)) = &aws.savings_plan {
             self.compare_plan(recommendation.clone(), source.clone());
         }
@@ -1098,16 +1107,22 @@ impl CommitmentsReport {
     /// purchase at that size lowers what all of them save (it takes hours a later one would
     /// cover for more: a whole reservation half used where a plan fits the hours) is bought
     /// smaller, or left out: [`RESIZINGS`] of its size are tried, one commitment at a time,
-    /// the change that saves most first, until none saves more. A FOCUS bill's advice, on
-    /// other hours, is as it stands.
-    pub fn together(&self) -> Vec<Bought> {
+    /// the change that saves most first, until none saves more. Each is then simulated
+    /// against the forecast of the hours left to it. A FOCUS bill's advice, on other hours, is
+    /// as it stands.
+    pub fn together(&self) -> &[Bought] {
+        self.bought.get_or_init(|| self.buy_together())
+    }
+
+    fn buy_together(&self) -> Vec<Bought> {
         let saved =
             |sized: &[engine::Advice]| -> f64 { sized.iter().map(|a| a.chosen.monthly_net_savings).sum() };
         let mut fixed: Vec<Option<f64>> = vec![None; self.advice.len()];
-        let mut sized = self.in_order(&fixed);
+        let (mut sized, mut sized_on) = self.in_order(&fixed);
         // Each change saves more than the last state, so the rounds end; a bound all the same.
         for _ in 0..4 * self.advice.len() {
-            let mut better: Option<(f64, usize, f64, Vec<engine::Advice>)> = None;
+            type Trial = (Vec<engine::Advice>, Vec<Vec<f64>>);
+            let mut better: Option<(f64, usize, f64, Trial)> = None;
             for (i, a) in self.advice.iter().enumerate() {
                 let size = sized[i].chosen.hourly_commitment;
                 if !matches!(stage(a), Some(0 | 1)) || size <= 0.0 {
@@ -1117,7 +1132,7 @@ impl CommitmentsReport {
                 for smaller in a.resizings(size) {
                     fixed[i] = Some(smaller);
                     let trial = self.in_order(&fixed);
-                    let total = saved(&trial);
+                    let total = saved(&trial.0);
                     if total > better.as_ref().map_or(saved(&sized), |b| b.0) + 1e-6 {
                         better = Some((total, i, smaller, trial));
                     }
@@ -1126,28 +1141,37 @@ impl CommitmentsReport {
             }
             let Some((_, i, smaller, trial)) = better else { break };
             fixed[i] = Some(smaller);
-            sized = trial;
+            (sized, sized_on) = trial;
         }
         sized
             .into_iter()
             .zip(fixed)
-            .map(|(advice, fixed)| Bought {
+            .zip(sized_on.iter().zip(&self.advice))
+            .map(|((bought, fixed), (hours, a))| Bought {
+                forecast: if stage(a).is_none() {
+                    a.forecast
+                } else {
+                    forecast_hours(self.first_hour, hours, self.horizon_months).map(|ahead| {
+                        engine::simulate(&ahead, a.discount, bought.chosen.hourly_commitment, a.term_months)
+                    })
+                },
                 left_out: fixed == Some(0.0),
                 resized: fixed.is_some_and(|c| c > 0.0),
-                advice,
+                advice: bought,
             })
             .collect()
     }
 
     /// The advice sized in AWS's order on the hours each leaves, each at the commitment
     /// `fixed` gives it or else by the lookback rule, as [`CommitmentsReport::together`]
-    /// describes.
-    fn in_order(&self, fixed: &[Option<f64>]) -> Vec<engine::Advice> {
+    /// describes; with the hours each was sized on (none for another bill's).
+    fn in_order(&self, fixed: &[Option<f64>]) -> (Vec<engine::Advice>, Vec<Vec<f64>>) {
         let lookbacks = (SHORT_LOOKBACK_DAYS * 24, LONG_LOOKBACK_DAYS * 24);
         let mut order: Vec<usize> = (0..self.advice.len()).collect();
         order.sort_by_key(|&i| stage(&self.advice[i]));
         let mut open = self.open.clone();
         let mut out: Vec<engine::Advice> = self.advice.iter().map(|a| a.advice).collect();
+        let mut sized_on = vec![Vec::new(); self.advice.len()];
         for i in order {
             let a = &self.advice[i];
             let Some(stage) = stage(a) else { continue };
@@ -1192,8 +1216,9 @@ impl CommitmentsReport {
                 }
             }
             out[i] = sized;
+            sized_on[i] = hours;
         }
-        out
+        (out, sized_on)
     }
 
     pub fn to_json(&self) -> Value {
@@ -1216,7 +1241,7 @@ impl CommitmentsReport {
         };
         let together = self.together();
         let mut together_total: BTreeMap<&str, f64> = BTreeMap::new();
-        for (a, t) in self.advice.iter().zip(&together) {
+        for (a, t) in self.advice.iter().zip(together) {
             *together_total.entry(a.currency.as_str()).or_default() += t.advice.chosen.monthly_net_savings;
         }
         json!({
@@ -1253,13 +1278,14 @@ impl CommitmentsReport {
                     })).collect::<Vec<_>>(),
                 })
             }).collect::<Vec<_>>(),
-            "advice": self.advice.iter().zip(&together).map(|(a, t)| {
+            "advice": self.advice.iter().zip(together).map(|(a, t)| {
                 let chosen = &a.advice.chosen;
                 let mut bought = outcome(&t.advice.chosen);
                 bought["count"] = a.count_of(t.advice.chosen.hourly_commitment).map(round).into();
                 bought["lookback_days"] = (t.advice.lookback_hours as f64 / 24.0).into();
                 bought["left_out"] = t.left_out.into();
                 bought["resized"] = t.resized.into();
+                bought["forecast"] = t.forecast.as_ref().map(outcome).into();
                 json!({
                     "provider": a.provider,
                     "currency": a.currency,
@@ -1423,6 +1449,7 @@ impl CommitmentsReport {
                 "together_monthly_net_savings",
                 "together_left_out",
                 "together_resized",
+                "together_forecast_monthly_net_savings",
             ],
             rows: self
                 .advice
@@ -1460,6 +1487,7 @@ impl CommitmentsReport {
                         money(t.advice.chosen.monthly_net_savings),
                         Cell::Flag(t.left_out),
                         Cell::Flag(t.resized),
+                        t.forecast.map_or(Cell::Text(String::new()), |f| money(f.monthly_net_savings)),
                     ]
                 })
                 .collect(),
@@ -1947,7 +1975,7 @@ mod tests {
         let [plan, reservation] = &report.advice[..] else { panic!("{:?}", report.advice) };
         assert!(near(reservation.advice.chosen.monthly_net_savings, 0.2 * 730.0), "{reservation:?}");
         assert!(near(plan.advice.chosen.monthly_net_savings, 0.3 * 730.0), "{plan:?}");
-        let [plan_together, reservation_together] = &report.together()[..] else { panic!() };
+        let [plan_together, reservation_together] = report.together() else { panic!() };
         assert!(reservation_together.left_out && !plan_together.left_out);
         assert_eq!(reservation_together.advice.chosen.hourly_commitment, 0.0);
         assert_eq!(plan_together.advice.chosen, plan.advice.chosen);
@@ -1978,7 +2006,7 @@ mod tests {
         // save (0.50 in all); without the reservation the plan saves 0.60; with one m5
         // reserved (0.40) the plan fits the $1 the second m5 and the c5 make every hour
         // ($0.70, 0.30 saved): 0.70 an hour, $511 a month.
-        let [plan_together, reservation_together] = &report.together()[..] else { panic!() };
+        let [plan_together, reservation_together] = report.together() else { panic!() };
         assert!(reservation_together.resized && !reservation_together.left_out);
         assert!(near(
             reservation.count_of(reservation_together.advice.chosen.hourly_commitment).unwrap(),
@@ -2032,6 +2060,38 @@ mod tests {
     }
 
     #[test]
+    fn bought_together_each_is_simulated_against_the_forecast_of_the_hours_left_to_it() {
+        // 35 flat days (enough to forecast): the first test's m5 reserved at 40 % off, an m5
+        // and a t3 On-Demand, the Compute plan 30 % off. Alone, the plan against the forecast
+        // buys $1.05 of the m5 and t3 (0.45 saved an hour); together, the reservation first,
+        // the plan is left the t3's $0.50 ($0.35, 0.15 saved) in the forecast as in the history.
+        let rows = every_hour(
+            35 * 24,
+            &[
+                ("c5.xlarge", PurchaseOption::SavingsPlans, 10.0, 7.0),
+                ("m5.large", PurchaseOption::Reserved, 1.0, 0.6),
+                ("m5.large", PurchaseOption::OnDemand, 1.0, 1.0),
+                ("t3.large", PurchaseOption::OnDemand, 0.5, 0.5),
+            ],
+        );
+        let report = CommitmentsReport::build(&[], &rows, 1);
+        let [plan, reservation] = &report.advice[..] else { panic!("{:?}", report.advice) };
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-3;
+        let alone = plan.forecast.expect("35 days are enough to forecast");
+        assert!(near(alone.monthly_net_savings, 0.45 * 730.0), "{alone:?}");
+        let [plan_together, reservation_together] = report.together() else { panic!() };
+        let ahead = plan_together.forecast.expect("a forecast of the hours left");
+        assert!(near(plan_together.advice.chosen.hourly_commitment, 0.35), "{plan_together:?}");
+        assert!(near(ahead.monthly_net_savings, 0.15 * 730.0) && near(ahead.utilization, 1.0), "{ahead:?}");
+        let reserved = reservation_together.forecast.expect("a forecast of the m5's hours");
+        assert!(near(reserved.monthly_net_savings, reservation.forecast.unwrap().monthly_net_savings));
+        assert!(near(
+            report.to_json()["advice"][0]["together"]["forecast"]["monthly_net_savings"].as_f64().unwrap(),
+            109.5
+        ));
+    }
+
+    #[test]
     fn a_commitment_ending_within_the_horizon_is_renewed_in_the_advice() {
         // 35 days of one g5 reserved all day (a month of history is what the forecast needs),
         // its reservation ending 20 days after the history: the advice renews it, one
@@ -2074,5 +2134,8 @@ mod tests {
         // The forecast of a flat history is flat: the same instance, fully used.
         let ahead = advice.forecast.expect("35 days are enough to forecast");
         assert!((ahead.utilization - 1.0).abs() < 1e-6, "{ahead:?}");
+        // Alone in the report, bought together it is the same, against the forecast too.
+        let [bought] = report.together() else { panic!() };
+        assert_eq!((bought.advice.chosen, bought.forecast), (advice.advice.chosen, advice.forecast));
     }
 }

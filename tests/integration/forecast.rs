@@ -466,6 +466,10 @@ async fn the_plan_page_is_the_reports_with_alerts_and_charts(url: &str, data: &s
     assert!(together > 0.0 && together < alone, "{together} {alone}");
     let card = page["commitments_in_usd"]["monthly_net_savings"].as_f64().unwrap();
     assert!((card - together).abs() < 1e-4, "{card} {together}");
+    // And against the forecast: each bought together over the forecast of the hours left to it.
+    let ahead = sum(&|a| a["together"]["forecast"]["monthly_net_savings"].as_f64().unwrap_or(0.0));
+    let card = page["commitments_in_usd"]["forecast_monthly_net_savings"].as_f64().unwrap();
+    assert!(ahead > 0.0 && (card - ahead).abs() < 1e-4, "{card} {ahead}");
     let plan = advice.iter().find(|a| a["kind"] == "savings_plan" && a["family"] == "Compute").unwrap();
     let aws = commitments["advice"]
         .as_array()

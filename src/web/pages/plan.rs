@@ -47,6 +47,8 @@ type Fleet<'a> = Option<(&'a (CapacityReport, SpotReport, CommitmentsReport), &'
 struct CommitmentsInUsd {
     /// Σ the advice's monthly net savings bought together ([`CommitmentsReport::together`]).
     monthly_net_savings: f64,
+    /// The same against the forecast of each one's hours, when any has a forecast.
+    forecast_monthly_net_savings: Option<f64>,
     /// Σ the commitments billed in the latest month, an hour.
     hourly_commitment: f64,
     /// Each currency converted: (currency, rate, the month it took effect).
@@ -85,6 +87,13 @@ impl CommitmentsInUsd {
             .zip(commitments.together())
             .map(|(a, t)| usd(&a.currency, t.advice.chosen.monthly_net_savings))
             .sum();
+        let ahead: Vec<f64> = commitments
+            .advice
+            .iter()
+            .zip(commitments.together())
+            .filter_map(|(a, t)| t.forecast.map(|f| usd(&a.currency, f.monthly_net_savings)))
+            .collect();
+        out.forecast_monthly_net_savings = (!ahead.is_empty()).then(|| ahead.iter().sum());
         let hourly: f64 =
             commitments.current.iter().map(|c| usd(&c.currency, c.latest.hourly_micros() / 1e6)).sum();
         out.monthly_net_savings = savings;
@@ -106,6 +115,7 @@ impl CommitmentsInUsd {
     fn to_json(&self) -> Value {
         json!({
             "monthly_net_savings": (self.monthly_net_savings * 1e6).round() / 1e6,
+            "forecast_monthly_net_savings": self.forecast_monthly_net_savings.map(|v| (v * 1e6).round() / 1e6),
             "hourly_commitment": (self.hourly_commitment * 1e6).round() / 1e6,
             "rates": self.rates.iter().map(|(currency, rate, from)| json!({"currency": currency, "rate": rate, "effective_from": from})).collect::<Vec<_>>(),
             "left_out": self.left_out,
@@ -616,12 +626,20 @@ fn cards(
         content.cards.push(Card {
             label: "Commitments".into(),
             value: format!("{} a month to gain", usd(crate::money::nanos_from_usd(in_usd.monthly_net_savings))),
-            previous: format!("{} billed; {ending} end within the horizon", commitments.current.len()),
+            previous: format!(
+                "{} billed; {ending} end within the horizon{}",
+                commitments.current.len(),
+                in_usd.forecast_monthly_net_savings.map_or(String::new(), |f| format!(
+                    "; {} against the forecast",
+                    usd(crate::money::nanos_from_usd(f))
+                ))
+            ),
             definition: format!(
                 "The advice's monthly net savings bought together (Savings Plans, reservations and committed use \
                  discounts, renewals included), simulated hour by hour over the bill's hours: in the order AWS \
                  applies them (reservations, EC2 Instance Savings Plans, the Compute plan), each sized on the \
-                 hours those before it leave.{}",
+                 hours those before it leave; against the forecast: each simulated over the forecast of the \
+                 hours left to it.{}",
                 in_usd.said()
             ),
             ..Card::default()
