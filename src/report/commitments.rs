@@ -1910,6 +1910,20 @@ mod tests {
         assert_eq!(hours.on_demand_rate(&("g5.12xlarge".into(), "us-east-1".into())), Some(5.672));
     }
 
+    /// `hours` hours of: $10 of c5 under the Compute plan for $7 (30 % off), an m5 reserved
+    /// ($1 On-Demand for $0.60, 40 % off), another m5 On-Demand ($1) and a t3 On-Demand ($0.50).
+    fn reserved_m5_beside_a_plan(hours: i64) -> Vec<UsageHour> {
+        every_hour(
+            hours,
+            &[
+                ("c5.xlarge", PurchaseOption::SavingsPlans, 10.0, 7.0),
+                ("m5.large", PurchaseOption::Reserved, 1.0, 0.6),
+                ("m5.large", PurchaseOption::OnDemand, 1.0, 1.0),
+                ("t3.large", PurchaseOption::OnDemand, 0.5, 0.5),
+            ],
+        )
+    }
+
     /// `hours` hours of the same instance-hours: (type, purchase option, On-Demand, amortized).
     fn every_hour(hours: i64, each: &[(&str, PurchaseOption, f64, f64)]) -> Vec<UsageHour> {
         (0..hours)
@@ -1924,15 +1938,7 @@ mod tests {
         // Two days, every hour: a Compute plan covers $10 of c5 for $7 (30 % off); one m5 is
         // reserved ($1 On-Demand for $0.60, 40 % off) and another runs On-Demand ($1); a t3
         // runs On-Demand ($0.50).
-        let rows = every_hour(
-            48,
-            &[
-                ("c5.xlarge", PurchaseOption::SavingsPlans, 10.0, 7.0),
-                ("m5.large", PurchaseOption::Reserved, 1.0, 0.6),
-                ("m5.large", PurchaseOption::OnDemand, 1.0, 1.0),
-                ("t3.large", PurchaseOption::OnDemand, 0.5, 0.5),
-            ],
-        );
+        let rows = reserved_m5_beside_a_plan(48);
         let report = CommitmentsReport::build(&[], &rows, 1);
         let [plan, reservation] = &report.advice[..] else { panic!("{:?}", report.advice) };
         assert_eq!((plan.family.as_str(), reservation.instance_type.as_str()), ("Compute", "m5.large"));
@@ -2065,15 +2071,7 @@ mod tests {
         // and a t3 On-Demand, the Compute plan 30 % off. Alone, the plan against the forecast
         // buys $1.05 of the m5 and t3 (0.45 saved an hour); together, the reservation first,
         // the plan is left the t3's $0.50 ($0.35, 0.15 saved) in the forecast as in the history.
-        let rows = every_hour(
-            35 * 24,
-            &[
-                ("c5.xlarge", PurchaseOption::SavingsPlans, 10.0, 7.0),
-                ("m5.large", PurchaseOption::Reserved, 1.0, 0.6),
-                ("m5.large", PurchaseOption::OnDemand, 1.0, 1.0),
-                ("t3.large", PurchaseOption::OnDemand, 0.5, 0.5),
-            ],
-        );
+        let rows = reserved_m5_beside_a_plan(35 * 24);
         let report = CommitmentsReport::build(&[], &rows, 1);
         let [plan, reservation] = &report.advice[..] else { panic!("{:?}", report.advice) };
         let near = |a: f64, b: f64| (a - b).abs() < 1e-3;
