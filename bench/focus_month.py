@@ -49,6 +49,7 @@ pricing = ["Standard", "Dynamic", "Committed"]
 nodes = 400
 
 rng = np.random.default_rng(20261001)
+carried = np.zeros(0, dtype=np.int64)
 totals = {"billed": 0, "effective": 0, "list": 0}
 written = 0
 part = 0
@@ -62,6 +63,18 @@ while written < rows:
     price = rng.choice(3, n, p=[0.6, 0.3, 0.1])
     project = node % len(projects)
     share = rng.integers(1, 1_000, n)
+    # No two rows alike in every value (gpuledger refuses a row twice in a delivery): a row
+    # equal to an earlier one of its hour, in this file or the last hour of the one before,
+    # takes the next share until none is.
+    while True:
+        key = ((((hour * nodes + node) * len(skus) + sku) * len(namespaces) + ns) * 3 + price) * 1_000 + share
+        repeated = np.ones(n, dtype=bool)
+        repeated[np.unique(key, return_index=True)[1]] = False
+        repeated |= np.isin(key, carried)
+        if not repeated.any():
+            break
+        share = np.where(repeated, share % 999 + 1, share)
+    carried = key[hour == hour[-1]]
     base = np.array([s[2] for s in skus], dtype=np.int64)[sku]
     list_micros = base * share // 1_000 + 1
     factor = np.array([1_000, 350, 630])[price]

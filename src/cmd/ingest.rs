@@ -34,6 +34,7 @@ pub(super) async fn run(store: &dyn store::Store, command: IngestCommand) -> any
                 force: args.force,
                 allow_empty: args.allow_empty,
                 max_drop_percent: Some(args.max_drop),
+                max_rise_percent: Some(args.max_rise),
                 s3: s3.clone(),
                 spark: (args.engine == crate::cli::CurEngine::Spark).then_some(SparkOptions {
                     remote: args.spark_remote,

@@ -31,6 +31,7 @@ use crate::money::{micros_from_nanos, nanos_from_usd, usd_decimal};
 use crate::period::Period;
 use crate::sources::cur::reader::{self, Col, Columns};
 use crate::sources::cur::{CurError, invalid};
+use crate::sources::row_identity::{RowIdentities, RowKey};
 use crate::split::Resource;
 use crate::store::{
     BillDay, BillLine, CommitmentMonth, CostPeriod, FactBatch, FactRecord, InstanceHour, LineCategory,
@@ -178,6 +179,9 @@ pub struct PeriodBuilder {
     rows: u64,
     split_rows: u64,
     split_rows_skipped: u64,
+    /// Every row's identity: a row the delivery holds twice is refused ([`RowIdentities`]).
+    identities: RowIdentities,
+    key: RowKey,
 }
 
 impl PeriodBuilder {
@@ -208,6 +212,8 @@ impl PeriodBuilder {
             rows: 0,
             split_rows: 0,
             split_rows_skipped: 0,
+            identities: RowIdentities::default(),
+            key: RowKey::default(),
         }
     }
 
@@ -221,8 +227,10 @@ impl PeriodBuilder {
         progress: &indicatif::ProgressBar,
         emit: &mut dyn FnMut(FactBatch) -> bool,
     ) -> Result<(), CurError> {
+        self.identities.begin_file(location);
         reader::read_file(path, location, |columns| {
             for row in 0..columns.rows {
+                self.add_identity(columns, row)?;
                 self.add_row(columns, row)?;
             }
             progress.inc(columns.rows as u64);
@@ -240,6 +248,37 @@ impl PeriodBuilder {
             return Err(invalid(self.period.to_string(), "the store stopped taking facts"));
         }
         Ok(())
+    }
+
+    /// A row's identity: its line item id and time interval (unique in a delivery), with its
+    /// resource, usage type, operation and line type beside them, so that no two lines AWS
+    /// tells apart are taken for one; without a line item id, the values that tell lines
+    /// apart in the columns read (times, account, product, amounts, the split's parent).
+    fn add_identity(&mut self, c: &Columns<'_>, row: usize) -> Result<(), CurError> {
+        let line_item_id = c.text(Col::IdentityLineItemId, row);
+        let key = self
+            .key
+            .clear()
+            .text(line_item_id)
+            .text(c.text(Col::IdentityTimeInterval, row))
+            .text(c.text(Col::LineItemResourceId, row))
+            .text(c.text(Col::LineItemUsageType, row))
+            .text(c.text(Col::LineItemOperation, row))
+            .text(c.text(Col::LineItemLineItemType, row));
+        if line_item_id.is_empty() {
+            key.int(c.optional_epoch_seconds(Col::LineItemUsageStartDate, row)?.unwrap_or(i64::MIN))
+                .int(c.optional_epoch_seconds(Col::LineItemUsageEndDate, row)?.unwrap_or(i64::MIN))
+                .text(c.text(Col::LineItemUsageAccountId, row))
+                .text(c.text(Col::LineItemProductCode, row))
+                .text(c.text(Col::LineItemLineItemDescription, row))
+                .number(c.number(Col::LineItemUnblendedCost, row)?)
+                .number(c.number(Col::LineItemUsageAmount, row)?)
+                .text(c.text(Col::SplitLineItemParentResourceId, row))
+                .number(c.number(Col::SplitLineItemSplitCost, row)?)
+                .number(c.number(Col::SplitLineItemUnusedCost, row)?);
+        }
+        let identity = key.identity();
+        self.identities.add(identity, c.first_row() + row)
     }
 
     fn add_row(&mut self, c: &Columns<'_>, row: usize) -> Result<(), CurError> {
@@ -794,6 +833,7 @@ impl PeriodBuilder {
     /// The finished period (without its facts, which went to the store as they were read),
     /// how it reconciles, and the instance attributes of the pods written so far.
     pub fn finish(mut self) -> Result<(CostPeriod, Reconciliation, Vec<PodRecord>), CurError> {
+        self.identities.check()?;
         let period_name = self.period.to_string();
         let micros = |nanos: i128, what: &str| -> Result<i64, CurError> {
             i64::try_from(nanos).map(micros_from_nanos).map_err(|_| {

@@ -15,6 +15,7 @@ use crate::money::nanos_from_usd;
 use crate::period::Period;
 use crate::sources::cur::{self as cur_source, CurError, invalid};
 use crate::sources::focus::{self, Charge, Deviations, Layout, Version};
+use crate::sources::row_identity::RowIdentities;
 use crate::sources::objects::{LocalFolder, ObjectStore, S3Options, S3Store};
 use crate::store::{Bill, BillCharge, BillVmDay, IngestOutcome, NewIngestRun, Store, TEXTS, VmPeriod};
 
@@ -322,6 +323,8 @@ struct Reading {
     /// Each distinct naming's instance and GPUs ([`Classified`]), by its bytes.
     classified: rustc_hash::FxHashMap<Box<[u8]>, Classified>,
     reconciliation: FocusReconciliation,
+    /// Every row's identity: a row the delivery holds twice is refused.
+    identities: RowIdentities,
 }
 
 /// What a row's names make of it: its instance type ([`resource_type`]) and, for a GPU
@@ -358,6 +361,7 @@ impl Reading {
     fn of_files(
         declared: Option<Version>,
         files: &[(PathBuf, String)],
+        expected_rows: &[Option<u64>],
         options: &FocusIngestOptions,
         bar: &indicatif::ProgressBar,
     ) -> Result<Reading, CurError> {
@@ -387,7 +391,9 @@ impl Reading {
                         let index = handed_out.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some((path, location)) = files.get(index) else { break };
                         let mut reading = Reading { declared, ..Reading::default() };
-                        let result = reading.add_file(path, location, options, bar).map(|()| reading);
+                        let expected = expected_rows.get(index).copied().flatten();
+                        let result =
+                            reading.add_file(path, location, expected, options, bar).map(|()| reading);
                         let mut added = added.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                         added.waiting[index] = Some(result);
                         while added.refusal.is_none() {
@@ -429,13 +435,15 @@ impl Reading {
         mine.rows_read += theirs.rows_read;
         mine.rows_skipped_other_periods += theirs.rows_skipped_other_periods;
         mine.deviations.add(&theirs.deviations);
-        Ok(())
+        self.identities.append(other.identities)
     }
 
+    /// Reads one file; `expected_rows` is how many data rows its manifest says it holds.
     fn add_file(
         &mut self,
         path: &Path,
         location: &str,
+        expected_rows: Option<u64>,
         options: &FocusIngestOptions,
         bar: &indicatif::ProgressBar,
     ) -> Result<(), CurError> {
@@ -459,7 +467,20 @@ impl Reading {
             clusters: Vec::new(),
             cluster_ids: Default::default(),
         };
-        let rows = focus::read_file(path, location, &names, &mut deviations, &mut rows_of)?;
+        let rows =
+            focus::read_file(path, location, &names, &mut deviations, &mut rows_of, &mut self.identities)?;
+        if let Some(declared) = expected_rows
+            && declared != rows as u64
+        {
+            return Err(invalid(
+                location,
+                format!(
+                    "holds {rows} data rows, but the export's manifest says {declared} (dataRowCount): \
+                     a short or overlong delivery. Nothing was ingested; wait for the export to finish \
+                     or run it again"
+                ),
+            ));
+        }
         bar.inc(rows_of.unshown);
         deviations.billing_periods_not_calendar_months += rows_of.not_calendar;
         self.reconciliation.rows_skipped_other_periods += rows_of.skipped;
@@ -765,6 +786,10 @@ struct FocusDelivery {
     location: String,
     data_version: String,
     files: Vec<String>,
+    /// How many data rows each file holds, where the manifest says (Azure's `dataRowCount`).
+    expected_rows: Vec<Option<u64>>,
+    /// The month the export's folders say the bills are of (Azure's date range).
+    month: Option<Period>,
     period: Option<Period>,
 }
 
@@ -801,6 +826,8 @@ async fn discover(
                 declared: None,
                 location: objects.locate(&d.manifest_key),
                 data_version: d.data_version,
+                expected_rows: Vec::new(),
+                month: None,
                 files: d.data_files,
                 period: Some(d.period),
             })
@@ -817,6 +844,8 @@ async fn discover(
                     declared: run.version,
                     location: objects.locate(&run.manifest_key),
                     data_version: run.run_id,
+                    expected_rows: run.rows,
+                    month: run.month,
                     files: run.files,
                     period: options.period,
                 })
@@ -846,6 +875,8 @@ async fn discover(
             location,
             data_version: String::new(),
             files,
+            expected_rows: Vec::new(),
+            month: None,
             period: options.period,
         }],
     ))
@@ -953,8 +984,10 @@ async fn ingest_delivery(
     let reading_bar = bar.clone();
     let layout = delivery.layout;
     let declared = delivery.declared;
+    let expected_rows = delivery.expected_rows.clone();
     let mut reading = tokio::task::spawn_blocking(move || {
-        let mut reading = Reading::of_files(declared, &files, &reading_options, &reading_bar)?;
+        let mut reading = Reading::of_files(declared, &files, &expected_rows, &reading_options, &reading_bar)?;
+        reading.identities.check()?;
         reading.reconciliation.layout = layout.as_str().to_string();
         Ok::<_, CurError>(reading)
     })
@@ -969,6 +1002,16 @@ async fn ingest_delivery(
         )));
     }
     reading.reconciliation.bills = reading.bills.len() as u64;
+    if let Some(month) = delivery.month
+        && let Some(((other, provider, account), _)) = reading.bills.iter().find(|((p, ..), _)| *p != month)
+    {
+        return Err(IngestError::Other(format!(
+            "{}: the export run lies in the date range of {month}, but holds {provider} {account}'s bill of \
+             {other}: a run filed under another month's range. Nothing was ingested",
+            delivery.location
+        )));
+    }
+    refuse_unconvertible(store, &reading.bills, &delivery.location).await?;
     let stored: HashMap<(String, String, String), Bill> = store
         .bills(None)
         .await?
@@ -1004,6 +1047,17 @@ async fn ingest_delivery(
             && !options.force
         {
             refuse_a_fall(before, sums.effective, &sums.currency)?;
+            let mut stored_days = std::collections::BTreeMap::new();
+            for charge in store.bill_charges(&before.period, Some(&before.provider)).await? {
+                if charge.billing_account == before.billing_account {
+                    *stored_days.entry(charge.day).or_insert(0) += charge.effective_nanos;
+                }
+            }
+            let mut delivered_days = std::collections::BTreeMap::new();
+            for (key, charge) in &sums.charges {
+                *delivered_days.entry(key.day).or_insert(0) += charge.effective;
+            }
+            refuse_a_rise(before, &stored_days, &delivered_days, &sums.currency)?;
         }
         let mut charges: Vec<BillCharge> = sums
             .charges
@@ -1106,6 +1160,64 @@ async fn ingest_delivery(
     Ok((results, reading.reconciliation))
 }
 
+/// Every bill in another currency than the reporting one needs a rate in force for its
+/// month, or the ledger cannot count it: refused before anything is written, saying which
+/// rate to set.
+async fn refuse_unconvertible(
+    store: &dyn Store,
+    bills: &[((Period, String, String), BillSums)],
+    location: &str,
+) -> Result<(), IngestError> {
+    use crate::domain::fx::{REPORTING_CURRENCY, rate_for};
+    let rates = store.fx_rates().await?;
+    for ((period, provider, account), sums) in bills {
+        let month = period.to_string();
+        if sums.currency.is_empty()
+            || sums.currency == REPORTING_CURRENCY
+            || rate_for(&rates, &sums.currency, REPORTING_CURRENCY, &month).is_some()
+        {
+            continue;
+        }
+        return Err(IngestError::Other(format!(
+            "{location}: {month} {provider} {account} is billed in {currency}, and no exchange rate from \
+             {currency} to {REPORTING_CURRENCY} is in force for {month}: refused, nothing was written. Set one \
+             (gpuledger fx set {currency} {REPORTING_CURRENCY} RATE --from {month}) and ingest again",
+            currency = sums.currency,
+        )));
+    }
+    Ok(())
+}
+
+/// A re-delivery that raises the effective cost of the days the stored bill already covers
+/// (but its last, which may still be filling) by more than
+/// [`DEFAULT_MAX_RISE_PERCENT`](super::judge::DEFAULT_MAX_RISE_PERCENT) is refused without
+/// `--force`: the same rows counted twice look like this. New days are no rise.
+fn refuse_a_rise(
+    before: &Bill,
+    stored_days: &std::collections::BTreeMap<i64, i64>,
+    delivered_days: &std::collections::BTreeMap<i64, i64>,
+    currency: &str,
+) -> Result<(), IngestError> {
+    use super::judge::{DEFAULT_MAX_RISE_PERCENT, percent, rise_on_stored_days};
+    match rise_on_stored_days(stored_days, delivered_days) {
+        Some((was, is, rise_bp)) if rise_bp > i128::from(DEFAULT_MAX_RISE_PERCENT) * 100 => {
+            Err(IngestError::Other(format!(
+                "{} {} {}: the re-delivery raises the effective cost of the days the stored bill already \
+                 covers from {} {currency} to {} {currency}, {} % more (more than {DEFAULT_MAX_RISE_PERCENT} %): \
+                 refused, the stored bill is unchanged. The same rows counted twice look like this; pass \
+                 --force if the bill really rose",
+                before.period,
+                before.provider,
+                before.billing_account,
+                decimal(was),
+                decimal(is),
+                percent(rise_bp),
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// A re-delivery whose effective cost falls by more than half of the stored bill's is refused
 /// without `--force`: a broken export looks exactly like a real one.
 fn refuse_a_fall(before: &Bill, effective: i64, currency: &str) -> Result<(), IngestError> {
@@ -1151,7 +1263,7 @@ mod tests {
     }
 
     fn read(files: &[(PathBuf, String)]) -> Result<Reading, CurError> {
-        Reading::of_files(None, files, &FocusIngestOptions::default(), &indicatif::ProgressBar::hidden())
+        Reading::of_files(None, files, &[], &FocusIngestOptions::default(), &indicatif::ProgressBar::hidden())
     }
 
     #[test]
@@ -1193,7 +1305,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let files = [
             file(dir.path(), "1.csv", &[("1", "USD", "Compute", "")]),
-            file(dir.path(), "2.csv", &[("1", "USD", "Compute", ""), ("1", "USD", "Compute", "")]),
+            file(dir.path(), "2.csv", &[("2", "USD", "Compute", ""), ("3", "USD", "Compute", "")]),
             file(dir.path(), "3.csv", &[("1", "EUR", "Compute", "")]),
             file(dir.path(), "4.csv", &[("1", "GBP", "Compute", "")]),
         ];

@@ -2,6 +2,8 @@
 //! hold no rows, or far less cost than the bill it would replace) looks exactly like a real
 //! one, new `executionId` and all, and replacing a billed month with it loses the month.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use crate::money::{format_usd, usd_decimal};
@@ -9,6 +11,10 @@ use crate::money::{format_usd, usd_decimal};
 /// The largest fall of a period's amortized bill, in percent of the stored one, that a
 /// re-delivery may bring without `--force`, unless the operator sets another.
 pub const DEFAULT_MAX_DROP_PERCENT: u32 = 50;
+
+/// The largest rise of the days a stored bill already covers, in percent of what it had for
+/// them, that a re-delivery may bring without `--force`, unless the operator sets another.
+pub const DEFAULT_MAX_RISE_PERCENT: u32 = 50;
 
 /// What the operator allows a delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,11 +25,18 @@ pub struct Allowance {
     pub force: bool,
     /// `--max-drop PERCENT`; 100 accepts any fall.
     pub max_drop_percent: u32,
+    /// `--max-rise PERCENT`: how far the days already stored may rise.
+    pub max_rise_percent: u32,
 }
 
 impl Default for Allowance {
     fn default() -> Allowance {
-        Allowance { allow_empty: false, force: false, max_drop_percent: DEFAULT_MAX_DROP_PERCENT }
+        Allowance {
+            allow_empty: false,
+            force: false,
+            max_drop_percent: DEFAULT_MAX_DROP_PERCENT,
+            max_rise_percent: DEFAULT_MAX_RISE_PERCENT,
+        }
     }
 }
 
@@ -32,6 +45,9 @@ impl Default for Allowance {
 pub struct Stored {
     pub data_version: String,
     pub bill_amortized_micros: i64,
+    /// The stored bill's amortized cost per day (midnight UTC epoch seconds), for the rise.
+    #[serde(skip)]
+    pub days: BTreeMap<i64, i64>,
 }
 
 /// A refused delivery, with the numbers it was judged on (stored with the refused run).
@@ -46,18 +62,45 @@ pub struct Refusal {
     pub stored_bill_amortized: Option<String>,
     /// How far the bill falls, in percent of the stored one.
     pub drop_percent: Option<String>,
-    /// What would accept it: `--allow-empty` or `--force`.
+    /// How far the days the stored bill covers rise, in percent of what it had for them.
+    pub rise_percent: Option<String>,
+    /// What would accept it: `--allow-empty`, `--force` or `--max-rise`.
     pub override_with: &'static str,
     pub message: String,
 }
 
+/// How far a re-delivery raises the days a stored bill already covers: the sums over those
+/// days but the last (a month-to-date delivery's last day is still filling), before and
+/// after, and the rise in basis points; `None` when it does not rise, or the stored bill has
+/// no such days or nothing on them. New days are no rise: a month-to-date bill grows.
+pub fn rise_on_stored_days(
+    stored: &BTreeMap<i64, i64>,
+    delivered: &BTreeMap<i64, i64>,
+) -> Option<(i64, i64, i128)> {
+    let last = *stored.keys().next_back()?;
+    let days = || stored.keys().filter(move |day| **day < last);
+    let before: i64 = days().map(|day| stored[day]).sum();
+    let after: i64 = days().map(|day| delivered.get(day).copied().unwrap_or(0)).sum();
+    if before <= 0 || after <= before {
+        return None;
+    }
+    Some((before, after, (i128::from(after) - i128::from(before)) * 10_000 / i128::from(before)))
+}
+
+/// Basis points as a percent with two decimals.
+pub fn percent(basis_points: i128) -> String {
+    format!("{}.{:02}", basis_points / 100, basis_points % 100)
+}
+
 /// Judges a delivery of `period` that read `rows_read` rows into an amortized bill of
-/// `bill_amortized_micros`, against what is stored: `None` when it may replace the period.
+/// `bill_amortized_micros` (`days`: per day), against what is stored: `None` when it may
+/// replace the period.
 pub fn judge(
     period: &str,
     data_version: &str,
     rows_read: u64,
     bill_amortized_micros: i64,
+    days: &BTreeMap<i64, i64>,
     stored: Option<&Stored>,
     allowance: Allowance,
 ) -> Option<Refusal> {
@@ -69,6 +112,7 @@ pub fn judge(
         stored_data_version: stored.map(|s| s.data_version.clone()),
         stored_bill_amortized: stored.map(|s| usd_decimal(s.bill_amortized_micros)),
         drop_percent,
+        rise_percent: None,
         override_with,
         message,
     };
@@ -96,9 +140,33 @@ pub fn judge(
         ));
     }
     let stored = stored?;
+    if allowance.force {
+        return None;
+    }
+    if let Some((before, after, rise_bp)) = rise_on_stored_days(&stored.days, days)
+        && rise_bp > i128::from(allowance.max_rise_percent) * 100
+    {
+        let rise = percent(rise_bp);
+        return Some(Refusal {
+            rise_percent: Some(rise.clone()),
+            ..refusal(
+                "--force",
+                None,
+                format!(
+                    "refused: the delivery of {period} (data version {data_version}, {rows_read} rows) raises \
+                     the days {replacing} already covers from {} to {}, {rise} % more, past the {} % a \
+                     re-delivery may rise (--max-rise). The same rows counted twice look like this: check \
+                     the export; pass --force to replace the period all the same",
+                    format_usd(before),
+                    format_usd(after),
+                    allowance.max_rise_percent
+                ),
+            )
+        });
+    }
     let before = i128::from(stored.bill_amortized_micros);
     let after = i128::from(bill_amortized_micros);
-    if allowance.force || before <= 0 || after >= before {
+    if before <= 0 || after >= before {
         return None;
     }
     // Basis points, exactly: (before - after) / before.
@@ -106,7 +174,7 @@ pub fn judge(
     if drop_bp <= i128::from(allowance.max_drop_percent) * 100 {
         return None;
     }
-    let drop = format!("{}.{:02}", drop_bp / 100, drop_bp % 100);
+    let drop = percent(drop_bp);
     Some(refusal(
         "--force",
         Some(drop.clone()),
@@ -141,6 +209,11 @@ pub fn refuse_same_contents(
         let mut seen: std::collections::HashMap<Vec<u8>, usize> = std::collections::HashMap::new();
         for &i in same_size {
             let (path, location) = &files[i];
+            // Two empty files are alike without being one file twice: the reader refuses a
+            // file without rows for what it is.
+            if !holds_a_data_line(path) {
+                continue;
+            }
             let digest = file_sha256(path).map_err(|e| invalid(location, format!("reading it: {e}")))?;
             if let Some(&first) = seen.get(&digest) {
                 let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
@@ -157,6 +230,29 @@ pub fn refuse_same_contents(
         }
     }
     Ok(())
+}
+
+/// Whether a CSV file (gzipped or not) has a line after its header; any other file is taken
+/// to. Reads at most the first 64 KiB of its text.
+fn holds_a_data_line(path: &std::path::Path) -> bool {
+    use std::io::Read;
+    let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+    let Ok(file) = std::fs::File::open(path) else { return true };
+    let mut text = Vec::new();
+    let read = if name.ends_with(".csv.gz") {
+        flate2::read::MultiGzDecoder::new(file).take(64 << 10).read_to_end(&mut text)
+    } else if name.ends_with(".csv") {
+        file.take(64 << 10).read_to_end(&mut text)
+    } else {
+        return true;
+    };
+    if read.is_err() {
+        return true;
+    }
+    match text.iter().position(|b| *b == b'\n') {
+        Some(end) => text[end + 1..].iter().any(|b| !b.is_ascii_whitespace()),
+        None => false,
+    }
 }
 
 /// The SHA-256 of a file, read in pieces (never held whole).
@@ -186,27 +282,29 @@ mod tests {
     use super::*;
 
     fn stored(micros: i64) -> Stored {
-        Stored { data_version: "exec-1".into(), bill_amortized_micros: micros }
+        Stored { data_version: "exec-1".into(), bill_amortized_micros: micros, days: BTreeMap::new() }
     }
+
+    const NONE: &BTreeMap<i64, i64> = &BTreeMap::new();
 
     #[test]
     fn no_rows_is_refused_with_or_without_a_stored_bill_unless_allowed() {
         let refused =
-            judge("2026-10", "exec-2", 0, 0, Some(&stored(26_083_850_000)), Allowance::default()).unwrap();
+            judge("2026-10", "exec-2", 0, 0, NONE, Some(&stored(26_083_850_000)), Allowance::default()).unwrap();
         assert_eq!(refused.override_with, "--allow-empty");
         assert_eq!(refused.stored_bill_amortized.as_deref(), Some("26083.850000"));
         assert!(refused.message.contains("$26,083.85 (data version exec-1)"), "{}", refused.message);
-        assert!(judge("2026-10", "exec-1", 0, 0, None, Allowance::default()).is_some());
+        assert!(judge("2026-10", "exec-1", 0, 0, NONE, None, Allowance::default()).is_some());
         let allowed = Allowance { allow_empty: true, ..Allowance::default() };
-        assert_eq!(judge("2026-10", "exec-2", 0, 0, Some(&stored(26_083_850_000)), allowed), None);
+        assert_eq!(judge("2026-10", "exec-2", 0, 0, NONE, Some(&stored(26_083_850_000)), allowed), None);
     }
 
     #[test]
     fn a_fall_beyond_the_limit_is_refused_and_one_at_it_is_not() {
         let limit = Allowance::default();
         // $100 -> $50: exactly 50 %, accepted; $49.99: 50.01 %, refused.
-        assert_eq!(judge("2026-10", "b", 10, 50_000_000, Some(&stored(100_000_000)), limit), None);
-        let refused = judge("2026-10", "b", 10, 49_990_000, Some(&stored(100_000_000)), limit).unwrap();
+        assert_eq!(judge("2026-10", "b", 10, 50_000_000, NONE, Some(&stored(100_000_000)), limit), None);
+        let refused = judge("2026-10", "b", 10, 49_990_000, NONE, Some(&stored(100_000_000)), limit).unwrap();
         assert_eq!(refused.drop_percent.as_deref(), Some("50.01"));
         assert_eq!(refused.override_with, "--force");
         assert_eq!(
@@ -215,6 +313,7 @@ mod tests {
                 "b",
                 10,
                 49_990_000,
+                NONE,
                 Some(&stored(100_000_000)),
                 Allowance { force: true, ..limit }
             ),
@@ -222,15 +321,39 @@ mod tests {
         );
         let strict = Allowance { max_drop_percent: 5, ..limit };
         assert_eq!(
-            judge("2026-10", "b", 10, 94_000_000, Some(&stored(100_000_000)), strict)
+            judge("2026-10", "b", 10, 94_000_000, NONE, Some(&stored(100_000_000)), strict)
                 .unwrap()
                 .drop_percent
                 .as_deref(),
             Some("6.00")
         );
         // A bill that grows, or a stored period with no cost, is never refused for its total.
-        assert_eq!(judge("2026-10", "b", 10, 200_000_000, Some(&stored(100_000_000)), strict), None);
-        assert_eq!(judge("2026-10", "b", 10, 0, Some(&stored(0)), strict), None);
+        assert_eq!(judge("2026-10", "b", 10, 200_000_000, NONE, Some(&stored(100_000_000)), strict), None);
+        assert_eq!(judge("2026-10", "b", 10, 0, NONE, Some(&stored(0)), strict), None);
+    }
+
+    #[test]
+    fn a_rise_of_the_days_already_stored_is_refused_and_new_days_are_not() {
+        const DAY: i64 = 86_400;
+        let days = |amounts: &[i64]| -> BTreeMap<i64, i64> {
+            amounts.iter().enumerate().map(|(i, a)| (i as i64 * DAY, *a)).collect()
+        };
+        // Stored: three days of $100, the last still filling ($10).
+        let before = Stored { days: days(&[100_000_000, 100_000_000, 10_000_000]), ..stored(210_000_000) };
+        let limit = Allowance::default();
+        // A month-to-date delivery: the last day filled in and two days more.
+        let grown = days(&[100_000_000, 100_000_000, 100_000_000, 100_000_000, 100_000_000]);
+        assert_eq!(judge("2026-10", "b", 50, 500_000_000, &grown, Some(&before), limit), None);
+        // The same days doubled: $200 → $400 on the two full days, refused.
+        let doubled = days(&[200_000_000, 200_000_000, 20_000_000]);
+        let refused = judge("2026-10", "b", 60, 420_000_000, &doubled, Some(&before), limit).unwrap();
+        assert_eq!((refused.rise_percent.as_deref(), refused.override_with), (Some("100.00"), "--force"));
+        assert!(refused.message.contains("from $200.00 to $400.00"), "{}", refused.message);
+        // At the bound (+50 %) it passes; forced, anything does.
+        let half = days(&[150_000_000, 150_000_000, 10_000_000]);
+        assert_eq!(judge("2026-10", "b", 60, 310_000_000, &half, Some(&before), limit), None);
+        let forced = Allowance { force: true, ..limit };
+        assert_eq!(judge("2026-10", "b", 60, 420_000_000, &doubled, Some(&before), forced), None);
     }
 
     #[test]
@@ -242,9 +365,13 @@ mod tests {
             (path, format!("data/{name}"))
         };
         // Same size, different bytes: fine. A copy: refused, naming the copy and the first.
-        let files = [file("a.csv", "1,2,3"), file("b.csv", "4,5,6"), file("c.csv", "12")];
+        let files = [file("a.csv", "h\n1,2,3"), file("b.csv", "h\n4,5,6"), file("c.csv", "h\n12")];
         assert!(refuse_same_contents(&files).is_ok());
-        let copied = [files[0].clone(), files[1].clone(), file("a-copy.csv", "1,2,3")];
+        // Two header-only files are alike, and left to the reader (it refuses a file without
+        // rows as such).
+        let empty = [file("e.csv", "a,b\n"), file("f.csv", "a,b\n")];
+        assert!(refuse_same_contents(&empty).is_ok());
+        let copied = [files[0].clone(), files[1].clone(), file("a-copy.csv", "h\n1,2,3")];
         let message = refuse_same_contents(&copied).unwrap_err().to_string();
         assert!(message.contains("data/a-copy.csv") && message.contains("data/a.csv"), "{message}");
         assert!(message.contains("SHA-256"), "{message}");

@@ -62,6 +62,9 @@ pub struct CurIngestOptions {
     /// The largest fall of a stored period's amortized bill a re-delivery may bring without
     /// `force`; `None` for [`judge::DEFAULT_MAX_DROP_PERCENT`].
     pub max_drop_percent: Option<u32>,
+    /// The largest rise of the days a stored period covers a re-delivery may bring without
+    /// `force`; `None` for [`judge::DEFAULT_MAX_RISE_PERCENT`].
+    pub max_rise_percent: Option<u32>,
     pub s3: S3Options,
     /// Aggregate the split rows on Spark (`--engine spark`); `None` reads every row here.
     pub spark: Option<SparkOptions>,
@@ -105,6 +108,7 @@ pub async fn ingest_cur(
         allow_empty: options.allow_empty,
         force: options.force,
         max_drop_percent: options.max_drop_percent.unwrap_or(judge::DEFAULT_MAX_DROP_PERCENT),
+        max_rise_percent: options.max_rise_percent.unwrap_or(judge::DEFAULT_MAX_RISE_PERCENT),
     };
     // What each delivery would replace, for the judge.
     let stored: std::collections::BTreeMap<String, judge::Stored> = store
@@ -115,6 +119,7 @@ pub async fn ingest_cur(
             let stored = judge::Stored {
                 data_version: p.data_version,
                 bill_amortized_micros: p.bill_amortized_micros,
+                days: Default::default(),
             };
             (p.period, stored)
         })
@@ -146,7 +151,10 @@ pub async fn ingest_cur(
                 &delivery.data_version,
             ))
             .await?;
-        let judged = Judged { stored: stored.get(&period).cloned(), allowance };
+        let mut judged = Judged { stored: stored.get(&period).cloned(), allowance };
+        if let Some(stored) = &mut judged.stored {
+            stored.days = amortized_by_day(&store.bill(&period).await?.map(|p| p.bill_days).unwrap_or_default());
+        }
         match ingest_period(store, objects.as_ref(), &delivery, options.spark.as_ref(), judged, progress)
             .await
         {
@@ -211,6 +219,15 @@ async fn discover(options: &CurIngestOptions) -> Result<(Box<dyn ObjectStore>, V
         }));
     }
     Ok((objects, deliveries))
+}
+
+/// A bill's amortized cost per day (tax lines included, as the days keep them).
+fn amortized_by_day(days: &[crate::store::BillDay]) -> std::collections::BTreeMap<i64, i64> {
+    let mut by_day = std::collections::BTreeMap::new();
+    for day in days {
+        *by_day.entry(day.day).or_insert(0) += day.amortized_micros;
+    }
+    by_day
 }
 
 /// What a delivery is judged against before it replaces its period.
@@ -420,6 +437,7 @@ impl PeriodSource for StreamedPeriod {
                     &period.data_version,
                     reconciliation.rows_read,
                     period.bill_amortized_micros,
+                    &amortized_by_day(&period.bill_days),
                     self.judged.stored.as_ref(),
                     self.judged.allowance,
                 ) {

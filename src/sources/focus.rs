@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use super::cur::reader::{self, ColumnId, ColumnSet, Columns};
+use super::row_identity::{RowIdentities, RowKey};
 use super::cur::{CurError, invalid};
 use super::objects::ObjectStore;
 use crate::period::Period;
@@ -487,27 +488,80 @@ pub trait Visitor {
 /// whose columns allow it is read by [`Alike`] (each naming checked once, each row's times and
 /// amounts checked on their own); any other chunk row by row. Both give the same places, sums,
 /// counts and the same refusal, naming the same row.
+///
+/// Each row's identity ([`row_identity`]) goes to `identities`; a row equal to the one
+/// before it is refused there.
 pub fn read_file<V: Visitor>(
     path: &Path,
     location: &str,
     names: &[String],
     deviations: &mut Deviations,
     visitor: &mut V,
+    identities: &mut RowIdentities,
 ) -> Result<usize, CurError> {
     deviations.extra_columns.extend(extra_columns(names));
     let mut tags = TagCache::default();
     let mut alike = Alike::default();
+    let mut key = RowKey::default();
+    let mut naming = Vec::new();
+    identities.begin_file(location);
     reader::read_columns(path, location, &COLUMNS, &mut |columns| {
-        if alike.read_chunk(columns, deviations, &mut tags, visitor)? {
+        if alike.read_chunk(columns, deviations, &mut tags, visitor, identities)? {
             return Ok(());
         }
         for row in 0..columns.rows {
             let charge = read_row(columns, row, deviations, &mut tags)?;
+            let tags_as_text = columns.text_array(Col::Tags).is_some() || !columns.has(Col::Tags);
+            naming_bytes(&mut naming, columns, row, (!tags_as_text).then_some(&*charge.tags));
+            let naming_hash = xxhash_rust::xxh3::xxh3_128(&naming);
+            let identity = row_identity(&mut key, naming_hash, columns, row, &charge.amounts(), charge.billing_period_start);
+            identities.add(identity, columns.first_row() + row)?;
             let place = visitor.place(&charge, columns, row)?;
             visitor.add(place, &charge.amounts());
         }
         Ok(())
     })
+}
+
+/// A row's [`NAMING`] texts as they are written, each after its length: `tags` stands for
+/// the `Tags` column's text when the file holds them as a map.
+fn naming_bytes(bytes: &mut Vec<u8>, c: &Columns<'_>, row: usize, tags: Option<&str>) {
+    bytes.clear();
+    for column in NAMING {
+        let text = match (column, tags) {
+            (Col::Tags, Some(tags)) => tags,
+            _ => c.text(column, row),
+        };
+        bytes.extend_from_slice(&(text.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(text.as_bytes());
+    }
+}
+
+/// A FOCUS row's identity. Providers give a row no id, so it is every value gpuledger reads of
+/// it: its naming (by the hash of [`naming_bytes`]), the resource, SKU, invoice and
+/// commitment it names, its billing period, charge period and amounts. Two rows the bill tells
+/// apart only in a column gpuledger does not read count the same either way.
+fn row_identity(
+    key: &mut RowKey,
+    naming_hash: u128,
+    c: &Columns<'_>,
+    row: usize,
+    amounts: &Amounts<'_>,
+    billing_period_start: i64,
+) -> u128 {
+    key.clear().int(naming_hash as i64).int((naming_hash >> 64) as i64);
+    for column in UNGROUPED {
+        key.text(c.text(column, row));
+    }
+    key.int(billing_period_start)
+        .int(amounts.charge_period_start)
+        .int(amounts.charge_period_end)
+        .number(Some(amounts.billed_cost))
+        .number(Some(amounts.effective_cost))
+        .number(Some(amounts.list_cost))
+        .number(Some(amounts.contracted_cost))
+        .number(amounts.consumed_quantity)
+        .identity()
 }
 
 /// A number per row of a chunk, equal for two rows exactly when their views are equal in
@@ -601,13 +655,15 @@ const UNGROUPED: [Col; 5] =
 struct Alike<P> {
     /// Each naming checked in this file, by its texts (each after its length).
     namings: rustc_hash::FxHashMap<Box<[u8]>, u32>,
+    /// The hash of each naming's texts, by its number: the rows' identities start from it.
+    naming_hashes: Vec<u128>,
     /// The place of the rows of a naming, billing period start and day.
     places: rustc_hash::FxHashMap<(u32, i64, i64), P>,
 }
 
 impl<P> Default for Alike<P> {
     fn default() -> Self {
-        Alike { namings: Default::default(), places: Default::default() }
+        Alike { namings: Default::default(), naming_hashes: Vec::new(), places: Default::default() }
     }
 }
 
@@ -620,6 +676,7 @@ impl<P: Copy> Alike<P> {
         deviations: &mut Deviations,
         tags: &mut TagCache,
         visitor: &mut V,
+        identities: &mut RowIdentities,
     ) -> Result<bool, CurError> {
         use polars_arrow::array::Array;
         let texts = NAMING.map(|column| c.text_array(column));
@@ -668,12 +725,7 @@ impl<P: Copy> Alike<P> {
             let naming = match in_chunk.get(&key) {
                 Some(&naming) => naming,
                 None => {
-                    bytes.clear();
-                    for column in NAMING {
-                        let text = c.text(column, row);
-                        bytes.extend_from_slice(&(text.len() as u32).to_le_bytes());
-                        bytes.extend_from_slice(text.as_bytes());
-                    }
+                    naming_bytes(&mut bytes, c, row, None);
                     let naming = match self.namings.get(bytes.as_slice()) {
                         Some(&naming) => naming,
                         None => {
@@ -686,6 +738,7 @@ impl<P: Copy> Alike<P> {
                             }
                             let naming = self.namings.len() as u32;
                             self.namings.insert(bytes.clone().into_boxed_slice(), naming);
+                            self.naming_hashes.push(xxhash_rust::xxh3::xxh3_128(&bytes));
                             naming
                         }
                     };
@@ -696,7 +749,9 @@ impl<P: Copy> Alike<P> {
             naming_of.push(naming);
         }
 
-        // Each row's periods and amounts, checked in read_row's order, and its place.
+        // Each row's periods and amounts, checked in read_row's order, its identity and its
+        // place.
+        let mut key = RowKey::default();
         let seconds = |(array, per_second): (&polars_arrow::array::PrimitiveArray<i64>, i64), row: usize| {
             array.value(row).div_euclid(per_second)
         };
@@ -728,19 +783,19 @@ impl<P: Copy> Alike<P> {
                     place
                 }
             };
-            visitor.add(
-                place,
-                &Amounts {
-                    billed_cost: values[2],
-                    effective_cost: values[3],
-                    list_cost: values[4],
-                    contracted_cost: values[5],
-                    consumed_quantity: consumed,
-                    charge_period_start: charge_start,
-                    charge_period_end: charge_end,
-                    resource_id: c.text(Col::ResourceId, row),
-                },
-            );
+            let amounts = Amounts {
+                billed_cost: values[2],
+                effective_cost: values[3],
+                list_cost: values[4],
+                contracted_cost: values[5],
+                consumed_quantity: consumed,
+                charge_period_start: charge_start,
+                charge_period_end: charge_end,
+                resource_id: c.text(Col::ResourceId, row),
+            };
+            let naming_hash = self.naming_hashes[naming as usize];
+            identities.add(row_identity(&mut key, naming_hash, c, row, &amounts, start), c.first_row() + row)?;
+            visitor.add(place, &amounts);
         }
         Ok(true)
     }
@@ -955,11 +1010,27 @@ fn check_periods(
             ),
         ));
     }
+    if charge_end - charge_start > MAX_CHARGE_PERIOD_SECONDS {
+        return Err(c.bad(
+            row,
+            Col::ChargePeriodEnd,
+            format!(
+                "the charge period [{}, {}) spans more than five years: a charge covers an hour, a day, a \
+                 billing period or a commitment's term",
+                iso(charge_start),
+                iso(charge_end)
+            ),
+        ));
+    }
     if charge_start < billing_start {
         deviations.charges_before_billing_period += 1;
     }
     Ok(())
 }
+
+/// The longest charge period a row may have: a commitment's term (one or three years, five
+/// at most), not `9999-12-31`.
+const MAX_CHARGE_PERIOD_SECONDS: i64 = 5 * 366 * 86_400;
 
 fn read_row<'a>(
     c: &Columns<'a>,
@@ -967,6 +1038,12 @@ fn read_row<'a>(
     deviations: &mut Deviations,
     tag_cache: &mut TagCache,
 ) -> Result<Charge<'a>, CurError> {
+    // A NUL byte in a text is no export's: a file cut or joined wrongly.
+    for column in NAMING.iter().chain(&UNGROUPED) {
+        if c.text(*column, row).contains('\0') {
+            return Err(c.bad(row, *column, "holds a NUL byte: the file is damaged; nothing was ingested"));
+        }
+    }
     let provider = match text(c, Col::ServiceProviderName, row, deviations) {
         "" => text(c, Col::ProviderName, row, deviations),
         named => named,
@@ -1105,6 +1182,20 @@ pub struct AzureRun {
     pub version: Option<Version>,
     /// The run's data files, as keys of the store.
     pub files: Vec<String>,
+    /// How many data rows each file holds, as the manifest says (`dataRowCount`).
+    pub rows: Vec<Option<u64>>,
+    /// The month its date-range folder (`20261001-20261031`) is of, when it names one.
+    pub month: Option<Period>,
+}
+
+/// The month an Azure export's date-range folder (`…/20261001-20261031`) starts in.
+pub fn range_month(range: &str) -> Option<Period> {
+    let name = range.rsplit('/').next()?;
+    let (start, _) = name.split_once('-')?;
+    if start.len() != 8 || !start.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    format!("{}-{}", &start[..4], &start[4..6]).parse().ok()
 }
 
 #[derive(serde::Deserialize)]
@@ -1139,6 +1230,8 @@ struct AzureRunInfo {
 #[serde(rename_all = "camelCase")]
 struct AzureBlob {
     blob_name: String,
+    #[serde(default)]
+    data_row_count: Option<u64>,
 }
 
 /// Azure's `dataVersion` as a FOCUS version: `1.0` and `1.0r2` (a re-release of 1.0's
@@ -1197,9 +1290,11 @@ async fn find_azure_runs(
                 }
                 let folder = prefix.trim_end_matches('/');
                 let range = folder.rsplit_once('/').map_or("", |(parent, _)| parent).to_string();
+                let month = range_month(&range);
                 let info = manifest.run_info.as_ref();
                 let submitted = info.and_then(|i| i.submitted_time.clone()).unwrap_or_default();
                 let mut files = Vec::new();
+                let mut rows = Vec::new();
                 for blob in &manifest.blobs {
                     // The parts lie beside their manifest, whatever container path it names.
                     let name = blob.blob_name.rsplit('/').next().unwrap_or(&blob.blob_name);
@@ -1213,6 +1308,7 @@ async fn find_azure_runs(
                         ));
                     }
                     files.push(format!("{prefix}{name}"));
+                    rows.push(blob.data_row_count);
                 }
                 runs.push(AzureRun {
                     manifest_key: key.clone(),
@@ -1225,6 +1321,8 @@ async fn find_azure_runs(
                     submitted,
                     version: config.and_then(|c| c.data_version.as_deref()).and_then(azure_data_version),
                     files,
+                    rows,
+                    month,
                 });
                 return Ok(());
             }
@@ -1412,7 +1510,7 @@ mod tests {
         let location = path.file_name().unwrap().to_string_lossy().to_string();
         let names = header(path, &location)?;
         let (mut tally, mut deviations) = (Tally::default(), Deviations::default());
-        read_file(path, &location, &names, &mut deviations, &mut tally)?;
+        read_file(path, &location, &names, &mut deviations, &mut tally, &mut RowIdentities::default())?;
         Ok((tally, deviations))
     }
 
@@ -1597,6 +1695,14 @@ mod tests {
     fn extra_columns_are_those_neither_focus_nor_custom() {
         let header = names(&["BilledCost", "Id", "x_ServiceCode", "ServiceProviderName", "Foo"]);
         assert_eq!(extra_columns(&header), vec!["Id".to_string(), "Foo".to_string()]);
+    }
+
+    #[test]
+    fn an_azure_date_range_folder_names_its_month() {
+        assert_eq!(range_month("exports/focus/20261001-20261031"), Some("2026-10".parse().unwrap()));
+        assert_eq!(range_month("20260201-20260228"), Some("2026-02".parse().unwrap()));
+        assert_eq!(range_month("exports/focus/daily"), None);
+        assert_eq!(range_month("2026100-20261031"), None);
     }
 
     #[test]

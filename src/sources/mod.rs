@@ -12,6 +12,7 @@ pub mod focus_file;
 pub mod objects;
 pub mod prometheus;
 pub mod reservation_recommendation;
+pub mod row_identity;
 pub mod spark;
 
 /// The AWS SDK's shared configuration from the default chain (environment, profile, IRSA on

@@ -87,7 +87,11 @@ impl ObjectStore for LocalFolder {
     async fn get(&self, key: &str) -> Result<Option<Object>, ObjectError> {
         let path = self.root.join(key);
         match std::fs::read(&path) {
-            Ok(bytes) => Ok(Some(Object { bytes, etag: None })),
+            Ok(bytes) => {
+                // A manifest may not lead out of the export either.
+                self.refuse_a_link_out(&path)?;
+                Ok(Some(Object { bytes, etag: None }))
+            }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(error) => Err(failed(path.display().to_string(), error)),
         }
@@ -101,16 +105,7 @@ impl ObjectStore for LocalFolder {
                 "listed in the manifest but the file does not exist",
             ));
         }
-        // A symbolic link may not lead out of the export.
-        let resolved = std::fs::canonicalize(&path).map_err(|e| failed(path.display().to_string(), e))?;
-        let root =
-            std::fs::canonicalize(&self.root).map_err(|e| failed(self.root.display().to_string(), e))?;
-        if !resolved.starts_with(&root) {
-            return Err(failed(
-                path.display().to_string(),
-                format!("is a link to {}, outside the export root {}", resolved.display(), root.display()),
-            ));
-        }
+        self.refuse_a_link_out(&path)?;
         Ok(path)
     }
 
@@ -126,6 +121,21 @@ impl ObjectStore for LocalFolder {
 }
 
 impl LocalFolder {
+    /// A symbolic link may not lead out of the export: a file's real path must lie under the
+    /// root's.
+    fn refuse_a_link_out(&self, path: &Path) -> Result<(), ObjectError> {
+        let resolved = std::fs::canonicalize(path).map_err(|e| failed(path.display().to_string(), e))?;
+        let root =
+            std::fs::canonicalize(&self.root).map_err(|e| failed(self.root.display().to_string(), e))?;
+        if !resolved.starts_with(&root) {
+            return Err(failed(
+                path.display().to_string(),
+                format!("is a link to {}, outside the export root {}", resolved.display(), root.display()),
+            ));
+        }
+        Ok(())
+    }
+
     fn entries(&self, prefix: &str, folders: bool) -> Result<Vec<String>, ObjectError> {
         let dir = self.root.join(prefix);
         let read = match std::fs::read_dir(&dir) {

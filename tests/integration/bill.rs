@@ -181,6 +181,17 @@ async fn a_data_file_linked_from_outside_the_export_is_refused() {
     .await;
 }
 
+/// The manifest itself a link to a file outside the export (#69: it was followed).
+#[tokio::test]
+async fn a_manifest_linked_from_outside_the_export_is_refused() {
+    let case = BadInputCase::new(CurFormat::Parquet).await;
+    let manifest = case.manifest();
+    let outside = case.dir.path().join("elsewhere-Manifest.json");
+    std::fs::rename(&manifest, &outside).unwrap();
+    std::os::unix::fs::symlink(&outside, &manifest).unwrap();
+    case.assert_fails(&case.export(), &[&format!("{EXPORT}-Manifest.json"), "outside the export root"]).await;
+}
+
 #[tokio::test]
 async fn a_data_file_outside_the_export_is_refused() {
     let case = BadInputCase::new(CurFormat::Parquet).await;

@@ -234,3 +234,122 @@ async fn a_refused_redelivery_on_postgres_leaves_the_partitions_as_they_were() {
         .unwrap();
     assert_eq!(staged, 0, "no staged table is left behind");
 }
+
+/// The manifest's `dataFiles` with `name` added beside the first, and a new executionId.
+fn list_beside_first(manifest: &Path, name: &str, execution: &str) {
+    let mut listed: Value = serde_json::from_slice(&std::fs::read(manifest).unwrap()).unwrap();
+    let first = listed["dataFiles"][0].as_str().unwrap().to_string();
+    let added = format!("{}/{name}", &first[..first.rfind('/').unwrap()]);
+    listed["dataFiles"].as_array_mut().unwrap().push(Value::String(added));
+    std::fs::write(manifest, listed.to_string()).unwrap();
+    new_execution(manifest, execution);
+}
+
+fn read_parquet(file: &Path) -> polars::prelude::DataFrame {
+    use polars::prelude::*;
+    ParquetReader::new(std::fs::File::open(file).unwrap()).finish().unwrap()
+}
+
+fn write_parquet(file: &Path, frame: &mut polars::prelude::DataFrame, compression: polars::prelude::ParquetCompression) {
+    use polars::prelude::*;
+    ParquetWriter::new(std::fs::File::create(file).unwrap()).with_compression(compression).finish(frame).unwrap();
+}
+
+/// #69: the month's rows again in other bytes (a data file rewritten uncompressed and listed
+/// beside the original under a new executionId), a row repeated inside a file, one row
+/// repeated 200,000 times: each refused naming both places, `--force` or not, the month as it
+/// was. The same rows under new line item ids double the days already stored: refused past
+/// `--max-rise` (50 %) unless forced. A month to date that grows is accepted.
+#[tokio::test]
+async fn the_same_rows_in_other_bytes_or_a_rise_of_the_stored_days_are_refused() {
+    use polars::prelude::*;
+    let app = TestApp::empty().await;
+    // A month to date through the 5th, then the whole month: new days are no rise.
+    generate(app.data(), CurFormat::Parquet, Some(5));
+    let first = ingest_cur(&app, &[]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let partial = micros(stored(&app).await.0["amortized_total"].as_str().unwrap());
+    generate(app.data(), CurFormat::Parquet, None);
+    let (files, manifest) = october(app.data());
+    new_execution(&manifest, "whole-month");
+    let whole = ingest_cur(&app, &[]);
+    assert!(whole.status.success(), "a month to date grows: {}", String::from_utf8_lossy(&whole.stderr));
+    let before = stored(&app).await;
+    let full = micros(before.0["amortized_total"].as_str().unwrap());
+    assert!(full > 2 * partial, "{full} after {partial}");
+    let pristine = std::fs::read(&manifest).unwrap();
+    let original = read_parquet(&files[0]);
+    let name = |path: &Path| path.file_name().unwrap().to_string_lossy().to_string();
+    let refused = |extra: &[&str], said: &[String]| {
+        let out = ingest_cur(&app, extra);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(!out.status.success(), "must be refused: {stderr}");
+        for text in said {
+            assert!(stderr.contains(text.as_str()), "{text:?} in {stderr}");
+        }
+    };
+
+    // 1. The first data file rewritten uncompressed, listed beside the original.
+    let rewritten = files[0].with_file_name("rewritten-00001.parquet");
+    write_parquet(&rewritten, &mut original.clone(), ParquetCompression::Uncompressed);
+    list_beside_first(&manifest, "rewritten-00001.parquet", "recompressed");
+    refused(
+        &["--force"],
+        &[format!("rewritten-00001.parquet: data row 1 is data row 1 of"), format!("{} again", name(&files[0]))],
+    );
+    assert_eq!(stored(&app).await, before, "the same rows in other bytes");
+    std::fs::remove_file(&rewritten).unwrap();
+
+    // 2. A row repeated inside the file, at its end.
+    std::fs::write(&manifest, &pristine).unwrap();
+    new_execution(&manifest, "repeated-row");
+    let rows = original.height();
+    let mut repeated = original.vstack(&original.slice(7, 1)).unwrap();
+    write_parquet(&files[0], &mut repeated, ParquetCompression::Snappy);
+    refused(&[], &[format!("{}: data row {} is data row 8 of the same file again", name(&files[0]), rows + 1)]);
+    assert_eq!(stored(&app).await, before, "a repeated row");
+
+    // 3. One row 200,000 times: refused at its second row.
+    let mut flood = original.slice(0, 1);
+    for _ in 0..18 {
+        flood = flood.vstack(&flood).unwrap();
+    }
+    let mut flood = flood.slice(0, 200_000);
+    assert_eq!(flood.height(), 200_000);
+    write_parquet(&files[0], &mut flood, ParquetCompression::Snappy);
+    new_execution(&manifest, "flood");
+    refused(&[], &["data row 2 is data row 1 of the same file again".to_string()]);
+    assert_eq!(stored(&app).await, before, "one row repeated");
+
+    // 4. The same rows under new line item ids, beside the original: every day doubles.
+    write_parquet(&files[0], &mut original.clone(), ParquetCompression::Snappy);
+    let mut again = original.clone();
+    let ids: Vec<String> = again
+        .column("identity_line_item_id")
+        .unwrap()
+        .str()
+        .unwrap()
+        .iter()
+        .map(|id| format!("{}-again", id.unwrap_or("")))
+        .collect();
+    again.replace("identity_line_item_id", Column::new("identity_line_item_id".into(), ids)).unwrap();
+    let copy = files[0].with_file_name("again-00001.snappy.parquet");
+    write_parquet(&copy, &mut again, ParquetCompression::Snappy);
+    std::fs::write(&manifest, &pristine).unwrap();
+    list_beside_first(&manifest, "again-00001.snappy.parquet", "new-ids");
+    refused(&[], &["--max-rise".to_string(), "--force".to_string(), "% more".to_string()]);
+    assert_eq!(stored(&app).await, before, "a rise of the stored days");
+    let numbers: Value =
+        serde_json::from_str(app.store().ingest_runs(1).await.unwrap()[0].reconciliation.as_deref().unwrap())
+            .unwrap();
+    // Every stored day but the last doubled (to the micro-dollar, each day's lines rounded
+    // once): 100 %, give or take a hundredth.
+    let rise: f64 = numbers["rise_percent"].as_str().unwrap().parse().unwrap();
+    assert!((rise - 100.0).abs() <= 0.01, "{numbers}");
+    // A bound above the rise accepts it.
+    let accepted = ingest_cur(&app, &["--max-rise", "101"]);
+    assert!(accepted.status.success(), "{}", String::from_utf8_lossy(&accepted.stderr));
+    let doubled = micros(stored(&app).await.0["amortized_total"].as_str().unwrap());
+    // Twice the month, each stored row rounded to the micro-dollar once.
+    assert!((doubled - 2 * full).abs() <= 1_000_000, "{doubled} against twice {full}");
+}

@@ -34,6 +34,13 @@ async fn snapshot(store: &dyn Store) -> String {
     text
 }
 
+/// A rate for the euro from before any month these tests bill (a bill in euros is refused
+/// without one in force).
+async fn euro_rate(store: &dyn Store) {
+    let rate = gpuledger::domain::fx::FxRate::new("EUR", "USD", "1.0842", "2020-01".parse().unwrap(), "test");
+    store.set_fx_rates(&[rate.unwrap()], "test").await.unwrap();
+}
+
 /// (period, provider, account) → (billed, effective) as stored, in nano-units.
 async fn bills(store: &dyn Store) -> Vec<(String, String, String, i64, i64)> {
     store
@@ -198,6 +205,7 @@ async fn a_re_delivery_replaces_its_own_bill_and_bad_input_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite:{}", dir.path().join("ledger.db").display());
     let store = helpers::connect(&db).await;
+    euro_rate(store.as_ref()).await;
     let first = dir.path().join("both.csv");
     write_bills(
         &first,
@@ -229,6 +237,13 @@ async fn a_re_delivery_replaces_its_own_bill_and_bad_input_changes_nothing() {
     let bad = |name: &str, rows: &[(&str, &str, &str, &str, &str)]| {
         let path = dir.path().join(name);
         write_bills(&path, rows);
+        path
+    };
+    // A good file of one row, its text changed.
+    let edited = |name: &str, change: &dyn Fn(&str) -> String| {
+        let path = bad(name, &[("Microsoft", "EUR", "2026-10-05T00:00:00Z", "Usage", "1")]);
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, change(&text)).unwrap();
         path
     };
     let cases: Vec<(PathBuf, &str)> = vec![
@@ -273,6 +288,19 @@ async fn a_re_delivery_replaces_its_own_bill_and_bad_input_changes_nothing() {
         (
             bad("currency.csv", &[("Microsoft", "euro", "2026-10-05T00:00:00Z", "Usage", "1")]),
             "data row 1, column BillingCurrency: \"euro\" is not an ISO 4217 currency code",
+        ),
+        // #69: accepted silently before.
+        (
+            edited("twice.csv", &|text| text.replacen(",Tags\n", ",BilledCost\n", 1)),
+            "the header names column BilledCost twice (columns 11 and 16)",
+        ),
+        (
+            edited("nul.csv", &|text| text.replace("acct-Microsoft", "acct-Micro\0soft")),
+            "data row 1, column BillingAccountId: holds a NUL byte",
+        ),
+        (
+            edited("forever.csv", &|text| text.replace("2026-10-05T01:00:00Z", "9999-12-31T00:00:00Z")),
+            "data row 1, column ChargePeriodEnd: the charge period [2026-10-05T00:00:00Z, 9999-12-31T00:00:00Z) spans more than five years",
         ),
     ];
     for (path, message) in cases {
@@ -435,6 +463,7 @@ async fn the_aws_month_through_the_cur_and_through_focus_is_the_same_bill() {
 async fn azure_export_runs_and_oracle_daily_reports_are_read_as_their_providers_lay_them_out() {
     let dir = tempfile::tempdir().unwrap();
     let store = helpers::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await;
+    euro_rate(store.as_ref()).await;
     let csv = |rows: &[(&str, &str, &str, &str, &str)]| {
         let path = dir.path().join("scratch.csv");
         write_bills(&path, rows);
@@ -562,6 +591,12 @@ async fn the_three_cloud_world_is_read_to_its_truth_in_every_providers_layout() 
     let (dir, generate, truth) = three_cloud_world(&gpuledger::synth::clouds::Provider::ALL);
     let month = &truth["periods"]["2026-10"];
     let store = helpers::connect(&format!("sqlite:{}", dir.path().join("ledger.db").display())).await;
+    // The euro's rate, as it must be before Azure's bill is ingested.
+    let rates = vec![
+        gpuledger::domain::fx::FxRate::new("EUR", "USD", "1.0842", "2026-10".parse().unwrap(), "test")
+            .unwrap(),
+    ];
+    store.set_fx_rates(&rates, "test").await.unwrap();
     let sources = [
         (
             "aws",
@@ -656,15 +691,10 @@ async fn the_three_cloud_world_is_read_to_its_truth_in_every_providers_layout() 
             "aws {model}: {read} GPU-hours read, {provisioned} provisioned"
         );
     }
-    // One month in USD: nothing converted while the euro has no rate, then every bill at
-    // its rate (the AWS bill once).
+    // One month in USD: every bill at its rate (the AWS bill once).
     let json = report.to_json();
-    assert_eq!(json["month"]["missing_rates"], serde_json::json!(["EUR→USD"]));
-    assert!(json["month"]["effective_total"].is_null());
-    let rates = vec![
-        gpuledger::domain::fx::FxRate::new("EUR", "USD", "1.0842", "2026-10".parse().unwrap(), "test")
-            .unwrap(),
-    ];
+    assert_eq!(json["month"]["missing_rates"], serde_json::json!([]));
+    assert!(!json["month"]["effective_total"].is_null());
     let totals = gpuledger::report::bill::month_totals(&report.bills, &rates);
     let eur = stored.iter().find(|b| b.provider == "azure").unwrap().effective_nanos;
     let usd: i64 = stored.iter().filter(|b| b.provider != "azure").map(|b| b.effective_nanos).sum();
@@ -862,20 +892,24 @@ async fn the_other_clouds_bills_are_in_the_months_bill_and_chargeback() {
     assert_eq!(provider_of("222222222222").as_deref(), Some("aws"));
     assert!(rows.iter().any(|r| r["provider"] == "oci"));
 
-    // Azure bills in euros: without a rate the month is not computed again, and says why.
-    let azure = gl(&["ingest", "focus", &dir.path().join("azure").display().to_string()]);
+    // Azure bills in euros: without a rate it is refused before anything is written (#69),
+    // and says which rate to set.
+    let azure_source = dir.path().join("azure").display().to_string();
+    let azure = gl(&["ingest", "focus", &azure_source]);
     assert!(!azure.status.success());
     let said = String::from_utf8_lossy(&azure.stderr);
     assert!(
-        said.contains("the bills are stored") && said.contains("fx set EUR USD RATE --from 2026-10"),
+        said.contains("nothing was written") && said.contains("fx set EUR USD RATE --from 2026-10"),
         "{said}"
     );
+    assert!(store.bills(Some("2026-10")).await.unwrap().iter().all(|b| b.provider != "azure"));
     assert_eq!(
         store.rollups("2026-10").await.unwrap().unwrap().period.bill_amortized_micros,
         usd.period.bill_amortized_micros
     );
-    // The rate computes it again: initech's H100 (tagged) at 1.0842 dollars a euro.
+    // With the rate, the ingest computes it: initech's H100 (tagged) at 1.0842 dollars a euro.
     ok(&["fx", "set", "EUR", "USD", "1.0842", "--from", "2026-10"]);
+    ok(&["ingest", "focus", &azure_source]);
     let all = store.rollups("2026-10").await.unwrap().unwrap();
     let euros = truth_nanos(&providers["azure"]["effective_total"]);
     let in_usd =
@@ -1373,6 +1407,8 @@ async fn an_azure_export_is_read_from_blob_storage_through_the_real_client() {
             .output()
             .unwrap()
     };
+    let rate = gl(&["fx", "set", "EUR", "USD", "1.0842", "--from", "2020-01"]);
+    assert!(rate.status.success(), "{}", String::from_utf8_lossy(&rate.stderr));
     let out = gl(&["ingest", "focus", "az://exports/focus-exports", "--endpoint-url", &azurite.endpoint]);
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{said}");
@@ -1395,4 +1431,174 @@ async fn an_azure_export_is_read_from_blob_storage_through_the_real_client() {
     assert!(said.contains("az://missing/focus-exports"), "{said}");
     assert!(!said.contains(AZURITE_KEY));
     assert_eq!(snapshot(store.as_ref()).await, before);
+}
+
+/// #69: nothing counted twice, nothing written before every check. Each way the same rows
+/// arrive again in other bytes (Azure's part gzipped again as another part, Oracle's `.csv`
+/// beside its `.csv.gz`, a row repeated inside a file, one row repeated 200,000 times), a short
+/// Azure part (fewer rows than its manifest's `dataRowCount`), a bill in a currency without a
+/// rate, and a re-delivery whose stored days rise by more than half: each refused naming the
+/// file and rows, exit non-zero, the database as it was.
+#[tokio::test]
+async fn the_same_rows_again_a_short_part_or_a_bill_without_a_rate_are_refused_before_any_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite:{}", dir.path().join("ledger.db").display());
+    let store = helpers::connect(&db).await;
+    let csv = |rows: &[(&str, &str, &str, &str, &str)]| {
+        let path = dir.path().join("scratch.csv");
+        write_bills(&path, rows);
+        std::fs::read_to_string(&path).unwrap()
+    };
+    let eur = |day: &'static str, cost: &'static str| ("Microsoft", "EUR", day, "Usage", cost);
+    let ingest = |source: &Path, extra: &[&str]| {
+        let source = source.display().to_string();
+        let mut args = vec!["--database-url", db.as_str(), "ingest", "focus", source.as_str()];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let refused = |out: &std::process::Output, said: &[&str]| {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "must be refused: {stderr}");
+        for text in said {
+            assert!(stderr.contains(text), "{text:?} in {stderr}");
+        }
+    };
+
+    // A bill in euros with no rate in force: refused before anything is written.
+    let first = csv(&[eur("2026-10-05T00:00:00Z", "10.00"), eur("2026-10-06T00:00:00Z", "20.00")]);
+    let plain = dir.path().join("first.csv");
+    std::fs::write(&plain, &first).unwrap();
+    let empty = snapshot(store.as_ref()).await;
+    refused(
+        &ingest(&plain, &[]),
+        &["billed in EUR", "no exchange rate from EUR to USD", "nothing was written", "fx set EUR USD RATE --from 2026-10"],
+    );
+    assert_eq!(snapshot(store.as_ref()).await, empty);
+    assert!(store.bills(None).await.unwrap().is_empty());
+    let rate = run(&["--database-url", &db, "fx", "set", "EUR", "USD", "1.0842", "--from", "2026-10"]);
+    assert!(rate.status.success(), "{}", String::from_utf8_lossy(&rate.stderr));
+
+    // Azure's run: two parts; the second is the first gzipped again at another level.
+    let run_folder = dir.path().join("azure/exports/focus-daily/20261001-20261031/run-1");
+    std::fs::create_dir_all(&run_folder).unwrap();
+    // Each run a new one (a new runId: the delivery's data version).
+    let runs = std::cell::Cell::new(0);
+    let azure_run = |parts: &[(&str, Vec<u8>, usize)]| {
+        runs.set(runs.get() + 1);
+        for entry in std::fs::read_dir(&run_folder).unwrap() {
+            std::fs::remove_file(entry.unwrap().path()).unwrap();
+        }
+        let mut blobs = Vec::new();
+        for (name, bytes, rows) in parts {
+            std::fs::write(run_folder.join(name), bytes).unwrap();
+            blobs.push(serde_json::json!({
+                "blobName": format!("exports/focus-daily/20261001-20261031/run-1/{name}"),
+                "byteCount": bytes.len(),
+                "dataRowCount": rows,
+            }));
+        }
+        let manifest = serde_json::json!({
+            "exportConfig": {"exportName": "focus-daily", "type": "FocusCost", "dataVersion": "1.2-preview"},
+            "runInfo": {"runId": format!("run-{}", runs.get()), "submittedTime": "2026-10-07T06:00:00Z"},
+            "blobs": blobs,
+        });
+        std::fs::write(run_folder.join("manifest.json"), manifest.to_string()).unwrap();
+    };
+    let gzipped = |text: &str, level: u32| {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level));
+        std::io::Write::write_all(&mut encoder, text.as_bytes()).unwrap();
+        encoder.finish().unwrap()
+    };
+    let azure = dir.path().join("azure");
+    azure_run(&[("part_0_0001.csv.gz", gzipped(&first, 6), 2)]);
+    let ok = ingest(&azure, &[]);
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let billed = bills(store.as_ref()).await;
+    assert_eq!(billed[0].3, 30_000_000_000, "EUR 30.00 billed");
+    let before = snapshot(store.as_ref()).await;
+
+    azure_run(&[("part_0_0001.csv.gz", gzipped(&first, 6), 2), ("part_1_0001.csv.gz", gzipped(&first, 1), 2)]);
+    refused(
+        &ingest(&azure, &[]),
+        &["part_1_0001.csv.gz: data row 1 is data row 1 of", "part_0_0001.csv.gz again", "would count its cost twice"],
+    );
+    assert_eq!(snapshot(store.as_ref()).await, before, "the same rows in other bytes");
+
+    // A short part: the manifest says 3 rows, the file holds 2.
+    azure_run(&[("part_0_0001.csv.gz", gzipped(&first, 6), 3)]);
+    refused(&ingest(&azure, &[]), &["part_0_0001.csv.gz", "holds 2 data rows, but the export's manifest says 3"]);
+    assert_eq!(snapshot(store.as_ref()).await, before, "a short delivery");
+
+    // A row repeated inside one file, apart from its first place, and forced: still refused.
+    let repeated = format!("{first}{}", first.lines().nth(1).unwrap());
+    azure_run(&[("part_0_0001.csv.gz", gzipped(&repeated, 6), 3)]);
+    refused(&ingest(&azure, &["--force"]), &["part_0_0001.csv.gz: data row 3 is data row 1 of the same file again"]);
+    assert_eq!(snapshot(store.as_ref()).await, before, "a repeated row");
+
+    // One row 200,000 times: refused at its second row.
+    let line = first.lines().nth(1).unwrap();
+    let mut flood = first.lines().next().unwrap().to_string();
+    for _ in 0..200_000 {
+        flood.push('\n');
+        flood.push_str(line);
+    }
+    azure_run(&[("part_0_0001.csv.gz", gzipped(&flood, 6), 200_000)]);
+    refused(&ingest(&azure, &[]), &["data row 2 is data row 1 of the same file again"]);
+    assert_eq!(snapshot(store.as_ref()).await, before, "a flood of one row");
+
+    // An October run filed under September's date range.
+    let september = dir.path().join("azure-september/exports/focus-daily/20260901-20260930/run-9");
+    std::fs::create_dir_all(&september).unwrap();
+    std::fs::write(september.join("part_0_0001.csv.gz"), gzipped(&first, 6)).unwrap();
+    let manifest = serde_json::json!({
+        "exportConfig": {"exportName": "focus-daily", "type": "FocusCost", "dataVersion": "1.2-preview"},
+        "runInfo": {"runId": "run-9", "submittedTime": "2026-10-07T06:00:00Z"},
+        "blobs": [{"blobName": "exports/focus-daily/20260901-20260930/run-9/part_0_0001.csv.gz", "dataRowCount": 2}],
+    });
+    std::fs::write(september.join("manifest.json"), manifest.to_string()).unwrap();
+    refused(
+        &ingest(&dir.path().join("azure-september"), &[]),
+        &["lies in the date range of 2026-09, but holds azure acct-Microsoft's bill of 2026-10"],
+    );
+    assert_eq!(snapshot(store.as_ref()).await, before, "a run under another month's range");
+
+    // Oracle's report as `.csv` beside its `.csv.gz`.
+    let oci = dir.path().join("oci/FOCUS Reports/2026/10/05");
+    std::fs::create_dir_all(&oci).unwrap();
+    let oracle = csv(&[("Oracle", "USD", "2026-10-05T00:00:00Z", "Usage", "195.42")]);
+    std::fs::write(oci.join("reports_cost-csv_0001.csv.gz"), gzipped(&oracle, 6)).unwrap();
+    std::fs::write(oci.join("reports_cost-csv_0001.csv"), &oracle).unwrap();
+    refused(&ingest(&dir.path().join("oci"), &[]), &["data row 1 is data row 1 of", "again"]);
+    assert_eq!(snapshot(store.as_ref()).await, before, "Oracle's .csv beside its .csv.gz");
+
+    // The days already stored billed again under new rows (another charge on the 5th): refused
+    // past +50 % of what they had, unless forced; the stored bill's last day may still be
+    // filling (the 6th is left out), and a new day is no rise.
+    let doubled = csv(&[
+        eur("2026-10-05T00:00:00Z", "10.00"),
+        eur("2026-10-06T00:00:00Z", "20.00"),
+        eur("2026-10-05T00:00:00Z", "12.00"),
+        eur("2026-10-07T00:00:00Z", "5.00"),
+    ]);
+    azure_run(&[("part_0_0001.csv.gz", gzipped(&doubled, 6), 4)]);
+    refused(&ingest(&azure, &[]), &["from 10.000000 EUR to 22.000000 EUR, 120.00 % more", "--force"]);
+    assert_eq!(snapshot(store.as_ref()).await, before, "a rise of the stored days");
+    let grown = csv(&[
+        eur("2026-10-05T00:00:00Z", "10.00"),
+        eur("2026-10-06T00:00:00Z", "20.00"),
+        eur("2026-10-07T00:00:00Z", "5.00"),
+    ]);
+    azure_run(&[("part_0_0001.csv.gz", gzipped(&grown, 6), 3)]);
+    let ok = ingest(&azure, &[]);
+    assert!(ok.status.success(), "a month to date grows: {}", String::from_utf8_lossy(&ok.stderr));
+    assert_eq!(bills(store.as_ref()).await[0].3, 35_000_000_000);
+
+    // A rate a million times the one in force: refused unless confirmed, the rates unchanged.
+    let rates = store.fx_rates().await.unwrap();
+    let typo = run(&["--database-url", &db, "fx", "set", "EUR", "USD", "1000000", "--from", "2026-11"]);
+    refused(&typo, &["1 EUR = 1000000 USD from 2026-11 is +92233805.18 % above", "1 EUR = 1.0842 USD", "--confirm"]);
+    assert_eq!(store.fx_rates().await.unwrap(), rates);
+    let sure =
+        run(&["--database-url", &db, "fx", "set", "EUR", "USD", "1.2", "--from", "2026-11", "--confirm"]);
+    assert!(sure.status.success(), "{}", String::from_utf8_lossy(&sure.stderr));
 }

@@ -70,13 +70,16 @@ pub enum Col {
     ReservationNumberOfReservations,
     ReservationAmortizedUpfrontFeeForBillingPeriod,
     ProductRegionCode,
+    /// The row's identity ([`crate::sources::row_identity`]): unique within a delivery.
+    IdentityLineItemId,
+    IdentityTimeInterval,
 }
 
 /// How many of [`Col`]'s columns a file must have (they come first).
 pub const REQUIRED: usize = 8;
 
 /// Column names in [`Col`] order.
-pub const COLUMN_NAMES: [&str; 52] = [
+pub const COLUMN_NAMES: [&str; 54] = [
     "line_item_line_item_type",
     "line_item_operation",
     "line_item_product_code",
@@ -129,6 +132,8 @@ pub const COLUMN_NAMES: [&str; 52] = [
     "reservation_number_of_reservations",
     "reservation_amortized_upfront_fee_for_billing_period",
     "product_region_code",
+    "identity_line_item_id",
+    "identity_time_interval",
 ];
 
 impl Col {
@@ -481,6 +486,20 @@ fn refuse_empty(path: &Path, location: &str) -> Result<(), CurError> {
 }
 
 fn check_required(present: &[String], set: &ColumnSet, location: &str) -> Result<(), CurError> {
+    // A column named twice: which of the two holds the figures is anyone's guess.
+    for (i, name) in present.iter().enumerate() {
+        if let Some(j) = present[..i].iter().position(|p| p == name) {
+            return Err(invalid(
+                location,
+                format!(
+                    "the header names column {name} twice (columns {} and {}): which one holds its values \
+                     is not known; nothing was ingested",
+                    j + 1,
+                    i + 1
+                ),
+            ));
+        }
+    }
     let missing: Vec<&str> =
         set.names[..set.required].iter().copied().filter(|c| !present.iter().any(|p| p == c)).collect();
     if missing.is_empty() {
