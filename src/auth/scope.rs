@@ -111,9 +111,11 @@ impl Scope {
                     .collect();
                 let (anonymous, opportunities_withheld) = anonymous_opportunities(&foreign);
                 seen.opportunities = kept.into_iter().cloned().chain(anonymous).collect();
-                let (clients, clients_withheld) = anonymous_clients(self, &rollups.clients);
+                let (clients, clients_withheld, columns) = anonymous_clients(self, &rollups.clients);
                 seen.clients = clients;
-                seen.withheld_others = costs_withheld || opportunities_withheld || clients_withheld;
+                seen.withheld_client_columns = columns;
+                seen.withheld_others =
+                    costs_withheld || opportunities_withheld || clients_withheld || columns != 0;
             }
             Others::Hidden => {
                 let period = &mut seen.period;
@@ -165,7 +167,11 @@ impl Scope {
     pub fn clients_of(&self, rows: &[ClientRollup]) -> Vec<ClientRollup> {
         match self {
             Scope::All => rows.to_vec(),
-            Scope::Clients { others: Others::Anonymous, .. } => anonymous_clients(self, rows).0,
+            // A snapshot's line is shown whole or not at all.
+            Scope::Clients { others: Others::Anonymous, .. } => match anonymous_clients(self, rows) {
+                (rows, _, 0) => rows,
+                (rows, _, _) => rows.into_iter().filter(|c| c.client != OTHER_CLIENTS).collect(),
+            },
             Scope::Clients { others: Others::Hidden, .. } => {
                 rows.iter().filter(|c| self.allows(&c.client)).cloned().collect()
             }
@@ -181,15 +187,17 @@ fn is_client(name: &str) -> bool {
 /// The clients in scope as they are, `(house)` and `(unassigned)` as they are (they are not
 /// clients), and every other client summed into one [`OTHER_CLIENTS`] row when at least two
 /// clients make it up: one other client's sum would be that client's own figures. The flag
-/// says the row was withheld.
-fn anonymous_clients(scope: &Scope, rows: &[ClientRollup]) -> (Vec<ClientRollup>, bool) {
+/// says the row was withheld; the bits ([`ClientColumn::bit`]) the row's columns that one
+/// other client alone makes up ([`withheld_columns`]).
+fn anonymous_clients(scope: &Scope, rows: &[ClientRollup]) -> (Vec<ClientRollup>, bool, u32) {
     let mut kept: Vec<ClientRollup> =
         rows.iter().filter(|c| scope.allows(&c.client) || !is_client(&c.client)).cloned().collect();
     let others: Vec<&ClientRollup> =
         rows.iter().filter(|c| !scope.allows(&c.client) && is_client(&c.client)).collect();
     if others.len() == 1 {
-        return (kept, true);
+        return (kept, true, 0);
     }
+    let columns = withheld_columns(&others);
     if let Some(first) = others.first() {
         let mut sum = ClientRollup {
             period: first.period.clone(),
@@ -202,7 +210,155 @@ fn anonymous_clients(scope: &Scope, rows: &[ClientRollup]) -> (Vec<ClientRollup>
         }
         kept.push(sum);
     }
-    (kept, false)
+    (kept, false, columns)
+}
+
+/// A figure of a client's chargeback line, as the clients report names its column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientColumn {
+    DirectTotal,
+    KubernetesDirect,
+    NonKubernetesDirect,
+    Gpu,
+    Cpu,
+    Memory,
+    Storage,
+    Network,
+    OtherDirect,
+    Platform,
+    Idle,
+    Unallocated,
+    Infrastructure,
+    Shared,
+    Markup,
+    Discount,
+    Total,
+    Training,
+    Inference,
+}
+
+impl ClientColumn {
+    pub const ALL: [ClientColumn; 19] = [
+        ClientColumn::DirectTotal,
+        ClientColumn::KubernetesDirect,
+        ClientColumn::NonKubernetesDirect,
+        ClientColumn::Gpu,
+        ClientColumn::Cpu,
+        ClientColumn::Memory,
+        ClientColumn::Storage,
+        ClientColumn::Network,
+        ClientColumn::OtherDirect,
+        ClientColumn::Platform,
+        ClientColumn::Idle,
+        ClientColumn::Unallocated,
+        ClientColumn::Infrastructure,
+        ClientColumn::Shared,
+        ClientColumn::Markup,
+        ClientColumn::Discount,
+        ClientColumn::Total,
+        ClientColumn::Training,
+        ClientColumn::Inference,
+    ];
+
+    /// Its bit in a set of withheld columns.
+    pub fn bit(self) -> u32 {
+        1 << self as u32
+    }
+
+    /// Its column in the clients report.
+    pub fn column(self) -> &'static str {
+        use crate::domain::settings::Pool;
+        match self {
+            ClientColumn::DirectTotal => "direct_cost",
+            ClientColumn::KubernetesDirect => "kubernetes_direct_cost",
+            ClientColumn::NonKubernetesDirect => "non_kubernetes_direct_cost",
+            ClientColumn::Gpu => "gpu_cost",
+            ClientColumn::Cpu => "cpu_cost",
+            ClientColumn::Memory => "memory_cost",
+            ClientColumn::Storage => "storage_cost",
+            ClientColumn::Network => "network_cost",
+            ClientColumn::OtherDirect => "other_cost",
+            ClientColumn::Platform => Pool::Platform.column(),
+            ClientColumn::Idle => Pool::Idle.column(),
+            ClientColumn::Unallocated => Pool::Unallocated.column(),
+            ClientColumn::Infrastructure => Pool::Shared.column(),
+            ClientColumn::Shared => "shared_cost",
+            ClientColumn::Markup => "markup",
+            ClientColumn::Discount => "discount",
+            ClientColumn::Total => "total_cost",
+            ClientColumn::Training => "training_cost",
+            ClientColumn::Inference => "inference_cost",
+        }
+    }
+
+    /// The column of the clients report's `name`, when it is a figure of a client's line.
+    pub fn of_column(name: &str) -> Option<ClientColumn> {
+        ClientColumn::ALL.into_iter().find(|c| c.column() == name)
+    }
+
+    /// Its figure in a client's line.
+    fn of(self, c: &ClientRollup) -> i64 {
+        match self {
+            ClientColumn::DirectTotal => c.direct_total_nanos(),
+            ClientColumn::KubernetesDirect => c.direct_cost_nanos,
+            ClientColumn::NonKubernetesDirect => c.non_kubernetes_direct_nanos,
+            ClientColumn::Gpu => c.gpu_split_nanos,
+            ClientColumn::Cpu => c.cpu_split_nanos,
+            ClientColumn::Memory => c.memory_split_nanos,
+            ClientColumn::Storage => c.storage_nanos,
+            ClientColumn::Network => c.network_nanos,
+            ClientColumn::OtherDirect => c.other_direct_nanos,
+            ClientColumn::Platform => c.shared_platform_nanos,
+            ClientColumn::Idle => c.shared_idle_nanos,
+            ClientColumn::Unallocated => c.shared_unallocated_nanos,
+            ClientColumn::Infrastructure => c.shared_infrastructure_nanos,
+            ClientColumn::Shared => c.shared_total_nanos(),
+            ClientColumn::Markup => c.markup_nanos,
+            ClientColumn::Discount => c.discount_nanos,
+            ClientColumn::Total => {
+                c.direct_total_nanos() + c.shared_total_nanos() + c.discount_nanos + c.markup_nanos
+            }
+            ClientColumn::Training => c.training_nanos,
+            ClientColumn::Inference => c.inference_nanos,
+        }
+    }
+}
+
+/// The sums a client's line shows beside their parts: each figure = Σ its parts.
+const CLIENT_SUMS: [(ClientColumn, &[ClientColumn]); 5] = {
+    use ClientColumn::*;
+    [
+        (DirectTotal, &[KubernetesDirect, NonKubernetesDirect]),
+        (KubernetesDirect, &[Gpu, Cpu, Memory]),
+        (NonKubernetesDirect, &[Storage, Network, OtherDirect]),
+        (Shared, &[Platform, Idle, Unallocated, Infrastructure]),
+        (Total, &[DirectTotal, Shared, Discount, Markup]),
+    ]
+};
+
+/// The columns of the other clients' summed line to withhold, as bits: every column that one
+/// of them alone makes up (the others' figure there is 0), and with each withheld column the
+/// sum it is a part of and that sum's other parts, up to the total (else the sum less its
+/// shown parts, or a part from its sum and its siblings, would give the lone client's figure
+/// back). A withheld sum's own parts stay shown: each is made up by two clients or more, and
+/// with the sum's siblings withheld too it is no longer found by subtraction.
+pub fn withheld_columns(others: &[&ClientRollup]) -> u32 {
+    let alone = |column: ClientColumn| {
+        others.iter().filter(|c| column.of(c) != 0).map(|c| c.client.as_str()).collect::<BTreeSet<_>>().len()
+            == 1
+    };
+    let mut withheld = ClientColumn::ALL.into_iter().filter(|c| alone(*c)).fold(0, |bits, c| bits | c.bit());
+    loop {
+        let before = withheld;
+        for (sum, parts) in CLIENT_SUMS {
+            if parts.iter().any(|part| withheld & part.bit() != 0) {
+                withheld |= parts.iter().fold(sum.bit(), |bits, part| bits | part.bit());
+            }
+        }
+        if withheld == before {
+            return withheld;
+        }
+    }
 }
 
 /// How many times an anonymous cost row may be blurred: each level blanks one more of its
@@ -425,6 +581,55 @@ mod tests {
         assert!(anonymous(&seen).is_empty());
         assert!(seen.clients.iter().all(|c| c.client == "acme"));
         assert!(seen.withheld_others);
+    }
+
+    /// #69: the "(other clients)" line of two clients showed umbrella's inference cost to the
+    /// nano-dollar where initech had none. A column one other client alone makes up is
+    /// withheld, and with a part of a sum the sum and its other parts, up to the total.
+    #[test]
+    fn a_column_one_other_client_alone_makes_up_is_withheld() {
+        let with = |name: &str, direct: i64, inference: i64, storage: i64| ClientRollup {
+            gpu_split_nanos: direct,
+            inference_nanos: inference,
+            storage_nanos: storage,
+            non_kubernetes_direct_nanos: storage,
+            ..client(name, direct)
+        };
+        let rollups = Rollups {
+            clients: vec![with("acme", 100, 5, 0), with("initech", 300, 0, 0), with("umbrella", 700, 2_102, 0)],
+            ..Rollups::default()
+        };
+        let seen = manager().apply(&rollups);
+        assert_eq!(seen.withheld_client_columns, ClientColumn::Inference.bit());
+        assert!(seen.withheld_others);
+        let others = seen.clients.iter().find(|c| c.client == OTHER_CLIENTS).unwrap();
+        assert_eq!(others.direct_cost_nanos, 1_000, "the sum of two clients stays");
+        // Both make up the inference cost: nothing withheld.
+        let mut both = rollups.clone();
+        both.clients[1].inference_nanos = 9;
+        assert_eq!(manager().apply(&both).withheld_client_columns, 0);
+        // Storage of one client: its sum (non-Kubernetes direct) and that sum's sum, up to the
+        // total, with their other parts; the Kubernetes parts (two clients each) stay.
+        let mut storage = both.clone();
+        storage.clients[2] = with("umbrella", 700, 2_102, 40);
+        let bits = manager().apply(&storage).withheld_client_columns;
+        let withheld: Vec<&str> =
+            ClientColumn::ALL.into_iter().filter(|c| bits & c.bit() != 0).map(ClientColumn::column).collect();
+        assert_eq!(
+            withheld,
+            [
+                "direct_cost",
+                "kubernetes_direct_cost",
+                "non_kubernetes_direct_cost",
+                "storage_cost",
+                "network_cost",
+                "other_cost",
+                "shared_cost",
+                "markup",
+                "discount",
+                "total_cost",
+            ]
+        );
     }
 
     /// A row blurred past its account and cluster joins another client's row of the same day,

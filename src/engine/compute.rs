@@ -663,6 +663,7 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
         costs,
         kube_splits: Vec::new(),
         withheld_others: false,
+        withheld_client_columns: 0,
     };
     check_bill_adds_up(&rollups.period, inputs.kubernetes_micros)?;
     let evidence = PodEvidence::gather(inputs);

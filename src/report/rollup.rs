@@ -66,6 +66,7 @@ use serde_json::json;
 use super::table::{Cell, Extras, MoneyJson, Nanos, Table};
 use super::{OutputFormat, ReportError};
 use crate::auth::Scope;
+use crate::auth::{ClientColumn, OTHER_CLIENTS};
 use crate::domain::settings::Pool;
 use crate::period::Period;
 use crate::store::{
@@ -296,6 +297,7 @@ impl RollupRange {
                         .collect(),
                     costs,
                     withheld_others: r.withheld_others,
+                    withheld_client_columns: r.withheld_client_columns,
                 };
                 (Arc::new(narrowed), *whole)
             })
@@ -962,6 +964,8 @@ pub fn clients(range: &RollupRange) -> Report {
             })
             .collect(),
     };
+    let mut table = table;
+    withhold_other_clients_columns(&mut table, range);
     let mut extra = Extras::default();
     extra.usd("discounts_passed_on", discounts * 1000);
     let whole_costs: i64 =
@@ -970,6 +974,29 @@ pub fn clients(range: &RollupRange) -> Report {
     extra.usd("amortized_total", bill * 1000);
     extra.insert("note", json!("clients are computed per whole billing period"));
     Report { table, extra }
+}
+
+/// The "(other clients)" line's columns that one other client alone makes up in any period of
+/// the range, shown as withheld (no figure), not as that client's.
+fn withhold_other_clients_columns(table: &mut Table, range: &RollupRange) {
+    let withheld = range.parts.iter().fold(0, |bits, (part, _)| bits | part.withheld_client_columns);
+    if withheld == 0 {
+        return;
+    }
+    let columns: Vec<usize> = table
+        .columns
+        .iter()
+        .enumerate()
+        .filter(|(_, name)| ClientColumn::of_column(name).is_some_and(|c| withheld & c.bit() != 0))
+        .map(|(i, _)| i)
+        .collect();
+    for row in &mut table.rows {
+        if matches!(row.first(), Some(Cell::Text(client)) if client == OTHER_CLIENTS) {
+            for &i in &columns {
+                row[i] = Cell::Usd(None);
+            }
+        }
+    }
 }
 
 /// Each client's charge as it stood before the compute that last changed the period

@@ -1751,6 +1751,10 @@ pub struct Rollups {
     /// than two clients make up ([`crate::auth::Scope::apply`]).
     #[serde(skip)]
     pub withheld_others: bool,
+    /// Not stored: the columns of the "(other clients)" chargeback line withheld because one
+    /// other client alone makes them up (`auth::scope::withheld_columns`), as bits.
+    #[serde(skip)]
+    pub withheld_client_columns: u32,
 }
 
 /// Whose split divides a cluster's node cost among its pods in a period, and that split's

@@ -108,6 +108,7 @@ where
             accounts: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
             kube_splits: Self::read_table(&mut tx, period).await.context(CONTEXT)?,
             withheld_others: false,
+            withheld_client_columns: 0,
         };
         tx.commit().await.context(CONTEXT)?;
         Ok(Some(rollups))
