@@ -126,10 +126,19 @@ pub enum FxCommand {
         /// The first month the rate applies to.
         #[arg(long = "from")]
         effective_from: Period,
+        /// Accept a rate more than 50 % away from the one in force before it (a typo looks
+        /// like that: `1000000` for `1.0842`).
+        #[arg(long)]
+        confirm: bool,
     },
     /// Load reference rates from a CSV file of `from_currency,to_currency,rate,effective_from`
     /// lines (a header line allowed), all or none.
-    Load { file: std::path::PathBuf },
+    Load {
+        file: std::path::PathBuf,
+        /// Accept rates more than 50 % away from the one in force before each.
+        #[arg(long)]
+        confirm: bool,
+    },
     /// Every rate version.
     List {
         #[arg(long, value_enum, default_value = "table")]
@@ -230,6 +239,10 @@ pub struct RunArgs {
     #[arg(long, env = "GPULEDGER_CUR_MAX_DROP_PERCENT", default_value_t = crate::ingest::judge::DEFAULT_MAX_DROP_PERCENT,
           value_parser = clap::value_parser!(u32).range(0..=100))]
     pub max_drop: u32,
+    /// Refuse a CUR re-delivery that raises the days the stored bill already covers by more
+    /// than this percent (`ingest cur --force` replaces it all the same).
+    #[arg(long, env = "GPULEDGER_CUR_MAX_RISE_PERCENT", default_value_t = crate::ingest::judge::DEFAULT_MAX_RISE_PERCENT)]
+    pub max_rise: u32,
     /// Prometheus base URL: the metrics since the last successful run are ingested.
     #[arg(long, env = "GPULEDGER_PROMETHEUS_URL")]
     pub prometheus: Option<String>,
@@ -494,6 +507,14 @@ pub enum UsersCommand {
         name: String,
         #[arg(long)]
         password_stdin: bool,
+    },
+    /// A one-time code that lets the user sign in (with its password) while failed sign-ins
+    /// by others hold its account locked; printed once, as the last word of the output.
+    SignInCode {
+        name: String,
+        /// Minutes the code stays valid.
+        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(i64).range(1..=1440))]
+        minutes: i64,
     },
 }
 
@@ -896,6 +917,11 @@ pub struct CurArgs {
     #[arg(long, env = "GPULEDGER_CUR_MAX_DROP_PERCENT", default_value_t = crate::ingest::judge::DEFAULT_MAX_DROP_PERCENT,
           value_parser = clap::value_parser!(u32).range(0..=100))]
     pub max_drop: u32,
+    /// Refuse a re-delivery that raises the days the stored bill already covers (all but its
+    /// last, which may still be filling) by more than this percent (the same rows counted
+    /// twice), unless --force. New days are never a rise.
+    #[arg(long, env = "GPULEDGER_CUR_MAX_RISE_PERCENT", default_value_t = crate::ingest::judge::DEFAULT_MAX_RISE_PERCENT)]
+    pub max_rise: u32,
     /// An S3-compatible endpoint (switches to path-style addressing).
     #[arg(long, env = "GPULEDGER_S3_ENDPOINT_URL")]
     pub endpoint_url: Option<String>,

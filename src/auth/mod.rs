@@ -13,7 +13,7 @@
 pub mod password;
 mod scope;
 
-pub use scope::{Others, Scope};
+pub use scope::{ClientColumn, OTHER_CLIENTS, Others, Scope};
 
 pub use crate::domain::users::{AuditEntry, LoginFailures, Role, Session, User, check_name};
 pub use crate::text::{redacted_url, sha256_hex};

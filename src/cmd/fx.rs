@@ -3,7 +3,7 @@
 use anyhow::Context;
 
 use crate::cli::FxCommand;
-use crate::domain::fx::FxRate;
+use crate::domain::fx::{FxRate, refuse_a_jump};
 use crate::report::OutputFormat;
 use crate::store::Store;
 
@@ -12,8 +12,11 @@ const CLI_USER: &str = "(command line)";
 
 pub(super) async fn run(store: &dyn Store, command: FxCommand) -> anyhow::Result<()> {
     match command {
-        FxCommand::Set { from_currency, to_currency, rate, effective_from } => {
+        FxCommand::Set { from_currency, to_currency, rate, effective_from, confirm } => {
             let rate = FxRate::new(&from_currency, &to_currency, &rate, effective_from, "cli")?;
+            if !confirm {
+                refuse_a_jump(&store.fx_rates().await?, &rate).map_err(anyhow::Error::msg)?;
+            }
             store.set_fx_rates(std::slice::from_ref(&rate), CLI_USER).await?;
             eprintln!(
                 "1 {} = {} {} from {} on",
@@ -21,7 +24,7 @@ pub(super) async fn run(store: &dyn Store, command: FxCommand) -> anyhow::Result
             );
             recompute(store).await
         }
-        FxCommand::Load { file } => {
+        FxCommand::Load { file, confirm } => {
             let text =
                 std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
             let source = file.display().to_string();
@@ -39,6 +42,15 @@ pub(super) async fn run(store: &dyn Store, command: FxCommand) -> anyhow::Result
                 rates.push(FxRate::new(from, to, rate, month, &source).with_context(at)?);
             }
             anyhow::ensure!(!rates.is_empty(), "{}: no rates", file.display());
+            if !confirm {
+                // Each against the versions stored and those of the file before it.
+                let mut known = store.fx_rates().await?;
+                for rate in &rates {
+                    refuse_a_jump(&known, rate)
+                        .map_err(|e| anyhow::anyhow!("{}: {e}; nothing was loaded", file.display()))?;
+                    known.push(rate.clone());
+                }
+            }
             store.set_fx_rates(&rates, CLI_USER).await?;
             eprintln!("{} rates loaded from {}", rates.len(), file.display());
             recompute(store).await

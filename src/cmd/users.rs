@@ -6,7 +6,7 @@ use anyhow::{Context, bail};
 
 use crate::auth::{AuditEntry, User, password};
 use crate::cli::{UserAddArgs, UsersCommand};
-use crate::domain::users::{check_clients, client_list};
+use crate::domain::users::{check_an_admin_remains, check_clients, client_list};
 use crate::report::OutputFormat;
 use crate::store::Store;
 
@@ -73,6 +73,7 @@ pub(super) async fn run(store: &dyn Store, command: UsersCommand) -> anyhow::Res
             user.clients = client_list(&clients);
             user.updated_at = now;
             check_clients(&user).map_err(anyhow::Error::msg)?;
+            check_an_admin_remains(&store.users().await?, &user).map_err(anyhow::Error::msg)?;
             store.update_user(&user, true).await?;
             audit(store, "user_changed", format!("role of {user} clients {:?}", user.clients)).await?;
             eprintln!(
@@ -84,6 +85,7 @@ pub(super) async fn run(store: &dyn Store, command: UsersCommand) -> anyhow::Res
             let mut user = existing(store, &name).await?;
             user.disabled = true;
             user.updated_at = now;
+            check_an_admin_remains(&store.users().await?, &user).map_err(anyhow::Error::msg)?;
             store.update_user(&user, true).await?;
             audit(store, "user_changed", format!("disabled {user}")).await?;
             eprintln!("disabled {user}; its sessions have ended");
@@ -95,6 +97,14 @@ pub(super) async fn run(store: &dyn Store, command: UsersCommand) -> anyhow::Res
             store.update_user(&user, false).await?;
             audit(store, "user_changed", format!("enabled {user}")).await?;
             eprintln!("enabled {user}");
+        }
+        UsersCommand::SignInCode { name, minutes } => {
+            let user = existing(store, &name).await?;
+            let code = crate::auth::random_token();
+            store.add_sign_in_code(&user.name, &crate::auth::token_hash(&code), now + minutes * 60).await?;
+            audit(store, "sign_in_code", format!("for {user}, valid {minutes} minutes")).await?;
+            eprintln!("a one-time sign-in code for {user}, valid {minutes} minutes (enter it with the password):");
+            println!("{code}");
         }
         UsersCommand::ResetPassword { name, password_stdin } => {
             let mut user = existing(store, &name).await?;

@@ -134,6 +134,41 @@ pub fn rate_for<'a>(rates: &'a [FxRate], from: &str, to: &str, period: &str) -> 
         .max_by(|a, b| a.effective_from.cmp(&b.effective_from))
 }
 
+/// How far a new rate may lie from the one in force before it, in percent, without a
+/// confirmation.
+pub const MAX_JUMP_PERCENT: i128 = 50;
+
+/// Refuses a rate more than [`MAX_JUMP_PERCENT`] above or below the version of its pair in
+/// force for its month (or the inverse pair's, inverted), saying both: `1000000` typed for
+/// `1.0842` would multiply every euro bill a million times. A first rate has nothing to be
+/// compared with.
+pub fn refuse_a_jump(rates: &[FxRate], new: &FxRate) -> Result<(), String> {
+    let month = new.effective_from.as_str();
+    // The rate before, as parts per billion of `new`'s quote.
+    let before = match rate_for(rates, &new.from_currency, &new.to_currency, month) {
+        Some(same) => Some((same, i128::from(same.rate_ppb))),
+        None => rate_for(rates, &new.to_currency, &new.from_currency, month)
+            .map(|inverse| (inverse, 1_000_000_000_000_000_000 / i128::from(inverse.rate_ppb.max(1)))),
+    };
+    let Some((before, ppb)) = before else { return Ok(()) };
+    let change = (i128::from(new.rate_ppb) - ppb) * 10_000 / ppb.max(1);
+    if change.abs() <= MAX_JUMP_PERCENT * 100 {
+        return Ok(());
+    }
+    Err(format!(
+        "{} from {} is {}{}.{:02} % {} the rate in force for {month} ({}, from {}): refused. \
+         Check it; pass --confirm if it is right",
+        new.quote(),
+        new.effective_from,
+        if change > 0 { "+" } else { "" },
+        change / 100,
+        (change % 100).abs(),
+        if change > 0 { "above" } else { "below" },
+        before.quote(),
+        before.effective_from,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +217,26 @@ mod tests {
         let chosen = invoice_rate(&[older, inverse.clone(), direct], "EUR", "2026-11").unwrap().unwrap();
         assert_eq!(chosen.quote(), "1 USD = 0.92 EUR");
         assert!(invoice_rate(&[inverse], "EUR", "2026-09").is_err(), "not in force yet");
+    }
+
+    #[test]
+    fn a_rate_far_from_the_one_in_force_is_refused_without_a_confirmation() {
+        let rates = vec![rate("EUR", "USD", "1.0842", "2026-10")];
+        let typo = rate("EUR", "USD", "1000000", "2026-11");
+        let said = refuse_a_jump(&rates, &typo).unwrap_err();
+        assert!(said.contains("1 EUR = 1000000 USD from 2026-11 is +92233805.18 % above"), "{said}");
+        assert!(said.contains("(1 EUR = 1.0842 USD, from 2026-10)") && said.contains("--confirm"), "{said}");
+        // ±50 % passes: 1.6263 is +50.00 %, 0.5421 is -50.00 %; 1.6265 is past it.
+        assert!(refuse_a_jump(&rates, &rate("EUR", "USD", "1.6263", "2026-11")).is_ok());
+        assert!(refuse_a_jump(&rates, &rate("EUR", "USD", "0.5421", "2026-11")).is_ok());
+        assert!(refuse_a_jump(&rates, &rate("EUR", "USD", "1.6265", "2026-11")).is_err());
+        // Quoted the other way round: 1 USD = 0.9223 EUR is the same rate.
+        assert!(refuse_a_jump(&rates, &rate("USD", "EUR", "0.9223", "2026-11")).is_ok());
+        assert!(refuse_a_jump(&rates, &rate("USD", "EUR", "92.23", "2026-11")).unwrap_err().contains("above"));
+        assert!(refuse_a_jump(&rates, &rate("USD", "EUR", "0.1", "2026-11")).unwrap_err().contains("below"));
+        // A first rate, or one for a month before any: nothing to compare with.
+        assert!(refuse_a_jump(&rates, &rate("GBP", "USD", "1000", "2026-11")).is_ok());
+        assert!(refuse_a_jump(&rates, &rate("EUR", "USD", "1000", "2026-01")).is_ok());
     }
 
     #[test]

@@ -113,6 +113,25 @@ pub struct AuditEntry {
     /// `password_changed`, `settings_changed`.
     pub action: String,
     pub detail: String,
+    /// How many times it happened: downloads are rolled up per user, page and hour; every
+    /// other entry is one.
+    pub count: i64,
+}
+
+/// Which audit entries to read: a page of those of a user and an action (each when given).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditQuery {
+    pub username: String,
+    pub action: String,
+    pub offset: i64,
+    pub limit: i64,
+}
+
+impl AuditQuery {
+    /// The newest `limit` entries.
+    pub fn newest(limit: i64) -> AuditQuery {
+        AuditQuery { limit, ..AuditQuery::default() }
+    }
 }
 
 /// Refused sign-ins of one account from one address in one window (they are counted, not
@@ -156,8 +175,43 @@ impl AuditEntry {
             address: address.into(),
             action: action.into(),
             detail: detail.into(),
+            count: 1,
         }
     }
+}
+
+/// A new user's name: a [`check_name`] one in ASCII letters, digits, punctuation and inner
+/// spaces only (another script's letters pass for Latin ones: `аdmin` with a Cyrillic `а`,
+/// and direction or zero-width characters change how a name reads), and no other user's name
+/// in another case (`ADMIN` beside `admin`).
+pub fn check_new_user_name(name: &str, existing: &[User]) -> Result<(), String> {
+    check_name("user", name)?;
+    if let Some(c) = name.chars().find(|c| !(c.is_ascii_graphic() || *c == ' ')) {
+        return Err(format!(
+            "a user name holds {c:?} (U+{:04X}): user names are ASCII letters, digits and punctuation, \
+             so that none can pass for another: {name:?}",
+            u32::from(c)
+        ));
+    }
+    if let Some(other) = existing.iter().find(|u| u.name.eq_ignore_ascii_case(name)) {
+        return Err(format!("a user named {:?} already exists (user names are compared without case)", other.name));
+    }
+    Ok(())
+}
+
+/// Refuses a change to `changed` (stored among `users` under its name) that leaves no
+/// active administrator: nobody could then manage users from the pages.
+pub fn check_an_admin_remains(users: &[User], changed: &User) -> Result<(), String> {
+    let active_admin = |u: &User| u.role == Role::Admin && !u.disabled;
+    let was = users.iter().any(|u| u.name == changed.name && active_admin(u));
+    let others = users.iter().filter(|u| u.name != changed.name && active_admin(u)).count();
+    if was && !active_admin(changed) && others == 0 {
+        return Err(format!(
+            "{} is the only active administrator: make another user an administrator first",
+            changed.name
+        ));
+    }
+    Ok(())
 }
 
 /// Clients named in a comma-separated list, trimmed, without empties or repeats.
@@ -175,5 +229,45 @@ pub fn check_clients(user: &User) -> Result<(), String> {
         (true, true) => Err(format!("a {} needs --clients (the clients they may see)", user.role)),
         (false, false) => Err(format!("a {} sees every client: give no --clients", user.role)),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(name: &str, role: Role) -> User {
+        User::new(name, role, Vec::new(), String::new())
+    }
+
+    #[test]
+    fn a_new_user_name_cannot_pass_for_another() {
+        let existing = [user("admin", Role::Admin)];
+        assert!(check_new_user_name("dana", &existing).is_ok());
+        assert!(check_new_user_name("dana.smith@example.com", &existing).is_ok());
+        let said = check_new_user_name("ADMIN", &existing).unwrap_err();
+        assert!(said.contains("\"admin\" already exists"), "{said}");
+        // A Cyrillic а, a right-to-left override, a zero-width space.
+        for (name, code) in [("аdmin", "U+0430"), ("\u{202e}nimda", "U+202E"), ("ad\u{200b}min", "U+200B")] {
+            let said = check_new_user_name(name, &existing).unwrap_err();
+            assert!(said.contains(code), "{name:?}: {said}");
+        }
+    }
+
+    #[test]
+    fn the_only_active_administrator_cannot_step_down() {
+        let users = [user("admin", Role::Admin), user("fin", Role::Finance)];
+        let demoted = User { role: Role::Finance, ..users[0].clone() };
+        let disabled = User { disabled: true, ..users[0].clone() };
+        assert!(check_an_admin_remains(&users, &demoted).unwrap_err().contains("only active administrator"));
+        assert!(check_an_admin_remains(&users, &disabled).is_err());
+        // With another active administrator, either may go; a disabled one does not count.
+        let second = [users[0].clone(), user("root", Role::Admin)];
+        assert!(check_an_admin_remains(&second, &demoted).is_ok());
+        let asleep = [users[0].clone(), User { disabled: true, ..user("root", Role::Admin) }];
+        assert!(check_an_admin_remains(&asleep, &demoted).is_err());
+        // Changing someone else is never refused for it.
+        let promoted = User { role: Role::Admin, ..users[1].clone() };
+        assert!(check_an_admin_remains(&users, &promoted).is_ok());
     }
 }

@@ -34,7 +34,7 @@ pub use crate::domain::invoices::{BillingDetails, Invoice, Seller};
 pub use crate::domain::plans::Plan;
 pub use crate::domain::runs::{IngestOutcome, IngestRun, LockHolder, NewIngestRun, RunKind, RunStatus};
 pub use crate::domain::settings::{SettingVersion, SettingsHistory};
-pub use crate::domain::users::{AuditEntry, LoginFailures, Session, User};
+pub use crate::domain::users::{AuditEntry, AuditQuery, LoginFailures, Session, User};
 pub use migrations::SchemaStatus;
 pub use model::*;
 pub use sql_store::{Backend, SqlStore};
@@ -388,8 +388,12 @@ pub trait AccountStore: Send + Sync {
     /// Appends to the audit log.
     async fn audit(&self, entry: &AuditEntry) -> StoreResult<()>;
 
-    /// The newest `limit` audit entries, newest first.
-    async fn audit_log(&self, limit: i64) -> StoreResult<Vec<AuditEntry>>;
+    /// Counts a download of `page` by `username` at `at` in the audit log: one row per user,
+    /// page and hour, its `count` the downloads of that hour.
+    async fn audit_download(&self, username: &str, page: &str, at: i64) -> StoreResult<()>;
+
+    /// The audit entries `query` asks for, newest first.
+    async fn audit_log(&self, query: &AuditQuery) -> StoreResult<Vec<AuditEntry>>;
 
     /// How many `action` entries since `since` name `username` (when given) or come from
     /// `address` (when given).
@@ -416,6 +420,13 @@ pub trait AccountStore: Send + Sync {
         now: i64,
         window: i64,
     ) -> StoreResult<(i64, i64)>;
+
+    /// Stores a one-time sign-in code of `username` (its hash) until `expires_at`.
+    async fn add_sign_in_code(&self, username: &str, code_hash: &str, expires_at: i64) -> StoreResult<()>;
+
+    /// Uses up `username`'s code of this hash if it is stored and unexpired at `now`: true
+    /// when it was (and it is gone now), false otherwise.
+    async fn take_sign_in_code(&self, username: &str, code_hash: &str, now: i64) -> StoreResult<bool>;
 
     /// Gives back an attempt of the window that started at `window_start` (one that signed in).
     async fn return_login_attempt(&self, scope: &str, subject: &str, window_start: i64) -> StoreResult<()>;

@@ -488,6 +488,8 @@ pub struct LoginForm {
     username: String,
     password: String,
     next: Option<String>,
+    /// A one-time code from `users sign-in-code`: past the account's lockout.
+    code: Option<String>,
 }
 
 /// `POST /login`: checks the password (as slowly for an unknown user as for a wrong
@@ -559,8 +561,22 @@ async fn sign_in(
         ("address", address, FAILURES_PER_ADDRESS),
         ("account", form.username.as_str(), FAILURES_PER_ACCOUNT),
     ];
+    // Failures from elsewhere lock an account for everyone; its user's one-time code (made on
+    // the command line) lets the user past that lock, used up by this attempt.
+    let code = form.code.as_deref().map(str::trim).filter(|c| !c.is_empty());
+    let unlocked = match code {
+        Some(code) => {
+            let used =
+                state.store.take_sign_in_code(&form.username, &crate::auth::token_hash(code), now).await?;
+            if used {
+                record(state, &form.username, address, "sign_in_code_used", "").await?;
+            }
+            used
+        }
+        None => false,
+    };
     for (scope, subject, limit) in limits {
-        if subject.is_empty() {
+        if subject.is_empty() || (unlocked && scope == "account") {
             continue;
         }
         let (attempts, window_start) =
@@ -719,8 +735,14 @@ struct AdminPage<'a> {
     active: &'static str,
     viewer: &'a Viewer,
     users: Vec<User>,
-    /// Each entry with its time as UTC text.
+    /// Each entry of the page with its time as UTC text.
     audit: Vec<(String, AuditEntry)>,
+    /// The log's filters, its page, and the links to the pages beside it (empty for none).
+    audit_user: String,
+    audit_action: String,
+    audit_page: i64,
+    newer: String,
+    older: String,
     /// Refused sign-ins: the window's start and the last failure as UTC text.
     refused: Vec<(String, String, crate::store::LoginFailures)>,
     roles: [Role; 5],
@@ -735,7 +757,14 @@ struct AdminPage<'a> {
 pub struct AdminQuery {
     format: Option<String>,
     done: Option<String>,
+    /// The audit log's filters and page (from 1).
+    user: Option<String>,
+    action: Option<String>,
+    page: Option<i64>,
 }
+
+/// Audit entries a page of the admin page shows (the JSON twin: five times as many).
+const AUDIT_PAGE: i64 = 100;
 
 /// `GET /admin`: users and the newest audit entries; `?format=json` for the audit log.
 pub async fn admin(
@@ -744,22 +773,56 @@ pub async fn admin(
     Query(query): Query<AdminQuery>,
     headers: HeaderMap,
 ) -> Result<Response, WebError> {
-    let audit = state.store.audit_log(500).await?;
+    let json = query.format.as_deref() == Some("json") || super::error::accepts_json(&headers);
+    let per_page = if json { 5 * AUDIT_PAGE } else { AUDIT_PAGE };
+    let page = query.page.unwrap_or(1).clamp(1, 1_000_000);
+    let filter = |value: &Option<String>| value.as_deref().unwrap_or("").trim().to_string();
+    let (user, action) = (filter(&query.user), filter(&query.action));
+    // One more than a page: whether there is an older page.
+    let mut audit = state
+        .store
+        .audit_log(&crate::store::AuditQuery {
+            username: user.clone(),
+            action: action.clone(),
+            offset: (page - 1) * per_page,
+            limit: per_page + 1,
+        })
+        .await?;
+    let older = audit.len() as i64 > per_page;
+    audit.truncate(per_page as usize);
     // Refused sign-ins of the last day, a row per account, address and window.
     let failures = state.store.login_failures(now() - 24 * 3600, 200).await?;
-    if query.format.as_deref() == Some("json") || super::error::accepts_json(&headers) {
+    if json {
         let users = state.store.users().await?;
-        return Ok(axum::Json(
-            serde_json::json!({"users": users, "audit": audit, "refused_sign_ins": failures}),
-        )
+        return Ok(axum::Json(serde_json::json!({
+            "users": users,
+            "audit": audit,
+            "audit_page": page,
+            "audit_older": older,
+            "refused_sign_ins": failures,
+        }))
         .into_response());
     }
+    let link = |to: i64| {
+        let mut href = format!("/admin?page={to}");
+        for (key, value) in [("user", &user), ("action", &action)] {
+            if !value.is_empty() {
+                href.push_str(&format!("&{key}={}", super::pages::url_escape(value)));
+            }
+        }
+        href
+    };
     let utc = crate::period::human::epoch_second;
     let page = AdminPage {
         active: "admin",
         viewer: &viewer,
         users: state.store.users().await?,
-        audit: audit.into_iter().take(100).map(|a| (utc(a.at), a)).collect(),
+        audit: audit.into_iter().map(|a| (utc(a.at), a)).collect(),
+        audit_user: user.clone(),
+        audit_action: action.clone(),
+        audit_page: page,
+        newer: if page > 1 { link(page - 1) } else { String::new() },
+        older: if older { link(page + 1) } else { String::new() },
         refused: failures.into_iter().map(|f| (utc(f.window_start), utc(f.last_at), f)).collect(),
         roles: Role::ALL,
         issuers: state.store.issuers().await?,
@@ -828,6 +891,8 @@ pub async fn change_user(
                 _ => user.disabled = false,
             }
             user.updated_at = now;
+            crate::domain::users::check_an_admin_remains(&state.store.users().await?, &user)
+                .map_err(|e| WebError::bad("username", e, Vec::new()))?;
             state.store.update_user(&user, end_sessions).await?;
             format!("{} {user} clients {:?}", form.action, user.clients)
         }
@@ -923,12 +988,13 @@ pub async fn personalize(State(state): State<AppState>, request: Request, next: 
     let viewer = request.extensions().get::<Viewer>().cloned();
     let query = request.uri().query().unwrap_or("").to_string();
     let download = query.split('&').any(|p| p == "format=csv" || p == "format=xlsx");
-    let what = format!("{}?{query}", request.uri().path());
+    // Rolled up per user, page and hour: a loop of downloads is one row that counts them.
+    let what = request.uri().path().to_string();
     let response = next.run(request).await;
     // Downloads are audited here, outside the page cache, so a cached one counts too.
     if download && response.status() == StatusCode::OK && !state.auth.is_off() {
         let who = viewer.as_ref().map(|v| v.name.as_str()).unwrap_or("");
-        if let Err(e) = record(&state, who, "", "download", &what).await {
+        if let Err(e) = state.store.audit_download(who, &what, now()).await {
             tracing::warn!(error = %e, "could not audit a download");
         }
     }

@@ -646,7 +646,7 @@ async fn logout_ends_the_session_and_the_audit_log_has_every_step() {
     let out = send(&state, Method::POST, "/logout", &session, Some(&format!("csrf={csrf}"))).await;
     assert_eq!(out.status, StatusCode::SEE_OTHER);
     assert_eq!(send(&state, Method::GET, "/admin", &session, None).await.status, StatusCode::SEE_OTHER);
-    let log = state.store.audit_log(10).await.unwrap();
+    let log = state.store.audit_log(&gpuledger::store::AuditQuery::newest(10)).await.unwrap();
     let actions: Vec<&str> = log.iter().rev().map(|a| a.action.as_str()).collect();
     assert_eq!(actions, ["login", "user_changed", "logout"]);
     assert!(log[1].detail.contains("carol (client)"), "{:?}", log[1]);
@@ -1286,4 +1286,131 @@ async fn a_clients_markup_and_budget_change_on_the_web_from_a_month_on_confirmed
             "<th scope=\"row\">acme</th><td class=\"num\">12 %</td><td class=\"num\">$9,000.00</td>"
         )
     );
+}
+
+/// #69: a manager's "(other clients)" line gave away one client's column (its inference cost,
+/// to the nano-dollar, where the other had none). That column is withheld (no figure, in the
+/// page, its JSON and its downloads alike), the columns two clients make up stay, and the page
+/// says figures were withheld; an administrator sees every client's own.
+#[tokio::test]
+async fn a_managers_other_clients_line_withholds_a_column_one_other_client_alone_makes_up() {
+    use gpuledger::store::{ClientRollup, PeriodRollup, Rollups};
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::helpers::connect(&format!("sqlite:{}", dir.path().join("k.db").display())).await;
+    let line = |client: &str, direct: i64, inference: i64| ClientRollup {
+        period: "2026-10".into(),
+        client: client.into(),
+        direct_cost_nanos: direct,
+        gpu_split_nanos: direct,
+        inference_nanos: inference,
+        ..ClientRollup::default()
+    };
+    let rollups = Rollups {
+        period: PeriodRollup {
+            period: "2026-10".into(),
+            bill_amortized_micros: gpuledger::money::Micros(2_000_000_000),
+            ..PeriodRollup::default()
+        },
+        clients: vec![
+            line("acme", 1_000_000_000_000, 5_000_000_000),
+            line("initech", 300_000_000_000, 0),
+            line("umbrella", 700_000_000_000, 2_102_803_748_000),
+        ],
+        ..Rollups::default()
+    };
+    store.replace_rollups(&rollups).await.unwrap();
+    let state = signed_in_app(store);
+    add_user(state.store.as_ref(), "ada", Role::Admin, &[]).await;
+    add_user(state.store.as_ref(), "max", Role::Manager, &["acme"]).await;
+    let (_, admin) = sign_in(&state, "ada", &secret("ada"), "").await;
+    let (_, manager) = sign_in(&state, "max", &secret("max"), "").await;
+    let rows = |cookie: &str| {
+        let state = state.clone();
+        let cookie = cookie.to_string();
+        async move {
+            let reply = send(&state, Method::GET, "/clients?period=2026-10&format=json", &cookie, None).await;
+            let json: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
+            (json["clients"]["rows"].as_array().cloned().unwrap_or_default(), json)
+        }
+    };
+    let (seen, json) = rows(&manager).await;
+    let others = seen.iter().find(|r| r["client"] == "(other clients)").unwrap_or_else(|| panic!("{json}"));
+    assert_eq!(others["inference_cost"], serde_json::Value::Null, "{others}");
+    assert_eq!(others["gpu_cost"], "1000.000000", "two clients make it up: {others}");
+    assert!(!json.to_string().contains("2102.803748"), "{json}");
+    assert!(json["withheld_others"].is_string(), "the page says figures were withheld: {json}");
+    let csv = send(&state, Method::GET, "/clients?period=2026-10&format=csv", &manager, None).await;
+    assert!(!csv.body.contains("2102.803748") && csv.body.contains("(other clients)"), "{}", csv.body);
+    let (all, _) = rows(&admin).await;
+    let umbrella = all.iter().find(|r| r["client"] == "umbrella").unwrap();
+    assert_eq!(umbrella["inference_cost"], "2102.803748");
+
+    // Downloads in a loop: one audit row per user, page and hour, counting them (#69: 10,569
+    // rows in 30 s from one manager); the administrator's log filters by user and action.
+    for _ in 0..24 {
+        let again = send(&state, Method::GET, "/clients?period=2026-10&format=csv", &manager, None).await;
+        assert_eq!(again.status, StatusCode::OK);
+    }
+    let log = send(&state, Method::GET, "/admin?user=max&action=download&format=json", &admin, None).await;
+    let log: serde_json::Value = serde_json::from_str(&log.body).unwrap();
+    let entries = log["audit"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{log}");
+    assert_eq!((entries[0]["detail"].as_str(), entries[0]["count"].as_i64()), (Some("/clients"), Some(25)));
+    assert_eq!(log["audit_older"], false);
+    let page = send(&state, Method::GET, "/admin?user=max&action=download", &admin, None).await.body;
+    assert!(page.contains("<td>/clients</td><td class=\"num\">25</td>"), "{page}");
+    assert!(!page.contains(">Older entries<"), "{page}");
+}
+
+/// Signs in as [`sign_in`] does, with a one-time code in the form.
+async fn sign_in_with_code(state: &AppState, name: &str, password: &str, code: &str) -> (Reply, String) {
+    let form = send(state, Method::GET, "/login", "", None).await;
+    assert!(form.body.contains("name=\"code\""), "the form offers the code");
+    let csrf_cookie = set_cookie(&form, "gpuledger_login_csrf").unwrap();
+    let csrf = field(&form.body, "csrf");
+    let body = format!(
+        "csrf={csrf}&next=%2F&username={}&password={}&code={}",
+        escape(name),
+        escape(password),
+        escape(code)
+    );
+    let reply = send(state, Method::POST, "/login", &csrf_cookie, Some(&body)).await;
+    let session = set_cookie(&reply, "gpuledger_session").unwrap_or_default();
+    (reply, session)
+}
+
+/// #69: anyone could lock any account, the only administrator's included, by failing its
+/// sign-in on purpose. The lock stands, but a one-time code made on the command line lets its
+/// user past it with the password, once; an unknown, used or other user's code does not.
+#[tokio::test]
+async fn a_one_time_code_lets_a_locked_out_administrator_in_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("lock.db").display());
+    let state = signed_in_app(crate::helpers::connect(&url).await);
+    add_user(state.store.as_ref(), "ada", Role::Admin, &[]).await;
+    add_user(state.store.as_ref(), "dana", Role::Finance, &[]).await;
+    for _ in 0..6 {
+        let (wrong, _) = sign_in(&state, "ada", "an attacker's guess", "").await;
+        assert_ne!(wrong.status, StatusCode::SEE_OTHER);
+    }
+    let (locked, _) = sign_in(&state, "ada", &secret("ada"), "").await;
+    assert_eq!(locked.status, StatusCode::TOO_MANY_REQUESTS);
+    let (guessed, _) = sign_in_with_code(&state, "ada", &secret("ada"), "not-a-code").await;
+    assert_eq!(guessed.status, StatusCode::TOO_MANY_REQUESTS);
+
+    let made = crate::ingest_cur::run(&["--database-url", &url, "users", "sign-in-code", "ada"]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let code = String::from_utf8_lossy(&made.stdout).split_whitespace().last().unwrap().to_string();
+    assert!(code.len() >= 32, "{code}");
+    // Another user's code is not this one's.
+    let (elsewhere, _) = sign_in_with_code(&state, "dana", "a wrong password", &code).await;
+    assert_eq!(elsewhere.status, StatusCode::UNAUTHORIZED);
+    let (signed_in, session) = sign_in_with_code(&state, "ada", &secret("ada"), &code).await;
+    assert_eq!(signed_in.status, StatusCode::SEE_OTHER, "{}", signed_in.body);
+    assert!(!session.is_empty());
+    let (again, _) = sign_in_with_code(&state, "ada", &secret("ada"), &code).await;
+    assert_eq!(again.status, StatusCode::TOO_MANY_REQUESTS, "a code is used once");
+    let log = state.store.audit_log(&gpuledger::store::AuditQuery::newest(50)).await.unwrap();
+    assert!(log.iter().any(|e| e.action == "sign_in_code" && e.detail.contains("ada")), "{log:?}");
+    assert!(log.iter().any(|e| e.action == "sign_in_code_used" && e.username == "ada"), "{log:?}");
 }

@@ -901,7 +901,7 @@ async fn planned_changes_are_layered_onto_the_forecast(url: &str, before: &Value
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no planned change 2"));
     let report = forecast(url, &["--months", "3"]);
     assert_eq!(months(&find(&report, "cost", "", "acme"), "planned"), [0.0, 0.0, 0.0]);
-    let log = store.audit_log(10).await.unwrap();
+    let log = store.audit_log(&gpuledger::store::AuditQuery::newest(10)).await.unwrap();
     let actions: Vec<(&str, &str)> = log.iter().map(|e| (e.action.as_str(), e.detail.as_str())).collect();
     assert_eq!(
         actions[..3],
@@ -1070,7 +1070,7 @@ async fn planned_changes_are_stored_and_audited_on_postgres() {
     let list: Value = serde_json::from_slice(&plan(&["list", "--format", "json"]).stdout).unwrap();
     assert_eq!(list["plans"], serde_json::json!([]));
     let store = helpers::connect(&postgres.url).await;
-    let log = store.audit_log(5).await.unwrap();
+    let log = store.audit_log(&gpuledger::store::AuditQuery::newest(5)).await.unwrap();
     let details: Vec<&str> = log.iter().map(|e| e.detail.as_str()).collect();
     let line = format!("plan {id} globex: -250.5 GPU-hours a month from 2026-12 on: globex pauses");
     assert_eq!(details[..2], [line.as_str(), line.as_str()]);

@@ -29,7 +29,7 @@ pub(super) const INSERT_AUDIT: &str =
 
 from_row!(Session { token_hash, user_id, csrf, created_at, last_seen, address });
 
-from_row!(AuditEntry { id, at, username, address, action, detail });
+from_row!(AuditEntry { id, at, username, address, action, detail, count });
 from_row!(LoginFailures { window_start, username, address, failures, last_at });
 
 fn user(row: &impl ReadRow) -> Result<User, sqlx::Error> {
@@ -68,10 +68,8 @@ where
 {
     async fn create_user(&self, user: &User) -> StoreResult<i64> {
         const CONTEXT: &str = "adding a user";
-        crate::domain::users::check_name("user", &user.name).map_err(StoreError::Invalid)?;
-        if self.user(&user.name).await?.is_some() {
-            return Err(StoreError::Invalid(format!("a user named {:?} already exists", user.name)));
-        }
+        crate::domain::users::check_new_user_name(&user.name, &self.users().await?)
+            .map_err(StoreError::Invalid)?;
         let row = sqlx::query(INSERT_USER)
             .bind(user.name.as_str())
             .bind(user.role.as_str())
@@ -191,12 +189,59 @@ where
             .map(|_| ())
     }
 
-    async fn audit_log(&self, limit: i64) -> StoreResult<Vec<AuditEntry>> {
-        let query = sqlx::query(
-            "SELECT id, at, username, address, action, detail FROM audit_log ORDER BY id DESC LIMIT $1",
+    async fn add_sign_in_code(&self, username: &str, code_hash: &str, expires_at: i64) -> StoreResult<()> {
+        sqlx::query("INSERT INTO sign_in_codes (code_hash, username, expires_at) VALUES ($1, $2, $3)")
+            .bind(code_hash)
+            .bind(username)
+            .bind(expires_at)
+            .execute(&self.pool)
+            .await
+            .context("storing a sign-in code")
+            .map(|_| ())
+    }
+
+    async fn take_sign_in_code(&self, username: &str, code_hash: &str, now: i64) -> StoreResult<bool> {
+        let taken = sqlx::query(
+            "DELETE FROM sign_in_codes WHERE code_hash = $1 AND username = $2 AND expires_at > $3",
         )
-        .bind(limit);
-        self.rows(query, "reading the audit log").await
+        .bind(code_hash)
+        .bind(username)
+        .bind(now)
+        .execute(&self.pool)
+        .await
+        .context("using a sign-in code")?;
+        Ok(B::rows_affected(&taken) == 1)
+    }
+
+    async fn audit_download(&self, username: &str, page: &str, at: i64) -> StoreResult<()> {
+        const CONTEXT: &str = "counting a download in the audit log";
+        let hour = at - at.rem_euclid(3600);
+        let counted = sqlx::query(
+            "UPDATE audit_log SET count = count + 1 WHERE id = (SELECT id FROM audit_log \
+             WHERE username = $1 AND action = 'download' AND at >= $2 AND detail = $3 ORDER BY id DESC LIMIT 1)",
+        )
+        .bind(username)
+        .bind(hour)
+        .bind(page)
+        .execute(&self.pool)
+        .await
+        .context(CONTEXT)?;
+        if B::rows_affected(&counted) == 0 {
+            self.audit(&AuditEntry { at, ..AuditEntry::new(username, "", "download", page) }).await?;
+        }
+        Ok(())
+    }
+
+    async fn audit_log(&self, query: &AuditQuery) -> StoreResult<Vec<AuditEntry>> {
+        let sql = sqlx::query(
+            "SELECT id, at, username, address, action, detail, count FROM audit_log \
+             WHERE ($1 = '' OR username = $1) AND ($2 = '' OR action = $2) ORDER BY id DESC LIMIT $3 OFFSET $4",
+        )
+        .bind(query.username.as_str())
+        .bind(query.action.as_str())
+        .bind(query.limit)
+        .bind(query.offset);
+        self.rows(sql, "reading the audit log").await
     }
 
     async fn count_audit(
@@ -207,7 +252,7 @@ where
         address: Option<&str>,
     ) -> StoreResult<i64> {
         let row = sqlx::query(
-            "SELECT COUNT(*) AS n FROM audit_log WHERE action = $1 AND at >= $2 \
+            "SELECT COALESCE(SUM(count), 0) AS n FROM audit_log WHERE action = $1 AND at >= $2 \
              AND ($3 = '' OR username = $3) AND ($4 = '' OR address = $4)",
         )
         .bind(action)
