@@ -596,7 +596,11 @@ mod tests {
             ..client(name, direct)
         };
         let rollups = Rollups {
-            clients: vec![with("acme", 100, 5, 0), with("initech", 300, 0, 0), with("umbrella", 700, 2_102, 0)],
+            clients: vec![
+                with("acme", 100, 5, 0),
+                with("initech", 300, 0, 0),
+                with("umbrella", 700, 2_102, 0),
+            ],
             ..Rollups::default()
         };
         let seen = manager().apply(&rollups);

@@ -103,7 +103,9 @@ pub(super) async fn run(store: &dyn Store, command: UsersCommand) -> anyhow::Res
             let code = crate::auth::random_token();
             store.add_sign_in_code(&user.name, &crate::auth::token_hash(&code), now + minutes * 60).await?;
             audit(store, "sign_in_code", format!("for {user}, valid {minutes} minutes")).await?;
-            eprintln!("a one-time sign-in code for {user}, valid {minutes} minutes (enter it with the password):");
+            eprintln!(
+                "a one-time sign-in code for {user}, valid {minutes} minutes (enter it with the password):"
+            );
             println!("{code}");
         }
         UsersCommand::ResetPassword { name, password_stdin } => {

@@ -232,7 +232,9 @@ mod tests {
         assert!(refuse_a_jump(&rates, &rate("EUR", "USD", "1.6265", "2026-11")).is_err());
         // Quoted the other way round: 1 USD = 0.9223 EUR is the same rate.
         assert!(refuse_a_jump(&rates, &rate("USD", "EUR", "0.9223", "2026-11")).is_ok());
-        assert!(refuse_a_jump(&rates, &rate("USD", "EUR", "92.23", "2026-11")).unwrap_err().contains("above"));
+        assert!(
+            refuse_a_jump(&rates, &rate("USD", "EUR", "92.23", "2026-11")).unwrap_err().contains("above")
+        );
         assert!(refuse_a_jump(&rates, &rate("USD", "EUR", "0.1", "2026-11")).unwrap_err().contains("below"));
         // A first rate, or one for a month before any: nothing to compare with.
         assert!(refuse_a_jump(&rates, &rate("GBP", "USD", "1000", "2026-11")).is_ok());

@@ -194,7 +194,10 @@ pub fn check_new_user_name(name: &str, existing: &[User]) -> Result<(), String> 
         ));
     }
     if let Some(other) = existing.iter().find(|u| u.name.eq_ignore_ascii_case(name)) {
-        return Err(format!("a user named {:?} already exists (user names are compared without case)", other.name));
+        return Err(format!(
+            "a user named {:?} already exists (user names are compared without case)",
+            other.name
+        ));
     }
     Ok(())
 }

@@ -15,8 +15,8 @@ use crate::money::nanos_from_usd;
 use crate::period::Period;
 use crate::sources::cur::{self as cur_source, CurError, invalid};
 use crate::sources::focus::{self, Charge, Deviations, Layout, Version};
-use crate::sources::row_identity::RowIdentities;
 use crate::sources::objects::{LocalFolder, ObjectStore, S3Options, S3Store};
+use crate::sources::row_identity::RowIdentities;
 use crate::store::{Bill, BillCharge, BillVmDay, IngestOutcome, NewIngestRun, Store, TEXTS, VmPeriod};
 
 /// What `gpuledger ingest focus` was asked to do.
@@ -986,7 +986,8 @@ async fn ingest_delivery(
     let declared = delivery.declared;
     let expected_rows = delivery.expected_rows.clone();
     let mut reading = tokio::task::spawn_blocking(move || {
-        let mut reading = Reading::of_files(declared, &files, &expected_rows, &reading_options, &reading_bar)?;
+        let mut reading =
+            Reading::of_files(declared, &files, &expected_rows, &reading_options, &reading_bar)?;
         reading.identities.check()?;
         reading.reconciliation.layout = layout.as_str().to_string();
         Ok::<_, CurError>(reading)

@@ -290,7 +290,8 @@ mod tests {
     #[test]
     fn no_rows_is_refused_with_or_without_a_stored_bill_unless_allowed() {
         let refused =
-            judge("2026-10", "exec-2", 0, 0, NONE, Some(&stored(26_083_850_000)), Allowance::default()).unwrap();
+            judge("2026-10", "exec-2", 0, 0, NONE, Some(&stored(26_083_850_000)), Allowance::default())
+                .unwrap();
         assert_eq!(refused.override_with, "--allow-empty");
         assert_eq!(refused.stored_bill_amortized.as_deref(), Some("26083.850000"));
         assert!(refused.message.contains("$26,083.85 (data version exec-1)"), "{}", refused.message);

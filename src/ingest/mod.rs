@@ -153,7 +153,8 @@ pub async fn ingest_cur(
             .await?;
         let mut judged = Judged { stored: stored.get(&period).cloned(), allowance };
         if let Some(stored) = &mut judged.stored {
-            stored.days = amortized_by_day(&store.bill(&period).await?.map(|p| p.bill_days).unwrap_or_default());
+            stored.days =
+                amortized_by_day(&store.bill(&period).await?.map(|p| p.bill_days).unwrap_or_default());
         }
         match ingest_period(store, objects.as_ref(), &delivery, options.spark.as_ref(), judged, progress)
             .await

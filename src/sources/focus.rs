@@ -11,9 +11,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use super::cur::reader::{self, ColumnId, ColumnSet, Columns};
-use super::row_identity::{RowIdentities, RowKey};
 use super::cur::{CurError, invalid};
 use super::objects::ObjectStore;
+use super::row_identity::{RowIdentities, RowKey};
 use crate::period::Period;
 
 /// The FOCUS columns gpuledger reads (only these are decoded); the first [`REQUIRED`] must be
@@ -514,7 +514,14 @@ pub fn read_file<V: Visitor>(
             let tags_as_text = columns.text_array(Col::Tags).is_some() || !columns.has(Col::Tags);
             naming_bytes(&mut naming, columns, row, (!tags_as_text).then_some(&*charge.tags));
             let naming_hash = xxhash_rust::xxh3::xxh3_128(&naming);
-            let identity = row_identity(&mut key, naming_hash, columns, row, &charge.amounts(), charge.billing_period_start);
+            let identity = row_identity(
+                &mut key,
+                naming_hash,
+                columns,
+                row,
+                &charge.amounts(),
+                charge.billing_period_start,
+            );
             identities.add(identity, columns.first_row() + row)?;
             let place = visitor.place(&charge, columns, row)?;
             visitor.add(place, &charge.amounts());
@@ -794,7 +801,8 @@ impl<P: Copy> Alike<P> {
                 resource_id: c.text(Col::ResourceId, row),
             };
             let naming_hash = self.naming_hashes[naming as usize];
-            identities.add(row_identity(&mut key, naming_hash, c, row, &amounts, start), c.first_row() + row)?;
+            identities
+                .add(row_identity(&mut key, naming_hash, c, row, &amounts, start), c.first_row() + row)?;
             visitor.add(place, &amounts);
         }
         Ok(true)

@@ -95,7 +95,10 @@ impl RowIdentities {
         if number > u64::from(u32::MAX) {
             return Err(invalid(
                 self.files.last().map_or("", |(location, _)| location.as_str()),
-                format!("more than {} rows in one delivery: gpuledger cannot check them for repeats", u32::MAX),
+                format!(
+                    "more than {} rows in one delivery: gpuledger cannot check them for repeats",
+                    u32::MAX
+                ),
             ));
         }
         if let Some((last, last_number)) = self.last
@@ -116,7 +119,10 @@ impl RowIdentities {
         if offset + other.rows > u64::from(u32::MAX) + 1 {
             return Err(invalid(
                 other.files.first().map_or("", |(location, _)| location.as_str()),
-                format!("more than {} rows in one delivery: gpuledger cannot check them for repeats", u32::MAX),
+                format!(
+                    "more than {} rows in one delivery: gpuledger cannot check them for repeats",
+                    u32::MAX
+                ),
             ));
         }
         for (location, start) in other.files {
@@ -207,7 +213,10 @@ mod tests {
         rows.begin_file("one.parquet");
         rows.add(id("x"), 0).unwrap();
         let message = rows.add(id("x"), 1).unwrap_err().to_string();
-        assert!(message.starts_with("one.parquet: data row 2 is data row 1 of the same file again"), "{message}");
+        assert!(
+            message.starts_with("one.parquet: data row 2 is data row 1 of the same file again"),
+            "{message}"
+        );
     }
 
     #[test]

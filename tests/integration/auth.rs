@@ -1309,6 +1309,7 @@ async fn a_managers_other_clients_line_withholds_a_column_one_other_client_alone
         period: PeriodRollup {
             period: "2026-10".into(),
             bill_amortized_micros: gpuledger::money::Micros(2_000_000_000),
+            input_revision: store.input_revision("2026-10").await.unwrap(),
             ..PeriodRollup::default()
         },
         clients: vec![

@@ -250,9 +250,16 @@ fn read_parquet(file: &Path) -> polars::prelude::DataFrame {
     ParquetReader::new(std::fs::File::open(file).unwrap()).finish().unwrap()
 }
 
-fn write_parquet(file: &Path, frame: &mut polars::prelude::DataFrame, compression: polars::prelude::ParquetCompression) {
+fn write_parquet(
+    file: &Path,
+    frame: &mut polars::prelude::DataFrame,
+    compression: polars::prelude::ParquetCompression,
+) {
     use polars::prelude::*;
-    ParquetWriter::new(std::fs::File::create(file).unwrap()).with_compression(compression).finish(frame).unwrap();
+    ParquetWriter::new(std::fs::File::create(file).unwrap())
+        .with_compression(compression)
+        .finish(frame)
+        .unwrap();
 }
 
 /// #69: the month's rows again in other bytes (a data file rewritten uncompressed and listed
@@ -295,7 +302,10 @@ async fn the_same_rows_in_other_bytes_or_a_rise_of_the_stored_days_are_refused()
     list_beside_first(&manifest, "rewritten-00001.parquet", "recompressed");
     refused(
         &["--force"],
-        &[format!("rewritten-00001.parquet: data row 1 is data row 1 of"), format!("{} again", name(&files[0]))],
+        &[
+            "rewritten-00001.parquet: data row 1 is data row 1 of".to_string(),
+            format!("{} again", name(&files[0])),
+        ],
     );
     assert_eq!(stored(&app).await, before, "the same rows in other bytes");
     std::fs::remove_file(&rewritten).unwrap();
@@ -306,7 +316,10 @@ async fn the_same_rows_in_other_bytes_or_a_rise_of_the_stored_days_are_refused()
     let rows = original.height();
     let mut repeated = original.vstack(&original.slice(7, 1)).unwrap();
     write_parquet(&files[0], &mut repeated, ParquetCompression::Snappy);
-    refused(&[], &[format!("{}: data row {} is data row 8 of the same file again", name(&files[0]), rows + 1)]);
+    refused(
+        &[],
+        &[format!("{}: data row {} is data row 8 of the same file again", name(&files[0]), rows + 1)],
+    );
     assert_eq!(stored(&app).await, before, "a repeated row");
 
     // 3. One row 200,000 times: refused at its second row.

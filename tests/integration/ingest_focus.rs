@@ -1471,7 +1471,12 @@ async fn the_same_rows_again_a_short_part_or_a_bill_without_a_rate_are_refused_b
     let empty = snapshot(store.as_ref()).await;
     refused(
         &ingest(&plain, &[]),
-        &["billed in EUR", "no exchange rate from EUR to USD", "nothing was written", "fx set EUR USD RATE --from 2026-10"],
+        &[
+            "billed in EUR",
+            "no exchange rate from EUR to USD",
+            "nothing was written",
+            "fx set EUR USD RATE --from 2026-10",
+        ],
     );
     assert_eq!(snapshot(store.as_ref()).await, empty);
     assert!(store.bills(None).await.unwrap().is_empty());
@@ -1517,22 +1522,35 @@ async fn the_same_rows_again_a_short_part_or_a_bill_without_a_rate_are_refused_b
     assert_eq!(billed[0].3, 30_000_000_000, "EUR 30.00 billed");
     let before = snapshot(store.as_ref()).await;
 
-    azure_run(&[("part_0_0001.csv.gz", gzipped(&first, 6), 2), ("part_1_0001.csv.gz", gzipped(&first, 1), 2)]);
+    azure_run(&[
+        ("part_0_0001.csv.gz", gzipped(&first, 6), 2),
+        ("part_1_0001.csv.gz", gzipped(&first, 1), 2),
+    ]);
     refused(
         &ingest(&azure, &[]),
-        &["part_1_0001.csv.gz: data row 1 is data row 1 of", "part_0_0001.csv.gz again", "would count its cost twice"],
+        &[
+            "part_1_0001.csv.gz: data row 1 is data row 1 of",
+            "part_0_0001.csv.gz again",
+            "would count its cost twice",
+        ],
     );
     assert_eq!(snapshot(store.as_ref()).await, before, "the same rows in other bytes");
 
     // A short part: the manifest says 3 rows, the file holds 2.
     azure_run(&[("part_0_0001.csv.gz", gzipped(&first, 6), 3)]);
-    refused(&ingest(&azure, &[]), &["part_0_0001.csv.gz", "holds 2 data rows, but the export's manifest says 3"]);
+    refused(
+        &ingest(&azure, &[]),
+        &["part_0_0001.csv.gz", "holds 2 data rows, but the export's manifest says 3"],
+    );
     assert_eq!(snapshot(store.as_ref()).await, before, "a short delivery");
 
     // A row repeated inside one file, apart from its first place, and forced: still refused.
     let repeated = format!("{first}{}", first.lines().nth(1).unwrap());
     azure_run(&[("part_0_0001.csv.gz", gzipped(&repeated, 6), 3)]);
-    refused(&ingest(&azure, &["--force"]), &["part_0_0001.csv.gz: data row 3 is data row 1 of the same file again"]);
+    refused(
+        &ingest(&azure, &["--force"]),
+        &["part_0_0001.csv.gz: data row 3 is data row 1 of the same file again"],
+    );
     assert_eq!(snapshot(store.as_ref()).await, before, "a repeated row");
 
     // One row 200,000 times: refused at its second row.
@@ -1596,7 +1614,10 @@ async fn the_same_rows_again_a_short_part_or_a_bill_without_a_rate_are_refused_b
     // A rate a million times the one in force: refused unless confirmed, the rates unchanged.
     let rates = store.fx_rates().await.unwrap();
     let typo = run(&["--database-url", &db, "fx", "set", "EUR", "USD", "1000000", "--from", "2026-11"]);
-    refused(&typo, &["1 EUR = 1000000 USD from 2026-11 is +92233805.18 % above", "1 EUR = 1.0842 USD", "--confirm"]);
+    refused(
+        &typo,
+        &["1 EUR = 1000000 USD from 2026-11 is +92233805.18 % above", "1 EUR = 1.0842 USD", "--confirm"],
+    );
     assert_eq!(store.fx_rates().await.unwrap(), rates);
     let sure =
         run(&["--database-url", &db, "fx", "set", "EUR", "USD", "1.2", "--from", "2026-11", "--confirm"]);

@@ -252,7 +252,7 @@ where
         address: Option<&str>,
     ) -> StoreResult<i64> {
         let row = sqlx::query(
-            "SELECT COALESCE(SUM(count), 0) AS n FROM audit_log WHERE action = $1 AND at >= $2 \
+            "SELECT CAST(COALESCE(SUM(count), 0) AS BIGINT) AS n FROM audit_log WHERE action = $1 AND at >= $2 \
              AND ($3 = '' OR username = $3) AND ($4 = '' OR address = $4)",
         )
         .bind(action)
