@@ -250,23 +250,19 @@ impl PeriodBuilder {
         Ok(())
     }
 
-    /// A row's identity: its line item id and time interval (unique in a delivery), with its
-    /// resource, usage type, operation and line type beside them, so that no two lines AWS
-    /// tells apart are taken for one; without a line item id, the values that tell lines
-    /// apart in the columns read (times, account, product, amounts, the split's parent).
+    /// A row's identity: its line item id and time interval, unique in a delivery (CUR
+    /// reference §1); without a line item id, the values that tell lines apart in the columns
+    /// read (resource, usage type, operation, line type, times, account, product, amounts,
+    /// the split's parent).
     fn add_identity(&mut self, c: &Columns<'_>, row: usize) -> Result<(), CurError> {
         let line_item_id = c.text(Col::IdentityLineItemId, row);
-        let key = self
-            .key
-            .clear()
-            .text(line_item_id)
-            .text(c.text(Col::IdentityTimeInterval, row))
-            .text(c.text(Col::LineItemResourceId, row))
-            .text(c.text(Col::LineItemUsageType, row))
-            .text(c.text(Col::LineItemOperation, row))
-            .text(c.text(Col::LineItemLineItemType, row));
+        let key = self.key.clear().text(line_item_id).text(c.text(Col::IdentityTimeInterval, row));
         if line_item_id.is_empty() {
-            key.int(c.optional_epoch_seconds(Col::LineItemUsageStartDate, row)?.unwrap_or(i64::MIN))
+            key.text(c.text(Col::LineItemResourceId, row))
+                .text(c.text(Col::LineItemUsageType, row))
+                .text(c.text(Col::LineItemOperation, row))
+                .text(c.text(Col::LineItemLineItemType, row))
+                .int(c.optional_epoch_seconds(Col::LineItemUsageStartDate, row)?.unwrap_or(i64::MIN))
                 .int(c.optional_epoch_seconds(Col::LineItemUsageEndDate, row)?.unwrap_or(i64::MIN))
                 .text(c.text(Col::LineItemUsageAccountId, row))
                 .text(c.text(Col::LineItemProductCode, row))

@@ -7,17 +7,14 @@
 //! said where it builds its [`RowKey`]), kept with the row's number in its delivery (32 bits)
 //! in one `u128`. A row equal to the row before it is refused at once (a file of one row
 //! repeated millions of times stops at its second row); the others are compared once the
-//! delivery is read: the identities are spread over 4,096 buckets by their first bits while
-//! they are read, and each bucket is sorted on its own (small enough for the cache), so
-//! equal identities end up side by side. A delivery of 10 million rows holds 160 MB of them.
+//! delivery is read: the identities, kept in one list as they are read, are sorted in two
+//! halves on two threads and walked side by side, so equal identities meet. A delivery of 10
+//! million rows holds 160 MB of them.
 //!
 //! Two different rows share 96 bits of XXH3-128 with a probability of about n²/2⁹⁷: 6·10⁻¹⁶ for
 //! a month of 10 million rows.
 
 use super::cur::{CurError, invalid};
-
-/// Buckets by the identity's first 12 bits.
-const BUCKET_BITS: u32 = 12;
 
 /// The bytes a row is identified by, built value by value and hashed once.
 #[derive(Default)]
@@ -63,21 +60,16 @@ impl RowKey {
 }
 
 /// The identities of one delivery's rows (or of one file's, added to the delivery's later).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct RowIdentities {
-    buckets: Vec<Vec<u128>>,
+    /// Each row's identity with its number in the delivery in the low 32 bits.
+    entries: Vec<u128>,
     /// Each file: where it is (for messages) and the number of its first row in the delivery.
     files: Vec<(String, u64)>,
     /// Rows numbered so far.
     rows: u64,
     /// The last row's identity and number, for the repeated row caught at once.
     last: Option<(u128, u64)>,
-}
-
-impl Default for RowIdentities {
-    fn default() -> RowIdentities {
-        RowIdentities { buckets: vec![Vec::new(); 1 << BUCKET_BITS], files: Vec::new(), rows: 0, last: None }
-    }
 }
 
 impl RowIdentities {
@@ -93,13 +85,7 @@ impl RowIdentities {
         let start = self.files.last().map_or(0, |(_, start)| *start);
         let number = start + row as u64;
         if number > u64::from(u32::MAX) {
-            return Err(invalid(
-                self.files.last().map_or("", |(location, _)| location.as_str()),
-                format!(
-                    "more than {} rows in one delivery: gpuledger cannot check them for repeats",
-                    u32::MAX
-                ),
-            ));
+            return Err(too_many(self.files.last().map_or("", |(location, _)| location.as_str())));
         }
         if let Some((last, last_number)) = self.last
             && last == identity
@@ -108,7 +94,7 @@ impl RowIdentities {
         }
         self.last = Some((identity, number));
         self.rows = self.rows.max(number + 1);
-        self.buckets[(identity >> (128 - BUCKET_BITS)) as usize].push(identity | u128::from(number as u32));
+        self.entries.push(identity | u128::from(number as u32));
         Ok(())
     }
 
@@ -117,20 +103,12 @@ impl RowIdentities {
     pub fn append(&mut self, other: RowIdentities) -> Result<(), CurError> {
         let offset = self.rows;
         if offset + other.rows > u64::from(u32::MAX) + 1 {
-            return Err(invalid(
-                other.files.first().map_or("", |(location, _)| location.as_str()),
-                format!(
-                    "more than {} rows in one delivery: gpuledger cannot check them for repeats",
-                    u32::MAX
-                ),
-            ));
+            return Err(too_many(other.files.first().map_or("", |(location, _)| location.as_str())));
         }
         for (location, start) in other.files {
             self.files.push((location, start + offset));
         }
-        for (mine, theirs) in self.buckets.iter_mut().zip(other.buckets) {
-            mine.extend(theirs.into_iter().map(|entry| entry + u128::from(offset as u32)));
-        }
+        self.entries.extend(other.entries.into_iter().map(|entry| entry + u128::from(offset as u32)));
         self.rows += other.rows;
         self.last = None;
         Ok(())
@@ -139,20 +117,15 @@ impl RowIdentities {
     /// Refuses the delivery if two of its rows are the same, naming both (the first repeat
     /// in the delivery's order). Frees the identities.
     pub fn check(&mut self) -> Result<(), CurError> {
-        let mut first_repeat: Option<(u64, u64)> = None;
-        for bucket in &mut self.buckets {
-            bucket.sort_unstable();
-            for pair in bucket.windows(2) {
-                if pair[0] >> 32 == pair[1] >> 32 {
-                    let (a, b) = (u64::from(pair[0] as u32), u64::from(pair[1] as u32));
-                    if first_repeat.is_none_or(|(_, later)| b < later) {
-                        first_repeat = Some((a, b));
-                    }
-                }
-            }
-            *bucket = Vec::new();
-        }
-        match first_repeat {
+        let mut entries = std::mem::take(&mut self.entries);
+        let half = entries.len() / 2;
+        let (left, right) = entries.split_at_mut(half);
+        std::thread::scope(|scope| {
+            scope.spawn(|| left.sort_unstable());
+            right.sort_unstable();
+        });
+        let (left, right) = entries.split_at(half);
+        match first_repeat(left, right) {
             // The earliest place of that row: a row may be held three times.
             Some((first, repeat)) => Err(self.repeated(first, repeat)),
             None => Ok(()),
@@ -183,6 +156,53 @@ impl RowIdentities {
             ),
         )
     }
+}
+
+/// The row of a pair of equal identities that comes latest in the delivery, the earliest such
+/// (with the earliest row equal to it): `left` and `right` each sorted, walked side by side.
+fn first_repeat(left: &[u128], right: &[u128]) -> Option<(u64, u64)> {
+    let same = |a: u128, b: u128| a >> 32 == b >> 32;
+    let number = |entry: u128| u64::from(entry as u32);
+    let mut best: Option<(u64, u64)> = None;
+    let mut note = |a: u128, b: u128| {
+        let (first, repeat) = (number(a).min(number(b)), number(a).max(number(b)));
+        if best.is_none_or(|(_, later)| repeat < later) {
+            best = Some((first, repeat));
+        }
+    };
+    let (mut i, mut j) = (0, 0);
+    let mut previous: Option<u128> = None;
+    while i < left.len() || j < right.len() {
+        let next = match (left.get(i), right.get(j)) {
+            (Some(&a), Some(&b)) if a <= b => {
+                i += 1;
+                a
+            }
+            (Some(&a), None) => {
+                i += 1;
+                a
+            }
+            (_, Some(&b)) => {
+                j += 1;
+                b
+            }
+            (None, None) => break,
+        };
+        if let Some(before) = previous
+            && same(before, next)
+        {
+            note(before, next);
+        }
+        previous = Some(next);
+    }
+    best
+}
+
+fn too_many(location: &str) -> CurError {
+    invalid(
+        location,
+        format!("more than {} rows in one delivery: gpuledger cannot check them for repeats", u32::MAX),
+    )
 }
 
 #[cfg(test)]
