@@ -64,7 +64,8 @@ pub struct Refusal {
     pub drop_percent: Option<String>,
     /// How far the days the stored bill covers rise, in percent of what it had for them.
     pub rise_percent: Option<String>,
-    /// What would accept it: `--allow-empty`, `--force` or `--max-rise`.
+    /// What would accept it: `--allow-empty` or `--force` (a fall or a rise: also a higher
+    /// `--max-drop` or `--max-rise`).
     pub override_with: &'static str,
     pub message: String,
 }
