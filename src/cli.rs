@@ -235,14 +235,15 @@ pub struct RunArgs {
     #[arg(long, env = "GPULEDGER_CUR_SOURCE")]
     pub cur: Option<String>,
     /// Refuse a CUR re-delivery whose amortized bill falls by more than this percent of the
-    /// stored one (`ingest cur --force` replaces it all the same).
-    #[arg(long, env = "GPULEDGER_CUR_MAX_DROP_PERCENT", default_value_t = crate::ingest::judge::DEFAULT_MAX_DROP_PERCENT,
-          value_parser = clap::value_parser!(u32).range(0..=100))]
-    pub max_drop: u32,
+    /// stored one (`ingest cur --force` replaces it all the same). Without it: the bound in
+    /// force for the period (`settings bounds`; 50 until set).
+    #[arg(long, env = "GPULEDGER_CUR_MAX_DROP_PERCENT", value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub max_drop: Option<u32>,
     /// Refuse a CUR re-delivery that raises the days the stored bill already covers by more
-    /// than this percent (`ingest cur --force` replaces it all the same).
-    #[arg(long, env = "GPULEDGER_CUR_MAX_RISE_PERCENT", default_value_t = crate::ingest::judge::DEFAULT_MAX_RISE_PERCENT)]
-    pub max_rise: u32,
+    /// than this percent (`ingest cur --force` replaces it all the same). Without it: the
+    /// bound in force for the period (`settings bounds`; 50 until set).
+    #[arg(long, env = "GPULEDGER_CUR_MAX_RISE_PERCENT")]
+    pub max_rise: Option<u32>,
     /// Prometheus base URL: the metrics since the last successful run are ingested.
     #[arg(long, env = "GPULEDGER_PROMETHEUS_URL")]
     pub prometheus: Option<String>,
@@ -587,6 +588,21 @@ pub enum SettingsCommand {
     },
     /// Change the engine's settings.
     Set(EngineSetArgs),
+    /// How far a re-delivered bill (a CUR period, a FOCUS bill) may move from the stored one
+    /// before it is refused unless forced, from a month on; unchanged when not given.
+    Bounds(BoundsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BoundsArgs {
+    /// The largest fall of the bill's total, in percent of the stored one (100: any).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub max_drop: Option<u32>,
+    /// The largest rise of the days the stored bill already covers, in percent.
+    #[arg(long)]
+    pub max_rise: Option<u32>,
+    #[command(flatten)]
+    pub from: FromArgs,
 }
 
 #[derive(Debug, Args)]
@@ -913,15 +929,16 @@ pub struct CurArgs {
     #[arg(long, env = "GPULEDGER_CUR_ALLOW_EMPTY")]
     pub allow_empty: bool,
     /// Refuse a re-delivery whose amortized bill falls by more than this percent of the stored
-    /// one (a broken delivery), unless --force.
-    #[arg(long, env = "GPULEDGER_CUR_MAX_DROP_PERCENT", default_value_t = crate::ingest::judge::DEFAULT_MAX_DROP_PERCENT,
-          value_parser = clap::value_parser!(u32).range(0..=100))]
-    pub max_drop: u32,
+    /// one (a broken delivery), unless --force. Without it: the bound in force for the period
+    /// (`settings bounds`; 50 until set).
+    #[arg(long, env = "GPULEDGER_CUR_MAX_DROP_PERCENT", value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub max_drop: Option<u32>,
     /// Refuse a re-delivery that raises the days the stored bill already covers (all but its
     /// last, which may still be filling) by more than this percent (the same rows counted
-    /// twice), unless --force. New days are never a rise.
-    #[arg(long, env = "GPULEDGER_CUR_MAX_RISE_PERCENT", default_value_t = crate::ingest::judge::DEFAULT_MAX_RISE_PERCENT)]
-    pub max_rise: u32,
+    /// twice), unless --force. New days are never a rise. Without it: the bound in force for
+    /// the period (`settings bounds`; 50 until set).
+    #[arg(long, env = "GPULEDGER_CUR_MAX_RISE_PERCENT")]
+    pub max_rise: Option<u32>,
     /// An S3-compatible endpoint (switches to path-style addressing).
     #[arg(long, env = "GPULEDGER_S3_ENDPOINT_URL")]
     pub endpoint_url: Option<String>,

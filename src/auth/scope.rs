@@ -369,10 +369,12 @@ const BLUR_LEVELS: usize = 6;
 /// none of which is one client's alone. Rows are grouped by day, cluster, class, GPU model,
 /// purchase option and account; the rows of a group that is exactly one client's are blurred
 /// (the account blanked, then the cluster, the purchase option, the GPU model and the class,
-/// one more at each level) and grouped again with the others blurred as far; what is still
-/// one client's alone at the last level is withheld. Every figure a page sums is then a sum
-/// of whole groups, each made of two clients or more (or of none: unassigned cost), so no sum
-/// is one other client's figure. The flag says something was withheld.
+/// one more at each level) and grouped again with the others blurred as far, and so are the
+/// rows of a client that alone makes up one of its group's columns (#69: its inference
+/// requests, say); what is still one client's alone at the last level is withheld. Every
+/// figure a page sums is then a sum of whole groups, each column of each made up by two
+/// clients or more (or by none: unassigned cost), so no sum is one other client's figure.
+/// The flag says something was withheld.
 fn anonymous_costs(others: &[&CostRollup]) -> (Vec<CostRollup>, bool) {
     type Key = (i64, String, WorkloadClass, String, PurchaseOption, String);
     let blur = |c: &CostRollup, level: usize| -> Key {
@@ -402,50 +404,113 @@ fn anonymous_costs(others: &[&CostRollup]) -> (Vec<CostRollup>, bool) {
         }
     };
     let rows = others.iter().map(|c| (*c, c.client.as_str())).collect();
-    groups_of_two(rows, BLUR_LEVELS, blur, start, add_cost)
+    groups_of_two(rows, BLUR_LEVELS, blur, cost_columns, start, add_cost)
 }
 
 /// Sums rows, each with its client, into groups of two clients or more (or of none, which
-/// show no client): rows are grouped by `key(row, 0)`; the rows of a group that is one
-/// client's alone are grouped again by `key(row, 1)` with the others left so far, and so on
-/// for `levels` levels; what is one client's alone after the last is left out. A group's sum
-/// begins as `start(first row, key)` and takes each row by `add`. Returns the sums and whether
-/// anything was left out.
+/// show no client), in which every column is made up by two clients or more (or none):
+/// rows are grouped by `key(row, 0)`; the rows of a group that is one client's alone, and in
+/// any group the rows that alone give a column its figure (`columns(row)`: the bits of the
+/// row's columns that are not zero), are grouped again by `key(row, 1)` with the others left
+/// so far, and so on for `levels` levels; what is still left after the last is left out. A
+/// group's sum begins as `start(first row, key)` and takes each row by `add`. Returns the
+/// sums and whether anything was left out.
 fn groups_of_two<'a, R, K: Ord, S>(
     rows: Vec<(&'a R, &'a str)>,
     levels: usize,
     key: impl Fn(&R, usize) -> K,
+    columns: impl Fn(&R) -> u32,
     start: impl Fn(&R, &K) -> S,
     add: impl Fn(&mut S, &R),
 ) -> (Vec<S>, bool) {
-    type Group<'a, R, S> = (S, BTreeSet<&'a str>, Vec<(&'a R, &'a str)>);
     let mut pending = rows;
     let mut out = Vec::new();
     for level in 0..levels {
-        let mut groups: BTreeMap<K, Group<'a, R, S>> = BTreeMap::new();
+        let mut groups: BTreeMap<K, Vec<(&'a R, &'a str)>> = BTreeMap::new();
         for (row, client) in pending.drain(..) {
-            let group = match groups.entry(key(row, level)) {
-                std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
-                std::collections::btree_map::Entry::Vacant(entry) => {
-                    let sum = start(row, entry.key());
-                    entry.insert((sum, BTreeSet::new(), Vec::new()))
-                }
-            };
-            add(&mut group.0, row);
-            if is_client(client) {
-                group.1.insert(client);
-            }
-            group.2.push((row, client));
+            groups.entry(key(row, level)).or_default().push((row, client));
         }
-        for (sum, clients, rows) in groups.into_values() {
+        for (group_key, mut rows) in groups {
+            pending.extend(lone_columns_out(&mut rows, &columns));
+            let clients: BTreeSet<&str> = rows.iter().map(|(_, c)| *c).filter(|c| is_client(c)).collect();
             if clients.len() == 1 {
                 pending.extend(rows);
-            } else {
-                out.push(sum);
+                continue;
             }
+            let Some((first, _)) = rows.first() else { continue };
+            let mut sum = start(first, &group_key);
+            for (row, _) in &rows {
+                add(&mut sum, row);
+            }
+            out.push(sum);
         }
     }
     (out, !pending.is_empty())
+}
+
+/// Takes out of a group the rows that alone give one of its columns its figure: for each
+/// column that one client's rows alone make up, that client's rows with that column, until
+/// every column left is two clients' or more (or none's). Returns the rows taken out.
+fn lone_columns_out<'a, R>(
+    rows: &mut Vec<(&'a R, &'a str)>,
+    columns: impl Fn(&R) -> u32,
+) -> Vec<(&'a R, &'a str)> {
+    let mut taken = Vec::new();
+    loop {
+        let mut owners: BTreeMap<u32, BTreeSet<&str>> = BTreeMap::new();
+        for (row, client) in rows.iter().filter(|(_, c)| is_client(c)) {
+            let bits = columns(row);
+            for bit in (0..32).map(|b| 1u32 << b).filter(|b| bits & b != 0) {
+                owners.entry(bit).or_default().insert(client);
+            }
+        }
+        let lone: Vec<(u32, &str)> = owners
+            .into_iter()
+            .filter(|(_, clients)| clients.len() == 1)
+            .map(|(bit, clients)| (bit, *clients.first().expect("one client")))
+            .collect();
+        if lone.is_empty() {
+            return taken;
+        }
+        let (out, kept): (Vec<_>, Vec<_>) = rows.drain(..).partition(|(row, client)| {
+            lone.iter().any(|(bit, owner)| owner == client && columns(row) & bit != 0)
+        });
+        *rows = kept;
+        taken.extend(out);
+    }
+}
+
+/// The bits of a cost row's summed columns that are not zero (the memory peak is a maximum,
+/// no one's figure once two clients are grouped, and is not among them).
+fn cost_columns(c: &CostRollup) -> u32 {
+    let integers = [
+        c.split_cost_nanos,
+        c.unused_cost_nanos,
+        c.net_cost_nanos,
+        c.public_on_demand_cost_nanos,
+        c.gpu_cost_nanos,
+        c.idle_gpu_cost_nanos,
+        c.idle_cost_nanos,
+        c.serving_cost_nanos,
+        c.gpu_split_nanos,
+        c.cpu_split_nanos,
+        c.inference_hours,
+        c.inference_hours_above_p95,
+    ];
+    let reals = [
+        c.gpu_hours_allocated,
+        c.gpu_hours_used,
+        c.gpu_hours_idle,
+        c.gpu_hours_unmeasured,
+        c.spot_gpu_hours,
+        c.requests,
+        c.prompt_tokens,
+        c.generation_tokens,
+        c.vcpu_hours,
+        c.memory_gb_hours,
+    ];
+    let nonzero = integers.iter().map(|v| *v != 0).chain(reals.iter().map(|v| *v != 0.0));
+    nonzero.enumerate().fold(0, |bits, (i, set)| if set { bits | 1 << i } else { bits })
 }
 
 /// Adds one cost row's sums to another (the memory peak is the larger of the two).
@@ -498,7 +563,7 @@ fn anonymous_opportunities(others: &[(&Opportunity, &str)]) -> (Vec<Opportunity>
         evidence: String::new(),
     };
     let add = |sum: &mut Opportunity, o: &Opportunity| sum.monthly_nanos += o.monthly_nanos;
-    groups_of_two(others.to_vec(), 2, key, start, add)
+    groups_of_two(others.to_vec(), 2, key, |_| 0, start, add)
 }
 
 #[cfg(test)]
@@ -634,6 +699,44 @@ mod tests {
                 "total_cost",
             ]
         );
+    }
+
+    /// #69, per column: umbrella alone serves requests among the other clients; its serving row
+    /// in a group with globex's and initech's would make the group's requests umbrella's. That
+    /// row is taken out of every group and withheld; its other row stays in the sum.
+    #[test]
+    fn a_column_one_other_client_alone_makes_up_keeps_its_rows_out_of_the_groups() {
+        let serving = CostRollup {
+            workload: "umbrella-serve".into(),
+            requests: 1_000.0,
+            ..cost("umbrella", "A100", 50)
+        };
+        let rollups = Rollups {
+            costs: vec![
+                cost("acme", "A100", 100),
+                cost("globex", "A100", 20),
+                cost("initech", "A100", 3),
+                serving.clone(),
+                cost("umbrella", "A100", 5),
+            ],
+            ..Rollups::default()
+        };
+        let seen = manager().apply(&rollups);
+        assert_eq!(anonymous(&seen), [("A100", 28)]);
+        assert!(seen.withheld_others);
+        assert!(seen.costs.iter().filter(|c| c.client == OTHER_CLIENTS).all(|c| c.requests == 0.0));
+        // A second client serving: the column is two clients', nothing is withheld.
+        let mut both = rollups.clone();
+        both.costs.push(CostRollup {
+            workload: "globex-serve".into(),
+            requests: 7.0,
+            ..cost("globex", "A100", 1)
+        });
+        let seen = manager().apply(&both);
+        assert_eq!(anonymous(&seen), [("A100", 79)]);
+        let requests: f64 = seen.costs.iter().filter(|c| c.client == OTHER_CLIENTS).map(|c| c.requests).sum();
+        assert_eq!(requests, 1_007.0);
+        assert!(!seen.withheld_others);
     }
 
     /// A row blurred past its account and cluster joins another client's row of the same day,

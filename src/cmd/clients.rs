@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 
-use crate::cli::{ClientsCommand, EngineSetArgs, PoolsCommand, SettingsCommand};
+use crate::cli::{BoundsArgs, ClientsCommand, EngineSetArgs, PoolsCommand, SettingsCommand};
 use crate::domain::settings::{ClientTerms, EffectiveFrom, SettingKind, SettingVersion};
 use crate::store::{self, MatchKind, Store};
 
@@ -129,6 +129,8 @@ pub(super) async fn settings(store: &dyn Store, command: SettingsCommand) -> any
                 out["period"] = serde_json::json!(period.to_string());
                 out["in_force"] =
                     serde_json::to_value(history.in_force(period).map_err(anyhow::Error::msg)?)?;
+                out["ingest_bounds"] =
+                    serde_json::to_value(history.ingest_bounds(period).map_err(anyhow::Error::msg)?)?;
             }
             println!("{}", serde_json::to_string_pretty(&out)?);
         }
@@ -155,6 +157,27 @@ pub(super) async fn settings(store: &dyn Store, command: SettingsCommand) -> any
                 })
                 .map_err(anyhow::Error::msg)?;
             save(store, &[version], "the engine's settings", from).await?;
+        }
+        SettingsCommand::Bounds(BoundsArgs { max_drop, max_rise, from }) => {
+            anyhow::ensure!(max_drop.is_some() || max_rise.is_some(), "give --max-drop and/or --max-rise");
+            let from = from.effective_from();
+            let version = history
+                .ingest_bounds_version(from, |bounds| {
+                    if let Some(percent) = max_drop {
+                        bounds.max_drop_percent = percent;
+                    }
+                    if let Some(percent) = max_rise {
+                        bounds.max_rise_percent = percent;
+                    }
+                })
+                .map_err(anyhow::Error::msg)?;
+            store.save_settings(&[version]).await?;
+            let when =
+                if from == EffectiveFrom::BEGINNING { "the beginning".to_string() } else { from.to_string() };
+            eprintln!(
+                "the re-delivery bounds saved, in force for the bills of {when} on: the next ingest of those \
+                 months is judged by them"
+            );
         }
     }
     Ok(())

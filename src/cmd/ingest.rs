@@ -33,8 +33,8 @@ pub(super) async fn run(store: &dyn store::Store, command: IngestCommand) -> any
                 period: args.period,
                 force: args.force,
                 allow_empty: args.allow_empty,
-                max_drop_percent: Some(args.max_drop),
-                max_rise_percent: Some(args.max_rise),
+                max_drop_percent: args.max_drop,
+                max_rise_percent: args.max_rise,
                 s3: s3.clone(),
                 spark: (args.engine == crate::cli::CurEngine::Spark).then_some(SparkOptions {
                     remote: args.spark_remote,

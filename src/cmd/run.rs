@@ -34,8 +34,8 @@ pub(super) async fn run(store: &dyn Store, args: RunArgs) -> anyhow::Result<()> 
         cur: args.cur.map(|source| CurIngestOptions {
             source,
             s3: S3Options { endpoint_url: args.endpoint_url, ..S3Options::default() },
-            max_drop_percent: Some(args.max_drop),
-            max_rise_percent: Some(args.max_rise),
+            max_drop_percent: args.max_drop,
+            max_rise_percent: args.max_rise,
             ..CurIngestOptions::default()
         }),
         prometheus: args.prometheus.map(|url| crate::sources::prometheus::api::ApiOptions {

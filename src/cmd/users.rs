@@ -6,7 +6,7 @@ use anyhow::{Context, bail};
 
 use crate::auth::{AuditEntry, User, password};
 use crate::cli::{UserAddArgs, UsersCommand};
-use crate::domain::users::{check_an_admin_remains, check_clients, client_list};
+use crate::domain::users::{check_an_admin_remains, check_clients, check_clients_exist, client_list};
 use crate::report::OutputFormat;
 use crate::store::Store;
 
@@ -27,6 +27,11 @@ pub(super) async fn audit(store: &dyn Store, action: &str, detail: String) -> an
     Ok(store.audit(&entry).await?)
 }
 
+async fn check_known_clients(store: &dyn Store, user: &User) -> anyhow::Result<()> {
+    let known = crate::store::known_clients(store).await?;
+    check_clients_exist(user, &known).map_err(anyhow::Error::msg)
+}
+
 async fn existing(store: &dyn Store, name: &str) -> anyhow::Result<User> {
     store.user(name).await?.with_context(|| format!("no user named {name:?} (see `gpuledger users list`)"))
 }
@@ -39,6 +44,7 @@ pub(super) async fn run(store: &dyn Store, command: UsersCommand) -> anyhow::Res
                 if password_stdin { password::hash(&read_password(true)?)? } else { String::new() };
             let user = User::new(&name, role, client_list(&clients), password_hash);
             check_clients(&user).map_err(anyhow::Error::msg)?;
+            check_known_clients(store, &user).await?;
             store.create_user(&user).await?;
             audit(store, "user_added", format!("{user} clients {:?}", user.clients)).await?;
             eprintln!("added {user}");
@@ -73,6 +79,7 @@ pub(super) async fn run(store: &dyn Store, command: UsersCommand) -> anyhow::Res
             user.clients = client_list(&clients);
             user.updated_at = now;
             check_clients(&user).map_err(anyhow::Error::msg)?;
+            check_known_clients(store, &user).await?;
             check_an_admin_remains(&store.users().await?, &user).map_err(anyhow::Error::msg)?;
             store.update_user(&user, true).await?;
             audit(store, "user_changed", format!("role of {user} clients {:?}", user.clients)).await?;

@@ -365,6 +365,33 @@ pub enum SettingKind {
     /// The cost alerts' [`crate::domain::alerts::Thresholds`]; key empty. Not part of [`Settings`]
     /// either: thresholds change no computed number.
     Alerts,
+    /// How far a re-delivered bill may move without `--force` ([`IngestBounds`]); key empty.
+    /// Not part of [`Settings`]: the bounds change no computed number, only which deliveries
+    /// are refused.
+    Ingest,
+}
+
+/// How far a re-delivery of a stored bill (a CUR period, a FOCUS bill) may move before it is
+/// refused unless forced: a broken export and the same rows counted twice both look like a
+/// real delivery, new execution id and all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IngestBounds {
+    /// The largest fall of the bill's total, in percent of the stored one; 100 accepts any.
+    pub max_drop_percent: u32,
+    /// The largest rise of the days the stored bill already covers (all but its last, which
+    /// may still be filling), in percent of what it had for them. New days are never a rise.
+    pub max_rise_percent: u32,
+}
+
+impl IngestBounds {
+    /// In force until the operator sets others.
+    pub const DEFAULT: IngestBounds = IngestBounds { max_drop_percent: 50, max_rise_percent: 50 };
+}
+
+impl Default for IngestBounds {
+    fn default() -> Self {
+        IngestBounds::DEFAULT
+    }
 }
 
 /// A client's monthly budget (zero: none).
@@ -383,6 +410,7 @@ impl SettingKind {
             SettingKind::Budget => "budget",
             SettingKind::Labels => "labels",
             SettingKind::Alerts => "alerts",
+            SettingKind::Ingest => "ingest",
         }
     }
 }
@@ -399,6 +427,7 @@ impl FromStr for SettingKind {
             "budget" => Ok(SettingKind::Budget),
             "labels" => Ok(SettingKind::Labels),
             "alerts" => Ok(SettingKind::Alerts),
+            "ingest" => Ok(SettingKind::Ingest),
             other => Err(format!("unknown setting kind {other:?}")),
         }
     }
@@ -478,6 +507,24 @@ impl SettingsHistory {
                 version.effective_from.to_string()
             )
         })
+    }
+
+    /// Every client a version names: with terms, a budget, or a mapping rule.
+    pub fn client_names(&self) -> std::collections::BTreeSet<String> {
+        let mut names = std::collections::BTreeSet::new();
+        for version in &self.versions {
+            match version.kind {
+                SettingKind::Client | SettingKind::Budget => {
+                    names.insert(version.key.clone());
+                }
+                SettingKind::Mapping => {
+                    let rules: Vec<ClientRule> = Self::value(version).unwrap_or_default();
+                    names.extend(rules.into_iter().map(|r| r.client));
+                }
+                _ => {}
+            }
+        }
+        names
     }
 
     /// The settings in force for `period`.
@@ -590,6 +637,28 @@ impl SettingsHistory {
             self.current(SettingKind::Alerts, "", from, crate::domain::alerts::Thresholds::default())?;
         change(&mut thresholds);
         Ok(version(SettingKind::Alerts, "", from, &thresholds))
+    }
+
+    /// The re-delivery bounds in force for `period` ([`IngestBounds::DEFAULT`] until some are set).
+    pub fn ingest_bounds(&self, period: Period) -> Result<IngestBounds, String> {
+        self.current(SettingKind::Ingest, "", EffectiveFrom::month(period), IngestBounds::DEFAULT)
+    }
+
+    /// The re-delivery bounds from `from` on, changed by `change`: the version to save.
+    pub fn ingest_bounds_version(
+        &self,
+        from: EffectiveFrom,
+        change: impl FnOnce(&mut IngestBounds),
+    ) -> Result<SettingVersion, String> {
+        let mut bounds = self.current(SettingKind::Ingest, "", from, IngestBounds::DEFAULT)?;
+        change(&mut bounds);
+        if bounds.max_drop_percent > 100 {
+            return Err(format!(
+                "--max-drop is a percent from 0 to 100 (100 accepts any fall), not {}",
+                bounds.max_drop_percent
+            ));
+        }
+        Ok(version(SettingKind::Ingest, "", from, &bounds))
     }
 
     /// A pool's rule from `from` on: the version to save.
@@ -731,6 +800,25 @@ mod tests {
             ClientTerms { markup_basis_points: 1_000, exempt: true, basis: ChargeBasis::Amortized }
         );
         assert_eq!(history.in_force(month("2026-09")).unwrap().terms("globex"), ClientTerms::default());
+    }
+
+    #[test]
+    fn re_delivery_bounds_hold_from_their_month_and_start_from_what_was_in_force() {
+        let mut history = SettingsHistory::default();
+        assert_eq!(history.ingest_bounds(month("2026-01")).unwrap(), IngestBounds::DEFAULT);
+        let march = EffectiveFrom::month(month("2026-03"));
+        let strict = history.ingest_bounds_version(march, |b| b.max_rise_percent = 5).unwrap();
+        history.versions.push(strict);
+        let june = EffectiveFrom::month(month("2026-06"));
+        let looser = history.ingest_bounds_version(june, |b| b.max_drop_percent = 80).unwrap();
+        history.versions.push(looser);
+        let bounds = |p: &str| history.ingest_bounds(month(p)).unwrap();
+        assert_eq!(bounds("2026-02"), IngestBounds { max_drop_percent: 50, max_rise_percent: 50 });
+        assert_eq!(bounds("2026-03"), IngestBounds { max_drop_percent: 50, max_rise_percent: 5 });
+        // June's version started from March's: the rise bound stays at 5 %.
+        assert_eq!(bounds("2026-07"), IngestBounds { max_drop_percent: 80, max_rise_percent: 5 });
+        let refused = history.ingest_bounds_version(june, |b| b.max_drop_percent = 101);
+        assert!(refused.unwrap_err().contains("from 0 to 100"));
     }
 
     #[test]

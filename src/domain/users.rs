@@ -235,12 +235,47 @@ pub fn check_clients(user: &User) -> Result<(), String> {
     }
 }
 
+/// A scoped user's clients must be clients gpuledger knows (`known`: with terms, a budget, a
+/// mapping rule, billing details or a chargeback line): a misspelt one would show its user
+/// nothing, or whatever a client of that name becomes later.
+pub fn check_clients_exist(user: &User, known: &std::collections::BTreeSet<String>) -> Result<(), String> {
+    let unknown: Vec<&str> =
+        user.clients.iter().filter(|c| !known.contains(*c)).map(String::as_str).collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let listed = if known.is_empty() {
+        "none yet".to_string()
+    } else {
+        known.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
+    };
+    Err(format!(
+        "no client named {}: the clients gpuledger knows are {listed} (`gpuledger clients set NAME` adds one)",
+        unknown.iter().map(|c| format!("{c:?}")).collect::<Vec<_>>().join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn user(name: &str, role: Role) -> User {
         User::new(name, role, Vec::new(), String::new())
+    }
+
+    #[test]
+    fn a_client_user_sees_only_clients_that_exist() {
+        let known: std::collections::BTreeSet<String> = ["acme", "globex"].map(String::from).into();
+        let mut dana = User::new("dana", Role::Client, vec!["acme".into()], String::new());
+        assert_eq!(check_clients_exist(&dana, &known), Ok(()));
+        dana.clients = vec!["acme".into(), "acme2".into()];
+        assert_eq!(
+            check_clients_exist(&dana, &known).unwrap_err(),
+            "no client named \"acme2\": the clients gpuledger knows are acme, globex \
+             (`gpuledger clients set NAME` adds one)"
+        );
+        let nobody = std::collections::BTreeSet::new();
+        assert!(check_clients_exist(&dana, &nobody).unwrap_err().contains("knows are none yet"));
     }
 
     #[test]

@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::IngestError;
-use super::judge::DEFAULT_MAX_DROP_PERCENT;
 use crate::domain::runs::RunKind;
 use crate::money::nanos_from_usd;
 use crate::period::Period;
@@ -1020,6 +1019,7 @@ async fn ingest_delivery(
         .filter(|b| b.format == "focus")
         .map(|b| ((b.period.clone(), b.provider.clone(), b.billing_account.clone()), b))
         .collect();
+    let settings = store.settings().await?;
     let now = chrono::Utc::now().timestamp();
     let mut replace = Vec::new();
     let mut results = Vec::new();
@@ -1047,7 +1047,8 @@ async fn ingest_delivery(
         if let Some(before) = before
             && !options.force
         {
-            refuse_a_fall(before, sums.effective, &sums.currency)?;
+            let bounds = settings.ingest_bounds(period).map_err(IngestError::Other)?;
+            refuse_a_fall(before, sums.effective, &sums.currency, bounds.max_drop_percent)?;
             let mut stored_days = std::collections::BTreeMap::new();
             for charge in store.bill_charges(&before.period, Some(&before.provider)).await? {
                 if charge.billing_account == before.billing_account {
@@ -1058,7 +1059,7 @@ async fn ingest_delivery(
             for (key, charge) in &sums.charges {
                 *delivered_days.entry(key.day).or_insert(0) += charge.effective;
             }
-            refuse_a_rise(before, &stored_days, &delivered_days, &sums.currency)?;
+            refuse_a_rise(before, &stored_days, &delivered_days, &sums.currency, bounds.max_rise_percent)?;
         }
         let mut charges: Vec<BillCharge> = sums
             .charges
@@ -1190,21 +1191,22 @@ async fn refuse_unconvertible(
 }
 
 /// A re-delivery that raises the effective cost of the days the stored bill already covers
-/// (but its last, which may still be filling) by more than
-/// [`DEFAULT_MAX_RISE_PERCENT`](super::judge::DEFAULT_MAX_RISE_PERCENT) is refused without
-/// `--force`: the same rows counted twice look like this. New days are no rise.
+/// (but its last, which may still be filling) by more than `max_rise_percent` (the bound in
+/// force for the period, `settings bounds`) is refused without `--force`: the same rows
+/// counted twice look like this. New days are no rise.
 fn refuse_a_rise(
     before: &Bill,
     stored_days: &std::collections::BTreeMap<i64, i64>,
     delivered_days: &std::collections::BTreeMap<i64, i64>,
     currency: &str,
+    max_rise_percent: u32,
 ) -> Result<(), IngestError> {
-    use super::judge::{DEFAULT_MAX_RISE_PERCENT, percent, rise_on_stored_days};
+    use super::judge::{percent, rise_on_stored_days};
     match rise_on_stored_days(stored_days, delivered_days) {
-        Some((was, is, rise_bp)) if rise_bp > i128::from(DEFAULT_MAX_RISE_PERCENT) * 100 => {
+        Some((was, is, rise_bp)) if rise_bp > i128::from(max_rise_percent) * 100 => {
             Err(IngestError::Other(format!(
                 "{} {} {}: the re-delivery raises the effective cost of the days the stored bill already \
-                 covers from {} {currency} to {} {currency}, {} % more (more than {DEFAULT_MAX_RISE_PERCENT} %): \
+                 covers from {} {currency} to {} {currency}, {} % more (more than {max_rise_percent} %, `settings bounds` for the month): \
                  refused, the stored bill is unchanged. The same rows counted twice look like this; pass \
                  --force if the bill really rose",
                 before.period,
@@ -1219,17 +1221,23 @@ fn refuse_a_rise(
     }
 }
 
-/// A re-delivery whose effective cost falls by more than half of the stored bill's is refused
-/// without `--force`: a broken export looks exactly like a real one.
-fn refuse_a_fall(before: &Bill, effective: i64, currency: &str) -> Result<(), IngestError> {
+/// A re-delivery whose effective cost falls by more than `max_drop_percent` of the stored
+/// bill's (the bound in force for the period, `settings bounds`) is refused without
+/// `--force`: a broken export looks exactly like a real one.
+fn refuse_a_fall(
+    before: &Bill,
+    effective: i64,
+    currency: &str,
+    max_drop_percent: u32,
+) -> Result<(), IngestError> {
     if before.effective_nanos <= 0 {
         return Ok(());
     }
     let fall = (before.effective_nanos - effective) as i128 * 100;
-    if fall > before.effective_nanos as i128 * DEFAULT_MAX_DROP_PERCENT as i128 {
+    if fall > before.effective_nanos as i128 * max_drop_percent as i128 {
         return Err(IngestError::Other(format!(
             "{} {} {}: the re-delivery's effective cost is {} {currency}, down from {} {currency} stored \
-             (more than {DEFAULT_MAX_DROP_PERCENT} % less): refused, the stored bill is unchanged (pass --force \
+             (more than {max_drop_percent} % less, `settings bounds` for the month): refused, the stored bill is unchanged (pass --force \
              if the bill really fell)",
             before.period,
             before.provider,

@@ -8,13 +8,15 @@ use serde::Serialize;
 
 use crate::money::{format_usd, usd_decimal};
 
+use crate::domain::settings::IngestBounds;
+
 /// The largest fall of a period's amortized bill, in percent of the stored one, that a
 /// re-delivery may bring without `--force`, unless the operator sets another.
-pub const DEFAULT_MAX_DROP_PERCENT: u32 = 50;
+pub const DEFAULT_MAX_DROP_PERCENT: u32 = IngestBounds::DEFAULT.max_drop_percent;
 
 /// The largest rise of the days a stored bill already covers, in percent of what it had for
 /// them, that a re-delivery may bring without `--force`, unless the operator sets another.
-pub const DEFAULT_MAX_RISE_PERCENT: u32 = 50;
+pub const DEFAULT_MAX_RISE_PERCENT: u32 = IngestBounds::DEFAULT.max_rise_percent;
 
 /// What the operator allows a delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,7 +158,7 @@ pub fn judge(
                 format!(
                     "refused: the delivery of {period} (data version {data_version}, {rows_read} rows) raises \
                      the days {replacing} already covers from {} to {}, {rise} % more, past the {} % a \
-                     re-delivery may rise (--max-rise). The same rows counted twice look like this: check \
+                     re-delivery may rise (--max-rise, or `settings bounds` for the month). The same rows counted twice look like this: check \
                      the export; pass --force to replace the period all the same",
                     format_usd(before),
                     format_usd(after),
@@ -182,7 +184,7 @@ pub fn judge(
         format!(
             "refused: the delivery of {period} (data version {data_version}, {rows_read} rows) brings an \
              amortized bill of {}, {drop} % below {replacing}, more than the {} % a re-delivery may fall \
-             (--max-drop). Check the export; pass --force to replace the period all the same",
+             (--max-drop, or `settings bounds` for the month). Check the export; pass --force to replace the period all the same",
             format_usd(bill_amortized_micros),
             allowance.max_drop_percent
         ),

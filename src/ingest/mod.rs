@@ -60,10 +60,10 @@ pub struct CurIngestOptions {
     /// wipes it.
     pub allow_empty: bool,
     /// The largest fall of a stored period's amortized bill a re-delivery may bring without
-    /// `force`; `None` for [`judge::DEFAULT_MAX_DROP_PERCENT`].
+    /// `force`; `None` for the bound in force for the period (`settings bounds`).
     pub max_drop_percent: Option<u32>,
     /// The largest rise of the days a stored period covers a re-delivery may bring without
-    /// `force`; `None` for [`judge::DEFAULT_MAX_RISE_PERCENT`].
+    /// `force`; `None` for the bound in force for the period (`settings bounds`).
     pub max_rise_percent: Option<u32>,
     pub s3: S3Options,
     /// Aggregate the split rows on Spark (`--engine spark`); `None` reads every row here.
@@ -104,12 +104,7 @@ pub async fn ingest_cur(
             return Err(error);
         }
     };
-    let allowance = judge::Allowance {
-        allow_empty: options.allow_empty,
-        force: options.force,
-        max_drop_percent: options.max_drop_percent.unwrap_or(judge::DEFAULT_MAX_DROP_PERCENT),
-        max_rise_percent: options.max_rise_percent.unwrap_or(judge::DEFAULT_MAX_RISE_PERCENT),
-    };
+    let settings = store.settings().await?;
     // What each delivery would replace, for the judge.
     let stored: std::collections::BTreeMap<String, judge::Stored> = store
         .periods()
@@ -151,6 +146,14 @@ pub async fn ingest_cur(
                 &delivery.data_version,
             ))
             .await?;
+        // The bounds in force for the delivery's period, unless the command gave its own.
+        let bounds = settings.ingest_bounds(delivery.period).map_err(IngestError::Other)?;
+        let allowance = judge::Allowance {
+            allow_empty: options.allow_empty,
+            force: options.force,
+            max_drop_percent: options.max_drop_percent.unwrap_or(bounds.max_drop_percent),
+            max_rise_percent: options.max_rise_percent.unwrap_or(bounds.max_rise_percent),
+        };
         let mut judged = Judged { stored: stored.get(&period).cloned(), allowance };
         if let Some(stored) = &mut judged.stored {
             stored.days =

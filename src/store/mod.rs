@@ -324,6 +324,16 @@ pub trait UsageStore: Send + Sync {
     ) -> StoreResult<(Vec<KubeNodeHour>, Vec<KubePodHour>)>;
 }
 
+/// Every client gpuledger knows: named by a setting (terms, a budget, a mapping rule), with
+/// billing details, or with a chargeback line in a computed month. A user's clients are
+/// checked against it.
+pub async fn known_clients(store: &dyn Store) -> StoreResult<std::collections::BTreeSet<String>> {
+    let mut known = store.settings().await?.client_names();
+    known.extend(store.billing_details().await?.into_keys());
+    known.extend(store.rollup_client_names().await?);
+    Ok(known)
+}
+
 /// What `compute` materializes per period, and the chargebacks it replaced.
 #[async_trait]
 pub trait RollupStore: Send + Sync {
@@ -336,6 +346,9 @@ pub trait RollupStore: Send + Sync {
 
     /// Computed periods, newest first.
     async fn rollup_periods(&self) -> StoreResult<Vec<PeriodRollup>>;
+
+    /// Every client with a chargeback line in some computed period, by name.
+    async fn rollup_client_names(&self) -> StoreResult<Vec<String>>;
 
     /// A period's chargeback as it stood before each compute that changed it, newest first.
     async fn chargeback_snapshots(&self, period: &str) -> StoreResult<Vec<ChargebackSnapshot>>;

@@ -846,6 +846,15 @@ pub struct UserForm {
     password: Option<String>,
 }
 
+/// A user's clients: none for a role that sees every client, some for one that does not,
+/// each a client gpuledger knows.
+async fn check_clients(state: &AppState, user: &User) -> Result<(), WebError> {
+    let bad = |e| WebError::bad("clients", e, Vec::new());
+    crate::domain::users::check_clients(user).map_err(bad)?;
+    let known = crate::store::known_clients(state.store.as_ref()).await?;
+    crate::domain::users::check_clients_exist(user, &known).map_err(bad)
+}
+
 /// `POST /admin/users`: add a user, change a role, disable or enable one.
 pub async fn change_user(
     State(state): State<AppState>,
@@ -866,8 +875,7 @@ pub async fn change_user(
                 .map_err(|_| WebError::bad("password", "hashing failed", Vec::new()))?
                 .map_err(|e| WebError::bad("password", e.to_string(), Vec::new()))?;
             let user = User::new(&form.username, role()?, clients, hash);
-            crate::domain::users::check_clients(&user)
-                .map_err(|e| WebError::bad("clients", e, Vec::new()))?;
+            check_clients(&state, &user).await?;
             state
                 .store
                 .create_user(&user)
@@ -884,8 +892,7 @@ pub async fn change_user(
                 "role" => {
                     user.role = role()?;
                     user.clients = clients;
-                    crate::domain::users::check_clients(&user)
-                        .map_err(|e| WebError::bad("clients", e, Vec::new()))?;
+                    check_clients(&state, &user).await?;
                 }
                 "disable" => user.disabled = true,
                 _ => user.disabled = false,

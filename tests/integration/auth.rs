@@ -639,6 +639,22 @@ async fn logout_ends_the_session_and_the_audit_log_has_every_step() {
         "csrf={csrf}&action=add&username=carol&role=client&clients=acme&password={}",
         escape(&secret("carol"))
     );
+    // Not before gpuledger knows a client acme: a misspelt client would show carol nothing.
+    let refused = send(&state, Method::POST, "/admin/users", &session, Some(&add)).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+    assert!(
+        refused.body.contains("no client named") && refused.body.contains("knows are none yet"),
+        "{}",
+        refused.body
+    );
+    assert!(state.store.user("carol").await.unwrap().is_none());
+    let history = state.store.settings().await.unwrap();
+    let terms = history
+        .client_version("acme", gpuledger::domain::settings::EffectiveFrom::BEGINNING, |t| {
+            t.markup_basis_points = 1_000
+        })
+        .unwrap();
+    state.store.save_settings(&[terms]).await.unwrap();
     let added = send(&state, Method::POST, "/admin/users", &session, Some(&add)).await;
     assert_eq!(added.status, StatusCode::SEE_OTHER, "{}", added.body);
     let carol = state.store.user("carol").await.unwrap().unwrap();

@@ -266,7 +266,8 @@ fn write_parquet(
 /// beside the original under a new executionId), a row repeated inside a file, one row
 /// repeated 200,000 times: each refused naming both places, `--force` or not, the month as it
 /// was. The same rows under new line item ids double the days already stored: refused past
-/// `--max-rise` (50 %) unless forced. A month to date that grows is accepted.
+/// `--max-rise` (50 %) unless forced or the bound in force for the month is raised
+/// (`settings bounds`). A month to date that grows is accepted.
 #[tokio::test]
 async fn the_same_rows_in_other_bytes_or_a_rise_of_the_stored_days_are_refused() {
     use polars::prelude::*;
@@ -359,8 +360,19 @@ async fn the_same_rows_in_other_bytes_or_a_rise_of_the_stored_days_are_refused()
     // once): 100 %, give or take a hundredth.
     let rise: f64 = numbers["rise_percent"].as_str().unwrap().parse().unwrap();
     assert!((rise - 100.0).abs() <= 0.01, "{numbers}");
-    // A bound above the rise accepts it.
-    let accepted = ingest_cur(&app, &["--max-rise", "101"]);
+    // The bound is a setting with effective dates: one above the rise from November on does
+    // not reach October; from October on it accepts the rise (as `--max-rise 101` would).
+    let url = app.database_url();
+    let bounds = |from: &str| {
+        let set = run(&["--database-url", &url, "settings", "bounds", "--max-rise", "101", "--from", from]);
+        assert!(set.status.success(), "{}", String::from_utf8_lossy(&set.stderr));
+    };
+    bounds("2026-11");
+    let bounded = stored(&app).await; // a saved setting moves the data revision on
+    refused(&[], &["past the 50 % a re-delivery may rise".to_string()]);
+    assert_eq!(stored(&app).await, bounded, "November's bound is not October's");
+    bounds("2026-10");
+    let accepted = ingest_cur(&app, &[]);
     assert!(accepted.status.success(), "{}", String::from_utf8_lossy(&accepted.stderr));
     let doubled = micros(stored(&app).await.0["amortized_total"].as_str().unwrap());
     // Twice the month, each stored row rounded to the micro-dollar once.

@@ -120,6 +120,15 @@ where
         self.rows(sqlx::query(&newest_first), CONTEXT).await
     }
 
+    async fn rollup_client_names(&self) -> StoreResult<Vec<String>> {
+        const CONTEXT: &str = "listing the clients of computed periods";
+        let rows = sqlx::query("SELECT DISTINCT client FROM rollup_clients ORDER BY client")
+            .fetch_all(&self.pool)
+            .await
+            .context(CONTEXT)?;
+        Ok(rows.iter().map(|row| row.text("client")).collect::<Result<_, _>>().context(CONTEXT)?)
+    }
+
     async fn chargeback_snapshots(&self, period: &str) -> StoreResult<Vec<ChargebackSnapshot>> {
         const CONTEXT: &str = "reading chargeback snapshots";
         let rows = sqlx::query(sql::SELECT_CHARGEBACK_SNAPSHOTS)
