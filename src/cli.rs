@@ -1231,6 +1231,11 @@ pub struct GenerateArgs {
     /// holds the split AWS's rules give them.
     #[arg(long, value_delimiter = ',')]
     pub without_cur_split: Vec<String>,
+    /// Every other cloud's bill names its sub-account (Azure's subscription, Google's
+    /// project, Oracle's compartment) by this one id: ids are each cloud's own, and one string
+    /// (`sub-ml-prod`, or an AWS account's 12 digits) can be an id on several.
+    #[arg(long)]
+    pub sub_account: Option<String>,
     /// Fleet size: demo (~11 GPU nodes), small (~25), large (~200 GPU + 300 CPU nodes,
     /// ~10 million CUR rows a month).
     #[arg(long, env = "GPULEDGER_GENERATE_SCALE", value_enum, default_value = "demo")]

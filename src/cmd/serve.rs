@@ -300,6 +300,7 @@ pub(super) async fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         focus: args.focus || args.providers.iter().any(|p| *p != synth::clouds::Provider::Aws),
         providers: args.providers,
         without_cur_split: args.without_cur_split,
+        sub_account: args.sub_account,
         growth: args.growth,
         hold_back: args.hold_back,
     };

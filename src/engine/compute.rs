@@ -94,6 +94,11 @@ pub async fn compute_period(store: &dyn Store, period: Period) -> Result<Compute
     // Whose split divides each cluster's nodes: AWS's, else gpuledger's, whose pods then go
     // on the bill that paid for the nodes.
     let (kube_splits, split_nodes) = kube_splits(store, period, &inputs).await?;
+    inputs.cluster_providers = kube_splits
+        .iter()
+        .map(|k| (k.cluster.clone(), k.provider.clone()))
+        .filter(|(_, p)| !p.is_empty())
+        .collect();
     // The month's other bills (Azure, Google, Oracle, another AWS payer), in USD.
     let providers: std::collections::BTreeSet<&str> = bills
         .iter()
@@ -752,17 +757,29 @@ fn place_non_kubernetes(inputs: &ComputeInputs, matcher: &ClientMatcher) -> NonK
 }
 
 /// Each usage account's bill with the Kubernetes cost of the pods on its instances (a pod
-/// whose instance line is missing counts under its own, possibly empty, account).
+/// whose instance line is missing counts under its own, possibly empty, account). An account
+/// is its provider's (a pod's, its cluster's): the same id on two clouds is two accounts.
 fn accounts(inputs: &ComputeInputs, costs: &[CostRollup]) -> Vec<crate::store::AccountRollup> {
-    let mut accounts: std::collections::BTreeMap<&str, crate::store::AccountRollup> =
-        inputs.accounts.iter().map(|a| (a.account.as_str(), a.clone())).collect();
+    let mut accounts: std::collections::BTreeMap<(&str, &str), crate::store::AccountRollup> =
+        std::collections::BTreeMap::new();
+    for a in &inputs.accounts {
+        match accounts.entry((a.provider.as_str(), a.account.as_str())) {
+            std::collections::btree_map::Entry::Vacant(entry) => {
+                entry.insert(a.clone());
+            }
+            // Two bills of one provider naming one account (two payers): one account.
+            std::collections::btree_map::Entry::Occupied(mut entry) => entry.get_mut().add(a),
+        }
+    }
     for c in costs {
-        let entry = accounts.entry(c.account.as_str()).or_insert_with(|| crate::store::AccountRollup {
-            period: inputs.period.clone(),
-            account: c.account.clone(),
-            provider: "aws".into(),
-            ..Default::default()
-        });
+        let provider = inputs.cluster_providers.get(&c.cluster).map_or("aws", String::as_str);
+        let entry =
+            accounts.entry((provider, c.account.as_str())).or_insert_with(|| crate::store::AccountRollup {
+                period: inputs.period.clone(),
+                account: c.account.clone(),
+                provider: provider.into(),
+                ..Default::default()
+            });
         entry.kubernetes_cost_nanos += Nanos(c.split_cost_nanos + c.unused_cost_nanos);
     }
     accounts.into_values().collect()

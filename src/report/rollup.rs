@@ -169,13 +169,47 @@ impl RollupRange {
 
     /// Every provider with an account in the range.
     pub fn provider_ids(&self) -> std::collections::BTreeSet<String> {
-        let providers = self.providers();
-        self.accounts().keys().map(|a| RollupRange::provider_of(&providers, a).to_string()).collect()
+        self.account_keys().into_iter().map(|(provider, _)| provider).collect()
     }
 
     /// An account's provider, `aws` when no bill says otherwise.
     pub fn provider_of<'a>(providers: &'a BTreeMap<String, String>, account: &str) -> &'a str {
         providers.get(account).map_or("aws", String::as_str)
+    }
+
+    /// The provider of each cluster a bill other than the CUR pays for (gpuledger's split of
+    /// Azure, Google or Oracle nodes); every other cluster runs on the CUR's instances.
+    pub fn cluster_providers(&self) -> BTreeMap<String, String> {
+        let mut providers = BTreeMap::new();
+        for (r, _) in &self.parts {
+            for k in r.kube_splits.iter().filter(|k| !k.provider.is_empty()) {
+                providers.entry(k.cluster.clone()).or_insert_with(|| k.provider.clone());
+            }
+        }
+        providers
+    }
+
+    /// The account a pod's cost row is billed to, with its provider (its cluster's): the
+    /// same id on two clouds is two accounts.
+    pub fn cost_account<'a>(providers: &'a BTreeMap<String, String>, c: &'a CostRollup) -> AccountKey<'a> {
+        AccountKey { provider: providers.get(&c.cluster).map_or("aws", String::as_str), account: &c.account }
+    }
+
+    /// Every account of the range with its provider: the bills' accounts with theirs, the
+    /// pods' with their cluster's, the CUR's instances' on AWS.
+    fn account_keys(&self) -> std::collections::BTreeSet<(String, String)> {
+        let clusters = self.cluster_providers();
+        let mut keys = std::collections::BTreeSet::new();
+        for (r, _) in &self.parts {
+            keys.extend(r.accounts.iter().map(|a| (a.provider.clone(), a.account.clone())));
+            for c in &r.costs {
+                let key = RollupRange::cost_account(&clusters, c);
+                keys.insert((key.provider.to_string(), c.account.clone()));
+            }
+            keys.extend(r.capacity.iter().map(|c| ("aws".to_string(), c.account.clone())));
+        }
+        keys.retain(|(_, account)| !account.is_empty());
+        keys
     }
 
     /// The range as one usage account sees it: its pods' cost rows, its instances'
@@ -193,7 +227,9 @@ impl RollupRange {
                 choices: accounts.into_keys().collect(),
             });
         }
-        let mut range = self.only_accounts(&std::collections::BTreeSet::from([account.to_string()]));
+        // The same id on two clouds: both, unless a provider was chosen first.
+        let keys = self.account_keys().into_iter().filter(|(_, a)| a == account).collect();
+        let mut range = self.only_accounts(&keys);
         range.account = Some(account.to_string());
         Ok(range)
     }
@@ -202,12 +238,8 @@ impl RollupRange {
     /// [`RollupRange::only_account`] narrows to one. A provider with no account in the range
     /// is an error naming those it has.
     pub fn only_provider(&self, provider: &str) -> Result<RollupRange, ReportError> {
-        let providers = self.providers();
-        let accounts: std::collections::BTreeSet<String> = self
-            .accounts()
-            .into_keys()
-            .filter(|a| RollupRange::provider_of(&providers, a) == provider)
-            .collect();
+        let accounts: std::collections::BTreeSet<(String, String)> =
+            self.account_keys().into_iter().filter(|(p, _)| p == provider).collect();
         if accounts.is_empty() {
             return Err(ReportError::NoProvider {
                 provider: provider.to_string(),
@@ -247,15 +279,19 @@ impl RollupRange {
         self.only.as_ref().is_some_and(|only| !only.contains(account))
     }
 
-    /// The range as `accounts` see it together: their bills summed in place of the fleet's.
-    fn only_accounts(&self, accounts: &std::collections::BTreeSet<String>) -> RollupRange {
+    /// The range as `accounts` (provider, account) see it together: their bills summed in
+    /// place of the fleet's.
+    fn only_accounts(&self, accounts: &std::collections::BTreeSet<(String, String)>) -> RollupRange {
+        let clusters = self.cluster_providers();
+        let has =
+            |provider: &str, account: &str| accounts.contains(&(provider.to_string(), account.to_string()));
         let parts = self
             .parts
             .iter()
             .map(|(r, whole)| {
                 let mut period = r.period.clone();
                 let mut own = crate::store::AccountRollup::default();
-                for account in r.accounts.iter().filter(|a| accounts.contains(&a.account)) {
+                for account in r.accounts.iter().filter(|a| has(&a.provider, &a.account)) {
                     own.add(account);
                 }
                 period.bill_unblended_micros = own.bill_unblended_micros;
@@ -269,8 +305,12 @@ impl RollupRange {
                 (period.storage_micros, period.network_micros) = (None, None);
                 period.unattributed_gpu_hours = 0.0;
                 period.measured_unbilled_gpu_hours = 0.0;
-                let costs: Vec<CostRollup> =
-                    r.costs.iter().filter(|c| accounts.contains(&c.account)).cloned().collect();
+                let costs: Vec<CostRollup> = r
+                    .costs
+                    .iter()
+                    .filter(|c| has(RollupRange::cost_account(&clusters, c).provider, &c.account))
+                    .cloned()
+                    .collect();
                 // Opportunities are by workload family (a CronJob's runs are one).
                 let family = crate::engine::classify::family;
                 let families: std::collections::BTreeSet<(&str, &str)> =
@@ -283,12 +323,12 @@ impl RollupRange {
                     .collect();
                 let narrowed = Rollups {
                     period,
-                    capacity: r.capacity.iter().filter(|c| accounts.contains(&c.account)).cloned().collect(),
+                    capacity: r.capacity.iter().filter(|c| has("aws", &c.account)).cloned().collect(),
                     heatmap: Vec::new(),
                     utilization: Vec::new(),
                     clients: Vec::new(),
                     opportunities,
-                    accounts: r.accounts.iter().filter(|a| accounts.contains(&a.account)).cloned().collect(),
+                    accounts: r.accounts.iter().filter(|a| has(&a.provider, &a.account)).cloned().collect(),
                     kube_splits: r
                         .kube_splits
                         .iter()
@@ -302,9 +342,10 @@ impl RollupRange {
                 (Arc::new(narrowed), *whole)
             })
             .collect();
+        let ids: std::collections::BTreeSet<String> = accounts.iter().map(|(_, a)| a.clone()).collect();
         let only = match &self.only {
-            Some(before) => before.intersection(accounts).cloned().collect(),
-            None => accounts.clone(),
+            Some(before) => before.intersection(&ids).cloned().collect(),
+            None => ids,
         };
         RollupRange {
             label: self.label.clone(),
@@ -496,6 +537,13 @@ fn by_workload(range: &RollupRange, families: bool) -> Report {
     Report { table, extra }
 }
 
+/// An account with its provider: the same id on two clouds is two accounts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AccountKey<'a> {
+    pub provider: &'a str,
+    pub account: &'a str,
+}
+
 /// Per usage account of the whole periods in the range: its Kubernetes cost, EC2 no pod was
 /// given, other cost, amortized and unblended bill, and its pods' GPU-hours.
 /// One account's (or provider's) bill over the range's whole periods, in nano-dollars.
@@ -544,14 +592,15 @@ impl AccountSums {
 }
 
 /// Each usage account's bill over the range's whole periods, and its pods' GPU-hours.
-fn account_sums(range: &RollupRange) -> BTreeMap<String, AccountSums> {
-    let mut rows: BTreeMap<String, AccountSums> = BTreeMap::new();
+fn account_sums(range: &RollupRange) -> BTreeMap<(String, String), AccountSums> {
+    let clusters = range.cluster_providers();
+    let mut rows: BTreeMap<(String, String), AccountSums> = BTreeMap::new();
     for (r, whole) in &range.parts {
         if !*whole {
             continue;
         }
         for a in &r.accounts {
-            let row = rows.entry(a.account.clone()).or_default();
+            let row = rows.entry((a.provider.clone(), a.account.clone())).or_default();
             if row.name.is_empty() {
                 row.name = a.name.clone();
             }
@@ -564,13 +613,15 @@ fn account_sums(range: &RollupRange) -> BTreeMap<String, AccountSums> {
             row.fleet += a.gpu_fleet_micros.nanos().0;
         }
         for c in &r.costs {
-            let row = rows.entry(c.account.clone()).or_default();
+            let key = RollupRange::cost_account(&clusters, c);
+            let row = rows.entry((key.provider.to_string(), c.account.clone())).or_default();
             row.gpu_hours += c.gpu_hours_allocated;
             row.used_gpu_hours += c.gpu_hours_used;
             row.measured_gpu_hours += c.gpu_hours_allocated - c.gpu_hours_unmeasured;
         }
+        // The CUR's instances: AWS's.
         for c in r.capacity.iter().filter(|c| !c.gpu_model.is_empty()) {
-            let row = rows.entry(c.account.clone()).or_default();
+            let row = rows.entry(("aws".to_string(), c.account.clone())).or_default();
             row.fleet_gpu_hours += c.gpu_hours_provisioned;
             if c.purchase_option == crate::store::PurchaseOption::Spot {
                 row.spot_gpu_hours += c.gpu_hours_provisioned;
@@ -581,12 +632,12 @@ fn account_sums(range: &RollupRange) -> BTreeMap<String, AccountSums> {
     rows
 }
 
-/// Each provider's accounts summed, and how many they are.
+/// Each provider's accounts summed, and how many they are (an account is its provider's: the
+/// same id on two clouds is two accounts).
 fn provider_sums(range: &RollupRange) -> BTreeMap<String, (AccountSums, u32)> {
-    let ids = range.providers();
     let mut rows: BTreeMap<String, (AccountSums, u32)> = BTreeMap::new();
-    for (account, sums) in account_sums(range) {
-        let row = rows.entry(RollupRange::provider_of(&ids, &account).to_string()).or_default();
+    for ((provider, _), sums) in account_sums(range) {
+        let row = rows.entry(provider).or_default();
         row.0.add(&sums);
         row.1 += 1;
     }
@@ -659,9 +710,7 @@ pub fn providers(range: &RollupRange) -> Report {
 pub fn accounts(range: &RollupRange) -> Report {
     type A = AccountSums;
     let rows = account_sums(range);
-    let providers = range.providers();
-    let line = |account: &str, a: &A| {
-        let provider = if account == "Total" { "" } else { RollupRange::provider_of(&providers, account) };
+    let line = |(provider, account): (&str, &str), a: &A| {
         vec![
             text(account),
             text(provider),
@@ -681,7 +730,7 @@ pub fn accounts(range: &RollupRange) -> Report {
     let amortized = total.amortized();
     let table = Table {
         title: "Cost by usage account".into(),
-        totals: vec![line("Total", &total)],
+        totals: vec![line(("", "Total"), &total)],
         columns: vec![
             "account",
             "provider",
@@ -693,7 +742,7 @@ pub fn accounts(range: &RollupRange) -> Report {
             "unblended_cost",
             "gpu_hours",
         ],
-        rows: rows.iter().map(|(account, a)| line(account, a)).collect(),
+        rows: rows.iter().map(|((provider, account), a)| line((provider, account), a)).collect(),
     };
     let mut extra = Extras::default();
     extra.usd("amortized_total", crate::money::micros_from_nanos(amortized) * 1000);

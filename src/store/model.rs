@@ -1340,6 +1340,9 @@ pub struct ComputeInputs {
     pub other_groups: Vec<OtherCostGroup>,
     /// Each usage account's bill (its Kubernetes cost is the engine's to sum).
     pub accounts: Vec<AccountRollup>,
+    /// The provider of each cluster a bill other than the CUR pays for (gpuledger's split of
+    /// Azure, Google or Oracle nodes); every other cluster runs on the CUR's instances.
+    pub cluster_providers: std::collections::BTreeMap<String, String>,
     /// Metrics of the period's hours: attributed GPU pod-hours, unattributed GPU-hours per
     /// GPU model, and serving pod-hours.
     pub measured: Vec<MeasuredPodHour>,

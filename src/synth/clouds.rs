@@ -1015,8 +1015,19 @@ pub fn write_month(
     period: Period,
     hours: u32,
     kube: bool,
+    sub_account: Option<&str>,
 ) -> Result<Option<ProviderTruth>, GenerateError> {
     let Some(world) = world(provider) else { return Ok(None) };
+    // Another sub-account id for the whole month, bill and cluster alike. The worlds are
+    // constants of `&'static str`; the id is leaked once per provider and month generated.
+    let renamed;
+    let world = match sub_account {
+        Some(id) => {
+            renamed = CloudWorld { sub_account: Box::leak(id.to_string().into_boxed_str()), ..*world };
+            &renamed
+        }
+        None => world,
+    };
     let lines = month_lines(world, seed, period, hours);
     let mut tally = Tally::default();
     for line in &lines {

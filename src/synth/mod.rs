@@ -124,6 +124,9 @@ pub struct GenerateOptions {
     /// split rows for their pods, only their instances (the truth still holds the split
     /// AWS's rules give them, what gpuledger's own split must find).
     pub without_cur_split: Vec<String>,
+    /// Every other cloud's sub-account id, when not its world's own: one string may be an id
+    /// on several clouds (and an AWS usage account's).
+    pub sub_account: Option<String>,
     /// The planning world ([`fleet::Growth`]): the months generated are a year in which
     /// demand grows, people start work on weekdays, umbrella onboards part-way and acme
     /// retrains every weekend.
@@ -159,6 +162,7 @@ impl GenerateOptions {
             focus: false,
             providers: vec![clouds::Provider::Aws],
             without_cur_split: Vec::new(),
+            sub_account: None,
             growth: false,
             hold_back: 0,
         }
@@ -278,6 +282,7 @@ pub fn generate(
                 period,
                 world.billed_hours,
                 options.kube_state_metrics || options.cloud_kube_from.is_some_and(|from| period >= from),
+                options.sub_account.as_deref(),
             )? {
                 providers.insert(provider.id().into(), serde_json::to_value(bill).unwrap_or_default());
             }

@@ -123,6 +123,7 @@ async fn the_demo_story_fires_and_resolves_each_alert_once() {
         focus: false,
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
         without_cur_split: Vec::new(),
+        sub_account: None,
         growth: false,
         hold_back: 0,
     };

@@ -56,6 +56,7 @@ fn generate(data: &Path, format: CurFormat, through_day: Option<u32>) {
         focus: false,
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
         without_cur_split: Vec::new(),
+        sub_account: None,
         growth: false,
         hold_back: 0,
     };

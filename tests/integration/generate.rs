@@ -29,6 +29,7 @@ fn options(out: &Path, format: CurFormat) -> GenerateOptions {
         focus: false,
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
         without_cur_split: Vec::new(),
+        sub_account: None,
         growth: false,
         hold_back: 0,
     }

@@ -43,6 +43,7 @@ pub fn generate_with(out: &Path, scale: Scale, format: CurFormat, months: u32, s
         focus: false,
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
         without_cur_split: Vec::new(),
+        sub_account: None,
         growth: false,
         hold_back: 0,
     };

@@ -542,6 +542,14 @@ async fn azure_export_runs_and_oracle_daily_reports_are_read_as_their_providers_
 fn three_cloud_world(
     providers: &[gpuledger::synth::clouds::Provider],
 ) -> (tempfile::TempDir, gpuledger::synth::GenerateOptions, Value) {
+    cloud_world(providers, None)
+}
+
+/// The same, every other cloud's sub-account named `sub_account` when given.
+fn cloud_world(
+    providers: &[gpuledger::synth::clouds::Provider],
+    sub_account: Option<&str>,
+) -> (tempfile::TempDir, gpuledger::synth::GenerateOptions, Value) {
     let dir = tempfile::tempdir().unwrap();
     let mut generate =
         gpuledger::synth::GenerateOptions::demo(dir.path().to_path_buf(), "2026-10".parse().unwrap());
@@ -549,6 +557,7 @@ fn three_cloud_world(
     generate.metrics = false;
     generate.focus = true;
     generate.providers = providers.to_vec();
+    generate.sub_account = sub_account.map(String::from);
     gpuledger::synth::generate(&generate, &hidden()).unwrap();
     let truth =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("truth.json")).unwrap()).unwrap();
@@ -1250,6 +1259,74 @@ async fn a_month_of_focus_bills_alone_is_computed_without_a_cur() {
     assert_eq!(status, axum::http::StatusCode::OK, "{overview}");
     let overview: Value = serde_json::from_str(&overview).unwrap();
     assert_eq!(overview["providers"]["rows"].as_array().map(Vec::len), Some(2), "{overview}");
+}
+
+/// #70: an id is its cloud's own. Azure's subscription, Google's project and Oracle's
+/// compartment all named `222222222222`, the CUR's usage account: four accounts, each its
+/// provider's, `report providers` a row per cloud equal to its bill alone, the four summing
+/// to the month (the three others once vanished into one account of one provider).
+#[tokio::test]
+async fn one_account_id_on_four_clouds_is_four_accounts() {
+    use gpuledger::synth::clouds::Provider;
+    let shared = "222222222222";
+    let (dir, generate, truth) = cloud_world(&Provider::ALL, Some(shared));
+    let providers = &truth["periods"]["2026-10"]["providers"];
+    for provider in ["azure", "gcp", "oci"] {
+        let subs: Vec<&String> = providers[provider]["by_sub_account"].as_object().unwrap().keys().collect();
+        assert_eq!(subs, [shared], "{provider}: the generator names the shared id");
+    }
+    let db = format!("sqlite:{}", dir.path().join("shared-ids.db").display());
+    let gl = |args: &[&str]| -> Vec<u8> {
+        let mut all = vec!["--database-url", db.as_str()];
+        all.extend_from_slice(args);
+        let out = run(&all);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    let cur = dir.path().join(&generate.prefix).join(&generate.export_name);
+    gl(&["ingest", "cur", &cur.display().to_string()]);
+    euro_rate(helpers::connect(&db).await.as_ref()).await;
+    for provider in ["azure", "gcp", "oci"] {
+        gl(&["ingest", "focus", &dir.path().join(provider).display().to_string()]);
+    }
+    let json = |args: &[&str]| -> Value { serde_json::from_slice(&gl(args)).unwrap() };
+    let micros = |value: &Value| -> i64 {
+        let text = match value {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        truth_nanos(&Value::String(text)) / 1_000
+    };
+    let month = json(&["report", "bill", "--period", "2026-10", "--format", "json"]);
+    let by_provider = json(&["report", "providers", "--period", "2026-10", "--format", "json"]);
+    let rows = by_provider["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["provider"].as_str().unwrap()).collect();
+    assert_eq!(names, ["aws", "azure", "gcp", "oci"], "{by_provider}");
+    for row in rows {
+        let provider = row["provider"].as_str().unwrap();
+        let alone =
+            json(&["report", "bill", "--period", "2026-10", "--provider", provider, "--format", "json"]);
+        assert_eq!(micros(&row["amortized_cost"]), micros(&alone["amortized_total"]), "{provider}");
+        assert!(micros(&row["amortized_cost"]) > 0, "{row}");
+    }
+    let summed: i64 = rows.iter().map(|r| micros(&r["amortized_cost"])).sum();
+    assert_eq!(summed, micros(&month["amortized_total"]));
+    // The accounts: the one id four times, once per provider.
+    let accounts = json(&["report", "accounts", "--period", "2026-10", "--format", "json"]);
+    let shared_rows: Vec<&str> = accounts["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["account"] == shared)
+        .map(|r| r["provider"].as_str().unwrap())
+        .collect();
+    assert_eq!(shared_rows, ["aws", "azure", "gcp", "oci"], "{accounts}");
+    // Narrowed to Google, the range is Google's account alone.
+    let gcp = json(&["report", "accounts", "--period", "2026-10", "--provider", "gcp", "--format", "json"]);
+    let gcp_rows = gcp["rows"].as_array().unwrap();
+    assert_eq!(gcp_rows.len(), 1, "{gcp}");
+    let gcp_row = rows.iter().find(|r| r["provider"] == "gcp").unwrap();
+    assert_eq!(micros(&gcp_rows[0]["amortized_cost"]), micros(&gcp_row["amortized_cost"]));
 }
 
 /// Σ a GKE bill's effective cost over the namespaces starting with `prefix`, nano-units.

@@ -54,6 +54,7 @@ fn generate_world(
         focus: false,
         providers,
         without_cur_split,
+        sub_account: None,
         growth: false,
         hold_back: 0,
     };
