@@ -21,7 +21,8 @@ use std::collections::{BTreeMap, HashMap};
 use crate::domain::fx::{FxRate, REPORTING_CURRENCY, rate_for};
 use crate::money::{Micros, apportion_by_weight, micros_from_nanos};
 use crate::store::{
-    AccountRollup, Bill, BillCharge, ComputeInputs, GpuPodHour, OtherCostGroup, PodDay, PodRecord,
+    AccountRollup, Bill, BillCharge, CapacityRollup, ComputeInputs, GpuPodHour, OtherCostGroup, PodDay,
+    PodRecord, PurchaseOption,
 };
 
 /// Whether a FOCUS charge of `category` is in the amortized bill, as the CUR's is: usage and
@@ -173,6 +174,7 @@ pub fn fold_bills(
         );
         let mut groups: BTreeMap<(String, String, String, String), OtherCostGroup> = BTreeMap::new();
         let mut accounts: BTreeMap<String, AccountRollup> = BTreeMap::new();
+        let mut capacity: BTreeMap<_, CapacityRollup> = BTreeMap::new();
         for (index, charge) in counted.iter().enumerate() {
             let tags: serde_json::Map<String, serde_json::Value> =
                 serde_json::from_str(&charge.tags).unwrap_or_default();
@@ -188,13 +190,33 @@ pub fn fold_bills(
             account.bill_unblended_micros += Micros(billed[index]);
             // Every charge of a GPU instance counts its cost (some of a node's rows, as GKE's
             // cost allocation splits it, carry none of its GPU-hours): as `report bill`'s
-            // `gpu` counts them.
-            if !charge.gpu_model.is_empty() {
-                account.gpu_hours += charge.gpu_hours;
-                if charge.pricing_category == "Dynamic" {
-                    account.spot_gpu_hours += charge.gpu_hours;
-                }
-                account.gpu_fleet_micros += Micros(effective[index]);
+            // `gpu` counts them. The fleet's rows, as the CUR's instances are.
+            let gpu = !charge.gpu_model.is_empty();
+            if gpu {
+                let purchase_option = PurchaseOption::of_pricing_category(&charge.pricing_category);
+                let key = (
+                    charge.day,
+                    cluster.clone(),
+                    charge.sub_account_id.clone(),
+                    charge.resource_type.clone(),
+                );
+                let row =
+                    capacity.entry((key, charge.gpu_model.clone(), purchase_option)).or_insert_with(|| {
+                        CapacityRollup {
+                            period: inputs.period.clone(),
+                            day: charge.day,
+                            provider: bill.provider.clone(),
+                            cluster: cluster.clone(),
+                            account: charge.sub_account_id.clone(),
+                            instance_type: charge.resource_type.clone(),
+                            gpu_model: charge.gpu_model.clone(),
+                            purchase_option,
+                            ..CapacityRollup::default()
+                        }
+                    });
+                row.gpu_hours_provisioned += charge.gpu_hours;
+                row.amortized_cost_micros += effective[index];
+                row.public_on_demand_cost_micros += in_reporting(charge.list_nanos);
             }
             // A charge the split took whole is its pods' now.
             if left[index] == 0 && charge.effective_nanos != 0 && placed[index] == 0 {
@@ -207,6 +229,10 @@ pub fn fold_bills(
             }
             account.other_cost_micros += Micros(placed[index]);
             inputs.other_cost_micros += placed[index];
+            if gpu {
+                inputs.gpu_fleet_in_other_micros += placed[index];
+                account.gpu_fleet_in_other_micros += Micros(placed[index]);
+            }
             // Tags as the CUR names them (`user_client`), so the same rules place them.
             let user_tags: BTreeMap<String, &serde_json::Value> =
                 tags.iter().map(|(k, v)| (format!("user_{k}"), v)).collect();
@@ -271,6 +297,7 @@ pub fn fold_bills(
         inputs.bill_unblended_micros += billed.iter().sum::<i64>();
         inputs.other_groups.extend(groups.into_values());
         inputs.accounts.extend(accounts.into_values());
+        inputs.bill_capacity.extend(capacity.into_values());
         folded.bills.push(format!("{}/{}", bill.provider, bill.billing_account));
         folded.amortized_micros += bill_effective;
     }
@@ -477,6 +504,43 @@ mod tests {
         assert_eq!(inputs.accounts.len(), 1);
         assert_eq!(inputs.accounts[0].provider, "azure");
         assert_eq!(inputs.accounts[0].amortized_micros(), Micros(1_084_200));
+    }
+
+    #[test]
+    fn a_gpu_machine_is_the_fleets_capacity_wherever_its_cost_is_placed() {
+        let mut inputs = ComputeInputs { period: "2026-10".into(), ..ComputeInputs::default() };
+        // A Spot GPU VM outside any cluster (€10, 8 GPU-hours, €20 at list) and a CPU VM (€2).
+        let gpu = BillCharge {
+            gpu_model: "A100-80GB".into(),
+            gpu_hours: 8.0,
+            pricing_category: "Dynamic".into(),
+            resource_type: "Standard_ND96amsr_A100_v4".into(),
+            list_nanos: 20_000_000_000,
+            ..charge("azure", "ea", "Usage", 10_000_000_000, "{}")
+        };
+        let cpu = charge("azure", "ea", "Usage", 2_000_000_000, "{}");
+        let rates = [FxRate::new("EUR", "USD", "1.0842", "2026-10".parse().unwrap(), "test").unwrap()];
+        fold_bills(&mut inputs, None, &[bill("azure", "ea", "EUR")], &[gpu, cpu], &rates, &[]).unwrap();
+        // One capacity row, Azure's, at €10 × 1.0842 = $10.842000 and €20 at list $21.684000.
+        let rows: Vec<(&str, &str, &str, PurchaseOption, f64, i64, i64)> = inputs
+            .bill_capacity
+            .iter()
+            .map(|c| {
+                (
+                    c.provider.as_str(),
+                    c.account.as_str(),
+                    c.gpu_model.as_str(),
+                    c.purchase_option,
+                    c.gpu_hours_provisioned,
+                    c.amortized_cost_micros,
+                    c.public_on_demand_cost_micros,
+                )
+            })
+            .collect();
+        assert_eq!(rows, [("azure", "sub", "A100-80GB", PurchaseOption::Spot, 8.0, 10_842_000, 21_684_000)]);
+        // No cluster took it: the fleet's part in other cost, of the bill's $13.010400.
+        assert_eq!(inputs.gpu_fleet_in_other_micros, 10_842_000);
+        assert_eq!(inputs.other_cost_micros, 13_010_400);
     }
 
     #[test]

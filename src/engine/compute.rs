@@ -22,8 +22,8 @@ use crate::domain::settings::Settings;
 use crate::money::{Micros, Nanos};
 use crate::period::Period;
 use crate::store::{
-    ComputeInputs, CostRollup, HeatmapCell, KubeSplitRollup, PeriodRollup, PurchaseOption, Rollups, Store,
-    StoreError, UtilizationBucket, WorkloadClass, utilization_bucket,
+    CapacityRollup, ComputeInputs, CostRollup, HeatmapCell, KubeSplitRollup, PeriodRollup, PurchaseOption,
+    Rollups, Store, StoreError, UtilizationBucket, WorkloadClass, utilization_bucket,
 };
 
 /// Why a compute run stopped; nothing was written.
@@ -653,6 +653,7 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
             unused_reservation_micros: Micros(inputs.unused_reservation_micros),
             storage_micros: Some(Micros(other_of_category(inputs, "storage"))),
             network_micros: Some(Micros(other_of_category(inputs, "network"))),
+            gpu_fleet_in_other_micros: Micros(inputs.gpu_fleet_in_other_micros),
             measured_unbilled_gpu_hours: (names.unbilled_gpu_hours(&inputs.measured) * 1e9).round() / 1e9,
             input_revision: inputs.input_revision,
             // Taken by the store when it writes.
@@ -661,7 +662,13 @@ pub fn build_rollups(inputs: &ComputeInputs, settings: &Settings) -> Result<Roll
         },
         heatmap: heatmap_cells(&period, &heatmap).map_err(polars_error)?,
         utilization: utilization_buckets(&period, &distribution).map_err(polars_error)?,
-        capacity: inputs.capacity.clone(),
+        // The CUR's instances, AWS's, and the other bills' GPU machines: every provider's fleet.
+        capacity: inputs
+            .capacity
+            .iter()
+            .map(|c| CapacityRollup { provider: c.provider().to_string(), ..c.clone() })
+            .chain(inputs.bill_capacity.iter().cloned())
+            .collect(),
         clients: chargeback(&period, &costs, &place_non_kubernetes(inputs, &matcher), settings),
         opportunities: Vec::new(),
         accounts: accounts(inputs, &costs),

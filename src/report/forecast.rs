@@ -118,15 +118,17 @@ impl History {
         let mut provisioned: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
         let mut training: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
         // Each month's instance-hours' amortized cost per day (every instance): the CUR's part
-        // of the spend, read here with the rest of the rollups.
+        // of the spend, read here with the rest of the rollups. The other providers' GPU
+        // machines (capacity rows too) come from their bills with the rest of their spend.
         let mut instance_days: BTreeMap<Period, Vec<(i64, f64)>> = BTreeMap::new();
         for month in &months {
             let Some(rollups) = store.rollups(&month.to_string()).await? else { continue };
+            let cur_capacity = || rollups.capacity.iter().filter(|c| c.provider() == "aws");
             instance_days.insert(
                 *month,
-                rollups.capacity.iter().map(|c| (c.day, c.amortized_cost_micros as f64 / 1e6)).collect(),
+                cur_capacity().map(|c| (c.day, c.amortized_cost_micros as f64 / 1e6)).collect(),
             );
-            for c in rollups.capacity.iter().filter(|c| !c.gpu_model.is_empty()) {
+            for c in cur_capacity().filter(|c| c.is_gpu()) {
                 let day = (date(c.day) - first).num_days();
                 if day >= 0 && (day as usize) < days {
                     let pool = format!("{} {}", c.gpu_model, c.purchase_option.as_str());
@@ -265,7 +267,7 @@ impl History {
                 // Spot or On-Demand; a committed one runs On-Demand).
                 if charge.charge_category == "Usage" && charge.gpu_hours > 0.0 && !charge.gpu_model.is_empty()
                 {
-                    let option = if charge.pricing_category == "Dynamic" { "Spot" } else { "On-Demand" };
+                    let option = crate::store::PurchaseOption::of_pricing_category(&charge.pricing_category);
                     gpus.push((
                         charge.provider.clone(),
                         format!("{} {option}", charge.gpu_model),

@@ -196,7 +196,7 @@ impl RollupRange {
     }
 
     /// Every account of the range with its provider: the bills' accounts with theirs, the
-    /// pods' with their cluster's, the CUR's instances' on AWS.
+    /// pods' with their cluster's, the machines' with theirs.
     fn account_keys(&self) -> std::collections::BTreeSet<(String, String)> {
         let clusters = self.cluster_providers();
         let mut keys = std::collections::BTreeSet::new();
@@ -206,7 +206,7 @@ impl RollupRange {
                 let key = RollupRange::cost_account(&clusters, c);
                 keys.insert((key.provider.to_string(), c.account.clone()));
             }
-            keys.extend(r.capacity.iter().map(|c| ("aws".to_string(), c.account.clone())));
+            keys.extend(r.capacity.iter().map(|c| (c.provider().to_string(), c.account.clone())));
         }
         keys.retain(|(_, account)| !account.is_empty());
         keys
@@ -298,6 +298,7 @@ impl RollupRange {
                 period.bill_amortized_micros = own.amortized_micros();
                 period.kubernetes_cost_nanos = own.kubernetes_cost_nanos;
                 period.unallocated_ec2_micros = own.unallocated_ec2_nanos().rounded_micros();
+                period.gpu_fleet_in_other_micros = own.gpu_fleet_in_other_micros;
                 period.other_cost_micros = own.other_cost_micros;
                 period.unused_savings_plan_micros = own.unused_savings_plan_micros;
                 period.unused_reservation_micros = own.unused_reservation_micros;
@@ -323,7 +324,7 @@ impl RollupRange {
                     .collect();
                 let narrowed = Rollups {
                     period,
-                    capacity: r.capacity.iter().filter(|c| has("aws", &c.account)).cloned().collect(),
+                    capacity: r.capacity.iter().filter(|c| has(c.provider(), &c.account)).cloned().collect(),
                     heatmap: Vec::new(),
                     utilization: Vec::new(),
                     clients: Vec::new(),
@@ -608,9 +609,6 @@ fn account_sums(range: &RollupRange) -> BTreeMap<(String, String), AccountSums> 
             row.unallocated += a.unallocated_ec2_nanos().0;
             row.other += a.other_cost_micros.nanos().0;
             row.unblended += a.unblended_nanos().0;
-            row.fleet_gpu_hours += a.gpu_hours;
-            row.spot_gpu_hours += a.spot_gpu_hours;
-            row.fleet += a.gpu_fleet_micros.nanos().0;
         }
         for c in &r.costs {
             let key = RollupRange::cost_account(&clusters, c);
@@ -619,9 +617,9 @@ fn account_sums(range: &RollupRange) -> BTreeMap<(String, String), AccountSums> 
             row.used_gpu_hours += c.gpu_hours_used;
             row.measured_gpu_hours += c.gpu_hours_allocated - c.gpu_hours_unmeasured;
         }
-        // The CUR's instances: AWS's.
-        for c in r.capacity.iter().filter(|c| !c.gpu_model.is_empty()) {
-            let row = rows.entry(("aws".to_string(), c.account.clone())).or_default();
+        // The GPU fleet: every provider's machines.
+        for c in r.capacity.iter().filter(|c| c.is_gpu()) {
+            let row = rows.entry((c.provider().to_string(), c.account.clone())).or_default();
             row.fleet_gpu_hours += c.gpu_hours_provisioned;
             if c.purchase_option == crate::store::PurchaseOption::Spot {
                 row.spot_gpu_hours += c.gpu_hours_provisioned;
@@ -762,14 +760,17 @@ pub fn gpu_by_account(range: &RollupRange) -> Report {
         unmeasured: f64,
         idle_cost: i64,
     }
-    let mut rows: BTreeMap<&str, G> = BTreeMap::new();
-    for c in range.capacity().filter(|c| !c.gpu_model.is_empty()) {
-        let g = rows.entry(c.account.as_str()).or_default();
+    // Keyed with the provider: the same id on two clouds is two accounts.
+    let mut rows: BTreeMap<(&str, &str), G> = BTreeMap::new();
+    for c in range.capacity().filter(|c| c.is_gpu()) {
+        let g = rows.entry((c.provider(), c.account.as_str())).or_default();
         g.provisioned += c.gpu_hours_provisioned;
         g.fleet_micros += c.amortized_cost_micros;
     }
+    let clusters = range.cluster_providers();
     for c in range.costs().filter(|c| c.gpu_hours_allocated > 0.0) {
-        let g = rows.entry(c.account.as_str()).or_default();
+        let g =
+            rows.entry((RollupRange::cost_account(&clusters, c).provider, c.account.as_str())).or_default();
         g.allocated += c.gpu_hours_allocated;
         g.used += c.gpu_hours_used;
         g.idle += c.gpu_hours_idle;
@@ -777,12 +778,11 @@ pub fn gpu_by_account(range: &RollupRange) -> Report {
         g.idle_cost += c.idle_cost_nanos;
     }
     let names = range.accounts();
-    let providers = range.providers();
-    let line = |account: &str, g: &G| {
+    let line = |(provider, account): &(&str, &str), g: &G| {
         vec![
             text(account),
-            text(RollupRange::provider_of(&providers, account)),
-            text(names.get(account).map_or("", String::as_str)),
+            text(provider),
+            text(names.get(*account).map_or("", String::as_str)),
             Cell::Hours(g.provisioned),
             Cell::Hours(g.allocated),
             Cell::Hours(g.used),
@@ -807,7 +807,7 @@ pub fn gpu_by_account(range: &RollupRange) -> Report {
             "gpu_fleet_cost",
             "idle_cost",
         ],
-        rows: rows.iter().map(|(account, g)| line(account, g)).collect(),
+        rows: rows.iter().map(|(key, g)| line(key, g)).collect(),
     };
     Report::of(table)
 }
@@ -1141,7 +1141,7 @@ pub fn gpu(range: &RollupRange, unattributed: &BTreeMap<String, f64>) -> Report 
             g.idle_accelerator += c.idle_gpu_cost_nanos;
         }
     }
-    for c in range.capacity().filter(|c| c.gpu_hours_provisioned > 0.0) {
+    for c in range.capacity().filter(|c| c.is_gpu()) {
         let g = rows.entry(("(all)".to_string(), c.gpu_model.clone())).or_default();
         g.provisioned += c.gpu_hours_provisioned;
         g.fleet_micros += c.amortized_cost_micros;
@@ -1427,7 +1427,8 @@ pub fn cost_through(rollups: &Rollups, days: i64) -> i64 {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Headline {
     pub bill_amortized_micros: i64,
-    /// GPU fleet cost: every instance-hour of GPU instances, pods or not.
+    /// GPU fleet cost: every instance-hour of GPU instances, pods or not, of every provider
+    /// (the capacity rollups', as `providers`' `gpu_fleet_cost` sums them).
     pub gpu_fleet_nanos: i64,
     /// Of the fleet cost, what no pod requested (fleet − the pods' split cost there).
     pub unallocated_gpu_nanos: i64,
@@ -1458,13 +1459,9 @@ impl Headline {
             unused_commitment_nanos: (p.unused_savings_plan_micros + p.unused_reservation_micros).nanos().0,
             ..Headline::default()
         };
-        h.gpu_fleet_nanos = rollups
-            .capacity
-            .iter()
-            .filter(|c| c.gpu_hours_provisioned > 0.0)
-            .map(|c| c.amortized_cost_micros)
-            .sum::<i64>()
-            * 1000;
+        h.gpu_fleet_nanos =
+            rollups.capacity.iter().filter(|c| c.is_gpu()).map(|c| c.amortized_cost_micros).sum::<i64>()
+                * 1000;
         h.unallocated_gpu_nanos = h.gpu_fleet_nanos;
         for c in &rollups.costs {
             if !c.gpu_model.is_empty() {

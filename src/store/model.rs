@@ -50,6 +50,12 @@ impl PurchaseOption {
     pub fn is_commitment(self) -> bool {
         matches!(self, PurchaseOption::SavingsPlans | PurchaseOption::Reserved)
     }
+
+    /// A FOCUS charge's, by its `PricingCategory`: `Dynamic` (Spot, preemptible) is Spot, any
+    /// other On-Demand (a commitment's discount is in the charge's effective cost).
+    pub fn of_pricing_category(category: &str) -> PurchaseOption {
+        if category == "Dynamic" { PurchaseOption::Spot } else { PurchaseOption::OnDemand }
+    }
 }
 
 parse_by_name!(PurchaseOption, "purchase option");
@@ -1324,6 +1330,11 @@ pub struct ComputeInputs {
     pub gpu_pod_hours: Vec<GpuPodHour>,
     /// Instance-hours summed per day, cluster, type and purchase option.
     pub capacity: Vec<CapacityRollup>,
+    /// The FOCUS bills' GPU machines per day, cluster, account, type and purchase option, in
+    /// USD ([`crate::engine::bills::fold_bills`]): the rest of the GPU fleet.
+    pub bill_capacity: Vec<CapacityRollup>,
+    /// Of `other_cost_micros`, the FOCUS bills' GPU machine charges placed there.
+    pub gpu_fleet_in_other_micros: i64,
     /// Σ split + unused of the period's pods as the ingest rounded it, and the EC2 cost no
     /// pod was given.
     pub kubernetes_micros: i64,
@@ -1397,12 +1408,18 @@ pub struct CostRollup {
     pub memory_gb_hours: f64,
 }
 
-/// Instance capacity for one day.
+/// Instance capacity for one day: the CUR's instance-hours, and a FOCUS bill's GPU machines
+/// (every charge `catalog::gpu_charge` recognizes, in USD; their `instance_hours` are not
+/// kept, 0). The GPU fleet of every provider is these rows' ([`CapacityRollup::is_gpu`]).
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct CapacityRollup {
     pub period: String,
     pub day: i64,
+    /// `aws`, `azure`, `gcp`, `oci` (empty in rows written before migration 0046: `aws`).
+    pub provider: String,
     pub cluster: String,
+    /// With `provider`, the account the instance ran in (an AWS usage account, an Azure
+    /// subscription, a Google project, an Oracle compartment).
     pub account: String,
     pub instance_type: String,
     pub gpu_model: String,
@@ -1411,6 +1428,18 @@ pub struct CapacityRollup {
     pub gpu_hours_provisioned: f64,
     pub amortized_cost_micros: i64,
     pub public_on_demand_cost_micros: i64,
+}
+
+impl CapacityRollup {
+    pub fn provider(&self) -> &str {
+        if self.provider.is_empty() { "aws" } else { &self.provider }
+    }
+
+    /// A GPU machine's: part of the GPU fleet (every charge of it counts its cost, also
+    /// those that carry none of its GPU-hours, as GKE's cost allocation splits a node).
+    pub fn is_gpu(&self) -> bool {
+        !self.gpu_model.is_empty()
+    }
 }
 
 /// Steps of the utilization distribution: twenty of 5 %.
@@ -1468,6 +1497,9 @@ pub struct PeriodRollup {
     /// chargeback categorizes them; `None` for a period computed before they were kept.
     pub storage_micros: Option<Micros>,
     pub network_micros: Option<Micros>,
+    /// Of other cost, a FOCUS bill's GPU machine charges no cluster's split took (a GPU VM
+    /// outside the clusters gpuledger splits): the GPU fleet's part outside the instance cost.
+    pub gpu_fleet_in_other_micros: Micros,
     /// The revision of the inputs these rollups were computed from.
     pub input_revision: i64,
     /// The revision their write took: changes whenever a period is recomputed.
@@ -1694,12 +1726,9 @@ pub struct AccountRollup {
     pub kubernetes_cost_nanos: Nanos,
     pub unused_savings_plan_micros: Micros,
     pub unused_reservation_micros: Micros,
-    /// A FOCUS bill's GPU instances in the account (`catalog::gpu_charge`): GPU-hours, those at
-    /// `Dynamic` prices (Spot, preemptible), and their amortized cost. The CUR's accounts keep
-    /// theirs in the capacity rollups (0 here).
-    pub gpu_hours: f64,
-    pub spot_gpu_hours: f64,
-    pub gpu_fleet_micros: Micros,
+    /// Of its other cost, a FOCUS bill's GPU machine charges no cluster's split took (its
+    /// GPU fleet is its capacity rollups', every provider's: migration 0046).
+    pub gpu_fleet_in_other_micros: Micros,
 }
 
 impl AccountRollup {
@@ -1711,9 +1740,7 @@ impl AccountRollup {
         self.kubernetes_cost_nanos += other.kubernetes_cost_nanos;
         self.unused_savings_plan_micros += other.unused_savings_plan_micros;
         self.unused_reservation_micros += other.unused_reservation_micros;
-        self.gpu_hours += other.gpu_hours;
-        self.spot_gpu_hours += other.spot_gpu_hours;
-        self.gpu_fleet_micros += other.gpu_fleet_micros;
+        self.gpu_fleet_in_other_micros += other.gpu_fleet_in_other_micros;
     }
 
     /// The account's amortized bill.

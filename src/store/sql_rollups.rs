@@ -34,14 +34,14 @@ table!(CostRollup in "rollup_costs" {
 
 table!(CapacityRollup in "rollup_capacity" {
     period, day, cluster, instance_type, gpu_model, purchase_option, instance_hours,
-    gpu_hours_provisioned, amortized_cost_micros, public_on_demand_cost_micros, account,
-} order by "day, cluster, instance_type, gpu_model, purchase_option, account");
+    gpu_hours_provisioned, amortized_cost_micros, public_on_demand_cost_micros, account, provider,
+} order by "day, provider, cluster, instance_type, gpu_model, purchase_option, account");
 
 table!(AccountRollup in "rollup_accounts" {
     period, account, provider, name, bill_unblended_micros, instance_cost_micros, other_cost_micros,
-    kubernetes_cost_nanos, unused_savings_plan_micros, unused_reservation_micros, gpu_hours,
-    spot_gpu_hours, gpu_fleet_micros,
-} order by "account");
+    kubernetes_cost_nanos, unused_savings_plan_micros, unused_reservation_micros,
+    gpu_fleet_in_other_micros,
+} order by "provider, account");
 
 table!(KubeSplitRollup in "rollup_kube_splits" {
     period, cluster, provider, currency, method, node_costs_from, node_hours, pod_hours,
@@ -62,6 +62,7 @@ table!(PeriodRollup in "rollup_periods" {
     bill_amortized_micros, kubernetes_cost_nanos, unallocated_ec2_micros, other_cost_micros,
     unattributed_gpu_hours, input_revision, revision, settings, measured_unbilled_gpu_hours,
     unused_savings_plan_micros, unused_reservation_micros, storage_micros, network_micros,
+    gpu_fleet_in_other_micros,
 } order by "period");
 
 table!(ClientRollup in "rollup_clients" {
@@ -149,8 +150,8 @@ pub(crate) const BACKFILL_AGGREGATES: [&str; 2] = [
 /// Instance-hours per day, cluster, account, type and purchase option ($1 the period; the
 /// period name is selected back so the row reads as a [`CapacityRollup`]). CAST: Postgres
 /// sums BIGINT as NUMERIC.
-pub(crate) const SELECT_CAPACITY_SUMS: &str = "SELECT period, hour - (hour % 86400) AS day, cluster, \
-     usage_account_id AS account, instance_type, gpu_model, purchase_option, \
+pub(crate) const SELECT_CAPACITY_SUMS: &str = "SELECT period, hour - (hour % 86400) AS day, 'aws' AS provider, \
+     cluster, usage_account_id AS account, instance_type, gpu_model, purchase_option, \
      SUM(usage_hours) AS instance_hours, SUM(gpu_count * usage_hours) AS gpu_hours_provisioned, \
      CAST(SUM(amortized_cost_micros) AS BIGINT) AS amortized_cost_micros, \
      CAST(SUM(public_on_demand_cost_micros) AS BIGINT) AS public_on_demand_cost_micros \

@@ -1056,6 +1056,30 @@ async fn the_other_clouds_bills_are_in_the_months_bill_and_chargeback() {
     // AWS's from the CUR's GPU instances (no metrics in this world: no utilization either).
     let aws_gpus = rows.iter().find(|r| r["provider"] == "aws").unwrap();
     assert!(aws_gpus["gpu_hours"].as_f64().unwrap() > 0.0 && usd_micros(&aws_gpus["gpu_fleet_cost"]) > 0);
+    // One GPU fleet (issue 70): the Overview's card is the providers' fleet summed, and the
+    // GPUs page's `(all)` rows provision every GPU-hour of every bill, at the same cost;
+    // nothing unallocated is negative.
+    let fleet: i64 = rows.iter().map(|r| usd_micros(&r["gpu_fleet_cost"])).sum();
+    let fleet_hours: f64 = rows.iter().map(|r| r["gpu_hours"].as_f64().unwrap()).sum();
+    let head = gpuledger::report::rollup::Headline::of(&all);
+    assert_eq!(gpuledger::money::micros_from_nanos(head.gpu_fleet_nanos), fleet);
+    assert!(head.unallocated_gpu_nanos >= 0, "{}", head.unallocated_gpu_nanos);
+    let gpu = report(&["report", "gpu", "--period", "2026-10", "--format", "json"]);
+    let models: Vec<&Value> =
+        gpu["rows"].as_array().unwrap().iter().filter(|r| r["namespace"] == "(all)").collect();
+    let provisioned: f64 = models.iter().map(|r| r["provisioned_gpu_hours"].as_f64().unwrap()).sum();
+    assert!((provisioned - fleet_hours).abs() < 1e-6, "{provisioned} of {fleet_hours}: {gpu}");
+    assert_eq!(models.iter().map(|r| usd_micros(&r["gpu_fleet_cost"])).sum::<i64>(), fleet);
+    for row in gpu["rows"].as_array().unwrap() {
+        assert!(usd_micros(&row["unallocated_gpu_cost"]) >= 0, "{row}");
+    }
+    // Azure's and Oracle's models are provisioned too (the finding: $0.00 and 0 hours).
+    for model in ["H100", "A10"] {
+        let row = models.iter().find(|r| r["gpu_model"] == model).unwrap_or_else(|| panic!("{model}: {gpu}"));
+        assert!(
+            row["provisioned_gpu_hours"].as_f64().unwrap() > 0.0 && usd_micros(&row["gpu_fleet_cost"]) > 0
+        );
+    }
     let summed: i64 = rows.iter().map(|r| usd_micros(&r["amortized_cost"])).sum();
     assert_eq!(summed, usd_micros(&month["amortized_total"]));
     assert_eq!(usd_micros(&by_provider["amortized_total"]), summed);

@@ -881,6 +881,53 @@ async fn our_split_of_aks_gke_and_oke_nodes_from_their_focus_bills_is_the_truth_
             ]
         );
 
+        // One ledger (issue 70): the Overview's GPU fleet card is every provider's fleet as its
+        // providers table sums it, the month's trend has no negative part, and the GPUs page
+        // provisions every provider's billed GPU-hours at the same cost.
+        let (_, body) = crate::web::get(&web, &format!("/?period={PERIOD}&format=json")).await;
+        let overview: Value = serde_json::from_str(&body).unwrap();
+        let by_provider = overview["providers"]["rows"].as_array().unwrap();
+        assert_eq!(by_provider.len(), clusters.len(), "{}", overview["providers"]);
+        let fleet: f64 = by_provider.iter().map(|r| amount(&r["gpu_fleet_cost"])).sum();
+        let fleet_hours: f64 = by_provider.iter().map(|r| amount(&r["gpu_hours"])).sum();
+        assert!(by_provider.iter().all(|r| amount(&r["gpu_fleet_cost"]) > 0.0), "{by_provider:?}");
+        let card =
+            overview["cards"].as_array().unwrap().iter().find(|c| c["label"] == "GPU fleet cost").unwrap();
+        let shown: f64 = card["value"].as_str().unwrap().replace(['$', ','], "").parse().unwrap();
+        assert!((shown - fleet).abs() < 0.006, "card {shown} against the providers' {fleet}");
+        let month =
+            overview["trend"]["rows"].as_array().unwrap().iter().find(|r| r["month"] == PERIOD).unwrap();
+        assert!((amount(&month["gpu_fleet_cost"]) - fleet).abs() < 1e-5, "{month}");
+        for column in [
+            "gpu_fleet_cost",
+            "unallocated_gpu_cost",
+            "cpu_and_memory_cost",
+            "storage_cost",
+            "network_cost",
+            "other_cost",
+            "idle_cost",
+        ] {
+            assert!(amount(&month[column]) >= 0.0, "{column}: {month}");
+        }
+        let parts: f64 =
+            ["gpu_fleet_cost", "cpu_and_memory_cost", "storage_cost", "network_cost", "other_cost"]
+                .iter()
+                .map(|c| amount(&month[*c]))
+                .sum();
+        assert!((parts - amount(&month["spend"])).abs() < 1e-5, "the parts add up to the spend: {month}");
+        let (_, body) = crate::web::get(&web, &format!("/gpus?period={PERIOD}&format=json")).await;
+        let gpus: Value = serde_json::from_str(&body).unwrap();
+        let models: Vec<&Value> =
+            gpus["gpu"]["rows"].as_array().unwrap().iter().filter(|r| r["namespace"] == "(all)").collect();
+        let provisioned: f64 = models.iter().map(|r| amount(&r["provisioned_gpu_hours"])).sum();
+        assert!((provisioned - fleet_hours).abs() < 1e-6, "{provisioned} of {fleet_hours}: {}", gpus["gpu"]);
+        let model_fleet: f64 = models.iter().map(|r| amount(&r["gpu_fleet_cost"])).sum();
+        assert!((model_fleet - fleet).abs() < 1e-5, "{model_fleet} against {fleet}");
+        for row in &models {
+            assert!(amount(&row["provisioned_gpu_hours"]) > 0.0, "{row}");
+            assert!(amount(&row["unallocated_gpu_cost"]) >= 0.0, "{row}");
+        }
+
         if url.starts_with("sqlite:") {
             check_focus_export(url, dir.path(), &truth, store.as_ref()).await;
         }

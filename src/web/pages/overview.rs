@@ -60,8 +60,9 @@ fn target_charts(
 }
 
 /// A month's amortized bill by what it bought, in micro-dollars: the GPU fleet (every
-/// instance-hour of GPU instances, pods or not), CPU and memory (every other EC2 instance),
-/// storage, network, and the rest (the control plane, unused commitments, other services).
+/// instance-hour of every provider's GPU machines, pods or not), CPU and memory (every other
+/// machine the clusters' split or the CUR's instances count), storage, network, and the rest
+/// (the control plane, unused commitments, other services, machines outside the clusters).
 /// The five add up to the bill exactly. `split` is false when the month was computed before
 /// storage and network were kept apart (they are then in the rest).
 pub(super) struct SpendByCategory {
@@ -78,8 +79,16 @@ impl SpendByCategory {
         let ec2 = (p.kubernetes_cost_nanos.rounded_micros() + p.unallocated_ec2_micros).0;
         let (storage, network) =
             (p.storage_micros.unwrap_or_default().0, p.network_micros.unwrap_or_default().0);
+        // The fleet is in the instances' cost but for a GPU machine no cluster took, in other.
+        let outside = p.gpu_fleet_in_other_micros.0;
         SpendByCategory {
-            parts: [gpu, ec2 - gpu, storage, network, p.bill_amortized_micros.0 - ec2 - storage - network],
+            parts: [
+                gpu,
+                ec2 - (gpu - outside),
+                storage,
+                network,
+                p.bill_amortized_micros.0 - ec2 - storage - network - outside,
+            ],
             split: p.storage_micros.is_some() && p.network_micros.is_some(),
         }
     }
