@@ -171,6 +171,91 @@ pub const CLOUD_GPU_TYPES: &[CloudGpuType] = &[
     cloud_gpu!("oci", "BM.GPU.H100.8", 224, 2048, 8, "H100", 80.0),
 ];
 
+/// The environment variable naming the operator's own GPU machines (see [`load_operator_catalog`]).
+pub const OPERATOR_CATALOG_ENV: &str = "GPULEDGER_GPU_CATALOG";
+
+static OPERATOR_TYPES: std::sync::OnceLock<Vec<CloudGpuType>> = std::sync::OnceLock::new();
+
+/// Reads the GPU machines an operator adds without a rebuild: the CSV file
+/// `GPULEDGER_GPU_CATALOG` names, with the header `provider,name,gpus,gpu_model` (`azure`,
+/// `gcp` or `oci`; the size, machine type or shape as the bill writes it; GPUs per machine; the
+/// short model), and optionally `vcpu`, `memory_gib`, `on_demand_hourly`. Read once, before a
+/// command runs; a bad file is refused with its row and column. Returns how many were added.
+pub fn load_operator_catalog() -> Result<usize, String> {
+    let Some(path) = std::env::var_os(OPERATOR_CATALOG_ENV) else { return Ok(0) };
+    let label = std::path::Path::new(&path).display().to_string();
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{OPERATOR_CATALOG_ENV} {label}: {e}"))?;
+    let types = parse_operator_catalog(&label, &text)?;
+    let added = types.len();
+    let _ = OPERATOR_TYPES.set(types);
+    Ok(added)
+}
+
+/// The operator's machines from a catalog file's text (`label` names it in errors).
+pub fn parse_operator_catalog(label: &str, text: &str) -> Result<Vec<CloudGpuType>, String> {
+    let mut lines = text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty());
+    let header: Vec<String> = match lines.next() {
+        Some((_, line)) => line.split(',').map(|c| c.trim().to_ascii_lowercase()).collect(),
+        None => return Ok(Vec::new()),
+    };
+    let at = |name: &str| header.iter().position(|c| c == name);
+    let [provider, name, gpus, model] = ["provider", "name", "gpus", "gpu_model"]
+        .map(|column| at(column).ok_or_else(|| format!("{label}: the header has no column {column}")));
+    let (provider, name, gpus, model) = (provider?, name?, gpus?, model?);
+    let leak = |text: &str| -> &'static str { Box::leak(text.trim().to_string().into_boxed_str()) };
+    let mut types = Vec::new();
+    for (index, line) in lines {
+        let cells: Vec<&str> = line.split(',').map(str::trim).collect();
+        let row = index + 1;
+        let cell = |i: usize, column: &str| {
+            cells
+                .get(i)
+                .copied()
+                .filter(|c| !c.is_empty())
+                .ok_or_else(|| format!("{label}: row {row}, column {column}: empty"))
+        };
+        let number = |column: &str| -> Result<f64, String> {
+            match at(column).and_then(|i| cells.get(i)).filter(|c| !c.is_empty()) {
+                None => Ok(0.0),
+                Some(c) => c.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0).ok_or_else(|| {
+                    format!("{label}: row {row}, column {column}: {c:?} is not a number of 0 or more")
+                }),
+            }
+        };
+        let id = cell(provider, "provider")?.to_ascii_lowercase();
+        let provider = match id.as_str() {
+            "azure" => "azure",
+            "gcp" => "gcp",
+            "oci" => "oci",
+            other => {
+                return Err(format!(
+                    "{label}: row {row}, column provider: {other:?} is not azure, gcp or oci (AWS's instance \
+                     types come with the CUR's own columns)"
+                ));
+            }
+        };
+        let count = cell(gpus, "gpus")?;
+        let count: u32 = count.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+            format!("{label}: row {row}, column gpus: {count:?} is not a whole number above 0")
+        })?;
+        types.push(CloudGpuType {
+            provider,
+            name: leak(cell(name, "name")?),
+            vcpu: number("vcpu")? as u32,
+            memory_gib: number("memory_gib")? as u32,
+            gpus: count,
+            gpu_model: leak(cell(model, "gpu_model")?),
+            on_demand_hourly: number("on_demand_hourly")?,
+        });
+    }
+    Ok(types)
+}
+
+/// The built-in GPU types of the other clouds, then the operator's.
+fn cloud_types() -> impl Iterator<Item = &'static CloudGpuType> {
+    CLOUD_GPU_TYPES.iter().chain(OPERATOR_TYPES.get().map_or(&[][..], Vec::as_slice))
+}
+
 /// What one bill line says about GPUs: the model of the GPU instance it belongs to and the
 /// GPU-hours it stands for (0 for a GPU instance's vCPU or memory line).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -223,7 +308,59 @@ pub fn cloud_gpu_type(provider: &str, name: &str) -> Option<&'static CloudGpuTyp
         return None;
     }
     let wanted = canonical(name);
-    CLOUD_GPU_TYPES.iter().find(|t| t.provider == provider && canonical(t.name) == wanted)
+    cloud_types().find(|t| t.provider == provider && canonical(t.name) == wanted)
+}
+
+/// A GPU type of another cloud named anywhere in a text (a charge's description, a meter):
+/// the whole text as [`cloud_gpu_type`] reads a name, else one to three of its words joined
+/// (`Virtual Machines NC24ads A100 v4 Spot - EU West` names `Standard_NC24ads_A100_v4`).
+pub fn cloud_gpu_type_in(provider: &str, text: &str) -> Option<&'static CloudGpuType> {
+    if let Some(known) = cloud_gpu_type(provider, text) {
+        return Some(known);
+    }
+    let words = words_of(text);
+    (0..words.len()).find_map(|start| {
+        (1..=3).filter(|n| start + n <= words.len()).find_map(|n| {
+            let name = words[start..start + n].join("_");
+            cloud_gpu_type(provider, &name)
+        })
+    })
+}
+
+/// A text's words: split at spaces and at the punctuation that surrounds a name in a
+/// description or a JSON detail (`,;:"'()[]{}=/`), a trailing `.` taken off.
+fn words_of(text: &str) -> Vec<&str> {
+    text.split(|c: char| c.is_whitespace() || ",;:\"'()[]{}=/".contains(c))
+        .map(|w| w.trim_end_matches('.'))
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// Whether a bill's text names what looks like a GPU machine, known to the catalog or not: a
+/// word `GPU`, an EC2 type of the `p`, `g`, `trn`, `inf` or `dl` families, an Azure N-series
+/// size (`NC`, `ND`, `NV`, `NG`), a Google accelerator-optimized type (`a2-`, `a3-`, `a4-`,
+/// `g2-`, `g4-`), an Oracle `GPU` shape.
+pub fn looks_like_gpu_machine(provider: &str, text: &str) -> bool {
+    let family = |word: &str, prefixes: &[&str]| {
+        prefixes.iter().any(|p| {
+            word.len() > p.len()
+                && word[..p.len()].eq_ignore_ascii_case(p)
+                && word.as_bytes()[p.len()].is_ascii_digit()
+        })
+    };
+    words_of(text).into_iter().any(|word| {
+        let lower = word.to_ascii_lowercase();
+        lower == "gpu"
+            || lower.contains(".gpu")
+            || match provider {
+                "aws" => family(&lower, &["p", "g", "trn", "inf", "dl"]) && lower.contains('.'),
+                "azure" => {
+                    family(lower.strip_prefix("standard_").unwrap_or(&lower), &["nc", "nd", "nv", "ng"])
+                }
+                "gcp" => ["a2-", "a3-", "a4-", "g2-", "g4-"].iter().any(|p| lower.starts_with(p)),
+                _ => false,
+            }
+    })
 }
 
 /// Google bills an accelerator-optimized VM in three SKUs: its cores, its memory (`A2
@@ -330,5 +467,69 @@ mod tests {
         );
         assert_eq!(hours("oci", "BM.GPU.H100.8", "", "", 1.0).unwrap().gpu_hours, 8.0);
         assert_eq!(hours("oci", "", "Standard - E3 - Memory", "GB Hours", 8.0), None);
+    }
+
+    #[test]
+    fn an_operators_catalog_file_is_read_and_a_bad_one_named_by_row_and_column() {
+        let types = parse_operator_catalog(
+            "gpus.csv",
+            "provider,name,gpus,gpu_model,on_demand_hourly\nazure,Standard_ND40rs_v2,8,V100,22.03\n\ngcp,a2-megagpu-16g,16,A100,\n",
+        )
+        .unwrap();
+        let names: Vec<(&str, &str, u32, &str, f64)> =
+            types.iter().map(|t| (t.provider, t.name, t.gpus, t.gpu_model, t.on_demand_hourly)).collect();
+        assert_eq!(
+            names,
+            [("azure", "Standard_ND40rs_v2", 8, "V100", 22.03), ("gcp", "a2-megagpu-16g", 16, "A100", 0.0)]
+        );
+        let bad = |text: &str| parse_operator_catalog("gpus.csv", text).unwrap_err();
+        assert_eq!(bad("provider,name,gpus\n"), "gpus.csv: the header has no column gpu_model");
+        assert_eq!(
+            bad("provider,name,gpus,gpu_model\nazure,ND40rs v2,eight,V100\n"),
+            "gpus.csv: row 2, column gpus: \"eight\" is not a whole number above 0"
+        );
+        assert!(
+            bad("provider,name,gpus,gpu_model\naws,p3.2xlarge,1,V100\n")
+                .starts_with("gpus.csv: row 2, column provider")
+        );
+        assert_eq!(
+            bad("provider,name,gpus,gpu_model\nazure,,1,V100\n"),
+            "gpus.csv: row 2, column name: empty"
+        );
+    }
+
+    #[test]
+    fn a_gpu_machine_is_found_in_free_text_and_an_unknown_one_still_looks_like_a_gpu() {
+        let name = |provider, text| cloud_gpu_type_in(provider, text).map(|t| t.name);
+        assert_eq!(
+            name("azure", "Virtual Machines NC24ads A100 v4 Spot - EU West"),
+            Some("Standard_NC24ads_A100_v4")
+        );
+        assert_eq!(
+            name("azure", r#"{"VMSize": "Standard_ND96isr_H100_v5"}"#),
+            Some("Standard_ND96isr_H100_v5")
+        );
+        assert_eq!(name("gcp", "Commitment v1: a3-highgpu-8g in us-central1"), Some("a3-highgpu-8g"));
+        assert_eq!(name("oci", "Compute - BM.GPU.A10.4."), Some("BM.GPU.A10.4"));
+        assert_eq!(name("azure", "D8s v5"), None);
+        // Not in the catalog, but a GPU machine by its name: listed, never counted as CPU.
+        for (provider, text) in [
+            ("azure", "ND40rs v2"),
+            ("azure", "Standard_NV36ads_A10_v5"),
+            ("gcp", "a2-megagpu-16g"),
+            ("gcp", "Nvidia Tesla P100 GPU running in Americas"),
+            ("oci", "BM.GPU.B200.8"),
+            ("aws", "p3.2xlarge"),
+        ] {
+            assert!(looks_like_gpu_machine(provider, text), "{provider}: {text}");
+        }
+        for (provider, text) in [
+            ("azure", "D8s v5"),
+            ("gcp", "e2-standard-4"),
+            ("aws", "m5.xlarge"),
+            ("oci", "VM.Standard.E4.Flex"),
+        ] {
+            assert!(!looks_like_gpu_machine(provider, text), "{provider}: {text}");
+        }
     }
 }

@@ -20,6 +20,11 @@ use crate::store::{self, Store};
 
 /// Runs one command. Every command but `generate` opens the database once, here.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    // The operator's own GPU machines, before any bill is read.
+    let added = crate::catalog::load_operator_catalog().map_err(anyhow::Error::msg)?;
+    if added > 0 {
+        tracing::info!(machines = added, "GPU machines added from {}", crate::catalog::OPERATOR_CATALOG_ENV);
+    }
     let url = cli.database_url.as_str();
     match cli.command {
         Command::Generate(args) => serve::generate(args).await,

@@ -184,7 +184,8 @@ struct ChargeSums {
 
 /// The instance type of a virtual machine's hour when the row names one (AWS's usage type
 /// after its `:` for box, spot and reserved hours; a GPU VM size or shape of another cloud
-/// in its meter), else the row's `ResourceType`.
+/// wherever its meter, resource type or description writes it), else the row's
+/// `ResourceType`.
 pub fn resource_type(provider: &str, charge: &Charge<'_>) -> String {
     let usage_type = charge.usage_type;
     if let Some((kind, instance)) = usage_type.rsplit_once(':')
@@ -192,13 +193,30 @@ pub fn resource_type(provider: &str, charge: &Charge<'_>) -> String {
     {
         return instance.to_string();
     }
-    if let Some(known) = [charge.sku_meter, charge.resource_type]
-        .into_iter()
-        .find_map(|name| crate::catalog::cloud_gpu_type(provider, name))
+    let texts = [charge.sku_meter, charge.resource_type, charge.charge_description];
+    if let Some(known) = texts.into_iter().find_map(|text| crate::catalog::cloud_gpu_type_in(provider, text))
     {
         return known.name.to_string();
     }
     charge.resource_type.to_string()
+}
+
+/// The text of a compute usage row that looks like a GPU machine the catalog does not know
+/// (its GPUs are not counted): `ND40rs v2`, `BM.GPU.B200.8`; for AWS, an instance type its
+/// usage type names (`p3.2xlarge`), not a description that mentions one.
+fn unknown_gpu_machine(provider: &str, charge: &Charge<'_>, instance: &str) -> Option<String> {
+    if charge.service_category != "Compute" || charge.charge_category != "Usage" {
+        return None;
+    }
+    let texts = if provider == "aws" {
+        vec![instance]
+    } else {
+        vec![charge.sku_meter, charge.resource_type, charge.charge_description]
+    };
+    texts
+        .into_iter()
+        .find(|text| crate::catalog::looks_like_gpu_machine(provider, text))
+        .map(|t| t.trim().to_string())
 }
 
 /// The GPU instance a usage line is for and its GPU-hours, as its provider bills them.
@@ -336,9 +354,16 @@ struct Classified {
 
 impl Classified {
     fn of(provider: &str, charge: &Charge<'_>) -> Classified {
-        let instance = resource_type(provider, charge);
+        let mut instance = resource_type(provider, charge);
         // GPU-hours are linear in the hours consumed: the catalog's answer for one.
         let gpu = gpu_charge(provider, charge, &instance, 1.0).map(|g| (g.gpu_model, g.gpu_hours));
+        // A GPU machine the catalog does not know keeps the text naming it, for `report bill`
+        // and the Data page to list (never counted as CPU without a word).
+        if gpu.is_none()
+            && let Some(text) = unknown_gpu_machine(provider, charge, &instance)
+        {
+            instance = text;
+        }
         Classified { instance: instance.into(), gpu }
     }
 }

@@ -19,7 +19,8 @@
 //!             "currency": "USD", "billed_total": "…", "effective_total": "…",
 //!             "rate_to_reporting": "1", …,
 //!             "gpu": null | {"gpu_hours", "spot_gpu_hours", "gpu_fleet_effective_total",
-//!                            "by_model": [{"gpu_model", …}]}}]}
+//!                            "by_model": [{"gpu_model", …}],
+//!                            "unknown_gpu_machines": [{"machine", "charges", "effective_total"}]}}]}
 //! ```
 //!
 //! The top-level amounts are the month's totals in the reporting currency (USD): the CUR's bill
@@ -45,7 +46,9 @@
 //! `bills` lists every bill of the month, the CUR's and each FOCUS bill (the CUR's AWS twin
 //! too, not counted), each in its own currency; a FOCUS bill's `gpu` holds its GPU instances
 //! as its provider bills them (`catalog::gpu_charge`): GPU-hours, those at `Dynamic` prices,
-//! and the GPU fleet's effective cost. `month` sums the bills themselves (each bill's every
+//! and the GPU fleet's effective cost, and the compute charges of what looks like a GPU machine
+//! the catalog does not know (`unknown_gpu_machines`, never counted as GPU-hours or silently
+//! as CPU: listed with their text and amount). `month` sums the bills themselves (each bill's every
 //! charge) in the reporting currency. Amounts are exact decimal strings: micro-dollars at the
 //! top level, nano-units in `bills` and `month`.
 
@@ -211,6 +214,10 @@ impl OtherBill {
 pub struct GpuSums {
     pub total: GpuFigures,
     pub by_model: BTreeMap<String, GpuFigures>,
+    /// Compute usage charges of what looks like a GPU machine the catalog does not know
+    /// (`catalog::looks_like_gpu_machine`), by the text naming it: (charges, effective nanos).
+    /// Their GPU-hours are not counted until the catalog knows the machine.
+    pub unknown: BTreeMap<String, (i64, i64)>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -245,12 +252,28 @@ fn round6(value: f64) -> f64 {
 /// The GPU instances of each bill in `charges`.
 pub fn gpu_sums(charges: &[crate::store::BillCharge]) -> BTreeMap<(String, String), GpuSums> {
     let mut sums: BTreeMap<(String, String), GpuSums> = BTreeMap::new();
-    for charge in charges.iter().filter(|c| !c.gpu_model.is_empty()) {
-        let bill = sums.entry((charge.provider.clone(), charge.billing_account.clone())).or_default();
-        bill.total.add(charge);
-        bill.by_model.entry(charge.gpu_model.clone()).or_default().add(charge);
+    for charge in charges {
+        let bill = || (charge.provider.clone(), charge.billing_account.clone());
+        if !charge.gpu_model.is_empty() {
+            let bill = sums.entry(bill()).or_default();
+            bill.total.add(charge);
+            bill.by_model.entry(charge.gpu_model.clone()).or_default().add(charge);
+        } else if is_unknown_gpu_machine(charge) {
+            let unknown =
+                sums.entry(bill()).or_default().unknown.entry(charge.resource_type.clone()).or_default();
+            unknown.0 += charge.charges;
+            unknown.1 += charge.effective_nanos;
+        }
     }
     sums
+}
+
+/// A compute usage charge of what looks like a GPU machine, not in the catalog.
+pub fn is_unknown_gpu_machine(charge: &crate::store::BillCharge) -> bool {
+    charge.gpu_model.is_empty()
+        && charge.charge_category == "Usage"
+        && charge.service_category == "Compute"
+        && crate::catalog::looks_like_gpu_machine(&charge.provider, &charge.resource_type)
 }
 
 impl GpuSums {
@@ -266,7 +289,30 @@ impl GpuSums {
             })
             .collect::<Vec<_>>()
             .into();
+        value["unknown_gpu_machines"] = self
+            .unknown
+            .iter()
+            .map(|(machine, (charges, nanos))| {
+                json!({"machine": machine, "charges": charges, "effective_total": Nanos(*nanos).decimal()})
+            })
+            .collect::<Vec<_>>()
+            .into();
         value
+    }
+
+    /// `14 charges, EUR 3,204.110000, unknown GPU machine `ND40rs v2``: one line per machine.
+    pub fn unknown_lines(&self, currency: &str) -> Vec<String> {
+        self.unknown
+            .iter()
+            .map(|(machine, (charges, nanos))| {
+                let amount = crate::text::grouped(&Nanos(*nanos).decimal());
+                let s = if *charges == 1 { "" } else { "s" };
+                format!(
+                    "{charges} charge{s}, {currency} {amount}, unknown GPU machine `{machine}`: not counted as \
+                     GPU-hours until the catalog knows it"
+                )
+            })
+            .collect()
     }
 }
 
@@ -671,6 +717,25 @@ impl BillReport {
         })
     }
 
+    /// Each bill's compute charges of a GPU machine the catalog does not know, one line per
+    /// machine: `azure gpu-agency: 14 charges, EUR 3,204.110000, unknown GPU machine …`.
+    pub fn unknown_gpu_machines(&self) -> Vec<String> {
+        self.bills
+            .iter()
+            .filter_map(|b| {
+                let gpus = self.gpus.get(&(b.provider.clone(), b.billing_account.clone()))?;
+                Some(gpus.unknown_lines(&b.currency).into_iter().map(move |line| {
+                    format!(
+                        "{} {}: {line}",
+                        crate::sources::focus::provider_name(&b.provider),
+                        b.billing_account
+                    )
+                }))
+            })
+            .flatten()
+            .collect()
+    }
+
     fn to_table(&self) -> String {
         let p = &self.period;
         let row = |label: &str, micros: i64| format!("  {label:<58} {:>16}", format_usd(micros));
@@ -720,6 +785,11 @@ impl BillReport {
                     Nanos(b.billed_nanos).decimal(),
                     Nanos(b.effective_nanos).decimal()
                 ));
+                if let Some(gpus) = self.gpus.get(&(b.provider.clone(), b.billing_account.clone())) {
+                    lines.extend(
+                        gpus.unknown_lines(&b.currency).into_iter().map(|line| format!("    {line}")),
+                    );
+                }
             }
         }
         lines.join("\n") + "\n"

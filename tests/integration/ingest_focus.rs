@@ -200,6 +200,103 @@ fn write_bills(path: &Path, rows: &[(&str, &str, &str, &str, &str)]) {
     std::fs::write(path, text).unwrap();
 }
 
+/// A GPU VM whose size is only in its description is counted; one the catalog does not know
+/// is listed with its text and amount, in `report bill` and on the Data page (issue 70).
+#[tokio::test]
+async fn a_gpu_machine_named_only_in_its_description_is_counted_and_an_unknown_one_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite:{}", dir.path().join("ledger.db").display());
+    let store = helpers::connect(&db).await;
+    let file = dir.path().join("azure.csv");
+    let mut text = String::from(
+        "ProviderName,BillingAccountId,BillingCurrency,BillingPeriodStart,BillingPeriodEnd,ChargePeriodStart,\
+         ChargePeriodEnd,ChargeCategory,PricingCategory,ServiceName,ServiceCategory,ResourceType,SkuMeter,\
+         ChargeDescription,ConsumedQuantity,ConsumedUnit,BilledCost,EffectiveCost,ListCost,ContractedCost,\
+         InvoiceId,Tags\n",
+    );
+    // Two days of a 1-GPU NC24ads A100 v4 (24 hours a day) named only in ChargeDescription,
+    // three of a 40-GPU-core ND40rs v2 gpuledger does not know ($10.50, $11.25, $12.00), a CPU VM.
+    let rows = [
+        (5, "", "Virtual Machines NC24ads A100 v4 Spot - EU West", "Dynamic", "24", "88.15"),
+        (6, "", "Virtual Machines NC24ads A100 v4 Spot - EU West", "Dynamic", "24", "88.15"),
+        (5, "ND40rs v2", "ND40rs v2", "Standard", "1", "10.50"),
+        (6, "ND40rs v2", "ND40rs v2", "Standard", "1", "11.25"),
+        (7, "ND40rs v2", "ND40rs v2", "Standard", "1", "12.00"),
+        (5, "D8s v5", "D8s v5", "Standard", "24", "9.12"),
+    ];
+    for (day, meter, description, pricing, hours, cost) in rows {
+        text.push_str(&format!(
+            "Microsoft,ea-1,USD,2026-10-01T00:00:00Z,2026-11-01T00:00:00Z,2026-10-{day:02}T00:00:00Z,\
+             2026-10-{:02}T00:00:00Z,Usage,{pricing},Virtual Machines,Compute,Virtual machine scale set,\
+             {meter},{description},{hours},1 Hour,{cost},{cost},{cost},{cost},inv-1,{{}}\n",
+            day + 1
+        ));
+    }
+    std::fs::write(&file, text).unwrap();
+    ingest_focus(store.as_ref(), &options(&file), &hidden()).await.unwrap();
+    let out = run(&["--database-url", &db, "report", "bill", "--period", "2026-10", "--format", "json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bill: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gpu = &bill["bills"][0]["gpu"];
+    // 2 days × 24 hours × 1 GPU, at 2 × $88.15.
+    assert_eq!(gpu["gpu_hours"], 48.0, "{gpu}");
+    assert_eq!(gpu["by_model"][0]["gpu_model"], "A100-80GB", "{gpu}");
+    assert_eq!(gpu["gpu_fleet_effective_total"], "176.300000", "{gpu}");
+    // The unknown machine: 3 charges, $33.75, by the text naming it; the CPU VM is neither.
+    let unknown = gpu["unknown_gpu_machines"].as_array().unwrap();
+    assert_eq!(unknown.len(), 1, "{gpu}");
+    assert_eq!(unknown[0]["machine"], "ND40rs v2");
+    assert_eq!(unknown[0]["charges"], 3);
+    assert_eq!(unknown[0]["effective_total"], "33.750000");
+    let table = run(&["--database-url", &db, "report", "bill", "--period", "2026-10"]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("3 charges, USD 33.750000, unknown GPU machine `ND40rs v2`"), "{table}");
+    let web = gpuledger::web::AppState::new(helpers::connect(&db).await, gpuledger::web::AuthConfig::off());
+    let (_, page) = crate::web::get(&web, "/data?period=2026-10").await;
+    assert!(page.contains("Azure ea-1: 3 charges, USD 33.750000, unknown GPU machine"), "{page}");
+    // The operator adds it to the catalog without a rebuild and reads the bill again: its 3
+    // hours × 8 GPUs are counted, as V100, and nothing is unknown.
+    let catalog = dir.path().join("gpus.csv");
+    std::fs::write(&catalog, "provider,name,gpus,gpu_model\nazure,Standard_ND40rs_v2,8,V100\n").unwrap();
+    let with_catalog = |args: &[&str]| {
+        let mut all = vec!["--database-url", db.as_str()];
+        all.extend_from_slice(args);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpuledger"))
+            .args(&all)
+            .env("RUST_LOG", "warn")
+            .env("GPULEDGER_GPU_CATALOG", &catalog)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    with_catalog(&["ingest", "focus", "--force", &file.display().to_string()]);
+    let bill: Value =
+        serde_json::from_slice(&with_catalog(&["report", "bill", "--period", "2026-10", "--format", "json"]))
+            .unwrap();
+    let gpu = &bill["bills"][0]["gpu"];
+    assert_eq!(gpu["gpu_hours"], 72.0, "{gpu}");
+    let v100 = gpu["by_model"].as_array().unwrap().iter().find(|m| m["gpu_model"] == "V100").unwrap();
+    assert_eq!(
+        (v100["gpu_hours"].as_f64(), v100["gpu_fleet_effective_total"].as_str()),
+        (Some(24.0), Some("33.750000"))
+    );
+    assert_eq!(gpu["unknown_gpu_machines"], serde_json::json!([]), "{gpu}");
+    // A bad catalog stops every command with its row and column, before anything is read.
+    std::fs::write(&catalog, "provider,name,gpus,gpu_model\nazure,ND40rs v2,eight,V100\n").unwrap();
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_gpuledger"))
+        .args(["--database-url", &db, "report", "bill", "--period", "2026-10"])
+        .env("GPULEDGER_GPU_CATALOG", &catalog)
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    let error = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        error.contains("gpus.csv: row 2, column gpus: \"eight\" is not a whole number above 0"),
+        "{error}"
+    );
+}
+
 #[tokio::test]
 async fn a_re_delivery_replaces_its_own_bill_and_bad_input_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();

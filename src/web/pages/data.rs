@@ -208,6 +208,8 @@ struct HomePage {
     bridge: Vec<BridgeLine>,
     /// Every stored month to tie out, the one shown marked.
     bill_periods: Vec<(String, bool)>,
+    /// The month's compute charges of GPU machines the catalog does not know, a line each.
+    unknown_gpu_machines: Vec<String>,
     /// The AWS invoices of the month shown: "AWS invoice 100010026 ($108,138.71)".
     aws_invoices: Vec<String>,
     net_from_columns: String,
@@ -476,6 +478,7 @@ pub async fn page(
         reconciliations,
         bill_period: bill.as_ref().map(|b| b.period.period.clone()).unwrap_or_default(),
         bridge: bill.as_ref().map(|b| footed(&b.bridge)).unwrap_or_default(),
+        unknown_gpu_machines: bill.as_ref().map(BillReport::unknown_gpu_machines).unwrap_or_default(),
         bill_periods: stored.clone(),
         aws_invoices: bill
             .as_ref()
