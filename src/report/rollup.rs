@@ -582,7 +582,7 @@ impl AccountSums {
     }
 
     /// Used ÷ measured allocated GPU-hours (METRICS.md "GPU utilization"); none without pods
-    /// measured (another provider's, until gpuledger splits its nodes).
+    /// measured (no DCGM series for the provider's GPUs, or no pods split on its nodes).
     fn utilization(&self) -> Option<f64> {
         ratio(self.used_gpu_hours, self.measured_gpu_hours)
     }
@@ -640,6 +640,23 @@ fn provider_sums(range: &RollupRange) -> BTreeMap<String, (AccountSums, u32)> {
         row.1 += 1;
     }
     rows
+}
+
+/// Which providers' GPU fleets have no measured GPU-hours, said as the pages say it ("GPU
+/// utilization is not measured on OCI: …"); `None` when every provider's is.
+pub fn unmeasured_providers_note(range: &RollupRange) -> Option<String> {
+    let names: Vec<String> = provider_sums(range)
+        .into_iter()
+        .filter(|(_, (sums, _))| sums.fleet_gpu_hours > 0.0 && sums.utilization().is_none())
+        .map(|(id, _)| crate::sources::focus::provider_name(&id).to_string())
+        .collect();
+    (!names.is_empty()).then(|| {
+        format!(
+            "GPU utilization is not measured on {}: no DCGM series for its pods' GPUs (or no pods on its \
+             GPU machines), so it is n/a there, not 0 %.",
+            names.join(", ")
+        )
+    })
 }
 
 /// Each provider's amortized bill over the range's whole periods, nano-dollars, by its name.

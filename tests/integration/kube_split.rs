@@ -927,6 +927,11 @@ async fn our_split_of_aks_gke_and_oke_nodes_from_their_focus_bills_is_the_truth_
             assert!(amount(&row["provisioned_gpu_hours"]) > 0.0, "{row}");
             assert!(amount(&row["unallocated_gpu_cost"]) >= 0.0, "{row}");
         }
+        // OKE has no DCGM series: its utilization is n/a, and the page says why (not 0 %).
+        let oci = by_provider.iter().find(|r| r["provider"] == "oci").unwrap();
+        assert_eq!(oci["gpu_utilization"], Value::Null, "{oci}");
+        let (_, page) = crate::web::get(&web, &format!("/gpus?period={PERIOD}")).await;
+        assert!(page.contains("GPU utilization is not measured on OCI: no DCGM series"), "{page}");
 
         if url.starts_with("sqlite:") {
             check_focus_export(url, dir.path(), &truth, store.as_ref()).await;

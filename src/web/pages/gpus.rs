@@ -145,9 +145,11 @@ pub async fn gpus(page: Opening) -> Result<Response, WebError> {
         if range.only.is_none() && view.providers.len() > 1 && view.viewer.scope.sees_fleet() {
             let caption = "The GPU fleet by provider: the GPU-hours each provider's bills name (Spot or \
                            preemptible share), their amortized cost in USD and its cost per GPU-hour; \
-                           utilization of the pods' measured hours where gpuledger has the pods (n/a: \
-                           another provider's nodes are not split yet)";
+                           utilization of the pods' measured GPU-hours (n/a where none was measured)";
             content.table("providers", caption, rollup::providers(range));
+            if let Some(note) = rollup::unmeasured_providers_note(range) {
+                content.notes.push(note);
+            }
             content.default_columns(
                 "providers",
                 &[

@@ -424,6 +424,9 @@ pub async fn overview(page: Opening) -> Result<Response, WebError> {
                 "Spend by provider (amortized bill in USD, each bill at its month's rate)",
                 rollup::providers(range),
             );
+            if let Some(note) = rollup::unmeasured_providers_note(range) {
+                content.notes.push(note);
+            }
         }
         let mut top = rollup::opportunities(range);
         let listed = top.table.rows.len();
