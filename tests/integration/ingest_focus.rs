@@ -1380,6 +1380,30 @@ async fn a_month_of_focus_bills_alone_is_computed_without_a_cur() {
     assert_eq!(status, axum::http::StatusCode::OK, "{overview}");
     let overview: Value = serde_json::from_str(&overview).unwrap();
     assert_eq!(overview["providers"]["rows"].as_array().map(Vec::len), Some(2), "{overview}");
+    // Without a CUR the GPU fleet is still the bills' (#70): the card is the providers' sum and
+    // the two bills' GPU machines, and no part of the month's spend is negative.
+    let usd = |value: &Value| -> f64 {
+        match value {
+            Value::String(text) => text.replace(['$', ','], "").parse().unwrap(),
+            other => other.as_f64().unwrap(),
+        }
+    };
+    let fleet: f64 =
+        overview["providers"]["rows"].as_array().unwrap().iter().map(|r| usd(&r["gpu_fleet_cost"])).sum();
+    let billed_fleet = (truth_nanos(&providers["gcp"]["gpu_fleet_effective"])
+        + truth_nanos(&providers["oci"]["gpu_fleet_effective"])) as f64
+        / 1e9;
+    assert!(fleet > 0.0 && (fleet - billed_fleet).abs() < 0.02, "{fleet} against the bills' {billed_fleet}");
+    let card = overview["cards"].as_array().unwrap().iter().find(|c| c["label"] == "GPU fleet cost").unwrap();
+    assert!((usd(&card["value"]) - fleet).abs() < 0.006, "{card} against {fleet}");
+    let month =
+        overview["trend"]["rows"].as_array().unwrap().iter().find(|r| r["month"] == "2026-10").unwrap();
+    let parts = ["gpu_fleet_cost", "cpu_and_memory_cost", "storage_cost", "network_cost", "other_cost"];
+    for column in parts.iter().chain(&["unallocated_gpu_cost"]) {
+        assert!(usd(&month[*column]) >= 0.0, "{column}: {month}");
+    }
+    let summed: f64 = parts.iter().map(|c| usd(&month[*c])).sum();
+    assert!((summed - usd(&month["spend"])).abs() < 1e-5, "{month}");
 }
 
 /// #70: an id is its cloud's own. Azure's subscription, Google's project and Oracle's
