@@ -144,9 +144,10 @@ pub struct PeriodBuilder {
     pod_keys: Vec<([u32; 7], u32)>,
     pod_first_seen: Vec<(u32, i64)>,
     /// Store pod id per pod ARN and instance: the per-row shortcut past the tags. Keyed by
-    /// the ARN itself (one lookup a row, not an interning and a lookup); a pod runs on one
-    /// instance, so the list almost always holds one entry.
-    pod_by_arn: HashMap<Box<str>, Vec<(u32, i64)>>,
+    /// the ARN's XXH3-128 hash (one lookup a row in a small table, not an interning and a
+    /// lookup, nor a visit to the ARN's text held elsewhere): two of a month's hundred
+    /// thousand ARNs share a hash with a probability of about 10⁻²⁹.
+    pod_by_arn: rustc_hash::FxHashMap<(u128, u32), i64>,
     /// The last split row's parent instance and its interned id: a chunk lists an
     /// instance-hour's split rows together, so most rows skip the interner.
     last_parent: (String, u32),
@@ -194,7 +195,7 @@ impl PeriodBuilder {
             pod_ids: HashMap::default(),
             pod_keys: Vec::new(),
             pod_first_seen: Vec::new(),
-            pod_by_arn: HashMap::default(),
+            pod_by_arn: Default::default(),
             last_parent: (String::new(), u32::MAX),
             pod_sum_run: None,
             pending: FactBatch::default(),
@@ -244,7 +245,12 @@ impl PeriodBuilder {
 
     /// Hands the pending facts to the store.
     pub fn flush(&mut self, emit: &mut dyn FnMut(FactBatch) -> bool) -> Result<(), CurError> {
-        if !self.pending.facts.is_empty() && !emit(std::mem::take(&mut self.pending)) {
+        if self.pending.facts.is_empty() {
+            return Ok(());
+        }
+        // The next batch's room at once: a batch grown push by push copies itself a dozen times.
+        let next = FactBatch { pods: Vec::new(), facts: Vec::with_capacity(2 * FACT_BATCH) };
+        if !emit(std::mem::replace(&mut self.pending, next)) {
             return Err(invalid(self.period.to_string(), "the store stopped taking facts"));
         }
         Ok(())
@@ -605,21 +611,18 @@ impl PeriodBuilder {
         // A pod's every row names it by the same ARN (its uid makes it unique): the tags
         // are read and the pod resolved once per pod and instance, not once per row.
         let arn = c.text(Col::LineItemResourceId, row);
-        let has_arn = arn.contains('/');
-        let known = if has_arn {
-            self.pod_by_arn.get(arn).and_then(|on| on.iter().find(|(i, _)| *i == instance)).map(|(_, id)| *id)
-        } else {
-            None
-        };
-        let pod_id = match known {
-            Some(pod_id) => pod_id,
-            None => {
-                let pod_id = self.resolve_pod(c, row, arn, instance, hour)?;
-                if has_arn {
-                    self.pod_by_arn.entry(arn.into()).or_default().push((instance, pod_id));
+        let pod_id = if arn.contains('/') {
+            let key = (xxhash_rust::xxh3::xxh3_128(arn.as_bytes()), instance);
+            match self.pod_by_arn.get(&key) {
+                Some(&pod_id) => pod_id,
+                None => {
+                    let pod_id = self.resolve_pod(c, row, arn, instance, hour)?;
+                    self.pod_by_arn.insert(key, pod_id);
+                    pod_id
                 }
-                pod_id
             }
+        } else {
+            self.resolve_pod(c, row, arn, instance, hour)?
         };
         // Net costs only when present and positive, else gross (CID rule).
         let net = |column: Col, gross: f64| -> Result<f64, CurError> {

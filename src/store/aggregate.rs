@@ -129,17 +129,18 @@ impl FactAggregates {
         if varied.is_empty() {
             return Vec::new();
         }
-        let mut lines: HashMap<(&str, i64), Vec<(PurchaseOption, f64)>> = HashMap::default();
-        for h in instance_hours.iter().filter(|h| varied.contains(h.instance_id.as_str())) {
-            lines
-                .entry((h.instance_id.as_str(), h.hour))
-                .or_default()
-                .push((h.purchase_option, h.usage_hours));
+        // Those instances numbered: the pod-hours below are many, and look them up by number,
+        // not by text.
+        let number: HashMap<&str, u32> = varied.iter().enumerate().map(|(i, id)| (*id, i as u32)).collect();
+        let mut lines: HashMap<(u32, i64), Vec<(PurchaseOption, f64)>> = HashMap::default();
+        for h in instance_hours {
+            if let Some(&instance) = number.get(h.instance_id.as_str()) {
+                lines.entry((instance, h.hour)).or_default().push((h.purchase_option, h.usage_hours));
+            }
         }
-        let pod_of: HashMap<i64, (&str, PurchaseOption)> = pods
+        let pod_of: HashMap<i64, (u32, PurchaseOption)> = pods
             .iter()
-            .filter(|p| varied.contains(p.instance_id.as_str()))
-            .map(|p| (p.id, (p.instance_id.as_str(), p.purchase_option)))
+            .filter_map(|p| Some((p.id, (*number.get(p.instance_id.as_str())?, p.purchase_option))))
             .collect();
         let own = |pod: i64, hour: i64| {
             let (instance, option) = *pod_of.get(&pod)?;
