@@ -535,7 +535,7 @@ struct FileRows<'r> {
     unshown: u64,
     /// Each `ResourceId`'s virtual machine's number among `vms` ([`NO_VM`] if it names
     /// none), and each tags' cluster (by the tags' number in the file): worked out once each.
-    vm_keys: rustc_hash::FxHashMap<Box<str>, u32>,
+    vm_keys: rustc_hash::FxHashMap<u128, u32>,
     vms: Vec<std::sync::Arc<str>>,
     clusters: Vec<std::sync::Arc<str>>,
     cluster_ids: rustc_hash::FxHashMap<u32, u32>,
@@ -741,7 +741,7 @@ impl focus::Visitor for FileRows<'_> {
         bill.list += list;
         bill.contracted += contracted;
         if vm_cluster != NO_VM && !amounts.resource_id.is_empty() {
-            let vm = match self.vm_keys.get(amounts.resource_id) {
+            let vm = match self.vm_keys.get(&amounts.resource_key) {
                 Some(&known) => known,
                 None => {
                     let found = match crate::engine::kube_split::vm_key(amounts.resource_id) {
@@ -751,7 +751,7 @@ impl focus::Visitor for FileRows<'_> {
                         }
                         None => NO_VM,
                     };
-                    self.vm_keys.insert(amounts.resource_id.into(), found);
+                    self.vm_keys.insert(amounts.resource_key, found);
                     found
                 }
             };
