@@ -525,7 +525,7 @@ pub fn read_file<V: Visitor>(
             naming_bytes(&mut naming, columns, row, (!tags_as_text).then_some(&*charge.tags));
             let naming_hash = xxhash_rust::xxh3::xxh3_128(&naming);
             let amounts = charge.amounts();
-            let ungrouped = ungrouped_hash(&mut naming, columns, row);
+            let ungrouped = ungrouped_hash(&mut key, columns, row);
             let identity =
                 row_identity(&mut key, naming_hash, ungrouped, &amounts, charge.billing_period_start);
             identities.add(identity, columns.first_row() + row)?;
@@ -583,16 +583,14 @@ fn row_identity(
         .identity()
 }
 
-/// The hash of a row's [`UNGROUPED`] texts but the resource (hashed on its own), each after
-/// its length, as written; `bytes` is scratch space.
-fn ungrouped_hash(bytes: &mut Vec<u8>, c: &Columns<'_>, row: usize) -> u128 {
-    bytes.clear();
+/// The hash of a row's [`UNGROUPED`] texts but the resource (hashed on its own), as written;
+/// `key` is scratch space.
+fn ungrouped_hash(key: &mut RowKey, c: &Columns<'_>, row: usize) -> u128 {
+    key.clear();
     for &column in &UNGROUPED[1..] {
-        let text = c.text(column, row);
-        bytes.extend_from_slice(&(text.len() as u32).to_le_bytes());
-        bytes.extend_from_slice(text.as_bytes());
+        key.text(c.text(column, row));
     }
-    xxhash_rust::xxh3::xxh3_128(bytes)
+    key.identity()
 }
 
 /// A number per row of a chunk, equal for two rows exactly when their views are equal in
@@ -839,6 +837,7 @@ impl<P: Copy> Alike<P> {
                     place
                 }
             };
+            let resource_id = c.text(Col::ResourceId, row);
             let amounts = Amounts {
                 billed_cost: values[2],
                 effective_cost: values[3],
@@ -847,8 +846,8 @@ impl<P: Copy> Alike<P> {
                 consumed_quantity: consumed,
                 charge_period_start: charge_start,
                 charge_period_end: charge_end,
-                resource_id: c.text(Col::ResourceId, row),
-                resource_key: resource_key(c.text(Col::ResourceId, row)),
+                resource_id,
+                resource_key: resource_key(resource_id),
             };
             let naming_hash = self.naming_hashes[naming as usize];
             let ungrouped = match last_ungrouped {
@@ -856,7 +855,7 @@ impl<P: Copy> Alike<P> {
                 _ => {
                     let hash = *ungrouped_hashes
                         .entry(ungrouped_keys[row])
-                        .or_insert_with(|| ungrouped_hash(&mut bytes, c, row));
+                        .or_insert_with(|| ungrouped_hash(&mut key, c, row));
                     last_ungrouped = Some((ungrouped_keys[row], hash));
                     hash
                 }

@@ -86,9 +86,17 @@ enum Run {
     LaidOut(Vec<u128>),
 }
 
+/// A file of at least this many rows has its identities laid out on a thread of its own.
+const ON_ITS_OWN: usize = 1 << 16;
+
 impl Run {
-    /// Lays `entries` out on a thread of its own (here, if no thread can be had).
+    /// Lays `entries` out on a thread of its own; here if they are few (a thread would cost
+    /// more) or no thread can be had.
     fn lay_out(mut entries: Vec<u128>) -> Run {
+        if entries.len() < ON_ITS_OWN {
+            partition(&mut entries);
+            return Run::LaidOut(entries);
+        }
         let (sender, receiver) = std::sync::mpsc::channel::<Vec<u128>>();
         let spawned = std::thread::Builder::new().name("row-identities".into()).spawn(move || {
             let mut entries = receiver.recv().unwrap_or_default();
@@ -397,6 +405,21 @@ mod tests {
         rows.add(id("y"), 1).unwrap();
         let message = rows.check().unwrap_err().to_string();
         assert!(message.starts_with("b: data row 2 is data row 2 of a again"), "{message}");
+    }
+
+    #[test]
+    fn a_large_files_identities_laid_out_on_a_thread_of_their_own_meet_the_next_files() {
+        let mut rows = RowIdentities::default();
+        rows.begin_file("large");
+        for i in 0..ON_ITS_OWN {
+            rows.add(id(&i.to_string()), i).unwrap();
+        }
+        rows.begin_file("small");
+        rows.add(id("x"), 0).unwrap();
+        rows.add(id("12345"), 1).unwrap();
+        assert!(matches!(rows.runs[0].0, Run::LayingOut(_)));
+        let message = rows.check().unwrap_err().to_string();
+        assert!(message.starts_with("small: data row 2 is data row 12346 of large again"), "{message}");
     }
 
     #[test]

@@ -118,20 +118,20 @@ impl FactAggregates {
     ) -> Vec<PodDayOption> {
         // Only instances billed under more than one option (in one hour or across hours) can
         // have such pod-days: most months' instances are not, and are passed over cheaply.
+        // Those are numbered: the pod-hours below are many, and look them up by number, not by
+        // text.
         let mut first_option: HashMap<&str, PurchaseOption> = HashMap::default();
-        let mut varied: HashSet<&str> = HashSet::default();
+        let mut number: HashMap<&str, u32> = HashMap::default();
         for h in instance_hours {
             let first = *first_option.entry(h.instance_id.as_str()).or_insert(h.purchase_option);
             if first != h.purchase_option {
-                varied.insert(h.instance_id.as_str());
+                let next = number.len() as u32;
+                number.entry(h.instance_id.as_str()).or_insert(next);
             }
         }
-        if varied.is_empty() {
+        if number.is_empty() {
             return Vec::new();
         }
-        // Those instances numbered: the pod-hours below are many, and look them up by number,
-        // not by text.
-        let number: HashMap<&str, u32> = varied.iter().enumerate().map(|(i, id)| (*id, i as u32)).collect();
         let mut lines: HashMap<(u32, i64), Vec<(PurchaseOption, f64)>> = HashMap::default();
         for h in instance_hours {
             if let Some(&instance) = number.get(h.instance_id.as_str()) {
