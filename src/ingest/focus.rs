@@ -488,6 +488,7 @@ impl Reading {
             unshown: 0,
             vm_keys: Default::default(),
             vms: Vec::new(),
+            vm_last_day: Vec::new(),
             clusters: Vec::new(),
             cluster_ids: Default::default(),
         };
@@ -537,6 +538,9 @@ struct FileRows<'r> {
     /// none), and each tags' cluster (by the tags' number in the file): worked out once each.
     vm_keys: rustc_hash::FxHashMap<u128, u32>,
     vms: Vec<std::sync::Arc<str>>,
+    /// Each machine's (by its number among `vms`) last VM-day: a machine's rows mostly come
+    /// a day at a time, and a row then finds its VM-day in a short array, not a hash table.
+    vm_last_day: Vec<VmLastDay>,
     clusters: Vec<std::sync::Arc<str>>,
     cluster_ids: rustc_hash::FxHashMap<u32, u32>,
 }
@@ -555,6 +559,16 @@ enum Place {
 
 /// A row for no virtual machine.
 const NO_VM: u32 = u32::MAX;
+
+/// A machine's last VM-day: the bill (its index in the reading), the [`VmDayKey`]'s cluster
+/// and untagged group, and where the VM-day is among the bill's.
+#[derive(Debug, Clone, Copy)]
+struct VmLastDay {
+    bill: u32,
+    cluster: u32,
+    untagged: u32,
+    index: u32,
+}
 
 impl focus::Visitor for FileRows<'_> {
     type Place = Place;
@@ -728,6 +742,7 @@ impl focus::Visitor for FileRows<'_> {
         if !calendar {
             self.not_calendar += 1;
         }
+        let bill_index = bill;
         let bill = &mut self.bills[bill].1;
         bill.rows += 1;
         let (billed, effective, list, contracted) = (
@@ -747,6 +762,12 @@ impl focus::Visitor for FileRows<'_> {
                     let found = match crate::engine::kube_split::vm_key(amounts.resource_id) {
                         Some(instance) => {
                             self.vms.push(instance.into());
+                            self.vm_last_day.push(VmLastDay {
+                                bill: u32::MAX,
+                                cluster: 0,
+                                untagged: 0,
+                                index: 0,
+                            });
                             self.vms.len() as u32 - 1
                         }
                         None => NO_VM,
@@ -768,17 +789,36 @@ impl focus::Visitor for FileRows<'_> {
                     list_nanos: list,
                     contracted_nanos: contracted,
                 };
-                match bill.vm_day_index.get(&key) {
-                    Some(&index) => bill.vm_days[index as usize].add(&period),
-                    None => {
-                        let name = (
-                            self.vms[vm as usize].clone(),
-                            self.clusters[vm_cluster as usize].clone(),
-                            untagged.clone(),
-                        );
-                        bill.vm_days.push(VmDay::new(name, bill.charges[group].0.day, period));
-                        bill.vm_day_index.insert(key, bill.vm_days.len() as u32 - 1);
-                    }
+                let last = &mut self.vm_last_day[vm as usize];
+                if last.bill == bill_index as u32
+                    && last.cluster == vm_cluster
+                    && last.untagged == *untagged_id
+                {
+                    bill.vm_days[last.index as usize].add(&period);
+                } else {
+                    let index = match bill.vm_day_index.get(&key) {
+                        Some(&index) => {
+                            bill.vm_days[index as usize].add(&period);
+                            index
+                        }
+                        None => {
+                            let name = (
+                                self.vms[vm as usize].clone(),
+                                self.clusters[vm_cluster as usize].clone(),
+                                untagged.clone(),
+                            );
+                            bill.vm_days.push(VmDay::new(name, bill.charges[group].0.day, period));
+                            let index = bill.vm_days.len() as u32 - 1;
+                            bill.vm_day_index.insert(key, index);
+                            index
+                        }
+                    };
+                    *last = VmLastDay {
+                        bill: bill_index as u32,
+                        cluster: vm_cluster,
+                        untagged: *untagged_id,
+                        index,
+                    };
                 }
             }
         }
