@@ -781,10 +781,21 @@ pub struct FocusArgs {
     /// Only this billing period; rows of other periods are skipped and counted.
     #[arg(long, env = "GPULEDGER_FOCUS_PERIOD")]
     pub period: Option<Period>,
-    /// Ingest an unchanged delivery again, and accept a bill whose effective cost falls by more
-    /// than half.
+    /// Ingest an unchanged delivery again, and accept a bill that falls by more than
+    /// --max-drop or rises by more than --max-rise.
     #[arg(long)]
     pub force: bool,
+    /// Refuse a re-delivered bill whose effective cost falls by more than this percent of the
+    /// stored one (a broken delivery), unless --force: the CUR's rule. Without it: the bound in
+    /// force for the month (`settings bounds`; 50 until set).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub max_drop: Option<u32>,
+    /// Refuse a re-delivered bill that raises the days the stored one already covers (all but
+    /// its last) by more than this percent (the same rows counted twice), unless --force: the
+    /// CUR's rule. Without it: the bound in force for the month (`settings bounds`; 50 until
+    /// set).
+    #[arg(long)]
+    pub max_rise: Option<u32>,
     /// An S3-compatible endpoint (switches to path-style addressing).
     #[arg(long, env = "GPULEDGER_S3_ENDPOINT_URL")]
     pub endpoint_url: Option<String>,

@@ -52,6 +52,8 @@ pub(super) async fn run(store: &dyn store::Store, command: IngestCommand) -> any
                 provider: args.provider,
                 period: args.period,
                 force: args.force,
+                max_drop_percent: args.max_drop,
+                max_rise_percent: args.max_rise,
                 s3: S3Options {
                     endpoint_url: args.endpoint_url,
                     timeout: std::time::Duration::from_secs(args.s3_timeout.max(1)),

@@ -30,8 +30,13 @@ pub struct FocusIngestOptions {
     pub provider: Option<String>,
     /// Only this billing period; rows of others are skipped (and counted).
     pub period: Option<Period>,
-    /// Ingest an unchanged delivery again, and accept a bill that falls by more than half.
+    /// Ingest an unchanged delivery again, and accept a bill that falls or rises past its
+    /// bounds.
     pub force: bool,
+    /// `--max-drop`, `--max-rise`: the bounds of a re-delivered bill ([`super::judge`]), else
+    /// the bounds in force for its month (`settings bounds`).
+    pub max_drop_percent: Option<u32>,
+    pub max_rise_percent: Option<u32>,
     pub s3: S3Options,
 }
 
@@ -998,9 +1003,7 @@ pub async fn ingest_focus(
                 results.extend(bills);
             }
             Err(error) => {
-                if let Err(record) =
-                    store.finish_ingest_run(run, &IngestOutcome::failed(&error.to_string())).await
-                {
+                if let Err(record) = store.finish_ingest_run(run, &super::refused_or_failed(&error)).await {
                     tracing::error!(run, %record, "could not record the failed ingest run");
                 }
                 return Err(error);
@@ -1109,11 +1112,17 @@ async fn ingest_delivery(
             results.push(BillResult { status: "skipped", ..result });
             continue;
         }
-        if let Some(before) = before
-            && !options.force
-        {
+        // Judged as every source's bills are: the bounds in force for the month, unless the
+        // command gave its own.
+        if let Some(before) = before {
             let bounds = settings.ingest_bounds(period).map_err(IngestError::Other)?;
-            refuse_a_fall(before, sums.effective, &sums.currency, bounds.max_drop_percent)?;
+            let allowance = super::judge::Allowance::of(
+                bounds,
+                options.force,
+                false,
+                options.max_drop_percent,
+                options.max_rise_percent,
+            );
             let mut stored_days = std::collections::BTreeMap::new();
             for charge in store.bill_charges(&before.period, Some(&before.provider)).await? {
                 if charge.billing_account == before.billing_account {
@@ -1124,7 +1133,26 @@ async fn ingest_delivery(
             for (key, charge) in &sums.charges {
                 *delivered_days.entry(key.day).or_insert(0) += charge.effective;
             }
-            refuse_a_rise(before, &stored_days, &delivered_days, &sums.currency, bounds.max_rise_percent)?;
+            let delivered = super::judge::Delivered {
+                period: &before.period,
+                which: Some((&provider, &account)),
+                deliverer: "the provider",
+                rows_read: sums.rows,
+                currency: &sums.currency,
+                bill: super::judge::Figures {
+                    data_version: data_version.clone(),
+                    cost_nanos: sums.effective,
+                    days: delivered_days,
+                },
+            };
+            let stored = super::judge::Figures {
+                data_version: before.data_version.clone(),
+                cost_nanos: before.effective_nanos,
+                days: stored_days,
+            };
+            if let Some(refusal) = super::judge::judge(&delivered, Some(&stored), allowance) {
+                return Err(IngestError::Refused(Box::new(refusal)));
+            }
         }
         let mut charges: Vec<BillCharge> = sums
             .charges
@@ -1250,65 +1278,6 @@ async fn refuse_unconvertible(
              {currency} to {REPORTING_CURRENCY} is in force for {month}: refused, nothing was written. Set one \
              (gpuledger fx set {currency} {REPORTING_CURRENCY} RATE --from {month}) and ingest again",
             currency = sums.currency,
-        )));
-    }
-    Ok(())
-}
-
-/// A re-delivery that raises the effective cost of the days the stored bill already covers
-/// (but its last, which may still be filling) by more than `max_rise_percent` (the bound in
-/// force for the period, `settings bounds`) is refused without `--force`: the same rows
-/// counted twice look like this. New days are no rise.
-fn refuse_a_rise(
-    before: &Bill,
-    stored_days: &std::collections::BTreeMap<i64, i64>,
-    delivered_days: &std::collections::BTreeMap<i64, i64>,
-    currency: &str,
-    max_rise_percent: u32,
-) -> Result<(), IngestError> {
-    use super::judge::{percent, rise_on_stored_days};
-    match rise_on_stored_days(stored_days, delivered_days) {
-        Some((was, is, rise_bp)) if rise_bp > i128::from(max_rise_percent) * 100 => {
-            Err(IngestError::Other(format!(
-                "{} {} {}: the re-delivery raises the effective cost of the days the stored bill already \
-                 covers from {} {currency} to {} {currency}, {} % more (more than {max_rise_percent} %, `settings bounds` for the month): \
-                 refused, the stored bill is unchanged. The same rows counted twice look like this; pass \
-                 --force if the bill really rose",
-                before.period,
-                before.provider,
-                before.billing_account,
-                decimal(was),
-                decimal(is),
-                percent(rise_bp),
-            )))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// A re-delivery whose effective cost falls by more than `max_drop_percent` of the stored
-/// bill's (the bound in force for the period, `settings bounds`) is refused without
-/// `--force`: a broken export looks exactly like a real one.
-fn refuse_a_fall(
-    before: &Bill,
-    effective: i64,
-    currency: &str,
-    max_drop_percent: u32,
-) -> Result<(), IngestError> {
-    if before.effective_nanos <= 0 {
-        return Ok(());
-    }
-    let fall = (before.effective_nanos - effective) as i128 * 100;
-    if fall > before.effective_nanos as i128 * max_drop_percent as i128 {
-        return Err(IngestError::Other(format!(
-            "{} {} {}: the re-delivery's effective cost is {} {currency}, down from {} {currency} stored \
-             (more than {max_drop_percent} % less, `settings bounds` for the month): refused, the stored bill is unchanged (pass --force \
-             if the bill really fell)",
-            before.period,
-            before.provider,
-            before.billing_account,
-            decimal(effective),
-            decimal(before.effective_nanos),
         )));
     }
     Ok(())

@@ -1,17 +1,20 @@
-//! A CUR delivery judged before it replaces anything: a broken re-delivery (its data files
-//! hold no rows, or far less cost than the bill it would replace) looks exactly like a real
-//! one, new `executionId` and all, and replacing a billed month with it loses the month.
+//! One judge for every bill source: a delivery (a CUR period, a FOCUS bill) is judged before
+//! it replaces anything. A broken re-delivery (its data files hold no rows, far less cost than
+//! the bill it would replace, or the same rows twice) looks exactly like a real one, new
+//! `executionId` and all, and replacing a billed month with it loses the month. The rules and
+//! their bounds (`--max-drop`, `--max-rise`, `settings bounds`) are the same for every source;
+//! amounts are in nano-units of the bill's own currency.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::money::{format_usd, usd_decimal};
+use crate::money::{Cents, Nanos};
 
 use crate::domain::settings::IngestBounds;
 
-/// The largest fall of a period's amortized bill, in percent of the stored one, that a
-/// re-delivery may bring without `--force`, unless the operator sets another.
+/// The largest fall of a bill's cost, in percent of the stored one, that a re-delivery may
+/// bring without `--force`, unless the operator sets another.
 pub const DEFAULT_MAX_DROP_PERCENT: u32 = IngestBounds::DEFAULT.max_drop_percent;
 
 /// The largest rise of the days a stored bill already covers, in percent of what it had for
@@ -21,9 +24,9 @@ pub const DEFAULT_MAX_RISE_PERCENT: u32 = IngestBounds::DEFAULT.max_rise_percent
 /// What the operator allows a delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Allowance {
-    /// `--allow-empty`: a delivery with no rows may replace the period.
+    /// `--allow-empty`: a delivery with no rows may replace the bill.
     pub allow_empty: bool,
-    /// `--force`: a bill that falls by more than `max_drop_percent` may replace the period.
+    /// `--force`: a bill that falls or rises past its bounds may replace the stored one.
     pub force: bool,
     /// `--max-drop PERCENT`; 100 accepts any fall.
     pub max_drop_percent: u32,
@@ -42,23 +45,66 @@ impl Default for Allowance {
     }
 }
 
-/// The period as stored: its delivery and amortized bill.
+impl Allowance {
+    /// The command's own bounds where it gave them, else the bounds in force for the bill's
+    /// month (`settings bounds`).
+    pub fn of(
+        bounds: IngestBounds,
+        force: bool,
+        allow_empty: bool,
+        max_drop_percent: Option<u32>,
+        max_rise_percent: Option<u32>,
+    ) -> Allowance {
+        Allowance {
+            allow_empty,
+            force,
+            max_drop_percent: max_drop_percent.unwrap_or(bounds.max_drop_percent),
+            max_rise_percent: max_rise_percent.unwrap_or(bounds.max_rise_percent),
+        }
+    }
+}
+
+/// A bill as a delivery brings it, or as it is stored: its data version, its cost (the CUR's
+/// amortized cost, FOCUS's `EffectiveCost`: the same cost) and that cost per day (midnight
+/// UTC epoch seconds), in nano-units of its currency.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Stored {
+pub struct Figures {
     pub data_version: String,
-    pub bill_amortized_micros: i64,
-    /// The stored bill's amortized cost per day (midnight UTC epoch seconds), for the rise.
+    pub cost_nanos: i64,
     #[serde(skip)]
     pub days: BTreeMap<i64, i64>,
+}
+
+/// A delivered bill as the judge sees it.
+#[derive(Debug, Clone)]
+pub struct Delivered<'a> {
+    /// The billing period, `YYYY-MM`.
+    pub period: &'a str,
+    /// Which bill of the period, when a period holds several (FOCUS: provider and billing
+    /// account); `None` for the CUR's one bill a period.
+    pub which: Option<(&'a str, &'a str)>,
+    /// Who would deliver it again ("AWS", "the provider"), for the advice.
+    pub deliverer: &'a str,
+    pub rows_read: u64,
+    /// The bill's currency (`USD`, `EUR`, ...).
+    pub currency: &'a str,
+    pub bill: Figures,
 }
 
 /// A refused delivery, with the numbers it was judged on (stored with the refused run).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Refusal {
     pub period: String,
+    /// The bill's provider and billing account, when a period holds several bills.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub billing_account: Option<String>,
     pub data_version: String,
     pub rows_read: u64,
-    /// USD as exact decimal strings, as every JSON twin writes money.
+    /// The bill's currency; the amounts below are decimal strings in it, as every JSON twin
+    /// writes money.
+    pub currency: String,
     pub bill_amortized: String,
     pub stored_data_version: Option<String>,
     pub stored_bill_amortized: Option<String>,
@@ -95,37 +141,34 @@ pub fn percent(basis_points: i128) -> String {
     format!("{}.{:02}", basis_points / 100, basis_points % 100)
 }
 
-/// Judges a delivery of `period` that read `rows_read` rows into an amortized bill of
-/// `bill_amortized_micros` (`days`: per day), against what is stored: `None` when it may
-/// replace the period.
-pub fn judge(
-    period: &str,
-    data_version: &str,
-    rows_read: u64,
-    bill_amortized_micros: i64,
-    days: &BTreeMap<i64, i64>,
-    stored: Option<&Stored>,
-    allowance: Allowance,
-) -> Option<Refusal> {
+/// Judges a delivered bill against the stored one: `None` when it may replace it.
+pub fn judge(delivered: &Delivered<'_>, stored: Option<&Figures>, allowance: Allowance) -> Option<Refusal> {
+    let Delivered { period, which, deliverer, rows_read, currency, .. } = *delivered;
+    let new = &delivered.bill;
+    let money = |nanos: i64| Cents::from_nanos(nanos).money(currency);
+    let named = match which {
+        Some((provider, account)) => format!("{period} {provider} {account}"),
+        None => period.to_string(),
+    };
+    let data_version = &new.data_version;
     let refusal = |override_with: &'static str, drop_percent: Option<String>, message: String| Refusal {
         period: period.to_string(),
-        data_version: data_version.to_string(),
+        provider: which.map(|(provider, _)| provider.to_string()),
+        billing_account: which.map(|(_, account)| account.to_string()),
+        data_version: data_version.clone(),
         rows_read,
-        bill_amortized: usd_decimal(bill_amortized_micros),
+        currency: currency.to_string(),
+        bill_amortized: Nanos(new.cost_nanos).decimal(),
         stored_data_version: stored.map(|s| s.data_version.clone()),
-        stored_bill_amortized: stored.map(|s| usd_decimal(s.bill_amortized_micros)),
+        stored_bill_amortized: stored.map(|s| Nanos(s.cost_nanos).decimal()),
         drop_percent,
         rise_percent: None,
         override_with,
         message,
     };
     let replacing = match stored {
-        Some(s) => format!(
-            "the stored bill of {} (data version {})",
-            format_usd(s.bill_amortized_micros),
-            s.data_version
-        ),
-        None => "nothing: the period is not stored yet".to_string(),
+        Some(s) => format!("the stored bill of {} (data version {})", money(s.cost_nanos), s.data_version),
+        None => "nothing: the bill is not stored yet".to_string(),
     };
     if rows_read == 0 && allowance.allow_empty {
         // Said in so many words: the period really has no cost.
@@ -136,9 +179,9 @@ pub fn judge(
             "--allow-empty",
             None,
             format!(
-                "refused: the delivery of {period} (data version {data_version}) has data files but no rows; \
+                "refused: the delivery of {named} (data version {data_version}) has data files but no rows; \
                  it would replace {replacing} with an empty month. A broken delivery looks like this: \
-                 wait for AWS to deliver again, or pass --allow-empty if the period really has no cost"
+                 wait for {deliverer} to deliver again, or pass --allow-empty if the period really has no cost"
             ),
         ));
     }
@@ -146,7 +189,7 @@ pub fn judge(
     if allowance.force {
         return None;
     }
-    if let Some((before, after, rise_bp)) = rise_on_stored_days(&stored.days, days)
+    if let Some((before, after, rise_bp)) = rise_on_stored_days(&stored.days, &new.days)
         && rise_bp > i128::from(allowance.max_rise_percent) * 100
     {
         let rise = percent(rise_bp);
@@ -156,19 +199,19 @@ pub fn judge(
                 "--force",
                 None,
                 format!(
-                    "refused: the delivery of {period} (data version {data_version}, {rows_read} rows) raises \
+                    "refused: the delivery of {named} (data version {data_version}, {rows_read} rows) raises \
                      the days {replacing} already covers from {} to {}, {rise} % more, past the {} % a \
                      re-delivery may rise (--max-rise, or `settings bounds` for the month). The same rows counted twice look like this: check \
-                     the export; pass --force to replace the period all the same",
-                    format_usd(before),
-                    format_usd(after),
+                     the export; pass --force to replace the bill all the same",
+                    money(before),
+                    money(after),
                     allowance.max_rise_percent
                 ),
             )
         });
     }
-    let before = i128::from(stored.bill_amortized_micros);
-    let after = i128::from(bill_amortized_micros);
+    let before = i128::from(stored.cost_nanos);
+    let after = i128::from(new.cost_nanos);
     if before <= 0 || after >= before {
         return None;
     }
@@ -182,10 +225,10 @@ pub fn judge(
         "--force",
         Some(drop.clone()),
         format!(
-            "refused: the delivery of {period} (data version {data_version}, {rows_read} rows) brings an \
-             amortized bill of {}, {drop} % below {replacing}, more than the {} % a re-delivery may fall \
-             (--max-drop, or `settings bounds` for the month). Check the export; pass --force to replace the period all the same",
-            format_usd(bill_amortized_micros),
+            "refused: the delivery of {named} (data version {data_version}, {rows_read} rows) brings a \
+             bill of {}, {drop} % below {replacing}, more than the {} % a re-delivery may fall \
+             (--max-drop, or `settings bounds` for the month). Check the export; pass --force to replace the bill all the same",
+            money(new.cost_nanos),
             allowance.max_drop_percent
         ),
     ))
@@ -284,8 +327,38 @@ impl std::io::Write for HashWriter<'_> {
 mod tests {
     use super::*;
 
-    fn stored(micros: i64) -> Stored {
-        Stored { data_version: "exec-1".into(), bill_amortized_micros: micros, days: BTreeMap::new() }
+    /// A bill's figures from micro-dollars (its days too), as the CUR stores them.
+    fn figures(data_version: &str, micros: i64, days: &BTreeMap<i64, i64>) -> Figures {
+        Figures {
+            data_version: data_version.into(),
+            cost_nanos: micros * 1_000,
+            days: days.iter().map(|(day, micros)| (*day, micros * 1_000)).collect(),
+        }
+    }
+
+    fn stored(micros: i64) -> Figures {
+        figures("exec-1", micros, &BTreeMap::new())
+    }
+
+    /// A CUR delivery of `period` in dollars, judged.
+    fn judge(
+        period: &str,
+        data_version: &str,
+        rows_read: u64,
+        micros: i64,
+        days: &BTreeMap<i64, i64>,
+        stored: Option<&Figures>,
+        allowance: Allowance,
+    ) -> Option<Refusal> {
+        let delivered = Delivered {
+            period,
+            which: None,
+            deliverer: "AWS",
+            rows_read,
+            currency: "USD",
+            bill: figures(data_version, micros, days),
+        };
+        super::judge(&delivered, stored, allowance)
     }
 
     const NONE: &BTreeMap<i64, i64> = &BTreeMap::new();
@@ -337,13 +410,48 @@ mod tests {
     }
 
     #[test]
+    fn a_focus_bill_is_judged_by_the_same_rules_in_its_own_currency() {
+        // Azure's EUR bill: 90.00 stored, 10.00 delivered: 88.88 % less, past the 50 %.
+        let eur = |nanos: i64, version: &str| Figures {
+            data_version: version.into(),
+            cost_nanos: nanos,
+            days: BTreeMap::new(),
+        };
+        let delivered = Delivered {
+            period: "2026-10",
+            which: Some(("azure", "ea-1")),
+            deliverer: "the provider",
+            rows_read: 1,
+            currency: "EUR",
+            bill: eur(10_000_000_000, "sha256:b"),
+        };
+        let stored = eur(90_000_000_000, "sha256:a");
+        let refused = super::judge(&delivered, Some(&stored), Allowance::default()).unwrap();
+        assert_eq!(refused.drop_percent.as_deref(), Some("88.88"));
+        assert_eq!(
+            (refused.provider.as_deref(), refused.billing_account.as_deref()),
+            (Some("azure"), Some("ea-1"))
+        );
+        assert_eq!((refused.currency.as_str(), refused.bill_amortized.as_str()), ("EUR", "10.000000"));
+        assert!(
+            refused.message.contains("2026-10 azure ea-1")
+                && refused.message.contains("EUR 10.00, 88.88 % below the stored bill of EUR 90.00"),
+            "{}",
+            refused.message
+        );
+        // The bound is the CUR's: --max-drop 90 accepts it, as it would a CUR period.
+        let wider = Allowance { max_drop_percent: 90, ..Allowance::default() };
+        assert_eq!(super::judge(&delivered, Some(&stored), wider), None);
+    }
+
+    #[test]
     fn a_rise_of_the_days_already_stored_is_refused_and_new_days_are_not() {
         const DAY: i64 = 86_400;
         let days = |amounts: &[i64]| -> BTreeMap<i64, i64> {
             amounts.iter().enumerate().map(|(i, a)| (i as i64 * DAY, *a)).collect()
         };
         // Stored: three days of $100, the last still filling ($10).
-        let before = Stored { days: days(&[100_000_000, 100_000_000, 10_000_000]), ..stored(210_000_000) };
+        let before = figures("exec-1", 210_000_000, &days(&[100_000_000, 100_000_000, 10_000_000]));
         let limit = Allowance::default();
         // A month-to-date delivery: the last day filled in and two days more.
         let grown = days(&[100_000_000, 100_000_000, 100_000_000, 100_000_000, 100_000_000]);

@@ -106,14 +106,14 @@ pub async fn ingest_cur(
     };
     let settings = store.settings().await?;
     // What each delivery would replace, for the judge.
-    let stored: std::collections::BTreeMap<String, judge::Stored> = store
+    let stored: std::collections::BTreeMap<String, judge::Figures> = store
         .periods()
         .await?
         .into_iter()
         .map(|p| {
-            let stored = judge::Stored {
+            let stored = judge::Figures {
                 data_version: p.data_version,
-                bill_amortized_micros: p.bill_amortized_micros,
+                cost_nanos: crate::money::Nanos::from_micros(p.bill_amortized_micros).0,
                 days: Default::default(),
             };
             (p.period, stored)
@@ -148,12 +148,13 @@ pub async fn ingest_cur(
             .await?;
         // The bounds in force for the delivery's period, unless the command gave its own.
         let bounds = settings.ingest_bounds(delivery.period).map_err(IngestError::Other)?;
-        let allowance = judge::Allowance {
-            allow_empty: options.allow_empty,
-            force: options.force,
-            max_drop_percent: options.max_drop_percent.unwrap_or(bounds.max_drop_percent),
-            max_rise_percent: options.max_rise_percent.unwrap_or(bounds.max_rise_percent),
-        };
+        let allowance = judge::Allowance::of(
+            bounds,
+            options.force,
+            options.allow_empty,
+            options.max_drop_percent,
+            options.max_rise_percent,
+        );
         let mut judged = Judged { stored: stored.get(&period).cloned(), allowance };
         if let Some(stored) = &mut judged.stored {
             stored.days =
@@ -177,14 +178,7 @@ pub async fn ingest_cur(
                 results.push(result);
             }
             Err(error) => {
-                let failed = match &error {
-                    IngestError::Refused(refusal) => {
-                        tracing::warn!(period = %refusal.period, "{}", refusal.message);
-                        IngestOutcome::refused(&refusal.message, serde_json::to_string(refusal).ok())
-                    }
-                    _ => IngestOutcome::failed(&error.to_string()),
-                };
-                if let Err(record) = store.finish_ingest_run(run, &failed).await {
+                if let Err(record) = store.finish_ingest_run(run, &refused_or_failed(&error)).await {
                     tracing::error!(run, %record, "could not record the failed ingest run");
                 }
                 return Err(error);
@@ -192,6 +186,18 @@ pub async fn ingest_cur(
         }
     }
     Ok(results)
+}
+
+/// How a run that stopped on `error` is recorded: refused by the judge, with the numbers it
+/// was judged on, or failed.
+fn refused_or_failed(error: &IngestError) -> IngestOutcome {
+    match error {
+        IngestError::Refused(refusal) => {
+            tracing::warn!(period = %refusal.period, "{}", refusal.message);
+            IngestOutcome::refused(&refusal.message, serde_json::to_string(refusal).ok())
+        }
+        _ => IngestOutcome::failed(&error.to_string()),
+    }
 }
 
 /// The source's object store and the deliveries its manifests describe (or the one asked for).
@@ -225,11 +231,12 @@ async fn discover(options: &CurIngestOptions) -> Result<(Box<dyn ObjectStore>, V
     Ok((objects, deliveries))
 }
 
-/// A bill's amortized cost per day (tax lines included, as the days keep them).
+/// A bill's amortized cost per day in nano-dollars (tax lines included, as the days keep
+/// them).
 fn amortized_by_day(days: &[crate::store::BillDay]) -> std::collections::BTreeMap<i64, i64> {
     let mut by_day = std::collections::BTreeMap::new();
     for day in days {
-        *by_day.entry(day.day).or_insert(0) += day.amortized_micros;
+        *by_day.entry(day.day).or_insert(0) += crate::money::Nanos::from_micros(day.amortized_micros).0;
     }
     by_day
 }
@@ -237,7 +244,7 @@ fn amortized_by_day(days: &[crate::store::BillDay]) -> std::collections::BTreeMa
 /// What a delivery is judged against before it replaces its period.
 #[derive(Debug, Clone)]
 struct Judged {
-    stored: Option<judge::Stored>,
+    stored: Option<judge::Figures>,
     allowance: judge::Allowance,
 }
 
@@ -436,15 +443,22 @@ impl PeriodSource for StreamedPeriod {
         };
         match joined.and_then(|result| result) {
             Ok(((period, reconciliation, pods), read_seconds)) => {
-                if let Some(refusal) = judge::judge(
-                    &period.period,
-                    &period.data_version,
-                    reconciliation.rows_read,
-                    period.bill_amortized_micros,
-                    &amortized_by_day(&period.bill_days),
-                    self.judged.stored.as_ref(),
-                    self.judged.allowance,
-                ) {
+                let delivered = judge::Delivered {
+                    period: &period.period,
+                    which: None,
+                    deliverer: "AWS",
+                    rows_read: reconciliation.rows_read,
+                    // The CUR's periods are kept in dollars.
+                    currency: "USD",
+                    bill: judge::Figures {
+                        data_version: period.data_version.clone(),
+                        cost_nanos: crate::money::Nanos::from_micros(period.bill_amortized_micros).0,
+                        days: amortized_by_day(&period.bill_days),
+                    },
+                };
+                if let Some(refusal) =
+                    judge::judge(&delivered, self.judged.stored.as_ref(), self.judged.allowance)
+                {
                     let message = refusal.message.clone();
                     self.outcome = Some(Err(IngestError::Refused(Box::new(refusal))));
                     return Err(message);

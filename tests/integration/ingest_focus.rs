@@ -412,13 +412,31 @@ async fn a_re_delivery_replaces_its_own_bill_and_bad_input_changes_nothing() {
         assert!(stderr.contains(message), "{}: {message:?} in {stderr}", path.display());
         assert_eq!(snapshot(store.as_ref()).await, before, "{}: the database changed", path.display());
     }
-    // A re-delivery whose bill falls by more than half is refused without --force.
+    // A re-delivery whose bill falls by more than half is refused by the CUR's judge, in the
+    // bill's currency: EUR 90.00 to 10.00 is 88.88 % less. The run is recorded as refused
+    // with the numbers it was judged on; --max-drop 88 is still short of it, --force takes it.
     let fallen = bad("fallen.csv", &[("Microsoft", "EUR", "2026-10-05T00:00:00Z", "Usage", "10")]);
-    let out = run(&["--database-url", &db, "ingest", "focus", &fallen.display().to_string()]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("down from 90.000000 EUR stored"));
-    assert_eq!(snapshot(store.as_ref()).await, before);
-    let out = run(&["--database-url", &db, "ingest", "focus", "--force", &fallen.display().to_string()]);
+    let fallen = fallen.display().to_string();
+    for bound in [&[][..], &["--max-drop", "88"][..]] {
+        let out = run(&[&["--database-url", &db, "ingest", "focus"][..], bound, &[&fallen]].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(
+            stderr.contains("2026-10 azure")
+                && stderr.contains("EUR 10.00, 88.88 % below the stored bill of EUR 90.00"),
+            "{stderr}"
+        );
+        assert!(stderr.contains("--max-drop") && stderr.contains("--force"), "{stderr}");
+        assert_eq!(snapshot(store.as_ref()).await, before);
+    }
+    let run_ = store.ingest_runs(1).await.unwrap().remove(0);
+    assert_eq!(run_.status, gpuledger::store::RunStatus::Refused);
+    let numbers: Value = serde_json::from_str(run_.reconciliation.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        (&numbers["currency"], &numbers["drop_percent"], &numbers["stored_bill_amortized"]),
+        (&serde_json::json!("EUR"), &serde_json::json!("88.88"), &serde_json::json!("90.000000"))
+    );
+    let out = run(&["--database-url", &db, "ingest", "focus", "--force", &fallen]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(printed["bills"][0]["billed_total"], "10.000000");
@@ -1821,7 +1839,7 @@ async fn the_same_rows_again_a_short_part_or_a_bill_without_a_rate_are_refused_b
         eur("2026-10-07T00:00:00Z", "5.00"),
     ]);
     azure_run(&[("part_0_0001.csv.gz", gzipped(&doubled, 6), 4)]);
-    refused(&ingest(&azure, &[]), &["from 10.000000 EUR to 22.000000 EUR, 120.00 % more", "--force"]);
+    refused(&ingest(&azure, &[]), &["from EUR 10.00 to EUR 22.00, 120.00 % more", "--max-rise", "--force"]);
     assert_eq!(snapshot(store.as_ref()).await, before, "a rise of the stored days");
     let grown = csv(&[
         eur("2026-10-05T00:00:00Z", "10.00"),
