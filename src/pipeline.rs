@@ -339,6 +339,15 @@ pub async fn evaluate_alerts(store: &dyn Store) -> Result<AlertsRun, StoreError>
             !matches!(r.status, crate::store::RunStatus::Succeeded | crate::store::RunStatus::Refused)
         })
         .map(|r| r.error.clone().unwrap_or_else(|| r.status.to_string()));
+    // Each FOCUS source's newest run, when the judge refused it.
+    let mut focus_sources = std::collections::HashSet::new();
+    let focus_refused = runs
+        .iter()
+        .filter(|r| r.kind == RunKind::Focus && r.status != crate::store::RunStatus::Running)
+        .filter(|r| focus_sources.insert(r.source.clone()))
+        .filter(|r| r.status == crate::store::RunStatus::Refused)
+        .map(|r| (format!("{} {}", r.period, r.source), r.error.clone().unwrap_or_default()))
+        .collect();
     let cur_last_success = runs
         .iter()
         .find(|r| r.kind == RunKind::Cur && r.status == crate::store::RunStatus::Succeeded)
@@ -365,6 +374,7 @@ pub async fn evaluate_alerts(store: &dyn Store) -> Result<AlertsRun, StoreError>
         cur_last_success,
         cur_last_failure,
         cur_refused,
+        focus_refused,
         disagreements,
         now,
     };

@@ -87,6 +87,9 @@ pub struct Inputs<'a> {
     pub cur_last_failure: Option<String>,
     /// The newest CUR run's refusal, when it was refused: its period and why.
     pub cur_refused: Option<(String, String)>,
+    /// Each FOCUS source whose newest run was refused by the judge: the run's period and
+    /// source, and why.
+    pub focus_refused: Vec<(String, String)>,
     /// Periods whose CUR and Cost Explorer disagree, with how many differences.
     pub disagreements: Vec<(String, usize)>,
     pub now: i64,
@@ -290,6 +293,17 @@ pub fn evaluate(inputs: &Inputs<'_>, thresholds: &Thresholds) -> Vec<Finding> {
             why.clone(),
         );
     }
+    for (subject, why) in &inputs.focus_refused {
+        fire(
+            "focus_delivery_refused",
+            Severity::Critical,
+            subject,
+            "refused".into(),
+            "a re-delivered bill within --max-drop and --max-rise of the stored one".into(),
+            "/data".into(),
+            why.clone(),
+        );
+    }
     for (period, differences) in &inputs.disagreements {
         fire(
             "cost_explorer_disagrees",
@@ -406,6 +420,7 @@ mod tests {
             cur_last_success: Some(1_000_000),
             cur_last_failure: None,
             cur_refused: None,
+            focus_refused: Vec::new(),
             disagreements: Vec::new(),
             now: 1_000_000 + 3600,
         }
@@ -450,5 +465,15 @@ mod tests {
         let found = evaluate(&refused, &Thresholds::default());
         assert_eq!(rules(&found), ["cur_delivery_refused"]);
         assert_eq!((found[0].severity, found[0].subject.as_str()), (Severity::Critical, "2026-10"));
+        // A FOCUS bill refused by the same judge is its own alert, named by period and source.
+        let mut focus = inputs(&fine);
+        focus.focus_refused =
+            vec![("2026-10 data/azure".into(), "refused: the delivery of 2026-10 azure ea-1".into())];
+        let found = evaluate(&focus, &Thresholds::default());
+        assert_eq!(rules(&found), ["focus_delivery_refused"]);
+        assert_eq!(
+            (found[0].severity, found[0].subject.as_str()),
+            (Severity::Critical, "2026-10 data/azure")
+        );
     }
 }
