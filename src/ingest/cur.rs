@@ -30,8 +30,8 @@ pub use crate::domain::runs::{Disagreement, Reconciliation};
 use crate::money::{micros_from_nanos, nanos_from_usd, usd_decimal};
 use crate::period::Period;
 use crate::sources::cur::reader::{self, Col, Columns};
-use crate::sources::cur::{CurError, invalid};
 use crate::sources::row_identity::{RowIdentities, RowKey};
+use crate::sources::{SourceError, invalid};
 use crate::split::Resource;
 use crate::store::{
     BillDay, BillLine, CommitmentMonth, CostPeriod, FactBatch, FactRecord, InstanceHour, LineCategory,
@@ -227,7 +227,7 @@ impl PeriodBuilder {
         location: &str,
         progress: &indicatif::ProgressBar,
         emit: &mut dyn FnMut(FactBatch) -> bool,
-    ) -> Result<(), CurError> {
+    ) -> Result<(), SourceError> {
         self.identities.begin_file(location);
         reader::read_file(path, location, |columns| {
             for row in 0..columns.rows {
@@ -244,7 +244,7 @@ impl PeriodBuilder {
     }
 
     /// Hands the pending facts to the store.
-    pub fn flush(&mut self, emit: &mut dyn FnMut(FactBatch) -> bool) -> Result<(), CurError> {
+    pub fn flush(&mut self, emit: &mut dyn FnMut(FactBatch) -> bool) -> Result<(), SourceError> {
         if self.pending.facts.is_empty() {
             return Ok(());
         }
@@ -260,7 +260,7 @@ impl PeriodBuilder {
     /// reference §1); without a line item id, the values that tell lines apart in the columns
     /// read (resource, usage type, operation, line type, times, account, product, amounts,
     /// the split's parent).
-    fn add_identity(&mut self, c: &Columns<'_>, row: usize) -> Result<(), CurError> {
+    fn add_identity(&mut self, c: &Columns<'_>, row: usize) -> Result<(), SourceError> {
         let line_item_id = c.text(Col::IdentityLineItemId, row);
         let key = self.key.clear().text(line_item_id).text(c.text(Col::IdentityTimeInterval, row));
         if line_item_id.is_empty() {
@@ -283,7 +283,7 @@ impl PeriodBuilder {
         self.identities.add(identity, c.first_row() + row)
     }
 
-    fn add_row(&mut self, c: &Columns<'_>, row: usize) -> Result<(), CurError> {
+    fn add_row(&mut self, c: &Columns<'_>, row: usize) -> Result<(), SourceError> {
         self.rows += 1;
         let operation = c.text(Col::LineItemOperation, row);
         if operation == "EKSPod-EC2" || operation == "ECSTask-EC2" {
@@ -371,7 +371,7 @@ impl PeriodBuilder {
     }
 
     /// One currency per period: amounts in two cannot be added.
-    fn check_currency(&mut self, c: &Columns<'_>, row: usize) -> Result<(), CurError> {
+    fn check_currency(&mut self, c: &Columns<'_>, row: usize) -> Result<(), SourceError> {
         let code = c.text(Col::LineItemCurrencyCode, row);
         match &self.currency {
             _ if code.is_empty() => Ok(()),
@@ -388,7 +388,7 @@ impl PeriodBuilder {
         }
     }
 
-    fn check_in_period(&self, c: &Columns<'_>, row: usize, start: i64) -> Result<(), CurError> {
+    fn check_in_period(&self, c: &Columns<'_>, row: usize, start: i64) -> Result<(), SourceError> {
         if start < self.period.start() || start >= self.period.end() {
             let when = chrono::DateTime::from_timestamp(start, 0).map(|t| t.to_rfc3339()).unwrap_or_default();
             return Err(c.bad(
@@ -402,7 +402,7 @@ impl PeriodBuilder {
 
     /// Instance and split lines span one hour in an hourly export; a daily or monthly one
     /// cannot be joined with hourly GPU metrics.
-    fn check_hourly(&self, c: &Columns<'_>, row: usize, start: i64) -> Result<(), CurError> {
+    fn check_hourly(&self, c: &Columns<'_>, row: usize, start: i64) -> Result<(), SourceError> {
         match c.optional_epoch_seconds(Col::LineItemUsageEndDate, row)? {
             Some(end) if end - start > 3600 => Err(c.bad(
                 row,
@@ -424,7 +424,7 @@ impl PeriodBuilder {
         line_type: &str,
         unblended: f64,
         amortized: f64,
-    ) -> Result<(), CurError> {
+    ) -> Result<(), SourceError> {
         let hour = start - start.rem_euclid(3600);
         let instance_id = c.text(Col::LineItemResourceId, row);
         let net_amortized = nanos(net_amortized_cost(c, row, line_type, amortized)?);
@@ -521,7 +521,7 @@ impl PeriodBuilder {
         line_type: &str,
         start: i64,
         unblended: f64,
-    ) -> Result<(), CurError> {
+    ) -> Result<(), SourceError> {
         let reservation = line_type == "RIFee";
         let arn = if reservation {
             c.text(Col::ReservationReservationARN, row)
@@ -538,7 +538,7 @@ impl PeriodBuilder {
             (fee, fee - c.amount(Col::SavingsPlanUsedCommitment, row)?)
         };
         let end = c.optional_epoch_seconds(Col::LineItemUsageEndDate, row)?.unwrap_or(start + 3600);
-        let time = |column: Col| -> Result<i64, CurError> {
+        let time = |column: Col| -> Result<i64, SourceError> {
             match c.text(column, row) {
                 "" => Ok(0),
                 text => reader::parse_timestamp(text)
@@ -590,7 +590,7 @@ impl PeriodBuilder {
         Ok(())
     }
 
-    fn add_split_row(&mut self, c: &Columns<'_>, row: usize, ecs: bool) -> Result<(), CurError> {
+    fn add_split_row(&mut self, c: &Columns<'_>, row: usize, ecs: bool) -> Result<(), SourceError> {
         let parent = c.text(Col::SplitLineItemParentResourceId, row);
         let split_cost = c.amount(Col::SplitLineItemSplitCost, row)?;
         let unused_cost = c.amount(Col::SplitLineItemUnusedCost, row)?;
@@ -625,7 +625,7 @@ impl PeriodBuilder {
             self.resolve_pod(c, row, arn, instance, hour)?
         };
         // Net costs only when present and positive, else gross (CID rule).
-        let net = |column: Col, gross: f64| -> Result<f64, CurError> {
+        let net = |column: Col, gross: f64| -> Result<f64, SourceError> {
             Ok(c.number(column, row)?.filter(|v| *v > 0.0).unwrap_or(gross))
         };
         let (split_nanos, unused_nanos) = (nanos_from_usd(split_cost), nanos_from_usd(unused_cost));
@@ -657,7 +657,7 @@ impl PeriodBuilder {
         path: &Path,
         location: &str,
         first: usize,
-    ) -> Result<Vec<(i64, u32)>, CurError> {
+    ) -> Result<Vec<(i64, u32)>, SourceError> {
         // Facts find their pod by its place in the list: the file must hold pods first, first
         // + 1, … in that order, or costs would land on other pods.
         let (numbers, unreadable) =
@@ -699,10 +699,10 @@ impl PeriodBuilder {
         pods: &[(i64, u32)],
         progress: &indicatif::ProgressBar,
         emit: &mut dyn FnMut(FactBatch) -> bool,
-    ) -> Result<(), CurError> {
+    ) -> Result<(), SourceError> {
         use crate::sources::spark::{MONEY, RESOURCES};
         let (frame, unreadable) = spark_frame(path, location, "Spark's pod-hours", None)?;
-        let integers = |name: &str| -> Result<Vec<Option<i64>>, CurError> {
+        let integers = |name: &str| -> Result<Vec<Option<i64>>, SourceError> {
             let column = frame.column(name).map_err(unreadable)?;
             Ok(column.i64().map_err(unreadable)?.iter().collect())
         };
@@ -787,7 +787,7 @@ impl PeriodBuilder {
         arn: &str,
         instance: u32,
         hour: i64,
-    ) -> Result<i64, CurError> {
+    ) -> Result<i64, SourceError> {
         let tags = c.map(Col::ResourceTags, row)?;
         let tag = |name: &str| tags.iter().find(|(k, _)| k == name).map_or("", |(_, v)| v.as_ref());
         // arn:aws:eks:<region>:<account>:pod/<cluster>/<namespace>/<pod>/<uid>
@@ -831,10 +831,10 @@ impl PeriodBuilder {
 
     /// The finished period (without its facts, which went to the store as they were read),
     /// how it reconciles, and the instance attributes of the pods written so far.
-    pub fn finish(mut self) -> Result<(CostPeriod, Reconciliation, Vec<PodRecord>), CurError> {
+    pub fn finish(mut self) -> Result<(CostPeriod, Reconciliation, Vec<PodRecord>), SourceError> {
         self.identities.check()?;
         let period_name = self.period.to_string();
-        let micros = |nanos: i128, what: &str| -> Result<i64, CurError> {
+        let micros = |nanos: i128, what: &str| -> Result<i64, SourceError> {
             i64::try_from(nanos).map(micros_from_nanos).map_err(|_| {
                 invalid(
                     &period_name,
@@ -988,7 +988,7 @@ impl PeriodBuilder {
                     ..builder.record
                 })
             })
-            .collect::<Result<Vec<_>, CurError>>()?;
+            .collect::<Result<Vec<_>, SourceError>>()?;
         let reconciliation = Reconciliation {
             period: period_name.clone(),
             rows_read: self.rows,
@@ -1079,7 +1079,7 @@ impl Interner {
 const FACT_BATCH: usize = 50_000;
 
 /// AWS's amortized ("effective") cost of a line (CID summary view, reference §2.3).
-fn amortized_cost(c: &Columns<'_>, row: usize, line_type: &str, unblended: f64) -> Result<f64, CurError> {
+fn amortized_cost(c: &Columns<'_>, row: usize, line_type: &str, unblended: f64) -> Result<f64, SourceError> {
     Ok(match line_type {
         "SavingsPlanCoveredUsage" => c.amount(Col::SavingsPlanSavingsPlanEffectiveCost, row)?,
         "SavingsPlanRecurringFee" => {
@@ -1105,7 +1105,12 @@ fn amortized_cost(c: &Columns<'_>, row: usize, line_type: &str, unblended: f64) 
 }
 
 /// The net variant of an instance line's amortized cost, when the export has one.
-fn net_amortized_cost(c: &Columns<'_>, row: usize, line_type: &str, amortized: f64) -> Result<f64, CurError> {
+fn net_amortized_cost(
+    c: &Columns<'_>,
+    row: usize,
+    line_type: &str,
+    amortized: f64,
+) -> Result<f64, SourceError> {
     let column = match line_type {
         "SavingsPlanCoveredUsage" => Col::SavingsPlanNetSavingsPlanEffectiveCost,
         "DiscountedUsage" => Col::ReservationNetEffectiveCost,
@@ -1127,8 +1132,8 @@ fn spark_frame<'a>(
     what: &'a str,
     columns: Option<Vec<String>>,
 ) -> Result<
-    (polars::prelude::DataFrame, impl Fn(polars::prelude::PolarsError) -> CurError + Copy + 'a),
-    CurError,
+    (polars::prelude::DataFrame, impl Fn(polars::prelude::PolarsError) -> SourceError + Copy + 'a),
+    SourceError,
 > {
     use polars::prelude::{ParquetReader, SerReader};
     let unreadable = move |e: polars::prelude::PolarsError| invalid(location, format!("{what}: {e}"));

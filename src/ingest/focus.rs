@@ -12,10 +12,11 @@ use super::IngestError;
 use crate::domain::runs::RunKind;
 use crate::money::nanos_from_usd;
 use crate::period::Period;
-use crate::sources::cur::{self as cur_source, CurError, invalid};
+use crate::sources::cur::{self as cur_source};
 use crate::sources::focus::{self, Charge, Deviations, Layout, Version};
 use crate::sources::objects::{LocalFolder, ObjectStore, S3Options, S3Store};
 use crate::sources::row_identity::RowIdentities;
+use crate::sources::{SourceError, invalid};
 use crate::store::{Bill, BillCharge, BillVmDay, IngestOutcome, NewIngestRun, Store, TEXTS, VmPeriod};
 
 /// What `gpuledger ingest focus` was asked to do.
@@ -278,7 +279,7 @@ impl BillSums {
     }
 
     /// Adds what a file holds of the bill: its currency must be the bill's.
-    fn add(&mut self, other: BillSums) -> Result<(), CurError> {
+    fn add(&mut self, other: BillSums) -> Result<(), SourceError> {
         if self.currency.is_empty() {
             self.currency = other.currency.clone();
             self.currency_seen_at = other.currency_seen_at.clone();
@@ -393,13 +394,13 @@ impl Reading {
         expected_rows: &[Option<u64>],
         options: &FocusIngestOptions,
         bar: &indicatif::ProgressBar,
-    ) -> Result<Reading, CurError> {
+    ) -> Result<Reading, SourceError> {
         /// The files added so far, those read and waiting for an earlier one, and a refusal.
         struct Added {
             whole: Reading,
             next: usize,
-            waiting: Vec<Option<Result<Reading, CurError>>>,
-            refusal: Option<CurError>,
+            waiting: Vec<Option<Result<Reading, SourceError>>>,
+            refusal: Option<SourceError>,
         }
         let workers =
             std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, files.len().max(1));
@@ -448,7 +449,7 @@ impl Reading {
     }
 
     /// Adds another file's reading: its bills, its counts and its deviations.
-    fn add(&mut self, other: Reading) -> Result<(), CurError> {
+    fn add(&mut self, other: Reading) -> Result<(), SourceError> {
         for (key, sums) in other.bills {
             let index = match self.bills.iter().position(|(k, _)| *k == key) {
                 Some(index) => index,
@@ -475,7 +476,7 @@ impl Reading {
         expected_rows: Option<u64>,
         options: &FocusIngestOptions,
         bar: &indicatif::ProgressBar,
-    ) -> Result<(), CurError> {
+    ) -> Result<(), SourceError> {
         let names = focus::header(path, location)?;
         let version = Version::of_header(&names).max(self.declared.unwrap_or(Version::V1_0));
         let mut deviations = Deviations::default();
@@ -583,7 +584,7 @@ impl focus::Visitor for FileRows<'_> {
         charge: &Charge<'_>,
         columns: &cur_source::reader::Columns<'_>,
         row: usize,
-    ) -> Result<Place, CurError> {
+    ) -> Result<Place, SourceError> {
         if self.month.0 != charge.billing_period_start || self.month.1.is_none() {
             self.month = (charge.billing_period_start, focus::billing_month(charge.billing_period_start));
         }
@@ -1057,7 +1058,7 @@ async fn ingest_delivery(
             Reading::of_files(declared, &files, &expected_rows, &reading_options, &reading_bar)?;
         reading.identities.check()?;
         reading.reconciliation.layout = layout.as_str().to_string();
-        Ok::<_, CurError>(reading)
+        Ok::<_, SourceError>(reading)
     })
     .await
     .map_err(|e| IngestError::Other(format!("the reading task failed: {e}")))??;
@@ -1305,7 +1306,7 @@ mod tests {
         (path, name.to_string())
     }
 
-    fn read(files: &[(PathBuf, String)]) -> Result<Reading, CurError> {
+    fn read(files: &[(PathBuf, String)]) -> Result<Reading, SourceError> {
         Reading::of_files(None, files, &[], &FocusIngestOptions::default(), &indicatif::ProgressBar::hidden())
     }
 

@@ -240,8 +240,8 @@ pub fn judge(delivered: &Delivered<'_>, stored: Option<&Figures>, allowance: All
 /// `files` are (local path, location for messages).
 pub fn refuse_same_contents(
     files: &[(std::path::PathBuf, String)],
-) -> Result<(), crate::sources::cur::CurError> {
-    let invalid = |location: &str, message: String| crate::sources::cur::CurError::Invalid {
+) -> Result<(), crate::sources::SourceError> {
+    let invalid = |location: &str, message: String| crate::sources::SourceError::Invalid {
         location: location.to_string(),
         message,
     };

@@ -20,7 +20,8 @@ use serde::Serialize;
 
 use crate::domain::runs::RunKind;
 use crate::period::Period;
-use crate::sources::cur::{self as cur_source, CurError, Delivery};
+use crate::sources::SourceError;
+use crate::sources::cur::{self as cur_source, Delivery};
 use crate::sources::objects::{ObjectError, ObjectStore, S3Options, S3Store};
 use crate::sources::spark::{self, SparkFile, SparkOptions};
 use crate::store::{
@@ -34,7 +35,7 @@ pub use cur::Reconciliation;
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
     #[error(transparent)]
-    Source(#[from] CurError),
+    Source(#[from] SourceError),
     #[error(transparent)]
     Object(#[from] ObjectError),
     #[error(transparent)]
@@ -221,7 +222,7 @@ async fn discover(options: &CurIngestOptions) -> Result<(Box<dyn ObjectStore>, V
     if !options.allow_empty
         && let Some(empty) = deliveries.iter().find(|d| d.data_files.is_empty())
     {
-        return Err(IngestError::Source(cur_source::CurError::Invalid {
+        return Err(IngestError::Source(SourceError::Invalid {
             location: objects.locate(&empty.manifest_key),
             message: "the manifest lists no data files: ingesting it would empty the period \
                       (pass --allow-empty if the period really has no cost)"
@@ -273,7 +274,7 @@ async fn ingest_period(
         match spark {
             // The job reads Parquet (CUR 2.0's own format) only.
             Some(_) if !location.to_lowercase().ends_with(".parquet") => {
-                return Err(IngestError::Source(CurError::Invalid {
+                return Err(IngestError::Source(SourceError::Invalid {
                     location,
                     message: "the Spark engine reads Parquet exports only; ingest a CSV export with                               --engine local"
                         .into(),
@@ -333,7 +334,7 @@ async fn ingest_period(
         }
         builder.flush(&mut emit)?;
         let read_seconds = started.elapsed().as_secs_f64();
-        Ok::<_, CurError>((builder.finish()?, read_seconds))
+        Ok::<_, SourceError>((builder.finish()?, read_seconds))
     });
     let mut source = StreamedPeriod { receiver, reader: Some(reader), judged, outcome: None };
     let written = store.replace_cost_period_from(&delivery.period.to_string(), &mut source).await;
@@ -377,7 +378,7 @@ fn read_pushed_down(
     out: &spark::SparkOutput,
     bar: &indicatif::ProgressBar,
     emit: &mut dyn FnMut(FactBatch) -> bool,
-) -> Result<(), CurError> {
+) -> Result<(), SourceError> {
     let read = read_output(builder, options, period, files, out, bar, emit);
     // What the run wrote goes once read, or once it failed.
     out.remove();
@@ -392,7 +393,7 @@ fn read_output(
     out: &spark::SparkOutput,
     bar: &indicatif::ProgressBar,
     emit: &mut dyn FnMut(FactBatch) -> bool,
-) -> Result<(), CurError> {
+) -> Result<(), SourceError> {
     let pushed = spark::run(options, period, files, out, bar)?;
     bar.set_message(format!("{period}: reading Spark's output"));
     let named =
@@ -419,7 +420,7 @@ type ReadOutcome = Result<(Reconciliation, f64, usize), IngestError>;
 /// The reading thread seen as the store's [`PeriodSource`].
 struct StreamedPeriod {
     receiver: tokio::sync::mpsc::Receiver<FactBatch>,
-    reader: Option<tokio::task::JoinHandle<Result<(PeriodParts, f64), CurError>>>,
+    reader: Option<tokio::task::JoinHandle<Result<(PeriodParts, f64), SourceError>>>,
     judged: Judged,
     outcome: Option<ReadOutcome>,
 }
@@ -435,11 +436,11 @@ impl PeriodSource for StreamedPeriod {
 
     async fn finish(&mut self) -> Result<PeriodTail, String> {
         let joined = match self.reader.take() {
-            Some(reader) => reader.await.map_err(|e| CurError::Invalid {
+            Some(reader) => reader.await.map_err(|e| SourceError::Invalid {
                 location: "ingest".into(),
                 message: format!("the reading task failed: {e}"),
             }),
-            None => Err(CurError::Invalid { location: "ingest".into(), message: "finished twice".into() }),
+            None => Err(SourceError::Invalid { location: "ingest".into(), message: "finished twice".into() }),
         };
         match joined.and_then(|result| result) {
             Ok(((period, reconciliation, pods), read_seconds)) => {

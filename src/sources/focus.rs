@@ -11,9 +11,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use super::cur::reader::{self, ColumnId, ColumnSet, Columns};
-use super::cur::{CurError, invalid};
 use super::objects::ObjectStore;
 use super::row_identity::{RowIdentities, RowKey};
+use super::{SourceError, invalid};
 use crate::period::Period;
 
 /// The FOCUS columns gpuledger reads (only these are decoded); the first [`REQUIRED`] must be
@@ -406,7 +406,7 @@ pub struct Charge<'a> {
 }
 
 /// The header of a data file: its column names, for the version and extra columns.
-pub fn header(path: &Path, location: &str) -> Result<Vec<String>, CurError> {
+pub fn header(path: &Path, location: &str) -> Result<Vec<String>, SourceError> {
     let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
     if name.ends_with(".parquet") {
         let file = std::fs::File::open(path).map_err(|e| invalid(location, e))?;
@@ -486,7 +486,7 @@ pub trait Visitor {
         charge: &Charge<'_>,
         columns: &Columns<'_>,
         row: usize,
-    ) -> Result<Self::Place, CurError>;
+    ) -> Result<Self::Place, SourceError>;
     /// Adds a row's amounts at its place.
     fn add(&mut self, place: Self::Place, amounts: &Amounts<'_>);
 }
@@ -508,7 +508,7 @@ pub fn read_file<V: Visitor>(
     deviations: &mut Deviations,
     visitor: &mut V,
     identities: &mut RowIdentities,
-) -> Result<usize, CurError> {
+) -> Result<usize, SourceError> {
     deviations.extra_columns.extend(extra_columns(names));
     let mut tags = TagCache::default();
     let mut alike = Alike::default();
@@ -725,7 +725,7 @@ impl<P: Copy> Alike<P> {
         tags: &mut TagCache,
         visitor: &mut V,
         identities: &mut RowIdentities,
-    ) -> Result<bool, CurError> {
+    ) -> Result<bool, SourceError> {
         use polars_arrow::array::Array;
         let texts = NAMING.map(|column| c.text_array(column));
         if NAMING.iter().chain(&UNGROUPED).any(|&column| c.has(column) && c.text_array(column).is_none()) {
@@ -888,7 +888,7 @@ fn one_of(
     row: usize,
     allowed: &[&'static str],
     deviations: &mut Deviations,
-) -> Result<Option<&'static str>, CurError> {
+) -> Result<Option<&'static str>, SourceError> {
     let value = text(c, column, row, deviations).trim();
     if value.is_empty() {
         return Ok(None);
@@ -906,7 +906,7 @@ fn one_of(
 /// A cost: a decimal number, never null (FOCUS's rule); the reader refuses non-finite and
 /// absurd amounts. A null BilledCost or EffectiveCost is refused (the bill would be unknown);
 /// a null ListCost or ContractedCost reads as 0 and is counted.
-fn cost(c: &Columns<'_>, column: Col, row: usize, deviations: &mut Deviations) -> Result<f64, CurError> {
+fn cost(c: &Columns<'_>, column: Col, row: usize, deviations: &mut Deviations) -> Result<f64, SourceError> {
     if !c.has(column) {
         return Ok(0.0);
     }
@@ -931,7 +931,7 @@ fn quantity(
     column: Col,
     row: usize,
     deviations: &mut Deviations,
-) -> Result<Option<f64>, CurError> {
+) -> Result<Option<f64>, SourceError> {
     if text(c, column, row, deviations).is_empty() && !c.text(column, row).is_empty() {
         return Ok(None);
     }
@@ -941,7 +941,12 @@ fn quantity(
 /// A timestamp, UTC: `YYYY-MM-DDTHH:MM:SSZ` as FOCUS writes it, or (counted) the same
 /// instant written without `T` and `Z`, with fractions or with `+00:00`. Another offset is
 /// refused: FOCUS's periods are UTC, and a local time would shift the charge's day.
-fn timestamp(c: &Columns<'_>, column: Col, row: usize, deviations: &mut Deviations) -> Result<i64, CurError> {
+fn timestamp(
+    c: &Columns<'_>,
+    column: Col,
+    row: usize,
+    deviations: &mut Deviations,
+) -> Result<i64, SourceError> {
     let raw = c.text(column, row);
     if !raw.is_empty() {
         let value = raw.trim();
@@ -996,7 +1001,7 @@ fn tags(
     row: usize,
     deviations: &mut Deviations,
     cache: &mut TagCache,
-) -> Result<(std::sync::Arc<str>, u32), CurError> {
+) -> Result<(std::sync::Arc<str>, u32), SourceError> {
     let raw = c.text(Col::Tags, row).trim();
     if let Some(known) = cache.normalized.get(raw) {
         if raw.eq_ignore_ascii_case("null") {
@@ -1017,7 +1022,7 @@ fn normalized_tags(
     row: usize,
     raw: &str,
     deviations: &mut Deviations,
-) -> Result<String, CurError> {
+) -> Result<String, SourceError> {
     let pairs: Vec<(String, String)> = if raw.eq_ignore_ascii_case("null") {
         deviations.null_as_text += 1;
         Vec::new()
@@ -1050,7 +1055,7 @@ fn check_periods(
     (billing_start, billing_end): (i64, Option<i64>),
     (charge_start, charge_end): (i64, i64),
     deviations: &mut Deviations,
-) -> Result<(), CurError> {
+) -> Result<(), SourceError> {
     if charge_end < charge_start {
         return Err(c.bad(row, Col::ChargePeriodEnd, "the charge period ends before it starts"));
     }
@@ -1104,7 +1109,7 @@ fn read_row<'a>(
     row: usize,
     deviations: &mut Deviations,
     tag_cache: &mut TagCache,
-) -> Result<Charge<'a>, CurError> {
+) -> Result<Charge<'a>, SourceError> {
     // A NUL byte in a text is no export's: a file cut or joined wrongly.
     for column in NAMING.iter().chain(&UNGROUPED) {
         if c.text(*column, row).contains('\0') {
@@ -1320,7 +1325,7 @@ pub async fn azure_runs(
     store: &dyn ObjectStore,
     prefix: &str,
     depth: u32,
-) -> Result<Vec<AzureRun>, CurError> {
+) -> Result<Vec<AzureRun>, SourceError> {
     let mut runs = Vec::new();
     find_azure_runs(store, prefix, depth, &mut runs).await?;
     // The latest run of a range replaces the earlier ones (a new month-to-date run).
@@ -1340,7 +1345,7 @@ async fn find_azure_runs(
     prefix: &str,
     depth: u32,
     runs: &mut Vec<AzureRun>,
-) -> Result<(), CurError> {
+) -> Result<(), SourceError> {
     if store.files(prefix).await?.iter().any(|f| f == "manifest.json") {
         let key = format!("{prefix}manifest.json");
         if let Some(object) = store.get(&key).await? {
@@ -1405,7 +1410,7 @@ async fn find_azure_runs(
 
 /// Oracle's report folder under a source, when it is one: `FOCUS Reports/` at its root, or
 /// the source itself (then `""`).
-pub async fn oci_reports(store: &dyn ObjectStore) -> Result<Option<String>, CurError> {
+pub async fn oci_reports(store: &dyn ObjectStore) -> Result<Option<String>, SourceError> {
     if store.folders("").await?.iter().any(|f| f == "FOCUS Reports") {
         return Ok(Some("FOCUS Reports/".into()));
     }
@@ -1414,7 +1419,11 @@ pub async fn oci_reports(store: &dyn ObjectStore) -> Result<Option<String>, CurE
 }
 
 /// The data files of a plain FOCUS source under `prefix` (recursively, a few levels), sorted.
-pub async fn plain_files(store: &dyn ObjectStore, prefix: &str, depth: u32) -> Result<Vec<String>, CurError> {
+pub async fn plain_files(
+    store: &dyn ObjectStore,
+    prefix: &str,
+    depth: u32,
+) -> Result<Vec<String>, SourceError> {
     let mut found: Vec<String> = store
         .files(prefix)
         .await?
@@ -1555,7 +1564,7 @@ mod tests {
 
     impl Visitor for Tally {
         type Place = usize;
-        fn place(&mut self, charge: &Charge<'_>, _: &Columns<'_>, _: usize) -> Result<usize, CurError> {
+        fn place(&mut self, charge: &Charge<'_>, _: &Columns<'_>, _: usize) -> Result<usize, SourceError> {
             self.asked += 1;
             let day = charge.charge_period_start.div_euclid(86_400);
             let key = (charge.service_name.to_string(), charge.tags.to_string(), day);
@@ -1573,7 +1582,7 @@ mod tests {
         }
     }
 
-    fn tally(path: &Path) -> Result<(Tally, Deviations), CurError> {
+    fn tally(path: &Path) -> Result<(Tally, Deviations), SourceError> {
         let location = path.file_name().unwrap().to_string_lossy().to_string();
         let names = header(path, &location)?;
         let (mut tally, mut deviations) = (Tally::default(), Deviations::default());

@@ -15,6 +15,21 @@ pub mod reservation_recommendation;
 pub mod row_identity;
 pub mod spark;
 
+/// What went wrong finding or reading a bill source's files (a CUR export, a FOCUS
+/// delivery, Spark's output), naming the place: the file, and its data row and column where
+/// one is at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error(transparent)]
+    Object(#[from] objects::ObjectError),
+    #[error("{location}: {message}")]
+    Invalid { location: String, message: String },
+}
+
+pub(crate) fn invalid(location: impl Into<String>, message: impl std::fmt::Display) -> SourceError {
+    SourceError::Invalid { location: location.into(), message: message.to_string() }
+}
+
 /// The AWS SDK's shared configuration from the default chain (environment, profile, IRSA on
 /// EKS), with standard retries (`attempts`, backoff from `first_backoff`) and `timeout` for a
 /// connection or a response (twice that for one attempt).

@@ -16,7 +16,7 @@
 //! Two different rows share 96 bits of XXH3-128 with a probability of about n²/2⁹⁷: 6·10⁻¹⁶ for
 //! a month of 10 million rows.
 
-use super::cur::{CurError, invalid};
+use super::{SourceError, invalid};
 
 /// The bytes a row is identified by, built value by value and hashed once.
 #[derive(Default)]
@@ -112,7 +112,7 @@ impl Run {
         }
     }
 
-    fn laid_out(self) -> Result<Vec<u128>, CurError> {
+    fn laid_out(self) -> Result<Vec<u128>, SourceError> {
         match self {
             Run::LaidOut(entries) => Ok(entries),
             Run::LayingOut(handle) => handle.join().map_err(|_| {
@@ -139,7 +139,7 @@ impl RowIdentities {
 
     /// Adds the next row of the current file, `row` counted from 0 in its file (rows must come
     /// in order, each once). A row equal to the one just before it is refused here.
-    pub fn add(&mut self, identity: u128, row: usize) -> Result<(), CurError> {
+    pub fn add(&mut self, identity: u128, row: usize) -> Result<(), SourceError> {
         let start = self.files.last().map_or(0, |(_, start)| *start);
         let number = start + row as u64;
         if number > u64::from(u32::MAX) {
@@ -158,7 +158,7 @@ impl RowIdentities {
 
     /// Adds another reading's identities (read apart, one file or more), as the files after
     /// this one's.
-    pub fn append(&mut self, mut other: RowIdentities) -> Result<(), CurError> {
+    pub fn append(&mut self, mut other: RowIdentities) -> Result<(), SourceError> {
         let offset = self.rows;
         if offset + other.rows > u64::from(u32::MAX) + 1 {
             return Err(too_many(other.files.first().map_or("", |(location, _)| location.as_str())));
@@ -177,7 +177,7 @@ impl RowIdentities {
 
     /// Refuses the delivery if two of its rows are the same, naming both (the first repeat
     /// in the delivery's order). Frees the identities.
-    pub fn check(&mut self) -> Result<(), CurError> {
+    pub fn check(&mut self) -> Result<(), SourceError> {
         self.end_file();
         let mut runs = Vec::with_capacity(self.runs.len());
         for (run, offset) in std::mem::take(&mut self.runs) {
@@ -201,7 +201,7 @@ impl RowIdentities {
         (location, number - start + 1)
     }
 
-    fn repeated(&self, first: u64, repeat: u64) -> CurError {
+    fn repeated(&self, first: u64, repeat: u64) -> SourceError {
         let (first_file, first_row) = self.place(first);
         let (file, row) = self.place(repeat);
         let earlier = if first_file == file {
@@ -325,7 +325,7 @@ fn first_repeat(sorted: &[u128]) -> Option<(u64, u64)> {
         .min_by_key(|&(_, repeat)| repeat)
 }
 
-fn too_many(location: &str) -> CurError {
+fn too_many(location: &str) -> SourceError {
     invalid(
         location,
         format!("more than {} rows in one delivery: gpuledger cannot check them for repeats", u32::MAX),

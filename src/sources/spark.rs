@@ -29,8 +29,8 @@ use spark_connect::SparkSession;
 use spark_connect::row::{Row, Value};
 
 use super::cur::reader::{COLUMN_NAMES, Col, REQUIRED};
-use super::cur::{CurError, invalid};
 use super::objects::{ObjectError, ObjectStore, S3Options, S3Store, failed};
+use super::{SourceError, invalid};
 use crate::period::Period;
 use crate::split::Resource;
 
@@ -70,7 +70,7 @@ impl SparkOutput {
         options: &SparkOptions,
         period: Period,
         scratch: &Path,
-    ) -> Result<SparkOutput, CurError> {
+    ) -> Result<SparkOutput, SourceError> {
         let nanos =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         let run = format!("gpuledger-spark-{period}-{}-{nanos}", std::process::id());
@@ -90,7 +90,7 @@ impl SparkOutput {
     }
 
     /// Where Spark writes the output `name` (`pods`, `pod_hours`, `lines`), as an SQL string.
-    fn spark_location(&self, name: &str) -> Result<String, CurError> {
+    fn spark_location(&self, name: &str) -> Result<String, SourceError> {
         match self {
             SparkOutput::Folder { dir, .. } => path_text(&dir.join(name)),
             SparkOutput::S3 { spark_uri, .. } => {
@@ -100,7 +100,7 @@ impl SparkOutput {
     }
 
     /// The part files of the output `name`, in the order of their rows, as local files.
-    pub fn parts(&self, name: &str) -> Result<Vec<PathBuf>, CurError> {
+    pub fn parts(&self, name: &str) -> Result<Vec<PathBuf>, SourceError> {
         match self {
             SparkOutput::Folder { dir, .. } => parts(&dir.join(name)),
             SparkOutput::S3 { store, scratch, .. } => {
@@ -180,7 +180,7 @@ pub fn run(
     files: &[SparkFile],
     out: &SparkOutput,
     progress: &indicatif::ProgressBar,
-) -> Result<PushedDown, CurError> {
+) -> Result<PushedDown, SourceError> {
     let remote = &options.remote;
     let spark = SparkSession::builder()
         .remote(&options.url())
@@ -273,7 +273,7 @@ struct Job<'a> {
 
 impl Job<'_> {
     /// Runs one statement and collects its (few) rows.
-    fn rows(&self, statement: &str) -> Result<Vec<Row>, CurError> {
+    fn rows(&self, statement: &str) -> Result<Vec<Row>, SourceError> {
         tracing::debug!(statement, "Spark SQL");
         // The client's error is large (clippy's result_large_err): no closure returns it.
         let collected = match self.spark.sql(statement) {
@@ -295,7 +295,7 @@ fn integer(row: &Row, index: usize) -> i64 {
 }
 
 /// The Parquet part files Spark wrote into `folder`, in the order of their rows.
-fn parts(folder: &Path) -> Result<Vec<PathBuf>, CurError> {
+fn parts(folder: &Path) -> Result<Vec<PathBuf>, SourceError> {
     let location = folder.display().to_string();
     let entries = std::fs::read_dir(folder).map_err(|e| {
         invalid(
@@ -324,7 +324,7 @@ fn spark_uri(uri: &str, s3_scheme: Option<&str>) -> String {
 }
 
 /// A path in backquotes for `parquet.`…``; a backquote in it cannot be quoted.
-fn quote_path(path: &str) -> Result<String, CurError> {
+fn quote_path(path: &str) -> Result<String, SourceError> {
     if path.contains('`') {
         return Err(invalid(path, "a data file path with a backquote cannot be handed to Spark SQL"));
     }
@@ -333,7 +333,7 @@ fn quote_path(path: &str) -> Result<String, CurError> {
 
 /// `text` as an SQL string literal; `what` names it when it holds a quote or backslash, which
 /// Spark SQL would read as the end of the string or an escape.
-fn string_literal(text: &str, what: &str) -> Result<String, CurError> {
+fn string_literal(text: &str, what: &str) -> Result<String, SourceError> {
     if text.contains('\'') || text.contains('\\') {
         return Err(invalid(text, format!("{what} with a quote or backslash cannot be handed to Spark SQL")));
     }
@@ -341,7 +341,7 @@ fn string_literal(text: &str, what: &str) -> Result<String, CurError> {
 }
 
 /// A folder as an SQL string literal.
-fn path_text(path: &Path) -> Result<String, CurError> {
+fn path_text(path: &Path) -> Result<String, SourceError> {
     string_literal(&path.display().to_string(), "an output folder")
 }
 
@@ -424,7 +424,7 @@ struct JobSql<'a> {
 const SPLIT_OPERATIONS: &str = "('EKSPod-EC2', 'ECSTask-EC2')";
 
 impl<'a> JobSql<'a> {
-    fn new(period: Period, files: &'a [FileSchema]) -> Result<JobSql<'a>, CurError> {
+    fn new(period: Period, files: &'a [FileSchema]) -> Result<JobSql<'a>, SourceError> {
         for file in files {
             quote_path(&file.uri)?;
             string_literal(&file.location, "a file name")?;
@@ -625,7 +625,7 @@ impl<'a> JobSql<'a> {
 
 /// The first refused row the checks found, named by file (Spark does not number rows), or
 /// the split rows read and skipped.
-fn refuse_bad_rows(period: Period, checks: &[Row]) -> Result<(u64, u64), CurError> {
+fn refuse_bad_rows(period: Period, checks: &[Row]) -> Result<(u64, u64), SourceError> {
     let (mut rows, mut skipped) = (0u64, 0u64);
     for check in checks {
         let file = text(check, 0).unwrap_or("");

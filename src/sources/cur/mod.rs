@@ -9,21 +9,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::objects::{LocalFolder, ObjectError, ObjectStore};
+use super::objects::{LocalFolder, ObjectStore};
+use super::{SourceError, invalid};
 use crate::period::Period;
-
-/// What went wrong finding or reading an export, naming the place.
-#[derive(Debug, thiserror::Error)]
-pub enum CurError {
-    #[error(transparent)]
-    Object(#[from] ObjectError),
-    #[error("{location}: {message}")]
-    Invalid { location: String, message: String },
-}
-
-pub(crate) fn invalid(location: impl Into<String>, message: impl std::fmt::Display) -> CurError {
-    CurError::Invalid { location: location.into(), message: message.to_string() }
-}
 
 /// One billing period as its latest manifest describes it.
 #[derive(Debug, Clone)]
@@ -67,7 +55,7 @@ pub fn partition_period(name: &str) -> Option<Period> {
 
 /// Resolves a local SOURCE: an export root (holding `metadata/`), or one billing-period
 /// folder under `metadata/` or `data/`, which limits the ingest to that period.
-pub fn local_source(path: &Path) -> Result<(LocalFolder, Option<Period>), CurError> {
+pub fn local_source(path: &Path) -> Result<(LocalFolder, Option<Period>), SourceError> {
     if path.join("metadata").is_dir() {
         return Ok((LocalFolder { root: path.to_path_buf() }, None));
     }
@@ -128,7 +116,7 @@ fn export_name(store: &dyn ObjectStore) -> String {
 }
 
 /// Finds the deliveries under `metadata/`, oldest first, optionally one period only.
-pub async fn discover(store: &dyn ObjectStore, only: Option<Period>) -> Result<Vec<Delivery>, CurError> {
+pub async fn discover(store: &dyn ObjectStore, only: Option<Period>) -> Result<Vec<Delivery>, SourceError> {
     let folders = store.folders("metadata/").await?;
     let mut partitions: Vec<(Period, String)> =
         folders.iter().filter_map(|name| partition_period(name).map(|p| (p, name.clone()))).collect();
@@ -161,7 +149,7 @@ async fn read_manifest(
     period: Period,
     folder: &str,
     export: &str,
-) -> Result<Delivery, CurError> {
+) -> Result<Delivery, SourceError> {
     let prefix = format!("metadata/{folder}/");
     // AWS documents both names; real deliveries use `<export>-Manifest.json`.
     let mut candidates = vec![format!("{prefix}{export}-Manifest.json"), format!("{prefix}Manifest.json")];

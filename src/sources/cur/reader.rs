@@ -12,7 +12,7 @@ use polars::prelude::*;
 use polars_arrow::array::{Array, ListArray, PrimitiveArray, StructArray, Utf8ViewArray};
 
 use super::map_column;
-use super::{CurError, invalid};
+use crate::sources::{SourceError, invalid};
 
 /// The CUR columns the ingest reads (only these are decoded); the first [`REQUIRED`] are
 /// required.
@@ -205,8 +205,8 @@ pub mod bounds {
 pub fn read_file(
     path: &Path,
     location: &str,
-    mut visit: impl FnMut(&Columns<'_>) -> Result<(), CurError>,
-) -> Result<usize, CurError> {
+    mut visit: impl FnMut(&Columns<'_>) -> Result<(), SourceError>,
+) -> Result<usize, SourceError> {
     read_columns(path, location, &CUR, &mut visit)
 }
 
@@ -215,8 +215,8 @@ pub fn read_columns(
     path: &Path,
     location: &str,
     set: &ColumnSet,
-    visit: &mut dyn FnMut(&Columns<'_>) -> Result<(), CurError>,
-) -> Result<usize, CurError> {
+    visit: &mut dyn FnMut(&Columns<'_>) -> Result<(), SourceError>,
+) -> Result<usize, SourceError> {
     let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
     if name.ends_with(".parquet") {
         read_parquet(path, location, set, visit)
@@ -231,8 +231,8 @@ fn read_parquet(
     path: &Path,
     location: &str,
     set: &ColumnSet,
-    visit: &mut dyn FnMut(&Columns<'_>) -> Result<(), CurError>,
-) -> Result<usize, CurError> {
+    visit: &mut dyn FnMut(&Columns<'_>) -> Result<(), SourceError>,
+) -> Result<usize, SourceError> {
     let open = || File::open(path).map_err(|e| invalid(location, e));
     let not_parquet =
         |e: PolarsError| invalid(location, format!("not a readable Parquet file (truncated?): {e}"));
@@ -282,7 +282,7 @@ fn read_parquet(
     // One thread decodes the next chunk while this one visits the last: decoding and the
     // row-by-row work overlap.
     std::thread::scope(|scope| {
-        let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<Decoded, CurError>>(0);
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<Decoded, SourceError>>(0);
         scope.spawn(move || {
             let file = match open() {
                 Ok(file) => file,
@@ -328,7 +328,7 @@ fn read_parquet(
             frame.rechunk_mut();
             visit(&Columns::new(&frame, set, location, offset, &maps)?)?;
         }
-        Ok::<(), CurError>(())
+        Ok::<(), SourceError>(())
     })?;
     Ok(rows)
 }
@@ -348,7 +348,7 @@ fn check_parquet_bounds(
     location: &str,
     metadata: &polars_parquet::parquet::metadata::FileMetadata,
     rows: usize,
-) -> Result<(), CurError> {
+) -> Result<(), SourceError> {
     if rows > bounds::MAX_ROWS_PER_FILE {
         return Err(invalid(
             location,
@@ -427,7 +427,7 @@ fn read_line(
     buffer: &mut Vec<u8>,
     location: &str,
     after: Option<usize>,
-) -> Result<usize, CurError> {
+) -> Result<usize, SourceError> {
     let row = after.unwrap_or(0);
     let start = buffer.len();
     loop {
@@ -474,7 +474,7 @@ fn read_line(
 
 /// A data file the manifest lists is never empty: zero bytes is a cut download or a broken
 /// delivery (the chunks an OVERWRITE refresh blanks out are not in its manifest).
-fn refuse_empty(path: &Path, location: &str) -> Result<(), CurError> {
+fn refuse_empty(path: &Path, location: &str) -> Result<(), SourceError> {
     match std::fs::metadata(path) {
         Ok(meta) if meta.len() == 0 => Err(invalid(
             location,
@@ -485,7 +485,7 @@ fn refuse_empty(path: &Path, location: &str) -> Result<(), CurError> {
     }
 }
 
-fn check_required(present: &[String], set: &ColumnSet, location: &str) -> Result<(), CurError> {
+fn check_required(present: &[String], set: &ColumnSet, location: &str) -> Result<(), SourceError> {
     // A column named twice: which of the two holds the figures is anyone's guess.
     for (i, name) in present.iter().enumerate() {
         if let Some(j) = present[..i].iter().position(|p| p == name) {
@@ -514,8 +514,8 @@ fn read_csv(
     location: &str,
     set: &ColumnSet,
     gzip: bool,
-    visit: &mut dyn FnMut(&Columns<'_>) -> Result<(), CurError>,
-) -> Result<usize, CurError> {
+    visit: &mut dyn FnMut(&Columns<'_>) -> Result<(), SourceError>,
+) -> Result<usize, SourceError> {
     refuse_empty(path, location)?;
     let file = File::open(path).map_err(|e| invalid(location, e))?;
     let compressed = file.metadata().map_err(|e| invalid(location, e))?.len();
@@ -613,7 +613,7 @@ impl<'a> Columns<'a> {
         location: &'a str,
         first_row: usize,
         maps: &'a [(&'static str, std::sync::Arc<map_column::MapChunk>, usize)],
-    ) -> Result<Columns<'a>, CurError> {
+    ) -> Result<Columns<'a>, SourceError> {
         let mut views = Vec::with_capacity(set.names.len());
         for &name in set.names {
             if let Some((_, chunk, first)) = maps.iter().find(|(c, ..)| *c == name) {
@@ -645,7 +645,7 @@ impl<'a> Columns<'a> {
     }
 
     /// An error naming this chunk's file, the row and the column.
-    pub fn bad(&self, row: usize, column: impl ColumnId, message: impl std::fmt::Display) -> CurError {
+    pub fn bad(&self, row: usize, column: impl ColumnId, message: impl std::fmt::Display) -> SourceError {
         invalid(
             self.location,
             format!("data row {}, column {}: {message}", self.first_row + row + 1, column.column_name()),
@@ -686,7 +686,7 @@ impl<'a> Columns<'a> {
 
     /// A number; `None` for nulls, empty text and absent columns. Not-a-number, infinities
     /// and amounts beyond [`MAX_ABS_AMOUNT`] are refused: they would wrap or vanish in sums.
-    pub fn number(&self, column: impl ColumnId, row: usize) -> Result<Option<f64>, CurError> {
+    pub fn number(&self, column: impl ColumnId, row: usize) -> Result<Option<f64>, SourceError> {
         let value = self.raw_number(column, row)?;
         match value {
             Some(v) if !v.is_finite() => Err(self.bad(row, column, format!("{v} is not a finite number"))),
@@ -699,7 +699,7 @@ impl<'a> Columns<'a> {
         }
     }
 
-    fn raw_number(&self, column: impl ColumnId, row: usize) -> Result<Option<f64>, CurError> {
+    fn raw_number(&self, column: impl ColumnId, row: usize) -> Result<Option<f64>, SourceError> {
         match self.views.get(column.index()) {
             Some(View::Float(array)) => Ok(array.is_valid(row).then(|| array.value(row))),
             Some(View::Int(array)) => Ok(array.is_valid(row).then(|| array.value(row) as f64)),
@@ -717,12 +717,16 @@ impl<'a> Columns<'a> {
     }
 
     /// A number, 0 when absent.
-    pub fn amount(&self, column: impl ColumnId, row: usize) -> Result<f64, CurError> {
+    pub fn amount(&self, column: impl ColumnId, row: usize) -> Result<f64, SourceError> {
         Ok(self.number(column, row)?.unwrap_or(0.0))
     }
 
     /// A timestamp as UTC epoch seconds, `None` when the column is absent or the cell empty.
-    pub fn optional_epoch_seconds(&self, column: impl ColumnId, row: usize) -> Result<Option<i64>, CurError> {
+    pub fn optional_epoch_seconds(
+        &self,
+        column: impl ColumnId,
+        row: usize,
+    ) -> Result<Option<i64>, SourceError> {
         match self.views.get(column.index()) {
             Some(View::Missing) | None => Ok(None),
             Some(View::Text(array)) if !array.is_valid(row) || array.value(row).trim().is_empty() => Ok(None),
@@ -732,7 +736,7 @@ impl<'a> Columns<'a> {
     }
 
     /// A timestamp as UTC epoch seconds.
-    pub fn epoch_seconds(&self, column: impl ColumnId, row: usize) -> Result<i64, CurError> {
+    pub fn epoch_seconds(&self, column: impl ColumnId, row: usize) -> Result<i64, SourceError> {
         match self.views.get(column.index()) {
             Some(View::Time(array, per_second)) if array.is_valid(row) => {
                 Ok(array.value(row).div_euclid(*per_second))
@@ -746,7 +750,7 @@ impl<'a> Columns<'a> {
     }
 
     /// The pairs of a map cell (Parquet struct list or CSV JSON object).
-    pub fn map(&self, column: impl ColumnId, row: usize) -> Result<Pairs<'a>, CurError> {
+    pub fn map(&self, column: impl ColumnId, row: usize) -> Result<Pairs<'a>, SourceError> {
         match self.views.get(column.index()) {
             Some(View::Map { list, keys, values }) if list.is_valid(row) => {
                 let (start, end) = list.offsets().start_end(row);
