@@ -29,7 +29,8 @@ use crate::catalog;
 pub use crate::domain::runs::{Disagreement, Reconciliation};
 use crate::money::{micros_from_nanos, nanos_from_usd, usd_decimal};
 use crate::period::Period;
-use crate::sources::cur::reader::{self, Col, Columns};
+use crate::sources::columns::{self, Columns};
+use crate::sources::cur::reader::{self, Col};
 use crate::sources::row_identity::{RowIdentities, RowKey};
 use crate::sources::{SourceError, invalid};
 use crate::split::Resource;
@@ -118,7 +119,7 @@ fn is_savings_plan_fee_refund(c: &Columns<'_>, row: usize) -> bool {
 
 /// A line's `user_*` tags (imported labels and cost allocation tags) as a JSON object with
 /// sorted keys: how pods' labels and other costs' tags are stored.
-fn user_labels(tags: &reader::Pairs<'_>) -> String {
+fn user_labels(tags: &columns::Pairs<'_>) -> String {
     let labels: BTreeMap<&str, &str> =
         tags.iter().filter(|(k, _)| k.starts_with("user_")).map(|(k, v)| (k.as_ref(), v.as_ref())).collect();
     serde_json::to_string(&labels).unwrap_or_else(|_| "{}".into())
@@ -541,7 +542,7 @@ impl PeriodBuilder {
         let time = |column: Col| -> Result<i64, SourceError> {
             match c.text(column, row) {
                 "" => Ok(0),
-                text => reader::parse_timestamp(text)
+                text => columns::parse_timestamp(text)
                     .ok_or_else(|| c.bad(row, column, format!("{text:?} is not a date and time"))),
             }
         };

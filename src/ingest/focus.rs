@@ -289,7 +289,7 @@ impl BillSums {
                 location,
                 format!(
                     "data row {row}, column {}: {}",
-                    cur_source::reader::ColumnId::column_name(focus::Col::BillingCurrency),
+                    crate::sources::columns::ColumnId::column_name(focus::Col::BillingCurrency),
                     second_currency(&other.currency, self)
                 ),
             ));
@@ -582,7 +582,7 @@ impl focus::Visitor for FileRows<'_> {
     fn place(
         &mut self,
         charge: &Charge<'_>,
-        columns: &cur_source::reader::Columns<'_>,
+        columns: &crate::sources::columns::Columns<'_>,
         row: usize,
     ) -> Result<Place, SourceError> {
         if self.month.0 != charge.billing_period_start || self.month.1.is_none() {

@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::cur::reader::{self, ColumnId, ColumnSet, Columns};
+use super::columns::{self, ColumnId, ColumnSet, Columns};
 use super::objects::ObjectStore;
 use super::row_identity::{RowIdentities, RowKey};
 use super::{SourceError, invalid};
@@ -422,7 +422,7 @@ pub fn header(path: &Path, location: &str) -> Result<Vec<String>, SourceError> {
     } else {
         Box::new(file)
     };
-    let mut lines = std::io::BufReader::new(std::io::Read::take(raw, reader::bounds::MAX_LINE_BYTES as u64));
+    let mut lines = std::io::BufReader::new(std::io::Read::take(raw, columns::bounds::MAX_LINE_BYTES as u64));
     let mut first = String::new();
     std::io::BufRead::read_line(&mut lines, &mut first)
         .map_err(|e| invalid(location, format!("the header line cannot be read: {e}")))?;
@@ -515,7 +515,7 @@ pub fn read_file<V: Visitor>(
     let mut key = RowKey::default();
     let mut naming = Vec::new();
     identities.begin_file(location);
-    reader::read_columns(path, location, &COLUMNS, &mut |columns| {
+    columns::read_columns(path, location, &COLUMNS, &mut |columns| {
         if alike.read_chunk(columns, deviations, &mut tags, visitor, identities)? {
             return Ok(());
         }
@@ -819,7 +819,7 @@ impl<P: Copy> Alike<P> {
             for (i, (&column, array)) in NUMBERS.iter().zip(&numbers).enumerate() {
                 let quick = array.filter(|a| a.is_valid(row)).map(|a| a.value(row));
                 values[i] = match quick {
-                    Some(value) if value.is_finite() && value.abs() <= reader::MAX_ABS_AMOUNT => value,
+                    Some(value) if value.is_finite() && value.abs() <= columns::MAX_ABS_AMOUNT => value,
                     _ if i < 2 => quantity(c, column, row, deviations)?.unwrap_or(0.0),
                     _ => cost(c, column, row, deviations)?,
                 };
@@ -964,7 +964,7 @@ fn timestamp(
             deviations.timestamps_not_iso += 1;
         }
         let trimmed = value.trim_end_matches("+00:00").trim_end_matches("+0000").trim_end_matches("-00:00");
-        return reader::parse_timestamp(trimmed)
+        return columns::parse_timestamp(trimmed)
             .ok_or_else(|| c.bad(row, column, format!("{value:?} is not a timestamp")));
     }
     c.epoch_seconds(column, row)
@@ -1637,7 +1637,7 @@ mod tests {
         ParquetWriter::new(std::fs::File::create(&path).unwrap()).finish(&mut frame).unwrap();
         let set = ColumnSet { names: &NAMED, required: 0, maps: &[], kind: "test" };
         let mut same = 0;
-        reader::read_columns(&path, "namings.parquet", &set, &mut |c| {
+        columns::read_columns(&path, "namings.parquet", &set, &mut |c| {
             let texts: Vec<_> = (0..NAMED.len()).map(|n| c.text_array(Nth(n))).chain([None]).collect();
             let distinct = (0..NAMED.len())
                 .map(|n| (0..c.rows).map(|row| c.text(Nth(n), row)).collect::<BTreeSet<_>>().len() as f64);

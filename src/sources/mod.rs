@@ -5,10 +5,12 @@
 //! the store.
 
 pub mod cloud_objects;
+pub mod columns;
 pub mod cost_explorer;
 pub mod cur;
 pub mod focus;
 pub mod focus_file;
+pub mod map_column;
 pub mod objects;
 pub mod prometheus;
 pub mod reservation_recommendation;

@@ -98,7 +98,7 @@ async fn a_csv_line_past_the_line_bound_is_refused() {
     let case = BadInputCase::new(CurFormat::Csv).await;
     let file = case.data_file("csv.gz");
     let header = gunzip(&file).lines().next().unwrap().to_string();
-    let line = "x".repeat(gpuledger::sources::cur::reader::bounds::MAX_LINE_BYTES * 8);
+    let line = "x".repeat(gpuledger::sources::columns::bounds::MAX_LINE_BYTES * 8);
     gzip(&file, &format!("{header}\n{line}\n"));
     case.assert_fails(&case.export(), &["00001.csv.gz", "data row 1 is longer than 1048576 bytes"]).await;
 }
@@ -107,7 +107,7 @@ async fn a_csv_line_past_the_line_bound_is_refused() {
 /// month): refused once the file has expanded past 100 times its size.
 #[tokio::test]
 async fn a_csv_gzip_expanding_past_the_ratio_bound_is_refused() {
-    use gpuledger::sources::cur::reader::bounds;
+    use gpuledger::sources::columns::bounds;
     let case = BadInputCase::new(CurFormat::Csv).await;
     let file = case.data_file("csv.gz");
     let text = gunzip(&file);

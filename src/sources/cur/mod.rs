@@ -2,7 +2,6 @@
 //! a manifest lists (CUR reference §1). A recursive listing would count CREATE_NEW folders of
 //! earlier refreshes and the empty chunks an OVERWRITE leaves behind.
 
-pub mod map_column;
 pub mod reader;
 
 use std::path::{Path, PathBuf};

@@ -1,4 +1,5 @@
-//! CUR map columns (`resource_tags`, `product`) read from Parquet without building them.
+//! Map columns (the CUR's `resource_tags` and `product`, FOCUS's `Tags`) read from Parquet
+//! without building them.
 //!
 //! polars decodes a map column into a list of key/value structs: every entry of every row
 //! becomes two string views. On a churny month that was a third of the ingest's reading
@@ -101,7 +102,7 @@ impl MapChunk {
     }
 
     /// The pairs of row `row` (of the row group); absent keys and values are empty.
-    pub fn pairs(&self, row: usize) -> Result<super::reader::Pairs<'_>, std::str::Utf8Error> {
+    pub fn pairs(&self, row: usize) -> Result<super::columns::Pairs<'_>, std::str::Utf8Error> {
         let (start, end) = (self.starts[row] as usize, self.starts[row + 1] as usize);
         (start..end)
             .map(|i| {
