@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 
 use crate::archive;
 use crate::cli::{ArchiveCommand, ArchiveCreateArgs};
-use crate::ingest::cur::Scratch;
+use crate::ingest::scratch::Scratch;
 use crate::period::utc_minute;
 use crate::report::{OutputFormat, csv_cell};
 use crate::sources::objects::{ObjectStore, S3Options, S3Store};

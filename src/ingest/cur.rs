@@ -21,7 +21,7 @@
 //! other = the bill exactly.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use polars::prelude::PlHashMap as HashMap;
 
@@ -1120,11 +1120,6 @@ fn net_amortized_cost(
     Ok(c.number(column, row)?.filter(|v| *v > 0.0).unwrap_or(amortized))
 }
 
-/// Where downloaded or local data files are read from during one period's ingest.
-pub struct Scratch {
-    pub dir: PathBuf,
-}
-
 /// A Parquet file of Spark's output read whole (or its `columns`), and how to say a polars
 /// error about it (`what` names the output).
 fn spark_frame<'a>(
@@ -1141,39 +1136,4 @@ fn spark_frame<'a>(
     let file = std::fs::File::open(path).map_err(|e| invalid(location, e))?;
     let frame = ParquetReader::new(file).with_columns(columns).finish().map_err(&unreadable)?;
     Ok((frame, unreadable))
-}
-
-/// Scratch folders are named `gpuledger-ingest-PID-NANOS` in the temporary folder.
-const SCRATCH_PREFIX: &str = "gpuledger-ingest-";
-
-impl Scratch {
-    pub fn new() -> std::io::Result<Scratch> {
-        let nanos =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let dir = std::env::temp_dir().join(format!("{SCRATCH_PREFIX}{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        Ok(Scratch { dir })
-    }
-}
-
-/// Removes the scratch folders of ingests whose process is gone (killed before its `Drop`
-/// could run): a downloaded month is gigabytes. Every CUR ingest runs it first, also one
-/// that finds nothing new to read (and so makes no scratch folder of its own).
-pub fn remove_abandoned_scratch() {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().to_string();
-        let Some(pid) = name.strip_prefix(SCRATCH_PREFIX).and_then(|rest| rest.split('-').next()) else {
-            continue;
-        };
-        if pid.parse::<i64>().is_ok_and(|pid| !crate::host::process_alive(pid)) {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }

@@ -966,6 +966,7 @@ pub async fn ingest_focus(
             focus::PROVIDERS.join(", ")
         )));
     }
+    super::scratch::remove_abandoned_scratch();
     let period = options.period.map(|p| p.to_string()).unwrap_or_default();
     let (objects, deliveries) = match discover(options).await {
         Ok(found) => found,
@@ -1023,7 +1024,7 @@ async fn ingest_delivery(
     options: &FocusIngestOptions,
     progress: &indicatif::MultiProgress,
 ) -> Result<(Vec<BillResult>, FocusReconciliation), IngestError> {
-    let scratch = super::cur::Scratch::new()
+    let scratch = super::scratch::Scratch::new()
         .map_err(|e| IngestError::Other(format!("creating a scratch folder: {e}")))?;
     let mut files = Vec::new();
     for key in &delivery.files {

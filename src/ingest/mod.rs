@@ -12,6 +12,7 @@ pub mod focus;
 pub mod judge;
 pub mod kube;
 pub mod metrics;
+pub mod scratch;
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -92,7 +93,7 @@ pub async fn ingest_cur(
     options: &CurIngestOptions,
     progress: &indicatif::MultiProgress,
 ) -> Result<Vec<PeriodResult>, IngestError> {
-    cur::remove_abandoned_scratch();
+    scratch::remove_abandoned_scratch();
     let (objects, deliveries) = match discover(options).await {
         Ok(found) => found,
         Err(error) => {
@@ -264,7 +265,7 @@ async fn ingest_period(
     // `phase` events say where a run is, for people reading the log and for the crash test.
     tracing::debug!(phase = "read", "fetching, reading and writing the period");
     let scratch =
-        cur::Scratch::new().map_err(|e| IngestError::Other(format!("creating a scratch folder: {e}")))?;
+        scratch::Scratch::new().map_err(|e| IngestError::Other(format!("creating a scratch folder: {e}")))?;
     // Fetch first: a manifest naming a missing file fails before any reading or writing.
     // Spark reads the files where they lie: a local export's are only checked.
     let mut files = Vec::new();
