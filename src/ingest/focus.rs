@@ -17,7 +17,7 @@ use crate::sources::focus::{self, Charge, Deviations, Layout, Version};
 use crate::sources::objects::{LocalFolder, ObjectStore, S3Options, S3Store};
 use crate::sources::row_identity::RowIdentities;
 use crate::sources::{SourceError, invalid};
-use crate::store::{Bill, BillCharge, BillVmDay, IngestOutcome, NewIngestRun, Store, TEXTS, VmPeriod};
+use crate::store::{Bill, BillCharge, BillVmDay, NewIngestRun, Store, TEXTS, VmPeriod};
 
 /// What `gpuledger ingest focus` was asked to do.
 #[derive(Debug, Clone, Default)]
@@ -847,7 +847,7 @@ fn decimal(nanos: i64) -> String {
 }
 
 /// One delivery: its files and the version that tells a re-delivery from the same one.
-struct FocusDelivery {
+pub struct FocusDelivery {
     layout: Layout,
     /// The version the export's manifest names (Azure's `dataVersion`), when it names one:
     /// 1.1 and 1.2 columns are optional, so a header alone may read as older than it is.
@@ -966,53 +966,60 @@ pub async fn ingest_focus(
             focus::PROVIDERS.join(", ")
         )));
     }
-    super::scratch::remove_abandoned_scratch();
-    let period = options.period.map(|p| p.to_string()).unwrap_or_default();
-    let (objects, deliveries) = match discover(options).await {
-        Ok(found) => found,
-        Err(error) => {
-            let run = store
-                .begin_ingest_run(&NewIngestRun::now(RunKind::Focus, &options.source, &period, ""))
-                .await?;
-            store.finish_ingest_run(run, &IngestOutcome::failed(&error.to_string())).await?;
-            return Err(error);
-        }
-    };
-    let mut results = Vec::new();
-    for delivery in deliveries {
-        let run_period = delivery.period.map(|p| p.to_string()).unwrap_or_else(|| period.clone());
-        let run = store
-            .begin_ingest_run(&NewIngestRun::now(
-                RunKind::Focus,
-                &delivery.location,
-                &run_period,
-                &delivery.data_version,
-            ))
-            .await?;
-        match ingest_delivery(store, objects.as_ref(), &delivery, options, progress).await {
-            Ok((bills, reconciliation)) => {
-                let written = bills.iter().filter(|b| b.status == "ingested").count() as i64;
-                store
-                    .finish_ingest_run(
-                        run,
-                        &IngestOutcome::succeeded(
-                            reconciliation.rows_read as i64,
-                            written,
-                            serde_json::to_string(&reconciliation).ok(),
-                        ),
-                    )
-                    .await?;
-                results.extend(bills);
-            }
-            Err(error) => {
-                if let Err(record) = store.finish_ingest_run(run, &super::refused_or_failed(&error)).await {
-                    tracing::error!(run, %record, "could not record the failed ingest run");
-                }
-                return Err(error);
-            }
-        }
+    let bills = super::source::ingest(options, store, progress).await?;
+    Ok(bills.into_iter().flatten().collect())
+}
+
+/// FOCUS as a bill source: a delivery is an export run, a billing period's manifest, or a
+/// folder or file of bills; it holds one or several bills, each judged and replaced alone.
+#[async_trait::async_trait]
+impl super::source::BillSource for FocusIngestOptions {
+    type Delivery = FocusDelivery;
+    type Outcome = Vec<BillResult>;
+
+    fn kind(&self) -> RunKind {
+        RunKind::Focus
     }
-    Ok(results)
+
+    fn asked(&self) -> (String, String) {
+        (self.source.clone(), self.period.map(|p| p.to_string()).unwrap_or_default())
+    }
+
+    async fn discover(&self) -> Result<(Box<dyn ObjectStore>, Vec<FocusDelivery>), IngestError> {
+        discover(self).await
+    }
+
+    /// Never the whole delivery: each bill it holds is skipped alone when its data version is
+    /// the stored one's.
+    async fn unchanged(
+        &self,
+        _store: &dyn Store,
+        _objects: &dyn ObjectStore,
+        _delivery: &FocusDelivery,
+    ) -> Result<Option<Vec<BillResult>>, IngestError> {
+        Ok(None)
+    }
+
+    fn run(&self, _objects: &dyn ObjectStore, delivery: &FocusDelivery) -> NewIngestRun {
+        let period = delivery.period.or(self.period).map(|p| p.to_string()).unwrap_or_default();
+        NewIngestRun::now(RunKind::Focus, &delivery.location, &period, &delivery.data_version)
+    }
+
+    async fn ingest(
+        &self,
+        store: &dyn Store,
+        objects: &dyn ObjectStore,
+        delivery: &FocusDelivery,
+        progress: &indicatif::MultiProgress,
+    ) -> Result<super::source::Ingested<Vec<BillResult>>, IngestError> {
+        let (bills, reconciliation) = ingest_delivery(store, objects, delivery, self, progress).await?;
+        Ok(super::source::Ingested {
+            rows_read: reconciliation.rows_read,
+            rows_written: bills.iter().filter(|b| b.status == "ingested").count() as u64,
+            reconciliation: serde_json::to_string(&reconciliation).ok(),
+            outcome: bills,
+        })
+    }
 }
 
 /// Reads one delivery's files, checks them, and replaces the bills they hold in one

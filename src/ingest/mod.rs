@@ -13,6 +13,7 @@ pub mod judge;
 pub mod kube;
 pub mod metrics;
 pub mod scratch;
+pub mod source;
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -26,8 +27,7 @@ use crate::sources::cur::{self as cur_source, Delivery};
 use crate::sources::objects::{ObjectError, ObjectStore, S3Options, S3Store};
 use crate::sources::spark::{self, SparkFile, SparkOptions};
 use crate::store::{
-    CostPeriod, FactBatch, IngestOutcome, NewIngestRun, PeriodSource, PeriodTail, PodRecord, Store,
-    StoreError,
+    CostPeriod, FactBatch, NewIngestRun, PeriodSource, PeriodTail, PodRecord, Store, StoreError,
 };
 
 pub use cur::Reconciliation;
@@ -93,112 +93,95 @@ pub async fn ingest_cur(
     options: &CurIngestOptions,
     progress: &indicatif::MultiProgress,
 ) -> Result<Vec<PeriodResult>, IngestError> {
-    scratch::remove_abandoned_scratch();
-    let (objects, deliveries) = match discover(options).await {
-        Ok(found) => found,
-        Err(error) => {
-            // Nothing was found to ingest: the failure is recorded as a run of the whole source.
-            let period = options.period.map(|p| p.to_string()).unwrap_or_default();
-            let run = store
-                .begin_ingest_run(&NewIngestRun::now(RunKind::Cur, &options.source, &period, ""))
-                .await?;
-            store.finish_ingest_run(run, &IngestOutcome::failed(&error.to_string())).await?;
-            return Err(error);
-        }
-    };
-    let settings = store.settings().await?;
-    // What each delivery would replace, for the judge.
-    let stored: std::collections::BTreeMap<String, judge::Figures> = store
-        .periods()
-        .await?
-        .into_iter()
-        .map(|p| {
-            let stored = judge::Figures {
-                data_version: p.data_version,
-                cost_nanos: crate::money::Nanos::from_micros(p.bill_amortized_micros).0,
-                days: Default::default(),
-            };
-            (p.period, stored)
-        })
-        .collect();
-    let mut results = Vec::new();
-    for delivery in deliveries {
-        let period = delivery.period.to_string();
-        // The stored bill's own version, committed with it: a run killed after its commit is
-        // not ingested again, and one killed before is.
-        if !options.force
-            && store.cost_data_version(&period).await?.as_deref() == Some(&delivery.data_version)
-        {
-            results.push(PeriodResult {
-                period,
-                status: "skipped",
-                data_version: delivery.data_version,
-                seconds: 0.0,
-                read_seconds: 0.0,
-                write_seconds: 0.0,
-                reconciliation: None,
-            });
-            continue;
-        }
-        let run = store
-            .begin_ingest_run(&NewIngestRun::now(
-                RunKind::Cur,
-                &objects.locate(&delivery.manifest_key),
-                &period,
-                &delivery.data_version,
-            ))
-            .await?;
-        // The bounds in force for the delivery's period, unless the command gave its own.
-        let bounds = settings.ingest_bounds(delivery.period).map_err(IngestError::Other)?;
-        let allowance = judge::Allowance::of(
-            bounds,
-            options.force,
-            options.allow_empty,
-            options.max_drop_percent,
-            options.max_rise_percent,
-        );
-        let mut judged = Judged { stored: stored.get(&period).cloned(), allowance };
-        if let Some(stored) = &mut judged.stored {
-            stored.days =
-                amortized_by_day(&store.bill(&period).await?.map(|p| p.bill_days).unwrap_or_default());
-        }
-        match ingest_period(store, objects.as_ref(), &delivery, options.spark.as_ref(), judged, progress)
-            .await
-        {
-            Ok((result, rows_written)) => {
-                let reconciliation = result.reconciliation.as_ref();
-                store
-                    .finish_ingest_run(
-                        run,
-                        &IngestOutcome::succeeded(
-                            reconciliation.map_or(0, |r| r.rows_read as i64),
-                            rows_written as i64,
-                            reconciliation.and_then(|r| serde_json::to_string(r).ok()),
-                        ),
-                    )
-                    .await?;
-                results.push(result);
-            }
-            Err(error) => {
-                if let Err(record) = store.finish_ingest_run(run, &refused_or_failed(&error)).await {
-                    tracing::error!(run, %record, "could not record the failed ingest run");
-                }
-                return Err(error);
-            }
-        }
-    }
-    Ok(results)
+    source::ingest(options, store, progress).await
 }
 
-/// How a run that stopped on `error` is recorded: refused by the judge, with the numbers it
-/// was judged on, or failed.
-fn refused_or_failed(error: &IngestError) -> IngestOutcome {
-    match error {
-        IngestError::Refused(refusal) => {
-            tracing::warn!(period = %refusal.period, "{}", refusal.message);
-            IngestOutcome::refused(&refusal.message, serde_json::to_string(refusal).ok())
+/// The CUR as a bill source: a delivery is a billing period's latest manifest.
+#[async_trait::async_trait]
+impl source::BillSource for CurIngestOptions {
+    type Delivery = Delivery;
+    type Outcome = PeriodResult;
+
+    fn kind(&self) -> RunKind {
+        RunKind::Cur
+    }
+
+    fn asked(&self) -> (String, String) {
+        (self.source.clone(), self.period.map(|p| p.to_string()).unwrap_or_default())
+    }
+
+    async fn discover(&self) -> Result<(Box<dyn ObjectStore>, Vec<Delivery>), IngestError> {
+        discover(self).await
+    }
+
+    /// The stored period's own version, committed with it: a run killed after its commit is
+    /// not ingested again, and one killed before is.
+    async fn unchanged(
+        &self,
+        store: &dyn Store,
+        _objects: &dyn ObjectStore,
+        delivery: &Delivery,
+    ) -> Result<Option<PeriodResult>, IngestError> {
+        let period = delivery.period.to_string();
+        if self.force || store.cost_data_version(&period).await?.as_deref() != Some(&delivery.data_version) {
+            return Ok(None);
         }
-        _ => IngestOutcome::failed(&error.to_string()),
+        Ok(Some(PeriodResult {
+            period,
+            status: "skipped",
+            data_version: delivery.data_version.clone(),
+            seconds: 0.0,
+            read_seconds: 0.0,
+            write_seconds: 0.0,
+            reconciliation: None,
+        }))
+    }
+
+    fn run(&self, objects: &dyn ObjectStore, delivery: &Delivery) -> NewIngestRun {
+        NewIngestRun::now(
+            RunKind::Cur,
+            &objects.locate(&delivery.manifest_key),
+            &delivery.period.to_string(),
+            &delivery.data_version,
+        )
+    }
+
+    async fn ingest(
+        &self,
+        store: &dyn Store,
+        objects: &dyn ObjectStore,
+        delivery: &Delivery,
+        progress: &indicatif::MultiProgress,
+    ) -> Result<source::Ingested<PeriodResult>, IngestError> {
+        let period = delivery.period.to_string();
+        // The bounds in force for the delivery's period, unless the command gave its own.
+        let bounds = store.settings().await?.ingest_bounds(delivery.period).map_err(IngestError::Other)?;
+        let allowance = judge::Allowance::of(
+            bounds,
+            self.force,
+            self.allow_empty,
+            self.max_drop_percent,
+            self.max_rise_percent,
+        );
+        // What the delivery would replace, for the judge.
+        let stored = match store.periods().await?.into_iter().find(|p| p.period == period) {
+            Some(stored) => Some(judge::Figures {
+                data_version: stored.data_version,
+                cost_nanos: crate::money::Nanos::from_micros(stored.bill_amortized_micros).0,
+                days: amortized_by_day(&store.bill(&period).await?.map(|p| p.bill_days).unwrap_or_default()),
+            }),
+            None => None,
+        };
+        let judged = Judged { stored, allowance };
+        let (result, rows_written) =
+            ingest_period(store, objects, delivery, self.spark.as_ref(), judged, progress).await?;
+        let reconciliation = result.reconciliation.as_ref();
+        Ok(source::Ingested {
+            rows_read: reconciliation.map_or(0, |r| r.rows_read),
+            rows_written: rows_written as u64,
+            reconciliation: reconciliation.and_then(|r| serde_json::to_string(r).ok()),
+            outcome: result,
+        })
     }
 }
 
