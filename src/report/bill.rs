@@ -230,7 +230,9 @@ pub struct GpuFigures {
 impl GpuFigures {
     fn add(&mut self, charge: &crate::store::BillCharge) {
         self.gpu_hours += charge.gpu_hours;
-        if charge.pricing_category == "Dynamic" {
+        if crate::store::PurchaseOption::of_pricing_category(&charge.pricing_category)
+            == crate::store::PurchaseOption::Spot
+        {
             self.spot_gpu_hours += charge.gpu_hours;
         }
         self.fleet_effective_nanos += charge.effective_nanos;
