@@ -297,22 +297,39 @@ fn public_url() -> String {
         .unwrap_or_else(|| "http://127.0.0.1:8080".into())
 }
 
+/// The bill a refused run would have replaced, as its refusal names it ("2026-10 azure
+/// ea-1"), else the run's period and source.
+fn refused_bill(run: &crate::store::IngestRun) -> String {
+    let refusal: serde_json::Value =
+        run.reconciliation.as_deref().and_then(|text| serde_json::from_str(text).ok()).unwrap_or_default();
+    let named: Vec<&str> =
+        ["period", "provider", "billing_account"].iter().filter_map(|key| refusal[*key].as_str()).collect();
+    if named.len() == 3 {
+        named.join(" ")
+    } else {
+        format!("{} {}", run.period, run.source).trim().to_string()
+    }
+}
+
 /// Evaluates the cost alerts against the newest computed month and what the store knows
 /// (budgets, CUR runs, the Cost Explorer cross-check), records what started and what
 /// resolved, and delivers the pending webhooks.
 pub async fn evaluate_alerts(store: &dyn Store) -> Result<AlertsRun, StoreError> {
     use crate::alerts::{Inputs, evaluate};
-    // The newest month of the bill, once computed: while a re-delivered older month is
-    // recomputed (and newer ones wait their turn) nothing is evaluated, so a re-run never
-    // re-fires what an older month once showed.
-    let Some(newest) = store.periods().await?.into_iter().next() else { return Ok(AlertsRun::default()) };
-    let Ok(period) = newest.period.parse::<Period>() else { return Ok(AlertsRun::default()) };
-    if store.pending_periods().await?.contains(&newest.period) {
+    // The newest month billed by any source (a CUR period, a FOCUS bill), once computed:
+    // while a re-delivered older month is recomputed (and newer ones wait their turn) nothing
+    // is evaluated, so a re-run never re-fires what an older month once showed.
+    let cur = store.periods().await?.into_iter().map(|p| p.period);
+    let Some(newest) = cur.chain(store.bills(None).await?.into_iter().map(|b| b.period)).max() else {
+        return Ok(AlertsRun::default());
+    };
+    let Ok(period) = newest.parse::<Period>() else { return Ok(AlertsRun::default()) };
+    if store.pending_periods().await?.contains(&newest) {
         return Ok(AlertsRun::default());
     }
-    let Some(latest) = store.rollups(&newest.period).await? else { return Ok(AlertsRun::default()) };
+    let Some(latest) = store.rollups(&newest).await? else { return Ok(AlertsRun::default()) };
     let periods = store.rollup_periods().await?;
-    let previous = match periods.iter().find(|p| p.period < newest.period) {
+    let previous = match periods.iter().find(|p| p.period < newest) {
         Some(p) => store.rollups(&p.period).await?,
         None => None,
     };
@@ -346,14 +363,14 @@ pub async fn evaluate_alerts(store: &dyn Store) -> Result<AlertsRun, StoreError>
         .filter(|r| r.kind == RunKind::Focus && r.status != crate::store::RunStatus::Running)
         .filter(|r| focus_sources.insert(r.source.clone()))
         .filter(|r| r.status == crate::store::RunStatus::Refused)
-        .map(|r| (format!("{} {}", r.period, r.source), r.error.clone().unwrap_or_default()))
+        .map(|r| (refused_bill(r), r.error.clone().unwrap_or_default()))
         .collect();
     let cur_last_success = runs
         .iter()
         .find(|r| r.kind == RunKind::Cur && r.status == crate::store::RunStatus::Succeeded)
         .map(|r| r.finished_at.unwrap_or(r.started_at));
     let mut disagreements = Vec::new();
-    for summary in periods.iter().filter(|p| p.period <= newest.period).take(2) {
+    for summary in periods.iter().filter(|p| p.period <= newest).take(2) {
         let Ok(checked) = summary.period.parse::<Period>() else { continue };
         if store.ce_days(checked.start(), checked.end()).await?.is_empty() {
             continue;

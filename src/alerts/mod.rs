@@ -87,8 +87,8 @@ pub struct Inputs<'a> {
     pub cur_last_failure: Option<String>,
     /// The newest CUR run's refusal, when it was refused: its period and why.
     pub cur_refused: Option<(String, String)>,
-    /// Each FOCUS source whose newest run was refused by the judge: the run's period and
-    /// source, and why.
+    /// Each FOCUS source whose newest run was refused by the judge: the bill it would have
+    /// replaced ("2026-10 azure ea-1"), and why.
     pub focus_refused: Vec<(String, String)>,
     /// Periods whose CUR and Cost Explorer disagree, with how many differences.
     pub disagreements: Vec<(String, usize)>,
@@ -465,7 +465,7 @@ mod tests {
         let found = evaluate(&refused, &Thresholds::default());
         assert_eq!(rules(&found), ["cur_delivery_refused"]);
         assert_eq!((found[0].severity, found[0].subject.as_str()), (Severity::Critical, "2026-10"));
-        // A FOCUS bill refused by the same judge is its own alert, named by period and source.
+        // A FOCUS bill refused by the same judge is its own alert, named by the bill.
         let mut focus = inputs(&fine);
         focus.focus_refused =
             vec![("2026-10 data/azure".into(), "refused: the delivery of 2026-10 azure ea-1".into())];
@@ -473,7 +473,7 @@ mod tests {
         assert_eq!(rules(&found), ["focus_delivery_refused"]);
         assert_eq!(
             (found[0].severity, found[0].subject.as_str()),
-            (Severity::Critical, "2026-10 data/azure")
+            (Severity::Critical, "2026-10 azure ea-1")
         );
     }
 }

@@ -436,6 +436,18 @@ async fn a_re_delivery_replaces_its_own_bill_and_bad_input_changes_nothing() {
         (&numbers["currency"], &numbers["drop_percent"], &numbers["stored_bill_amortized"]),
         (&serde_json::json!("EUR"), &serde_json::json!("88.88"), &serde_json::json!("90.000000"))
     );
+    // A ledger of FOCUS bills alone is alerted too: once the month is computed, the refusal is
+    // the critical alert focus_delivery_refused, named by the bill it would have replaced.
+    let computed = run(&["--database-url", &db, "compute", "--period", "2026-10"]);
+    assert!(computed.status.success(), "{}", String::from_utf8_lossy(&computed.stderr));
+    let alerts = run(&["--database-url", &db, "alerts", "list", "--format", "json"]);
+    let alerts: Value = serde_json::from_slice(&alerts.stdout).unwrap();
+    let alert = alerts["alerts"].as_array().unwrap().iter().find(|a| a["rule"] == "focus_delivery_refused");
+    let alert = alert.unwrap_or_else(|| panic!("{alerts}"));
+    assert_eq!(
+        (&alert["severity"], &alert["subject"]),
+        (&Value::from("critical"), &Value::from("2026-10 azure acct-Microsoft"))
+    );
     let out = run(&["--database-url", &db, "ingest", "focus", "--force", &fallen]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
