@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::domain::fx::{FxRate, REPORTING_CURRENCY, rate_for};
-use crate::money::{Micros, apportion_by_weight, micros_from_nanos};
+use crate::money::{Micros, Nanos, apportion_by_weight, micros_from_nanos};
 use crate::store::{
     AccountRollup, Bill, BillCharge, CapacityRollup, ComputeInputs, GpuPodHour, OtherCostGroup, PodDay,
     PodRecord, PurchaseOption,
@@ -185,9 +185,11 @@ pub fn fold_bills(
                 account: charge.sub_account_id.clone(),
                 name: charge.sub_account_name.clone(),
                 provider: bill.provider.clone(),
+                currency: bill.currency.clone(),
                 ..AccountRollup::default()
             });
             account.bill_unblended_micros += Micros(billed[index]);
+            account.amortized_in_currency_nanos += Nanos(charge.effective_nanos);
             // Every charge of a GPU instance counts its cost (some of a node's rows, as GKE's
             // cost allocation splits it, carry none of its GPU-hours): as `report bill`'s
             // `gpu` counts them. The fleet's rows, as the CUR's instances are.

@@ -565,6 +565,10 @@ struct AccountSums {
     /// The pods' used GPU-hours and their measured allocated GPU-hours (utilization's).
     used_gpu_hours: f64,
     measured_gpu_hours: f64,
+    /// The bills' currencies, and the amortized cost in them (meaningful with one currency):
+    /// a FOCUS bill's own figures, unconverted; the CUR's dollars.
+    currencies: std::collections::BTreeSet<String>,
+    in_currency: i64,
 }
 
 impl AccountSums {
@@ -579,6 +583,19 @@ impl AccountSums {
         self.fleet += other.fleet;
         self.used_gpu_hours += other.used_gpu_hours;
         self.measured_gpu_hours += other.measured_gpu_hours;
+        self.currencies.extend(other.currencies.iter().cloned());
+        self.in_currency += other.in_currency;
+    }
+
+    /// The bill currency and the amortized cost in it, when the bills are in one currency.
+    fn in_bill_currency(&self) -> (Cell, Cell) {
+        match self.currencies.len() {
+            1 => (
+                text(self.currencies.first().map_or("", String::as_str)),
+                Cell::Decimal(Nanos(self.in_currency).decimal()),
+            ),
+            _ => (text(""), Cell::Decimal(String::new())),
+        }
     }
 
     /// Used ÷ measured allocated GPU-hours (METRICS.md "GPU utilization"); none without pods
@@ -609,6 +626,11 @@ fn account_sums(range: &RollupRange) -> BTreeMap<(String, String), AccountSums> 
             row.unallocated += a.unallocated_ec2_nanos().0;
             row.other += a.other_cost_micros.nanos().0;
             row.unblended += a.unblended_nanos().0;
+            let amortized =
+                a.kubernetes_cost_nanos.0 + a.unallocated_ec2_nanos().0 + a.other_cost_micros.nanos().0;
+            let (currency, in_currency) = a.in_bill_currency(amortized);
+            row.currencies.insert(currency.to_string());
+            row.in_currency += in_currency;
         }
         for c in &r.costs {
             let key = RollupRange::cost_account(&clusters, c);
@@ -679,6 +701,7 @@ pub fn providers(range: &RollupRange) -> Report {
     let whole = total.0.amortized();
     let line = |provider: &str, (a, accounts): &(AccountSums, u32)| {
         let name = if provider == "Total" { "" } else { crate::sources::focus::provider_name(provider) };
+        let (currency, in_currency) = a.in_bill_currency();
         vec![
             text(provider),
             text(name),
@@ -687,6 +710,8 @@ pub fn providers(range: &RollupRange) -> Report {
             usd(a.unallocated),
             usd(a.other),
             usd(a.amortized()),
+            currency,
+            in_currency,
             usd(a.unblended),
             Cell::Ratio(ratio(a.amortized() as f64, whole as f64)),
             Cell::Hours(a.fleet_gpu_hours),
@@ -707,6 +732,8 @@ pub fn providers(range: &RollupRange) -> Report {
             "unallocated_ec2_cost",
             "other_cost",
             "amortized_cost",
+            "bill_currency",
+            "amortized_in_bill_currency",
             "unblended_cost",
             "share",
             "gpu_hours",

@@ -1729,6 +1729,11 @@ pub struct AccountRollup {
     /// Of its other cost, a FOCUS bill's GPU machine charges no cluster's split took (its
     /// GPU fleet is its capacity rollups', every provider's: migration 0046).
     pub gpu_fleet_in_other_micros: Micros,
+    /// A FOCUS bill's account: the bill's currency and the account's amortized cost in it
+    /// (its charges' `EffectiveCost`, unconverted). Empty and 0 for the CUR's accounts, whose
+    /// bill is in dollars (migration 0047).
+    pub currency: String,
+    pub amortized_in_currency_nanos: Nanos,
 }
 
 impl AccountRollup {
@@ -1741,6 +1746,19 @@ impl AccountRollup {
         self.unused_savings_plan_micros += other.unused_savings_plan_micros;
         self.unused_reservation_micros += other.unused_reservation_micros;
         self.gpu_fleet_in_other_micros += other.gpu_fleet_in_other_micros;
+        self.amortized_in_currency_nanos += other.amortized_in_currency_nanos;
+        if self.currency.is_empty() {
+            self.currency = other.currency.clone();
+        }
+    }
+
+    /// The account's bill currency and its amortized cost in it: a FOCUS bill's own figures,
+    /// the CUR's in dollars (`usd_nanos`, the account's amortized cost as the ledger places it).
+    pub fn in_bill_currency(&self, usd_nanos: i64) -> (&str, i64) {
+        match self.currency.as_str() {
+            "" | "USD" => ("USD", usd_nanos),
+            currency => (currency, self.amortized_in_currency_nanos.0),
+        }
     }
 
     /// The account's amortized bill.

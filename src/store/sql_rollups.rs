@@ -40,7 +40,7 @@ table!(CapacityRollup in "rollup_capacity" {
 table!(AccountRollup in "rollup_accounts" {
     period, account, provider, name, bill_unblended_micros, instance_cost_micros, other_cost_micros,
     kubernetes_cost_nanos, unused_savings_plan_micros, unused_reservation_micros,
-    gpu_fleet_in_other_micros,
+    gpu_fleet_in_other_micros, currency, amortized_in_currency_nanos,
 } order by "provider, account");
 
 table!(KubeSplitRollup in "rollup_kube_splits" {

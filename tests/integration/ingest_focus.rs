@@ -1486,6 +1486,27 @@ async fn one_account_id_on_four_clouds_is_four_accounts() {
     }
     let summed: i64 = rows.iter().map(|r| micros(&r["amortized_cost"])).sum();
     assert_eq!(summed, micros(&month["amortized_total"]));
+    // Each provider's figure in its bill's currency too: Azure's is its EUR bill unconverted
+    // (the truth's EffectiveCost, to the micro-euro), its dollars that at 1.0842 to the cent;
+    // the others bill in dollars, the same figure twice.
+    let providers = &truth["periods"]["2026-10"]["providers"];
+    for row in rows {
+        let provider = row["provider"].as_str().unwrap();
+        let in_bill = micros(&row["amortized_in_bill_currency"]);
+        if provider == "azure" {
+            assert_eq!(row["bill_currency"], "EUR", "{row}");
+            let euros = truth_nanos(&providers["azure"]["effective_total"]);
+            assert!((in_bill * 1_000 - euros).abs() <= 500, "{row} against the truth's {euros}");
+            let dollars = in_bill as f64 * 1.0842;
+            assert!((micros(&row["amortized_cost"]) as f64 - dollars).abs() <= 10_000.0, "{row}");
+        } else {
+            assert_eq!(
+                (&row["bill_currency"], in_bill),
+                (&Value::from("USD"), micros(&row["amortized_cost"]))
+            );
+        }
+    }
+    assert_eq!(by_provider["totals"][0]["bill_currency"], "", "four bills in two currencies: no one figure");
     // The accounts: the one id four times, once per provider.
     let accounts = json(&["report", "accounts", "--period", "2026-10", "--format", "json"]);
     let shared_rows: Vec<&str> = accounts["rows"]
