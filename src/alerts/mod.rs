@@ -468,7 +468,7 @@ mod tests {
         // A FOCUS bill refused by the same judge is its own alert, named by the bill.
         let mut focus = inputs(&fine);
         focus.focus_refused =
-            vec![("2026-10 data/azure".into(), "refused: the delivery of 2026-10 azure ea-1".into())];
+            vec![("2026-10 azure ea-1".into(), "refused: the delivery of 2026-10 azure ea-1".into())];
         let found = evaluate(&focus, &Thresholds::default());
         assert_eq!(rules(&found), ["focus_delivery_refused"]);
         assert_eq!(

@@ -751,7 +751,7 @@ mod tests {
             ("cost_gpu_pod_hours", columns_and_binds(&GpuPodHour::default()), 6),
             ("rollup_costs", columns_and_binds(&CostRollup::default()), 34),
             ("rollup_capacity", columns_and_binds(&CapacityRollup::default()), 12),
-            ("rollup_accounts", columns_and_binds(&AccountRollup::default()), 11),
+            ("rollup_accounts", columns_and_binds(&AccountRollup::default()), 13),
             ("rollup_kube_splits", columns_and_binds(&KubeSplitRollup::default()), 16),
             ("rollup_heatmap", columns_and_binds(&HeatmapCell::default()), 5),
             ("rollup_utilization", columns_and_binds(&UtilizationBucket::default()), 4),
