@@ -297,6 +297,15 @@ fn public_url() -> String {
         .unwrap_or_else(|| "http://127.0.0.1:8080".into())
 }
 
+/// Every billing period a source billed (a CUR period, a FOCUS bill), newest first: what
+/// `compute` computes and alerts follow, for a ledger with a CUR or without one.
+pub async fn billed_periods(store: &dyn Store) -> Result<Vec<String>, StoreError> {
+    let mut periods: std::collections::BTreeSet<String> =
+        store.periods().await?.into_iter().map(|p| p.period).collect();
+    periods.extend(store.bills(None).await?.into_iter().map(|b| b.period));
+    Ok(periods.into_iter().rev().collect())
+}
+
 /// The bill a refused run would have replaced, as its refusal names it ("2026-10 azure
 /// ea-1"), else the run's period and source.
 fn refused_bill(run: &crate::store::IngestRun) -> String {
@@ -319,8 +328,7 @@ pub async fn evaluate_alerts(store: &dyn Store) -> Result<AlertsRun, StoreError>
     // The newest month billed by any source (a CUR period, a FOCUS bill), once computed:
     // while a re-delivered older month is recomputed (and newer ones wait their turn) nothing
     // is evaluated, so a re-run never re-fires what an older month once showed.
-    let cur = store.periods().await?.into_iter().map(|p| p.period);
-    let Some(newest) = cur.chain(store.bills(None).await?.into_iter().map(|b| b.period)).max() else {
+    let Some(newest) = billed_periods(store).await?.into_iter().next() else {
         return Ok(AlertsRun::default());
     };
     let Ok(period) = newest.parse::<Period>() else { return Ok(AlertsRun::default()) };

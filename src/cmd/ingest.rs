@@ -161,8 +161,9 @@ pub(super) async fn compute(store: &dyn store::Store, args: ComputeArgs) -> anyh
             if !archived.is_empty() {
                 tracing::info!(archived = archived.join(", "), "archived periods left as they are");
             }
-            let stored = store.periods().await?.into_iter().filter(|p| !archived.contains(&p.period));
-            stored.filter_map(|p| p.period.parse().ok()).collect()
+            // Every month a source billed, with a CUR or without one.
+            let billed = pipeline::billed_periods(store).await?.into_iter().filter(|p| !archived.contains(p));
+            billed.filter_map(|p| p.parse().ok()).collect()
         }
     };
     pipeline::compute(store, &periods).await?;

@@ -1363,8 +1363,18 @@ async fn a_month_of_focus_bills_alone_is_computed_without_a_cur() {
     for provider in ["gcp", "oci"] {
         ok(&["ingest", "focus", &dir.path().join(provider).display().to_string()]);
     }
-    ok(&["compute", "--period", "2026-10"]);
+    // `compute` without a period computes every month a source billed, a CUR or not: one
+    // compute run of October more.
     let store = helpers::connect(&db).await;
+    let computes = || async {
+        let runs = store.ingest_runs(1_000).await.unwrap();
+        runs.iter()
+            .filter(|r| r.kind == gpuledger::domain::runs::RunKind::Compute && r.period == "2026-10")
+            .count()
+    };
+    let before = computes().await;
+    ok(&["compute"]);
+    assert_eq!(computes().await, before + 1, "compute computes the FOCUS-only month");
     let rollups = store.rollups("2026-10").await.unwrap().expect("a month of FOCUS bills alone is computed");
     let cent = 10_000_000;
     let truth_total =
