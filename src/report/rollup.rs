@@ -622,13 +622,13 @@ fn account_sums(range: &RollupRange) -> BTreeMap<(String, String), AccountSums> 
             if row.name.is_empty() {
                 row.name = a.name.clone();
             }
-            row.kubernetes += a.kubernetes_cost_nanos.0;
-            row.unallocated += a.unallocated_ec2_nanos().0;
-            row.other += a.other_cost_micros.nanos().0;
+            let (kubernetes, unallocated, other) =
+                (a.kubernetes_cost_nanos.0, a.unallocated_ec2_nanos().0, a.other_cost_micros.nanos().0);
+            row.kubernetes += kubernetes;
+            row.unallocated += unallocated;
+            row.other += other;
             row.unblended += a.unblended_nanos().0;
-            let amortized =
-                a.kubernetes_cost_nanos.0 + a.unallocated_ec2_nanos().0 + a.other_cost_micros.nanos().0;
-            let (currency, in_currency) = a.in_bill_currency(amortized);
+            let (currency, in_currency) = a.in_bill_currency(kubernetes + unallocated + other);
             row.currencies.insert(currency.to_string());
             row.in_currency += in_currency;
         }
