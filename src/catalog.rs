@@ -278,19 +278,22 @@ pub fn gpu_charge(provider: &str, instance: &str, meter: &str, unit: &str, hours
             .into_iter()
             .find_map(|name| cloud_gpu_type("azure", name))
             .map(|t| whole(t.gpus, t.gpu_model)),
-        "gcp" => cloud_gpu_type("gcp", instance)
-            .map(|t| whole(t.gpus, t.gpu_model))
-            .or_else(|| gcp_sku(meter, hours)),
-        "oci" => match cloud_gpu_type("oci", instance) {
-            Some(t) => Some(whole(t.gpus, t.gpu_model)),
-            // Oracle bills a GPU shape by the GPU-hour (`GPU Per Hour`).
-            None => {
-                gpu_model_in(meter).filter(|_| meter.to_ascii_lowercase().contains("gpu")).map(|gpu_model| {
-                    let per_gpu = unit.to_ascii_lowercase().contains("gpu");
-                    GpuCharge { gpu_model, gpu_hours: if per_gpu { hours } else { 0.0 } }
-                })
+        // A line of one of a VM's SKUs (its cores, memory or GPUs) counts as that SKU, even
+        // where the row names its machine type too: only the GPUs' line holds GPU-hours.
+        "gcp" => gcp_sku(meter, hours)
+            .or_else(|| cloud_gpu_type("gcp", instance).map(|t| whole(t.gpus, t.gpu_model))),
+        "oci" => {
+            // Oracle bills a GPU shape by the GPU-hour (`GPU Per Hour`): the quantity is
+            // GPU-hours already, wherever the shape is named.
+            let per_gpu = unit.to_ascii_lowercase().contains("gpu");
+            match cloud_gpu_type("oci", instance) {
+                Some(t) if per_gpu => Some(GpuCharge { gpu_model: t.gpu_model, gpu_hours: hours }),
+                Some(t) => Some(whole(t.gpus, t.gpu_model)),
+                None => gpu_model_in(meter)
+                    .filter(|_| meter.to_ascii_lowercase().contains("gpu"))
+                    .map(|gpu_model| GpuCharge { gpu_model, gpu_hours: if per_gpu { hours } else { 0.0 } }),
             }
-        },
+        }
         _ => None,
     }
 }
@@ -334,6 +337,15 @@ fn words_of(text: &str) -> Vec<&str> {
         .map(|w| w.trim_end_matches('.'))
         .filter(|w| !w.is_empty())
         .collect()
+}
+
+/// Whether the catalog knows a machine by the name a bill line's instance type holds: an EC2
+/// instance type, or another cloud's GPU type (the operator's among them).
+pub fn is_known_machine(provider: &str, name: &str) -> bool {
+    match provider {
+        "aws" => instance_type(name).is_some(),
+        _ => cloud_gpu_type(provider, name).is_some(),
+    }
 }
 
 /// Whether a bill's text names what looks like a GPU machine, known to the catalog or not: a
@@ -466,6 +478,16 @@ mod tests {
             Some(GpuCharge { gpu_model: "A10", gpu_hours: 4.0 })
         );
         assert_eq!(hours("oci", "BM.GPU.H100.8", "", "", 1.0).unwrap().gpu_hours, 8.0);
+        // A shape named beside a per-GPU-hour meter: 4 GPU-hours are 4, not 4 × 4.
+        assert_eq!(
+            hours("oci", "BM.GPU.A10.4", "GPU Standard - A10", "GPU Per Hour", 4.0),
+            Some(GpuCharge { gpu_model: "A10", gpu_hours: 4.0 })
+        );
+        // Google's core SKU of an A2 named by its machine type too: no GPU-hours of its own.
+        assert_eq!(
+            hours("gcp", "a2-highgpu-1g", "A2 Instance Core running in Americas", "hour", 12.0),
+            Some(GpuCharge { gpu_model: "A100", gpu_hours: 0.0 })
+        );
         assert_eq!(hours("oci", "", "Standard - E3 - Memory", "GB Hours", 8.0), None);
     }
 

@@ -1247,6 +1247,11 @@ pub struct GenerateArgs {
     /// (`sub-ml-prod`, or an AWS account's 12 digits) can be an id on several.
     #[arg(long)]
     pub sub_account: Option<String>,
+    /// The column Azure's export names a VM's size in: `sku-meter` (the 1.2 export's), or
+    /// only `sku-price-details`, `x-sku-details`, `x-sku-meter-name`, `x-sku-description` or
+    /// an opaque `sku-id` (an operator's catalog names the machine by it).
+    #[arg(long, value_enum, default_value = "sku-meter")]
+    pub azure_machine_column: crate::synth::clouds::MachineColumn,
     /// Fleet size: demo (~11 GPU nodes), small (~25), large (~200 GPU + 300 CPU nodes,
     /// ~10 million CUR rows a month).
     #[arg(long, env = "GPULEDGER_GENERATE_SCALE", value_enum, default_value = "demo")]

@@ -301,6 +301,7 @@ pub(super) async fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         providers: args.providers,
         without_cur_split: args.without_cur_split,
         sub_account: args.sub_account,
+        azure_machine_column: args.azure_machine_column,
         growth: args.growth,
         hold_back: args.hold_back,
     };

@@ -190,8 +190,7 @@ struct ChargeSums {
 
 /// The instance type of a virtual machine's hour when the row names one (AWS's usage type
 /// after its `:` for box, spot and reserved hours; a GPU VM size or shape of another cloud
-/// wherever its meter, resource type or description writes it), else the row's
-/// `ResourceType`.
+/// wherever the row writes it: [`machine_texts`]), else the row's `ResourceType`.
 pub fn resource_type(provider: &str, charge: &Charge<'_>) -> String {
     let usage_type = charge.usage_type;
     if let Some((kind, instance)) = usage_type.rsplit_once(':')
@@ -199,26 +198,54 @@ pub fn resource_type(provider: &str, charge: &Charge<'_>) -> String {
     {
         return instance.to_string();
     }
-    let texts = [charge.sku_meter, charge.resource_type, charge.charge_description];
-    if let Some(known) = texts.into_iter().find_map(|text| crate::catalog::cloud_gpu_type_in(provider, text))
+    if let Some(known) =
+        machine_texts(charge).into_iter().find_map(|text| crate::catalog::cloud_gpu_type_in(provider, text))
     {
         return known.name.to_string();
     }
     charge.resource_type.to_string()
 }
 
+/// Every text of a row that may name its machine, as exports write it: the meter (FOCUS's
+/// `SkuMeter`, Azure's `x_SkuMeterName`), the resource type, the SKU's properties
+/// (`SkuPriceDetails`, Azure's `x_SkuDetails`), the SKU's description (`x_SkuDescription`,
+/// `ChargeDescription`) and the SKU's id (which names a machine only when an operator's
+/// catalog lists it by that id).
+pub fn machine_texts<'a>(charge: &Charge<'a>) -> [&'a str; 8] {
+    [
+        charge.sku_meter,
+        charge.x_sku_meter_name,
+        charge.resource_type,
+        charge.sku_price_details,
+        charge.x_sku_details,
+        charge.x_sku_description,
+        charge.charge_description,
+        charge.sku_id,
+    ]
+}
+
+/// The row's meter: `SkuMeter`, else Azure's `x_SkuMeterName`, else the SKU's description
+/// (`x_SkuDescription`, `ChargeDescription`: Oracle's `GPU Standard - A10`).
+fn meter<'a>(charge: &Charge<'a>) -> &'a str {
+    [charge.sku_meter, charge.x_sku_meter_name, charge.x_sku_description, charge.charge_description]
+        .into_iter()
+        .find(|text| !text.is_empty())
+        .unwrap_or("")
+}
+
 /// The text of a compute usage row that looks like a GPU machine the catalog does not know
 /// (its GPUs are not counted): `ND40rs v2`, `BM.GPU.B200.8`; for AWS, an instance type its
 /// usage type names (`p3.2xlarge`), not a description that mentions one.
 fn unknown_gpu_machine(provider: &str, charge: &Charge<'_>, instance: &str) -> Option<String> {
-    if charge.service_category != "Compute" || charge.charge_category != "Usage" {
+    // A commitment's unused hours ran no machine; a machine the catalog knows is not unknown.
+    if charge.service_category != "Compute"
+        || charge.charge_category != "Usage"
+        || charge.commitment_discount_status == Some("Unused")
+        || crate::catalog::is_known_machine(provider, instance)
+    {
         return None;
     }
-    let texts = if provider == "aws" {
-        vec![instance]
-    } else {
-        vec![charge.sku_meter, charge.resource_type, charge.charge_description]
-    };
+    let texts = if provider == "aws" { vec![instance] } else { machine_texts(charge).to_vec() };
     texts
         .into_iter()
         .find(|text| crate::catalog::looks_like_gpu_machine(provider, text))
@@ -236,8 +263,7 @@ fn gpu_charge(
     if charge.charge_category != "Usage" || charge.commitment_discount_status == Some("Unused") {
         return None;
     }
-    let meter = if charge.sku_meter.is_empty() { charge.charge_description } else { charge.sku_meter };
-    crate::catalog::gpu_charge(provider, instance, meter, charge.consumed_unit, hours)
+    crate::catalog::gpu_charge(provider, instance, meter(charge), charge.consumed_unit, hours)
 }
 
 impl ChargeSums {
@@ -671,6 +697,11 @@ impl focus::Visitor for FileRows<'_> {
                 charge.sku_meter,
                 charge.resource_type,
                 charge.charge_description,
+                charge.sku_id,
+                charge.sku_price_details,
+                charge.x_sku_details,
+                charge.x_sku_meter_name,
+                charge.x_sku_description,
                 charge.consumed_unit,
                 if usage { "usage" } else { "" },
             ],

@@ -270,11 +270,14 @@ pub fn gpu_sums(charges: &[crate::store::BillCharge]) -> BTreeMap<(String, Strin
     sums
 }
 
-/// A compute usage charge of what looks like a GPU machine, not in the catalog.
+/// A compute usage charge of what looks like a GPU machine, not in the catalog (a
+/// commitment's unused hours ran no machine).
 pub fn is_unknown_gpu_machine(charge: &crate::store::BillCharge) -> bool {
     charge.gpu_model.is_empty()
         && charge.charge_category == "Usage"
         && charge.service_category == "Compute"
+        && charge.commitment_discount_status != "Unused"
+        && !crate::catalog::is_known_machine(&charge.provider, &charge.resource_type)
         && crate::catalog::looks_like_gpu_machine(&charge.provider, &charge.resource_type)
 }
 

@@ -60,13 +60,21 @@ pub enum Col {
     ChargeDescription,
     /// AWS's usage type (`USE1-BoxUsage:p4d.24xlarge`): the instance type of an EC2 hour.
     XUsageType,
+    /// The SKU's properties as JSON (FOCUS 1.1), where an export may name the instance type
+    /// (`{"InstanceType":"Standard_NC24ads_A100_v4"}`).
+    SkuPriceDetails,
+    /// Azure's SKU details (`{"ServiceType":"Standard_NC24ads_A100_v4","VCPUs":24}`), meter
+    /// name and SKU description: where its exports may name a VM's size instead of `SkuMeter`.
+    XSkuDetails,
+    XSkuMeterName,
+    XSkuDescription,
 }
 
 /// How many of [`Col`]'s columns a file must have (they come first).
 pub const REQUIRED: usize = 8;
 
 /// Column names in [`Col`] order.
-pub const COLUMN_NAMES: [&str; 37] = [
+pub const COLUMN_NAMES: [&str; 41] = [
     "BilledCost",
     "EffectiveCost",
     "BillingCurrency",
@@ -104,6 +112,10 @@ pub const COLUMN_NAMES: [&str; 37] = [
     "Tags",
     "ChargeDescription",
     "x_UsageType",
+    "SkuPriceDetails",
+    "x_SkuDetails",
+    "x_SkuMeterName",
+    "x_SkuDescription",
 ];
 
 impl ColumnId for Col {
@@ -388,6 +400,10 @@ pub struct Charge<'a> {
     pub sku_meter: &'a str,
     pub charge_description: &'a str,
     pub usage_type: &'a str,
+    pub sku_price_details: &'a str,
+    pub x_sku_details: &'a str,
+    pub x_sku_meter_name: &'a str,
+    pub x_sku_description: &'a str,
     pub invoice_id: &'a str,
     pub consumed_unit: &'a str,
     pub consumed_quantity: Option<f64>,
@@ -659,7 +675,7 @@ fn naming_keys(texts: &[Option<&polars_arrow::array::Utf8ViewArray>], rows: usiz
 }
 
 /// The text columns [`read_row`] reads whose values it keeps: a row's naming.
-const NAMING: [Col; 22] = [
+const NAMING: [Col; 27] = [
     Col::ServiceProviderName,
     Col::ProviderName,
     Col::ChargeCategory,
@@ -680,15 +696,20 @@ const NAMING: [Col; 22] = [
     Col::SkuMeter,
     Col::ChargeDescription,
     Col::XUsageType,
+    Col::SkuId,
+    Col::SkuPriceDetails,
+    Col::XSkuDetails,
+    Col::XSkuMeterName,
+    Col::XSkuDescription,
     Col::ConsumedUnit,
     Col::Tags,
 ];
 
 /// The other text columns [`read_row`] reads: a visitor's place cannot depend on them (they
-/// name one resource, SKU, invoice or commitment among thousands); only their `NULL` texts
-/// are counted.
-const UNGROUPED: [Col; 5] =
-    [Col::ResourceId, Col::SkuId, Col::InvoiceId, Col::CommitmentDiscountId, Col::CommitmentDiscountType];
+/// name one resource, invoice or commitment among thousands); only their `NULL` texts are
+/// counted. (The SKU is a naming: a VM's size may be told by its SKU alone.)
+const UNGROUPED: [Col; 4] =
+    [Col::ResourceId, Col::InvoiceId, Col::CommitmentDiscountId, Col::CommitmentDiscountType];
 
 // The resource comes first: rows' identities take it by its hash ([`row_identity`]).
 const _: () = assert!(matches!(UNGROUPED[0], Col::ResourceId));
@@ -1186,6 +1207,10 @@ fn read_row<'a>(
         sku_meter: text(c, Col::SkuMeter, row, deviations),
         charge_description: text(c, Col::ChargeDescription, row, deviations),
         usage_type: text(c, Col::XUsageType, row, deviations),
+        sku_price_details: text(c, Col::SkuPriceDetails, row, deviations),
+        x_sku_details: text(c, Col::XSkuDetails, row, deviations),
+        x_sku_meter_name: text(c, Col::XSkuMeterName, row, deviations),
+        x_sku_description: text(c, Col::XSkuDescription, row, deviations),
         invoice_id: text(c, Col::InvoiceId, row, deviations),
         consumed_unit: text(c, Col::ConsumedUnit, row, deviations),
         consumed_quantity: quantity(c, Col::ConsumedQuantity, row, deviations)?,

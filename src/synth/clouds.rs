@@ -19,6 +19,11 @@
 //!   demand in working hours.
 //! - **Oracle** bills its GPU shape by the GPU-hour, hourly, in one gzip CSV per day.
 //!
+//! Where Azure's export names a VM's size differs between its layouts ([`MachineColumn`]):
+//! the 1.2 export's `SkuMeter` by default, or only in `SkuPriceDetails`, `x_SkuDetails`,
+//! `x_SkuMeterName`, `x_SkuDescription` or an opaque `SkuId`, `SkuMeter` and
+//! `ChargeDescription` then saying no more than "Virtual Machines".
+//!
 //! The truth is summed in integer nano-units of each bill's currency from the same values
 //! written, so a reader must meet it exactly.
 
@@ -60,6 +65,68 @@ impl Provider {
     pub fn folder(self) -> &'static str {
         self.id()
     }
+}
+
+/// The column of Azure's export that names a VM's size (the rest of its row says only
+/// `Virtual Machines`), `--azure-machine-column` of `generate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum MachineColumn {
+    /// `SkuMeter` (`NC24ads A100 v4 Spot`) and `ChargeDescription`, as the 1.2 export.
+    #[default]
+    SkuMeter,
+    /// FOCUS 1.1's `SkuPriceDetails`: `{"CoreCount":24,"InstanceType":"Standard_NC24ads_A100_v4"}`.
+    SkuPriceDetails,
+    /// Azure's `x_SkuDetails`: `{"ServiceType":"Standard_NC24ads_A100_v4","VCPUs":24}`.
+    XSkuDetails,
+    /// Azure's `x_SkuMeterName`: the meter's name.
+    XSkuMeterName,
+    /// Azure's `x_SkuDescription`: `Virtual Machines NC24ads A100 v4 Spot - West Europe`.
+    XSkuDescription,
+    /// `SkuId` alone, an id that names nothing (`DZH318Z0BQ4L/0047`): only an operator's catalog
+    /// entry under that id tells its GPUs.
+    SkuId,
+}
+
+impl MachineColumn {
+    /// The column's name in the export's header.
+    pub fn column(self) -> &'static str {
+        match self {
+            MachineColumn::SkuMeter => "SkuMeter",
+            MachineColumn::SkuPriceDetails => "SkuPriceDetails",
+            MachineColumn::XSkuDetails => "x_SkuDetails",
+            MachineColumn::XSkuMeterName => "x_SkuMeterName",
+            MachineColumn::XSkuDescription => "x_SkuDescription",
+            MachineColumn::SkuId => "SkuId",
+        }
+    }
+
+    /// What the column says of a VM's line, `None` for a line of no VM.
+    fn value(self, world: &CloudWorld, line: &Line) -> Option<String> {
+        let instance = cloud_gpu_type(world.provider.id(), line.instance);
+        let vcpu = instance.map_or(8, |t| t.vcpu);
+        match self {
+            _ if line.instance.is_empty() => None,
+            MachineColumn::SkuMeter => Some(line.meter.to_string()),
+            MachineColumn::SkuPriceDetails => {
+                Some(format!(r#"{{"CoreCount":{vcpu},"InstanceType":"{}"}}"#, line.instance))
+            }
+            MachineColumn::XSkuDetails => {
+                Some(format!(r#"{{"ServiceType":"{}","VCPUs":{vcpu}}}"#, line.instance))
+            }
+            MachineColumn::XSkuMeterName => Some(line.meter.to_string()),
+            MachineColumn::XSkuDescription => Some(format!("Virtual Machines {} - West Europe", line.meter)),
+            MachineColumn::SkuId => Some(sku_id(line.instance)),
+        }
+    }
+}
+
+/// The opaque `SkuId` Azure's export names an instance's SKU by: the same id for the same VM
+/// size (what an operator's catalog entry names it by).
+pub fn sku_id(instance: &str) -> String {
+    let digest = instance
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    format!("DZH318Z0{:04X}/{:04}", digest >> 48, digest % 10_000)
 }
 
 /// How a pool's hours are paid for.
@@ -443,6 +510,8 @@ struct Line {
     list: i64,
     contracted: i64,
     tags: BTreeMap<&'static str, String>,
+    /// The VM size of a node's line, empty for other lines.
+    instance: &'static str,
     /// For the truth: the pool and namespace the line is for, and its GPU-hours.
     pool: &'static str,
     namespace: Option<String>,
@@ -759,6 +828,7 @@ fn month_lines(world: &CloudWorld, seed: u64, period: Period, hours: u32) -> Vec
                         list,
                         contracted: effective,
                         tags,
+                        instance: pool.instance,
                         pool: pool.name,
                         namespace: None,
                         gpu_hours: if gpu_line { f64::from(gpus * node_hours) } else { 0.0 },
@@ -998,11 +1068,18 @@ fn row(world: &CloudWorld, period: Period, line: &Line) -> Vec<Option<String>> {
     ]
 }
 
-/// Azure 1.2 adds `SkuMeter` (the meter) and `InvoiceId`.
-fn azure_row(world: &CloudWorld, period: Period, line: &Line) -> Vec<Option<String>> {
+/// Azure 1.2 adds `SkuMeter` (the meter) and `InvoiceId`; a VM named in another column
+/// ([`MachineColumn`]) adds it, its meter and description then only `Virtual Machines`.
+fn azure_row(world: &CloudWorld, period: Period, line: &Line, machine: MachineColumn) -> Vec<Option<String>> {
+    let named = machine.value(world, line);
+    let elsewhere = machine != MachineColumn::SkuMeter && named.is_some();
+    let line = &Line { meter: if elsewhere { "Virtual Machines" } else { line.meter }, ..line.clone() };
     let mut values = row(world, period, line);
     values.push((!line.meter.is_empty()).then(|| line.meter.to_string()));
     values.push(Some(format!("E{}{:02}0001", period.year(), period.month())));
+    if machine != MachineColumn::SkuMeter {
+        values.push(named);
+    }
     values
 }
 
@@ -1016,6 +1093,7 @@ pub fn write_month(
     hours: u32,
     kube: bool,
     sub_account: Option<&str>,
+    machine: MachineColumn,
 ) -> Result<Option<ProviderTruth>, GenerateError> {
     let Some(world) = world(provider) else { return Ok(None) };
     // Another sub-account id for the whole month, bill and cluster alike. The worlds are
@@ -1046,13 +1124,19 @@ pub fn write_month(
             );
             let mut header: Vec<&str> = COLUMNS.to_vec();
             header.extend(["SkuMeter", "InvoiceId"]);
+            if machine != MachineColumn::SkuMeter {
+                header.push(machine.column());
+            }
             // The month-to-date run of the 15th, then the final run that replaces it.
             let mid = period.start() + 15 * 86_400;
             let mut ids = Rng::derive(seed, &[210, period.start() as u64]);
             for (run, cut) in [(0, mid), (1, i64::MAX)] {
                 let run_id = ids.uuid();
-                let rows: Vec<Vec<Option<String>>> =
-                    lines.iter().filter(|l| l.start < cut).map(|l| azure_row(world, period, l)).collect();
+                let rows: Vec<Vec<Option<String>>> = lines
+                    .iter()
+                    .filter(|l| l.start < cut)
+                    .map(|l| azure_row(world, period, l, machine))
+                    .collect();
                 let folder = export.join(&range).join(&run_id);
                 let name = "part_0_0001.csv.gz";
                 write_csv_gz(&folder.join(name), &header, &rows)?;

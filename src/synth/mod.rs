@@ -127,6 +127,8 @@ pub struct GenerateOptions {
     /// Every other cloud's sub-account id, when not its world's own: one string may be an id
     /// on several clouds (and an AWS usage account's).
     pub sub_account: Option<String>,
+    /// The column Azure's export names a VM's size in ([`clouds::MachineColumn`]).
+    pub azure_machine_column: clouds::MachineColumn,
     /// The planning world ([`fleet::Growth`]): the months generated are a year in which
     /// demand grows, people start work on weekdays, umbrella onboards part-way and acme
     /// retrains every weekend.
@@ -163,6 +165,7 @@ impl GenerateOptions {
             providers: vec![clouds::Provider::Aws],
             without_cur_split: Vec::new(),
             sub_account: None,
+            azure_machine_column: clouds::MachineColumn::SkuMeter,
             growth: false,
             hold_back: 0,
         }
@@ -283,6 +286,7 @@ pub fn generate(
                 world.billed_hours,
                 options.kube_state_metrics || options.cloud_kube_from.is_some_and(|from| period >= from),
                 options.sub_account.as_deref(),
+                options.azure_machine_column,
             )? {
                 providers.insert(provider.id().into(), serde_json::to_value(bill).unwrap_or_default());
             }

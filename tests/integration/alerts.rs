@@ -124,6 +124,7 @@ async fn the_demo_story_fires_and_resolves_each_alert_once() {
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
         without_cur_split: Vec::new(),
         sub_account: None,
+        azure_machine_column: Default::default(),
         growth: false,
         hold_back: 0,
     };

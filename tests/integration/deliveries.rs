@@ -57,6 +57,7 @@ fn generate(data: &Path, format: CurFormat, through_day: Option<u32>) {
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
         without_cur_split: Vec::new(),
         sub_account: None,
+        azure_machine_column: Default::default(),
         growth: false,
         hold_back: 0,
     };

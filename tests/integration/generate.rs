@@ -30,6 +30,7 @@ fn options(out: &Path, format: CurFormat) -> GenerateOptions {
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
         without_cur_split: Vec::new(),
         sub_account: None,
+        azure_machine_column: Default::default(),
         growth: false,
         hold_back: 0,
     }

@@ -44,6 +44,7 @@ pub fn generate_with(out: &Path, scale: Scale, format: CurFormat, months: u32, s
         providers: vec![gpuledger::synth::clouds::Provider::Aws],
         without_cur_split: Vec::new(),
         sub_account: None,
+        azure_machine_column: Default::default(),
         growth: false,
         hold_back: 0,
     };

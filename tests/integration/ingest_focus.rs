@@ -297,6 +297,81 @@ async fn a_gpu_machine_named_only_in_its_description_is_counted_and_an_unknown_o
     );
 }
 
+/// Azure's VM size written only in `SkuPriceDetails`, `x_SkuDetails`, `x_SkuMeterName` or
+/// `x_SkuDescription` (its meter and description saying only "Virtual Machines") is counted to
+/// the GPU-hour and the cent; an opaque `SkuId` names no machine until an operator's catalog
+/// lists it by that id (issue 70).
+#[tokio::test]
+async fn a_gpu_machine_is_recognized_in_whichever_column_names_it() {
+    use gpuledger::synth::clouds::{MachineColumn, Provider, sku_id, write_month};
+    let period: gpuledger::period::Period = "2026-10".parse().unwrap();
+    let micros_text = |nanos: i64| format!("{}.{:06}", nanos / 1_000_000_000, nanos % 1_000_000_000 / 1_000);
+    for machine in [
+        MachineColumn::SkuPriceDetails,
+        MachineColumn::XSkuDetails,
+        MachineColumn::XSkuMeterName,
+        MachineColumn::XSkuDescription,
+        MachineColumn::SkuId,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let truth = write_month(dir.path(), 7, Provider::Azure, period, period.hours(), false, None, machine)
+            .unwrap()
+            .unwrap();
+        let truth = serde_json::to_value(&truth).unwrap();
+        let db = format!("sqlite:{}", dir.path().join("ledger.db").display());
+        let catalog = dir.path().join("gpus.csv");
+        std::fs::write(
+            &catalog,
+            format!(
+                "provider,name,gpus,gpu_model\nazure,{},1,A100-80GB\nazure,{},1,H100\n",
+                sku_id("Standard_NC24ads_A100_v4"),
+                sku_id("Standard_NC40ads_H100_v5")
+            ),
+        )
+        .unwrap();
+        let gl = |args: &[&str], with_catalog: bool| {
+            let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gpuledger"));
+            command.arg("--database-url").arg(&db).args(args).env("RUST_LOG", "warn");
+            if with_catalog {
+                command.env("GPULEDGER_GPU_CATALOG", &catalog);
+            }
+            let out = command.output().unwrap();
+            assert!(out.status.success(), "{machine:?} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            out.stdout
+        };
+        gl(&["fx", "set", "EUR", "USD", "1.0842", "--from", "2026-10"], false);
+        let source = dir.path().join("azure").display().to_string();
+        let gpus = |with_catalog: bool| -> Value {
+            gl(&["ingest", "focus", "--force", &source], with_catalog);
+            let bill: Value = serde_json::from_slice(&gl(
+                &["report", "bill", "--period", "2026-10", "--format", "json"],
+                with_catalog,
+            ))
+            .unwrap();
+            bill["bills"][0]["gpu"].clone()
+        };
+        let hours = truth["gpu_hours"].as_f64().unwrap();
+        assert!(hours > 0.0);
+        let counted = |gpu: &Value| {
+            (
+                gpu["gpu_hours"].as_f64().unwrap(),
+                gpu["gpu_fleet_effective_total"].as_str().unwrap().to_string(),
+            )
+        };
+        let whole = (hours, micros_text(truth_nanos(&truth["gpu_fleet_effective"])));
+        let gpu = gpus(false);
+        if machine == MachineColumn::SkuId {
+            // Nothing in the row names a machine: no GPU-hours, and nothing that looks like
+            // a GPU machine to list.
+            assert!(gpu.is_null() || gpu["gpu_hours"] == 0.0, "{gpu}");
+            assert_eq!(counted(&gpus(true)), whole, "{machine:?} with the catalog");
+        } else {
+            assert_eq!(counted(&gpu), whole, "{machine:?}: {gpu}");
+            assert_eq!(gpu["unknown_gpu_machines"], serde_json::json!([]), "{gpu}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_re_delivery_replaces_its_own_bill_and_bad_input_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -773,7 +848,10 @@ async fn the_three_cloud_world_is_read_to_its_truth_in_every_providers_layout() 
         assert_eq!(bill.rows_read, expected["rows"].as_i64().unwrap(), "{provider} rows");
         // GPU instances as each provider bills them: Azure's VM sizes, Google's GPU SKUs by
         // the GPU-hour, Oracle's GPU shape per GPU-hour.
-        let gpus = &report.gpus[&(provider.to_string(), bill.billing_account.clone())].total;
+        let sums = &report.gpus[&(provider.to_string(), bill.billing_account.clone())];
+        // Every machine is known: a reservation's unused hours of one are not an unknown GPU.
+        assert!(sums.unknown.is_empty(), "{provider}: {:?}", sums.unknown);
+        let gpus = &sums.total;
         assert!(
             (gpus.gpu_hours - expected["gpu_hours"].as_f64().unwrap()).abs() < 1e-6,
             "{provider} GPU-hours"

@@ -55,6 +55,7 @@ fn generate_world(
         providers,
         without_cur_split,
         sub_account: None,
+        azure_machine_column: Default::default(),
         growth: false,
         hold_back: 0,
     };
