@@ -103,9 +103,13 @@ pub const INSTANCE_TYPES: &[InstanceType] = &[
     instance!("r5.2xlarge", "r5", 8, 64, 0, "", "", 0, 0.504, "Intel Xeon Platinum 8175"),
 ];
 
-/// Looks an instance type up by name (`p4d.24xlarge`).
+/// Looks an instance type up by name (`p4d.24xlarge`): the built-in ones, then the operator's
+/// ([`load_operator_catalog`]).
 pub fn instance_type(name: &str) -> Option<&'static InstanceType> {
-    INSTANCE_TYPES.iter().find(|t| t.name == name)
+    INSTANCE_TYPES
+        .iter()
+        .chain(OPERATOR_INSTANCE_TYPES.get().map_or(&[][..], Vec::as_slice))
+        .find(|t| t.name == name)
 }
 
 /// The GPU count AWS reports for an instance type, 0 when unknown or CPU-only.
@@ -176,18 +180,40 @@ pub const OPERATOR_CATALOG_ENV: &str = "GPULEDGER_GPU_CATALOG";
 
 static OPERATOR_TYPES: std::sync::OnceLock<Vec<CloudGpuType>> = std::sync::OnceLock::new();
 
+/// The operator's EC2 instance types (its catalog's `aws` rows), as [`InstanceType`]s.
+static OPERATOR_INSTANCE_TYPES: std::sync::OnceLock<Vec<InstanceType>> = std::sync::OnceLock::new();
+
 /// Reads the GPU machines an operator adds without a rebuild: the CSV file
-/// `GPULEDGER_GPU_CATALOG` names, with the header `provider,name,gpus,gpu_model` (`azure`,
-/// `gcp` or `oci`; the size, machine type or shape as the bill writes it; GPUs per machine; the
-/// short model), and optionally `vcpu`, `memory_gib`, `on_demand_hourly`. Read once, before a
-/// command runs; a bad file is refused with its row and column. Returns how many were added.
+/// `GPULEDGER_GPU_CATALOG` names, with the header `provider,name,gpus,gpu_model` (`aws`,
+/// `azure`, `gcp` or `oci`; the instance type, size, machine type, shape or SKU id as the bill
+/// writes it; GPUs per machine; the short model), and optionally `vcpu`, `memory_gib`,
+/// `on_demand_hourly`. Read once, before a command runs; a bad file is refused with its row and
+/// column. Returns how many were added.
 pub fn load_operator_catalog() -> Result<usize, String> {
     let Some(path) = std::env::var_os(OPERATOR_CATALOG_ENV) else { return Ok(0) };
     let label = std::path::Path::new(&path).display().to_string();
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{OPERATOR_CATALOG_ENV} {label}: {e}"))?;
     let types = parse_operator_catalog(&label, &text)?;
     let added = types.len();
-    let _ = OPERATOR_TYPES.set(types);
+    let (ec2, others): (Vec<CloudGpuType>, Vec<CloudGpuType>) =
+        types.into_iter().partition(|t| t.provider == "aws");
+    let ec2 = ec2
+        .into_iter()
+        .map(|t| InstanceType {
+            name: t.name,
+            family: t.name.split('.').next().unwrap_or(t.name),
+            vcpu: t.vcpu,
+            memory_gib: t.memory_gib,
+            gpus: t.gpus,
+            gpu_model: t.gpu_model,
+            gpu_model_name: "",
+            gpu_memory_mib: 0,
+            on_demand_hourly: t.on_demand_hourly,
+            physical_processor: "",
+        })
+        .collect();
+    let _ = OPERATOR_INSTANCE_TYPES.set(ec2);
+    let _ = OPERATOR_TYPES.set(others);
     Ok(added)
 }
 
@@ -224,13 +250,13 @@ pub fn parse_operator_catalog(label: &str, text: &str) -> Result<Vec<CloudGpuTyp
         };
         let id = cell(provider, "provider")?.to_ascii_lowercase();
         let provider = match id.as_str() {
+            "aws" => "aws",
             "azure" => "azure",
             "gcp" => "gcp",
             "oci" => "oci",
             other => {
                 return Err(format!(
-                    "{label}: row {row}, column provider: {other:?} is not azure, gcp or oci (AWS's instance \
-                     types come with the CUR's own columns)"
+                    "{label}: row {row}, column provider: {other:?} is not aws, azure, gcp or oci"
                 ));
             }
         };
@@ -511,8 +537,8 @@ mod tests {
             "gpus.csv: row 2, column gpus: \"eight\" is not a whole number above 0"
         );
         assert!(
-            bad("provider,name,gpus,gpu_model\naws,p3.2xlarge,1,V100\n")
-                .starts_with("gpus.csv: row 2, column provider")
+            bad("provider,name,gpus,gpu_model\nibm,gx3-24x120x1l4,1,L4\n")
+                .starts_with("gpus.csv: row 2, column provider: \"ibm\" is not aws")
         );
         assert_eq!(
             bad("provider,name,gpus,gpu_model\nazure,,1,V100\n"),

@@ -20,7 +20,8 @@
 //!             "rate_to_reporting": "1", …,
 //!             "gpu": null | {"gpu_hours", "spot_gpu_hours", "gpu_fleet_effective_total",
 //!                            "by_model": [{"gpu_model", …}],
-//!                            "unknown_gpu_machines": [{"machine", "charges", "effective_total"}]}}]}
+//!                            "unknown_gpu_machines": [{"machine", "charges", "effective_total"}]},
+//!             "unknown_gpu_machines": [{"machine", "charges", "effective_total"}] (the CUR's)}]}
 //! ```
 //!
 //! The top-level amounts are the month's totals in the reporting currency (USD): the CUR's bill
@@ -48,7 +49,10 @@
 //! as its provider bills them (`catalog::gpu_charge`): GPU-hours, those at `Dynamic` prices,
 //! and the GPU fleet's effective cost, and the compute charges of what looks like a GPU machine
 //! the catalog does not know (`unknown_gpu_machines`, never counted as GPU-hours or silently
-//! as CPU: listed with their text and amount). `month` sums the bills themselves (each bill's every
+//! as CPU: listed with their text and amount). The CUR's bill lists its own
+//! (`unknown_gpu_machines`: instance types that look like GPU instances the catalog does not
+//! know, `charges` the hours of the month each was billed in, at its amortized cost; an
+//! operator's catalog row `aws,TYPE,GPUS,MODEL` adds one). `month` sums the bills themselves (each bill's every
 //! charge) in the reporting currency. Amounts are exact decimal strings: micro-dollars at the
 //! top level, nano-units in `bills` and `month`.
 
@@ -99,6 +103,9 @@ pub struct BillReport {
     pub rates: Vec<FxRate>,
     /// Each FOCUS bill's GPU instances, by (provider, billing account).
     pub gpus: BTreeMap<(String, String), GpuSums>,
+    /// The CUR's instance types that look like GPU machines the catalog does not know
+    /// ([`cur_unknown_machines`]).
+    pub cur_unknown: BTreeMap<String, (i64, i64)>,
     /// The provider asked for (`--provider`): the bills, totals and bridge are its alone.
     pub provider: Option<String>,
     /// Whether the CUR's bill is in the totals (there is one, and no other provider was asked).
@@ -270,6 +277,22 @@ pub fn gpu_sums(charges: &[crate::store::BillCharge]) -> BTreeMap<(String, Strin
     sums
 }
 
+/// The CUR's instance-hours of what looks like a GPU instance type the catalog does not know
+/// (`p3.2xlarge` until an operator's catalog lists it), by type: (hours of the month it was
+/// billed in, amortized nanos). Its GPUs are in no GPU model's fleet.
+pub fn cur_unknown_machines(hours: &[crate::store::UsageHour]) -> BTreeMap<String, (i64, i64)> {
+    let mut unknown: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for hour in hours.iter().filter(|h| {
+        !crate::catalog::is_known_machine("aws", &h.instance_type)
+            && crate::catalog::looks_like_gpu_machine("aws", &h.instance_type)
+    }) {
+        let entry = unknown.entry(hour.instance_type.clone()).or_default();
+        entry.0 += 1;
+        entry.1 += hour.amortized_cost_micros * 1_000;
+    }
+    unknown
+}
+
 /// A compute usage charge of what looks like a GPU machine, not in the catalog (a
 /// commitment's unused hours ran no machine).
 pub fn is_unknown_gpu_machine(charge: &crate::store::BillCharge) -> bool {
@@ -294,20 +317,31 @@ impl GpuSums {
             })
             .collect::<Vec<_>>()
             .into();
-        value["unknown_gpu_machines"] = self
-            .unknown
-            .iter()
-            .map(|(machine, (charges, nanos))| {
-                json!({"machine": machine, "charges": charges, "effective_total": Nanos(*nanos).decimal()})
-            })
-            .collect::<Vec<_>>()
-            .into();
+        value["unknown_gpu_machines"] = unknown_json(&self.unknown);
         value
     }
 
     /// `14 charges, EUR 3,204.110000, unknown GPU machine `ND40rs v2``: one line per machine.
     pub fn unknown_lines(&self, currency: &str) -> Vec<String> {
-        self.unknown
+        unknown_lines(&self.unknown, currency)
+    }
+}
+
+/// Unknown GPU machines as JSON: `[{"machine", "charges", "effective_total"}]`.
+fn unknown_json(unknown: &BTreeMap<String, (i64, i64)>) -> Value {
+    unknown
+        .iter()
+        .map(|(machine, (charges, nanos))| {
+            json!({"machine": machine, "charges": charges, "effective_total": Nanos(*nanos).decimal()})
+        })
+        .collect::<Vec<_>>()
+        .into()
+}
+
+/// Unknown GPU machines by the text naming them, (charges, effective nanos): one line each.
+fn unknown_lines(unknown: &BTreeMap<String, (i64, i64)>, currency: &str) -> Vec<String> {
+    {
+        unknown
             .iter()
             .map(|(machine, (charges, nanos))| {
                 let amount = crate::text::grouped(&Nanos(*nanos).decimal());
@@ -581,6 +615,10 @@ impl BillReport {
             }
         }
         report.gpus = gpu_sums(&charges);
+        if with_cur {
+            let month = period.to_string();
+            report.cur_unknown = cur_unknown_machines(&store.usage_hours(&month, &month).await?);
+        }
         Ok(BillReport {
             bills,
             rates,
@@ -622,6 +660,7 @@ impl BillReport {
             bills: Vec::new(),
             rates: Vec::new(),
             gpus: BTreeMap::new(),
+            cur_unknown: BTreeMap::new(),
             provider: None,
             with_cur: true,
             others: Vec::new(),
@@ -691,7 +730,12 @@ impl BillReport {
             .iter()
             .map(|b| {
                 let key = (b.provider.clone(), b.billing_account.clone());
-                bill_json(b, &self.rates, Some(self.gpus.get(&key).unwrap_or(&GpuSums::default())))
+                let mut value =
+                    bill_json(b, &self.rates, Some(self.gpus.get(&key).unwrap_or(&GpuSums::default())));
+                if b.format == "cur" {
+                    value["unknown_gpu_machines"] = unknown_json(&self.cur_unknown);
+                }
+                value
             })
             .collect();
         let sums = self.totals();
@@ -722,14 +766,24 @@ impl BillReport {
         })
     }
 
+    /// A bill's GPU machines the catalog does not know: the CUR's instance types
+    /// ([`cur_unknown_machines`]), a FOCUS bill's charges ([`GpuSums::unknown`]).
+    fn unknown_of(&self, b: &Bill) -> Option<&BTreeMap<String, (i64, i64)>> {
+        if b.format == "cur" {
+            Some(&self.cur_unknown)
+        } else {
+            self.gpus.get(&(b.provider.clone(), b.billing_account.clone())).map(|g| &g.unknown)
+        }
+    }
+
     /// Each bill's compute charges of a GPU machine the catalog does not know, one line per
     /// machine: `azure gpu-agency: 14 charges, EUR 3,204.110000, unknown GPU machine …`.
     pub fn unknown_gpu_machines(&self) -> Vec<String> {
         self.bills
             .iter()
             .filter_map(|b| {
-                let gpus = self.gpus.get(&(b.provider.clone(), b.billing_account.clone()))?;
-                Some(gpus.unknown_lines(&b.currency).into_iter().map(move |line| {
+                let unknown = self.unknown_of(b)?;
+                Some(unknown_lines(unknown, &b.currency).into_iter().map(move |line| {
                     format!(
                         "{} {}: {line}",
                         crate::sources::focus::provider_name(&b.provider),
@@ -790,9 +844,9 @@ impl BillReport {
                     Nanos(b.billed_nanos).decimal(),
                     Nanos(b.effective_nanos).decimal()
                 ));
-                if let Some(gpus) = self.gpus.get(&(b.provider.clone(), b.billing_account.clone())) {
+                if let Some(unknown) = self.unknown_of(b) {
                     lines.extend(
-                        gpus.unknown_lines(&b.currency).into_iter().map(|line| format!("    {line}")),
+                        unknown_lines(unknown, &b.currency).into_iter().map(|line| format!("    {line}")),
                     );
                 }
             }

@@ -563,3 +563,88 @@ async fn a_cost_that_is_not_a_number_is_refused() {
     )
     .await;
 }
+
+/// An EC2 instance type that looks like a GPU instance but is not in the catalog is listed by
+/// `report bill` and the Data page with its hours and amortized cost, never counted as CPU
+/// without a word; an operator's catalog row names it without a rebuild, and its GPUs join the
+/// fleet (issue 70). The generated October's 1-GPU `….xlarge` instances are renamed
+/// `….2xlarge` (a real type the built-in catalog lacks).
+#[tokio::test]
+async fn an_unknown_gpu_instance_type_is_listed_until_an_operators_catalog_names_it() {
+    let case = BadInputCase::new(CurFormat::Csv).await;
+    let catalog = case.dir.path().join("gpus.csv");
+    let gl = |args: &[&str], with_catalog: bool| -> Vec<u8> {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_gpuledger"));
+        command.arg("--database-url").arg(&case.database_url).args(args).env("RUST_LOG", "warn");
+        if with_catalog {
+            command.env("GPULEDGER_GPU_CATALOG", &catalog);
+        }
+        let out = command.output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    let export = case.export().display().to_string();
+    let fleet = |with_catalog: bool| -> (f64, f64) {
+        let report: Value = serde_json::from_slice(&gl(
+            &["report", "providers", "--period", "2026-10", "--format", "json"],
+            with_catalog,
+        ))
+        .unwrap();
+        let aws = report["rows"].as_array().unwrap().iter().find(|r| r["provider"] == "aws").unwrap().clone();
+        (aws["gpu_hours"].as_f64().unwrap(), aws["gpu_fleet_cost"].as_f64().unwrap())
+    };
+    // October as generated: a 1-GPU type's hours and amortized cost, and the AWS fleet.
+    gl(&["ingest", "cur", &export], false);
+    let store = crate::helpers::connect(&case.database_url).await;
+    let hours = store.usage_hours("2026-10", "2026-10").await.unwrap();
+    let known = hours
+        .iter()
+        .map(|h| h.instance_type.clone())
+        .find(|t| t.ends_with(".xlarge") && gpuledger::catalog::gpu_count(t) == 1)
+        .expect("a 1-GPU xlarge instance in October");
+    let renamed = known.replace(".xlarge", ".2xlarge");
+    assert!(gpuledger::catalog::instance_type(&renamed).is_none());
+    let model = gpuledger::catalog::instance_type(&known).unwrap().gpu_model;
+    std::fs::write(&catalog, format!("provider,name,gpus,gpu_model\naws,{renamed},1,{model}\n")).unwrap();
+    let g5: Vec<_> = hours.into_iter().filter(|h| h.instance_type == known).collect();
+    let g5_micros: i64 = g5.iter().map(|h| h.amortized_cost_micros).sum();
+    let g5_gpu_hours: f64 = g5.iter().map(|h| h.usage_hours).sum();
+    assert!(!g5.is_empty() && g5_micros > 0);
+    let whole = fleet(false);
+    // The same month, its g5.xlarge renamed.
+    let folder = case.export().join("data/BILLING_PERIOD=2026-10");
+    for file in std::fs::read_dir(&folder).unwrap().map(|e| e.unwrap().path()) {
+        let text = gunzip(&file);
+        gzip(&file, &text.replace(&known, &renamed));
+    }
+    gl(&["ingest", "cur", "--force", &export], false);
+    let bill: Value =
+        serde_json::from_slice(&gl(&["report", "bill", "--period", "2026-10", "--format", "json"], false))
+            .unwrap();
+    let cur = bill["bills"].as_array().unwrap().iter().find(|b| b["format"] == "cur").unwrap();
+    assert_eq!(
+        cur["unknown_gpu_machines"],
+        serde_json::json!([{
+            "machine": renamed,
+            "charges": g5.len(),
+            "effective_total": format!("{}.{:06}", g5_micros / 1_000_000, g5_micros % 1_000_000),
+        }]),
+        "{cur}"
+    );
+    let table = String::from_utf8_lossy(&gl(&["report", "bill", "--period", "2026-10"], false)).to_string();
+    assert!(table.contains(&format!("unknown GPU machine `{renamed}`")), "{table}");
+    let web = gpuledger::web::AppState::new(store, gpuledger::web::AuthConfig::off());
+    let (_, page) = crate::web::get(&web, "/data?period=2026-10").await;
+    assert!(page.contains(&format!("unknown GPU machine `{renamed}`")), "{page}");
+    // Its GPU-hours are out of the fleet, 1 GPU an hour.
+    let without = fleet(false);
+    assert!((whole.0 - without.0 - g5_gpu_hours).abs() < 1e-6, "{whole:?} {without:?} {g5_gpu_hours}");
+    // The operator's catalog names it: the fleet is whole again and nothing is unknown.
+    gl(&["ingest", "cur", "--force", &export], true);
+    assert_eq!(fleet(true), whole);
+    let bill: Value =
+        serde_json::from_slice(&gl(&["report", "bill", "--period", "2026-10", "--format", "json"], true))
+            .unwrap();
+    let cur = bill["bills"].as_array().unwrap().iter().find(|b| b["format"] == "cur").unwrap();
+    assert_eq!(cur["unknown_gpu_machines"], serde_json::json!([]), "{cur}");
+}
