@@ -29,8 +29,10 @@
 //!   a hidden name and renamed when whole, so a failed export leaves no file.
 //!
 //! - **The CUR** ([`write_cur`]): its instance-hours (a cluster's allocated to its pods where
-//!   gpuledger split it, AWS's split being off), its other costs per day and its invoices'
-//!   discounts, credits, refunds and tax; AWS's FOCUS export of the same bill is then left out.
+//!   gpuledger split it, AWS's split being off; an instance's day allocated to its pods by
+//!   AWS's split where AWS split it, at the granularity gpuledger keeps that split: per pod and
+//!   day, [`CUR_SPLIT_METHOD_ID`]), its other costs per day and its invoices' discounts,
+//!   credits, refunds and tax; AWS's FOCUS export of the same bill is then left out.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -177,7 +179,108 @@ pub struct ExportSummary {
     /// Origin charges (a VM's charge period) replaced by their allocated charges, and those.
     pub origin_charges_split: usize,
     pub allocated_rows: usize,
+    /// Each allocation method in the file: its id, the granularity it allocates at, and the
+    /// clusters it allocated.
+    pub allocation: Vec<Allocation>,
     pub bills: Vec<BillWritten>,
+}
+
+/// An allocation method of the file (`AllocatedMethodId`) and what it allocates.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Allocation {
+    pub method_id: &'static str,
+    pub granularity: &'static str,
+    pub clusters: Vec<String>,
+}
+
+/// `AllocatedMethodId` of the CUR's EKS instances allocated by AWS's split cost allocation
+/// data, as gpuledger keeps it: per pod and day.
+pub const CUR_SPLIT_METHOD_ID: &str = "aws-split-cost-allocation-pod-day";
+
+/// AWS's split of the CUR's EKS instances as gpuledger keeps it: each pod's cost (split +
+/// unused) per day on the instance it ran on.
+#[derive(Default)]
+struct CurSplit {
+    pods: HashMap<i64, crate::store::PodRecord>,
+    /// (instance id, day) → the pod-days on it.
+    days: HashMap<(String, i64), Vec<crate::store::PodDay>>,
+}
+
+impl CurSplit {
+    async fn load(store: &dyn Store, period: Period) -> Result<CurSplit, ExportError> {
+        let Some(inputs) = store.compute_inputs(&period.to_string(), 0.0).await? else {
+            return Ok(CurSplit::default());
+        };
+        let pods: HashMap<i64, crate::store::PodRecord> =
+            inputs.pods.into_iter().map(|p| (p.id, p)).collect();
+        let mut days: HashMap<(String, i64), Vec<crate::store::PodDay>> = HashMap::new();
+        for day in inputs.pod_days {
+            if let Some(pod) = pods.get(&day.pod_id) {
+                days.entry((pod.instance_id.clone(), day.day)).or_default().push(day);
+            }
+        }
+        Ok(CurSplit { pods, days })
+    }
+
+    /// Whether AWS's split gave any pod a day of this instance.
+    fn covers(&self, instance: &str, day: i64) -> bool {
+        self.days.contains_key(&(instance.to_string(), day))
+    }
+
+    /// The pods an instance's day under one purchase option went to, weighted by their cost
+    /// under it, and what they were not given of `origin_effective` (never a negative amount).
+    /// A pod-day's cost is under each option in the part (`option_share`) of the instance's
+    /// day's cost billed under it, so its parts add up to it whatever the options' prices (the
+    /// stored [`crate::store::PodDayOption`]s weigh by usage, as AWS's dashboard does, which
+    /// would give the cheaper option's origin more than it holds).
+    fn targets(
+        &self,
+        instance: &str,
+        (day, option_share): (i64, f64),
+        cluster: &str,
+        origin_effective: i64,
+    ) -> Vec<Target> {
+        let round = |x: f64| (x * 1e6).round() / 1e6;
+        let mut targets = Vec::new();
+        for pod_day in self.days.get(&(instance.to_string(), day)).into_iter().flatten() {
+            let Some(p) = self.pods.get(&pod_day.pod_id) else { continue };
+            let share = option_share;
+            let weight =
+                ((pod_day.split_cost_nanos + pod_day.unused_cost_nanos) as f64 * share).round() as i64;
+            if weight <= 0 {
+                continue;
+            }
+            let mut tags = json!({"cluster": p.cluster, "namespace": p.namespace, "workload": p.workload});
+            let client = client_of(&p.labels, "client");
+            if client != "(none)" {
+                tags["client"] = json!(client);
+            }
+            let (unit, quantity) = if pod_day.gpu_hours > 0.0 {
+                ("GPU-Hours", pod_day.gpu_hours * share)
+            } else {
+                ("vCPU-Hours", pod_day.vcpu_hours * share)
+            };
+            targets.push(Target {
+                method: CUR_SPLIT_METHOD_ID,
+                id: format!("{}/{}/{}", p.cluster, p.namespace, p.pod),
+                name: format!("{}/{}", p.namespace, p.pod),
+                tags,
+                unit,
+                quantity,
+                usage: json!([
+                    {"UsageUnit": "GPU-Hours", "UsageQuantity": round(pod_day.gpu_hours * share)},
+                    {"UsageUnit": "vCPU-Hours", "UsageQuantity": round(pod_day.vcpu_hours * share)},
+                    {"UsageUnit": "GB-Hours", "UsageQuantity": round(pod_day.memory_gb_hours * share)},
+                ]),
+                weight,
+            });
+        }
+        let given: i64 = targets.iter().map(|t| t.weight).sum();
+        if !targets.is_empty() && origin_effective > given {
+            targets.push(unallocated(CUR_SPLIT_METHOD_ID, cluster, origin_effective - given));
+        }
+        targets
+    }
 }
 
 /// One bill's totals in the file: a FOCUS bill's equal to the stored bill's, exactly; the CUR's
@@ -523,17 +626,84 @@ impl Written {
     }
 }
 
+/// Whom an allocated charge is for, as FOCUS names it, and how it was allocated.
+struct Target {
+    /// `AllocatedMethodId`.
+    method: &'static str,
+    /// `AllocatedResourceId`, `AllocatedResourceName`, `AllocatedTags`.
+    id: String,
+    name: String,
+    tags: serde_json::Value,
+    /// The element's usage unit and quantity, and its usage by resource.
+    unit: &'static str,
+    quantity: f64,
+    usage: serde_json::Value,
+    /// Its weight: what it was given of the origin, in nano-units (≥ 0).
+    weight: i64,
+}
+
+impl Splits {
+    /// A share of gpuledger's split as its allocated charge's target.
+    fn target(&self, who: &Who, share: &Share) -> Target {
+        let round = |x: f64| (x * 1e6).round() / 1e6;
+        match who {
+            Who::Pod { cluster, uid } => {
+                let split = &self.clusters[*cluster];
+                let p = &split.pods[share.pod];
+                let mut tags =
+                    json!({"cluster": split.cluster, "namespace": p.namespace, "workload": p.workload});
+                // A pod without a client label has no `client` tag (FOCUS's tags hold values).
+                let client = client_of(&p.labels, "client");
+                if client != "(none)" {
+                    tags["client"] = json!(client);
+                }
+                Target {
+                    method: METHOD_ID,
+                    id: uid.clone(),
+                    name: format!("{}/{}", p.namespace, p.pod),
+                    tags,
+                    unit: "Hours",
+                    quantity: share.hours,
+                    usage: json!([
+                        {"UsageUnit": "GPU-Hours", "UsageQuantity": round(share.gpu_hours)},
+                        {"UsageUnit": "vCPU-Hours", "UsageQuantity": round(share.vcpu_hours)},
+                        {"UsageUnit": "GiB-Hours", "UsageQuantity": round(share.memory_gib_hours)},
+                    ]),
+                    weight: share.nanos,
+                }
+            }
+            Who::Unallocated { cluster } => {
+                let cluster = &self.clusters[*cluster].cluster;
+                unallocated(METHOD_ID, cluster, share.nanos)
+            }
+        }
+    }
+}
+
+/// What no pod was given of an origin charge, as an allocated charge's target.
+fn unallocated(method: &'static str, cluster: &str, weight: i64) -> Target {
+    Target {
+        method,
+        id: format!("{cluster}/unallocated"),
+        name: "(unallocated)".to_string(),
+        tags: json!({"cluster": cluster}),
+        unit: "Hours",
+        quantity: 0.0,
+        usage: json!([]),
+        weight,
+    }
+}
+
 /// Writes an origin charge's allocated charges: its amounts and consumed quantity divided by
-/// the shares' weights, exactly; returns how many, or `None` (writing nothing) when the shares
-/// cannot divide it (no weight, or a negative one).
+/// the targets' weights, exactly; returns how many, or `None` (writing nothing) when the
+/// weights cannot divide it (no weight, or a negative one).
 fn allocate(
-    splits: &Splits,
     origin: &[Cell; COLUMNS.len()],
     vm: &VmPeriod,
-    shares: &BTreeMap<Who, Share>,
+    targets: &[Target],
     out: &mut Written,
 ) -> Result<Option<usize>, FileError> {
-    let weights: Vec<i128> = shares.values().map(|s| i128::from(s.nanos)).collect();
+    let weights: Vec<i128> = targets.iter().map(|t| i128::from(t.weight)).collect();
     let total: i128 = weights.iter().sum();
     let divided = |amount: i64| apportion_by_weight(amount, &weights);
     let (Some(billed), Some(effective), Some(list), Some(contracted)) = (
@@ -544,7 +714,8 @@ fn allocate(
     ) else {
         return Ok(None);
     };
-    for (i, (who, share)) in shares.iter().enumerate() {
+    let round = |x: f64| (x * 1e6).round() / 1e6;
+    for (i, target) in targets.iter().enumerate() {
         let mut row = *origin;
         let ratio = weights[i] as f64 / total as f64;
         row[BILLED] = Cell::Nanos(billed[i]);
@@ -554,62 +725,31 @@ fn allocate(
         if origin[CONSUMED] != Cell::Null {
             row[CONSUMED] = Cell::Number(vm.consumed_quantity * ratio);
         }
-        let round = |x: f64| (x * 1e6).round() / 1e6;
-        let (id, name, tags, usage) = match who {
-            Who::Pod { cluster, uid } => {
-                let split = &splits.clusters[*cluster];
-                let p = &split.pods[share.pod];
-                let mut tags =
-                    json!({"cluster": split.cluster, "namespace": p.namespace, "workload": p.workload});
-                // A pod without a client label has no `client` tag (FOCUS's tags hold values).
-                let client = client_of(&p.labels, "client");
-                if client != "(none)" {
-                    tags["client"] = json!(client);
-                }
-                (
-                    uid.clone(),
-                    format!("{}/{}", p.namespace, p.pod),
-                    tags,
-                    json!([
-                        {"UsageUnit": "GPU-Hours", "UsageQuantity": round(share.gpu_hours)},
-                        {"UsageUnit": "vCPU-Hours", "UsageQuantity": round(share.vcpu_hours)},
-                        {"UsageUnit": "GiB-Hours", "UsageQuantity": round(share.memory_gib_hours)},
-                    ]),
-                )
-            }
-            Who::Unallocated { cluster } => {
-                let cluster = &splits.clusters[*cluster].cluster;
-                (
-                    format!("{cluster}/unallocated"),
-                    "(unallocated)".to_string(),
-                    json!({"cluster": cluster}),
-                    json!([]),
-                )
-            }
-        };
         let details = json!({"Elements": [{
             "AllocatedRatio": ratio,
-            "UsageUnit": "Hours",
-            "UsageQuantity": round(share.hours),
-            "Usage": usage,
+            "UsageUnit": target.unit,
+            "UsageQuantity": round(target.quantity),
+            "Usage": target.usage,
         }]})
         .to_string();
-        let tags = tags.to_string();
-        row[METHOD] = Cell::Text(METHOD_ID);
+        let tags = target.tags.to_string();
+        row[METHOD] = Cell::Text(target.method);
         row[DETAILS] = Cell::Text(&details);
-        row[ALLOCATED_ID] = Cell::Text(&id);
-        row[ALLOCATED_NAME] = Cell::Text(&name);
+        row[ALLOCATED_ID] = Cell::Text(&target.id);
+        row[ALLOCATED_NAME] = Cell::Text(&target.name);
         row[ALLOCATED_TAGS] = Cell::Text(&tags);
         out.row(&row)?;
     }
-    Ok(Some(shares.len()))
+    Ok(Some(targets.len()))
 }
 
-/// Origin charges split and the allocated rows written for them.
+/// Origin charges split and the allocated rows written for them, and the clusters each method
+/// allocated.
 #[derive(Debug, Default)]
 struct Counts {
     origins: usize,
     allocated: usize,
+    clusters: BTreeMap<&'static str, std::collections::BTreeSet<String>>,
 }
 
 /// Writes a VM's charge period: its allocated charges where a split gave it to pods, the
@@ -622,19 +762,44 @@ fn write_vm(
     out: &mut Written,
     counts: &mut Counts,
 ) -> Result<(), FileError> {
-    let shares = splits.of(instance, vm);
-    let allocated = match shares.is_empty() {
+    let targets: Vec<Target> =
+        splits.of(instance, vm).iter().map(|(who, share)| splits.target(who, share)).collect();
+    write_allocated(origin, vm, &targets, out, counts)
+}
+
+/// Writes an origin charge's allocated charges to `targets`, or the origin itself when there
+/// are none or they cannot divide it.
+fn write_allocated(
+    origin: &[Cell; COLUMNS.len()],
+    vm: &VmPeriod,
+    targets: &[Target],
+    out: &mut Written,
+    counts: &mut Counts,
+) -> Result<(), FileError> {
+    let allocated = match targets.is_empty() {
         true => None,
-        false => allocate(splits, origin, vm, &shares, out)?,
+        false => allocate(origin, vm, targets, out)?,
     };
     match allocated {
         Some(count) => {
             counts.origins += 1;
             counts.allocated += count;
+            for target in targets {
+                if let Some(cluster) = target.tags["cluster"].as_str()
+                    && !counts.clusters.get(target.method).is_some_and(|c| c.contains(cluster))
+                {
+                    counts.clusters.entry(target.method).or_default().insert(cluster.to_string());
+                }
+            }
             Ok(())
         }
         None => out.row(origin),
     }
+}
+
+/// The UTC midnight of the day an hour is in.
+fn day_of(hour: i64) -> i64 {
+    hour - hour.rem_euclid(86_400)
 }
 
 /// A CUR charge's row: the CUR's stored form keeps no contracted cost, nor a list cost but an
@@ -689,7 +854,7 @@ fn cur_tags(cluster: &str, tags: &str) -> String {
 fn write_cur(
     cur: &CostPeriod,
     period: Period,
-    splits: &Splits,
+    (splits, cur_split): (&Splits, &CurSplit),
     out: &mut Written,
     counts: &mut Counts,
 ) -> Result<BillWritten, ExportError> {
@@ -711,6 +876,13 @@ fn write_cur(
         tags,
         ..BillCharge::default()
     };
+    // Each instance's day's amortized cost under every option: what each option's part of a
+    // pod-day is in proportion to.
+    let mut day_totals: HashMap<(&str, i64), i64> = HashMap::new();
+    for hour in &cur.instance_hours {
+        *day_totals.entry((hour.instance_id.as_str(), day_of(hour.hour))).or_default() +=
+            hour.amortized_cost_micros * 1000;
+    }
     // Each instance's hours at one purchase option are a run of one charge's texts.
     let mut hours: Vec<&InstanceHour> = cur.instance_hours.iter().collect();
     hours.sort_by(|a, b| {
@@ -732,6 +904,47 @@ fn write_cur(
             frequency: charge_frequency("Usage"),
             description: format!("{} {}", first.instance_type, first.purchase_option.as_str()),
         };
+        // An EKS instance AWS split (and gpuledger did not): its days, each divided among the
+        // pods AWS's split gave it that day, at the granularity gpuledger keeps it.
+        let instance = first.instance_id.as_str();
+        if !splits.by_hour.contains_key(instance)
+            && run.iter().any(|h| cur_split.covers(instance, day_of(h.hour)))
+        {
+            for day in run.chunk_by(|a, b| day_of(a.hour) == day_of(b.hour)) {
+                let last = day[day.len() - 1];
+                let vm = VmPeriod {
+                    start: day[0].hour,
+                    end: last.hour + 3600,
+                    charges: day.len() as i64,
+                    consumed_quantity: day.iter().map(|h| h.usage_hours).sum(),
+                    billed_nanos: day.iter().map(|h| h.unblended_cost_micros * 1000).sum(),
+                    effective_nanos: day.iter().map(|h| h.amortized_cost_micros * 1000).sum(),
+                    list_nanos: day.iter().map(|h| h.public_on_demand_cost_micros * 1000).sum(),
+                    contracted_nanos: day.iter().map(|h| h.unblended_cost_micros * 1000).sum(),
+                };
+                let origin = charge_row(
+                    &bill,
+                    period,
+                    &template,
+                    &derived,
+                    (vm.start, vm.end),
+                    Amounts::of_vm(&vm),
+                    vm.consumed_quantity,
+                    instance,
+                );
+                let whole = day_totals.get(&(instance, day_of(vm.start))).copied().unwrap_or_default();
+                let option_share = if whole > 0 { vm.effective_nanos as f64 / whole as f64 } else { 1.0 };
+                let targets = cur_split.targets(
+                    instance,
+                    (day_of(vm.start), option_share),
+                    &first.cluster,
+                    vm.effective_nanos,
+                );
+                out.next_charge();
+                write_allocated(&with_unblended_as_unkept(origin, true), &vm, &targets, out, counts)?;
+            }
+            continue;
+        }
         out.next_charge();
         for hour in run {
             let vm = VmPeriod {
@@ -942,7 +1155,8 @@ async fn write_file(
         });
     }
     if let Some(cur) = cur {
-        sums.push(write_cur(cur, period, &splits, &mut written, &mut counts)?);
+        let cur_split = CurSplit::load(store, period).await?;
+        sums.push(write_cur(cur, period, (&splits, &cur_split), &mut written, &mut counts)?);
     }
     let count = written.file.finish()?;
     Ok(ExportSummary {
@@ -953,6 +1167,20 @@ async fn write_file(
         rows: count as usize,
         origin_charges_split: counts.origins,
         allocated_rows: counts.allocated,
+        allocation: counts
+            .clusters
+            .into_iter()
+            .map(|(method, clusters)| Allocation {
+                method_id: method,
+                granularity: if method == CUR_SPLIT_METHOD_ID {
+                    "pod-day: an EKS instance's day under one purchase option, divided among the pods AWS's split \
+                     cost allocation data gave it that day (gpuledger keeps AWS's split per pod and day)"
+                } else {
+                    "node charge period: a VM's hour (Azure's day), divided among the pods gpuledger's split gave it"
+                },
+                clusters: clusters.into_iter().collect(),
+            })
+            .collect(),
         bills: sums,
     })
 }

@@ -509,16 +509,47 @@ async fn check_cur_export(
     let allocated: Vec<usize> = (0..frame.height()).filter(|&i| method[i].is_some()).collect();
     assert_eq!(allocated.len() as u64, summary["allocated_rows"].as_u64().unwrap());
     assert!(allocated.len() > 1000, "{} allocated rows", allocated.len());
-    let mut by_namespace: BTreeMap<String, i64> = BTreeMap::new();
+    // ml-west by gpuledger's split per node-hour; every other EKS cluster by AWS's split, per
+    // pod and day (issue 70), as the summary says.
+    let mut by_namespace: BTreeMap<(String, String), i64> = BTreeMap::new();
     let mut cluster_total = 0;
     for &i in &allocated {
         let tags: Value = serde_json::from_str(tags[i].as_deref().unwrap()).unwrap();
-        assert_eq!(tags["cluster"], "ml-west", "only ml-west is split by gpuledger");
-        cluster_total += effective[i];
+        let cluster = tags["cluster"].as_str().unwrap();
+        let expected =
+            if cluster == "ml-west" { "gpuledger-split-v1" } else { "aws-split-cost-allocation-pod-day" };
+        assert_eq!(method[i].as_deref(), Some(expected), "{cluster}");
+        if cluster == "ml-west" {
+            cluster_total += effective[i];
+        }
         if let Some(namespace) = tags["namespace"].as_str() {
-            *by_namespace.entry(namespace.to_string()).or_default() += effective[i];
+            *by_namespace.entry((cluster.to_string(), namespace.to_string())).or_default() += effective[i];
         }
     }
+    let methods: Vec<(&str, Vec<&str>)> = summary["allocation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let clusters = m["clusters"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+            (m["method_id"].as_str().unwrap(), clusters)
+        })
+        .collect();
+    let aws_split: std::collections::BTreeSet<&str> = cur
+        .instance_hours
+        .iter()
+        .map(|h| h.cluster.as_str())
+        .filter(|c| !c.is_empty() && *c != "ml-west")
+        .collect();
+    assert!(!aws_split.is_empty());
+    assert_eq!(
+        methods,
+        [
+            ("aws-split-cost-allocation-pod-day", aws_split.into_iter().collect()),
+            ("gpuledger-split-v1", vec!["ml-west"])
+        ],
+        "{summary}"
+    );
     let west_hours: i64 = cur
         .instance_hours
         .iter()
@@ -526,16 +557,18 @@ async fn check_cur_export(
         .map(|h| h.amortized_cost_micros * 1000)
         .sum();
     assert_eq!(cluster_total, west_hours, "ml-west's allocated rows are its instance-hours");
-    let mut chargeback: BTreeMap<String, i64> = BTreeMap::new();
-    for c in rollups.costs.iter().filter(|c| c.cluster == "ml-west") {
-        *chargeback.entry(c.namespace.clone()).or_default() += c.split_cost_nanos + c.unused_cost_nanos;
+    let mut chargeback: BTreeMap<(String, String), i64> = BTreeMap::new();
+    for c in &rollups.costs {
+        *chargeback.entry((c.cluster.clone(), c.namespace.clone())).or_default() +=
+            c.split_cost_nanos + c.unused_cost_nanos;
     }
+    chargeback.retain(|_, nanos| *nanos != 0);
     assert_eq!(by_namespace.keys().collect::<Vec<_>>(), chargeback.keys().collect::<Vec<_>>());
     for (namespace, nanos) in &by_namespace {
         let difference = nanos - chargeback[namespace];
         assert!(
             difference.abs() <= 10_000,
-            "{namespace}: {nanos} in the file, {} in chargeback",
+            "{namespace:?}: {nanos} in the file, {} in chargeback",
             chargeback[namespace]
         );
     }
