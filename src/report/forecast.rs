@@ -118,12 +118,13 @@ impl History {
         let mut provisioned: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
         let mut training: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
         // Each month's instance-hours' amortized cost per day (every instance): the CUR's part
-        // of the spend, read here with the rest of the rollups. The other providers' GPU
-        // machines (capacity rows too) come from their bills with the rest of their spend.
+        // of the spend, read here with the rest of the rollups. Every FOCUS bill's GPU
+        // machines (capacity rows too, another AWS payer's among them) come from their bills
+        // with the rest of their spend, once.
         let mut instance_days: BTreeMap<Period, Vec<(i64, f64)>> = BTreeMap::new();
         for month in &months {
             let Some(rollups) = store.rollups(&month.to_string()).await? else { continue };
-            let cur_capacity = || rollups.capacity.iter().filter(|c| c.provider() == "aws");
+            let cur_capacity = || rollups.capacity.iter().filter(|c| c.from_cur());
             instance_days.insert(
                 *month,
                 cur_capacity().map(|c| (c.day, c.amortized_cost_micros as f64 / 1e6)).collect(),
@@ -214,8 +215,9 @@ impl History {
     /// A month's whole amortized spend per provider and day, in USD: the CUR's instance-hours
     /// and other lines (together its amortized bill, exactly), and every FOCUS bill's usage and
     /// purchases' `EffectiveCost` (tax, credits and adjustments are not in an amortized bill:
-    /// [`crate::engine::bills::in_amortized_bill`]) but AWS's when the month has its CUR (the
-    /// same bill twice), converted at the month's rate; a bill with no rate is named in
+    /// [`crate::engine::bills::in_amortized_bill`]) that compute counts (not the CUR's own
+    /// bill through AWS's FOCUS export: [`crate::engine::bills::counted`]; another AWS payer's
+    /// is), converted at the month's rate; a bill with no rate is named in
     /// `unconverted` and left out. Beside it, the GPU-hours the FOCUS bills' GPU machines
     /// provided per provider, pool and day (rate or none): their capacity.
     async fn spend(
@@ -238,10 +240,13 @@ impl History {
         let rates = store.fx_rates().await?;
         let mut currencies = BTreeMap::new();
         let mut read = std::collections::BTreeSet::new();
-        for bill in store.bills(Some(&period)).await?.into_iter().filter(|b| b.format == "focus") {
-            if cur.is_some() && bill.provider == "aws" {
-                continue;
-            }
+        let payer = cur.as_ref().map(|c| c.billing_account.clone());
+        for bill in store
+            .bills(Some(&period))
+            .await?
+            .into_iter()
+            .filter(|b| crate::engine::bills::counted(b, payer.as_deref()))
+        {
             read.insert((bill.provider.clone(), bill.billing_account.clone()));
             let rate = (bill.currency != "USD")
                 .then(|| crate::domain::fx::rate_for(&rates, &bill.currency, "USD", &period).cloned());

@@ -1435,6 +1435,13 @@ impl CapacityRollup {
         if self.provider.is_empty() { "aws" } else { &self.provider }
     }
 
+    /// The CUR's instance-hours (a FOCUS bill's GPU machines keep no instance-hours: 0), as
+    /// against the rows `compute` adds from the FOCUS bills it counts (another AWS payer's
+    /// among them).
+    pub fn from_cur(&self) -> bool {
+        self.provider() == "aws" && self.instance_hours > 0.0
+    }
+
     /// A GPU machine's: part of the GPU fleet (every charge of it counts its cost, also
     /// those that carry none of its GPU-hours, as GKE's cost allocation splits a node).
     pub fn is_gpu(&self) -> bool {

@@ -1984,3 +1984,48 @@ async fn the_same_rows_again_a_short_part_or_a_bill_without_a_rate_are_refused_b
         run(&["--database-url", &db, "fx", "set", "EUR", "USD", "1.2", "--from", "2026-11", "--confirm"]);
     assert!(sure.status.success(), "{}", String::from_utf8_lossy(&sure.stderr));
 }
+
+/// An AWS payer billed through FOCUS alone (no CUR): `report capacity` counts its GPU machines
+/// once, each pool's peak the bill's GPU-hours of its busiest day / 24 (before, the capacity
+/// rows compute derives from the bill were counted beside the bill's own charges: twice)
+/// (issue 70).
+#[tokio::test]
+async fn an_aws_payer_billed_through_focus_alone_is_capacity_once() {
+    use gpuledger::synth::clouds::Provider;
+    let (dir, generate, _truth) = cloud_world(&[Provider::Aws], None);
+    let db = format!("sqlite:{}", dir.path().join("focus-aws.db").display());
+    let gl = |args: &[&str]| {
+        let mut all = vec!["--database-url", db.as_str()];
+        all.extend_from_slice(args);
+        let out = run(&all);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    let source = dir.path().join(&generate.prefix).join(gpuledger::synth::focus_export_name(&generate));
+    gl(&["ingest", "focus", &source.display().to_string()]);
+    gl(&["compute", "--period", "2026-10"]);
+    let store = helpers::connect(&db).await;
+    assert!(store.cost_period("2026-10").await.unwrap().is_none(), "no CUR");
+    // The bill's GPU-hours per pool (model and purchase option) and day.
+    let mut days: std::collections::BTreeMap<(String, i64), f64> = Default::default();
+    for c in store.bill_charges("2026-10", Some("aws")).await.unwrap() {
+        if c.charge_category == "Usage" && !c.gpu_model.is_empty() && c.gpu_hours > 0.0 {
+            let option = gpuledger::store::PurchaseOption::of_pricing_category(&c.pricing_category);
+            *days.entry((format!("{} {option}", c.gpu_model), c.day)).or_default() += c.gpu_hours;
+        }
+    }
+    assert!(!days.is_empty());
+    let report: Value = serde_json::from_slice(&gl(&["report", "capacity", "--format", "json"])).unwrap();
+    let pools: Vec<&Value> =
+        report["pools"].as_array().unwrap().iter().filter(|p| p["provider"] == "aws").collect();
+    let names: std::collections::BTreeSet<&str> = days.keys().map(|(pool, _)| pool.as_str()).collect();
+    assert_eq!(
+        pools.iter().map(|p| p["pool"].as_str().unwrap()).collect::<std::collections::BTreeSet<_>>(),
+        names
+    );
+    for pool in pools {
+        let name = pool["pool"].as_str().unwrap();
+        let peak = days.iter().filter(|((p, _), _)| p == name).map(|(_, h)| h / 24.0).fold(0.0, f64::max);
+        assert!((pool["gpus_peak"].as_f64().unwrap() - peak).abs() < 1e-6, "{pool} against {peak}");
+    }
+}
