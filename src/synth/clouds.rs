@@ -120,6 +120,14 @@ impl MachineColumn {
     }
 }
 
+/// How a month's bills differ from their world's: another sub-account id for every cloud's
+/// (`None`: the world's own), and the column Azure names a VM's size in.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Variant<'a> {
+    pub sub_account: Option<&'a str>,
+    pub machine: MachineColumn,
+}
+
 /// The opaque `SkuId` Azure's export names an instance's SKU by: the same id for the same VM
 /// size (what an operator's catalog entry names it by).
 pub fn sku_id(instance: &str) -> String {
@@ -1092,8 +1100,7 @@ pub fn write_month(
     period: Period,
     hours: u32,
     kube: bool,
-    sub_account: Option<&str>,
-    machine: MachineColumn,
+    Variant { sub_account, machine }: Variant<'_>,
 ) -> Result<Option<ProviderTruth>, GenerateError> {
     let Some(world) = world(provider) else { return Ok(None) };
     // Another sub-account id for the whole month, bill and cluster alike. The worlds are

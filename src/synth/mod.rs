@@ -285,8 +285,10 @@ pub fn generate(
                 period,
                 world.billed_hours,
                 options.kube_state_metrics || options.cloud_kube_from.is_some_and(|from| period >= from),
-                options.sub_account.as_deref(),
-                options.azure_machine_column,
+                clouds::Variant {
+                    sub_account: options.sub_account.as_deref(),
+                    machine: options.azure_machine_column,
+                },
             )? {
                 providers.insert(provider.id().into(), serde_json::to_value(bill).unwrap_or_default());
             }

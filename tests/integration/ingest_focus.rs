@@ -303,7 +303,7 @@ async fn a_gpu_machine_named_only_in_its_description_is_counted_and_an_unknown_o
 /// lists it by that id (issue 70).
 #[tokio::test]
 async fn a_gpu_machine_is_recognized_in_whichever_column_names_it() {
-    use gpuledger::synth::clouds::{MachineColumn, Provider, sku_id, write_month};
+    use gpuledger::synth::clouds::{MachineColumn, Provider, Variant, sku_id, write_month};
     let period: gpuledger::period::Period = "2026-10".parse().unwrap();
     let micros_text = |nanos: i64| format!("{}.{:06}", nanos / 1_000_000_000, nanos % 1_000_000_000 / 1_000);
     for machine in [
@@ -314,9 +314,17 @@ async fn a_gpu_machine_is_recognized_in_whichever_column_names_it() {
         MachineColumn::SkuId,
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let truth = write_month(dir.path(), 7, Provider::Azure, period, period.hours(), false, None, machine)
-            .unwrap()
-            .unwrap();
+        let truth = write_month(
+            dir.path(),
+            7,
+            Provider::Azure,
+            period,
+            period.hours(),
+            false,
+            Variant { sub_account: None, machine },
+        )
+        .unwrap()
+        .unwrap();
         let truth = serde_json::to_value(&truth).unwrap();
         let db = format!("sqlite:{}", dir.path().join("ledger.db").display());
         let catalog = dir.path().join("gpus.csv");
