@@ -797,6 +797,22 @@ fn write_allocated(
     }
 }
 
+/// Consecutive hours of one instance under one purchase option as one charge period: from the
+/// first hour to the end of the last, their usage and costs summed.
+fn vm_of(hours: &[&InstanceHour]) -> VmPeriod {
+    let sum = |cost: fn(&InstanceHour) -> i64| hours.iter().map(|h| cost(h) * 1000).sum::<i64>();
+    VmPeriod {
+        start: hours.first().map_or(0, |h| h.hour),
+        end: hours.last().map_or(0, |h| h.hour + 3600),
+        charges: hours.len() as i64,
+        consumed_quantity: hours.iter().map(|h| h.usage_hours).sum(),
+        billed_nanos: sum(|h| h.unblended_cost_micros),
+        effective_nanos: sum(|h| h.amortized_cost_micros),
+        list_nanos: sum(|h| h.public_on_demand_cost_micros),
+        contracted_nanos: sum(|h| h.unblended_cost_micros),
+    }
+}
+
 /// The UTC midnight of the day an hour is in.
 fn day_of(hour: i64) -> i64 {
     hour - hour.rem_euclid(86_400)
@@ -904,34 +920,28 @@ fn write_cur(
             frequency: charge_frequency("Usage"),
             description: format!("{} {}", first.instance_type, first.purchase_option.as_str()),
         };
+        let instance = first.instance_id.as_str();
+        let origin_of = |vm: &VmPeriod| {
+            let amounts = Amounts::of_vm(vm);
+            let row = charge_row(
+                &bill,
+                period,
+                &template,
+                &derived,
+                (vm.start, vm.end),
+                amounts,
+                vm.consumed_quantity,
+                instance,
+            );
+            with_unblended_as_unkept(row, true)
+        };
         // An EKS instance AWS split (and gpuledger did not): its days, each divided among the
         // pods AWS's split gave it that day, at the granularity gpuledger keeps it.
-        let instance = first.instance_id.as_str();
         if !splits.by_hour.contains_key(instance)
             && run.iter().any(|h| cur_split.covers(instance, day_of(h.hour)))
         {
             for day in run.chunk_by(|a, b| day_of(a.hour) == day_of(b.hour)) {
-                let last = day[day.len() - 1];
-                let vm = VmPeriod {
-                    start: day[0].hour,
-                    end: last.hour + 3600,
-                    charges: day.len() as i64,
-                    consumed_quantity: day.iter().map(|h| h.usage_hours).sum(),
-                    billed_nanos: day.iter().map(|h| h.unblended_cost_micros * 1000).sum(),
-                    effective_nanos: day.iter().map(|h| h.amortized_cost_micros * 1000).sum(),
-                    list_nanos: day.iter().map(|h| h.public_on_demand_cost_micros * 1000).sum(),
-                    contracted_nanos: day.iter().map(|h| h.unblended_cost_micros * 1000).sum(),
-                };
-                let origin = charge_row(
-                    &bill,
-                    period,
-                    &template,
-                    &derived,
-                    (vm.start, vm.end),
-                    Amounts::of_vm(&vm),
-                    vm.consumed_quantity,
-                    instance,
-                );
+                let vm = vm_of(day);
                 let whole = day_totals.get(&(instance, day_of(vm.start))).copied().unwrap_or_default();
                 let option_share = if whole > 0 { vm.effective_nanos as f64 / whole as f64 } else { 1.0 };
                 let targets = cur_split.targets(
@@ -941,33 +951,14 @@ fn write_cur(
                     vm.effective_nanos,
                 );
                 out.next_charge();
-                write_allocated(&with_unblended_as_unkept(origin, true), &vm, &targets, out, counts)?;
+                write_allocated(&origin_of(&vm), &vm, &targets, out, counts)?;
             }
             continue;
         }
         out.next_charge();
         for hour in run {
-            let vm = VmPeriod {
-                start: hour.hour,
-                end: hour.hour + 3600,
-                charges: 1,
-                consumed_quantity: hour.usage_hours,
-                billed_nanos: hour.unblended_cost_micros * 1000,
-                effective_nanos: hour.amortized_cost_micros * 1000,
-                list_nanos: hour.public_on_demand_cost_micros * 1000,
-                contracted_nanos: hour.unblended_cost_micros * 1000,
-            };
-            let origin = charge_row(
-                &bill,
-                period,
-                &template,
-                &derived,
-                (vm.start, vm.end),
-                Amounts::of_vm(&vm),
-                vm.consumed_quantity,
-                &hour.instance_id,
-            );
-            write_vm(splits, &with_unblended_as_unkept(origin, true), &hour.instance_id, &vm, out, counts)?;
+            let vm = vm_of(std::slice::from_ref(hour));
+            write_vm(splits, &origin_of(&vm), instance, &vm, out, counts)?;
         }
     }
     // A line of no resource over `span`, its unblended and amortized cost in micro-dollars.
