@@ -785,9 +785,7 @@ fn write_allocated(
             counts.origins += 1;
             counts.allocated += count;
             for target in targets {
-                if let Some(cluster) = target.tags["cluster"].as_str()
-                    && !counts.clusters.get(target.method).is_some_and(|c| c.contains(cluster))
-                {
+                if let Some(cluster) = target.tags["cluster"].as_str() {
                     counts.clusters.entry(target.method).or_default().insert(cluster.to_string());
                 }
             }

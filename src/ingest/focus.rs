@@ -685,7 +685,8 @@ impl focus::Visitor for FileRows<'_> {
         }
         bill.version = bill.version.max(Some(self.version));
         let day = charge.charge_period_start - charge.charge_period_start.rem_euclid(86_400);
-        // The instance and GPUs of the row, classified once per distinct naming.
+        // The instance and GPUs of the row, classified once per distinct naming: every text
+        // `Classified::of` reads.
         let usage = charge.charge_category == "Usage" && charge.commitment_discount_status != Some("Unused");
         let key = &mut self.key;
         key.clear();
@@ -694,18 +695,12 @@ impl focus::Visitor for FileRows<'_> {
             &[
                 provider,
                 charge.usage_type,
-                charge.sku_meter,
-                charge.resource_type,
-                charge.charge_description,
-                charge.sku_id,
-                charge.sku_price_details,
-                charge.x_sku_details,
-                charge.x_sku_meter_name,
-                charge.x_sku_description,
+                charge.service_category,
                 charge.consumed_unit,
                 if usage { "usage" } else { "" },
             ],
         );
+        push_fields(key, &machine_texts(charge));
         let class = match self.classified.get(key.as_slice()) {
             Some(class) => class.clone(),
             None => {

@@ -320,11 +320,6 @@ impl GpuSums {
         value["unknown_gpu_machines"] = unknown_json(&self.unknown);
         value
     }
-
-    /// `14 charges, EUR 3,204.110000, unknown GPU machine `ND40rs v2``: one line per machine.
-    pub fn unknown_lines(&self, currency: &str) -> Vec<String> {
-        unknown_lines(&self.unknown, currency)
-    }
 }
 
 /// Unknown GPU machines as JSON: `[{"machine", "charges", "effective_total"}]`.
@@ -340,19 +335,17 @@ fn unknown_json(unknown: &BTreeMap<String, (i64, i64)>) -> Value {
 
 /// Unknown GPU machines by the text naming them, (charges, effective nanos): one line each.
 fn unknown_lines(unknown: &BTreeMap<String, (i64, i64)>, currency: &str) -> Vec<String> {
-    {
-        unknown
-            .iter()
-            .map(|(machine, (charges, nanos))| {
-                let amount = crate::text::grouped(&Nanos(*nanos).decimal());
-                let s = if *charges == 1 { "" } else { "s" };
-                format!(
-                    "{charges} charge{s}, {currency} {amount}, unknown GPU machine `{machine}`: not counted as \
-                     GPU-hours until the catalog knows it"
-                )
-            })
-            .collect()
-    }
+    unknown
+        .iter()
+        .map(|(machine, (charges, nanos))| {
+            let amount = crate::text::grouped(&Nanos(*nanos).decimal());
+            let s = if *charges == 1 { "" } else { "s" };
+            format!(
+                "{charges} charge{s}, {currency} {amount}, unknown GPU machine `{machine}`: not counted as \
+                 GPU-hours until the catalog knows it"
+            )
+        })
+        .collect()
 }
 
 /// The month's bills summed in the reporting currency: each (provider, billing account) once
