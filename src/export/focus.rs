@@ -866,13 +866,12 @@ fn cur_tags(cluster: &str, tags: &str) -> String {
 /// invoices' discounts, credits, refunds and tax for the month. What the CUR's stored form does
 /// not keep is its unblended cost ([`with_unblended_as_unkept`]).
 fn write_cur(
-    cur: &CostPeriod,
+    (cur, bill): (&CostPeriod, Bill),
     period: Period,
     (splits, cur_split): (&Splits, &CurSplit),
     out: &mut Written,
     counts: &mut Counts,
 ) -> Result<BillWritten, ExportError> {
-    let bill = cur.as_bill();
     (out.billed, out.effective) = (0, 0);
     let names: HashMap<&str, &str> = cur
         .bill_lines
@@ -1009,8 +1008,9 @@ pub async fn export_focus(
     let cur = store.cost_period(&name).await?;
     // The CUR's own bill through AWS's FOCUS export is the CUR's: written once, from the CUR.
     let payer = cur.as_ref().map(|c| c.billing_account.as_str());
-    let bills: Vec<Bill> =
-        store.bills(Some(&name)).await?.into_iter().filter(|b| counted(b, payer)).collect();
+    let stored = store.bills(Some(&name)).await?;
+    let cur_bill = stored.iter().find(|b| b.format == "cur").cloned();
+    let bills: Vec<Bill> = stored.into_iter().filter(|b| counted(b, payer)).collect();
     if bills.is_empty() && cur.is_none() {
         return Err(ExportError::NoBills(period));
     }
@@ -1027,7 +1027,7 @@ pub async fn export_focus(
     };
     // Written under another name and renamed when whole: a failed export leaves no file.
     let partial = out.join(format!(".gpuledger-focus-1.3-{name}.partial"));
-    match write_file(store, period, &bills, cur.as_ref(), &partial, format).await {
+    match write_file(store, period, &bills, cur.as_ref().zip(cur_bill), &partial, format).await {
         Ok(mut summary) => {
             std::fs::rename(&partial, &file)
                 .map_err(|source| FileError::Io { path: file.clone(), source })?;
@@ -1046,7 +1046,7 @@ async fn write_file(
     store: &dyn Store,
     period: Period,
     bills: &[Bill],
-    cur: Option<&CostPeriod>,
+    cur: Option<(&CostPeriod, Bill)>,
     file: &Path,
     format: FocusFormat,
 ) -> Result<ExportSummary, ExportError> {

@@ -320,7 +320,8 @@ async fn ingest_period(
         let read_seconds = started.elapsed().as_secs_f64();
         Ok::<_, SourceError>((builder.finish()?, read_seconds))
     });
-    let mut source = StreamedPeriod { receiver, reader: Some(reader), judged, outcome: None };
+    let location = objects.locate(&delivery.manifest_key);
+    let mut source = StreamedPeriod { receiver, reader: Some(reader), judged, location, outcome: None };
     let written = store.replace_cost_period_from(&delivery.period.to_string(), &mut source).await;
     let outcome = source.outcome.take();
     match (written, outcome) {
@@ -406,6 +407,8 @@ struct StreamedPeriod {
     receiver: tokio::sync::mpsc::Receiver<FactBatch>,
     reader: Option<tokio::task::JoinHandle<Result<(PeriodParts, f64), SourceError>>>,
     judged: Judged,
+    /// Where the delivery is (its manifest), for its bill.
+    location: String,
     outcome: Option<ReadOutcome>,
 }
 
@@ -453,8 +456,14 @@ impl PeriodSource for StreamedPeriod {
                     + period.instance_hours.len()
                     + period.other_costs.len()
                     + period.bill_lines.len();
+                let bill = crate::store::Bill {
+                    source: self.location.clone(),
+                    rows_read: reconciliation.rows_read as i64,
+                    ingested_at: chrono::Utc::now().timestamp(),
+                    ..period.as_bill()
+                };
                 self.outcome = Some(Ok((reconciliation, read_seconds, rows)));
-                Ok(PeriodTail { period, pods })
+                Ok(PeriodTail { period, pods, bill })
             }
             Err(error) => {
                 let message = error.to_string();

@@ -547,8 +547,7 @@ impl BillReport {
     ) -> Result<BillReport, ReportError> {
         let key = period.to_string();
         let cur = store.bill(&key).await?;
-        let mut bills: Vec<Bill> = cur.iter().map(CostPeriod::as_bill).collect();
-        bills.extend(store.bills(Some(&key)).await?);
+        let mut bills: Vec<Bill> = store.bills(Some(&key)).await?;
         if bills.is_empty() {
             return Err(ReportError::NoData(period));
         }

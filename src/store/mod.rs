@@ -121,6 +121,9 @@ pub trait PeriodSource: Send {
 #[derive(Debug, Clone, Default)]
 pub struct PeriodTail {
     pub period: CostPeriod,
+    /// The period's bill as one of the month's bills: its row in [`BillStore::bills`], with
+    /// every other source's, replaced with the period.
+    pub bill: Bill,
     /// Pods the batches' facts point at but did not carry: written in bulk at the end, with
     /// their instance's attributes (a churny month has hundreds of thousands).
     pub pods: Vec<PodRecord>,
@@ -143,7 +146,8 @@ impl PeriodSource for WholePeriod<'_> {
 
     async fn finish(&mut self) -> Result<PeriodTail, String> {
         let period = CostPeriod { cost_facts: Vec::new(), ..self.period.clone() };
-        Ok(PeriodTail { period, pods: Vec::new() })
+        let bill = Bill { ingested_at: chrono::Utc::now().timestamp(), ..period.as_bill() };
+        Ok(PeriodTail { bill, period, pods: Vec::new() })
     }
 }
 

@@ -584,7 +584,9 @@ pub struct CostPeriod {
 
 impl CostPeriod {
     /// The CUR's bill as one of the month's bills: AWS's, in its currency, billed = unblended
-    /// (what the invoices charge), effective = amortized, to its payer account.
+    /// (what the invoices charge), effective = amortized, to its payer account. The period's
+    /// replacement writes it among every source's bills ([`crate::store::BillStore::bills`]),
+    /// where every reader finds it.
     pub fn as_bill(&self) -> Bill {
         Bill {
             period: self.period.clone(),

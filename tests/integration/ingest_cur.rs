@@ -648,3 +648,103 @@ async fn an_unknown_gpu_instance_type_is_listed_until_an_operators_catalog_names
     let cur = bill["bills"].as_array().unwrap().iter().find(|b| b["format"] == "cur").unwrap();
     assert_eq!(cur["unknown_gpu_machines"], serde_json::json!([]), "{cur}");
 }
+
+/// The CUR's bill is one of the month's bills (issue 70): its period's replacement writes it
+/// among every source's bills, which `report bill`, the Data page and `export focus` read as
+/// one list; a re-delivery replaces it, and a ledger stored before is given each period's
+/// bill from the ingest that wrote it.
+#[tokio::test]
+async fn a_cur_bill_is_stored_among_the_months_bills_and_replaced_with_its_period() {
+    let case = BadInputCase::new(CurFormat::Csv).await;
+    // The rows of September's files, counted by hand: every line but each file's header.
+    let folder = case.export().join("data/BILLING_PERIOD=2026-09");
+    let rows: i64 = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| gunzip(&e.unwrap().path()).lines().skip(1).filter(|l| !l.is_empty()).count() as i64)
+        .sum();
+    let store = helpers::connect(&case.database_url).await;
+    let want = expected_cur_bill(store.as_ref(), rows).await;
+    assert!(want.billed_nanos > 0 && want.source.ends_with("-Manifest.json"), "{want:?}");
+    assert_eq!(stored_bills(store.as_ref()).await, vec![want.clone()]);
+    // The Data page lists it with the other sources' bills; `report bill` reads it from there.
+    let web = gpuledger::web::AppState::new(
+        helpers::connect(&case.database_url).await,
+        gpuledger::web::AuthConfig::off(),
+    );
+    let (_, page) = crate::web::get(&web, "/data?period=2026-09").await;
+    assert!(
+        page.contains("<h2 id=\"bills-heading\">Bills</h2>") && page.contains("<td>CUR 2.0</td>"),
+        "{page}"
+    );
+    let report = run(&[
+        "--database-url",
+        &case.database_url,
+        "report",
+        "bill",
+        "--period",
+        "2026-09",
+        "--format",
+        "json",
+    ]);
+    assert!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    let cur: Vec<&Value> =
+        report["bills"].as_array().unwrap().iter().filter(|b| b["format"] == "cur").collect();
+    assert_eq!(cur.len(), 1, "{report}");
+    // A re-delivery replaces it: still one CUR bill of September, October's beside it.
+    let export = case.export().display().to_string();
+    for args in
+        [vec!["ingest", "cur", "--force", "--period", "2026-09", &export], vec!["ingest", "cur", &export]]
+    {
+        let out = run(&[&["--database-url", case.database_url.as_str()], args.as_slice()].concat());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let bills = stored_bills(store.as_ref()).await;
+    assert_eq!(
+        bills.iter().map(|b| (b.period.as_str(), b.format.as_str())).collect::<Vec<_>>(),
+        [("2026-09", "cur"), ("2026-10", "cur")]
+    );
+    assert_eq!(bills[0], expected_cur_bill(store.as_ref(), rows).await);
+    // A ledger whose periods were stored before CUR bills were kept: the migration gives each
+    // period its bill, with the rows and location of the ingest that wrote it.
+    drop(web);
+    let mut db = <sqlx::SqliteConnection as sqlx::Connection>::connect(&case.database_url).await.unwrap();
+    for sql in ["DELETE FROM bills", "DELETE FROM schema_migrations WHERE version = 48"] {
+        sqlx::query(sql).execute(&mut db).await.unwrap();
+    }
+    drop(db);
+    let migrated = helpers::connect(&case.database_url).await;
+    assert_eq!(stored_bills(migrated.as_ref()).await, bills);
+}
+
+/// September's CUR bill as its stored period and succeeded run say it is, `rows` read.
+async fn expected_cur_bill(store: &dyn Store, rows: i64) -> gpuledger::store::Bill {
+    use gpuledger::store::{RunKind, RunStatus};
+    let period = store.bill("2026-09").await.unwrap().unwrap();
+    let runs = store.ingest_runs(20).await.unwrap();
+    let run = runs
+        .into_iter()
+        .find(|r| r.kind == RunKind::Cur && r.period == "2026-09" && r.status == RunStatus::Succeeded)
+        .unwrap();
+    gpuledger::store::Bill {
+        period: "2026-09".into(),
+        provider: "aws".into(),
+        billing_account: period.billing_account.clone(),
+        format: "cur".into(),
+        currency: "USD".into(),
+        source: run.source,
+        data_version: period.data_version.clone(),
+        rows_read: rows,
+        billed_nanos: period.bill_unblended_micros * 1000,
+        effective_nanos: period.bill_amortized_micros * 1000,
+        deviations: "{}".into(),
+        ..Default::default()
+    }
+}
+
+/// Every stored bill, each stamped with when it was ingested (set to 0 here).
+async fn stored_bills(store: &dyn Store) -> Vec<gpuledger::store::Bill> {
+    let bills = store.bills(None).await.unwrap();
+    assert!(bills.iter().all(|b| b.ingested_at > 0), "{bills:?}");
+    bills.into_iter().map(|b| gpuledger::store::Bill { ingested_at: 0, ..b }).collect()
+}

@@ -9,6 +9,9 @@ use crate::store::sql_rollups;
 use crate::store::table::Table;
 use crate::store::*;
 
+/// A period's CUR bill among the month's bills.
+const DELETE_CUR_BILL: &str = "DELETE FROM bills WHERE period = $1 AND format = 'cur'";
+
 #[async_trait::async_trait]
 impl<B: Backend> CostStore for SqlStore<B>
 where
@@ -97,7 +100,7 @@ where
         }
         // The pod-days, their options and the GPU pod-hours are summed on another thread while
         // this one writes the pods and instance-hours: the two overlap on two cores.
-        let PeriodTail { mut period, pods } = tail;
+        let PeriodTail { mut period, pods, bill } = tail;
         let pods = std::sync::Arc::new(pods);
         let instance_hours = std::sync::Arc::new(std::mem::take(&mut period.instance_hours));
         let sums = {
@@ -125,7 +128,10 @@ where
             .execute(&mut *tx)
             .await
             .context(CONTEXT)?;
-        done("period written", 1);
+        // The period's bill, with every other source's: one CUR a period, whatever its payer.
+        sqlx::query(DELETE_CUR_BILL).bind(name).execute(&mut *tx).await.context(CONTEXT)?;
+        Self::insert(&mut tx, "", std::slice::from_ref(&bill)).await.context(CONTEXT)?;
+        done("period and its bill written", 1);
         Self::insert_staged(&mut tx, staging.as_ref(), name, &pods).await.context(CONTEXT)?;
         done("pods written", pods.len());
         Self::insert_staged(&mut tx, staging.as_ref(), name, &instance_hours).await.context(CONTEXT)?;

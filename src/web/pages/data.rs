@@ -40,7 +40,8 @@ struct BillLine {
     period: String,
     provider: String,
     billing_account: String,
-    focus_version: String,
+    /// `CUR 2.0` or `FOCUS 1.2`: the export the bill was read from.
+    format: String,
     billed: String,
     effective: String,
     rows: i64,
@@ -62,7 +63,10 @@ impl BillLine {
             period: bill.period.clone(),
             provider: bill.provider.clone(),
             billing_account: bill.billing_account.clone(),
-            focus_version: bill.focus_version.clone(),
+            format: match bill.format.as_str() {
+                "cur" => "CUR 2.0".into(),
+                _ => format!("FOCUS {}", bill.focus_version),
+            },
             billed: amount(bill.billed_nanos, &bill.currency),
             effective: amount(bill.effective_nanos, &bill.currency),
             rows: bill.rows_read,
@@ -200,7 +204,7 @@ struct HomePage {
     backend: &'static str,
     periods: Vec<PeriodLine>,
     /// Every FOCUS bill stored, newest month first.
-    focus_bills: Vec<BillLine>,
+    bills: Vec<BillLine>,
     reconciliations: Vec<ReconciliationLine>,
     /// The newest period's bill: its period, the bridge, and the net total from the net_*
     /// columns when the export has them.
@@ -474,7 +478,7 @@ pub async fn page(
                 period: p.period,
             })
             .collect(),
-        focus_bills: bills.iter().map(BillLine::of).collect(),
+        bills: bills.iter().map(BillLine::of).collect(),
         reconciliations,
         bill_period: bill.as_ref().map(|b| b.period.period.clone()).unwrap_or_default(),
         bridge: bill.as_ref().map(|b| footed(&b.bridge)).unwrap_or_default(),
