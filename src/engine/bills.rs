@@ -112,12 +112,16 @@ pub fn counted(bill: &Bill, cur_billing_account: Option<&str>) -> bool {
 }
 
 /// Adds the month's FOCUS bills (but the CUR's own) to `inputs` in the reporting currency,
-/// with the pods of the clusters in `splits` on them.
+/// with the pods of the clusters in `splits` on them. `charges` are the bills' month groups
+/// ([`crate::store::BillStore::month_charges`]); `days` their GPU machines' groups by day
+/// ([`crate::store::BillStore::gpu_charges`]), which date the fleet's capacity rows: a GPU
+/// group whose days are not given is one row on its first day (as `report bill`, which reads
+/// the month alone, folds it).
 pub fn fold_bills(
     inputs: &mut ComputeInputs,
     cur_billing_account: Option<&str>,
     bills: &[Bill],
-    charges: &[BillCharge],
+    (charges, days): (&[BillCharge], &[BillCharge]),
     rates: &[FxRate],
     splits: &[SplitNodes],
 ) -> Result<Folded, FoldError> {
@@ -142,6 +146,13 @@ pub fn fold_bills(
             .filter(|c| c.provider == bill.provider && c.billing_account == bill.billing_account)
             .filter(|c| in_amortized_bill(&c.charge_category))
             .collect();
+        // Each GPU group's days, by the group's month identity (its tags too).
+        let mut days_of: HashMap<(String, &str), Vec<&BillCharge>> = HashMap::new();
+        for day in
+            days.iter().filter(|c| c.provider == bill.provider && c.billing_account == bill.billing_account)
+        {
+            days_of.entry((day.month_key(), day.tags.as_str())).or_default().push(day);
+        }
         let effective_nanos: i64 = counted.iter().map(|c| c.effective_nanos).sum();
         // Each charge's own amount: the accounts' bill and GPU fleet.
         let effective = exact_shares(
@@ -196,17 +207,29 @@ pub fn fold_bills(
             let gpu = !charge.gpu_model.is_empty();
             if gpu {
                 let purchase_option = PurchaseOption::of_pricing_category(&charge.pricing_category);
-                let key = (
-                    charge.day,
-                    cluster.clone(),
-                    charge.sub_account_id.clone(),
-                    charge.resource_type.clone(),
-                );
-                let row =
-                    capacity.entry((key, charge.gpu_model.clone(), purchase_option)).or_insert_with(|| {
-                        CapacityRollup {
+                // A row a day, the group's converted cost and list cost shared exactly by its
+                // days' own.
+                let its_days = days_of
+                    .get(&(charge.month_key(), charge.tags.as_str()))
+                    .cloned()
+                    .unwrap_or_else(|| vec![*charge]);
+                let share = |total: i64, of: fn(&BillCharge) -> i64| {
+                    exact_shares(total, its_days.iter().map(|d| in_reporting(of(d))).collect())
+                };
+                let costs = share(effective[index], |d| d.effective_nanos);
+                let lists = share(in_reporting(charge.list_nanos), |d| d.list_nanos);
+                for ((day, cost), list) in its_days.iter().zip(costs).zip(lists) {
+                    let key = (
+                        day.day,
+                        cluster.clone(),
+                        charge.sub_account_id.clone(),
+                        charge.resource_type.clone(),
+                    );
+                    let row = capacity
+                        .entry((key, charge.gpu_model.clone(), purchase_option))
+                        .or_insert_with(|| CapacityRollup {
                             period: inputs.period.clone(),
-                            day: charge.day,
+                            day: day.day,
                             provider: bill.provider.clone(),
                             cluster: cluster.clone(),
                             account: charge.sub_account_id.clone(),
@@ -214,11 +237,11 @@ pub fn fold_bills(
                             gpu_model: charge.gpu_model.clone(),
                             purchase_option,
                             ..CapacityRollup::default()
-                        }
-                    });
-                row.gpu_hours_provisioned += charge.gpu_hours;
-                row.amortized_cost_micros += effective[index];
-                row.public_on_demand_cost_micros += in_reporting(charge.list_nanos);
+                        });
+                    row.gpu_hours_provisioned += day.gpu_hours;
+                    row.amortized_cost_micros += cost;
+                    row.public_on_demand_cost_micros += list;
+                }
             }
             // A charge the split took whole is its pods' now.
             if left[index] == 0 && charge.effective_nanos != 0 && placed[index] == 0 {
@@ -490,10 +513,12 @@ mod tests {
             charge("azure", "ea", "Tax", 500_000_000, "{}"),
             charge("aws", "111111111111", "Usage", 7_000_000_000, "{}"),
         ];
-        let missing = fold_bills(&mut inputs.clone(), Some("111111111111"), &bills, &charges, &[], &[]);
+        let missing =
+            fold_bills(&mut inputs.clone(), Some("111111111111"), &bills, (&charges, &[]), &[], &[]);
         assert!(matches!(missing, Err(FoldError::MissingRate { ref currency, .. }) if currency == "EUR"));
         let rates = [FxRate::new("EUR", "USD", "1.0842", "2026-10".parse().unwrap(), "test").unwrap()];
-        let folded = fold_bills(&mut inputs, Some("111111111111"), &bills, &charges, &rates, &[]).unwrap();
+        let folded =
+            fold_bills(&mut inputs, Some("111111111111"), &bills, (&charges, &[]), &rates, &[]).unwrap();
         // The AWS FOCUS bill is the CUR's own: not counted. Tax is not the amortized bill.
         assert_eq!(folded.bills, vec!["azure/ea".to_string()]);
         assert_eq!(inputs.bill_amortized_micros, 1_084_200);
@@ -522,7 +547,8 @@ mod tests {
         };
         let cpu = charge("azure", "ea", "Usage", 2_000_000_000, "{}");
         let rates = [FxRate::new("EUR", "USD", "1.0842", "2026-10".parse().unwrap(), "test").unwrap()];
-        fold_bills(&mut inputs, None, &[bill("azure", "ea", "EUR")], &[gpu, cpu], &rates, &[]).unwrap();
+        fold_bills(&mut inputs, None, &[bill("azure", "ea", "EUR")], (&[gpu, cpu], &[]), &rates, &[])
+            .unwrap();
         // One capacity row, Azure's, at €10 × 1.0842 = $10.842000 and €20 at list $21.684000.
         let rows: Vec<(&str, &str, &str, PurchaseOption, f64, i64, i64)> = inputs
             .bill_capacity
@@ -543,6 +569,49 @@ mod tests {
         // No cluster took it: the fleet's part in other cost, of the bill's $13.010400.
         assert_eq!(inputs.gpu_fleet_in_other_micros, 10_842_000);
         assert_eq!(inputs.other_cost_micros, 13_010_400);
+    }
+
+    #[test]
+    fn a_gpu_machines_capacity_is_a_row_a_day_its_month_shared_exactly() {
+        let mut inputs = ComputeInputs { period: "2026-10".into(), ..ComputeInputs::default() };
+        // One GPU group over three days, €10 in all (8 GPU-hours, €20 at list), as the month's
+        // sum says it and as each day does.
+        let day = |day: i64, nanos: i64, hours: f64, list: i64| BillCharge {
+            day,
+            gpu_model: "A100-80GB".into(),
+            gpu_hours: hours,
+            resource_type: "Standard_ND96amsr_A100_v4".into(),
+            list_nanos: list,
+            ..charge("azure", "ea", "Usage", nanos, "{}")
+        };
+        let (d1, d2, d3) = (1_790_812_800, 1_790_899_200, 1_790_985_600);
+        let days = [
+            day(d1, 3_333_333_333, 2.0, 6_000_000_000),
+            day(d2, 3_333_333_333, 3.0, 7_000_000_000),
+            day(d3, 3_333_333_334, 3.0, 7_000_000_000),
+        ];
+        let month = day(d1, 10_000_000_000, 8.0, 20_000_000_000);
+        let rates = [FxRate::new("EUR", "USD", "1.0842", "2026-10".parse().unwrap(), "test").unwrap()];
+        let bills = [bill("azure", "ea", "EUR")];
+        fold_bills(&mut inputs, None, &bills, (&[month], &days), &rates, &[]).unwrap();
+        // €3.333333333 × 1.0842 = $3.614000 a day; at list €6 → $6.505200, €7 → $7.589400.
+        let rows: Vec<(i64, f64, i64, i64)> = inputs
+            .bill_capacity
+            .iter()
+            .map(|c| {
+                (c.day, c.gpu_hours_provisioned, c.amortized_cost_micros, c.public_on_demand_cost_micros)
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (d1, 2.0, 3_614_000, 6_505_200),
+                (d2, 3.0, 3_614_000, 7_589_400),
+                (d3, 3.0, 3_614_000, 7_589_400)
+            ]
+        );
+        // The month as before: $10.842000, 8 GPU-hours, $21.684000 at list.
+        assert_eq!(inputs.gpu_fleet_in_other_micros, 10_842_000);
     }
 
     #[test]
@@ -607,7 +676,7 @@ mod tests {
         let rates = [FxRate::new("EUR", "USD", "1.0842", "2026-10".parse().unwrap(), "test").unwrap()];
         let bills = [bill("azure", "ea", "EUR")];
         let charges = [machines, disks];
-        let folded = fold_bills(&mut inputs, None, &bills, &charges, &rates, &[split]).unwrap();
+        let folded = fold_bills(&mut inputs, None, &bills, (&charges, &[]), &rates, &[split]).unwrap();
         assert_eq!(folded.split_clusters, vec!["aks-weu".to_string()]);
         // €12 at 1.0842 is $13.010400: the pods' €8 $8.673600, the rest's €2 and the disks'
         // €2 $2.168400 each.
@@ -649,7 +718,7 @@ mod tests {
             ..SplitNodes { provider: "azure".into(), billing_account: "ea".into(), ..SplitNodes::default() }
         };
         let mut again = ComputeInputs::default();
-        let refused = fold_bills(&mut again, None, &bills, &charges, &rates, &[stale]);
+        let refused = fold_bills(&mut again, None, &bills, (&charges, &[]), &rates, &[stale]);
         assert!(matches!(refused, Err(FoldError::Inconsistent { ref key, .. }) if key == "0123456789abcdef"));
     }
 
@@ -672,7 +741,7 @@ mod tests {
                 r#"{"k8s-namespace":"kube:unallocated","goog-k8s-cluster-name":"gke"}"#,
             ),
         ];
-        fold_bills(&mut inputs, Some(""), &[bill("gcp", "b", "USD")], &charges, &[], &[]).unwrap();
+        fold_bills(&mut inputs, Some(""), &[bill("gcp", "b", "USD")], (&charges, &[]), &[], &[]).unwrap();
         assert_eq!(inputs.unallocated_ec2_micros, 1_000_000);
         assert_eq!(inputs.other_cost_micros, 2_000_000);
         assert_eq!(inputs.bill_amortized_micros, 3_000_000);

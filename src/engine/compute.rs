@@ -111,12 +111,13 @@ pub async fn compute_period(store: &dyn Store, period: Period) -> Result<Compute
         for provider in providers {
             charges.extend(store.month_charges(&name, Some(provider)).await?);
         }
+        let days = store.gpu_charges(&name).await?;
         let rates = store.fx_rates().await?;
         let folded = super::bills::fold_bills(
             &mut inputs,
             cur_account.as_deref(),
             &bills,
-            &charges,
+            (&charges, &days),
             &rates,
             &split_nodes,
         )

@@ -158,7 +158,7 @@ impl OtherBill {
             &mut inputs,
             cur_billing_account,
             std::slice::from_ref(bill),
-            charges,
+            (charges, &[]),
             rates,
             splits,
         )

@@ -495,6 +495,10 @@ pub trait BillStore: Send + Sync {
     /// provider or all: what the month's figures need, a row per group instead of per day.
     async fn month_charges(&self, period: &str, provider: Option<&str>) -> StoreResult<Vec<BillCharge>>;
 
+    /// A period's FOCUS charges of GPU machines (`gpu_model` not empty) by day, of every bill:
+    /// the GPU fleet's days.
+    async fn gpu_charges(&self, period: &str) -> StoreResult<Vec<BillCharge>>;
+
     /// Replaces each bill with its charges and virtual machines' costs, all in one
     /// transaction: what was stored under each bill's key goes, nothing else. Raises the data
     /// revision.

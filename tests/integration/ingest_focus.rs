@@ -2036,4 +2036,34 @@ async fn an_aws_payer_billed_through_focus_alone_is_capacity_once() {
         let peak = days.iter().filter(|((p, _), _)| p == name).map(|(_, h)| h / 24.0).fold(0.0, f64::max);
         assert!((pool["gpus_peak"].as_f64().unwrap() - peak).abs() < 1e-6, "{pool} against {peak}");
     }
+    // The fleet's capacity rows are the bill's days, not its month on the 1st: per pool and
+    // day the bill's GPU-hours, so a range of days (the GPUs page's `from`/`to`) holds what
+    // those days billed.
+    let rollups = store.rollups("2026-10").await.unwrap().unwrap();
+    let mut fleet: std::collections::BTreeMap<(String, i64), f64> = Default::default();
+    for c in rollups.capacity.iter().filter(|c| c.provider == "aws" && c.is_gpu()) {
+        *fleet.entry((format!("{} {}", c.gpu_model, c.purchase_option), c.day)).or_default() +=
+            c.gpu_hours_provisioned;
+    }
+    fleet.retain(|_, hours| *hours > 0.0);
+    assert_eq!(fleet.keys().collect::<Vec<_>>(), days.keys().collect::<Vec<_>>());
+    for (key, hours) in &days {
+        assert!((fleet[key] - hours).abs() < 1e-6, "{key:?}: {} against the bill's {hours}", fleet[key]);
+    }
+    // October 8 to 14: what the GPUs page's range of days reads.
+    let (from, to) = (1_791_417_600, 1_792_022_400);
+    let week: f64 =
+        days.iter().filter(|((_, day), _)| (from..to).contains(day)).map(|(_, hours)| hours).sum();
+    assert!(week > 0.0);
+    let range = gpuledger::report::rollup::RollupRange::load(
+        store.as_ref(),
+        &gpuledger::auth::Scope::All,
+        "2026-10-08/2026-10-15".into(),
+        from,
+        to,
+    )
+    .await
+    .unwrap();
+    let in_range: f64 = range.capacity().filter(|c| c.is_gpu()).map(|c| c.gpu_hours_provisioned).sum();
+    assert!((in_range - week).abs() < 1e-6, "{in_range} GPU-hours against the bill's week of {week}");
 }

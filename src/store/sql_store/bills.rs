@@ -82,6 +82,11 @@ where
         .await
     }
 
+    async fn gpu_charges(&self, period: &str) -> StoreResult<Vec<BillCharge>> {
+        let sql = BillCharge::sql().select_where("period = $1 AND gpu_model <> ''");
+        self.rows(sqlx::query(&sql).bind(period), "reading a period's GPU machines' charges").await
+    }
+
     async fn month_charges(&self, period: &str, provider: Option<&str>) -> StoreResult<Vec<BillCharge>> {
         self.rows(
             sqlx::query(MONTH_CHARGES).bind(period).bind(provider.unwrap_or("")),
