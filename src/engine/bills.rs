@@ -236,11 +236,13 @@ pub fn fold_bills(
                             instance_type: charge.resource_type.clone(),
                             gpu_model: charge.gpu_model.clone(),
                             purchase_option,
+                            currency: bill.currency.clone(),
                             ..CapacityRollup::default()
                         });
                     row.gpu_hours_provisioned += day.gpu_hours;
                     row.amortized_cost_micros += cost;
                     row.public_on_demand_cost_micros += list;
+                    row.amortized_in_currency_nanos += day.effective_nanos;
                 }
             }
             // A charge the split took whole is its pods' now.
@@ -612,6 +614,9 @@ mod tests {
         );
         // The month as before: $10.842000, 8 GPU-hours, $21.684000 at list.
         assert_eq!(inputs.gpu_fleet_in_other_micros, 10_842_000);
+        // And in the bill's euros, unconverted: €10 in all.
+        let euros: Vec<(&str, i64)> = inputs.bill_capacity.iter().map(|c| c.in_bill_currency()).collect();
+        assert_eq!(euros, [("EUR", 3_333_333_333), ("EUR", 3_333_333_333), ("EUR", 3_333_333_334)]);
     }
 
     #[test]

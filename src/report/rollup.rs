@@ -562,6 +562,8 @@ struct AccountSums {
     fleet_gpu_hours: f64,
     spot_gpu_hours: f64,
     fleet: i64,
+    /// The fleet's cost in the bills' currencies (meaningful with one, as `in_currency`).
+    fleet_in_currency: i64,
     /// The pods' used GPU-hours and their measured allocated GPU-hours (utilization's).
     used_gpu_hours: f64,
     measured_gpu_hours: f64,
@@ -581,20 +583,23 @@ impl AccountSums {
         self.fleet_gpu_hours += other.fleet_gpu_hours;
         self.spot_gpu_hours += other.spot_gpu_hours;
         self.fleet += other.fleet;
+        self.fleet_in_currency += other.fleet_in_currency;
         self.used_gpu_hours += other.used_gpu_hours;
         self.measured_gpu_hours += other.measured_gpu_hours;
         self.currencies.extend(other.currencies.iter().cloned());
         self.in_currency += other.in_currency;
     }
 
-    /// The bill currency and the amortized cost in it, when the bills are in one currency.
-    fn in_bill_currency(&self) -> (Cell, Cell) {
+    /// The bill currency, the amortized cost and the GPU fleet's cost in it, when the bills
+    /// are in one currency.
+    fn in_bill_currency(&self) -> [Cell; 3] {
         match self.currencies.len() {
-            1 => (
+            1 => [
                 text(self.currencies.first().map_or("", String::as_str)),
                 Cell::Decimal(Nanos(self.in_currency).decimal()),
-            ),
-            _ => (text(""), Cell::Decimal(String::new())),
+                Cell::Decimal(Nanos(self.fleet_in_currency).decimal()),
+            ],
+            _ => [text(""), Cell::Decimal(String::new()), Cell::Decimal(String::new())],
         }
     }
 
@@ -647,6 +652,9 @@ fn account_sums(range: &RollupRange) -> BTreeMap<(String, String), AccountSums> 
                 row.spot_gpu_hours += c.gpu_hours_provisioned;
             }
             row.fleet += c.amortized_cost_micros * 1_000;
+            let (currency, in_currency) = c.in_bill_currency();
+            row.currencies.insert(currency.to_string());
+            row.fleet_in_currency += in_currency;
         }
     }
     rows
@@ -701,7 +709,7 @@ pub fn providers(range: &RollupRange) -> Report {
     let whole = total.0.amortized();
     let line = |provider: &str, (a, accounts): &(AccountSums, u32)| {
         let name = if provider == "Total" { "" } else { crate::sources::focus::provider_name(provider) };
-        let (currency, in_currency) = a.in_bill_currency();
+        let [currency, in_currency, fleet_in_currency] = a.in_bill_currency();
         vec![
             text(provider),
             text(name),
@@ -717,6 +725,7 @@ pub fn providers(range: &RollupRange) -> Report {
             Cell::Hours(a.fleet_gpu_hours),
             Cell::Ratio(ratio(a.spot_gpu_hours, a.fleet_gpu_hours)),
             usd(a.fleet),
+            fleet_in_currency,
             Cell::Rate(ratio(a.fleet as f64 / 1e9, a.fleet_gpu_hours)),
             Cell::Ratio(a.utilization()),
         ]
@@ -739,6 +748,7 @@ pub fn providers(range: &RollupRange) -> Report {
             "gpu_hours",
             "spot_gpu_share",
             "gpu_fleet_cost",
+            "gpu_fleet_cost_in_bill_currency",
             "cost_per_gpu_hour",
             "gpu_utilization",
         ],

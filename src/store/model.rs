@@ -1430,9 +1430,21 @@ pub struct CapacityRollup {
     pub gpu_hours_provisioned: f64,
     pub amortized_cost_micros: i64,
     pub public_on_demand_cost_micros: i64,
+    /// The bill's currency (empty for the CUR's dollars) and the amortized cost in it,
+    /// unconverted: a FOCUS bill's own figures, so its fleet reads in its invoice's currency.
+    pub currency: String,
+    pub amortized_in_currency_nanos: i64,
 }
 
 impl CapacityRollup {
+    /// Its bill's currency and its amortized cost in it (the CUR's: dollars).
+    pub fn in_bill_currency(&self) -> (&str, i64) {
+        match self.currency.as_str() {
+            "" | "USD" => ("USD", self.amortized_cost_micros * 1_000),
+            currency => (currency, self.amortized_in_currency_nanos),
+        }
+    }
+
     pub fn provider(&self) -> &str {
         if self.provider.is_empty() { "aws" } else { &self.provider }
     }

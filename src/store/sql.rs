@@ -750,7 +750,7 @@ mod tests {
             ("cost_pod_days", columns_and_binds(&PodDay::default()), 15),
             ("cost_gpu_pod_hours", columns_and_binds(&GpuPodHour::default()), 6),
             ("rollup_costs", columns_and_binds(&CostRollup::default()), 34),
-            ("rollup_capacity", columns_and_binds(&CapacityRollup::default()), 12),
+            ("rollup_capacity", columns_and_binds(&CapacityRollup::default()), 14),
             ("rollup_accounts", columns_and_binds(&AccountRollup::default()), 13),
             ("rollup_kube_splits", columns_and_binds(&KubeSplitRollup::default()), 16),
             ("rollup_heatmap", columns_and_binds(&HeatmapCell::default()), 5),

@@ -35,6 +35,7 @@ table!(CostRollup in "rollup_costs" {
 table!(CapacityRollup in "rollup_capacity" {
     period, day, cluster, instance_type, gpu_model, purchase_option, instance_hours,
     gpu_hours_provisioned, amortized_cost_micros, public_on_demand_cost_micros, account, provider,
+    currency, amortized_in_currency_nanos,
 } order by "day, provider, cluster, instance_type, gpu_model, purchase_option, account");
 
 table!(AccountRollup in "rollup_accounts" {
@@ -148,13 +149,15 @@ pub(crate) const BACKFILL_AGGREGATES: [&str; 2] = [
 ];
 
 /// Instance-hours per day, cluster, account, type and purchase option ($1 the period; the
-/// period name is selected back so the row reads as a [`CapacityRollup`]). CAST: Postgres
+/// period name is selected back so the row reads as a [`CapacityRollup`], in the CUR's
+/// dollars: no other currency). CAST: Postgres
 /// sums BIGINT as NUMERIC.
 pub(crate) const SELECT_CAPACITY_SUMS: &str = "SELECT period, hour - (hour % 86400) AS day, 'aws' AS provider, \
      cluster, usage_account_id AS account, instance_type, gpu_model, purchase_option, \
      SUM(usage_hours) AS instance_hours, SUM(gpu_count * usage_hours) AS gpu_hours_provisioned, \
      CAST(SUM(amortized_cost_micros) AS BIGINT) AS amortized_cost_micros, \
-     CAST(SUM(public_on_demand_cost_micros) AS BIGINT) AS public_on_demand_cost_micros \
+     CAST(SUM(public_on_demand_cost_micros) AS BIGINT) AS public_on_demand_cost_micros, \
+     '' AS currency, CAST(0 AS BIGINT) AS amortized_in_currency_nanos \
      FROM instance_hours WHERE period = $1 \
      GROUP BY period, hour - (hour % 86400), cluster, usage_account_id, instance_type, gpu_model, purchase_option \
      ORDER BY day, cluster, instance_type, gpu_model, purchase_option, account";

@@ -1228,6 +1228,20 @@ async fn the_other_clouds_bills_are_in_the_months_bill_and_chargeback() {
         let fleet =
             if provider == "azure" { in_usd(fleet) } else { gpuledger::money::micros_from_nanos(fleet) };
         assert!((usd_micros(&row["gpu_fleet_cost"]) - fleet).abs() <= 10_000, "{provider}: {row}");
+        // And in the bill's own currency: Azure's euros unconverted, the truth's to the
+        // nano-euro; a bill in dollars, its dollars.
+        let in_currency = &row["gpu_fleet_cost_in_bill_currency"];
+        if provider == "azure" {
+            assert_eq!(row["bill_currency"], "EUR");
+            let euros = truth_nanos(&Value::String(in_currency.to_string()));
+            assert_eq!(euros, truth_nanos(&truth["gpu_fleet_effective"]), "{provider}: {row}");
+        } else {
+            assert_eq!(
+                (&row["bill_currency"], in_currency),
+                (&"USD".into(), &row["gpu_fleet_cost"]),
+                "{row}"
+            );
+        }
         assert!(row["gpu_utilization"].is_null(), "{row}");
     }
     // Capacity: the other clouds' pools are their GPU machines' hours in the bill, each
