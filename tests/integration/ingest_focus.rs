@@ -36,7 +36,7 @@ async fn snapshot(store: &dyn Store) -> String {
 
 /// A rate for the euro from before any month these tests bill (a bill in euros is refused
 /// without one in force).
-async fn euro_rate(store: &dyn Store) {
+pub(crate) async fn euro_rate(store: &dyn Store) {
     let rate = gpuledger::domain::fx::FxRate::new("EUR", "USD", "1.0842", "2020-01".parse().unwrap(), "test");
     store.set_fx_rates(&[rate.unwrap()], "test").await.unwrap();
 }
@@ -756,7 +756,7 @@ fn three_cloud_world(
 }
 
 /// The same, every other cloud's sub-account named `sub_account` when given.
-fn cloud_world(
+pub(crate) fn cloud_world(
     providers: &[gpuledger::synth::clouds::Provider],
     sub_account: Option<&str>,
 ) -> (tempfile::TempDir, gpuledger::synth::GenerateOptions, Value) {
@@ -775,7 +775,7 @@ fn cloud_world(
 }
 
 /// Nano-units from the truth's exact decimal (`12.345678901`).
-fn truth_nanos(value: &Value) -> i64 {
+pub(crate) fn truth_nanos(value: &Value) -> i64 {
     let text = value.as_str().unwrap_or_else(|| panic!("{value} is not a decimal string"));
     let (units, fraction) = text.split_once('.').unwrap_or((text, "0"));
     let sign = if units.starts_with('-') { -1 } else { 1 };

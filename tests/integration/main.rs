@@ -20,6 +20,7 @@ mod ingest_focus;
 mod ingest_prometheus;
 mod invoices;
 mod kube_split;
+mod one_ledger;
 mod pipeline_run;
 mod prom_server;
 mod prometheus_rules;
