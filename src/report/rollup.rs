@@ -596,10 +596,10 @@ impl AccountSums {
         match self.currencies.len() {
             1 => [
                 text(self.currencies.first().map_or("", String::as_str)),
-                Cell::Decimal(Nanos(self.in_currency).decimal()),
-                Cell::Decimal(Nanos(self.fleet_in_currency).decimal()),
+                Cell::Money(Some(Nanos(self.in_currency))),
+                Cell::Money(Some(Nanos(self.fleet_in_currency))),
             ],
-            _ => [text(""), Cell::Decimal(String::new()), Cell::Decimal(String::new())],
+            _ => [text(""), Cell::Money(None), Cell::Money(None)],
         }
     }
 

@@ -28,6 +28,10 @@ pub enum Cell {
     /// same digits in CSV, grouped by thousands in the table, a number in JSON and XLSX;
     /// empty when empty.
     Decimal(String),
+    /// An amount in the currency a column beside it names (a bill's own, unconverted): exact
+    /// as `Usd` is in CSV and JSON, grouped to the hundredth without a dollar sign in the
+    /// table; empty when undefined (bills in several currencies).
+    Money(Option<Nanos>),
 }
 
 /// A report as rows of cells under column names.
@@ -309,6 +313,7 @@ impl Table {
                     Cell::Usd(x) => x.map(|x| (micros_f64(x), &formats[3])),
                     Cell::Rate(x) => x.map(|x| ((x * 1e12).round() / 1e12, &formats[4])),
                     Cell::Decimal(text) => text.parse().ok().map(|x| (x, &formats[5])),
+                    Cell::Money(x) => x.map(|x| (micros_f64(x), &formats[5])),
                 };
                 if let Some((value, format)) = number {
                     worksheet.write_number_with_format(r, col, value, format)?;
@@ -388,7 +393,7 @@ pub fn cell_order(a: Option<&Cell>, b: Option<&Cell>, descending: bool) -> std::
             Some(Cell::Text(t)) => (None, t.to_lowercase()),
             Some(Cell::Hours(v) | Cell::Count(v)) => (Some(*v), String::new()),
             Some(Cell::Ratio(v) | Cell::Rate(v)) => (*v, String::new()),
-            Some(Cell::Usd(v)) => (v.map(Nanos::usd_f64), String::new()),
+            Some(Cell::Usd(v) | Cell::Money(v)) => (v.map(Nanos::usd_f64), String::new()),
             Some(Cell::Flag(b)) => (Some(f64::from(u8::from(*b))), String::new()),
             Some(Cell::Decimal(text)) => (text.parse().ok(), String::new()),
             None => (None, String::new()),
@@ -425,7 +430,7 @@ fn json_value(cell: &Cell, money: MoneyJson) -> Value {
         Cell::Ratio(x) => x.map_or(Value::Null, |x| json!(round6(x))),
         // The nearest double to a micro-dollar decimal prints as that decimal (up to $9
         // billion), so the number a script reads is the exact rounded amount.
-        Cell::Usd(x) => x.map_or(Value::Null, |x| money.usd(x)),
+        Cell::Usd(x) | Cell::Money(x) => x.map_or(Value::Null, |x| money.usd(x)),
         Cell::Count(x) => json!(x.round()),
         Cell::Rate(x) => x.map_or(Value::Null, |x| money.rate(x)),
         Cell::Decimal(text) => text.parse::<f64>().map_or(Value::Null, |x| json!(x)),
@@ -438,7 +443,7 @@ fn csv_text(cell: &Cell) -> String {
         Cell::Flag(flag) => flag.to_string(),
         Cell::Hours(x) => format!("{x:.6}"),
         Cell::Ratio(x) => x.map(|x| format!("{x:.6}")).unwrap_or_default(),
-        Cell::Usd(x) => x.map(Nanos::decimal).unwrap_or_default(),
+        Cell::Usd(x) | Cell::Money(x) => x.map(Nanos::decimal).unwrap_or_default(),
         Cell::Count(x) => format!("{:.0}", x.round()),
         Cell::Rate(x) => x.map(|x| format!("{x:.12}")).unwrap_or_default(),
         Cell::Decimal(text) => text.clone(),
@@ -461,6 +466,9 @@ fn table_text(cell: &Cell) -> String {
         Cell::Usd(x) => x.map(Nanos::usd).unwrap_or_else(|| "n/a".into()),
         Cell::Rate(x) => x.map(|x| format!("${x:.6}")).unwrap_or_else(|| "n/a".into()),
         Cell::Decimal(text) => grouped(text),
+        Cell::Money(x) => {
+            x.map(|x| grouped(&crate::money::Cents::from_nanos(x.0).decimal())).unwrap_or_default()
+        }
     }
 }
 
@@ -525,6 +533,21 @@ mod tests {
         assert_eq!(heading("gpuless_idle"), "GPU-less idle");
         // A word that only begins like an abbreviation stays a word.
         assert_eq!(heading("identity"), "Identity");
+    }
+
+    #[test]
+    fn an_amount_in_a_bills_currency_is_money_without_a_dollar_sign() {
+        // EUR 5,080.582060: exact in CSV and on the pages' twins, a number for scripts.
+        let euros = Cell::Money(Some(Nanos(5_080_582_060_000)));
+        assert_eq!(csv_text(&euros), "5080.582060");
+        assert_eq!(table_text(&euros), "5,080.58");
+        assert_eq!(json_value(&euros, MoneyJson::Decimal), json!("5080.582060"));
+        assert_eq!(json_value(&euros, MoneyJson::Number), json!(5080.58206));
+        // Bills in several currencies have no one amount.
+        assert_eq!(
+            (table_text(&Cell::Money(None)), json_value(&Cell::Money(None), MoneyJson::Decimal)),
+            (String::new(), Value::Null)
+        );
     }
 
     #[test]
