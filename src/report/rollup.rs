@@ -1226,6 +1226,7 @@ pub fn gpu(range: &RollupRange, unattributed: &BTreeMap<String, f64>) -> Report 
             .iter()
             .map(|((namespace, model), g)| {
                 let utilization = ratio(g.used, g.allocated - g.unmeasured);
+                let measured = utilization.is_some();
                 let all = namespace == "(all)";
                 // The model's fleet is every instance-hour of it; a namespace's share of the
                 // fleet is its pods' cost there. What no pod requested: fleet − pods' split.
@@ -1253,11 +1254,12 @@ pub fn gpu(range: &RollupRange, unattributed: &BTreeMap<String, f64>) -> Report 
                     Cell::Hours(g.unmeasured),
                     Cell::Hours(g.unattributed),
                     Cell::Ratio(utilization),
-                    Cell::Ratio(if all { ratio(g.used, g.provisioned) } else { None }),
+                    // Nothing measured (no utilization series): its use and idle are unknown.
+                    Cell::Ratio(if all && measured { ratio(g.used, g.provisioned) } else { None }),
                     usd(fleet),
                     usd(g.accelerator),
-                    usd(g.idle_cost),
-                    usd(g.idle_accelerator),
+                    Cell::Usd(measured.then_some(Nanos(g.idle_cost))),
+                    Cell::Usd(measured.then_some(Nanos(g.idle_accelerator))),
                     usd(unallocated),
                     Cell::Text(flags.join("; ")),
                 ]
@@ -1573,9 +1575,20 @@ impl Headline {
         (self.gpu_hours_allocated > 0.0).then(|| self.gpu_hours_unmeasured / self.gpu_hours_allocated)
     }
 
-    /// Idle over allocated GPU-hours.
+    /// Idle over allocated GPU-hours; undefined when nothing was measured.
     pub fn idle_share(&self) -> Option<f64> {
-        (self.gpu_hours_allocated > 0.0).then(|| self.gpu_hours_idle / self.gpu_hours_allocated)
+        self.measured().then(|| self.gpu_hours_idle / self.gpu_hours_allocated)
+    }
+
+    /// Whether any allocated GPU-hour was measured: idle cost is known only then (a month
+    /// without utilization series has none, not $0.00).
+    pub fn measured(&self) -> bool {
+        self.gpu_hours_allocated - self.gpu_hours_unmeasured > 1e-9
+    }
+
+    /// The idle cost and its accelerator part, when measured.
+    pub fn idle_costs(&self) -> Option<(i64, i64)> {
+        self.measured().then_some((self.idle_cost_nanos, self.idle_gpu_cost_nanos))
     }
 
     /// Spot over all GPU-hours of training workloads.

@@ -188,7 +188,12 @@ async fn story(database_url: &str, out: &Path) {
         trend.iter().map(|r| (r["month"].as_str().unwrap(), r["source"].as_str().unwrap())).collect();
     assert_eq!(
         months,
-        [("2026-07", "cost explorer"), ("2026-08", "cost explorer"), ("2026-09", "cur"), ("2026-10", "cur")]
+        [
+            ("2026-07", "cost explorer"),
+            ("2026-08", "cost explorer"),
+            ("2026-09", "bills"),
+            ("2026-10", "bills")
+        ]
     );
     for (row, month) in trend.iter().zip(["2026-07", "2026-08"]) {
         // Page JSON money is an exact decimal string.

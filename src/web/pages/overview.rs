@@ -7,6 +7,9 @@ use super::*;
 use crate::report::rollup::{self, Report};
 use crate::report::table::{Cell, Nanos, Table};
 
+/// What the Idle GPU cost card says of a month none of whose GPU-hours was measured.
+const NOT_MEASURED: &str = "not measured (no GPU utilization series)";
+
 fn status(value: Option<f64>, good: impl Fn(f64) -> bool, bad: impl Fn(f64) -> bool) -> String {
     match value {
         Some(v) if bad(v) => "bad".into(),
@@ -276,18 +279,31 @@ pub async fn overview(page: Opening) -> Result<Response, WebError> {
             .with_delta(ratio_delta(now.utilization(), before.as_ref().and_then(|h| h.utilization()), Better::Up)),
             Card {
                 label: "Idle GPU cost".into(),
-                value: format!("{} ({} of GPU-hours)", usd(now.idle_cost_nanos), percent(now.idle_share())),
-                previous: prev(|h| usd(h.idle_cost_nanos)),
+                value: match now.idle_costs() {
+                    Some((idle, _)) => format!("{} ({} of GPU-hours)", usd(idle), percent(now.idle_share())),
+                    None => NOT_MEASURED.into(),
+                },
+                previous: prev(|h| h.idle_costs().map_or_else(|| NOT_MEASURED.into(), |(idle, _)| usd(idle))),
                 target: "under 10 % of GPU-hours; above 20 % flagged".into(),
-                definition: format!(
-                    "The full cost (GPU, CPU and memory) of the pod-hours whose GPUs averaged under 10 % \
-                     utilization; their accelerator rows alone are {}.",
-                    usd(now.idle_gpu_cost_nanos)
-                ),
+                definition: match now.idle_costs() {
+                    Some((_, accelerator)) => format!(
+                        "The full cost (GPU, CPU and memory) of the pod-hours whose GPUs averaged under 10 % \
+                         utilization; their accelerator rows alone are {}.",
+                        usd(accelerator)
+                    ),
+                    None => "The full cost of the pod-hours whose GPUs averaged under 10 % utilization: not \
+                        known for a month none of whose GPU-hours has a utilization series (DCGM)."
+                        .into(),
+                },
                 status: status(now.idle_share(), |v| v < 0.10, |v| v > 0.20),
                 ..Card::default()
             }
-            .with_delta(money_delta(now.idle_cost_nanos, before.as_ref().map(|h| h.idle_cost_nanos), Better::Down)),
+            .with_delta(match now.idle_costs() {
+                Some((idle, _)) => {
+                    money_delta(idle, before.as_ref().and_then(|h| h.idle_costs()).map(|b| b.0), Better::Down)
+                }
+                None => (String::new(), ""),
+            }),
             Card {
                 label: "Spot adoption (training)".into(),
                 value: percent(now.spot_adoption()),
@@ -385,8 +401,8 @@ pub async fn overview(page: Opening) -> Result<Response, WebError> {
                         Cell::Usd(Some(Nanos(h.gpu_cost_nanos))),
                         Cell::Ratio(h.utilization()),
                         Cell::Ratio(h.unmeasured_share()),
-                        Cell::Usd(Some(Nanos(h.idle_cost_nanos))),
-                        Cell::Usd(Some(Nanos(h.idle_gpu_cost_nanos))),
+                        Cell::Usd(h.idle_costs().map(|c| Nanos(c.0))),
+                        Cell::Usd(h.idle_costs().map(|c| Nanos(c.1))),
                         Cell::Usd(Some(Nanos(h.unallocated_gpu_nanos))),
                         Cell::Ratio(h.spot_adoption()),
                         Cell::Usd(Some(Nanos(h.realized_savings_nanos()))),
@@ -394,7 +410,8 @@ pub async fn overview(page: Opening) -> Result<Response, WebError> {
                         split(2),
                         split(3),
                         part(4),
-                        Cell::Text("cur".into()),
+                        // Computed from the month's bills, whichever sources they came from.
+                        Cell::Text("bills".into()),
                     ]
                 }))
                 .collect(),
