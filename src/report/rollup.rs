@@ -1267,10 +1267,13 @@ pub fn gpu(range: &RollupRange, unattributed: &BTreeMap<String, f64>) -> Report 
             .collect(),
     };
     let mut extra = Extras::default();
-    extra.insert("unattributed_gpu_hours", json!(unattributed.values().sum::<f64>()));
+    extra.insert(
+        "unattributed_gpu_hours",
+        json!(crate::report::table::round6(unattributed.values().sum::<f64>())),
+    );
     // Measured on pods the bill gave no accelerator rows (the same name as the live report's).
     let unbilled: f64 = range.periods().map(|(p, _)| p.measured_unbilled_gpu_hours).sum();
-    extra.insert("metrics_without_bill_gpu_hours", json!((unbilled * 1e6).round() / 1e6));
+    extra.insert("metrics_without_bill_gpu_hours", json!(crate::report::table::round6(unbilled)));
     extra.insert("idle_threshold", json!(range.periods().next().map_or(0.1, |(p, _)| p.idle_threshold)));
     Report { table, extra }
 }

@@ -413,8 +413,9 @@ pub fn cell_order(a: Option<&Cell>, b: Option<&Cell>, descending: bool) -> std::
     }
 }
 
-fn round6(x: f64) -> f64 {
-    (x * 1e6).round() / 1e6
+/// To six decimals, and never `-0.0` (a float sum of nothing is −0, which JSON prints so).
+pub fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6 + 0.0
 }
 
 /// An exact amount rounded once to the micro-dollar, as the nearest double.
@@ -533,6 +534,14 @@ mod tests {
         assert_eq!(heading("gpuless_idle"), "GPU-less idle");
         // A word that only begins like an abbreviation stays a word.
         assert_eq!(heading("identity"), "Identity");
+    }
+
+    #[test]
+    fn a_sum_of_nothing_is_zero_not_minus_zero() {
+        // What `Sum` gives for no floats.
+        let nothing = -0.0_f64;
+        assert_eq!(json_value(&Cell::Hours(nothing), MoneyJson::Decimal).to_string(), "0.0");
+        assert_eq!(json_value(&Cell::Ratio(Some(nothing)), MoneyJson::Number).to_string(), "0.0");
     }
 
     #[test]

@@ -25,7 +25,7 @@ fn amount(value: &Value) -> f64 {
 }
 
 /// Every amount under a key naming what cannot be negative (unallocated, idle, unused cost),
-/// anywhere in a page's twin.
+/// and every `-0.0`, anywhere in a page's twin.
 fn negatives(value: &Value, key: &str, found: &mut Vec<String>) {
     match value {
         Value::Object(map) => {
@@ -34,6 +34,10 @@ fn negatives(value: &Value, key: &str, found: &mut Vec<String>) {
             }
         }
         Value::Array(items) => items.iter().for_each(|v| negatives(v, key, found)),
+        // A float sum of nothing is −0, which JSON prints as `-0.0`: nothing prints so.
+        Value::Number(n) if n.as_f64().is_some_and(|x| x == 0.0 && x.is_sign_negative()) => {
+            found.push(format!("{key} = -0.0"));
+        }
         Value::String(_) | Value::Number(_)
             if ["unallocated", "idle", "unused"].iter().any(|w| key.contains(w)) =>
         {
