@@ -1569,8 +1569,7 @@ impl Headline {
     /// Used over measured allocated GPU-hours (allocated hours without metrics are left out,
     /// as in `report gpu`); undefined when nothing was measured.
     pub fn utilization(&self) -> Option<f64> {
-        let measured = self.gpu_hours_allocated - self.gpu_hours_unmeasured;
-        (measured > 1e-9).then(|| self.gpu_hours_used / measured)
+        self.measured().then(|| self.gpu_hours_used / (self.gpu_hours_allocated - self.gpu_hours_unmeasured))
     }
 
     /// Allocated GPU-hours without metrics, over allocated.

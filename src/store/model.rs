@@ -1436,13 +1436,19 @@ pub struct CapacityRollup {
     pub amortized_in_currency_nanos: i64,
 }
 
+/// A rollup row's bill currency and its amount in it: the dollars for a bill in dollars (or
+/// the CUR's, which names none), else the bill's own unconverted amount.
+fn in_bill_currency(currency: &str, usd_nanos: i64, own_nanos: i64) -> (&str, i64) {
+    match currency {
+        "" | "USD" => ("USD", usd_nanos),
+        currency => (currency, own_nanos),
+    }
+}
+
 impl CapacityRollup {
     /// Its bill's currency and its amortized cost in it (the CUR's: dollars).
     pub fn in_bill_currency(&self) -> (&str, i64) {
-        match self.currency.as_str() {
-            "" | "USD" => ("USD", self.amortized_cost_micros * 1_000),
-            currency => (currency, self.amortized_in_currency_nanos),
-        }
+        in_bill_currency(&self.currency, self.amortized_cost_micros * 1_000, self.amortized_in_currency_nanos)
     }
 
     pub fn provider(&self) -> &str {
@@ -1776,10 +1782,7 @@ impl AccountRollup {
     /// The account's bill currency and its amortized cost in it: a FOCUS bill's own figures,
     /// the CUR's in dollars (`usd_nanos`, the account's amortized cost as the ledger places it).
     pub fn in_bill_currency(&self, usd_nanos: i64) -> (&str, i64) {
-        match self.currency.as_str() {
-            "" | "USD" => ("USD", usd_nanos),
-            currency => (currency, self.amortized_in_currency_nanos.0),
-        }
+        in_bill_currency(&self.currency, usd_nanos, self.amortized_in_currency_nanos.0)
     }
 
     /// The account's amortized bill.

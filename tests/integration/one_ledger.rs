@@ -51,8 +51,7 @@ fn negatives(value: &Value, key: &str, found: &mut Vec<String>) {
 }
 
 fn rows<'a>(page: &'a Value, table: &str) -> &'a Vec<Value> {
-    let table = if table == "rows_of_report" { page } else { &page[table] };
-    table["rows"].as_array().unwrap_or_else(|| panic!("no such table: {page}"))
+    page[table]["rows"].as_array().unwrap_or_else(|| panic!("no table {table}: {page}"))
 }
 
 /// Ingests `providers`' October (the CUR for AWS, with AWS's FOCUS export of it too in the
@@ -98,7 +97,7 @@ async fn one_month(providers: &[Provider], database: &str) {
     let report: Value =
         serde_json::from_slice(&gl(&["report", "providers", "--period", "2026-10", "--format", "json"]))
             .unwrap();
-    let by_provider = rows(&report, "rows_of_report");
+    let by_provider = report["rows"].as_array().unwrap_or_else(|| panic!("no rows: {report}"));
     if names.len() > 1 {
         // The page writes dollars as decimal strings, the command as numbers: the same figures.
         let shown = rows(&overview, "providers");
